@@ -1,0 +1,3 @@
+module github.com/fenecdb/fenec/conformance
+
+go 1.26

@@ -1,0 +1,261 @@
+package fenecdb
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Collection is an immutable query over one collection, started by
+// [DB.From]. Each method answers a new Collection and leaves its receiver
+// as it was, so a Collection can be kept, shared between goroutines and
+// extended in several ways:
+//
+//	jobs := db.From("jobs")
+//	mine := jobs.Where("owner", owner)
+//
+// The methods that end a chain ([Collection.Rows], [Collection.First],
+// [Collection.Count], [Collection.Insert], [Collection.InsertMany],
+// [Collection.Update], [Collection.Delete]) send it; the Render methods only
+// render it. A mistake made along the chain is returned by either.
+type Collection struct {
+	db      *DB
+	name    string
+	conds   []cond
+	orders  []string
+	columns []string
+	limit   int // -1: none
+	offset  int // -1: none
+	err     error
+}
+
+// cond is one condition of a where clause: a field compared with a value,
+// or a raw fragment.
+type cond struct {
+	field, op string
+	value     any
+	raw       *Condition
+}
+
+// Statement is one FenecQL statement and its parameters $1..$n, as the
+// Render methods answer it and [DB.Batch] takes it.
+type Statement struct {
+	// Query is the statement's text.
+	Query string
+	// Params are the values of $1..$n, in order.
+	Params []any
+}
+
+var (
+	identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	pathRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
+)
+
+// operators are the comparisons [Collection.WhereOp] takes.
+var operators = []string{"=", "!=", "<", "<=", ">", ">=", "in", "not in"}
+
+func newCollection(db *DB, name string) Collection {
+	c := Collection{db: db, name: name, limit: -1, offset: -1}
+	if !identRE.MatchString(name) {
+		c.err = fmt.Errorf("fenecdb: collection name %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", name)
+	}
+	return c
+}
+
+func checkField(name string) error {
+	if !pathRE.MatchString(name) {
+		return fmt.Errorf("fenecdb: field %q is not a field name or a dotted path of them", name)
+	}
+	return nil
+}
+
+// checkColumns checks a select or returning list: fields and paths, or "*"
+// alone.
+func checkColumns(what string, columns []string) error {
+	if len(columns) == 0 {
+		return fmt.Errorf("fenecdb: %s: an empty list of fields", what)
+	}
+	if len(columns) == 1 && columns[0] == "*" {
+		return nil
+	}
+	for _, c := range columns {
+		if err := checkField(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// with answers a copy of c with err kept, unless c already has one.
+func (c Collection) with(err error) Collection {
+	if c.err == nil {
+		c.err = err
+	}
+	return c
+}
+
+// Where adds the condition field = value, or field is null when value is
+// nil. Several conditions are joined with and. An [Expression] value
+// renders as its text; any other value is sent as a parameter.
+func (c Collection) Where(field string, value any) Collection {
+	if value == nil {
+		return c.addCond(cond{field: field, op: "is null"})
+	}
+	return c.addCond(cond{field: field, op: "=", value: value})
+}
+
+// WhereOp adds the condition field op value, op being one of =, !=, <, <=,
+// >, >=, in and not in. For in and not in, value is a slice, sent as one
+// parameter:
+//
+//	jobs.WhereOp("attempts", ">=", 5)
+//	jobs.WhereOp("id", "in", []int{1, 2, 3})
+func (c Collection) WhereOp(field, op string, value any) Collection {
+	if !slices.Contains(operators, op) {
+		return c.with(fmt.Errorf("fenecdb: operator %q is not one of %s", op, strings.Join(operators, ", ")))
+	}
+	if op == "in" || op == "not in" {
+		if k := reflect.ValueOf(value).Kind(); k != reflect.Slice && k != reflect.Array {
+			return c.with(fmt.Errorf("fenecdb: %s needs a list of values for %s, not %T", op, field, value))
+		}
+	}
+	return c.addCond(cond{field: field, op: op, value: value})
+}
+
+// WhereRaw adds a condition written in FenecQL, made with [Raw]. It is
+// wrapped in parentheses when the where clause has more than one condition.
+func (c Collection) WhereRaw(condition Condition) Collection {
+	return c.addCond(cond{raw: &condition})
+}
+
+func (c Collection) addCond(k cond) Collection {
+	if k.raw == nil {
+		if err := checkField(k.field); err != nil {
+			return c.with(err)
+		}
+		switch k.value.(type) {
+		case Condition:
+			return c.with(fmt.Errorf("fenecdb: where %s: raw is not a value (use Expr)", k.field))
+		case Increment:
+			return c.with(fmt.Errorf("fenecdb: where %s: inc is not a value (use Expr)", k.field))
+		}
+	}
+	c.conds = append(slices.Clip(c.conds), k)
+	return c
+}
+
+// Order adds a sort key, ascending; several calls sort by each in turn.
+// Rows equal on every key come in ascending id.
+func (c Collection) Order(field string) Collection { return c.addOrder(field, "") }
+
+// OrderDesc adds a sort key, descending.
+func (c Collection) OrderDesc(field string) Collection { return c.addOrder(field, " desc") }
+
+func (c Collection) addOrder(field, dir string) Collection {
+	if err := checkField(field); err != nil {
+		return c.with(err)
+	}
+	c.orders = append(slices.Clip(c.orders), field+dir)
+	return c
+}
+
+// Limit keeps at most n rows: of a read, or of the rows an update or delete
+// picks (with [Collection.Order], the first n in that order).
+func (c Collection) Limit(n int) Collection {
+	if n < 0 {
+		return c.with(fmt.Errorf("fenecdb: limit must be a non-negative integer, not %d", n))
+	}
+	c.limit = n
+	return c
+}
+
+// Offset skips the first n rows of a read.
+func (c Collection) Offset(n int) Collection {
+	if n < 0 {
+		return c.with(fmt.Errorf("fenecdb: offset must be a non-negative integer, not %d", n))
+	}
+	c.offset = n
+	return c
+}
+
+// Select names the columns a read answers: fields or dotted paths, or "*"
+// alone for id and every field (the default). Each call replaces the last.
+func (c Collection) Select(columns ...string) Collection {
+	if err := checkColumns("select", columns); err != nil {
+		return c.with(err)
+	}
+	c.columns = slices.Clone(columns)
+	return c
+}
+
+// Rows sends the read and answers its rows.
+func (c Collection) Rows(ctx context.Context) ([]Row, error) {
+	res, err := c.send(ctx, c.RenderRows, false)
+	return res.Rows, err
+}
+
+// First sends the read with limit 1 and answers its row, or nil when it
+// answers none.
+func (c Collection) First(ctx context.Context) (*Row, error) {
+	res, err := c.send(ctx, c.RenderFirst, false)
+	if err != nil || len(res.Rows) == 0 {
+		return nil, err
+	}
+	return &res.Rows[0], nil
+}
+
+// Count answers how many documents the read matches.
+func (c Collection) Count(ctx context.Context) (int64, error) {
+	res, err := c.send(ctx, c.RenderCount, false)
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Rows) != 1 {
+		return 0, fmt.Errorf("fenecdb: a count answered %d rows", len(res.Rows))
+	}
+	n, ok := res.Rows[0].Get("count").(json.Number)
+	if !ok {
+		return 0, fmt.Errorf("fenecdb: a count answered %v", res.Rows[0].Values)
+	}
+	return n.Int64()
+}
+
+// Insert writes doc as a new document; a taken id or @unique value is
+// refused with [CodeConflict], and nothing is written.
+func (c Collection) Insert(ctx context.Context, doc Doc) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderInsert(doc) }, false)
+}
+
+// InsertMany writes docs as new documents, all or none.
+func (c Collection) InsertMany(ctx context.Context, docs []Doc) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderInsertMany(docs) }, false)
+}
+
+// Update writes patch to the rows the chain picks: every row its
+// conditions match or, with [Collection.Order] and [Collection.Limit],
+// exactly the rows a read of the same chain would answer, under the
+// server's write lock. Patch values read the row before the write
+// ([Inc], [Expr] naming fields). With [Returning] it answers the rows as
+// written; through a [DB.Wait] copy it is held at the server until it
+// takes a row.
+func (c Collection) Update(ctx context.Context, patch Doc, opts ...WriteOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderUpdate(patch, opts...) }, true)
+}
+
+// Delete removes the rows the chain picks, as [Collection.Update] picks
+// them; with [Returning] it answers them as they were.
+func (c Collection) Delete(ctx context.Context, opts ...WriteOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderDelete(opts...) }, true)
+}
+
+func (c Collection) send(ctx context.Context, render func() (Statement, error), held bool) (Result, error) {
+	s, err := render()
+	if err != nil {
+		return Result{}, err
+	}
+	return c.db.query(ctx, s, held)
+}

@@ -1,0 +1,307 @@
+package fenecdb
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// renderer writes a statement's text left to right, numbering its
+// parameters as they appear.
+type renderer struct {
+	b      strings.Builder
+	params []any
+}
+
+func (r *renderer) param(v any) {
+	r.params = append(r.params, v)
+	r.b.WriteString("$" + strconv.Itoa(len(r.params)))
+}
+
+// fragment writes f's text with each ? outside a string literal replaced by
+// the next parameter.
+func (r *renderer) fragment(f fragment) error {
+	next := 0
+	var quote byte // the open string literal's quote, or 0
+	for i := 0; i < len(f.text); i++ {
+		ch := f.text[i]
+		switch {
+		case quote != 0:
+			r.b.WriteByte(ch)
+			if ch == '\\' && i+1 < len(f.text) {
+				i++
+				r.b.WriteByte(f.text[i])
+			} else if ch == quote {
+				quote = 0
+			}
+		case ch == '\'' || ch == '"':
+			quote = ch
+			r.b.WriteByte(ch)
+		case ch == '$' && i+1 < len(f.text) && f.text[i+1] >= '0' && f.text[i+1] <= '9':
+			return fmt.Errorf("fenecdb: %s(%q): write ? for a value, not %s…", f.helper, f.text, f.text[i:i+2])
+		case ch == '?':
+			if next < len(f.args) {
+				r.param(f.args[next])
+			}
+			next++
+		default:
+			r.b.WriteByte(ch)
+		}
+	}
+	if next != len(f.args) {
+		return fmt.Errorf("fenecdb: %s(%q): %d ? marks, but %d arguments", f.helper, f.text, next, len(f.args))
+	}
+	return nil
+}
+
+// value writes a value of a document or a condition: an Expression's text,
+// or a parameter (nil too).
+func (r *renderer) value(what string, v any) error {
+	switch v := v.(type) {
+	case Expression:
+		return r.fragment(v.fragment)
+	case Condition:
+		return fmt.Errorf("fenecdb: %s: raw is not a value (use Expr)", what)
+	case Increment:
+		return fmt.Errorf("fenecdb: %s: inc is a patch value of Update alone", what)
+	default:
+		r.param(v)
+	}
+	return nil
+}
+
+// doc writes {name: value, ...} for an insert, or for an update's patch,
+// where nil renders as null and an Increment as name + $n.
+func (r *renderer) doc(endpoint string, d Doc) error {
+	if d.err != nil {
+		return d.err
+	}
+	patch := endpoint == "update"
+	if patch && len(d.names) == 0 {
+		return fmt.Errorf("fenecdb: update: an empty patch")
+	}
+	for _, name := range d.names {
+		if err := checkField(name); err != nil {
+			return err
+		}
+	}
+	r.b.WriteByte('{')
+	for i, name := range d.names {
+		if i > 0 {
+			r.b.WriteString(", ")
+		}
+		r.b.WriteString(name + ": ")
+		switch v := d.values[i].(type) {
+		case nil:
+			if !patch {
+				r.param(nil)
+				continue
+			}
+			r.b.WriteString("null")
+		case Increment:
+			if !patch {
+				return fmt.Errorf("fenecdb: insert %s: inc is not a document value", name)
+			}
+			if err := v.check(); err != nil {
+				return err
+			}
+			r.b.WriteString(name + " + ")
+			r.param(v.by)
+		default:
+			if err := r.value(endpoint+" "+name, v); err != nil {
+				return err
+			}
+		}
+	}
+	r.b.WriteByte('}')
+	return nil
+}
+
+// where writes the where clause, if c has conditions.
+func (r *renderer) where(c Collection) error {
+	for i, k := range c.conds {
+		if i == 0 {
+			r.b.WriteString(" where ")
+		} else {
+			r.b.WriteString(" and ")
+		}
+		if k.raw != nil {
+			wrap := len(c.conds) > 1
+			if wrap {
+				r.b.WriteByte('(')
+			}
+			if err := r.fragment(k.raw.fragment); err != nil {
+				return err
+			}
+			if wrap {
+				r.b.WriteByte(')')
+			}
+			continue
+		}
+		r.b.WriteString(k.field + " " + k.op)
+		if k.op != "is null" {
+			r.b.WriteByte(' ')
+			if err := r.value("where "+k.field, k.value); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pick writes the clauses that pick rows: order, limit and offset (which
+// only a read may have).
+func (r *renderer) pick(c Collection) {
+	if len(c.orders) > 0 {
+		r.b.WriteString(" order " + strings.Join(c.orders, ", "))
+	}
+	if c.limit >= 0 {
+		r.b.WriteString(" limit " + strconv.Itoa(c.limit))
+	}
+	if c.offset >= 0 {
+		r.b.WriteString(" offset " + strconv.Itoa(c.offset))
+	}
+}
+
+func (r *renderer) statement() Statement {
+	if r.params == nil {
+		r.params = []any{}
+	}
+	return Statement{Query: r.b.String(), Params: r.params}
+}
+
+// refuse answers an error if c uses one of clauses, which endpoint does
+// not take.
+func (c Collection) refuse(endpoint string, clauses ...string) error {
+	if c.err != nil {
+		return c.err
+	}
+	used := map[string]bool{
+		"where": len(c.conds) > 0, "order": len(c.orders) > 0, "limit": c.limit >= 0,
+		"offset": c.offset >= 0, "select": c.columns != nil,
+	}
+	for _, clause := range clauses {
+		if used[clause] {
+			return fmt.Errorf("fenecdb: %s cannot use %s", endpoint, clause)
+		}
+	}
+	return nil
+}
+
+// RenderRows renders what [Collection.Rows] sends:
+// get c [select …] [where …] [order …] [limit n] [offset n].
+func (c Collection) RenderRows() (Statement, error) {
+	if c.err != nil {
+		return Statement{}, c.err
+	}
+	var r renderer
+	r.b.WriteString("get " + c.name)
+	if c.columns != nil {
+		r.b.WriteString(" select " + strings.Join(c.columns, ", "))
+	}
+	if err := r.where(c); err != nil {
+		return Statement{}, err
+	}
+	r.pick(c)
+	return r.statement(), nil
+}
+
+// RenderFirst renders what [Collection.First] sends: the read with limit 1.
+func (c Collection) RenderFirst() (Statement, error) { return c.Limit(1).RenderRows() }
+
+// RenderCount renders what [Collection.Count] sends: get c [where …] count.
+// The chain's select, order, limit and offset do not change a count.
+func (c Collection) RenderCount() (Statement, error) {
+	if c.err != nil {
+		return Statement{}, c.err
+	}
+	var r renderer
+	r.b.WriteString("get " + c.name)
+	if err := r.where(c); err != nil {
+		return Statement{}, err
+	}
+	r.b.WriteString(" count")
+	return r.statement(), nil
+}
+
+// RenderInsert renders what [Collection.Insert] sends: insert c {…}.
+func (c Collection) RenderInsert(doc Doc) (Statement, error) {
+	if err := c.refuse("insert", "where", "order", "limit", "offset", "select"); err != nil {
+		return Statement{}, err
+	}
+	var r renderer
+	r.b.WriteString("insert " + c.name + " ")
+	if err := r.doc("insert", doc); err != nil {
+		return Statement{}, err
+	}
+	return r.statement(), nil
+}
+
+// RenderInsertMany renders what [Collection.InsertMany] sends:
+// insert c [{…}, …].
+func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
+	if err := c.refuse("insert", "where", "order", "limit", "offset", "select"); err != nil {
+		return Statement{}, err
+	}
+	if len(docs) == 0 {
+		return Statement{}, fmt.Errorf("fenecdb: insert: an empty list of documents")
+	}
+	var r renderer
+	r.b.WriteString("insert " + c.name + " [")
+	for i, d := range docs {
+		if i > 0 {
+			r.b.WriteString(", ")
+		}
+		if err := r.doc("insert", d); err != nil {
+			return Statement{}, err
+		}
+	}
+	r.b.WriteByte(']')
+	return r.statement(), nil
+}
+
+// RenderUpdate renders what [Collection.Update] sends:
+// set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n].
+func (c Collection) RenderUpdate(patch Doc, opts ...WriteOption) (Statement, error) {
+	return c.write("update", &patch, opts)
+}
+
+// RenderDelete renders what [Collection.Delete] sends:
+// del c [where …] [order …] [limit n] [returning …] [require n].
+func (c Collection) RenderDelete(opts ...WriteOption) (Statement, error) {
+	return c.write("delete", nil, opts)
+}
+
+// write renders an update (set) or a delete (del).
+func (c Collection) write(endpoint string, patch *Doc, opts []WriteOption) (Statement, error) {
+	if err := c.refuse(endpoint, "offset", "select"); err != nil {
+		return Statement{}, err
+	}
+	o := writeOptions{require: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.err != nil {
+		return Statement{}, o.err
+	}
+	var r renderer
+	if patch != nil {
+		r.b.WriteString("set " + c.name + " ")
+		if err := r.doc(endpoint, *patch); err != nil {
+			return Statement{}, err
+		}
+	} else {
+		r.b.WriteString("del " + c.name)
+	}
+	if err := r.where(c); err != nil {
+		return Statement{}, err
+	}
+	r.pick(c)
+	if o.returning != nil {
+		r.b.WriteString(" returning " + strings.Join(o.returning, ", "))
+	}
+	if o.require >= 0 {
+		r.b.WriteString(" require " + strconv.Itoa(o.require))
+	}
+	return r.statement(), nil
+}

@@ -1,0 +1,212 @@
+import { FenecError } from './errors.js';
+import type { Answer } from './generated/transport.js';
+import {
+  condition,
+  type Direction,
+  fieldList,
+  type Operator,
+  renderCount,
+  renderDelete,
+  renderInsert,
+  renderRows,
+  renderUpdate,
+  type State,
+  type Statement,
+  type WriteClauses,
+} from './render.js';
+import { collectionName, count, fieldName, type Raw } from './values.js';
+
+/** A row as answered: its columns in order (`id` first for `*`). */
+export type Row = Record<string, unknown>;
+
+/** A document or a patch: field names (paths in a patch) to values, `expr(…)` or, in a patch, `inc(n)`. */
+export type Doc = Record<string, unknown>;
+
+/** How one request is sent. */
+export interface RequestOptions {
+  /** Gives the request up when aborted: the call rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Milliseconds to wait for the answer, instead of the client's timeout. */
+  timeout?: number;
+  /**
+   * Milliseconds the server may hold a claim (a `set` or `del`) while it
+   * would take nothing (`Fenec-Wait`, 0–30000). The client waits this much
+   * longer than its timeout.
+   */
+  wait?: number;
+  /** Sent as `Idempotency-Key`: a retry with the same key is answered the first answer, and writes nothing. */
+  idempotencyKey?: string;
+}
+
+/** Options of a read. */
+export type ReadOptions = Pick<RequestOptions, 'signal' | 'timeout'>;
+
+/** Options of an insert. */
+export type InsertOptions = Pick<RequestOptions, 'signal' | 'timeout' | 'idempotencyKey'>;
+
+/** Options of an update or a delete: what it answers, what it requires, and how it is sent. */
+export interface WriteOptions extends WriteClauses, RequestOptions {}
+
+/** A write that answers rows: `returning: true` or a list of fields. */
+export type Returning = WriteOptions & { returning: true | readonly string[] };
+
+/** What a builder sends its statements through (a {@link Db}). */
+export interface Runner {
+  /** Sends one statement and answers its answer. */
+  run(statement: Statement, opts: RequestOptions): Promise<Answer>;
+}
+
+/**
+ * An immutable query on one collection: each call answers a new builder, so
+ * a builder can be kept and reused (`const jobs = db.from('jobs')`). The
+ * endpoints (`rows`, `first`, `count`, `insert`, `update`, `delete`) send
+ * it; `toQuery` renders it without sending.
+ *
+ * Values always become `$n` parameters; field and collection names are
+ * checked against `[A-Za-z_][A-Za-z0-9_]*` (dotted paths allowed for
+ * fields), and a builder method throws a `TypeError` on anything else.
+ */
+export class Query<T extends Row = Row> {
+  readonly #runner: Runner;
+  readonly #state: State;
+
+  /** Made by `db.from(name)`. */
+  constructor(runner: Runner, collection: string, state?: State) {
+    this.#runner = runner;
+    this.#state = Object.freeze(state ?? { collection: collectionName(collection), where: [], order: [] });
+  }
+
+  #with(change: Partial<State>): Query<T> {
+    return new Query<T>(this.#runner, this.#state.collection, { ...this.#state, ...change });
+  }
+
+  /**
+   * Adds a condition; several join with `and`.
+   * - `where(field, value)`: `field = $n`, or `field is null` for `null`;
+   * - `where(field, op, value)`: `field op $n`, `op` one of `=`, `!=`, `<`,
+   *   `<=`, `>`, `>=`, `in`, `not in` (the last two take a list);
+   * - `where(raw('text with ? marks', …args))`: the text, each `?` a parameter.
+   */
+  where(condition: Raw): Query<T>;
+  where(field: string, value: unknown): Query<T>;
+  where(field: string, op: Operator, value: unknown): Query<T>;
+  where(...args: unknown[]): Query<T> {
+    return this.#with({ where: Object.freeze([...this.#state.where, condition(args)]) });
+  }
+
+  /** Orders by a field (ascending unless `'desc'`); several calls order by several keys. */
+  order(field: string, direction: Direction = 'asc'): Query<T> {
+    if (direction !== 'asc' && direction !== 'desc') {
+      throw new TypeError(`order direction ${JSON.stringify(direction)} is not asc or desc`);
+    }
+    return this.#with({ order: Object.freeze([...this.#state.order, { field: fieldName(field), dir: direction }]) });
+  }
+
+  /** Takes at most `n` rows (a non-negative integer). */
+  limit(n: number): Query<T> {
+    return this.#with({ limit: count('limit', n) });
+  }
+
+  /** Skips `n` rows of a read (a non-negative integer). */
+  offset(n: number): Query<T> {
+    return this.#with({ offset: count('offset', n) });
+  }
+
+  /** Answers these fields (paths allowed) rather than every field. */
+  select(...fields: string[]): Query<T> {
+    return this.#with({ select: fieldList('select', fields) });
+  }
+
+  /** Renders the read `rows()` sends. */
+  toQuery(): Statement;
+  /** Renders what an endpoint sends, without sending it (for `db.batch`, logs and tests). */
+  toQuery(endpoint: 'rows' | 'first' | 'count'): Statement;
+  toQuery(endpoint: 'insert', docs: Doc | readonly Doc[]): Statement;
+  toQuery(endpoint: 'update', patch: Doc, opts?: WriteClauses): Statement;
+  toQuery(endpoint: 'delete', opts?: WriteClauses): Statement;
+  toQuery(endpoint = 'rows', arg?: unknown, opts?: WriteClauses): Statement {
+    switch (endpoint) {
+      case 'rows':
+        return renderRows(this.#state);
+      case 'first':
+        return renderRows({ ...this.#state, limit: 1 });
+      case 'count':
+        return renderCount(this.#state);
+      case 'insert':
+        return renderInsert(this.#state, arg);
+      case 'update':
+        return renderUpdate(this.#state, arg, opts);
+      case 'delete':
+        return renderDelete(this.#state, arg as WriteClauses | undefined);
+      default:
+        throw new TypeError(`no endpoint ${JSON.stringify(endpoint)}`);
+    }
+  }
+
+  /** Reads the rows: `get c [select …] [where …] [order …] [limit n] [offset n]`. */
+  async rows(opts: ReadOptions = {}): Promise<T[]> {
+    return rows<T>(await this.#runner.run(this.toQuery('rows'), opts));
+  }
+
+  /** Reads the first row (`limit 1`), or `null` when there is none. */
+  async first(opts: ReadOptions = {}): Promise<T | null> {
+    return rows<T>(await this.#runner.run(this.toQuery('first'), opts))[0] ?? null;
+  }
+
+  /** Counts the rows that match: `get c [where …] count`. */
+  async count(opts: ReadOptions = {}): Promise<number> {
+    const n = rows<Row>(await this.#runner.run(this.toQuery('count'), opts))[0]?.['count'];
+    if (typeof n !== 'number') throw unexpected(n);
+    return n;
+  }
+
+  /** Inserts a document, or several at once; answers how many were written. A taken id is 409. */
+  async insert(docs: Doc | readonly Doc[], opts: InsertOptions = {}): Promise<number> {
+    return affected(await this.#runner.run(this.toQuery('insert', docs), opts));
+  }
+
+  /**
+   * Sets fields of the rows that match: `set c {…} [where …] [order …]
+   * [limit n] [returning …] [require n]`. A patch value is a JSON value,
+   * `null`, `expr(…)` or `inc(n)`. With `returning` it answers the rows as
+   * written, else how many were written. With `wait` (ms) the server holds
+   * it while it would write nothing; `require: n` refuses (412) unless
+   * exactly n rows are written.
+   */
+  update(patch: Doc, opts: Returning): Promise<T[]>;
+  update(patch: Doc, opts?: WriteOptions & { returning?: false }): Promise<number>;
+  update(patch: Doc, opts?: WriteOptions): Promise<T[] | number>;
+  async update(patch: Doc, opts: WriteOptions = {}): Promise<T[] | number> {
+    return written<T>(await this.#runner.run(this.toQuery('update', patch, opts), opts), opts);
+  }
+
+  /**
+   * Deletes the rows that match: `del c [where …] [order …] [limit n]
+   * [returning …] [require n]`. With `returning` it answers the rows as they
+   * were, else how many were deleted. `wait` and `require` as for `update`.
+   */
+  delete(opts: Returning): Promise<T[]>;
+  delete(opts?: WriteOptions & { returning?: false }): Promise<number>;
+  delete(opts?: WriteOptions): Promise<T[] | number>;
+  async delete(opts: WriteOptions = {}): Promise<T[] | number> {
+    return written<T>(await this.#runner.run(this.toQuery('delete', opts), opts), opts);
+  }
+}
+
+function written<T>(answer: Answer, opts: WriteClauses): T[] | number {
+  return opts.returning === undefined || opts.returning === false ? affected(answer) : rows<T>(answer);
+}
+
+function rows<T>(answer: Answer): T[] {
+  if (!Array.isArray(answer)) throw unexpected(answer);
+  return answer as T[];
+}
+
+function affected(answer: Answer): number {
+  if (Array.isArray(answer) || typeof answer?.affected !== 'number') throw unexpected(answer);
+  return answer.affected;
+}
+
+function unexpected(answer: unknown): FenecError {
+  return new FenecError(`unexpected answer: ${JSON.stringify(answer)}`, 200, 'unknown');
+}

@@ -1,0 +1,171 @@
+/**
+ * The client against a real `fenec serve --clock manual`: errors, idempotency,
+ * held claims (`wait`) and their cancellation, and the golden statements.
+ */
+
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { connect, type Db, expr, FenecError, inc, raw } from '../src/client.js';
+import { moveClock } from '../src/generated/transport.js';
+import { GOLDEN } from '../scripts/golden.js';
+import { type Server, startServer } from './server.js';
+
+const SCHEMA = [
+  'create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)',
+  'create collection tasks (payload json, run_at timestamp @sorted, priority int @sorted, owner text, attempts int)',
+  'create collection users (name text @unique, active bool)',
+];
+
+let server: Server;
+let db: Db;
+
+before(async () => {
+  server = await startServer('--token', 'sekret');
+  db = connect(server.url, { token: 'sekret' });
+});
+after(() => server.stop());
+
+/** A fresh schema for each test. */
+async function fresh(): Promise<void> {
+  for (const name of ['jobs', 'tasks', 'users']) await db.query(`drop collection if exists ${name}`);
+  for (const s of SCHEMA) await db.query(s);
+}
+
+/** The FenecError a promise rejects with. */
+async function refusal(p: Promise<unknown>): Promise<FenecError> {
+  const err = await p.then(() => undefined, (e: unknown) => e);
+  assert.ok(err instanceof FenecError, `not a FenecError: ${String(err)}`);
+  return err;
+}
+
+/** The claim of the seed page, sent with `wait`. */
+function claim(owner: string, wait: number, signal?: AbortSignal) {
+  return db.from('jobs').where(raw('run_at <= now()')).order('run_at').limit(10)
+    .update({ owner, run_at: expr('now() + ?', 30000), attempts: inc(1) }, { returning: true, wait, signal });
+}
+
+describe('errors', () => {
+  before(fresh);
+
+  test('400 bad_request for a statement that does not parse', async () => {
+    const err = await refusal(db.query('get jobs where'));
+    assert.deepEqual([err.status, err.code], [400, 'bad_request']);
+    assert.match(err.message, /position/);
+  });
+
+  test('401 unauthorized without the token, or with another', async () => {
+    for (const opts of [{}, { token: 'wrong' }]) {
+      const err = await refusal(connect(server.url, opts).from('jobs').rows());
+      assert.deepEqual([err.status, err.code], [401, 'unauthorized']);
+    }
+  });
+
+  test('404 not_found for an unknown collection or field', async () => {
+    const err = await refusal(db.from('nope').rows());
+    assert.deepEqual([err.status, err.code], [404, 'not_found']);
+    assert.equal((await refusal(db.from('jobs').where('runat', 1).rows())).status, 404);
+  });
+
+  test('409 conflict for a taken @unique value', async () => {
+    await db.from('users').insert({ name: 'ada', active: true });
+    const err = await refusal(db.from('users').insert({ name: 'ada', active: false }));
+    assert.deepEqual([err.status, err.code], [409, 'conflict']);
+    assert.equal(await db.from('users').count(), 1);
+  });
+
+  test('412 unmet when require is not met', async () => {
+    const err = await refusal(db.from('jobs').where('id', 999).delete({ require: 1 }));
+    assert.deepEqual([err.status, err.code], [412, 'unmet']);
+  });
+
+  test('422 key_reused for an Idempotency-Key sent with another request', async () => {
+    await db.from('jobs').insert({ attempts: 0 }, { idempotencyKey: 'key-422' });
+    const err = await refusal(db.from('jobs').insert({ attempts: 1 }, { idempotencyKey: 'key-422' }));
+    assert.deepEqual([err.status, err.code], [422, 'key_reused']);
+  });
+
+  test('a batch refusal names its statement with at', async () => {
+    const jobs = db.from('jobs');
+    const err = await refusal(db.batch([jobs.toQuery('count'), jobs.where('id', 999).toQuery('delete', { require: 1 })]));
+    assert.deepEqual([err.status, err.code, err.at], [412, 'unmet', 1]);
+  });
+});
+
+describe('idempotency', () => {
+  before(fresh);
+
+  test('a retry with the same key is answered the first answer and writes nothing', async () => {
+    const jobs = db.from('jobs');
+    const first = await jobs.insert([{ attempts: 0 }, { attempts: 0 }], { idempotencyKey: 'enqueue-1' });
+    const again = await jobs.insert([{ attempts: 0 }, { attempts: 0 }], { idempotencyKey: 'enqueue-1' });
+    assert.deepEqual([first, again], [2, 2]);
+    assert.equal(await jobs.count(), 2);
+  });
+});
+
+describe('held claims', () => {
+  before(fresh);
+  beforeEach(async () => {
+    await db.from('jobs').delete();
+  });
+
+  test('a claim with wait is answered the moment a job is put', async () => {
+    const start = Date.now();
+    const held = claim('w-put', 5000);
+    await sleep(300);
+    await db.query('put jobs {payload: $1, run_at: now(), attempts: 0}', [{ to: 'ada@example.com' }]);
+    const rows = await held;
+    const took = Date.now() - start;
+    assert.equal(rows.length, 1, `answered ${JSON.stringify(rows)} after ${took} ms`);
+    assert.ok(took >= 250 && took < 4000, `answered after ${took} ms`);
+  });
+
+  test('a claim with wait is answered when a delayed job comes due', async () => {
+    await db.query('put jobs {payload: $1, run_at: now() + 1000, attempts: 0}', ['later']);
+    const held = claim('w-due', 5000);
+    await sleep(200);
+    await moveClock({ baseUrl: server.url, fetch, token: 'sekret' }, { advance_ms: 1000 });
+    const rows = await held;
+    assert.equal(rows.length, 1, `answered ${JSON.stringify(rows)}`);
+  });
+
+  test('a claim with wait on an empty queue is answered no row at the end of the wait', async () => {
+    const start = Date.now();
+    assert.deepEqual(await claim('w-empty', 400), []);
+    assert.ok(Date.now() - start >= 380, `answered after ${Date.now() - start} ms`);
+  });
+
+  test('a held claim given up is dropped by the server, and takes no job', async () => {
+    const stop = new AbortController();
+    const held = claim('w-gone', 30000, stop.signal);
+    await sleep(200);
+    stop.abort();
+    const err = await held.then((rows) => rows, (e: unknown) => e);
+    assert.ok(err instanceof DOMException && err.name === 'AbortError', `answered ${JSON.stringify(err)} before it was given up`);
+    await sleep(100);
+    await db.query('put jobs {payload: $1, run_at: now(), attempts: 0}', ['after']);
+    const rows = await claim('w-next', 0);
+    assert.deepEqual(rows.map((r) => r.owner), ['w-next']);
+  });
+});
+
+describe('golden statements', () => {
+  before(fresh);
+
+  test('every golden statement parses on the server', async () => {
+    const { cases } = JSON.parse(readFileSync(GOLDEN, 'utf8')) as { cases: { name: string; query?: string; params?: unknown[] }[] };
+    await db.query('create collection posts (tags json)');
+    await db.query('create collection stock (sku text, qty int)');
+    for (const c of cases) {
+      if (c.query === undefined) continue;
+      const err = await db.query(c.query, c.params).then(() => undefined, (e: unknown) => e);
+      if (err instanceof FenecError && err.code === 'bad_request') {
+        assert.doesNotMatch(err.message, /position/, `${c.name}: ${c.query}`);
+      } else if (err !== undefined && !(err instanceof FenecError)) {
+        throw err;
+      }
+    }
+  });
+});

@@ -1,0 +1,107 @@
+"""Fixtures: a real ``fenec serve --clock manual`` per test that asks for one."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+from pathlib import Path
+from typing import Callable, Iterator, List
+
+import httpx
+import pytest
+
+from fenecdb import _generated as api
+
+ROOT = Path(__file__).resolve().parents[3]
+"""The repository root."""
+
+
+@pytest.fixture(scope="session")
+def fenec_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server binary: $FENEC_BIN, else bin/fenec (``make build``), else
+    one built from server/ for this run."""
+    if "FENEC_BIN" in os.environ:
+        return Path(os.environ["FENEC_BIN"])
+    built = ROOT / "bin" / "fenec"
+    if built.exists():
+        return built
+    out = tmp_path_factory.mktemp("bin") / "fenec"
+    subprocess.run(["go", "build", "-o", str(out), "./cmd/fenec"], cwd=ROOT / "server", check=True)
+    return out
+
+
+class Server:
+    """A running ``fenec serve``; stopped by the fixture."""
+
+    def __init__(self, proc: subprocess.Popen[str], url: str) -> None:
+        self.proc = proc
+        self.url = url
+
+    def advance(self, ms: int) -> None:
+        """Move the manual clock on."""
+        with httpx.Client(base_url=self.url) as http:
+            r = api.move_clock(http, {"advance_ms": ms})
+        assert r.ok, r.text
+
+    def held_claims(self) -> float:
+        """The server's ``fenec_held_claims`` gauge."""
+        with httpx.Client(base_url=self.url) as http:
+            r = api.metrics(http)
+        assert r.ok, r.text
+        m = re.search(r"^fenec_held_claims (\S+)$", r.answer(), re.M)
+        assert m, "no fenec_held_claims in /_metrics"
+        return float(m.group(1))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+StartServer = Callable[..., Server]
+
+
+@pytest.fixture
+def start_server(fenec_bin: Path) -> Iterator[StartServer]:
+    """Starts fresh servers (``:memory:``, manual clock) with extra flags;
+    each is stopped at the end of the test."""
+    servers: List[Server] = []
+
+    def start(*flags: str) -> Server:
+        proc = subprocess.Popen(
+            [str(fenec_bin), "serve", "--clock", "manual", "--http", "127.0.0.1:0", "--file", ":memory:", *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert proc.stdout is not None
+        line = [""]
+        reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline() if proc.stdout else ""))
+        reader.start()
+        reader.join(30)
+        m = re.match(r"listening on (\S+)", line[0])
+        if not m:
+            proc.kill()
+            raise RuntimeError(f"fenec serve printed {line[0]!r}, not 'listening on <addr>'")
+        server = Server(proc, f"http://{m.group(1)}")
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture
+def server(start_server: StartServer) -> Server:
+    """A fresh server without a token."""
+    return start_server()
+
+
+JOBS = "create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)"
+"""The seed page's queue."""

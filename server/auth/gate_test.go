@@ -1,0 +1,154 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+func TestThrottle(t *testing.T) {
+	now := time.Unix(0, 0)
+	th := NewThrottle(func() time.Time { return now })
+	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+
+	if w := th.Wait("a"); w != 0 {
+		t.Fatalf("a clean address waits %v", w)
+	}
+	// Refused one after the other: 100 ms, doubling, at most 5 s.
+	var waits []int64
+	for range 9 {
+		th.Fail("a")
+		w := th.Wait("a")
+		waits = append(waits, ms(w))
+		now = now.Add(w)
+	}
+	if got, want := waits, []int64{100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000}; !equalInts(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
+	}
+	if w := th.Wait("b"); w != 0 {
+		t.Errorf("another address waits %v", w)
+	}
+	// Requests side by side are spaced out, not let through together.
+	if a, b := th.Wait("a"), th.Wait("a"); ms(a) != 5000 || ms(b) != 10000 {
+		t.Errorf("side by side: %v %v", a, b)
+	}
+	th.OK("a")
+	if w := th.Wait("a"); w != 0 {
+		t.Errorf("after a good token: %v", w)
+	}
+	th.Fail("a")
+	if w := th.Wait("a"); ms(w) != 100 {
+		t.Errorf("after a reset the delay starts again: %v", w)
+	}
+	// An address gone quiet is forgotten.
+	now = now.Add(2 * forget)
+	th.Fail("c")
+	if _, kept := th.addrs["a"]; kept {
+		t.Error("an idle penalty was kept")
+	}
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNewGate(t *testing.T) {
+	v, _ := newTestVerifier(t)
+	p, _ := ParsePolicy("p", []byte("jobs read"))
+	if _, err := NewGate("", v, nil); err == nil || !strings.Contains(err.Error(), "need --policy") {
+		t.Errorf("JWT without policy: %v", err)
+	}
+	if _, err := NewGate("t", nil, p); err == nil || !strings.Contains(err.Error(), "--policy needs --jwt-secret or --jwt-keys") {
+		t.Errorf("policy without JWT: %v", err)
+	}
+	g, err := NewGate("", nil, nil)
+	if err != nil || !g.Open() {
+		t.Errorf("open gate: %v", err)
+	}
+}
+
+func TestGate(t *testing.T) {
+	v, _ := newTestVerifier(t)
+	p, err := ParsePolicy("policy.txt", []byte(workerPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := NewGate("root-token", v, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Short timings stand in for the real ones: the first delay here is
+	// this test's clock step.
+	now := time.Now()
+	g.throttle.now = func() time.Time { return now }
+
+	admit := func(header string) (Access, error) {
+		r := httptest.NewRequest("POST", "/query", nil)
+		r.RemoteAddr = "192.0.2.1:5000"
+		if header != "" {
+			r.Header.Set("Authorization", header)
+		}
+		return g.Admit(context.Background(), r)
+	}
+	a, err := admit("Bearer root-token")
+	if err != nil || a.Scope != nil || a.Key != "" {
+		t.Fatalf("--token: %+v %v", a, err)
+	}
+	tok := mint(t, jwt.SigningMethodHS256, testSecret, "", worker(startSec+60))
+	a, err = admit("bearer " + tok)
+	if err != nil || a.Scope == nil || ruleNames(a.Scope) != "2,3,4,5" || !strings.HasPrefix(a.Key, "jwt:") {
+		t.Fatalf("worker JWT: %+v %v", a, err)
+	}
+	for _, c := range []struct{ header, want string }{
+		{"", "missing bearer token"},
+		{"Basic dTpw", "the Authorization header must be Bearer <token>"},
+		{"Bearer root-tokem", "invalid bearer token"},
+		{"Bearer " + tok + "x", "token signature is invalid"},
+	} {
+		now = now.Add(MaxDelay) // past any wait
+		_, err := admit(c.header)
+		var te *TokenError
+		if !errors.As(err, &te) || !strings.HasPrefix(te.Msg, c.want) {
+			t.Errorf("%q: %v, want %q", c.header, err, c.want)
+		}
+	}
+	// Four refusals: the next request waits 800 ms, so a context that
+	// ends first gives up.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	r := httptest.NewRequest("POST", "/query", nil)
+	r.RemoteAddr = "192.0.2.1:5001"
+	r.Header.Set("Authorization", "Bearer root-token")
+	if _, err := g.Admit(ctx, r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiting past the context: %v", err)
+	}
+	// A good token, once its turn comes, clears the address.
+	now = now.Add(time.Hour)
+	if _, err := admit("Bearer root-token"); err != nil {
+		t.Fatal(err)
+	}
+	if w := g.throttle.Wait("192.0.2.1"); w != 0 {
+		t.Errorf("after a good token the address waits %v", w)
+	}
+}
+
+func TestOpenGate(t *testing.T) {
+	g, _ := NewGate("", nil, nil)
+	a, err := g.Admit(context.Background(), httptest.NewRequest("GET", "/", nil))
+	if err != nil || a.Scope != nil {
+		t.Errorf("%+v %v", a, err)
+	}
+}

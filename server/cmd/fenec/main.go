@@ -1,0 +1,201 @@
+// Command fenec is Fenec's one binary. `fenec serve` opens a database file
+// and serves it over HTTP (SPEC §3):
+//
+//	fenec serve --http 127.0.0.1:8080 --file fenec.db
+//
+// It prints "listening on <addr>" on stdout once it accepts connections
+// (with --http 127.0.0.1:0, the port it picked), logs to stderr, and on
+// SIGTERM or SIGINT finishes the requests in flight and closes the file
+// cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/httpapi"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+const usage = `fenec is the Fenec document database.
+
+Usage:
+  fenec serve [flags]   serve a database file over HTTP (fenec serve --help)
+`
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "serve" {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	if err := serve(os.Args[2:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "fenec serve:", err)
+		os.Exit(1)
+	}
+}
+
+// Connection timeouts. Writes get longer than the longest Fenec-Wait (30 s)
+// so a held claim is answered on an open connection.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 60 * time.Second
+	writeTimeout      = 75 * time.Second
+	idleTimeout       = 120 * time.Second
+	// shutdownGrace bounds how long SIGTERM waits for requests in flight.
+	shutdownGrace = 60 * time.Second
+	sweepEvery    = time.Minute
+)
+
+type options struct {
+	http, file, sync, token, clock string
+	idemTTL                        time.Duration
+	maxBody                        int64
+	slowMS                         int
+	insecure                       bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("fenec serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.http, "http", "127.0.0.1:8080", "`address` to listen on; port 0 picks a free port (the address is printed as \"listening on <addr>\")")
+	fs.StringVar(&o.file, "file", "fenec.db", "the SQLite database `file`; :memory: keeps nothing")
+	fs.StringVar(&o.sync, "sync", "always", "when a write reaches the disk (`always|<ms>|off`): always answers it once on disk, <ms> flushes at that interval, off at shutdown")
+	fs.StringVar(&o.token, "token", "", "bearer `token` every route but /_health needs (default $FENEC_TOKEN)")
+	fs.StringVar(&o.clock, "clock", "system", "the engine's clock: system, or manual (starts at 2026-05-03T09:20:00Z, moved by POST /_clock)")
+	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
+	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
+	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if o.token == "" {
+		o.token = os.Getenv("FENEC_TOKEN")
+	}
+	switch {
+	case o.clock != "system" && o.clock != "manual":
+		return o, fmt.Errorf("--clock %q: want system or manual", o.clock)
+	case o.idemTTL <= 0:
+		return o, fmt.Errorf("--idempotency-ttl %v: want a positive duration", o.idemTTL)
+	case o.maxBody <= 0:
+		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
+	case o.slowMS < 0:
+		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
+	}
+	return o, nil
+}
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	syncMode, err := store.ParseSync(o.sync)
+	if err != nil {
+		return fmt.Errorf("--sync: %w", err)
+	}
+	if o.token == "" && !o.insecure && !loopback(o.http) {
+		return fmt.Errorf("--http %s is reachable from other machines and no --token is set: set one, or pass --insecure", o.http)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	var manual *clock.Manual
+	var clk clock.Clock = clock.System{}
+	if o.clock == "manual" {
+		manual = clock.NewManual()
+		clk = manual
+	}
+	metrics := httpapi.NewMetrics()
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit})
+	if err != nil {
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		DB: db, Clock: manual, Token: o.token, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
+		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+	})
+	if err != nil {
+		db.Close()
+		return err
+	}
+	ln, err := net.Listen("tcp", o.http)
+	if err != nil {
+		db.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	sweepCtx, stopSweep := context.WithCancel(context.Background())
+	swept := make(chan struct{})
+	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
+	log.Info("serving", "addr", ln.Addr().String(), "file", o.file, "sync", syncMode.String(), "clock", o.clock)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: finishing the requests in flight")
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		serveErr = srv.Shutdown(sctx)
+		cancel()
+	case serveErr = <-served:
+	}
+	stopSweep()
+	<-swept
+	if err := db.Close(); err != nil {
+		return fmt.Errorf("closing %s: %w", o.file, err)
+	}
+	log.Info("closed", "file", o.file)
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+// loopback reports whether addr listens only on this machine: "localhost"
+// or a loopback IP. An empty host listens everywhere.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

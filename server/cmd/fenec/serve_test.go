@@ -1,0 +1,90 @@
+package main
+
+import (
+	"net"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
+)
+
+// TestSIGTERMClosesCleanly: SIGTERM ends the server with status 0 and the
+// file holds what it answered.
+func TestSIGTERMClosesCleanly(t *testing.T) {
+	file := t.TempDir() + "/term.db"
+	p, c := start(t, "--file", file, "--sync", "off")
+	c.MustQuery("create collection notes (s text)")
+	c.MustQuery(`put notes {s: "kept"}`)
+	if err := p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("after SIGTERM: %v\n%s", err, p.Log())
+	}
+	_, c = start(t, "--file", file)
+	if body := string(c.MustQuery("get notes select s").Body); !strings.Contains(body, "kept") {
+		t.Errorf("after a clean stop under --sync off, the note is gone: %s", body)
+	}
+}
+
+// TestRefusesToStart: flags that would make an unsafe or broken server.
+func TestRefusesToStart(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http", "0.0.0.0:0", "--file", ":memory:"}, "no --token"},
+		{[]string{"--http", ":0", "--file", ":memory:"}, "no --token"},
+		{[]string{"--sync", "sometimes", "--file", ":memory:"}, "--sync"},
+		{[]string{"--clock", "sundial", "--file", ":memory:"}, "--clock"},
+		{[]string{"--max-body", "0", "--file", ":memory:"}, "--max-body"},
+		{[]string{"--idempotency-ttl", "-1s", "--file", ":memory:"}, "--idempotency-ttl"},
+		{[]string{"--nope"}, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, err := exec.Command(bin, append([]string{"serve"}, tt.args...)...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("started; want a refusal naming %q", tt.want)
+			}
+			if !strings.Contains(string(out), tt.want) {
+				t.Errorf("refusal %q does not name %q", out, tt.want)
+			}
+		})
+	}
+}
+
+// TestNonLoopbackWithTokenOrInsecure: a token, or --insecure, lets the
+// server listen beyond loopback (it is still reached on 127.0.0.1 here).
+// The token then guards every route but /_health.
+func TestNonLoopbackWithTokenOrInsecure(t *testing.T) {
+	tests := []struct {
+		flag        string
+		collections int // GET /collections without a token
+	}{
+		{"--token=s3cret", 401},
+		{"--insecure", 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.flag, func(t *testing.T) {
+			p := apitest.Start(t, bin, "--file", ":memory:", "--http", "0.0.0.0:0", tt.flag)
+			_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.URL, "http://"))
+			c := &apitest.Client{T: t, Base: "http://127.0.0.1:" + port}
+			if r, err := c.Do("GET", "/_health", nil, nil); err != nil || r.Status != 200 {
+				t.Fatalf("/_health: %v %v", err, r)
+			}
+			r, err := c.Do("GET", "/collections", nil, nil)
+			if err != nil || r.Status != tt.collections {
+				t.Fatalf("/collections without a token: %v %v, want %d", err, r, tt.collections)
+			}
+			if tt.collections == 401 {
+				if got := r.Header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate: %q", got)
+				}
+				c.Token = "s3cret"
+				if r, err := c.Do("GET", "/collections", nil, nil); err != nil || r.Status != 200 {
+					t.Errorf("/collections with the token: %v %v", err, r)
+				}
+			}
+		})
+	}
+}

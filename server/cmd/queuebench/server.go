@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// server is a `fenec serve` the benchmark started, and a client for it.
+type server struct {
+	cmd  *exec.Cmd
+	url  string
+	http *http.Client
+}
+
+func startServer(bin string, args ...string) (*server, error) {
+	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0", "--slow-ms", "0"}, args...)...)
+	cmd.Stderr = io.Discard
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		tr := &http.Transport{MaxIdleConnsPerHost: 4096}
+		return &server{cmd: cmd, url: "http://" + a, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("%s did not print its address in 30 s", bin)
+	}
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	done := make(chan struct{})
+	go func() { s.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+	}
+}
+
+// cpu answers the server process's CPU time so far, from /proc.
+func (s *server) cpu() time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// query sends one statement, held up to wait (0: not held), and answers
+// the rows (nil for a count answer) or the error.
+func (s *server) query(q string, params []any, wait time.Duration) ([]map[string]any, error) {
+	body, _ := json.Marshal(map[string]any{"query": q, "params": params})
+	req, err := http.NewRequest("POST", s.url+"/query", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if wait > 0 {
+		req.Header.Set("Fenec-Wait", strconv.FormatInt(wait.Milliseconds(), 10))
+	}
+	resp, err := s.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s: %d %s", q, resp.StatusCode, b)
+	}
+	if len(b) > 0 && b[0] != '[' {
+		return nil, nil
+	}
+	var rows []map[string]any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	return rows, d.Decode(&rows)
+}
+
+func (s *server) must(q string, params ...any) []map[string]any {
+	rows, err := s.query(q, params, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
+	}
+	return rows
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+const (
+	jobsSchema = `create collection jobs (payload json, run_at timestamp @sorted, due timestamp, owner text, attempts int)`
+	claimOne   = `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 1 returning id, due, run_at`
+	ackOne     = `del jobs where id = $1 and owner = $2 require 1`
+)
+
+// wake puts jobs one at a time to one worker, and times each from the put
+// to the worker holding it: held by Fenec-Wait, then polling every 10 ms
+// and every 100 ms, counting the claims each sent.
+func wake(bin string, samples int) ([]figure, error) {
+	var figs []figure
+	for _, mode := range []struct {
+		name string
+		poll time.Duration
+		n    int
+	}{
+		{"put → held worker (Fenec-Wait)", 0, samples},
+		{"put → worker polling every 10 ms", 10 * time.Millisecond, samples},
+		{"put → worker polling every 100 ms", 100 * time.Millisecond, samples / 3},
+	} {
+		s, err := startServer(bin, "--file", ":memory:")
+		if err != nil {
+			return nil, err
+		}
+		s.must(jobsSchema)
+		got := make(chan time.Time, 1)
+		var claims atomic.Int64
+		var stop atomic.Bool
+		go func() {
+			for !stop.Load() {
+				wait := 30 * time.Second
+				if mode.poll > 0 {
+					wait = 0
+				}
+				rows, err := s.query(claimOne, []any{"w"}, wait)
+				claims.Add(1)
+				if err != nil {
+					return
+				}
+				if len(rows) == 0 {
+					time.Sleep(mode.poll)
+					continue
+				}
+				got <- time.Now()
+				s.query(ackOne, []any{rows[0]["id"], "w"}, 0)
+			}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		claims.Store(0)
+		var lat []time.Duration
+		for i := 0; i < mode.n; i++ {
+			// A pause unrelated to the polling period, so puts land at
+			// every phase of it.
+			time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
+			start := time.Now()
+			s.must(`put jobs {run_at: now(), attempts: 0}`)
+			lat = append(lat, (<-got).Sub(start))
+		}
+		stop.Store(true)
+		p50, p99 := percentiles(lat)
+		figs = append(figs, figure{Name: mode.name, P50: p50, P99: p99, Value: float64(claims.Load()) / float64(mode.n), Unit: "claims/job", Note: fmt.Sprintf("%d jobs", mode.n)})
+		s.stop()
+	}
+	return figs, nil
+}
+
+// delayed puts jobs due 50 ms on to a held worker, and measures how late
+// each was taken past its time by the server's own clock (never early).
+func delayed(bin string, n int) ([]figure, error) {
+	s, err := startServer(bin, "--file", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	s.must(jobsSchema)
+	type taken struct{ due, at time.Time }
+	got := make(chan taken, 1)
+	var stop atomic.Bool
+	go func() {
+		for !stop.Load() {
+			rows, err := s.query(claimOne, []any{"w"}, 30*time.Second)
+			if err != nil || len(rows) == 0 {
+				continue
+			}
+			due, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rows[0]["due"]))
+			lease, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(rows[0]["run_at"]))
+			got <- taken{due: due, at: lease.Add(-30 * time.Second)}
+			s.query(ackOne, []any{rows[0]["id"], "w"}, 0)
+		}
+	}()
+	var late []time.Duration
+	early := 0
+	for i := 0; i < n; i++ {
+		s.must(`put jobs {run_at: now() + 50, due: now() + 50, attempts: 0}`)
+		t := <-got
+		if t.at.Before(t.due) {
+			early++
+		}
+		late = append(late, t.at.Sub(t.due))
+	}
+	stop.Store(true)
+	s.must(`put jobs {run_at: now(), attempts: 0}`)
+	p50, p99 := percentiles(late)
+	return []figure{{Name: "delayed job taken past its run_at (server clock, ms resolution)", P50: p50, P99: p99,
+		Value: float64(early), Unit: "taken early", Note: fmt.Sprintf("%d jobs due 50 ms after their put", n)}}, nil
+}
+
+// couriers holds n couriers at random points of a city 10 km across, each
+// claiming the nearest ride, and puts rides one at a time: the time from
+// the put to the courier's answer, whether the nearest took it, and the
+// server's CPU per ride.
+func couriers(bin string, counts []int, orders int) ([]figure, error) {
+	var figs []figure
+	for _, n := range counts {
+		s, err := startServer(bin, "--file", ":memory:")
+		if err != nil {
+			return nil, err
+		}
+		s.must(`create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`)
+		claim := `set rides {owner: $1, run_at: now() + 30000} where run_at <= now() order distance(pickup, $2) limit 1 returning id, owner`
+		type win struct {
+			who int
+			at  time.Time
+		}
+		got := make(chan win, n)
+		var stop atomic.Bool
+		points := make([][2]float64, n)
+		for i := range points {
+			points[i] = cityPoint()
+			go func(i int) {
+				me := "c" + strconv.Itoa(i)
+				for !stop.Load() {
+					rows, err := s.query(claim, []any{me, points[i][:]}, 30*time.Second)
+					if err != nil || len(rows) == 0 {
+						continue
+					}
+					got <- win{who: i, at: time.Now()}
+					s.query(`del rides where id = $1`, []any{rows[0]["id"]}, 0)
+				}
+			}(i)
+		}
+		if err := s.awaitHeld(n); err != nil {
+			return nil, err
+		}
+		var lat []time.Duration
+		nearest := 0
+		cpu0 := s.cpu()
+		for i := 0; i < orders; i++ {
+			p := cityPoint()
+			start := time.Now()
+			s.must(`put rides {pickup: $1, run_at: now()}`, p[:])
+			w := <-got
+			lat = append(lat, w.at.Sub(start))
+			if isNearest(points, p, w.who) {
+				nearest++
+			}
+			if err := s.awaitHeld(n); err != nil {
+				return nil, err
+			}
+		}
+		cpu := s.cpu() - cpu0
+		stop.Store(true)
+		p50, p99 := percentiles(lat)
+		figs = append(figs, figure{Name: fmt.Sprintf("put → nearest of %d held couriers", n), P50: p50, P99: p99,
+			Value: float64(cpu) / float64(orders) / float64(time.Millisecond), Unit: "ms server CPU/ride",
+			Note: fmt.Sprintf("%d of %d rides to the nearest", nearest, orders)})
+		s.stop()
+	}
+	return figs, nil
+}
+
+// cityPoint is a random point in a square 10 km across around Istanbul.
+func cityPoint() [2]float64 {
+	return [2]float64{29.0 + rand.Float64()*0.119, 41.0 + rand.Float64()*0.09}
+}
+
+func isNearest(points [][2]float64, p [2]float64, who int) bool {
+	best := math.Inf(1)
+	for _, q := range points {
+		best = math.Min(best, haversine(p, q))
+	}
+	return haversine(p, points[who]) <= best
+}
+
+func haversine(p, q [2]float64) float64 { return fenecql.Haversine(p[0], p[1], q[0], q[1]) }
+
+// awaitHeld waits until the server holds n claims, read from /_metrics.
+func (s *server) awaitHeld(n int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if held, err := s.held(); err == nil && held == n {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return fmt.Errorf("the server did not hold %d claims in 30 s", n)
+}
+
+func (s *server) held() (int, error) {
+	resp, err := s.http.Get(s.url + "/_metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "fenec_held_claims "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return int(f), err
+		}
+	}
+	return 0, fmt.Errorf("no fenec_held_claims in /_metrics")
+}

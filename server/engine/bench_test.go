@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+// fillJobs puts n ready jobs, in statements of 1000.
+func fillJobs(b testing.TB, db *DB, n int) {
+	for i := 0; i < n; i += 1000 {
+		var sb strings.Builder
+		sb.WriteString("put jobs [")
+		for k := 0; k < 1000 && i+k < n; k++ {
+			if k > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `{payload: {"to": "u%d@example.com"}, run_at: now() - %d, attempts: 0}`, i+k, n-i-k)
+		}
+		sb.WriteString("]")
+		mustExec(b, db, sb.String())
+	}
+}
+
+func percentiles(b *testing.B, d []time.Duration) {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	if len(d) == 0 {
+		return
+	}
+	b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkClaim times the queue page's claim of ten over a queue kept at
+// its size: each claim's jobs are acked and as many new ones put.
+func BenchmarkClaim(b *testing.B) {
+	for _, tc := range []struct {
+		jobs  int
+		index string
+	}{{1000, "@sorted"}, {1000000, "@sorted"}, {1000, ""}, {100000, ""}} {
+		b.Run(fmt.Sprintf("jobs=%d/index=%s", tc.jobs, strings.TrimPrefix(tc.index, "@")), func(b *testing.B) {
+			db, _ := openMem(b)
+			mustExec(b, db, `create collection jobs (payload json, run_at timestamp `+tc.index+`, owner text, attempts int, error text)`)
+			fillJobs(b, db, tc.jobs)
+			claim := `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning *`
+			owner := vals("w1")
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				r, err := db.Exec(context.Background(), claim, owner)
+				times = append(times, time.Since(start))
+				if err != nil || len(r.Rows) != 10 {
+					b.Fatalf("claim: %v", err)
+				}
+				ids := make([]fenecql.Value, len(r.Rows))
+				for k, row := range r.Rows {
+					ids[k] = row[0]
+				}
+				if _, err := db.Exec(context.Background(), `del jobs where id in $1`, []fenecql.Value{fenecql.List(ids)}); err != nil {
+					b.Fatal(err)
+				}
+				mustExec(b, db, `put jobs [{run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}]`)
+			}
+			b.StopTimer()
+			percentiles(b, times)
+		})
+	}
+}
+
+// BenchmarkPut times one-document puts under each --sync, from one writer
+// and from sixteen at once (group commit).
+func BenchmarkPut(b *testing.B) {
+	for _, sync := range []string{"always", "250", "off"} {
+		for _, writers := range []int{1, 16} {
+			b.Run(fmt.Sprintf("sync=%s/writers=%d", sync, writers), func(b *testing.B) {
+				mode, _ := store.ParseSync(sync)
+				db, err := Open(Options{File: filepath.Join(b.TempDir(), "b.db"), Sync: mode})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				mustExec(b, db, jobsSchema)
+				b.SetParallelism((writers + 1) / 2)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					params := vals("someone@example.com")
+					for pb.Next() {
+						if _, err := db.Exec(context.Background(), `put jobs {payload: {"to": $1}, run_at: now(), attempts: 0}`, params); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stmts/s")
+			})
+		}
+	}
+}

@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/tidwall/btree"
+)
+
+// Field is one declared field of a collection.
+type Field struct {
+	Name  string
+	Type  fenecql.Type
+	Index fenecql.IndexKind
+}
+
+// schema is a collection's fields; documents point at it to read
+// themselves by name.
+type schema struct {
+	fields []Field
+	byName map[string]int
+}
+
+func newSchema(fields []Field) *schema {
+	s := &schema{fields: fields, byName: make(map[string]int, len(fields))}
+	for i, f := range fields {
+		s.byName[f.Name] = i
+	}
+	return s
+}
+
+// Doc is one document: its id and a value per declared field. A Doc is
+// never changed once built; a write makes a new one.
+type Doc struct {
+	ID   int64
+	Vals []fenecql.Value
+	s    *schema
+}
+
+// Field reads a field by name; "id" is the document's id. It makes *Doc a
+// fenecql.Row.
+func (d *Doc) Field(name string) fenecql.Value {
+	if i, ok := d.s.byName[name]; ok {
+		return d.Vals[i]
+	}
+	if name == "id" {
+		return fenecql.Int(d.ID)
+	}
+	return fenecql.Null
+}
+
+// Collection is a named set of documents with their indexes.
+type Collection struct {
+	Name    string
+	s       *schema
+	docs    *btree.Map[int64, *Doc]
+	nextID  int64
+	indexes []index // one per indexed field
+	byField map[int]index
+}
+
+func newCollection(name string, fields []Field) *Collection {
+	c := &Collection{
+		Name:    name,
+		s:       newSchema(fields),
+		docs:    btree.NewMap[int64, *Doc](64),
+		nextID:  1,
+		byField: map[int]index{},
+	}
+	for i, f := range fields {
+		var x index
+		switch f.Index {
+		case fenecql.IndexSorted:
+			x = newSortedIndex(i)
+		case fenecql.IndexHash:
+			x = newHashIndex(i, false)
+		case fenecql.IndexUnique:
+			x = newHashIndex(i, true)
+		case fenecql.IndexGeo:
+			x = newGeoIndex(i)
+		default:
+			continue
+		}
+		c.indexes = append(c.indexes, x)
+		c.byField[i] = x
+	}
+	return c
+}
+
+// Fields answers the declared fields, in order.
+func (c *Collection) Fields() []Field { return c.s.fields }
+
+// Len answers the number of documents.
+func (c *Collection) Len() int { return c.docs.Len() }
+
+func (c *Collection) get(id int64) *Doc {
+	d, _ := c.docs.Get(id)
+	return d
+}
+
+// field answers a field's position, or -1.
+func (c *Collection) field(name string) int {
+	if i, ok := c.s.byName[name]; ok {
+		return i
+	}
+	return -1
+}
+
+// set stores d, replacing any document of its id, and answers the one
+// replaced (nil if none).
+func (c *Collection) set(d *Doc) *Doc {
+	old, _ := c.docs.Set(d.ID, d)
+	for _, x := range c.indexes {
+		if old != nil {
+			x.remove(old)
+		}
+		x.add(d)
+	}
+	if d.ID >= c.nextID {
+		c.nextID = d.ID + 1
+	}
+	return old
+}
+
+// delete removes the document of id and answers it (nil if none).
+func (c *Collection) delete(id int64) *Doc {
+	old, ok := c.docs.Delete(id)
+	if !ok {
+		return nil
+	}
+	for _, x := range c.indexes {
+		x.remove(old)
+	}
+	return old
+}
+
+// uniqueHolder answers the id of another live document holding v in the
+// @unique field f, or 0.
+func (c *Collection) uniqueHolder(f int, v fenecql.Value, self int64) int64 {
+	x, ok := c.byField[f].(*hashIndex)
+	if !ok || !x.unique {
+		return 0
+	}
+	for _, id := range x.lookup(v) {
+		if id != self {
+			return id
+		}
+	}
+	return 0
+}
+
+// schemaJSON is how a collection's schema is persisted.
+type schemaJSON struct {
+	Fields []fieldJSON `json:"fields"`
+}
+
+type fieldJSON struct {
+	Name  string `json:"name"`
+	Type  string `json:"type"`
+	Index string `json:"index,omitempty"`
+}
+
+func encodeSchema(fields []Field) []byte {
+	var s schemaJSON
+	for _, f := range fields {
+		fj := fieldJSON{Name: f.Name, Type: f.Type.String()}
+		if f.Index != fenecql.NoIndex {
+			fj.Index = f.Index.String()
+		}
+		s.Fields = append(s.Fields, fj)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+func decodeSchema(b []byte) ([]Field, error) {
+	var s schemaJSON
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("bad schema: %w", err)
+	}
+	fields := make([]Field, 0, len(s.Fields))
+	for _, fj := range s.Fields {
+		t, ok := fenecql.TypeByName(fj.Type)
+		if !ok {
+			return nil, fmt.Errorf("bad schema: field %s has unknown type %q", fj.Name, fj.Type)
+		}
+		f := Field{Name: fj.Name, Type: t}
+		if fj.Index != "" {
+			if f.Index, ok = fenecql.IndexByName(fj.Index); !ok {
+				return nil, fmt.Errorf("bad schema: field %s has unknown index %q", fj.Name, fj.Index)
+			}
+		}
+		fields = append(fields, f)
+	}
+	return fields, nil
+}
+
+// encodeDoc is a document as persisted: a JSON object of id and the
+// non-null fields.
+func encodeDoc(d *Doc) []byte {
+	o := &fenecql.Object{Keys: []string{"id"}, Vals: []fenecql.Value{fenecql.Int(d.ID)}}
+	for i, v := range d.Vals {
+		if !v.IsNull() {
+			o.Keys = append(o.Keys, d.s.fields[i].Name)
+			o.Vals = append(o.Vals, v)
+		}
+	}
+	return fenecql.AppendJSON(nil, fenecql.ObjectOf(o))
+}
+
+func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
+	v, err := fenecql.ParseJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	o := v.Object()
+	if o == nil {
+		return nil, fmt.Errorf("bad document in %s: not an object", c.Name)
+	}
+	d := &Doc{Vals: make([]fenecql.Value, len(c.s.fields)), s: c.s}
+	for i, k := range o.Keys {
+		if k == "id" {
+			d.ID = o.Vals[i].Int()
+			continue
+		}
+		f := c.field(k)
+		if f < 0 {
+			return nil, fmt.Errorf("bad document in %s: no field %s", c.Name, k)
+		}
+		if d.Vals[f], err = fenecql.Coerce(o.Vals[i], c.s.fields[f].Type); err != nil {
+			return nil, fmt.Errorf("bad document in %s: %w", c.Name, err)
+		}
+	}
+	if d.ID <= 0 {
+		return nil, fmt.Errorf("bad document in %s: no id", c.Name)
+	}
+	return d, nil
+}

@@ -1,0 +1,492 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+func (t *tx) exec(s fenecql.Stmt, params []fenecql.Value) (*Result, error) {
+	env := &fenecql.Env{Params: params, Now: t.db.clock.NowMS()}
+	if t.scope != nil {
+		env.Claims = t.scope.Claims
+		switch s.(type) {
+		case *fenecql.CreateCollection, *fenecql.DropCollection:
+			return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, s.Position(), "a token held to a policy changes no schema")
+		}
+	}
+	switch s := s.(type) {
+	case *fenecql.CreateCollection:
+		return t.execCreate(s)
+	case *fenecql.DropCollection:
+		return t.execDrop(s)
+	case *fenecql.Put:
+		return t.execPut(s, env)
+	case *fenecql.Set:
+		return t.execSet(s, env, false)
+	case *fenecql.Del:
+		return t.execDel(s, env, false)
+	case *fenecql.Get:
+		return t.execGet(s, env, false)
+	case *fenecql.Explain:
+		return t.execExplain(s, env)
+	}
+	return nil, fenecql.Errorf(s.Position(), "statement not supported")
+}
+
+func (t *tx) execCreate(s *fenecql.CreateCollection) (*Result, error) {
+	if t.db.colls[s.Name] != nil {
+		if s.IfNotExists {
+			return affected(0), nil
+		}
+		return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Pos, "collection %s exists", s.Name)
+	}
+	fields := make([]Field, len(s.Fields))
+	for i, f := range s.Fields {
+		if f.Index == fenecql.IndexGeo && f.Type != fenecql.TypeGeo {
+			return nil, fenecql.Errorf(f.Pos, "@geo indexes a geo field, and %s is %s", f.Name, f.Type)
+		}
+		if f.Type == fenecql.TypeGeo && f.Index != fenecql.NoIndex && f.Index != fenecql.IndexGeo {
+			return nil, fenecql.Errorf(f.Pos, "geo field %s takes @geo, not @%s", f.Name, f.Index)
+		}
+		if f.Type == fenecql.TypeJSON && f.Index != fenecql.NoIndex {
+			return nil, fenecql.Errorf(f.Pos, "json field %s takes no index; index a field of its own", f.Name)
+		}
+		fields[i] = Field{Name: f.Name, Type: f.Type, Index: f.Index}
+	}
+	t.create(newCollection(s.Name, fields))
+	return affected(0), nil
+}
+
+func (t *tx) execDrop(s *fenecql.DropCollection) (*Result, error) {
+	c := t.db.colls[s.Name]
+	if c == nil {
+		if s.IfExists {
+			return affected(0), nil
+		}
+		return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, s.Pos, "no collection %s", s.Name)
+	}
+	n := c.Len()
+	t.drop(c)
+	return affected(int64(n)), nil
+}
+
+func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
+	c, err := t.coll(s.Pos, s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkExpr(c, s.Docs); err != nil {
+		return nil, err
+	}
+	if _, err := t.scopeFilter(c, GrantInsert, s.Pos); err != nil {
+		return nil, err
+	}
+	v, err := fenecql.Eval(s.Docs, env)
+	if err != nil {
+		return nil, err
+	}
+	docs := []fenecql.Value{v}
+	if v.Kind() == fenecql.KindList {
+		docs = v.List()
+	}
+	verb := "put"
+	if s.Insert {
+		verb = "insert"
+	}
+	for i, dv := range docs {
+		o := dv.Object()
+		if o == nil {
+			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
+		}
+		d := &Doc{Vals: make([]fenecql.Value, len(c.s.fields)), s: c.s}
+		for k, key := range o.Keys {
+			if key == "id" {
+				id := o.Vals[k]
+				if id.Kind() != fenecql.KindInt || id.Int() <= 0 {
+					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1, found %s", i+1, short(id))
+				}
+				d.ID = id.Int()
+				continue
+			}
+			f := c.field(key)
+			if f < 0 {
+				return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, s.Docs.Position(), "collection %s has no field %s", c.Name, key)
+			}
+			if d.Vals[f], err = coerceField(c, f, o.Vals[k], s.Docs.Position()); err != nil {
+				return nil, err
+			}
+		}
+		if d.ID == 0 {
+			d.ID = c.nextID
+		} else if s.Insert && c.get(d.ID) != nil {
+			return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Docs.Position(), "%s: id %d is taken", c.Name, d.ID)
+		}
+		if old := c.get(d.ID); old != nil {
+			err = t.checkWrite(c, GrantUpdate, old, d, env)
+		} else {
+			err = t.checkWrite(c, GrantInsert, nil, d, env)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := checkUnique(c, d, s.Docs.Position()); err != nil {
+			return nil, err
+		}
+		t.setDoc(c, d)
+	}
+	return affected(int64(len(docs))), nil
+}
+
+func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecql.Value, error) {
+	cv, err := fenecql.Coerce(v, c.s.fields[f].Type)
+	if err != nil {
+		return fenecql.Null, fenecql.Errorf(pos, "field %s: %v", c.s.fields[f].Name, err)
+	}
+	return cv, nil
+}
+
+// checkUnique refuses d when a @unique field of it holds a value another
+// live document holds.
+func checkUnique(c *Collection, d *Doc, pos fenecql.Pos) error {
+	for f, x := range c.byField {
+		if h, ok := x.(*hashIndex); ok && h.unique && !d.Vals[f].IsNull() {
+			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
+				return fenecql.CodeErrorf(fenecql.CodeConflict, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(d.Vals[f]), other)
+			}
+		}
+	}
+	return nil
+}
+
+// pick plans and runs the row-picking clauses of a get, set or del.
+// A scoped statement picks only among the rows its rules granting g admit.
+func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos) (*plan, []*Doc, error) {
+	if err := checkExpr(c, cl.Where); err != nil {
+		return nil, nil, err
+	}
+	for _, o := range cl.Order {
+		if err := checkExpr(c, o.Expr); err != nil {
+			return nil, nil, err
+		}
+	}
+	extra, err := t.scopeFilter(c, g, pos)
+	if err != nil {
+		return nil, nil, err
+	}
+	if extra != nil {
+		scoped := *cl
+		scoped.Where = and(cl.Where, extra)
+		cl = &scoped
+	}
+	p, err := newPlan(c, cl, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	docs, err := p.run()
+	return p, docs, err
+}
+
+func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error) {
+	c, err := t.coll(s.Pos, s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	fields := make([]int, len(s.Patch))
+	for i, a := range s.Patch {
+		if a.Path[0] == "id" {
+			return nil, fenecql.Errorf(a.Pos, "id cannot be set")
+		}
+		f := c.field(a.Path[0])
+		if f < 0 {
+			return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, a.Pos, "collection %s has no field %s", c.Name, a.Path[0])
+		}
+		if len(a.Path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {
+			return nil, fenecql.Errorf(a.Pos, "field %s is %s: a path writes into json fields only", a.Path[0], c.s.fields[f].Type)
+		}
+		if err := checkExpr(c, a.Value); err != nil {
+			return nil, err
+		}
+		fields[i] = f
+	}
+	if err := checkColumns(c, s.Returning); err != nil {
+		return nil, err
+	}
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos)
+	if err != nil {
+		return nil, err
+	}
+	if dry {
+		return explainResult(p, len(docs)), nil
+	}
+	t.taken += len(docs)
+	written := make([]*Doc, len(docs))
+	for i, d := range docs {
+		nd := &Doc{ID: d.ID, Vals: append([]fenecql.Value(nil), d.Vals...), s: c.s}
+		env.Row = d
+		for k, a := range s.Patch {
+			v, err := fenecql.Eval(a.Value, env)
+			if err != nil {
+				env.Row = nil
+				return nil, err
+			}
+			f := fields[k]
+			if len(a.Path) > 1 {
+				var ok bool
+				if v, ok = setPath(nd.Vals[f], a.Path[1:], v); !ok {
+					env.Row = nil
+					return nil, fenecql.Errorf(a.Pos, "document %d: %s runs through a value that is not an object", d.ID, strings.Join(a.Path, "."))
+				}
+			}
+			if nd.Vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
+				env.Row = nil
+				return nil, err
+			}
+		}
+		env.Row = nil
+		if err := t.checkWrite(c, GrantUpdate, d, nd, env); err != nil {
+			return nil, err
+		}
+		if err := checkUnique(c, nd, s.Pos); err != nil {
+			return nil, err
+		}
+		t.setDoc(c, nd)
+		written[i] = nd
+	}
+	return t.answer(c, "set", s.Returning, s.Require, written, env)
+}
+
+func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error) {
+	c, err := t.coll(s.Pos, s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkColumns(c, s.Returning); err != nil {
+		return nil, err
+	}
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos)
+	if err != nil {
+		return nil, err
+	}
+	if dry {
+		return explainResult(p, len(docs)), nil
+	}
+	t.taken += len(docs)
+	for _, d := range docs {
+		t.deleteDoc(c, d.ID)
+	}
+	return t.answer(c, "del", s.Returning, s.Require, docs, env)
+}
+
+// answer builds a write's answer — its returning rows or its count — and
+// holds it to its require.
+func (t *tx) answer(c *Collection, verb string, ret *fenecql.Returning, req fenecql.Expr, docs []*Doc, env *fenecql.Env) (*Result, error) {
+	var r *Result
+	if ret != nil {
+		shown, err := t.readable(c, docs, env)
+		if err != nil {
+			return nil, err
+		}
+		if r, err = project(c, ret.Star, ret.Columns, shown, env); err != nil {
+			return nil, err
+		}
+		docs = shown
+	} else {
+		r = affected(int64(len(docs)))
+	}
+	did := "wrote"
+	if ret != nil {
+		did = "answered"
+	}
+	return r, checkRequire(req, env, fmt.Sprintf("%s %s", verb, c.Name), did, len(docs))
+}
+
+func checkRequire(req fenecql.Expr, env *fenecql.Env, what, did string, n int) error {
+	if req == nil {
+		return nil
+	}
+	want, err := countArg(req, env, "require")
+	if err != nil {
+		return err
+	}
+	if n != want {
+		return fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "`%s` %s %d %s, and requires %d", what, did, n, rowsWord(n), want)
+	}
+	return nil
+}
+
+func rowsWord(n int) string {
+	if n == 1 {
+		return "row"
+	}
+	return "rows"
+}
+
+func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error) {
+	c, err := t.coll(s.Pos, s.Coll)
+	if err != nil {
+		return nil, err
+	}
+	if s.Count && s.Columns != nil {
+		return nil, fenecql.Errorf(s.Pos, "count answers the number of rows, and takes no select")
+	}
+	if err := checkColumns(c, &fenecql.Returning{Columns: s.Columns}); err != nil {
+		return nil, err
+	}
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos)
+	if err != nil {
+		return nil, err
+	}
+	if dry {
+		return explainResult(p, len(docs)), nil
+	}
+	var r *Result
+	if s.Count {
+		r = &Result{IsRows: true, Columns: []string{"count"}, Rows: [][]fenecql.Value{{fenecql.Int(int64(len(docs)))}}}
+	} else if r, err = project(c, s.Columns == nil, s.Columns, docs, env); err != nil {
+		return nil, err
+	}
+	return r, checkRequire(s.Require, env, "get "+c.Name, "answered", len(r.Rows))
+}
+
+func (t *tx) execExplain(s *fenecql.Explain, env *fenecql.Env) (*Result, error) {
+	switch in := s.Stmt.(type) {
+	case *fenecql.Get:
+		return t.execGet(in, env, true)
+	case *fenecql.Set:
+		return t.execSet(in, env, true)
+	case *fenecql.Del:
+		return t.execDel(in, env, true)
+	}
+	return nil, fenecql.Errorf(s.Pos, "explain takes a get, set or del")
+}
+
+// explainResult is explain's one row: rows read first, so a doc's `-- →`
+// checks it; then the index walked ("id" for an id lookup, null for a
+// scan), the rows picked, the plan in words, and how the order was met.
+func explainResult(p *plan, n int) *Result {
+	order := "none"
+	if len(p.order) > 0 {
+		order = "sort"
+		if p.ordered {
+			order = "index"
+		}
+	}
+	index := fenecql.Null
+	switch {
+	case p.acc == accIDs:
+		index = fenecql.Text("id")
+	case p.field >= 0:
+		index = fenecql.Text(p.c.s.fields[p.field].Name)
+	}
+	return &Result{IsRows: true, Columns: []string{"rows_read", "index", "rows", "plan", "order"}, Rows: [][]fenecql.Value{{
+		fenecql.Int(int64(p.rowsRead)), index, fenecql.Int(int64(n)), fenecql.Text(p.describe()), fenecql.Text(order),
+	}}}
+}
+
+// project answers docs as rows of the given columns, or of id and every
+// field for *.
+func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *fenecql.Env) (*Result, error) {
+	r := &Result{IsRows: true, Rows: make([][]fenecql.Value, 0, len(docs))}
+	if star {
+		r.Columns = append([]string{"id"}, fieldNames(c)...)
+		for _, d := range docs {
+			row := make([]fenecql.Value, 0, len(d.Vals)+1)
+			r.Rows = append(r.Rows, append(append(row, fenecql.Int(d.ID)), d.Vals...))
+		}
+		return r, nil
+	}
+	for _, col := range cols {
+		r.Columns = append(r.Columns, col.Name)
+	}
+	defer func() { env.Row = nil }()
+	for _, d := range docs {
+		env.Row = d
+		row := make([]fenecql.Value, len(cols))
+		for i, col := range cols {
+			v, err := fenecql.Eval(col.Expr, env)
+			if err != nil {
+				return nil, err
+			}
+			row[i] = v
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	return r, nil
+}
+
+func fieldNames(c *Collection) []string {
+	out := make([]string, len(c.s.fields))
+	for i, f := range c.s.fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+func checkColumns(c *Collection, ret *fenecql.Returning) error {
+	if ret == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, col := range ret.Columns {
+		if err := checkExpr(c, col.Expr); err != nil {
+			return err
+		}
+		if seen[col.Name] {
+			return fenecql.Errorf(col.Expr.Position(), "two columns are named %s; name one with as", col.Name)
+		}
+		seen[col.Name] = true
+	}
+	return nil
+}
+
+// checkExpr refuses references to fields the collection lacks, and paths
+// into fields that are not json, before anything runs.
+func checkExpr(c *Collection, e fenecql.Expr) error {
+	var err error
+	fenecql.Walk(e, func(x fenecql.Expr) {
+		if err != nil {
+			return
+		}
+		switch x := x.(type) {
+		case *fenecql.Ref:
+			name := x.Path[0]
+			if name == "id" && len(x.Path) == 1 {
+				return
+			}
+			f := c.field(name)
+			if f < 0 {
+				err = fenecql.CodeErrorf(fenecql.CodeNotFound, x.Pos, "collection %s has no field %s", c.Name, name)
+				return
+			}
+			if len(x.Path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {
+				err = fenecql.Errorf(x.Pos, "field %s is %s: a path reads into json fields only", name, c.s.fields[f].Type)
+			}
+		case *fenecql.Claim:
+			err = fenecql.Errorf(x.Pos, "$jwt.%s reads a token's claim, and only policy filters have one", x.Name)
+		}
+	})
+	return err
+}
+
+// setPath answers json value v with the value at path replaced by x.
+// Missing (null) steps become objects; a step through any other value is
+// refused, since writing there would throw that value away.
+func setPath(v fenecql.Value, path []string, x fenecql.Value) (fenecql.Value, bool) {
+	o := v.Object()
+	if o == nil {
+		if !v.IsNull() {
+			return v, false
+		}
+		o = &fenecql.Object{}
+	}
+	if len(path) == 1 {
+		return fenecql.ObjectOf(o.With(path[0], x)), true
+	}
+	inner, ok := setPath(o.Get(path[0]), path[1:], x)
+	if !ok {
+		return v, false
+	}
+	return fenecql.ObjectOf(o.With(path[0], inner)), true
+}

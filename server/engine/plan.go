@@ -1,0 +1,490 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+// access is how a plan reaches its candidate rows.
+type access uint8
+
+const (
+	accScan    access = iota // every document, ascending id
+	accIDs                   // id = / id in
+	accHash                  // a @hash or @unique equality or in
+	accRange                 // a range of a @sorted index
+	accWalk                  // a @sorted index walked in the order asked
+	accNearest               // a @geo index walked nearest-first
+	accBox                   // a @geo index searched by box
+)
+
+var accessNames = [...]string{"scan", "id", "hash", "range", "walk", "nearest", "box"}
+
+// plan is how one statement picks its rows: the access path, whether that
+// path already yields the statement's order, and the counts explain shows.
+type plan struct {
+	c      *Collection
+	where  fenecql.Expr
+	order  []fenecql.OrderKey
+	limit  int // -1: none
+	offset int
+	env    *fenecql.Env
+
+	acc     access
+	field   int // the indexed field, -1 for id/scan
+	ids     []int64
+	lo, hi  bound
+	desc    bool
+	point   [2]float64
+	boxMin  [2]float64
+	boxMax  [2]float64
+	ordered bool // the access path yields rows in the statement's order
+
+	rowsRead int
+}
+
+// conjuncts splits a filter on its top-level ands.
+func conjuncts(e fenecql.Expr, out []fenecql.Expr) []fenecql.Expr {
+	if b, ok := e.(*fenecql.Binary); ok && b.Op == fenecql.OpAnd {
+		return conjuncts(b.R, conjuncts(b.L, out))
+	}
+	if e != nil {
+		out = append(out, e)
+	}
+	return out
+}
+
+// isConst reports whether e reads no row: it is worked out once per
+// statement, with now() fixed, before the plan is made.
+func isConst(e fenecql.Expr) bool {
+	switch e := e.(type) {
+	case *fenecql.Lit, *fenecql.Param, *fenecql.Claim:
+		return true
+	case *fenecql.Ref:
+		return false
+	case *fenecql.Unary:
+		return isConst(e.X)
+	case *fenecql.Binary:
+		return isConst(e.L) && isConst(e.R)
+	case *fenecql.In:
+		return isConst(e.X) && isConst(e.List)
+	case *fenecql.IsNull:
+		return isConst(e.X)
+	case *fenecql.Call:
+		for _, a := range e.Args {
+			if !isConst(a) {
+				return false
+			}
+		}
+		return true
+	case *fenecql.Case:
+		for _, w := range e.Whens {
+			if !isConst(w.Cond) || !isConst(w.Then) {
+				return false
+			}
+		}
+		return e.Else == nil || isConst(e.Else)
+	case *fenecql.ListLit:
+		for _, x := range e.Items {
+			if !isConst(x) {
+				return false
+			}
+		}
+		return true
+	case *fenecql.ObjectLit:
+		for _, x := range e.Vals {
+			if !isConst(x) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// fieldRef answers the field a plain one-element reference names: its
+// position, or -2 for id; ok is false for anything else.
+func (c *Collection) fieldRef(e fenecql.Expr) (int, bool) {
+	r, ok := e.(*fenecql.Ref)
+	if !ok || len(r.Path) != 1 {
+		return 0, false
+	}
+	if r.Path[0] == "id" {
+		return -2, true
+	}
+	f := c.field(r.Path[0])
+	return f, f >= 0
+}
+
+var flipOp = map[fenecql.Op]fenecql.Op{
+	fenecql.OpEq: fenecql.OpEq, fenecql.OpLt: fenecql.OpGt, fenecql.OpLe: fenecql.OpGe,
+	fenecql.OpGt: fenecql.OpLt, fenecql.OpGe: fenecql.OpLe,
+}
+
+// cmpTerm is a conjunct `field op constant`, the constant worked out.
+type cmpTerm struct {
+	field int
+	op    fenecql.Op
+	v     fenecql.Value
+}
+
+// asCmp recognises `field op const` or `const op field`.
+func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
+	b, ok := e.(*fenecql.Binary)
+	if !ok {
+		return cmpTerm{}, false, nil
+	}
+	op, ok := flipOp[b.Op]
+	if !ok {
+		return cmpTerm{}, false, nil
+	}
+	f, isField := p.c.fieldRef(b.L)
+	k := b.R
+	if !isField || !isConst(k) {
+		if f, isField = p.c.fieldRef(b.R); !isField || !isConst(b.L) {
+			return cmpTerm{}, false, nil
+		}
+		k = b.L
+	} else {
+		op = b.Op
+	}
+	v, err := fenecql.Eval(k, p.env)
+	if err != nil {
+		return cmpTerm{}, false, err
+	}
+	if f >= 0 {
+		// A constant of another kind is brought to the field's type (a
+		// timestamp given as text); one that will not go leaves the
+		// comparison to the row-by-row filter.
+		cv, err := fenecql.Coerce(v, p.c.s.fields[f].Type)
+		if err != nil || p.c.s.fields[f].Type == fenecql.TypeJSON {
+			return cmpTerm{}, false, nil
+		}
+		v = cv
+	}
+	return cmpTerm{field: f, op: op, v: v}, true, nil
+}
+
+// newPlan chooses the access path for a statement's where and order.
+func newPlan(c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error) {
+	p := &plan{c: c, where: cl.Where, order: cl.Order, limit: -1, env: env, field: -1}
+	var err error
+	if cl.Limit != nil {
+		if p.limit, err = countArg(cl.Limit, env, "limit"); err != nil {
+			return nil, err
+		}
+	}
+	if cl.Offset != nil {
+		if p.offset, err = countArg(cl.Offset, env, "offset"); err != nil {
+			return nil, err
+		}
+	}
+	terms := conjuncts(cl.Where, nil)
+
+	// Equality on id or a hash: the fewest rows.
+	var hashPick *cmpTerm
+	var hashVals []fenecql.Value
+	ranges := map[int]*[2]bound{}
+	for _, t := range terms {
+		if in, ok := t.(*fenecql.In); ok && !in.Not && isConst(in.List) {
+			f, isField := c.fieldRef(in.X)
+			if !isField {
+				continue
+			}
+			lv, err := fenecql.Eval(in.List, env)
+			if err != nil {
+				return nil, err
+			}
+			if lv.Kind() != fenecql.KindList {
+				continue
+			}
+			if f == -2 {
+				p.acc, p.ids = accIDs, idsOf(lv.List())
+				return p.finish(), nil
+			}
+			if _, isHash := c.byField[f].(*hashIndex); isHash && hashPick == nil {
+				hashPick, hashVals = &cmpTerm{field: f}, lv.List()
+			}
+			continue
+		}
+		ct, ok, err := p.asCmp(t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		if ct.field == -2 {
+			if ct.op == fenecql.OpEq {
+				p.acc, p.ids = accIDs, idsOf([]fenecql.Value{ct.v})
+				return p.finish(), nil
+			}
+			continue
+		}
+		x := c.byField[ct.field]
+		if h, isHash := x.(*hashIndex); isHash && ct.op == fenecql.OpEq {
+			if h.unique || hashPick == nil {
+				hashPick, hashVals = &ct, []fenecql.Value{ct.v}
+			}
+			continue
+		}
+		if _, isSorted := x.(*sortedIndex); isSorted {
+			r := ranges[ct.field]
+			if r == nil {
+				r = &[2]bound{}
+				ranges[ct.field] = r
+			}
+			narrow(r, ct)
+		}
+	}
+	if hashPick != nil {
+		h := c.byField[hashPick.field].(*hashIndex)
+		if h.unique || !p.walkable() {
+			p.acc, p.field = accHash, hashPick.field
+			for _, v := range hashVals {
+				p.ids = append(p.ids, h.lookup(v)...)
+			}
+			sortIDs(p.ids)
+			p.ids = slices.Compact(p.ids)
+			return p.finish(), nil
+		}
+	}
+	// An order the index can walk, stopping at the page.
+	if len(p.order) == 1 {
+		k := p.order[0]
+		if f, ok := c.fieldRef(k.Expr); ok && f >= 0 {
+			if _, isSorted := c.byField[f].(*sortedIndex); isSorted {
+				p.acc, p.field, p.desc, p.ordered = accWalk, f, k.Desc, true
+				if r := ranges[f]; r != nil {
+					p.lo, p.hi = r[0], r[1]
+				}
+				return p.finish(), nil
+			}
+		}
+		if call, ok := k.Expr.(*fenecql.Call); ok && call.Name == "distance" && !k.Desc && len(call.Args) == 2 {
+			f, isField := c.fieldRef(call.Args[0])
+			if isField && f >= 0 && isConst(call.Args[1]) {
+				if _, isGeo := c.byField[f].(*geoIndex); isGeo {
+					pv, err := fenecql.Eval(call.Args[1], env)
+					if err != nil {
+						return nil, err
+					}
+					if pt, ok := point(pv); ok {
+						p.acc, p.field, p.point, p.ordered = accNearest, f, pt, true
+						return p.finish(), nil
+					}
+				}
+			}
+		}
+	}
+	// A range over a sorted index; the tightest-looking one wins.
+	for f, r := range ranges {
+		if p.acc != accRange || (r[0].set && r[1].set) {
+			p.acc, p.field, p.lo, p.hi = accRange, f, r[0], r[1]
+		}
+	}
+	if p.acc == accRange {
+		return p.finish(), nil
+	}
+	if box, f, ok, err := p.geoBox(terms); err != nil {
+		return nil, err
+	} else if ok {
+		p.acc, p.field, p.boxMin, p.boxMax = accBox, f, box[0], box[1]
+		return p.finish(), nil
+	}
+	p.acc = accScan
+	return p.finish(), nil
+}
+
+// walkable reports whether the order is one the indexes can walk.
+func (p *plan) walkable() bool {
+	if len(p.order) != 1 {
+		return false
+	}
+	if f, ok := p.c.fieldRef(p.order[0].Expr); ok && f >= 0 {
+		_, isSorted := p.c.byField[f].(*sortedIndex)
+		return isSorted
+	}
+	return false
+}
+
+// finish notes whether rows come out in the statement's order already:
+// with no order asked, an access in ascending id is ordered.
+func (p *plan) finish() *plan {
+	if len(p.order) == 0 {
+		p.ordered = p.acc == accScan || p.acc == accIDs || p.acc == accHash
+	}
+	return p
+}
+
+// narrow tightens a range with one comparison.
+func narrow(r *[2]bound, t cmpTerm) {
+	lo := bound{v: t.v, inclusive: t.op == fenecql.OpGe || t.op == fenecql.OpEq, set: true}
+	hi := bound{v: t.v, inclusive: t.op == fenecql.OpLe || t.op == fenecql.OpEq, set: true}
+	if t.op != fenecql.OpLt && t.op != fenecql.OpLe {
+		if !r[0].set || tighterLo(lo, r[0]) {
+			r[0] = lo
+		}
+	}
+	if t.op != fenecql.OpGt && t.op != fenecql.OpGe {
+		if !r[1].set || tighterHi(hi, r[1]) {
+			r[1] = hi
+		}
+	}
+}
+
+func tighterLo(a, b bound) bool {
+	c := fenecql.Compare(a.v, b.v)
+	return c > 0 || c == 0 && !a.inclusive
+}
+
+func tighterHi(a, b bound) bool {
+	c := fenecql.Compare(a.v, b.v)
+	return c < 0 || c == 0 && !a.inclusive
+}
+
+// geoBox recognises within(geofield, box) or distance(geofield, p) <= r
+// over a @geo index, and answers the lon/lat box to search.
+func (p *plan) geoBox(terms []fenecql.Expr) ([2][2]float64, int, bool, error) {
+	for _, t := range terms {
+		switch t := t.(type) {
+		case *fenecql.Call:
+			if t.Name != "within" || len(t.Args) != 2 || !isConst(t.Args[1]) {
+				continue
+			}
+			f, ok := p.geoField(t.Args[0])
+			if !ok {
+				continue
+			}
+			bv, err := fenecql.Eval(t.Args[1], p.env)
+			if err != nil {
+				return [2][2]float64{}, 0, false, err
+			}
+			l := bv.List()
+			if len(l) != 4 || !l[0].IsNumber() || !l[1].IsNumber() || !l[2].IsNumber() || !l[3].IsNumber() {
+				continue
+			}
+			w, s, e, n := l[0].Number(), l[1].Number(), l[2].Number(), l[3].Number()
+			if w > e {
+				continue // crosses the antimeridian: two boxes; left to the filter
+			}
+			return [2][2]float64{{w, s}, {e, n}}, f, true, nil
+		case *fenecql.Binary:
+			if t.Op != fenecql.OpLe && t.Op != fenecql.OpLt || !isConst(t.R) {
+				continue
+			}
+			call, ok := t.L.(*fenecql.Call)
+			if !ok || call.Name != "distance" || len(call.Args) != 2 || !isConst(call.Args[1]) {
+				continue
+			}
+			f, ok := p.geoField(call.Args[0])
+			if !ok {
+				continue
+			}
+			pv, err := fenecql.Eval(call.Args[1], p.env)
+			if err != nil {
+				return [2][2]float64{}, 0, false, err
+			}
+			rv, err := fenecql.Eval(t.R, p.env)
+			if err != nil {
+				return [2][2]float64{}, 0, false, err
+			}
+			pt, ok := point(pv)
+			if !ok || !rv.IsNumber() {
+				continue
+			}
+			if box, ok := radiusBox(pt, rv.Number()); ok {
+				return box, f, true, nil
+			}
+		}
+	}
+	return [2][2]float64{}, 0, false, nil
+}
+
+func (p *plan) geoField(e fenecql.Expr) (int, bool) {
+	f, ok := p.c.fieldRef(e)
+	if !ok || f < 0 {
+		return 0, false
+	}
+	_, isGeo := p.c.byField[f].(*geoIndex)
+	return f, isGeo
+}
+
+// countArg works out a limit, offset or require: a whole number ≥ 0.
+func countArg(e fenecql.Expr, env *fenecql.Env, what string) (int, error) {
+	v, err := fenecql.Eval(e, env)
+	if err != nil {
+		return 0, err
+	}
+	if v.Kind() != fenecql.KindInt || v.Int() < 0 || v.Int() > 1<<31 {
+		return 0, fenecql.Errorf(e.Position(), "%s must be a whole number from 0, found %s", what, short(v))
+	}
+	return int(v.Int()), nil
+}
+
+func idsOf(vs []fenecql.Value) []int64 {
+	ids := make([]int64, 0, len(vs))
+	for _, v := range vs {
+		if v.Kind() == fenecql.KindInt {
+			ids = append(ids, v.Int())
+		} else if v.Kind() == fenecql.KindFloat && v.Float() == float64(int64(v.Float())) {
+			ids = append(ids, int64(v.Float()))
+		}
+	}
+	sortIDs(ids)
+	return slices.Compact(ids)
+}
+
+func sortIDs(ids []int64) { sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] }) }
+
+// short renders a value for an error message.
+func short(v fenecql.Value) string {
+	s := string(fenecql.AppendJSON(nil, v))
+	if len(s) > 40 {
+		s = s[:37] + "..."
+	}
+	return s
+}
+
+// describe is the plan as explain shows it.
+func (p *plan) describe() string {
+	name := accessNames[p.acc]
+	switch p.acc {
+	case accScan:
+		return "scan " + p.c.Name
+	case accIDs:
+		return fmt.Sprintf("id lookup %s (%d ids)", p.c.Name, len(p.ids))
+	case accHash:
+		return fmt.Sprintf("hash %s.%s (%d ids)", p.c.Name, p.c.s.fields[p.field].Name, len(p.ids))
+	}
+	s := fmt.Sprintf("%s %s.%s", name, p.c.Name, p.c.s.fields[p.field].Name)
+	if p.acc == accRange || p.acc == accWalk {
+		if p.lo.set || p.hi.set {
+			s += " " + rangeText(p.lo, p.hi)
+		}
+		if p.desc {
+			s += " desc"
+		}
+	}
+	return s
+}
+
+func rangeText(lo, hi bound) string {
+	s := "(-inf"
+	if lo.set {
+		s = "(" + short(lo.v)
+		if lo.inclusive {
+			s = "[" + short(lo.v)
+		}
+	}
+	if hi.set {
+		if hi.inclusive {
+			return s + ", " + short(hi.v) + "]"
+		}
+		return s + ", " + short(hi.v) + ")"
+	}
+	return s + ", +inf)"
+}

@@ -1,0 +1,145 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+// run answers the documents the plan picks, in the statement's order, with
+// its offset and limit applied. rowsRead counts every document it tested.
+func (p *plan) run() ([]*Doc, error) {
+	want := -1
+	if p.limit >= 0 {
+		want = p.offset + p.limit
+		if p.limit == 0 {
+			return nil, nil
+		}
+	}
+	var out []*Doc
+	var err error
+	visit := func(d *Doc) bool {
+		if d == nil {
+			return true
+		}
+		p.rowsRead++
+		ok, e := p.match(d)
+		if e != nil {
+			err = e
+			return false
+		}
+		if ok {
+			out = append(out, d)
+			if p.ordered && want >= 0 && len(out) >= want {
+				return false
+			}
+		}
+		return true
+	}
+	byID := func(id int64) bool { return visit(p.c.get(id)) }
+	switch p.acc {
+	case accScan:
+		p.c.docs.Scan(func(_ int64, d *Doc) bool { return visit(d) })
+	case accIDs, accHash:
+		for _, id := range p.ids {
+			if !byID(id) {
+				break
+			}
+		}
+	case accRange, accWalk:
+		p.c.byField[p.field].(*sortedIndex).walk(p.lo, p.hi, p.desc, byID)
+	case accNearest:
+		p.c.byField[p.field].(*geoIndex).nearest(p.point, byID)
+	case accBox:
+		var ids []int64
+		p.c.byField[p.field].(*geoIndex).box(p.boxMin, p.boxMax, func(id int64) bool {
+			ids = append(ids, id)
+			return true
+		})
+		sortIDs(ids)
+		for _, id := range ids {
+			if !byID(id) {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !p.ordered {
+		if out, err = p.sort(out); err != nil {
+			return nil, err
+		}
+	}
+	if p.offset > 0 {
+		if p.offset >= len(out) {
+			return nil, nil
+		}
+		out = out[p.offset:]
+	}
+	if p.limit >= 0 && len(out) > p.limit {
+		out = out[:p.limit]
+	}
+	return out, nil
+}
+
+func (p *plan) match(d *Doc) (bool, error) {
+	if p.where == nil {
+		return true, nil
+	}
+	p.env.Row = d
+	v, err := fenecql.Eval(p.where, p.env)
+	p.env.Row = nil
+	if err != nil {
+		return false, err
+	}
+	if k := v.Kind(); k != fenecql.KindBool && k != fenecql.KindNull {
+		return false, fenecql.Errorf(p.where.Position(), "where takes true or false, found %s", short(v))
+	}
+	return fenecql.Truthy(v), nil
+}
+
+// sort puts rows in the statement's order, ties by ascending id; with no
+// order, in ascending id.
+func (p *plan) sort(docs []*Doc) ([]*Doc, error) {
+	if len(p.order) == 0 {
+		sort.Slice(docs, func(i, j int) bool { return docs[i].ID < docs[j].ID })
+		return docs, nil
+	}
+	keys := make([][]fenecql.Value, len(docs))
+	for i, d := range docs {
+		p.env.Row = d
+		keys[i] = make([]fenecql.Value, len(p.order))
+		for k, o := range p.order {
+			v, err := fenecql.Eval(o.Expr, p.env)
+			if err != nil {
+				p.env.Row = nil
+				return nil, err
+			}
+			keys[i][k] = v
+		}
+	}
+	p.env.Row = nil
+	idx := make([]int, len(docs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		ka, kb := keys[idx[a]], keys[idx[b]]
+		for k, o := range p.order {
+			c := fenecql.Compare(ka[k], kb[k])
+			if o.Desc {
+				c = -c
+			}
+			if c != 0 {
+				return c < 0
+			}
+		}
+		return docs[idx[a]].ID < docs[idx[b]].ID
+	})
+	out := make([]*Doc, len(docs))
+	for i, j := range idx {
+		out[i] = docs[j]
+	}
+	return out, nil
+}

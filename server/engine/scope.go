@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+// Grant is what a policy rule lets a token do.
+type Grant uint8
+
+const (
+	GrantRead Grant = 1 << iota
+	GrantInsert
+	GrantUpdate
+	GrantDelete
+	GrantWrite = GrantInsert | GrantUpdate | GrantDelete
+)
+
+// Rule is one line of an access policy, as it applies to one token.
+type Rule struct {
+	Name   string   // how a refusal names it: "policy line 3"
+	Text   string   // the line as written
+	Coll   string   // a collection, or "*" for every one
+	Grants Grant    // what it lets the token do
+	Fields []string // update(f1, f2): the fields an update may change; nil: any
+	// Filter is the rows it admits, nil for all. It reads the row's
+	// fields, the token's claims ($jwt.x) and, for update and insert, the
+	// row as written (new.x).
+	Filter fenecql.Expr
+}
+
+// Scope is what a token may do: its claims and the rules that apply to it.
+// A nil *Scope may do anything.
+type Scope struct {
+	Claims map[string]fenecql.Value
+	Rules  []Rule
+}
+
+func (s *Scope) on(coll string, g Grant) []*Rule {
+	var out []*Rule
+	for i := range s.Rules {
+		r := &s.Rules[i]
+		if (r.Coll == coll || r.Coll == "*") && r.Grants&g != 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+var grantVerbs = map[Grant]string{GrantRead: "read", GrantInsert: "insert into", GrantUpdate: "update", GrantDelete: "delete from"}
+
+// readsNew reports whether e reads the row as written.
+func readsNew(e fenecql.Expr) bool {
+	found := false
+	fenecql.Walk(e, func(x fenecql.Expr) {
+		if r, ok := x.(*fenecql.Ref); ok && len(r.Path) > 1 && r.Path[0] == "new" {
+			found = true
+		}
+	})
+	return found
+}
+
+// pickFilter is the part of a rule's filter that reads only the row before
+// the write: its top-level conditions that do not read new.x. It picks the
+// rows a write may take; the whole filter is checked on what it writes.
+func pickFilter(f fenecql.Expr) fenecql.Expr {
+	var keep fenecql.Expr
+	for _, c := range conjuncts(f, nil) {
+		if !readsNew(c) {
+			keep = and(keep, c)
+		}
+	}
+	return keep
+}
+
+func and(a, b fenecql.Expr) fenecql.Expr {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	return &fenecql.Binary{Pos: a.Position(), Op: fenecql.OpAnd, L: a, R: b}
+}
+
+// scopeFilter answers the filter a scoped statement's rows must pass: the
+// rules granting g on c, joined by or (nil when one admits every row). A
+// collection no rule names is not there for the token (404); one it may
+// not do g to is 403, or 404 for reads.
+func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr, error) {
+	if t.scope == nil {
+		return nil, nil
+	}
+	rules := t.scope.on(c.Name, g)
+	if len(rules) == 0 {
+		if g == GrantRead || len(t.scope.on(c.Name, GrantRead|GrantWrite)) == 0 {
+			return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, pos, "no collection %s", c.Name)
+		}
+		return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, pos, "no policy rule lets this token %s %s", grantVerbs[g], c.Name)
+	}
+	var or fenecql.Expr
+	for _, r := range rules {
+		f := r.Filter
+		if g == GrantUpdate {
+			f = pickFilter(f)
+		}
+		if f == nil {
+			return nil, nil
+		}
+		if or == nil {
+			or = f
+		} else {
+			or = &fenecql.Binary{Pos: f.Position(), Op: fenecql.OpOr, L: or, R: f}
+		}
+	}
+	return or, nil
+}
+
+// admits evaluates a rule's filter over the row before (nil for an insert)
+// and the row as written.
+func admits(r *Rule, env *fenecql.Env, before, after *Doc) (bool, error) {
+	if r.Filter == nil {
+		return true, nil
+	}
+	row := fenecql.Row(nil)
+	if before != nil {
+		row = before
+	} else if after != nil {
+		row = after // an insert's filter reads the row it writes
+	}
+	e := *env
+	e.Row = row
+	if after != nil {
+		e.New = after
+	}
+	v, err := fenecql.Eval(r.Filter, &e)
+	return fenecql.Truthy(v), err
+}
+
+// checkWrite refuses (403) a document a scoped token writes unless a rule
+// granting g admits it: an update's rule must admit the row before, the
+// row as written, and every field it changes; an insert's the new row.
+func (t *tx) checkWrite(c *Collection, g Grant, before, after *Doc, env *fenecql.Env) error {
+	if t.scope == nil {
+		return nil
+	}
+	var changed []string
+	if before != nil {
+		for i, f := range c.s.fields {
+			if !fenecql.Equal(before.Vals[i], after.Vals[i]) || before.Vals[i].Kind() != after.Vals[i].Kind() {
+				changed = append(changed, f.Name)
+			}
+		}
+	}
+	var why string
+	for _, r := range t.scope.on(c.Name, g) {
+		if before != nil {
+			if pf := pickFilter(r.Filter); pf != nil {
+				ok, err := admits(&Rule{Filter: pf}, env, before, nil)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+			}
+		}
+		ok, err := admits(r, env, before, after)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if why == "" {
+				why = fmt.Sprintf("document %d as written breaks %s: %s", after.ID, r.Name, r.Text)
+			}
+			continue
+		}
+		if r.Fields != nil {
+			if f := outside(changed, r.Fields); f != "" {
+				if why == "" {
+					why = fmt.Sprintf("%s lets this token change only %s of %s, and this changes %s", r.Name, strings.Join(r.Fields, ", "), c.Name, f)
+				}
+				continue
+			}
+		}
+		return nil
+	}
+	if why == "" {
+		why = fmt.Sprintf("no policy rule lets this token %s %s", grantVerbs[g], c.Name)
+	}
+	return fenecql.CodeErrorf(fenecql.CodeForbidden, 0, "%s", why)
+}
+
+func outside(changed, allowed []string) string {
+	for _, f := range changed {
+		if !slices.Contains(allowed, f) {
+			return f
+		}
+	}
+	return ""
+}
+
+// readable keeps the documents a scoped token may read: what a write's
+// returning answers is held to the read rules, as the rows are written.
+func (t *tx) readable(c *Collection, docs []*Doc, env *fenecql.Env) ([]*Doc, error) {
+	if t.scope == nil {
+		return docs, nil
+	}
+	rules := t.scope.on(c.Name, GrantRead)
+	out := docs[:0:0]
+	for _, d := range docs {
+		for _, r := range rules {
+			ok, err := admits(r, env, d, nil)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, d)
+				break
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+// tx is one request's statements under the lock. Every change to memory is
+// noted twice: an undo step, so a refused statement or batch leaves no
+// trace, and a store change, committed as one unit when all succeed.
+type tx struct {
+	db      *DB
+	write   bool
+	undo    []undoStep
+	changes []store.Change
+	touched []string
+	taken   int    // rows the set and del statements picked
+	scope   *Scope // the running statement's access
+}
+
+type undoStep struct {
+	c       *Collection // a document step: its collection
+	id      int64
+	old     *Doc        // the document before (nil: there was none)
+	oldNext int64       // the collection's next id before
+	created string      // a create step: the collection's name
+	dropped *Collection // a drop step: the collection dropped
+	order   uint64
+	metaKey string // a side record step: its key and what it held
+	oldMeta Meta
+	hadMeta bool
+}
+
+func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
+	rs := make([]*Result, len(ps))
+	for i, p := range ps {
+		t.scope = p.Scope
+		r, err := t.exec(p.Stmt, p.Params)
+		if err != nil {
+			return nil, &BatchError{At: i, Err: err}
+		}
+		rs[i] = r
+	}
+	return rs, nil
+}
+
+func (t *tx) touch(name string) {
+	for _, n := range t.touched {
+		if n == name {
+			return
+		}
+	}
+	t.touched = append(t.touched, name)
+}
+
+func (t *tx) setDoc(c *Collection, d *Doc) {
+	next := c.nextID
+	old := c.set(d)
+	t.undo = append(t.undo, undoStep{c: c, id: d.ID, old: old, oldNext: next})
+	var body []byte
+	if t.db.keep {
+		body = encodeDoc(d)
+	}
+	t.changes = append(t.changes, store.Change{Op: store.OpPut, Coll: c.Name, ID: d.ID, Body: body})
+	t.touch(c.Name)
+}
+
+func (t *tx) deleteDoc(c *Collection, id int64) {
+	old := c.delete(id)
+	if old == nil {
+		return
+	}
+	t.undo = append(t.undo, undoStep{c: c, id: id, old: old, oldNext: c.nextID})
+	t.changes = append(t.changes, store.Change{Op: store.OpDelete, Coll: c.Name, ID: id})
+	t.touch(c.Name)
+}
+
+func (t *tx) create(c *Collection) {
+	t.db.made++
+	t.db.colls[c.Name], t.db.created[c.Name] = c, t.db.made
+	t.undo = append(t.undo, undoStep{created: c.Name})
+	t.changes = append(t.changes, store.Change{Op: store.OpCreate, Coll: c.Name, ID: c.nextID, Body: encodeSchema(c.Fields())})
+	t.touch(c.Name)
+}
+
+func (t *tx) drop(c *Collection) {
+	t.undo = append(t.undo, undoStep{dropped: c, order: t.db.created[c.Name]})
+	delete(t.db.colls, c.Name)
+	delete(t.db.created, c.Name)
+	t.changes = append(t.changes, store.Change{Op: store.OpDrop, Coll: c.Name})
+	t.touch(c.Name)
+}
+
+// rollback undoes every step, last first.
+func (t *tx) rollback() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		switch {
+		case u.metaKey != "":
+			if u.hadMeta {
+				t.db.meta[u.metaKey] = u.oldMeta
+			} else {
+				delete(t.db.meta, u.metaKey)
+			}
+		case u.created != "":
+			delete(t.db.colls, u.created)
+			delete(t.db.created, u.created)
+		case u.dropped != nil:
+			t.db.colls[u.dropped.Name] = u.dropped
+			t.db.created[u.dropped.Name] = u.order
+		default:
+			if u.old != nil {
+				u.c.set(u.old)
+			} else {
+				u.c.delete(u.id)
+			}
+			u.c.nextID = u.oldNext
+		}
+	}
+	t.undo, t.changes, t.touched = nil, nil, nil
+}
+
+// coll answers the named collection, or not_found.
+func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
+	c := t.db.colls[name]
+	if c == nil {
+		return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, pos, "no collection %s", name)
+	}
+	return c, nil
+}

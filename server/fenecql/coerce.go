@@ -1,0 +1,120 @@
+package fenecql
+
+import (
+	"math"
+	"unicode/utf8"
+)
+
+// Coerce fits v to a field of type t, or says why it does not fit. Null
+// fits every type. Conversions are the lossless ones a client needs: an
+// integral float for an int (JSON clients often cannot tell them apart),
+// an int for a float, epoch milliseconds or ISO-8601 text for a timestamp.
+// The error names the type and the value; the caller adds the field.
+func Coerce(v Value, t Type) (Value, error) {
+	if v.IsNull() {
+		return v, nil
+	}
+	switch t {
+	case TypeInt:
+		switch v.kind {
+		case KindInt:
+			return v, nil
+		case KindFloat:
+			// -2^63 is exact as a float; 2^63 is the first float past the
+			// top, so the upper bound is strict.
+			if f := v.Float(); f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+				return Int(int64(f)), nil
+			}
+		}
+	case TypeFloat:
+		switch v.kind {
+		case KindFloat:
+			return v, nil
+		case KindInt:
+			return Float(float64(v.Int())), nil
+		}
+	case TypeText:
+		if v.kind == KindText {
+			return v, nil
+		}
+	case TypeBool:
+		if v.kind == KindBool {
+			return v, nil
+		}
+	case TypeTimestamp:
+		switch v.kind {
+		case KindTime:
+			return v, nil
+		case KindInt:
+			return Time(v.Int()), nil
+		case KindText:
+			if ms, err := ParseTime(v.Text()); err == nil {
+				return Time(ms), nil
+			}
+			return Null, Errorf(0, "timestamp expected as epoch milliseconds or ISO-8601 text (2026-05-03T09:20:00Z), found text %s", short(v))
+		}
+	case TypeJSON:
+		v, _ = jsonable(v)
+		return v, nil
+	case TypeGeo:
+		if lon, lat, ok := geoPoint(v); ok {
+			return List([]Value{Float(lon), Float(lat)}), nil
+		}
+		return Null, Errorf(0, "geo point expected as [lon, lat] with lon in -180..180 and lat in -90..90, found %s", short(v))
+	default:
+		return Null, Errorf(0, "unknown type %s", t)
+	}
+	return Null, Errorf(0, "%s expected, found %s %s", t, v.kind, short(v))
+}
+
+// jsonable answers v with every timestamp in it turned into its ISO text,
+// since a json field holds only what JSON can say. It reports whether it
+// changed anything, so that only lists and objects holding a timestamp
+// are copied.
+func jsonable(v Value) (Value, bool) {
+	switch v.kind {
+	case KindTime:
+		return Text(FormatTime(v.Time())), true
+	case KindList:
+		if l, ok := jsonableAll(v.List()); ok {
+			return List(l), true
+		}
+	case KindObject:
+		o := v.Object()
+		if vals, ok := jsonableAll(o.Vals); ok {
+			return ObjectOf(&Object{Keys: o.Keys, Vals: vals}), true
+		}
+	}
+	return v, false
+}
+
+func jsonableAll(vs []Value) ([]Value, bool) {
+	var c []Value
+	for i, it := range vs {
+		j, changed := jsonable(it)
+		if changed && c == nil {
+			c = append(make([]Value, 0, len(vs)), vs[:i]...)
+		}
+		if c != nil {
+			c = append(c, j)
+		}
+	}
+	return c, c != nil
+}
+
+// short renders v for an error message: its JSON, spaced like FenecQL,
+// cut to about 40 characters.
+func short(v Value) string {
+	return cut(string(appendValue(nil, v, true)), 40)
+}
+
+// cut shortens s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}

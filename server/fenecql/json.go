@@ -1,0 +1,590 @@
+package fenecql
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// timeLayout is how timestamps leave the server: ISO-8601, UTC, always
+// with milliseconds, so every timestamp has the same width and sorts as
+// text the way it sorts as time.
+const timeLayout = "2006-01-02T15:04:05.000Z"
+
+// FormatTime renders epoch milliseconds as 2026-05-03T09:20:00.000Z.
+func FormatTime(ms int64) string { return string(appendTime(nil, ms)) }
+
+func appendTime(dst []byte, ms int64) []byte {
+	return time.UnixMilli(ms).UTC().AppendFormat(dst, timeLayout)
+}
+
+// timeInputs are the forms ParseTime reads, most specific first. Go's
+// parser accepts a fractional second after the seconds field even when
+// the layout has none, so these also read 09:20:00.5 and 09:20:00.123456.
+var timeInputs = []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02"}
+
+// ParseTime reads an ISO-8601 timestamp into epoch milliseconds: RFC 3339
+// with or without fractional seconds and offset (UTC assumed without
+// one), or a date alone (midnight UTC). Sub-millisecond digits are
+// dropped, rounding toward the past.
+func ParseTime(s string) (int64, error) {
+	for _, layout := range timeInputs {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UnixMilli(), nil
+		}
+	}
+	return 0, Errorf(0, "invalid timestamp %s: expected ISO-8601 such as 2026-05-03T09:20:00Z or 2026-05-03", strconv.Quote(cut(s, 40)))
+}
+
+// MarshalJSON writes v as JSON; see AppendJSON.
+func (v Value) MarshalJSON() ([]byte, error) { return AppendJSON(nil, v), nil }
+
+// AppendJSON appends v's JSON to dst. Objects keep their key order;
+// timestamps are ISO-8601 text (JSON has no time); an integral float
+// keeps a ".0" so that it reads back as a float, not an int.
+func AppendJSON(dst []byte, v Value) []byte { return appendValue(dst, v, false) }
+
+// appendValue writes JSON; spaced puts a space after each , and : for
+// the short renderings in error messages, which read like FenecQL.
+func appendValue(dst []byte, v Value, spaced bool) []byte {
+	switch v.kind {
+	case KindNull:
+		return append(dst, "null"...)
+	case KindBool:
+		return strconv.AppendBool(dst, v.Bool())
+	case KindInt:
+		return strconv.AppendInt(dst, v.Int(), 10)
+	case KindFloat:
+		return appendFloat(dst, v.Float())
+	case KindText:
+		return appendString(dst, v.Text())
+	case KindTime:
+		dst = append(dst, '"')
+		return append(appendTime(dst, v.Time()), '"')
+	case KindList:
+		dst = append(dst, '[')
+		for i, it := range v.List() {
+			if i > 0 {
+				dst = appendSep(dst, ',', spaced)
+			}
+			dst = appendValue(dst, it, spaced)
+		}
+		return append(dst, ']')
+	}
+	o := v.Object()
+	dst = append(dst, '{')
+	for i, k := range o.Keys {
+		if i > 0 {
+			dst = appendSep(dst, ',', spaced)
+		}
+		dst = appendSep(appendString(dst, k), ':', spaced)
+		dst = appendValue(dst, o.Vals[i], spaced)
+	}
+	return append(dst, '}')
+}
+
+func appendSep(dst []byte, c byte, spaced bool) []byte {
+	if spaced {
+		return append(dst, c, ' ')
+	}
+	return append(dst, c)
+}
+
+// appendFloat formats as encoding/json does (shortest form, exponent only
+// outside 1e-6..1e21), plus ".0" when the result would read as an int.
+func appendFloat(dst []byte, f float64) []byte {
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		// Evaluation and parsing refuse these; null is the only JSON
+		// that will not corrupt the document if one slips through.
+		return append(dst, "null"...)
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, format, -1, 64)
+	if format == 'e' {
+		// Clean up e-09 to e-9, as encoding/json does.
+		if n := len(dst); n-start >= 4 && dst[n-4] == 'e' && dst[n-3] == '-' && dst[n-2] == '0' {
+			dst[n-2] = dst[n-1]
+			dst = dst[:n-1]
+		}
+		return dst
+	}
+	if slices.Contains(dst[start:], '.') {
+		return dst
+	}
+	return append(dst, ".0"...)
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString quotes s as encoding/json does without HTML escaping:
+// invalid UTF-8 becomes U+FFFD, and U+2028/U+2029 are escaped so the
+// output is also valid JavaScript.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '"', '\\':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(append(dst, s[start:i]...), `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(append(dst, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(dst, s[start:]...), '"')
+}
+
+// FromGo converts a value decoded by encoding/json (with UseNumber:
+// json.Number, string, bool, nil, []any, map[string]any) or an int,
+// int64, float64, time.Time or Value, as HTTP parameters arrive. Map keys
+// are sorted, since a Go map has lost the order they were written in.
+func FromGo(x any) (Value, error) {
+	switch x := x.(type) {
+	case nil:
+		return Null, nil
+	case Value:
+		return x, nil
+	case bool:
+		return Bool(x), nil
+	case string:
+		return Text(x), nil
+	case int:
+		return Int(int64(x)), nil
+	case int64:
+		return Int(x), nil
+	case float64:
+		if math.IsInf(x, 0) || math.IsNaN(x) {
+			return Null, Errorf(0, "number %v is out of range", x)
+		}
+		return Float(x), nil
+	case json.Number:
+		return numberValue(string(x))
+	case time.Time:
+		return Time(x.UnixMilli()), nil
+	case []any:
+		l := make([]Value, len(x))
+		for i, it := range x {
+			v, err := FromGo(it)
+			if err != nil {
+				return Null, err
+			}
+			l[i] = v
+		}
+		return List(l), nil
+	case map[string]any:
+		o := &Object{Keys: make([]string, 0, len(x))}
+		for k := range x {
+			o.Keys = append(o.Keys, k)
+		}
+		slices.Sort(o.Keys)
+		o.Vals = make([]Value, len(o.Keys))
+		for i, k := range o.Keys {
+			v, err := FromGo(x[k])
+			if err != nil {
+				return Null, err
+			}
+			o.Vals[i] = v
+		}
+		return ObjectOf(o), nil
+	}
+	return Null, Errorf(0, "cannot use a Go %T as a FenecQL value", x)
+}
+
+// numberValue reads a JSON number: an int when it is written without a
+// fraction or exponent and fits in 64 bits, a float otherwise.
+func numberValue(s string) (Value, error) {
+	isInt := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '.' || c == 'e' || c == 'E' {
+			isInt = false
+			break
+		}
+	}
+	if isInt {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return Int(n), nil
+		}
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil && !isRangeErr(err) || math.IsNaN(f) {
+		return Null, Errorf(0, "invalid number %s", strconv.Quote(cut(s, 40)))
+	}
+	// Underflow is a range error too, answered with 0 (as near as a float
+	// gets, so kept); overflow answers ±Inf, which no JSON can carry back.
+	if math.IsInf(f, 0) {
+		return Null, Errorf(0, "number %s is out of range", cut(s, 40))
+	}
+	return Float(f), nil
+}
+
+func isRangeErr(err error) bool {
+	ne, ok := err.(*strconv.NumError)
+	return ok && ne.Err == strconv.ErrRange
+}
+
+// maxJSONDepth bounds nesting, as encoding/json does, so a hostile
+// document cannot exhaust the stack of the parser or of later walks.
+const maxJSONDepth = 10000
+
+// ParseJSON reads one JSON value. Objects keep their keys in the order
+// written; a key written twice keeps the place of the first and the value
+// of the last. Numbers read as in FromGo. Invalid UTF-8 in strings becomes
+// U+FFFD, as with encoding/json.
+func ParseJSON(data []byte) (Value, error) {
+	p := jsonParser{data: data}
+	v, err := p.value()
+	if err != nil {
+		return Null, err
+	}
+	if p.space(); p.i < len(p.data) {
+		return Null, p.errorf("unexpected %s after the value", p.found())
+	}
+	return v, nil
+}
+
+// jsonParser is a small recursive-descent scanner: encoding/json's
+// decoders either lose key order (maps) or allocate per token (Token),
+// and documents are parsed on every load.
+type jsonParser struct {
+	data  []byte
+	i     int
+	depth int
+}
+
+func (p *jsonParser) errorf(format string, args ...any) *Error {
+	e := Errorf(0, format, args...)
+	e.Msg = "invalid JSON at byte " + strconv.Itoa(p.i+1) + ": " + e.Msg
+	return e
+}
+
+func (p *jsonParser) found() string {
+	if p.i >= len(p.data) {
+		return "the end"
+	}
+	r, _ := utf8.DecodeRune(p.data[p.i:])
+	return strconv.QuoteRune(r)
+}
+
+func (p *jsonParser) space() {
+	for p.i < len(p.data) {
+		switch p.data[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// expect skips space and then c, reporting whether it was there.
+func (p *jsonParser) expect(c byte) bool {
+	p.space()
+	if p.i < len(p.data) && p.data[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *jsonParser) value() (Value, *Error) {
+	p.space()
+	if p.i >= len(p.data) {
+		return Null, p.errorf("expected a value, found the end")
+	}
+	switch c := p.data[p.i]; {
+	case c == '{' || c == '[':
+		if p.depth++; p.depth > maxJSONDepth {
+			return Null, p.errorf("nested deeper than %d", maxJSONDepth)
+		}
+		defer func() { p.depth-- }()
+		if c == '{' {
+			return p.object()
+		}
+		return p.list()
+	case c == '"':
+		s, err := p.string()
+		return Text(s), err
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	for _, lit := range [...]struct {
+		word string
+		v    Value
+	}{{"true", Bool(true)}, {"false", Bool(false)}, {"null", Null}} {
+		if len(p.data)-p.i >= len(lit.word) && string(p.data[p.i:p.i+len(lit.word)]) == lit.word {
+			p.i += len(lit.word)
+			return lit.v, nil
+		}
+	}
+	return Null, p.errorf("expected a value, found %s", p.found())
+}
+
+func (p *jsonParser) list() (Value, *Error) {
+	p.i++ // [
+	var items []Value
+	if p.expect(']') {
+		return List(items), nil
+	}
+	for {
+		v, err := p.value()
+		if err != nil {
+			return Null, err
+		}
+		items = append(items, v)
+		if p.expect(']') {
+			return List(items), nil
+		}
+		if !p.expect(',') {
+			return Null, p.errorf("expected , or ], found %s", p.found())
+		}
+	}
+}
+
+// indexFrom is the key count past which duplicate keys are found with a
+// map rather than by scanning the keys so far.
+const indexFrom = 16
+
+func (p *jsonParser) object() (Value, *Error) {
+	p.i++ // {
+	o := &Object{}
+	if p.expect('}') {
+		return ObjectOf(o), nil
+	}
+	var index map[string]int
+	for {
+		p.space()
+		if p.i >= len(p.data) || p.data[p.i] != '"' {
+			return Null, p.errorf("expected a key in quotes, found %s", p.found())
+		}
+		k, err := p.string()
+		if err != nil {
+			return Null, err
+		}
+		if !p.expect(':') {
+			return Null, p.errorf("expected : after the key, found %s", p.found())
+		}
+		v, err := p.value()
+		if err != nil {
+			return Null, err
+		}
+		at := -1
+		if index != nil {
+			if j, ok := index[k]; ok {
+				at = j
+			}
+		} else {
+			at = slices.Index(o.Keys, k)
+		}
+		if at >= 0 {
+			o.Vals[at] = v
+		} else {
+			o.Keys = append(o.Keys, k)
+			o.Vals = append(o.Vals, v)
+			if index != nil {
+				index[k] = len(o.Keys) - 1
+			} else if len(o.Keys) == indexFrom {
+				index = make(map[string]int, 2*indexFrom)
+				for j, key := range o.Keys {
+					index[key] = j
+				}
+			}
+		}
+		if p.expect('}') {
+			return ObjectOf(o), nil
+		}
+		if !p.expect(',') {
+			return Null, p.errorf("expected , or }, found %s", p.found())
+		}
+	}
+}
+
+// string reads a quoted string at p.i. The common case, plain valid
+// UTF-8 with no escapes, is one scan and one copy.
+func (p *jsonParser) string() (string, *Error) {
+	p.i++ // "
+	start := p.i
+	plain := true
+	for ; p.i < len(p.data); p.i++ {
+		c := p.data[p.i]
+		if c == '"' {
+			s := p.data[start:p.i]
+			if !plain && !utf8.Valid(s) {
+				break
+			}
+			p.i++
+			return string(s), nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c >= utf8.RuneSelf {
+			plain = false
+		}
+	}
+	p.i = start
+	return p.slowString()
+}
+
+func (p *jsonParser) slowString() (string, *Error) {
+	var b []byte
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return string(b), nil
+		case c < 0x20:
+			return "", p.errorf("control character %s in a string: escape it", strconv.QuoteRune(rune(c)))
+		case c == '\\':
+			r, err := p.escape()
+			if err != nil {
+				return "", err
+			}
+			b = utf8.AppendRune(b, r)
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			p.i++
+		default:
+			r, size := utf8.DecodeRune(p.data[p.i:])
+			b = utf8.AppendRune(b, r) // RuneError for invalid bytes
+			p.i += size
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// escape reads one backslash escape, joining a UTF-16 surrogate pair
+// into one rune; a lone surrogate becomes U+FFFD.
+func (p *jsonParser) escape() (rune, *Error) {
+	if p.i+1 >= len(p.data) {
+		return 0, p.errorf("unterminated string")
+	}
+	if r, ok := simpleEscapes[p.data[p.i+1]]; ok {
+		p.i += 2
+		return r, nil
+	}
+	r, ok := p.hex4()
+	if !ok {
+		return 0, p.errorf("invalid escape in a string")
+	}
+	if r < 0xd800 || r > 0xdfff {
+		return r, nil
+	}
+	if r <= 0xdbff {
+		save := p.i
+		if lo, ok := p.hex4(); ok && lo >= 0xdc00 && lo <= 0xdfff {
+			return 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00), nil
+		}
+		p.i = save
+	}
+	return utf8.RuneError, nil
+}
+
+// hex4 reads \uXXXX at p.i, advancing past it only when it is one.
+func (p *jsonParser) hex4() (rune, bool) {
+	if len(p.data)-p.i < 6 || p.data[p.i] != '\\' || p.data[p.i+1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.data[p.i+2 : p.i+6] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 6
+	return r, true
+}
+
+// number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? exactly, so
+// that nothing strconv would accept beyond JSON (hex, underscores, Inf)
+// gets in.
+func (p *jsonParser) number() (Value, *Error) {
+	start := p.i
+	digits := func() int {
+		n := 0
+		for p.i < len(p.data) && p.data[p.i] >= '0' && p.data[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.data[p.i] == '-' {
+		p.i++
+	}
+	if p.i < len(p.data) && p.data[p.i] == '0' {
+		p.i++
+	} else if digits() == 0 {
+		return Null, p.errorf("expected a digit, found %s", p.found())
+	}
+	if p.i < len(p.data) && p.data[p.i] == '.' {
+		p.i++
+		if digits() == 0 {
+			return Null, p.errorf("expected a digit after the decimal point, found %s", p.found())
+		}
+	}
+	if p.i < len(p.data) && (p.data[p.i] == 'e' || p.data[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.data) && (p.data[p.i] == '+' || p.data[p.i] == '-') {
+			p.i++
+		}
+		if digits() == 0 {
+			return Null, p.errorf("expected a digit in the exponent, found %s", p.found())
+		}
+	}
+	v, err := numberValue(string(p.data[start:p.i]))
+	if err != nil {
+		p.i = start
+		return Null, p.errorf("%s", err.(*Error).Msg)
+	}
+	return v, nil
+}

@@ -1,0 +1,797 @@
+package fenecql
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Parse parses exactly one statement; a trailing ";" and comments are
+// allowed.
+func Parse(src string) (s Stmt, err error) {
+	p := &parser{lex: lexer{src: src}, eof: "end of statement"}
+	defer p.recover(&err)
+	p.next()
+	s = p.stmt()
+	if p.isP(";") {
+		p.next()
+	}
+	if p.tok.kind != tokEOF {
+		p.failFound("end of statement")
+	}
+	return s, nil
+}
+
+// ParseAll parses statements separated by ";". Empty statements between
+// semicolons are skipped, but text holding none at all is an error.
+func ParseAll(src string) (stmts []Stmt, err error) {
+	p := &parser{lex: lexer{src: src}, eof: "end of statement"}
+	defer p.recover(&err)
+	p.next()
+	for {
+		for p.isP(";") {
+			p.next()
+		}
+		if p.tok.kind == tokEOF {
+			break
+		}
+		stmts = append(stmts, p.stmt())
+	}
+	if len(stmts) == 0 {
+		return nil, Errorf(0, "no statement")
+	}
+	return stmts, nil
+}
+
+// ParseExpr parses one expression and nothing after it.
+func ParseExpr(src string) (e Expr, err error) {
+	p := &parser{lex: lexer{src: src}, eof: "end of expression"}
+	defer p.recover(&err)
+	p.next()
+	e = p.expr()
+	if p.tok.kind != tokEOF {
+		p.failFound("an operator or end of expression")
+	}
+	return e, nil
+}
+
+// maxDepth bounds the nesting of expressions, so a hostile statement can
+// neither exhaust the stack here nor in the evaluator.
+const maxDepth = 100
+
+// parser is a recursive-descent parser over one token of lookahead. It
+// reports an error by panicking with an *Error, recovered at the entry
+// points; that keeps every rule free of error plumbing.
+type parser struct {
+	lex   lexer
+	tok   token  // the current token, not yet consumed
+	end   int    // where the last consumed token ends, for column text
+	eof   string // how end of input is named in messages
+	depth int
+}
+
+func (p *parser) recover(err *error) {
+	if r := recover(); r != nil {
+		e, ok := r.(*Error)
+		if !ok {
+			panic(r)
+		}
+		*err = e
+	}
+}
+
+func (p *parser) next() {
+	p.end = p.tok.end
+	p.tok = p.lex.next()
+	if p.tok.kind == tokError {
+		p.fail(p.tok.pos, "%s", p.tok.val)
+	}
+}
+
+func (p *parser) fail(pos Pos, format string, args ...any) {
+	panic(Errorf(pos, format, args...))
+}
+
+// failFound fails at the current token: expected <what>, found <it>.
+func (p *parser) failFound(what string) {
+	p.fail(p.tok.pos, "expected %s, found %s", what, p.found())
+}
+
+// found describes the current token for a message.
+func (p *parser) found() string {
+	t := p.tok
+	switch {
+	case t.kind == tokEOF:
+		return p.eof
+	case t.kind == tokString:
+		return "string " + strconv.Quote(clip(t.val))
+	}
+	return strconv.Quote(clip(p.lex.src[t.pos-1 : t.end]))
+}
+
+// clip shortens s for a message, keeping whole characters.
+func clip(s string) string {
+	if len(s) <= 24 {
+		return s
+	}
+	for i := range s {
+		if i >= 20 {
+			return s[:i] + "…"
+		}
+	}
+	return s
+}
+
+// isP reports whether the current token is the punctuation or operator s.
+func (p *parser) isP(s string) bool { return p.tok.kind == tokPunct && p.tok.val == s }
+
+// isKw reports whether the current token is the keyword kw, in any case.
+func (p *parser) isKw(kw string) bool {
+	return p.tok.kind == tokIdent && strings.EqualFold(p.tok.val, kw)
+}
+
+func (p *parser) atEnd() bool { return p.tok.kind == tokEOF || p.isP(";") }
+
+// expectP consumes the punctuation s. A closer, when given, is named in
+// the message too: in a list, either "," or "]" may come next.
+func (p *parser) expectP(s string, closer ...string) {
+	if !p.isP(s) {
+		what := strconv.Quote(s)
+		for _, c := range closer {
+			what += " or " + strconv.Quote(c)
+		}
+		p.failFound(what)
+	}
+	p.next()
+}
+
+func (p *parser) expectKw(kw string) {
+	if !p.isKw(kw) {
+		p.failFound(strconv.Quote(kw))
+	}
+	p.next()
+}
+
+func (p *parser) expectEnd() {
+	if !p.atEnd() {
+		p.failFound("end of statement")
+	}
+}
+
+// reserved are the words that cannot name a field or a collection,
+// because a clause or an expression gives them a meaning.
+var reserved = []string{
+	"and", "or", "not", "in", "is", "null", "true", "false",
+	"case", "when", "then", "else", "end",
+	"select", "where", "order", "limit", "offset", "count", "require", "returning",
+	"as", "asc", "desc",
+}
+
+func isReserved(word string) bool { return slices.Contains(reserved, strings.ToLower(word)) }
+
+// name reads a plain identifier that is not a reserved word: a collection
+// or a field being declared.
+func (p *parser) name(what string) string {
+	if p.tok.kind != tokIdent {
+		p.failFound(what)
+	}
+	if isReserved(p.tok.val) {
+		p.fail(p.tok.pos, "%s is a reserved word", p.tok.val)
+	}
+	s := p.tok.val
+	p.next()
+	return s
+}
+
+func (p *parser) stmt() Stmt {
+	pos := p.tok.pos
+	switch {
+	case p.isKw("create"):
+		return p.create()
+	case p.isKw("drop"):
+		return p.drop()
+	case p.isKw("put"), p.isKw("insert"):
+		insert := p.isKw("insert")
+		p.next()
+		s := &Put{Pos: pos, Coll: p.name("a collection name"), Insert: insert}
+		s.Docs = p.docs()
+		p.expectEnd()
+		return s
+	case p.isKw("set"):
+		return p.set()
+	case p.isKw("del"):
+		p.next()
+		s := &Del{Pos: pos, Coll: p.name("a collection name")}
+		t := p.clauses("del", "where", "order", "limit", "returning", "require")
+		s.Clauses, s.Returning = t.Clauses, t.ret
+		return s
+	case p.isKw("get"):
+		return p.get()
+	case p.isKw("explain"):
+		p.next()
+		if !p.isKw("get") && !p.isKw("set") && !p.isKw("del") {
+			p.failFound("get, set or del after explain")
+		}
+		return &Explain{Pos: pos, Stmt: p.stmt()}
+	}
+	p.failFound("a statement (create, drop, put, insert, set, del, get, explain)")
+	return nil
+}
+
+func (p *parser) create() Stmt {
+	s := &CreateCollection{Pos: p.tok.pos}
+	p.next()
+	p.expectKw("collection")
+	if p.isKw("if") {
+		p.next()
+		p.expectKw("not")
+		p.expectKw("exists")
+		s.IfNotExists = true
+	}
+	s.Name = p.name("a collection name")
+	p.expectP("(")
+	for {
+		f := FieldDef{Pos: p.tok.pos}
+		if p.tok.kind == tokIdent && p.tok.val == "id" {
+			p.fail(f.Pos, "id is automatic")
+		}
+		f.Name = p.name("a field name")
+		for _, g := range s.Fields {
+			if g.Name == f.Name {
+				p.fail(f.Pos, "field %s given twice", f.Name)
+			}
+		}
+		f.Type = p.fieldType()
+		if p.isP("@") {
+			f.Index = p.index(f)
+		}
+		s.Fields = append(s.Fields, f)
+		if !p.isP(",") {
+			break
+		}
+		p.next()
+	}
+	p.expectP(")", ",")
+	p.expectEnd()
+	return s
+}
+
+func (p *parser) fieldType() Type {
+	if p.tok.kind != tokIdent {
+		p.failFound("a type")
+	}
+	t, ok := TypeByName(strings.ToLower(p.tok.val))
+	if !ok {
+		p.fail(p.tok.pos, "unknown type %q (%s)", p.tok.val, strings.Join(typeNames[1:], ", "))
+	}
+	p.next()
+	return t
+}
+
+// index reads the @annotation of field f.
+func (p *parser) index(f FieldDef) IndexKind {
+	pos := p.tok.pos
+	p.next()
+	known := "(@sorted, @hash, @unique, @geo)"
+	if p.tok.kind != tokIdent {
+		p.fail(pos, "expected an index %s, found %s", known, p.found())
+	}
+	k, ok := IndexByName(strings.ToLower(p.tok.val))
+	if !ok {
+		p.fail(pos, "unknown index %q %s", "@"+p.tok.val, known)
+	}
+	if k == IndexGeo && f.Type != TypeGeo {
+		p.fail(pos, "@geo indexes a geo field, and %s is %s", f.Name, f.Type)
+	}
+	p.next()
+	return k
+}
+
+func (p *parser) drop() Stmt {
+	s := &DropCollection{Pos: p.tok.pos}
+	p.next()
+	p.expectKw("collection")
+	if p.isKw("if") {
+		p.next()
+		p.expectKw("exists")
+		s.IfExists = true
+	}
+	s.Name = p.name("a collection name")
+	p.expectEnd()
+	return s
+}
+
+// docs reads what a put writes: an object, a list of objects, or a
+// parameter holding either.
+func (p *parser) docs() Expr {
+	switch {
+	case p.isP("{"):
+		return p.object()
+	case p.tok.kind == tokParam:
+		return p.primary()
+	case p.isP("["):
+		l := &ListLit{Pos: p.tok.pos}
+		p.next()
+		for !p.isP("]") {
+			if len(l.Items) > 0 {
+				p.expectP(",", "]")
+			}
+			if !p.isP("{") && p.tok.kind != tokParam {
+				p.failFound("a document {...} or a parameter")
+			}
+			l.Items = append(l.Items, p.primary())
+		}
+		p.next()
+		return l
+	}
+	p.failFound("a document {...}, a list of them or a parameter")
+	return nil
+}
+
+func (p *parser) set() Stmt {
+	s := &Set{Pos: p.tok.pos}
+	p.next()
+	s.Coll = p.name("a collection name")
+	p.expectP("{")
+	for {
+		a := Assign{Pos: p.tok.pos}
+		switch p.tok.kind {
+		case tokIdent, tokPath:
+			a.Path = strings.Split(p.tok.val, ".")
+		default:
+			p.failFound("a field name")
+		}
+		switch {
+		case isReserved(a.Path[0]):
+			p.fail(a.Pos, "%s is a reserved word", a.Path[0])
+		case a.Path[0] == "id":
+			p.fail(a.Pos, "id cannot be set")
+		}
+		for _, b := range s.Patch {
+			if overlaps(a.Path, b.Path) {
+				p.fail(a.Pos, "%s is set twice", p.tok.val)
+			}
+		}
+		p.next()
+		p.expectP(":")
+		a.Value = p.expr()
+		s.Patch = append(s.Patch, a)
+		if !p.isP(",") {
+			break
+		}
+		p.next()
+	}
+	p.expectP("}", ",")
+	t := p.clauses("set", "where", "order", "limit", "returning", "require")
+	s.Clauses, s.Returning = t.Clauses, t.ret
+	return s
+}
+
+// overlaps reports whether one path is a prefix of the other, so writing
+// both would make the result depend on their order.
+func overlaps(a, b []string) bool {
+	n := min(len(a), len(b))
+	return slices.Equal(a[:n], b[:n])
+}
+
+func (p *parser) get() Stmt {
+	s := &Get{Pos: p.tok.pos}
+	p.next()
+	s.Coll = p.name("a collection name")
+	t := p.clauses("get", "select", "where", "order", "limit", "offset", "count", "require")
+	s.Clauses, s.Columns, s.Count = t.Clauses, t.cols, t.count
+	return s
+}
+
+// tail is what the clauses after a statement's collection can hold.
+type tail struct {
+	Clauses
+	cols  []Column
+	ret   *Returning
+	count bool
+}
+
+// clauseWords are every clause a statement may end with.
+var clauseWords = []string{"select", "where", "order", "limit", "offset", "count", "returning", "require"}
+
+// clauses reads the clauses of statement stmt, which allows those named
+// in allowed, in any order and each at most once.
+func (p *parser) clauses(stmt string, allowed ...string) tail {
+	var t tail
+	var seen []string
+	for !p.atEnd() {
+		word := strings.ToLower(p.tok.val)
+		pos := p.tok.pos
+		switch {
+		case p.tok.kind != tokIdent || !slices.Contains(clauseWords, word):
+			p.failFound(strings.Join(allowed, ", ") + " or end of statement")
+		case !slices.Contains(allowed, word):
+			p.fail(pos, "%s takes no %s", stmt, word)
+		case slices.Contains(seen, word):
+			p.fail(pos, "%s given twice", word)
+		case word == "count" && slices.Contains(seen, "select"), word == "select" && slices.Contains(seen, "count"):
+			p.fail(pos, "count and select do not go together")
+		}
+		seen = append(seen, word)
+		p.next()
+		switch word {
+		case "select":
+			if p.isP("*") {
+				p.next()
+			} else {
+				t.cols = p.columns()
+			}
+		case "where":
+			t.Where = p.expr()
+		case "order":
+			t.Order = p.order()
+		case "limit":
+			t.Limit = p.whole(word)
+		case "offset":
+			t.Offset = p.whole(word)
+		case "require":
+			t.Require = p.whole(word)
+		case "count":
+			t.count = true
+		case "returning":
+			t.ret = &Returning{}
+			if p.isP("*") {
+				t.ret.Star = true
+				p.next()
+			} else {
+				t.ret.Columns = p.columns()
+			}
+		}
+	}
+	return t
+}
+
+// whole reads the count of a limit, offset or require clause.
+func (p *parser) whole(clause string) Expr {
+	if p.tok.kind == tokInt || p.tok.kind == tokParam {
+		return p.primary()
+	}
+	p.fail(p.tok.pos, "%s must be a whole number or a parameter", clause)
+	return nil
+}
+
+func (p *parser) order() []OrderKey {
+	var keys []OrderKey
+	for {
+		k := OrderKey{Expr: p.expr()}
+		switch {
+		case p.isKw("desc"):
+			k.Desc = true
+			p.next()
+		case p.isKw("asc"):
+			p.next()
+		}
+		keys = append(keys, k)
+		if !p.isP(",") {
+			return keys
+		}
+		p.next()
+	}
+}
+
+// columns reads a select or returning list. A column without `as` is
+// named by its own text, as written.
+func (p *parser) columns() []Column {
+	var cols []Column
+	for {
+		pos, start := p.tok.pos, int(p.tok.pos)-1
+		c := Column{Expr: p.expr()}
+		c.Name = strings.TrimSpace(p.lex.src[start:p.end])
+		if p.isKw("as") {
+			p.next()
+			if p.tok.kind != tokIdent {
+				p.failFound("a column name")
+			}
+			pos, c.Name = p.tok.pos, p.tok.val
+			p.next()
+		}
+		for _, d := range cols {
+			if d.Name == c.Name {
+				p.fail(pos, "column %s given twice", c.Name)
+			}
+		}
+		cols = append(cols, c)
+		if !p.isP(",") {
+			return cols
+		}
+		p.next()
+	}
+}
+
+// expr reads an expression: or binds loosest.
+func (p *parser) expr() Expr {
+	p.nest(p.tok.pos)
+	e := p.or()
+	p.depth--
+	return e
+}
+
+// nest enters one more level of nesting, refusing too many.
+func (p *parser) nest(pos Pos) {
+	if p.depth++; p.depth > maxDepth {
+		p.fail(pos, "expression nested too deeply")
+	}
+}
+
+// The binary operators by level, loosest first. and and or are words.
+var (
+	ors      = map[string]Op{"or": OpOr}
+	ands     = map[string]Op{"and": OpAnd}
+	sums     = map[string]Op{"+": OpAdd, "-": OpSub}
+	products = map[string]Op{"*": OpMul, "/": OpDiv, "%": OpMod}
+)
+
+func (p *parser) or() Expr      { return p.chain(ors, p.and) }
+func (p *parser) and() Expr     { return p.chain(ands, p.not) }
+func (p *parser) sum() Expr     { return p.chain(sums, p.product) }
+func (p *parser) product() Expr { return p.chain(products, p.unary) }
+
+// chain reads operands joined by the operators in ops, left to right.
+func (p *parser) chain(ops map[string]Op, operand func() Expr) Expr {
+	e := operand()
+	for p.tok.kind == tokPunct || p.tok.kind == tokIdent {
+		op := ops[strings.ToLower(p.tok.val)]
+		if op == 0 {
+			break
+		}
+		pos := p.tok.pos
+		p.next()
+		e = &Binary{Pos: pos, Op: op, L: e, R: operand()}
+	}
+	return e
+}
+
+func (p *parser) not() Expr {
+	if !p.isKw("not") {
+		return p.comparison()
+	}
+	pos := p.tok.pos
+	p.next()
+	p.nest(pos)
+	e := &Unary{Pos: pos, Op: OpNot, X: p.not()}
+	p.depth--
+	return e
+}
+
+var comparisons = map[string]Op{"=": OpEq, "!=": OpNe, "<>": OpNe, "<": OpLt, "<=": OpLe, ">": OpGt, ">=": OpGe}
+
+// comparison reads at most one comparison: `a < b < c` is refused rather
+// than read as comparing a boolean.
+func (p *parser) comparison() Expr {
+	e := p.sum()
+	if !p.isComparison() {
+		return e
+	}
+	e = p.compare(e)
+	if p.isComparison() {
+		p.fail(p.tok.pos, "comparisons do not chain: put ( ) around one")
+	}
+	return e
+}
+
+func (p *parser) isComparison() bool {
+	_, ok := comparisons[p.tok.val]
+	return ok && p.tok.kind == tokPunct || p.isKw("in") || p.isKw("is") || p.isKw("not")
+}
+
+func (p *parser) compare(x Expr) Expr {
+	pos := p.tok.pos
+	switch {
+	case p.isKw("is"):
+		p.next()
+		e := &IsNull{Pos: pos, X: x}
+		if p.isKw("not") {
+			e.Not = true
+			p.next()
+		}
+		p.expectKw("null")
+		return e
+	case p.isKw("not"), p.isKw("in"):
+		e := &In{Pos: pos, X: x, Not: p.isKw("not")}
+		p.next()
+		if e.Not {
+			p.expectKw("in")
+		}
+		// A policy's `queue in $jwt.queues` reads a list claim.
+		if !p.isP("[") && p.tok.kind != tokParam && p.tok.kind != tokClaim {
+			p.failFound("a list [...] or a parameter after in")
+		}
+		e.List = p.primary()
+		return e
+	}
+	op := comparisons[p.tok.val]
+	p.next()
+	return &Binary{Pos: pos, Op: op, L: x, R: p.sum()}
+}
+
+// unary reads a negation. A minus right before a number is folded into
+// it, which is how -9223372036854775808 is written at all.
+func (p *parser) unary() Expr {
+	if !p.isP("-") {
+		return p.primary()
+	}
+	pos := p.tok.pos
+	p.next()
+	if p.tok.kind == tokInt || p.tok.kind == tokFloat {
+		return p.number(pos, "-")
+	}
+	p.nest(pos)
+	e := &Unary{Pos: pos, Op: OpNeg, X: p.unary()}
+	p.depth--
+	return e
+}
+
+// number converts the current number token, with sign prepended, into a
+// literal at pos.
+func (p *parser) number(pos Pos, sign string) Expr {
+	text := sign + p.tok.val
+	var v Value
+	if p.tok.kind == tokInt {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil {
+			p.fail(pos, "integer out of range")
+		}
+		v = Int(n)
+	} else {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil {
+			p.fail(pos, "number out of range")
+		}
+		v = Float(f)
+	}
+	p.next()
+	return &Lit{Pos: pos, Val: v}
+}
+
+func (p *parser) primary() Expr {
+	t := p.tok
+	switch t.kind {
+	case tokInt, tokFloat:
+		return p.number(t.pos, "")
+	case tokString:
+		p.next()
+		return &Lit{Pos: t.pos, Val: Text(t.val)}
+	case tokParam:
+		p.next()
+		n, _ := strconv.Atoi(t.val)
+		return &Param{Pos: t.pos, N: n}
+	case tokClaim:
+		p.next()
+		return &Claim{Pos: t.pos, Name: t.val}
+	case tokPath:
+		path := strings.Split(t.val, ".")
+		if isReserved(path[0]) {
+			p.fail(t.pos, "%s is a reserved word", path[0])
+		}
+		p.next()
+		return &Ref{Pos: t.pos, Path: path}
+	case tokIdent:
+		return p.word()
+	}
+	switch {
+	case p.isP("("):
+		p.next()
+		e := p.expr()
+		p.expectP(")")
+		return e
+	case p.isP("["):
+		return p.list()
+	case p.isP("{"):
+		return p.object()
+	}
+	p.failFound("a value")
+	return nil
+}
+
+// word reads an expression that starts with an identifier: a literal
+// keyword, a case, a call or a field.
+func (p *parser) word() Expr {
+	t := p.tok
+	switch strings.ToLower(t.val) {
+	case "true", "false":
+		p.next()
+		return &Lit{Pos: t.pos, Val: Bool(strings.EqualFold(t.val, "true"))}
+	case "null":
+		p.next()
+		return &Lit{Pos: t.pos, Val: Null}
+	case "case":
+		return p.caseExpr()
+	}
+	if isReserved(t.val) {
+		p.fail(t.pos, "%s is a reserved word", t.val)
+	}
+	p.next()
+	if !p.isP("(") {
+		return &Ref{Pos: t.pos, Path: []string{t.val}}
+	}
+	return p.call(t)
+}
+
+// call reads the arguments of function name, and checks them against what
+// it takes.
+func (p *parser) call(name token) Expr {
+	c := &Call{Pos: name.pos, Name: strings.ToLower(name.val)}
+	f, ok := functions[c.Name]
+	if !ok {
+		p.fail(c.Pos, "unknown function %s", name.val)
+	}
+	p.next()
+	for !p.isP(")") {
+		if len(c.Args) > 0 {
+			p.expectP(",", ")")
+		}
+		c.Args = append(c.Args, p.expr())
+	}
+	p.next()
+	if len(c.Args) < f.min || f.max >= 0 && len(c.Args) > f.max {
+		p.fail(c.Pos, "%s takes %s", c.Name, arity(f))
+	}
+	return c
+}
+
+func (p *parser) caseExpr() Expr {
+	c := &Case{Pos: p.tok.pos}
+	p.next()
+	for {
+		if !p.isKw("when") {
+			if len(c.Whens) == 0 {
+				p.failFound(`"when"`)
+			}
+			break
+		}
+		p.next()
+		var w When
+		w.Cond = p.expr()
+		p.expectKw("then")
+		w.Then = p.expr()
+		c.Whens = append(c.Whens, w)
+	}
+	if p.isKw("else") {
+		p.next()
+		c.Else = p.expr()
+	}
+	p.expectKw("end")
+	return c
+}
+
+func (p *parser) list() Expr {
+	l := &ListLit{Pos: p.tok.pos}
+	p.next()
+	for !p.isP("]") {
+		if len(l.Items) > 0 {
+			p.expectP(",", "]")
+		}
+		l.Items = append(l.Items, p.expr())
+	}
+	p.next()
+	return l
+}
+
+// object reads {key: value, ...}. Keys are any word or a string: in a
+// literal no key can be mistaken for a clause.
+func (p *parser) object() Expr {
+	o := &ObjectLit{Pos: p.tok.pos}
+	p.next()
+	for !p.isP("}") {
+		if len(o.Keys) > 0 {
+			p.expectP(",", "}")
+		}
+		if p.tok.kind != tokIdent && p.tok.kind != tokString {
+			p.failFound("a key")
+		}
+		if slices.Contains(o.Keys, p.tok.val) {
+			p.fail(p.tok.pos, "key %s given twice", strconv.Quote(p.tok.val))
+		}
+		o.Keys = append(o.Keys, p.tok.val)
+		p.next()
+		p.expectP(":")
+		o.Vals = append(o.Vals, p.expr())
+	}
+	p.next()
+	return o
+}

@@ -1,0 +1,227 @@
+package fenecql
+
+import (
+	"math"
+	"strings"
+)
+
+// Kind is the kind of a Value.
+type Kind uint8
+
+const (
+	KindNull Kind = iota
+	KindBool
+	KindInt
+	KindFloat
+	KindText
+	KindTime // UTC epoch milliseconds
+	KindList
+	KindObject
+)
+
+var kindNames = [...]string{"null", "bool", "int", "float", "text", "timestamp", "list", "object"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Value is one FenecQL value. The zero Value is null. Values are immutable:
+// lists and objects are never changed once built, so they may be shared.
+type Value struct {
+	kind Kind
+	n    uint64 // bool, int, time: the integer; float: its bits
+	x    any    // text: string; list: []Value; object: *Object
+}
+
+// Object is a JSON object that keeps its keys in the order written.
+type Object struct {
+	Keys []string
+	Vals []Value
+}
+
+// Get answers the value under key, or null.
+func (o *Object) Get(key string) Value {
+	for i, k := range o.Keys {
+		if k == key {
+			return o.Vals[i]
+		}
+	}
+	return Null
+}
+
+// With answers a copy of o with key set to v (appended when new).
+func (o *Object) With(key string, v Value) *Object {
+	c := &Object{Keys: append([]string(nil), o.Keys...), Vals: append([]Value(nil), o.Vals...)}
+	for i, k := range c.Keys {
+		if k == key {
+			c.Vals[i] = v
+			return c
+		}
+	}
+	c.Keys = append(c.Keys, key)
+	c.Vals = append(c.Vals, v)
+	return c
+}
+
+// Null is the null value.
+var Null = Value{}
+
+func Bool(b bool) Value {
+	if b {
+		return Value{kind: KindBool, n: 1}
+	}
+	return Value{kind: KindBool}
+}
+func Int(i int64) Value        { return Value{kind: KindInt, n: uint64(i)} }
+func Float(f float64) Value    { return Value{kind: KindFloat, n: math.Float64bits(f)} }
+func Text(s string) Value      { return Value{kind: KindText, x: s} }
+func Time(ms int64) Value      { return Value{kind: KindTime, n: uint64(ms)} }
+func List(vs []Value) Value    { return Value{kind: KindList, x: vs} }
+func ObjectOf(o *Object) Value { return Value{kind: KindObject, x: o} }
+
+func (v Value) Kind() Kind      { return v.kind }
+func (v Value) IsNull() bool    { return v.kind == KindNull }
+func (v Value) Bool() bool      { return v.n != 0 }
+func (v Value) Int() int64      { return int64(v.n) }
+func (v Value) Float() float64  { return math.Float64frombits(v.n) }
+func (v Value) Time() int64     { return int64(v.n) }
+func (v Value) Text() string    { s, _ := v.x.(string); return s }
+func (v Value) List() []Value   { l, _ := v.x.([]Value); return l }
+func (v Value) Object() *Object { o, _ := v.x.(*Object); return o }
+
+// IsNumber reports whether v is an int or a float.
+func (v Value) IsNumber() bool { return v.kind == KindInt || v.kind == KindFloat }
+
+// Number answers an int or float as a float64.
+func (v Value) Number() float64 {
+	if v.kind == KindInt {
+		return float64(int64(v.n))
+	}
+	return v.Float()
+}
+
+// Path reads a path into a json value: object keys, or list indexes given
+// as decimal text. A missing key is null.
+func (v Value) Path(keys []string) Value {
+	for _, k := range keys {
+		switch v.kind {
+		case KindObject:
+			v = v.Object().Get(k)
+		case KindList:
+			i, ok := atoi(k)
+			l := v.List()
+			if !ok || i >= len(l) {
+				return Null
+			}
+			v = l[i]
+		default:
+			return Null
+		}
+	}
+	return v
+}
+
+func atoi(s string) (int, bool) {
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// rank orders kinds for Compare across kinds: null first, then bools,
+// numbers and times, text, lists, objects.
+func rank(k Kind) int {
+	switch k {
+	case KindNull:
+		return 0
+	case KindBool:
+		return 1
+	case KindInt, KindFloat, KindTime:
+		return 2
+	case KindText:
+		return 3
+	case KindList:
+		return 4
+	}
+	return 5
+}
+
+// Compare is the total order of values used by order and the sorted
+// indexes: null first, then by kind rank, numbers by value (an int and a
+// time compare as numbers of milliseconds), text by bytes, lists
+// element-wise, objects key by key.
+func Compare(a, b Value) int {
+	ra, rb := rank(a.kind), rank(b.kind)
+	if ra != rb {
+		return cmpInt(int64(ra), int64(rb))
+	}
+	switch ra {
+	case 0:
+		return 0
+	case 1:
+		return cmpInt(int64(a.n), int64(b.n))
+	case 2:
+		if a.kind != KindFloat && b.kind != KindFloat {
+			return cmpInt(int64(a.n), int64(b.n))
+		}
+		return cmpFloat(a.Number(), b.Number())
+	case 3:
+		return strings.Compare(a.Text(), b.Text())
+	case 4:
+		la, lb := a.List(), b.List()
+		for i := 0; i < len(la) && i < len(lb); i++ {
+			if c := Compare(la[i], lb[i]); c != 0 {
+				return c
+			}
+		}
+		return cmpInt(int64(len(la)), int64(len(lb)))
+	}
+	oa, ob := a.Object(), b.Object()
+	for i := 0; i < len(oa.Keys) && i < len(ob.Keys); i++ {
+		if c := strings.Compare(oa.Keys[i], ob.Keys[i]); c != 0 {
+			return c
+		}
+		if c := Compare(oa.Vals[i], ob.Vals[i]); c != 0 {
+			return c
+		}
+	}
+	return cmpInt(int64(len(oa.Keys)), int64(len(ob.Keys)))
+}
+
+// Equal reports whether a and b are the same value under Compare.
+func Equal(a, b Value) bool { return Compare(a, b) == 0 }
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	case a == b:
+		return 0
+	}
+	// NaN sorts before every number so the order stays total.
+	an, bn := math.IsNaN(a), math.IsNaN(b)
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return -1
+	}
+	return 1
+}

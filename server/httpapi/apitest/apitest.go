@@ -1,0 +1,274 @@
+// Package apitest is for tests that talk to a Fenec server over HTTP: a
+// client that checks every answer it receives against openapi.yaml, and a
+// starter for the real `fenec serve` binary.
+package apitest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/fenecdb/fenec/server/httpapi/gen"
+)
+
+var (
+	specOnce sync.Once
+	spec     *openapi3.T
+	router   routers.Router
+	specErr  error
+)
+
+func loadSpec() (*openapi3.T, routers.Router, error) {
+	specOnce.Do(func() {
+		spec, specErr = gen.GetSwagger()
+		if specErr == nil {
+			spec.Servers = nil // match requests by path, whatever the host
+			router, specErr = legacy.NewRouter(spec)
+		}
+	})
+	return spec, router, specErr
+}
+
+// Client sends requests to one server and fails its test on any answer
+// that breaks the spec.
+type Client struct {
+	T     testing.TB
+	Base  string // http://host:port
+	Token string
+	HTTP  *http.Client // default: a client with a 60 s timeout
+}
+
+// Response is an answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test when it cannot.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("answer %d %s is not the JSON expected: %v", r.Status, r.Body, err)
+	}
+}
+
+// Code answers the "code" of an error answer ("" for none).
+func (r *Response) Code() string {
+	var e struct{ Code string }
+	_ = json.Unmarshal(r.Body, &e)
+	return e.Code
+}
+
+// Query sends POST /query and answers the response; an error is a failure
+// to get an answer at all.
+func (c *Client) Query(query string, params ...any) (*Response, error) {
+	if params == nil {
+		params = []any{}
+	}
+	return c.Do("POST", "/query", map[string]any{"query": query, "params": params}, nil)
+}
+
+// MustQuery is Query that fails the test unless the answer is a 200.
+func (c *Client) MustQuery(query string, params ...any) *Response {
+	c.T.Helper()
+	r, err := c.Query(query, params...)
+	if err != nil {
+		c.T.Fatalf("%s: %v", query, err)
+	}
+	if r.Status != http.StatusOK {
+		c.T.Fatalf("%s: %d %s", query, r.Status, r.Body)
+	}
+	return r
+}
+
+// Do sends a request. body is sent as is when it is a string or []byte,
+// as JSON otherwise, and not at all when nil.
+func (c *Client) Do(method, path string, body any, header map[string]string) (*Response, error) {
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		raw = []byte(b)
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			return nil, err
+		}
+	}
+	req, err := http.NewRequest(method, c.Base+path, bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 60 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	r := &Response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	// The request is rebuilt for the validator: the first one's body is spent.
+	vreq, _ := http.NewRequest(method, path, bytes.NewReader(raw))
+	vreq.Header = req.Header
+	if err := Validate(vreq, r); err != nil {
+		c.T.Errorf("%s %s answered %d %s, which breaks openapi.yaml: %v", method, path, r.Status, got, err)
+	}
+	return r, nil
+}
+
+// Validate checks an answer against openapi.yaml. An answer to a request
+// the spec has no operation for (404, 405) must still be an Error.
+func Validate(req *http.Request, r *Response) error {
+	spec, router, err := loadSpec()
+	if err != nil {
+		return err
+	}
+	route, params, err := router.FindRoute(req)
+	if err != nil {
+		if r.Status != http.StatusNotFound && r.Status != http.StatusMethodNotAllowed {
+			return fmt.Errorf("no operation for the request, yet status %d", r.Status)
+		}
+		var v any
+		if err := json.Unmarshal(r.Body, &v); err != nil {
+			return fmt.Errorf("the error is not JSON: %w", err)
+		}
+		return spec.Components.Schemas["Error"].Value.VisitJSON(v)
+	}
+	in := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{
+			Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+		},
+		Status:  r.Status,
+		Header:  r.Header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	in.SetBodyBytes(r.Body)
+	return openapi3filter.ValidateResponse(context.Background(), in)
+}
+
+// Process is a running `fenec serve`.
+type Process struct {
+	URL    string // http://127.0.0.1:<port>
+	Cmd    *exec.Cmd
+	stderr *lockedWriter
+	done   chan struct{}
+	err    error
+}
+
+// Start runs bin serve with args plus --http 127.0.0.1:0, waits for its
+// "listening on" line, and kills it when the test ends.
+func Start(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
+	p := &Process{Cmd: cmd, stderr: &lockedWriter{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				addr <- a
+			}
+		}
+	}()
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.Kill() })
+	select {
+	case a := <-addr:
+		p.URL = "http://" + a
+	case <-p.done:
+		t.Fatalf("fenec serve %v exited before listening: %v\n%s", args, p.err, p.Log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fenec serve %v did not print \"listening on\" in 30 s\n%s", args, p.Log())
+	}
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Process) Kill() {
+	_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Stop sends SIGTERM and answers how the process exited (nil: status 0).
+func (p *Process) Stop(timeout time.Duration) error {
+	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		p.Kill()
+		return fmt.Errorf("did not exit %v after SIGTERM", timeout)
+	}
+}
+
+// Build compiles the fenec binary into dir and answers its path. Call it
+// once per test package, from TestMain.
+func Build(dir string) (string, error) {
+	bin := dir + "/fenec"
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/fenecdb/fenec/server/cmd/fenec")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return bin, cmd.Run()
+}
+
+// Log answers what the process wrote to stderr so far.
+func (p *Process) Log() string { return p.stderr.String() }
+
+type lockedWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
+}
+
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}

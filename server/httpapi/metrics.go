@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fenecdb/fenec/server/engine"
+)
+
+// Metrics are the server's Prometheus metrics (SPEC §6), on a registry of
+// their own so that each server (and each test's) counts alone.
+type Metrics struct {
+	reg        *prometheus.Registry
+	statements *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	requests   *prometheus.CounterVec
+	commit     prometheus.Histogram
+	fsyncs     prometheus.Counter
+}
+
+// NewMetrics makes the metrics. They exist before the database opens,
+// since the store reports its commits from the start (OnCommit).
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		statements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_statements_total",
+			Help: "Statements run, by kind (read, write, claim, or unparsed) and outcome (ok, undone with a batch refused by another statement, or the error code).",
+		}, []string{"kind", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fenec_statement_seconds",
+			Help:    "Time to run a request's statements, locks included, by kind (a /batch of several is kind batch).",
+			Buckets: prometheus.ExponentialBuckets(10e-6, 4, 10), // 10 µs .. 2.6 s
+		}, []string{"kind"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_http_requests_total",
+			Help: "HTTP requests answered, by route and status.",
+		}, []string{"route", "status"}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fenec_store_commit_seconds",
+			Help:    "Time the store took to commit a group of writes to SQLite.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 10), // 50 µs .. 1 s
+		}),
+		fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_store_fsyncs_total",
+			Help: "Group commits made durable with an fsync.",
+		}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fenec_build_info",
+		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(buildInfo()).Set(1)
+	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, build,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// OnCommit is engine.Options.OnCommit.
+func (m *Metrics) OnCommit(d time.Duration, changes int, fsync bool) {
+	m.commit.Observe(d.Seconds())
+	if fsync {
+		m.fsyncs.Inc()
+	}
+}
+
+// watch adds the gauges read from the database at each scrape.
+func (m *Metrics) watch(db *engine.DB) {
+	m.reg.MustRegister(
+		documentsCollector{db},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_idempotency_keys",
+			Help: "Idempotency keys held, with their answers.",
+		}, func() float64 { return float64(db.MetaLen()) }),
+	)
+}
+
+func (m *Metrics) statement(kind, outcome string) {
+	m.statements.WithLabelValues(kind, outcome).Inc()
+}
+
+func (m *Metrics) request(route string, status int) {
+	if status == 0 {
+		status = 200
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+}
+
+// documentsCollector reports fenec_documents per collection as it is at the
+// scrape: collections come and go, so a fixed gauge per name would lie.
+type documentsCollector struct{ db *engine.DB }
+
+var documentsDesc = prometheus.NewDesc("fenec_documents", "Documents per collection.", []string{"collection"}, nil)
+
+func (c documentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- documentsDesc }
+
+func (c documentsCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, info := range c.db.Collections() {
+		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Docs), info.Name)
+	}
+}
+
+func buildInfo() (version, revision, goversion string) {
+	version, revision, goversion = "unknown", "unknown", "unknown"
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	version, goversion = bi.Main.Version, bi.GoVersion
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" {
+			revision = s.Value
+		}
+	}
+	return
+}

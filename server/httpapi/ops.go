@@ -1,0 +1,121 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
+)
+
+// Health is GET /_health.
+func (s *Server) Health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, gen.Health{Ok: true})
+}
+
+// Metrics is GET /_metrics.
+func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}).ServeHTTP(w, r)
+}
+
+// Collections is GET /collections. Its own types rather than gen's keep
+// each object's keys in the order a person reads them: name first.
+func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
+	type field struct {
+		Name  string  `json:"name"`
+		Type  string  `json:"type"`
+		Index *string `json:"index"`
+	}
+	type collection struct {
+		Name      string  `json:"name"`
+		Documents int     `json:"documents"`
+		Fields    []field `json:"fields"`
+	}
+	out := struct {
+		Collections []collection `json:"collections"`
+	}{Collections: []collection{}}
+	for _, c := range s.db.Collections() {
+		gc := collection{Name: c.Name, Documents: c.Docs, Fields: make([]field, len(c.Fields))}
+		for i, f := range c.Fields {
+			gc.Fields[i] = field{Name: f.Name, Type: f.Type.String()}
+			if f.Index != fenecql.NoIndex {
+				idx := f.Index.String()
+				gc.Fields[i].Index = &idx
+			}
+		}
+		out.Collections = append(out.Collections, gc)
+	}
+	writeJSON(w, out)
+}
+
+// MoveClock is POST /_clock: only a server started with --clock manual has
+// a clock to move.
+func (s *Server) MoveClock(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Clock == nil {
+		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound,
+			msg: "this server runs on the system clock: POST /_clock needs fenec serve --clock manual"})
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, badRequest("reading the body: %v", err))
+		return
+	}
+	// The spec has checked the shape: one of two whole numbers, ≥ 0.
+	var move struct {
+		AdvanceMS *int64 `json:"advance_ms"`
+		SetMS     *int64 `json:"set_ms"`
+	}
+	if err := decodeStrict(body, &move); err != nil {
+		writeError(w, badRequest("the body is not a clock move: %v", err))
+		return
+	}
+	var now int64
+	switch {
+	case move.AdvanceMS != nil:
+		if cur := s.cfg.Clock.NowMS(); *move.AdvanceMS > maxClockMS-cur {
+			writeError(w, badRequest("advance_ms %d would move the clock past year 9999", *move.AdvanceMS))
+			return
+		}
+		now = s.cfg.Clock.Advance(*move.AdvanceMS)
+	case move.SetMS != nil:
+		if *move.SetMS > maxClockMS {
+			writeError(w, badRequest("set_ms %d is past year 9999", *move.SetMS))
+			return
+		}
+		now = s.cfg.Clock.Set(*move.SetMS)
+	default:
+		writeError(w, badRequest(`send {"advance_ms": n} or {"set_ms": t}`))
+		return
+	}
+	writeJSON(w, struct {
+		NowMS int64  `json:"now_ms"`
+		Now   string `json:"now"`
+	}{now, fenecql.FormatTime(now)})
+}
+
+// maxClockMS is 9999-12-31T23:59:59.999Z: timestamps print as ISO-8601
+// with four-digit years, so the clock stays below it.
+const maxClockMS = 253402300799999
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: fmt.Sprintf("encoding the answer: %v", err)})
+		return
+	}
+	b = append(b, '\n')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// slogPrinter logs promhttp's errors through the server's logger.
+type slogPrinter struct{ s *Server }
+
+func (p slogPrinter) Println(v ...any) { p.s.log.Error("metrics", "err", fmt.Sprint(v...)) }

@@ -1,0 +1,152 @@
+package httpapi
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestClock(t *testing.T) {
+	tests := []struct {
+		body   string
+		status int
+		nowMS  int64
+	}{
+		{`{"advance_ms": 20000}`, 200, 1777800020000},
+		{`{"advance_ms": 0}`, 200, 1777800020000},
+		{`{"set_ms": 1777800000000}`, 200, 1777800000000},
+		{`{"advance_ms": 253402300799999}`, 400, 0},
+		{`{}`, 400, 0},
+	}
+	ts := newTestServer(t, ":memory:", nil)
+	for _, tt := range tests {
+		r, err := ts.c.Do("POST", "/_clock", tt.body, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != tt.status {
+			t.Errorf("%s: %d %s, want %d", tt.body, r.Status, r.Body, tt.status)
+			continue
+		}
+		if tt.status == 200 {
+			var now struct {
+				NowMS int64 `json:"now_ms"`
+				Now   string
+			}
+			r.JSON(t, &now)
+			if now.NowMS != tt.nowMS || ts.clock.NowMS() != tt.nowMS {
+				t.Errorf("%s: now %d (clock %d), want %d", tt.body, now.NowMS, ts.clock.NowMS(), tt.nowMS)
+			}
+		}
+	}
+}
+
+func TestClockNeedsManual(t *testing.T) {
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.Clock = nil })
+	r, err := ts.c.Do("POST", "/_clock", `{"advance_ms": 1}`, nil)
+	if err != nil || r.Status != 404 || r.Code() != "not_found" {
+		t.Fatalf("%v %v", err, r)
+	}
+}
+
+func TestCollections(t *testing.T) {
+	ts := newTestServer(t, ":memory:", nil)
+	ts.c.MustQuery("create collection jobs (payload json, run_at timestamp @sorted, owner text @hash)")
+	ts.c.MustQuery("create collection places (at geo @geo, name text @unique)")
+	ts.c.MustQuery(`put places {at: [29.01, 41.04], name: "a"}`)
+	r, err := ts.c.Do("GET", "/collections", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"collections":[` +
+		`{"name":"jobs","documents":0,"fields":[{"name":"payload","type":"json","index":null},{"name":"run_at","type":"timestamp","index":"sorted"},{"name":"owner","type":"text","index":"hash"}]},` +
+		`{"name":"places","documents":1,"fields":[{"name":"at","type":"geo","index":"geo"},{"name":"name","type":"text","index":"unique"}]}]}` + "\n"
+	if string(r.Body) != want {
+		t.Errorf("got  %s\nwant %s", r.Body, want)
+	}
+}
+
+func TestToken(t *testing.T) {
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.Token = "s3cret" })
+	tests := []struct {
+		path, auth string
+		status     int
+	}{
+		{"/_health", "", 200},
+		{"/collections", "", 401},
+		{"/collections", "Bearer s3cret", 200},
+		{"/collections", "bearer s3cret", 200},
+		{"/collections", "Bearer s3cre", 401},
+		{"/collections", "Bearer s3crett", 401},
+		{"/collections", "Basic s3cret", 401},
+		{"/collections", "s3cret", 401},
+		{"/_metrics", "", 401},
+		{"/_metrics", "Bearer s3cret", 200},
+	}
+	c := *ts.c
+	c.Token = ""
+	for _, tt := range tests {
+		h := map[string]string{}
+		if tt.auth != "" {
+			h["Authorization"] = tt.auth
+		}
+		r, err := c.Do("GET", tt.path, nil, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != tt.status {
+			t.Errorf("%s with %q: %d, want %d", tt.path, tt.auth, r.Status, tt.status)
+		}
+		if tt.status == 401 && (r.Code() != "unauthorized" || r.Header.Get("WWW-Authenticate") == "") {
+			t.Errorf("%s with %q: %s %v", tt.path, tt.auth, r.Body, r.Header)
+		}
+	}
+}
+
+// TestSlowLog: a request whose statements run --slow-ms or longer is
+// logged with its statement.
+func TestSlowLog(t *testing.T) {
+	buf := &syncWriter{}
+	log := slog.New(slog.NewTextHandler(buf, nil))
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.Slow = time.Nanosecond; c.Log = log })
+	ts.c.MustQuery("create collection slowpoke (n int)")
+	if !strings.Contains(buf.String(), "slow request") || !strings.Contains(buf.String(), "create collection slowpoke") {
+		t.Errorf("log: %s", buf.String())
+	}
+}
+
+// syncWriter is a log buffer safe to read while the server writes it.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// TestColumnNamesAreJSON: a column is named by its text, which may hold
+// control characters; the answer must still be JSON (the client checks it
+// against the spec).
+func TestColumnNamesAreJSON(t *testing.T) {
+	ts := newTestServer(t, ":memory:", nil)
+	ts.c.MustQuery("create collection t (n int)")
+	ts.c.MustQuery("put t {n: 1}")
+	r := ts.c.MustQuery("get t select \"a\u0001\u007f\u2028\"")
+	var rows []map[string]string
+	r.JSON(t, &rows)
+	if len(rows) != 1 || rows[0]["\"a\u0001\u007f\u2028\""] != "a\u0001\u007f\u2028" {
+		t.Errorf("%q", r.Body)
+	}
+}

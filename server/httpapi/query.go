@@ -1,0 +1,251 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
+)
+
+// statementBody is one statement as it arrives: /query's body, or an item
+// of /batch's "statements".
+type statementBody struct {
+	Query  string `json:"query"`
+	Params []any  `json:"params"`
+}
+
+// request is a /query or /batch, parsed and ready to run.
+type request struct {
+	batch bool
+	stmts []engine.Parsed
+	write bool     // some statement writes: the run takes the write lock
+	text  []string // each statement's text, for the slow log
+	key   string   // Idempotency-Key; "" when none
+	fp    fingerprint
+}
+
+// Query is POST /query. Fenec-Wait has been validated against the spec;
+// holding a claim is the held-claims layer's, which calls run again.
+func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, badRequest("reading the body: %v", err))
+		return
+	}
+	var sb statementBody
+	if err := decodeStrict(body, &sb); err != nil {
+		writeError(w, badRequest("the body is not a query: %v", err))
+		return
+	}
+	req, e := s.parse(r, body, false, []statementBody{sb})
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	req.key = deref(params.IdempotencyKey)
+	s.serve(w, r, req)
+}
+
+// Batch is POST /batch.
+func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		writeError(w, badRequest("reading the body: %v", err))
+		return
+	}
+	var bb struct {
+		Statements []statementBody `json:"statements"`
+	}
+	if err := decodeStrict(body, &bb); err != nil {
+		writeError(w, badRequest("the body is not a batch: %v", err))
+		return
+	}
+	req, e := s.parse(r, body, true, bb.Statements)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	req.key = deref(params.IdempotencyKey)
+	s.serve(w, r, req)
+}
+
+// decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
+// an int64 parameter must not pass through a float64).
+func decodeStrict(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// parse converts the parameters and parses the statements. Nothing has run
+// yet, so any error here writes nothing.
+func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statementBody) (*request, *apiError) {
+	req := &request{batch: batch, stmts: make([]engine.Parsed, len(sbs)), text: make([]string, len(sbs))}
+	for i, sb := range sbs {
+		vals := make([]fenecql.Value, len(sb.Params))
+		for j, p := range sb.Params {
+			v, err := fenecql.FromGo(p)
+			if err != nil {
+				name := fmt.Sprintf("params[%d]", j)
+				if batch {
+					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
+				}
+				e := badRequest("%s: %v", name, err)
+				if batch {
+					e.at = &i
+				}
+				return nil, e
+			}
+			vals[j] = v
+		}
+		st, err := fenecql.Parse(sb.Query)
+		if err != nil {
+			s.metrics.statement("unparsed", string(engine.Code(err)))
+			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
+		}
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals}, sb.Query
+		req.write = req.write || engine.IsWrite(st)
+	}
+	req.fp = fingerprintOf(r, body)
+	return req, nil
+}
+
+// serve answers a parsed request: the first answer again for an
+// Idempotency-Key already used, else the answer of running it.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
+	// Reads write nothing, so a key on them only has them run again.
+	if req.key == "" || !req.write {
+		rs, err := s.run(r.Context(), req, nil)
+		if err != nil {
+			writeError(w, engineError(err, req.batch))
+			return
+		}
+		writeAnswer(w, answerJSON(rs, req.batch), req.write, rs[0].Seq, false)
+		return
+	}
+	// The check and the write that records the key happen under the key's
+	// lock, so two tries of one key cannot both run.
+	unlock := s.keys.lock(req.key)
+	defer unlock()
+	rec, ok, err := s.lookupKey(req.key)
+	if err != nil {
+		s.log.Error("idempotency", "err", err)
+		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()})
+		return
+	}
+	if ok {
+		if rec.FP != req.fp.String() {
+			writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeKeyReused,
+				msg: fmt.Sprintf("Idempotency-Key %q was used for another request", req.key)})
+			return
+		}
+		writeAnswer(w, rec.Answer, true, rec.Seq, true)
+		return
+	}
+	var answer []byte
+	rs, err := s.run(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
+		answer = answerJSON(rs, req.batch)
+		return s.keyRecord(req, answer, rs[0].Seq)
+	})
+	if err != nil {
+		writeError(w, engineError(err, req.batch))
+		return
+	}
+	writeAnswer(w, answer, true, rs[0].Seq, false)
+}
+
+// run runs the request's statements once: all or nothing, under one lock.
+// meta, when set, adds records committed with the write (an idempotency
+// key). A held claim calls run again each time it looks.
+func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+	start := time.Now()
+	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+	took := time.Since(start)
+	kind := "batch"
+	if len(req.stmts) == 1 {
+		kind = engine.Kind(req.stmts[0].Stmt)
+	}
+	s.metrics.latency.WithLabelValues(kind).Observe(took.Seconds())
+	var be *engine.BatchError
+	failedAt := -1
+	if errors.As(err, &be) {
+		failedAt = be.At
+	}
+	for i, p := range req.stmts {
+		switch {
+		case err == nil:
+			s.metrics.statement(engine.Kind(p.Stmt), "ok")
+		case i == failedAt || failedAt < 0:
+			s.metrics.statement(engine.Kind(p.Stmt), string(engine.Code(err)))
+		default:
+			s.metrics.statement(engine.Kind(p.Stmt), "undone")
+		}
+	}
+	if s.cfg.Slow > 0 && took >= s.cfg.Slow {
+		s.log.Warn("slow request", "ms", took.Milliseconds(), "statements", len(req.stmts),
+			"query", brief(req.text[0]), "err", err)
+	}
+	return rs, err
+}
+
+// answerJSON is the body of a successful request: the one answer of a
+// /query, or {"results": [...]} of a /batch.
+func answerJSON(rs []*engine.Result, batch bool) []byte {
+	if !batch {
+		return rs[0].AppendJSON(nil)
+	}
+	b := []byte(`{"results":[`)
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = r.AppendJSON(b)
+	}
+	return append(b, "]}"...)
+}
+
+func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, replayed bool) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	if write {
+		h.Set("Fenec-Seq", strconv.FormatUint(seq, 10))
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// brief shortens a statement for a log line.
+func brief(q string) string {
+	const max = 200
+	if len(q) > max {
+		return q[:max] + "…"
+	}
+	return q
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,263 @@
+// Package httpapi is Fenec's HTTP API (SPEC §3): the handlers behind the
+// routes of openapi.yaml. The routing skeleton is generated from the spec
+// (package gen); every request is checked against the same spec before a
+// handler sees it, so a malformed request is a clear 4xx that writes
+// nothing.
+//
+// A request goes through, in order: the route (404, 405), the token (401),
+// the body limit (413), the spec's validation (400), then its handler.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
+)
+
+// Config configures a Server.
+type Config struct {
+	DB *engine.DB
+	// Clock is the manual clock POST /_clock moves; nil under the system
+	// clock, and the route is then 404.
+	Clock *clock.Manual
+	// Token, when set, is the bearer token every route but /_health needs.
+	Token string
+	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
+	IdempotencyTTL time.Duration
+	// MaxBody is the largest request body accepted, in bytes.
+	MaxBody int64
+	// Slow is the run time from which a request is logged; 0 logs none.
+	Slow    time.Duration
+	Metrics *Metrics
+	Log     *slog.Logger
+}
+
+// Server is the HTTP API over one database. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	db      *engine.DB
+	log     *slog.Logger
+	metrics *Metrics
+	spec    *openapi3.T
+	router  routers.Router
+	mux     http.Handler
+	keys    keyLocks
+	token   tokenCheck
+}
+
+// DefaultMaxBody and DefaultIdempotencyTTL are SPEC §3's defaults.
+const (
+	DefaultMaxBody        = 16 << 20
+	DefaultIdempotencyTTL = 24 * time.Hour
+)
+
+// New builds the server. It registers the database's gauges on
+// cfg.Metrics (made with NewMetrics when nil).
+func New(cfg Config) (*Server, error) {
+	if cfg.DB == nil {
+		return nil, errors.New("httpapi: no database")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.IdempotencyTTL <= 0 {
+		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	spec, err := LoadSpec()
+	if err != nil {
+		return nil, err
+	}
+	router, err := legacy.NewRouter(spec)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: the embedded spec: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		db:      cfg.DB,
+		log:     cfg.Log,
+		metrics: cfg.Metrics,
+		spec:    spec,
+		router:  router,
+		keys:    keyLocks{held: map[string]*keyLock{}},
+		token:   newTokenCheck(cfg.Token),
+	}
+	s.metrics.watch(cfg.DB)
+	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
+		// The spec's validation runs first, so the generated wrapper
+		// only fails where the two disagree; answer it the same way.
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, badRequest("%v", err))
+		},
+	})
+	return s, nil
+}
+
+// LoadSpec answers openapi.yaml as embedded in the binary, with its servers
+// dropped so that routes match a request's path whatever host it came to.
+func LoadSpec() (*openapi3.T, error) {
+	spec, err := gen.GetSwagger()
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: the embedded spec: %w", err)
+	}
+	spec.Servers = nil
+	return spec, nil
+}
+
+// ServeHTTP checks the request in SPEC §3's order, then hands it to its
+// handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		// A panic answers 500 instead of a dropped connection, and is logged
+		// with the request it came from.
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+			writeError(w, &apiError{status: 500, code: codeInternal, msg: "internal error"})
+		}
+	}()
+	sw := &statusWriter{ResponseWriter: w}
+	route, err := s.route(r)
+	if err != nil {
+		writeError(sw, err)
+		s.metrics.request("unknown", sw.status)
+		return
+	}
+	defer func() { s.metrics.request(route.Path, sw.status) }()
+	if e := s.check(r, route); e != nil {
+		if e.status == http.StatusUnauthorized {
+			sw.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)
+		}
+		writeError(sw, e)
+		return
+	}
+	s.mux.ServeHTTP(sw, r)
+}
+
+// route finds the spec's operation for the request: 404 for an unknown
+// path, 405 (with Allow) for a method the path does not take.
+func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
+	route, _, err := s.router.FindRoute(r)
+	if err == nil && route.Path == r.URL.Path { // the router forgives a trailing "/"; the mux does not
+		return route, nil
+	}
+	var re *routers.RouteError
+	if errors.As(err, &re) && re.Reason == routers.ErrMethodNotAllowed.Error() {
+		var allow []string
+		if item := s.spec.Paths.Value(r.URL.Path); item != nil {
+			for m := range item.Operations() {
+				allow = append(allow, m)
+			}
+		}
+		slices.Sort(allow)
+		return nil, &apiError{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
+			msg:   fmt.Sprintf("%s %s: the method is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+			allow: strings.Join(allow, ", ")}
+	}
+	return nil, &apiError{status: http.StatusNotFound, code: codeNotFound,
+		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
+}
+
+// check runs the token, the body limit and the spec's validation. The body
+// is read whole here, and left in r.Body for the handler.
+func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
+	if route.Path != "/_health" {
+		if e := s.token.check(r); e != nil {
+			return e
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
+				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
+		}
+		return badRequest("reading the body: %v", err)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	if len(body) > 0 {
+		// Bodies are JSON whatever the client labelled them (curl -d sends
+		// application/x-www-form-urlencoded): the spec says so.
+		r.Header.Set("Content-Type", "application/json")
+	}
+	in := &openapi3filter.RequestValidationInput{
+		Request: r,
+		Route:   route,
+		Options: &openapi3filter.Options{
+			AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+			SkipSettingDefaults: true,
+		},
+	}
+	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
+		return invalid(err)
+	}
+	return nil
+}
+
+// statusWriter remembers the status written, for the request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (a held claim
+// flushes and watches it).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// SweepKeys deletes expired idempotency keys now and then every interval,
+// until ctx is done.
+func (s *Server) SweepKeys(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := s.db.SweepMeta(ctx, s.db.Clock().NowMS()); err != nil {
+			s.log.Error("sweeping idempotency keys", "err", err)
+		} else if n > 0 {
+			s.log.Info("swept idempotency keys", "expired", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

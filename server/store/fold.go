@@ -1,0 +1,191 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"maps"
+	"slices"
+	"time"
+)
+
+// foldSet holds the logged changes not yet folded into the tables, already
+// coalesced: the fold writes each document, collection and meta record once,
+// however often it changed, and never writes what was put and then deleted.
+// It is owned by the committer goroutine (and by Load before that).
+type foldSet struct {
+	colls   map[string]*collFold
+	meta    map[string]*metaFold
+	seq     uint64    // the last logged seq these changes cover
+	bytes   int64     // the size of the log rows they came from
+	since   time.Time // when the oldest of those rows was logged
+	creates int       // creations so far, to keep their order
+}
+
+// collFold is what the fold does to one collection name.
+type collFold struct {
+	reset   bool             // delete the table's rows for this name first (drop or re-create)
+	created bool             // insert a collections row (created in this window)
+	order   int              // creation order among this window's creates
+	schema  []byte           // when created
+	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
+	docs    map[int64][]byte // nil body: delete
+}
+
+type metaFold struct {
+	body    []byte
+	expires int64
+	del     bool
+}
+
+func newFoldSet() *foldSet {
+	return &foldSet{colls: map[string]*collFold{}, meta: map[string]*metaFold{}}
+}
+
+func (f *foldSet) empty() bool { return f.seq == 0 }
+
+// add folds one log row's changes (ending at seq, size bytes long) into f.
+func (f *foldSet) add(changes []Change, seq uint64, size int) {
+	if f.empty() {
+		f.since = time.Now()
+	}
+	for _, c := range changes {
+		f.apply(c)
+	}
+	f.seq = seq
+	f.bytes += int64(size)
+}
+
+func (f *foldSet) coll(name string) *collFold {
+	cf := f.colls[name]
+	if cf == nil {
+		cf = &collFold{docs: map[int64][]byte{}}
+		f.colls[name] = cf
+	}
+	return cf
+}
+
+func (f *foldSet) apply(c Change) {
+	switch c.Op {
+	case OpCreate:
+		cf := f.coll(c.Coll)
+		f.creates++
+		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}}
+	case OpDrop:
+		*f.coll(c.Coll) = collFold{reset: true, docs: map[int64][]byte{}}
+	case OpPut:
+		cf := f.coll(c.Coll)
+		body := c.Body
+		if body == nil {
+			body = []byte{} // nil means delete here
+		}
+		cf.docs[c.ID] = body
+		cf.nextID = max(cf.nextID, c.ID+1)
+	case OpDelete:
+		cf := f.coll(c.Coll)
+		if cf.reset {
+			// The table holds nothing of this collection by now: forgetting
+			// the put is enough.
+			delete(cf.docs, c.ID)
+		} else {
+			cf.docs[c.ID] = nil
+		}
+	case OpMetaPut:
+		f.meta[c.Key] = &metaFold{body: c.Body, expires: c.Expires}
+	case OpMetaDelete:
+		f.meta[c.Key] = &metaFold{del: true}
+	}
+}
+
+// write applies f to the tables, records the folded seq and deletes the
+// folded log rows, all in tx: a crash leaves either the log rows or their
+// folded effect, never both or neither.
+func (f *foldSet) write(ctx context.Context, tx *sql.Tx) error {
+	names := slices.Sorted(maps.Keys(f.colls))
+	for _, name := range names {
+		if !f.colls[name].reset {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM docs WHERE coll = ?`, name); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM collections WHERE name = ?`, name); err != nil {
+			return err
+		}
+	}
+
+	// New collections take seqnos after every existing one, in the order
+	// they were created, so Load gives them back in creation order.
+	created := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return !f.colls[n].created })
+	slices.SortFunc(created, func(a, b string) int { return cmp.Compare(f.colls[a].order, f.colls[b].order) })
+	var seqno int64
+	if len(created) > 0 {
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seqno), 0) FROM collections`).Scan(&seqno); err != nil {
+			return err
+		}
+	}
+	for _, name := range created {
+		cf := f.colls[name]
+		seqno++
+		if _, err := tx.ExecContext(ctx, `INSERT INTO collections(name, seqno, schema, next_id) VALUES (?, ?, ?, ?)`,
+			name, seqno, nonNil(cf.schema), cf.nextID); err != nil {
+			return err
+		}
+	}
+
+	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO docs(coll, id, body) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer put.Close()
+	del, err := tx.PrepareContext(ctx, `DELETE FROM docs WHERE coll = ? AND id = ?`)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	for _, name := range names {
+		cf := f.colls[name]
+		if !cf.created && cf.nextID > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE collections SET next_id = max(next_id, ?) WHERE name = ?`, cf.nextID, name); err != nil {
+				return err
+			}
+		}
+		// Ascending ids keep the B-tree writes sequential.
+		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
+			if body := cf.docs[id]; body != nil {
+				_, err = put.ExecContext(ctx, name, id, body)
+			} else {
+				_, err = del.ExecContext(ctx, name, id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+
+	for _, key := range slices.Sorted(maps.Keys(f.meta)) {
+		m := f.meta[key]
+		if m.del {
+			_, err = tx.ExecContext(ctx, `DELETE FROM meta WHERE key = ?`, key)
+		} else {
+			_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, body, expires) VALUES (?, ?, ?)`, key, nonNil(m.body), m.expires)
+		}
+		if err != nil {
+			return err
+		}
+	}
+
+	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = ? WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `DELETE FROM log WHERE seq <= ?`, int64(f.seq))
+	return err
+}
+
+// nonNil keeps an empty body a zero-length blob rather than NULL.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

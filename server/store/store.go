@@ -1,0 +1,654 @@
+// Package store is Fenec's durable store. The engine keeps every document in
+// memory; the store persists the engine's changes to a SQLite file (WAL mode)
+// and, when the server opens the file again, hands them back so the engine
+// can rebuild its state. Documents, collection schemas and meta records are
+// opaque bytes here: the store knows nothing of FenecQL.
+//
+// Writes go through group commit. Commit only queues a unit (one statement's
+// or one batch's changes) in memory; a committer goroutine takes everything
+// queued, writes it as one row of the log table in one SQLite transaction,
+// and releases the group's waiters after that single fsync. In the
+// background the committer folds logged changes into the collections, docs
+// and meta tables, coalescing them, and deletes the folded rows.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+)
+
+// SyncKind says when a committed unit reaches the disk.
+type SyncKind uint8
+
+const (
+	// SyncAlways answers a unit's wait once it is fsync'd. The zero value,
+	// so an unset mode is the safe one.
+	SyncAlways SyncKind = iota
+	// SyncInterval writes pending units every Interval and does not wait.
+	SyncInterval
+	// SyncOff writes pending units only at Close (or when they grow large).
+	SyncOff
+)
+
+// SyncMode is the value of the server's --sync flag.
+type SyncMode struct {
+	Kind     SyncKind
+	Interval time.Duration // SyncInterval only
+}
+
+// ParseSync reads a --sync value: "always", "off", or a positive whole
+// number of milliseconds.
+func ParseSync(s string) (SyncMode, error) {
+	switch s {
+	case "always":
+		return SyncMode{Kind: SyncAlways}, nil
+	case "off":
+		return SyncMode{Kind: SyncOff}, nil
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || ms <= 0 || ms > int64(time.Hour/time.Millisecond) {
+		return SyncMode{}, fmt.Errorf("bad sync mode %q: want always, off, or a number of milliseconds from 1 to 3600000", s)
+	}
+	return SyncMode{Kind: SyncInterval, Interval: time.Duration(ms) * time.Millisecond}, nil
+}
+
+// String gives the mode back in the form ParseSync reads.
+func (m SyncMode) String() string {
+	switch m.Kind {
+	case SyncAlways:
+		return "always"
+	case SyncOff:
+		return "off"
+	}
+	return strconv.FormatInt(m.Interval.Milliseconds(), 10)
+}
+
+// Op is the kind of a Change.
+type Op uint8
+
+const (
+	OpCreate     Op = iota + 1 // Coll, Body = collection schema (opaque), ID = the collection's next document id
+	OpDrop                     // Coll: the collection and all its documents
+	OpPut                      // Coll, ID, Body = the document (insert or replace)
+	OpDelete                   // Coll, ID
+	OpMetaPut                  // Key, Body, Expires (unix ms; 0 = never): small side records such as idempotency keys
+	OpMetaDelete               // Key
+)
+
+// Change is one change the engine made. The store keeps the Body slices it
+// is given until they are written and folded, so the engine must not modify
+// them after Commit.
+type Change struct {
+	Op      Op
+	Coll    string
+	ID      int64
+	Key     string
+	Body    []byte
+	Expires int64
+}
+
+// Options configure Open.
+type Options struct {
+	Sync SyncMode
+	// OnCommit, if set, is called by the committer after each group is
+	// committed to SQLite, with the time the write took, the number of
+	// changes in the group, and whether the commit was fsync'd. It must be
+	// quick: the next group waits for it.
+	OnCommit func(d time.Duration, changes int, fsync bool)
+}
+
+// Stats are the store's counters since Open.
+type Stats struct {
+	Commits  uint64 // units written to SQLite
+	Fsyncs   uint64 // group commits made with synchronous=FULL: one WAL fsync each
+	Changes  uint64 // changes written to SQLite
+	Folds    uint64 // folds of the log into the tables
+	LogBytes int64  // size of the log rows not yet folded
+	Failed   error  // the SQLite error that stopped the store, if any
+}
+
+// ErrClosed answers the waits of units committed after Close.
+var ErrClosed = errors.New("store: closed")
+
+// The file format. The application id marks a SQLite file as Fenec's; the
+// format version (SQLite's user_version) changes when the tables do.
+const (
+	applicationID = 0x46454e43 // "FENC"
+	formatVersion = 1
+)
+
+const schemaSQL = `
+CREATE TABLE state(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO state(key, value) VALUES ('folded_seq', 0);
+CREATE TABLE log(seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE collections(name TEXT PRIMARY KEY, seqno INTEGER NOT NULL, schema BLOB, next_id INTEGER NOT NULL);
+CREATE TABLE docs(coll TEXT NOT NULL, id INTEGER NOT NULL, body BLOB, PRIMARY KEY(coll, id)) WITHOUT ROWID;
+CREATE TABLE meta(key TEXT PRIMARY KEY, body BLOB, expires INTEGER NOT NULL);
+`
+
+// tuning holds the committer's thresholds; tests shrink them.
+type tuning struct {
+	foldBytes  int64         // fold once the unfolded log holds this much
+	foldAge    time.Duration // or once its oldest row is this old
+	maxPending int64         // under interval/off, write early once this much is queued
+	// busyTimeout is how long Open waits for another process to let go of
+	// the file (a server restarting while the old one still closes).
+	busyTimeout time.Duration
+}
+
+var defaultTuning = tuning{foldBytes: 8 << 20, foldAge: time.Second, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+
+// Store persists the engine's changes. Its methods are safe for concurrent
+// use, but Commit must be called in seq order (the engine's write lock).
+type Store struct {
+	mem      bool // ":memory:": keep nothing
+	mode     SyncMode
+	onCommit func(time.Duration, int, bool)
+	tune     tuning
+	db       *sql.DB
+	conn     *sql.Conn // the one connection; the committer's once Load is done
+	insert   *sql.Stmt
+
+	mu        sync.Mutex
+	cur       *group // units queued for the next group
+	lastSeq   uint64
+	committed bool // Commit was called: too late for Load
+	loaded    bool // Load ran: the committer may fold
+	closed    bool
+	failed    error
+	stats     Stats
+
+	wake      chan struct{} // "write the queued units now"; capacity 1
+	closing   chan struct{}
+	stopped   chan struct{} // the committer has returned
+	closeOnce sync.Once
+	closeErr  error
+
+	// Owned by the committer goroutine (by Load before it hands over).
+	fold *foldSet
+	buf  []byte
+}
+
+// group is the units queued between two commits: one log row, one fsync.
+type group struct {
+	changes []Change
+	units   int
+	seq     uint64 // the last unit's
+	size    int64  // rough bytes held, to bound memory under interval/off
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+func newGroup() *group { return &group{done: make(chan struct{})} }
+
+func (g *group) wait() error {
+	<-g.done
+	return g.err
+}
+
+// Open opens (or creates) the store at path. The path ":memory:" keeps
+// nothing: Load finds nothing and every wait returns nil at once.
+func Open(path string, opts Options) (*Store, error) {
+	if path == ":memory:" {
+		return &Store{mem: true}, nil
+	}
+	return open(path, opts, defaultTuning)
+}
+
+func open(path string, opts Options, tune tuning) (*Store, error) {
+	mode := opts.Sync
+	if mode.Kind > SyncOff || (mode.Kind == SyncInterval && mode.Interval <= 0) {
+		return nil, fmt.Errorf("store: bad sync mode %+v", mode)
+	}
+	// Under an interval each group commit is that interval's flush, so it
+	// reaches the disk too; off leaves the syncing to the checkpoints.
+	synchronous := "NORMAL"
+	if mode.Kind != SyncOff {
+		synchronous = "FULL"
+	}
+	// locking_mode=EXCLUSIVE keeps a second process (a second server on the
+	// same file, whose memory would disagree with ours) out, and lets WAL
+	// mode work without the shared-memory index.
+	q := url.Values{"_pragma": {
+		"busy_timeout(" + strconv.FormatInt(tune.busyTimeout.Milliseconds(), 10) + ")",
+		"locking_mode(EXCLUSIVE)",
+		"synchronous(" + synchronous + ")",
+		"journal_size_limit(67108864)",
+	}}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &Store{mode: mode, onCommit: opts.OnCommit, tune: tune, db: db, cur: newGroup(), fold: newFoldSet(),
+		wake: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
+	if err := s.prepare(path); err != nil {
+		if s.conn != nil {
+			s.conn.Close()
+		}
+		db.Close()
+		return nil, err
+	}
+	go s.run()
+	return s, nil
+}
+
+// prepare checks that the file is a Fenec store of a known format (or
+// empty, and then creates the tables), switches it to WAL mode and takes
+// the exclusive lock.
+func (s *Store) prepare(path string) error {
+	ctx := context.Background()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return describeOpenError(path, err)
+	}
+	s.conn = conn
+	var appID, version, objects int64
+	err = conn.QueryRowContext(ctx, `SELECT (SELECT application_id FROM pragma_application_id), (SELECT user_version FROM pragma_user_version), (SELECT count(*) FROM sqlite_schema)`).Scan(&appID, &version, &objects)
+	if err != nil {
+		return describeOpenError(path, err)
+	}
+	switch {
+	case appID == 0 && objects == 0:
+		// A new (or empty) file: make it a Fenec store.
+		if err := s.exec(ctx, "BEGIN IMMEDIATE", schemaSQL,
+			"PRAGMA application_id = "+strconv.Itoa(applicationID),
+			"PRAGMA user_version = "+strconv.Itoa(formatVersion),
+			"COMMIT"); err != nil {
+			return fmt.Errorf("store: create %s: %w", path, err)
+		}
+	case appID != applicationID:
+		return fmt.Errorf("store: %s is a SQLite database but not a Fenec store", path)
+	case version != formatVersion:
+		return fmt.Errorf("store: %s has Fenec format version %d; this build reads only version %d", path, version, formatVersion)
+	}
+	var jm string
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&jm); err != nil {
+		return describeOpenError(path, err)
+	}
+	if jm != "wal" {
+		return fmt.Errorf("store: %s: cannot switch to WAL mode (journal mode is %s)", path, jm)
+	}
+	// In exclusive locking mode the first write takes the lock and keeps it;
+	// take it now, so a second server fails here rather than later.
+	if err := s.exec(ctx, "BEGIN IMMEDIATE", "COMMIT"); err != nil {
+		return describeOpenError(path, err)
+	}
+	s.insert, err = conn.PrepareContext(ctx, `INSERT INTO log(seq, body) VALUES (?, ?)`)
+	if err != nil {
+		return fmt.Errorf("store: %s: %w", path, err)
+	}
+	return nil
+}
+
+func describeOpenError(path string, err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 26: // SQLITE_NOTADB
+			return fmt.Errorf("store: %s is not a Fenec store (not a SQLite database file)", path)
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
+			return fmt.Errorf("store: %s is in use by another process", path)
+		}
+	}
+	return fmt.Errorf("store: open %s: %w", path, err)
+}
+
+func (s *Store) exec(ctx context.Context, stmts ...string) error {
+	for _, q := range stmts {
+		if _, err := s.conn.ExecContext(ctx, q); err != nil {
+			if q != "BEGIN IMMEDIATE" {
+				s.conn.ExecContext(ctx, "ROLLBACK") // best effort; the error that matters is err
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// Load calls fn with the persisted state, in an order that rebuilds it
+// exactly: for each live collection in creation order, an OpCreate (ID = its
+// next id) then an OpPut per document in ascending id; then an OpMetaPut per
+// meta record (by key); then the logged changes not yet folded, in commit
+// order, as they were committed. It must be called once, after Open and
+// before any Commit, and answers the last committed seq.
+func (s *Store) Load(fn func(Change) error) (uint64, error) {
+	s.mu.Lock()
+	if s.loaded || s.committed || s.closed {
+		s.mu.Unlock()
+		return 0, errors.New("store: Load must be called once, after Open and before any Commit")
+	}
+	s.mu.Unlock()
+	if s.mem {
+		s.mu.Lock()
+		s.loaded = true
+		s.mu.Unlock()
+		return 0, nil
+	}
+	seq, err := s.load(context.Background(), fn)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	s.loaded = true
+	s.lastSeq = seq
+	s.stats.LogBytes = s.fold.bytes
+	s.mu.Unlock()
+	return seq, nil
+}
+
+func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error) {
+	var folded int64
+	if err := s.conn.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'folded_seq'`).Scan(&folded); err != nil {
+		return 0, fmt.Errorf("store: load: %w", err)
+	}
+	// Read the (few) collections first: the connection is the only one, so
+	// their documents are queried after this result set is closed.
+	var colls []Change
+	err := query(ctx, s.conn, `SELECT name, schema, next_id FROM collections ORDER BY seqno`, func(r *sql.Rows) error {
+		c := Change{Op: OpCreate}
+		if err := r.Scan(&c.Coll, &c.Body, &c.ID); err != nil {
+			return err
+		}
+		colls = append(colls, c)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range colls {
+		if err := fn(c); err != nil {
+			return 0, err
+		}
+		err := query(ctx, s.conn, `SELECT id, body FROM docs WHERE coll = ? ORDER BY id`, func(r *sql.Rows) error {
+			d := Change{Op: OpPut, Coll: c.Coll}
+			if err := r.Scan(&d.ID, &d.Body); err != nil {
+				return err
+			}
+			return fn(d)
+		}, c.Coll)
+		if err != nil {
+			return 0, err
+		}
+	}
+	err = query(ctx, s.conn, `SELECT key, body, expires FROM meta ORDER BY key`, func(r *sql.Rows) error {
+		m := Change{Op: OpMetaPut}
+		if err := r.Scan(&m.Key, &m.Body, &m.Expires); err != nil {
+			return err
+		}
+		return fn(m)
+	})
+	if err != nil {
+		return 0, err
+	}
+	// The log rows not yet folded: replay them, and keep them (coalesced)
+	// for the committer's next fold.
+	seq := uint64(folded)
+	err = query(ctx, s.conn, `SELECT seq, body FROM log ORDER BY seq`, func(r *sql.Rows) error {
+		var rowSeq int64
+		var body []byte
+		if err := r.Scan(&rowSeq, &body); err != nil {
+			return err
+		}
+		var changes []Change
+		err := decodeChanges(body, func(c Change) error {
+			changes = append(changes, c)
+			return fn(c)
+		})
+		if errors.Is(err, errCorrupt) {
+			return fmt.Errorf("store: log row %d: %w", rowSeq, err)
+		}
+		if err != nil {
+			return err
+		}
+		seq = uint64(rowSeq)
+		s.fold.add(changes, seq, len(body))
+		return nil
+	})
+	return seq, err
+}
+
+// query runs q and calls each for every row.
+func query(ctx context.Context, conn *sql.Conn, q string, each func(*sql.Rows) error, args ...any) error {
+	rows, err := conn.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("store: load: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: load: %w", err)
+	}
+	return nil
+}
+
+func noWait() error { return nil }
+
+// Commit queues one unit (a statement's or a batch's changes; after a crash
+// they are all there or none is). It is called under the engine's write
+// lock, in seq order, and does no I/O. The answer blocks until the unit is
+// durable per the sync mode: under always until it is fsync'd; under
+// interval and off it returns at once (unless the queue has outgrown its
+// bound: then it waits for the write). Once the store has failed, every
+// wait answers the failure.
+func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
+	if s.mem {
+		return noWait
+	}
+	var size int64
+	for _, c := range changes {
+		if c.Op < OpCreate || c.Op > OpMetaDelete {
+			panic(fmt.Sprintf("store: Commit of a change with unknown op %d", c.Op))
+		}
+		size += int64(len(c.Coll)+len(c.Key)+len(c.Body)) + 64
+	}
+	s.mu.Lock()
+	if err := s.failed; err != nil {
+		s.mu.Unlock()
+		return func() error { return err }
+	}
+	if s.closed {
+		s.mu.Unlock()
+		return func() error { return ErrClosed }
+	}
+	if seq <= s.lastSeq {
+		last := s.lastSeq
+		s.mu.Unlock()
+		panic(fmt.Sprintf("store: Commit of seq %d after seq %d", seq, last))
+	}
+	s.lastSeq = seq
+	s.committed = true
+	g := s.cur
+	g.changes = append(g.changes, changes...)
+	g.units++
+	g.seq = seq
+	g.size += size
+	now := s.mode.Kind == SyncAlways || g.size >= s.tune.maxPending
+	s.mu.Unlock()
+	if now {
+		select {
+		case s.wake <- struct{}{}:
+		default: // already signalled; the committer will take this unit too
+		}
+	}
+	// Under interval and off the engine may outrun the disk; once the queue
+	// holds twice the early-write bound, its waits block until it is written,
+	// so memory stays bounded and requests slow down instead.
+	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending {
+		return g.wait
+	}
+	return s.failure
+}
+
+func (s *Store) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// Stats answers the counters.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close writes every queued unit (under every sync mode), folds the log,
+// and closes the file cleanly. It answers the store's failure, if any.
+// Later calls answer the same.
+func (s *Store) Close() error {
+	if s.mem {
+		return nil
+	}
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.closing)
+		<-s.stopped
+		err := errors.Join(s.insert.Close(), s.conn.Close(), s.db.Close())
+		if f := s.failure(); f != nil {
+			err = f
+		}
+		s.closeErr = err
+	})
+	return s.closeErr
+}
+
+// run is the committer: it owns the connection after Load, writes groups
+// and folds the log, until Close or a failure.
+func (s *Store) run() {
+	defer close(s.stopped)
+	var tick <-chan time.Time
+	if s.mode.Kind == SyncInterval {
+		t := time.NewTicker(s.mode.Interval)
+		defer t.Stop()
+		tick = t.C
+	}
+	foldTimer := time.NewTimer(time.Hour)
+	foldTimer.Stop()
+	defer foldTimer.Stop()
+	for {
+		write, closing := false, false
+		select {
+		case <-s.wake:
+			write = true
+		case <-tick:
+			write = true
+		case <-foldTimer.C:
+		case <-s.closing:
+			write, closing = true, true
+		}
+		s.mu.Lock()
+		loaded := s.loaded
+		var g *group
+		if write && s.cur.units > 0 {
+			g = s.cur
+			s.cur = newGroup()
+		}
+		s.mu.Unlock()
+		if g != nil {
+			if err := s.writeGroup(g, loaded); err != nil {
+				s.fail(err, g)
+				return
+			}
+		}
+		// Fold only once Load has handed over the log's unfolded rows;
+		// before that the fold set does not cover the whole log.
+		if loaded && !s.fold.empty() {
+			age := time.Since(s.fold.since)
+			if closing || s.fold.bytes >= s.tune.foldBytes || age >= s.tune.foldAge {
+				if err := s.foldLog(); err != nil {
+					s.fail(err, nil)
+					return
+				}
+			} else {
+				foldTimer.Reset(s.tune.foldAge - age)
+			}
+		}
+		if closing {
+			return
+		}
+	}
+}
+
+// writeGroup writes g as one log row, in one autocommit transaction (one
+// fsync under always), then releases its waiters.
+func (s *Store) writeGroup(g *group, loaded bool) error {
+	start := time.Now()
+	s.buf = appendChanges(s.buf[:0], g.changes)
+	if _, err := s.insert.Exec(int64(g.seq), s.buf); err != nil {
+		return err
+	}
+	d := time.Since(start)
+	fsync := s.mode.Kind != SyncOff
+	s.mu.Lock()
+	s.stats.Commits += uint64(g.units)
+	s.stats.Changes += uint64(len(g.changes))
+	s.stats.LogBytes += int64(len(s.buf))
+	if fsync {
+		s.stats.Fsyncs++
+	}
+	s.mu.Unlock()
+	close(g.done)
+	if s.onCommit != nil {
+		s.onCommit(d, len(g.changes), fsync)
+	}
+	if loaded {
+		s.fold.add(g.changes, g.seq, len(s.buf))
+	}
+	return nil
+}
+
+// foldLog folds the unfolded log rows into the tables in one transaction.
+func (s *Store) foldLog() error {
+	ctx := context.Background()
+	tx, err := s.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := s.fold.write(ctx, tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.stats.Folds++
+	s.stats.LogBytes -= s.fold.bytes
+	s.mu.Unlock()
+	s.fold = newFoldSet()
+	return nil
+}
+
+// fail records err as the store's failure and answers it to the waiters of
+// g and of every unit still queued; later Commits answer it at once.
+func (s *Store) fail(err error, g *group) {
+	err = fmt.Errorf("store: %w", err)
+	s.mu.Lock()
+	s.failed = err
+	s.stats.Failed = err
+	pending := s.cur
+	s.cur = newGroup()
+	s.mu.Unlock()
+	for _, p := range []*group{g, pending} {
+		if p != nil {
+			p.err = err
+			close(p.done)
+		}
+	}
+}

@@ -1,0 +1,620 @@
+package store
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// model is the state the changes describe, kept the simple way; Load's
+// output applied to an empty model must equal the model of what was
+// committed.
+type model struct {
+	order []string // live collections in creation order
+	colls map[string]*mcoll
+	meta  map[string]Change
+}
+
+type mcoll struct {
+	schema string
+	next   int64
+	docs   map[int64]string
+}
+
+func newModel() *model { return &model{colls: map[string]*mcoll{}, meta: map[string]Change{}} }
+
+func (m *model) apply(c Change) error {
+	switch c.Op {
+	case OpCreate:
+		m.drop(c.Coll)
+		m.order = append(m.order, c.Coll)
+		m.colls[c.Coll] = &mcoll{schema: string(c.Body), next: c.ID, docs: map[int64]string{}}
+	case OpDrop:
+		m.drop(c.Coll)
+	case OpPut, OpDelete:
+		mc := m.colls[c.Coll]
+		if mc == nil {
+			return fmt.Errorf("%v on unknown collection %q", c.Op, c.Coll)
+		}
+		if c.Op == OpPut {
+			mc.docs[c.ID] = string(c.Body)
+			mc.next = max(mc.next, c.ID+1)
+		} else {
+			delete(mc.docs, c.ID)
+		}
+	case OpMetaPut:
+		m.meta[c.Key] = Change{Op: OpMetaPut, Key: c.Key, Body: []byte(string(c.Body)), Expires: c.Expires}
+	case OpMetaDelete:
+		delete(m.meta, c.Key)
+	}
+	return nil
+}
+
+func (m *model) drop(name string) {
+	delete(m.colls, name)
+	m.order = slices.DeleteFunc(m.order, func(n string) bool { return n == name })
+}
+
+// lines is the canonical listing of m: what Load gives for a folded store.
+func (m *model) lines() []string {
+	var out []string
+	for _, name := range m.order {
+		mc := m.colls[name]
+		out = append(out, fmt.Sprintf("create %s next=%d schema=%q", name, mc.next, mc.schema))
+		for _, id := range slices.Sorted(mapKeys(mc.docs)) {
+			out = append(out, fmt.Sprintf("put %s/%d %q", name, id, mc.docs[id]))
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(m.meta)) {
+		out = append(out, fmt.Sprintf("meta %s %q expires=%d", k, m.meta[k].Body, m.meta[k].Expires))
+	}
+	return out
+}
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// script makes n units of random but valid changes, and the model they
+// leave behind.
+func script(seed uint64, n int) ([][]Change, *model) {
+	r := mrand.New(mrand.NewPCG(seed, 1))
+	m := newModel()
+	var units [][]Change
+	emit := func(u []Change) {
+		for _, c := range u {
+			if err := m.apply(c); err != nil {
+				panic(err)
+			}
+		}
+		units = append(units, u)
+	}
+	emit([]Change{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema a")}, {Op: OpCreate, Coll: "b", ID: 1}})
+	body := func() []byte {
+		if r.IntN(20) == 0 {
+			return nil // an empty document survives as empty
+		}
+		return []byte(strings.Repeat(string(rune('a'+r.IntN(26))), 1+r.IntN(300)))
+	}
+	for len(units) < n {
+		var u []Change
+		name := []string{"a", "b", "c"}[r.IntN(3)]
+		mc := m.colls[name]
+		switch k := r.IntN(20); {
+		case mc == nil || k == 0:
+			if mc != nil {
+				u = append(u, Change{Op: OpDrop, Coll: name})
+			}
+			if r.IntN(3) > 0 {
+				u = append(u, Change{Op: OpCreate, Coll: name, ID: 1, Body: []byte("schema " + name)})
+			}
+		case k < 10:
+			for range 1 + r.IntN(5) {
+				id := mc.next
+				if len(mc.docs) > 0 && r.IntN(3) == 0 {
+					id = 1 + r.Int64N(mc.next-1)
+				}
+				u = append(u, Change{Op: OpPut, Coll: name, ID: id, Body: body()})
+				mc.next = max(mc.next, id+1) // so the next put of this unit takes a new id
+			}
+		case k < 13:
+			for id := range mc.docs {
+				u = append(u, Change{Op: OpDelete, Coll: name, ID: id})
+				break
+			}
+		case k < 15:
+			// Put then delete within one unit: the fold never writes it.
+			u = append(u, Change{Op: OpPut, Coll: name, ID: mc.next, Body: body()},
+				Change{Op: OpDelete, Coll: name, ID: mc.next})
+		case k < 18:
+			u = append(u, Change{Op: OpMetaPut, Key: fmt.Sprintf("k%d", r.IntN(8)), Body: body(), Expires: r.Int64N(1e13)})
+		default:
+			u = append(u, Change{Op: OpMetaDelete, Key: fmt.Sprintf("k%d", r.IntN(8))})
+		}
+		emit(u)
+	}
+	return units, m
+}
+
+// load opens path, Loads it into a model and answers the model, the seq,
+// the raw changes Load gave, and the open store.
+func load(t *testing.T, path string, opts Options, tune tuning) (*model, uint64, []Change, *Store) {
+	t.Helper()
+	s, err := open(path, opts, tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newModel()
+	var got []Change
+	seq, err := s.Load(func(c Change) error {
+		got = append(got, c)
+		return m.apply(c)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, seq, got, s
+}
+
+// commitAll commits units with seqs from first on, waiting after every
+// seventh so that they make many groups.
+func commitAll(t *testing.T, s *Store, first uint64, units [][]Change) {
+	t.Helper()
+	var waits []func() error
+	for i, u := range units {
+		waits = append(waits, s.Commit(first+uint64(i), u))
+		if i%7 == 6 || i == len(units)-1 {
+			for _, w := range waits {
+				if err := w(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waits = waits[:0]
+		}
+	}
+}
+
+func sameState(t *testing.T, what string, got, want *model) {
+	t.Helper()
+	g, w := got.lines(), want.lines()
+	if !slices.Equal(g, w) {
+		t.Fatalf("%s: state differs\n got %d lines: %.1000q\nwant %d lines: %.1000q", what, len(g), g, len(w), w)
+	}
+}
+
+// isCanonical reports whether Load gave exactly the folded listing: the log
+// was empty.
+func isCanonical(changes []Change) []string {
+	m := newModel()
+	for _, c := range changes {
+		m.apply(c)
+	}
+	var out []string
+	for _, c := range changes {
+		switch c.Op {
+		case OpCreate:
+			out = append(out, fmt.Sprintf("create %s next=%d schema=%q", c.Coll, c.ID, c.Body))
+		case OpPut:
+			out = append(out, fmt.Sprintf("put %s/%d %q", c.Coll, c.ID, c.Body))
+		case OpMetaPut:
+			out = append(out, fmt.Sprintf("meta %s %q expires=%d", c.Key, c.Body, c.Expires))
+		default:
+			out = append(out, "not canonical: "+fmt.Sprint(c.Op))
+		}
+	}
+	return out
+}
+
+var modes = []SyncMode{{Kind: SyncAlways}, {Kind: SyncInterval, Interval: 5 * time.Millisecond}, {Kind: SyncOff}}
+
+func TestParseSync(t *testing.T) {
+	for _, s := range []string{"always", "off", "1", "250", "3600000"} {
+		m, err := ParseSync(s)
+		if err != nil || m.String() != s {
+			t.Errorf("ParseSync(%q) = %v, %v", s, m, err)
+		}
+	}
+	if m, _ := ParseSync("250"); m.Interval != 250*time.Millisecond {
+		t.Errorf("interval %v", m.Interval)
+	}
+	for _, s := range []string{"", "0", "-5", "1.5", "ALWAYS", "10ms", "3600001"} {
+		if _, err := ParseSync(s); err == nil || !strings.Contains(err.Error(), "want always, off") {
+			t.Errorf("ParseSync(%q): %v", s, err)
+		}
+	}
+}
+
+// TestRoundTrip commits a random script, closes (which folds), reopens and
+// checks Load gives back exactly the live state, in canonical order. Small
+// fold thresholds make folds happen mid-stream, between log rows.
+func TestRoundTrip(t *testing.T) {
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f.db")
+			units, want := script(1, 400)
+			_, seq, _, s := load(t, path, Options{Sync: mode}, tuning{foldBytes: 2048, foldAge: time.Millisecond, maxPending: 4096, busyTimeout: time.Second})
+			if seq != 0 {
+				t.Fatalf("new store seq %d", seq)
+			}
+			commitAll(t, s, 1, units)
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats()
+			if st.Commits != 400 || st.LogBytes != 0 || st.Folds == 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			t.Logf("%d units, %d changes, %d folds, %d fsyncs", st.Commits, st.Changes, st.Folds, st.Fsyncs)
+			if err := s.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+
+			got, seq, changes, s2 := load(t, path, Options{Sync: mode}, defaultTuning)
+			defer s2.Close()
+			if seq != 400 {
+				t.Fatalf("seq %d, want 400", seq)
+			}
+			sameState(t, "after fold", got, want)
+			if c := isCanonical(changes); !slices.Equal(c, want.lines()) {
+				t.Fatalf("Load order is not canonical:\n%q", c)
+			}
+		})
+	}
+}
+
+// TestReplay reopens a copy of the files taken before any fold, as a kill
+// would leave them: the state comes back from the log alone. Then it commits
+// more on top of the replayed log and checks the fold of both.
+func TestReplay(t *testing.T) {
+	noFold := tuning{foldBytes: 1 << 40, foldAge: time.Hour, maxPending: 1, busyTimeout: time.Second}
+	for _, mode := range modes {
+		t.Run(mode.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "f.db")
+			units, want := script(2, 300)
+			_, _, _, s := load(t, path, Options{Sync: mode}, noFold)
+			defer s.Close()
+			commitAll(t, s, 1, units)
+			for s.Stats().Commits < 300 { // interval/off: written in the background
+				time.Sleep(time.Millisecond)
+			}
+			if st := s.Stats(); st.Folds != 0 || st.LogBytes == 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			crashed := filepath.Join(dir, "crashed.db")
+			copyFile(t, path, crashed)
+			copyFile(t, path+"-wal", crashed+"-wal")
+
+			got, seq, changes, s2 := load(t, crashed, Options{Sync: mode}, defaultTuning)
+			if seq != 300 {
+				t.Fatalf("seq %d, want 300", seq)
+			}
+			sameState(t, "replayed log", got, want)
+			if c := isCanonical(changes); slices.Equal(c, want.lines()) {
+				t.Fatal("Load answered a folded listing; the log was not replayed")
+			}
+			if st := s2.Stats(); st.LogBytes == 0 {
+				t.Fatalf("stats after replay %+v", st)
+			}
+
+			more, _ := script(3, 100)
+			// The second script re-creates a and b first, so it applies on
+			// top of the first.
+			for _, u := range more {
+				for _, c := range u {
+					if err := want.apply(c); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			commitAll(t, s2, 301, more)
+			if err := s2.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, seq, changes, s3 := load(t, crashed, Options{Sync: mode}, defaultTuning)
+			defer s3.Close()
+			if seq != 400 {
+				t.Fatalf("seq %d, want 400", seq)
+			}
+			sameState(t, "replayed, extended and folded", got, want)
+			if c := isCanonical(changes); !slices.Equal(c, want.lines()) {
+				t.Fatalf("Load order is not canonical:\n%q", c)
+			}
+		})
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.Create(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGroupCommit: 16 writers under always share fsyncs.
+func TestGroupCommit(t *testing.T) {
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, defaultTuning)
+	const writers, each = 16, 200
+	var mu sync.Mutex // the engine's write lock
+	var seq uint64
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				mu.Lock()
+				seq++
+				wait := s.Commit(seq, []Change{{Op: OpMetaPut, Key: fmt.Sprintf("w%d-%d", w, i), Body: make([]byte, 200)}})
+				mu.Unlock()
+				if err := wait(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	st := s.Stats()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Commits != writers*each {
+		t.Fatalf("commits %d", st.Commits)
+	}
+	if st.Fsyncs >= st.Commits {
+		t.Fatalf("no group commit: %d fsyncs for %d commits", st.Fsyncs, st.Commits)
+	}
+	t.Logf("%d commits, %d fsyncs: %.1f units per fsync", st.Commits, st.Fsyncs, float64(st.Commits)/float64(st.Fsyncs))
+}
+
+// breakStore makes every later write to the log fail inside SQLite.
+func breakStore(t *testing.T, s *Store) {
+	t.Helper()
+	_, err := s.conn.ExecContext(t.Context(), `CREATE TRIGGER boom BEFORE INSERT ON log BEGIN SELECT RAISE(ABORT, 'disk on fire'); END`)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFailure(t *testing.T) {
+	t.Run("always", func(t *testing.T) {
+		_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, defaultTuning)
+		put := []Change{{Op: OpMetaPut, Key: "k", Body: []byte("v")}}
+		if err := s.Commit(1, put)(); err != nil {
+			t.Fatal(err)
+		}
+		breakStore(t, s)
+		if err := s.Commit(2, put)(); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+			t.Fatalf("wait answered %v", err)
+		}
+		if err := s.Commit(3, put)(); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+			t.Fatalf("later wait answered %v", err)
+		}
+		if st := s.Stats(); st.Failed == nil || st.Commits != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		if err := s.Close(); err == nil {
+			t.Fatal("Close of a failed store answered nil")
+		}
+	})
+	t.Run("interval", func(t *testing.T) {
+		_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{Sync: SyncMode{Kind: SyncInterval, Interval: time.Millisecond}}, defaultTuning)
+		breakStore(t, s)
+		put := []Change{{Op: OpMetaPut, Key: "k", Body: []byte("v")}}
+		if err := s.Commit(1, put)(); err != nil {
+			t.Fatalf("interval wait answered %v before the write", err)
+		}
+		for s.Stats().Failed == nil {
+			time.Sleep(time.Millisecond)
+		}
+		if err := s.Commit(2, put)(); err == nil || !strings.Contains(err.Error(), "disk on fire") {
+			t.Fatalf("later wait answered %v", err)
+		}
+		if err := s.Close(); err == nil {
+			t.Fatal("Close of a failed store answered nil")
+		}
+	})
+}
+
+func TestBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	random := filepath.Join(dir, "random")
+	junk := make([]byte, 8192)
+	rand.Read(junk)
+	if err := os.WriteFile(random, junk, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(random, Options{}); err == nil || !strings.Contains(err.Error(), "not a Fenec store (not a SQLite database file)") {
+		t.Errorf("random bytes: %v", err)
+	}
+	if b, _ := os.ReadFile(random); string(b) != string(junk) {
+		t.Error("Open changed a file it refused")
+	}
+
+	other := filepath.Join(dir, "other.db")
+	db, err := sql.Open("sqlite", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`CREATE TABLE t(x)`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := Open(other, Options{}); err == nil || !strings.Contains(err.Error(), "a SQLite database but not a Fenec store") {
+		t.Errorf("other SQLite file: %v", err)
+	}
+
+	future := filepath.Join(dir, "future.db")
+	s, err := Open(future, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.conn.ExecContext(t.Context(), `PRAGMA user_version = 99`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := Open(future, Options{}); err == nil || !strings.Contains(err.Error(), "format version 99") {
+		t.Errorf("unknown version: %v", err)
+	}
+
+	if _, err := Open(filepath.Join(dir, "no/such/dir/f.db"), Options{}); err == nil {
+		t.Error("Open in a missing directory answered nil")
+	}
+	if _, err := Open(dir, Options{Sync: SyncMode{Kind: SyncInterval}}); err == nil || !strings.Contains(err.Error(), "bad sync mode") {
+		t.Errorf("zero interval: %v", err)
+	}
+}
+
+func TestInUse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := open(path, Options{}, tuning{busyTimeout: 50 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("second Open: %v", err)
+	}
+}
+
+func TestMemory(t *testing.T) {
+	s, err := Open(":memory:", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := s.Load(func(Change) error { t.Fatal("memory store loaded something"); return nil }); seq != 0 || err != nil {
+		t.Fatal(seq, err)
+	}
+	if err := s.Commit(1, []Change{{Op: OpMetaPut, Key: "k"}})(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadOnce(t *testing.T) {
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, defaultTuning)
+	defer s.Close()
+	if _, err := s.Load(func(Change) error { return nil }); err == nil {
+		t.Fatal("second Load answered nil")
+	}
+	s.Close()
+	if err := s.Commit(1, nil)(); err != ErrClosed {
+		t.Fatalf("Commit after Close: %v", err)
+	}
+}
+
+func TestEncoding(t *testing.T) {
+	units, _ := script(4, 200)
+	var all []Change
+	for _, u := range units {
+		all = append(all, u...)
+	}
+	b := appendChanges(nil, all)
+	var got []Change
+	if err := decodeChanges(b, func(c Change) error { got = append(got, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	show := func(cs []Change) (out []string) {
+		for _, c := range cs {
+			out = append(out, fmt.Sprintf("%d %q %d %q %q %d", c.Op, c.Coll, c.ID, c.Key, c.Body, c.Expires))
+		}
+		return out
+	}
+	if !slices.Equal(show(got), show(all)) {
+		t.Fatal("decode(encode(changes)) differs")
+	}
+	for i := range min(len(b), 3000) { // a truncated row is an error or a prefix, never a panic
+		decodeChanges(b[:i], func(Change) error { return nil })
+	}
+	if err := decodeChanges([]byte{0x7f}, func(Change) error { return nil }); err == nil {
+		t.Fatal("unknown op decoded")
+	}
+}
+
+// BenchmarkCommit measures units committed per second, each unit a
+// statement of 1 or 10 puts of 200-byte bodies, by 1 or 16 writers that
+// wait for their unit as a request would.
+func BenchmarkCommit(b *testing.B) {
+	body := make([]byte, 200)
+	for _, mode := range modes {
+		for _, writers := range []int{1, 16} {
+			for _, puts := range []int{1, 10} {
+				b.Run(fmt.Sprintf("%s/writers=%d/puts=%d", mode, writers, puts), func(b *testing.B) {
+					s, err := Open(filepath.Join(b.TempDir(), "f.db"), Options{Sync: mode})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := s.Load(func(Change) error { return nil }); err != nil {
+						b.Fatal(err)
+					}
+					if err := s.Commit(1, []Change{{Op: OpCreate, Coll: "c", ID: 1}})(); err != nil {
+						b.Fatal(err)
+					}
+					var mu sync.Mutex
+					seq := uint64(1)
+					var left atomic.Int64
+					left.Store(int64(b.N))
+					b.ResetTimer()
+					var wg sync.WaitGroup
+					for range writers {
+						wg.Go(func() {
+							for left.Add(-1) >= 0 {
+								mu.Lock()
+								seq++
+								u := make([]Change, puts)
+								for i := range u {
+									u[i] = Change{Op: OpPut, Coll: "c", ID: int64(seq%100000)*10 + int64(i), Body: body}
+								}
+								wait := s.Commit(seq, u)
+								mu.Unlock()
+								if err := wait(); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					b.StopTimer()
+					st := s.Stats()
+					if err := s.Close(); err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stmts/s")
+					if st.Fsyncs > 0 {
+						b.ReportMetric(float64(st.Commits)/float64(st.Fsyncs), "units/fsync")
+					}
+				})
+			}
+		}
+	}
+}

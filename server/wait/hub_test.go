@@ -1,0 +1,357 @@
+package wait
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+type fixture struct {
+	t   *testing.T
+	db  *engine.DB
+	hub *Hub
+}
+
+func newFixture(t *testing.T, clk clock.Clock) *fixture {
+	t.Helper()
+	db, err := engine.Open(engine.Options{File: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := New(db, clk, nil)
+	db.SetOnWrite(hub.Written)
+	t.Cleanup(func() { hub.Close(); db.Close() })
+	return &fixture{t: t, db: db, hub: hub}
+}
+
+func (f *fixture) exec(q string, params ...any) *engine.Result {
+	f.t.Helper()
+	vs := make([]fenecql.Value, len(params))
+	for i, p := range params {
+		vs[i], _ = fenecql.FromGo(p)
+	}
+	r, err := f.db.Exec(context.Background(), q, vs)
+	if err != nil {
+		f.t.Fatalf("%s: %v", q, err)
+	}
+	return r
+}
+
+// held is one claim held in a goroutine; its answer arrives on done.
+type held struct {
+	done   chan outcome
+	cancel context.CancelFunc
+}
+
+type outcome struct {
+	answer string
+	err    error
+	at     time.Time
+}
+
+func (f *fixture) hold(wait time.Duration, q string, params ...any) *held {
+	f.t.Helper()
+	vs := make([]fenecql.Value, len(params))
+	for i, p := range params {
+		vs[i], _ = fenecql.FromGo(p)
+	}
+	ps, err := engine.Parse([]engine.Statement{{Query: q, Params: vs}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := engine.Holdable(ps); err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &held{done: make(chan outcome, 1), cancel: cancel}
+	req := &Request{Parsed: ps, Wait: wait, Run: func(only bool) ([]*engine.Result, error) {
+		return f.db.RunWith(ctx, ps, engine.RunOptions{OnlyIfTakes: only})
+	}}
+	go func() {
+		rs, err := f.hub.Hold(ctx, req)
+		o := outcome{err: err, at: time.Now()}
+		if err == nil {
+			o.answer = string(rs[0].AppendJSON(nil))
+		}
+		h.done <- o
+	}()
+	return h
+}
+
+// settle waits until n claims are held.
+func (f *fixture) settle(n int) {
+	f.t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); f.hub.Held() != n; {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("held %d, want %d", f.hub.Held(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (h *held) answer(t *testing.T, within time.Duration) outcome {
+	t.Helper()
+	select {
+	case o := <-h.done:
+		return o
+	case <-time.After(within):
+		t.Errorf("no answer within %v", within)
+	}
+	return outcome{err: errors.New("no answer")}
+}
+
+func (h *held) still(t *testing.T) {
+	t.Helper()
+	select {
+	case o := <-h.done:
+		t.Fatalf("answered while it should be held: %+v", o)
+	default:
+	}
+}
+
+const jobs = `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int)`
+const claim = `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 1 returning id`
+
+func TestPutWakesHeldClaim(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	h := f.hold(5*time.Second, claim, "w1")
+	f.settle(1)
+	time.Sleep(100 * time.Millisecond)
+	put := time.Now()
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	o := h.answer(t, time.Second)
+	if o.err != nil || o.answer != `[{"id":1}]` {
+		t.Fatalf("%+v", o)
+	}
+	if lag := o.at.Sub(put); lag > 20*time.Millisecond {
+		t.Errorf("answered %v after the put", lag)
+	}
+}
+
+func TestDelayedJobNotBefore(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	f.exec(`put jobs {run_at: now() + 300, attempts: 0}`)
+	due := time.Now().Add(300 * time.Millisecond)
+	h := f.hold(5*time.Second, claim, "w1")
+	o := h.answer(t, 2*time.Second)
+	if o.err != nil || o.answer != `[{"id":1}]` {
+		t.Fatalf("%+v", o)
+	}
+	if o.at.Before(due.Add(-time.Millisecond)) {
+		t.Errorf("taken %v before its time", due.Sub(o.at))
+	}
+	if late := o.at.Sub(due); late > 50*time.Millisecond {
+		t.Errorf("taken %v late", late)
+	}
+}
+
+func TestManualClockWakesExactlyTheDue(t *testing.T) {
+	clk := clock.NewManual()
+	f := newFixture(t, clk)
+	f.exec(`create collection a (run_at timestamp @sorted, owner text)`)
+	f.exec(`create collection b (run_at timestamp @sorted, owner text)`)
+	f.exec(`put a {run_at: now() + 1000}`)
+	f.exec(`put b {run_at: now() + 5000}`)
+	ha := f.hold(10*time.Second, `set a {owner: "x"} where run_at <= now() limit 1 returning id`)
+	hb := f.hold(10*time.Second, `set b {owner: "x"} where run_at <= now() limit 1 returning id`)
+	f.settle(2)
+	clk.Advance(999)
+	time.Sleep(20 * time.Millisecond)
+	ha.still(t)
+	clk.Advance(1)
+	if o := ha.answer(t, time.Second); o.answer != `[{"id":1}]` {
+		t.Fatalf("a: %+v", o)
+	}
+	time.Sleep(20 * time.Millisecond)
+	hb.still(t)
+	clk.Advance(4000)
+	if o := hb.answer(t, time.Second); o.answer != `[{"id":1}]` {
+		t.Fatalf("b: %+v", o)
+	}
+}
+
+func TestLapsingLeaseWakes(t *testing.T) {
+	clk := clock.NewManual()
+	f := newFixture(t, clk)
+	f.exec(jobs)
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	f.exec(claim, "dies") // leased for 30 s, never acked
+	h := f.hold(10*time.Second, claim, "w2")
+	f.settle(1)
+	clk.Advance(29999)
+	time.Sleep(20 * time.Millisecond)
+	h.still(t)
+	clk.Advance(1)
+	if o := h.answer(t, time.Second); o.answer != `[{"id":1}]` {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestFirstComeFirstServed(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	var hs []*held
+	for i := 0; i < 5; i++ {
+		hs = append(hs, f.hold(5*time.Second, claim, fmt.Sprintf("w%d", i)))
+		f.settle(i + 1)
+	}
+	f.exec(`put jobs [{run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}]`)
+	for i, h := range hs {
+		if o := h.answer(t, time.Second); o.answer != fmt.Sprintf(`[{"id":%d}]`, i+1) {
+			t.Errorf("claim %d got %+v", i, o)
+		}
+	}
+	// One job, five held claims: one takes it, four stay held.
+	hs = hs[:0]
+	for i := 0; i < 5; i++ {
+		hs = append(hs, f.hold(5*time.Second, claim, fmt.Sprintf("v%d", i)))
+		f.settle(i + 1)
+	}
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	if o := hs[0].answer(t, time.Second); o.answer != `[{"id":6}]` {
+		t.Fatalf("the longest held got %+v", o)
+	}
+	time.Sleep(20 * time.Millisecond)
+	for _, h := range hs[1:] {
+		h.still(t)
+	}
+	if f.hub.Held() != 4 {
+		t.Errorf("held %d", f.hub.Held())
+	}
+}
+
+func TestNearestCourierTakesTheRide(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(`create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`)
+	courier := `set rides {owner: $1, run_at: now() + 30000} where run_at <= now() order distance(pickup, $2) limit 1 returning id, owner`
+	far := f.hold(5*time.Second, courier, "far", []any{29.10, 41.10})
+	near := f.hold(5*time.Second, courier, "near", []any{29.03, 41.05})
+	mid := f.hold(5*time.Second, courier, "mid", []any{29.05, 41.06})
+	f.settle(3)
+	f.exec(`put rides {pickup: [29.0290, 41.0490], run_at: now()}`)
+	if o := near.answer(t, time.Second); o.answer != `[{"id":1,"owner":"near"}]` {
+		t.Fatalf("near: %+v", o)
+	}
+	time.Sleep(20 * time.Millisecond)
+	far.still(t)
+	mid.still(t)
+	// The next ride, nearer the far courier, is the far courier's.
+	f.exec(`put rides {pickup: [29.09, 41.09], run_at: now()}`)
+	if o := far.answer(t, time.Second); o.answer != `[{"id":2,"owner":"far"}]` {
+		t.Fatalf("far: %+v", o)
+	}
+	mid.still(t)
+}
+
+func TestWaitEnds(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	h := f.hold(100*time.Millisecond, `set jobs {owner: "w"} where run_at <= now() order run_at limit 10 returning id`)
+	if o := h.answer(t, time.Second); o.err != nil || o.answer != `[]` {
+		t.Fatalf("%+v", o)
+	}
+	h = f.hold(100*time.Millisecond, `set jobs {owner: "w"} where run_at <= now() order run_at limit 1 require 1`)
+	o := h.answer(t, time.Second)
+	if engine.Code(o.err) != fenecql.CodeUnmet {
+		t.Fatalf("require at the end of the wait: %+v", o)
+	}
+	h = f.hold(100*time.Millisecond, `del jobs where run_at <= now() limit 1`)
+	if o := h.answer(t, time.Second); o.answer != `{"affected":0}` {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestCancelledClaimTakesNothing(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	h := f.hold(5*time.Second, claim, "gone")
+	f.settle(1)
+	h.cancel()
+	if o := h.answer(t, time.Second); !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("%+v", o)
+	}
+	f.settle(0)
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	if got := string(f.exec(`get jobs select owner`).AppendJSON(nil)); got != `[{"owner":null}]` {
+		t.Fatalf("the job: %s", got)
+	}
+	if got := string(f.exec(claim, "next").AppendJSON(nil)); got != `[{"id":1}]` {
+		t.Fatalf("next claim: %s", got)
+	}
+}
+
+func TestCloseAnswersHeld(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	h := f.hold(30*time.Second, claim, "w")
+	f.settle(1)
+	start := time.Now()
+	f.hub.Close()
+	if o := h.answer(t, time.Second); o.answer != `[]` || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("%+v after %v", o, time.Since(start))
+	}
+}
+
+// TestManyHeldIdle holds 1 000 claims on an empty queue and measures what
+// they cost: the CPU they burn while idle, and memory each.
+func TestManyHeldIdle(t *testing.T) {
+	f := newFixture(t, clock.System{})
+	f.exec(jobs)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var hs []*held
+	for i := 0; i < 1000; i++ {
+		hs = append(hs, f.hold(30*time.Second, claim, fmt.Sprintf("w%d", i)))
+	}
+	f.settle(1000)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	c0 := cpu()
+	time.Sleep(500 * time.Millisecond)
+	used := cpu() - c0
+	t.Logf("1000 held claims: %v CPU over 500 ms idle; %d bytes of heap each", used, (int64(after.HeapAlloc)-int64(before.HeapAlloc))/1000)
+	if used > 50*time.Millisecond {
+		t.Errorf("1000 idle held claims burned %v of CPU in 500 ms", used)
+	}
+	// One put reaches exactly one of them.
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	f.settle(999)
+	var mu sync.Mutex
+	took := 0
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		h.cancel()
+		wg.Add(1)
+		go func(h *held) {
+			defer wg.Done()
+			if o := h.answer(t, 5*time.Second); o.err == nil {
+				mu.Lock()
+				took++
+				mu.Unlock()
+			}
+		}(h)
+	}
+	wg.Wait()
+	if took != 1 {
+		t.Errorf("%d claims took the one job", took)
+	}
+	f.settle(0)
+}

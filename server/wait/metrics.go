@@ -1,0 +1,60 @@
+package wait
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the held claims' figures. A nil *Metrics counts nothing.
+type Metrics struct {
+	held   prometheus.Gauge
+	looks  prometheus.Counter
+	wakes  *prometheus.CounterVec
+	heldOf prometheus.Histogram
+}
+
+// NewMetrics registers the held-claim metrics with r.
+func NewMetrics(r prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenec_held_claims", Help: "Claims held at the server by Fenec-Wait now.",
+		}),
+		looks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_held_looks_total", Help: "Looks by the heads of held-claim lines.",
+		}),
+		wakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenec_held_wakeups_total", Help: "Times held claims were woken, by cause (write, time).",
+		}, []string{"cause"}),
+		heldOf: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "fenec_held_seconds", Help: "How long claims were held.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30},
+		}),
+	}
+	r.MustRegister(m.held, m.looks, m.wakes, m.heldOf)
+	return m
+}
+
+func (m *Metrics) setHeld(n int) {
+	if m != nil {
+		m.held.Set(float64(n))
+	}
+}
+
+func (m *Metrics) looked(n int) {
+	if m != nil {
+		m.looks.Add(float64(n))
+	}
+}
+
+func (m *Metrics) wake(cause string) {
+	if m != nil {
+		m.wakes.WithLabelValues(cause).Inc()
+	}
+}
+
+func (m *Metrics) heldFor(d time.Duration) {
+	if m != nil {
+		m.heldOf.Observe(d.Seconds())
+	}
+}

@@ -1,0 +1,129 @@
+package wait
+
+import (
+	"time"
+
+	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/engine"
+)
+
+// loop is the hub's one goroutine: it runs a round whenever a write, a
+// claim's arrival or departure, or the time calls for one.
+func (h *Hub) loop() {
+	defer close(h.done)
+	for {
+		select {
+		case <-h.closing:
+			return
+		case <-h.kick:
+		case <-h.timer.C:
+			h.timeMoved()
+		}
+		next := h.round()
+		h.timer.Stop()
+		if !next.IsZero() {
+			h.timer.Reset(time.Until(next))
+		}
+	}
+}
+
+// round has the head of every line on a written collection look, all under
+// one read lock, and gives the turn to the claim that ranks a row first;
+// the rest stay held and look again once its run is done. It answers when
+// the loop should next wake by itself (zero: only when told).
+func (h *Hub) round() time.Time {
+	h.mu.Lock()
+	now := time.Now()
+	var next time.Time
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	var lines []*line
+	seen := map[*line]bool{}
+	for c := range h.dirty {
+		busy := false
+		for l := range h.byColl[c] {
+			busy = busy || l.running != nil
+		}
+		if busy {
+			continue // looked at again when the running claim reports
+		}
+		delete(h.dirty, c)
+		for l := range h.byColl[c] {
+			if seen[l] || len(l.waiters) == 0 {
+				continue
+			}
+			seen[l] = true
+			if gap := l.lastNil.Add(lookGap); now.Before(gap) {
+				for _, c := range l.colls {
+					h.dirty[c] = true
+				}
+				later(gap)
+				continue
+			}
+			lines = append(lines, l)
+		}
+	}
+	heads := make([]*waiter, len(lines))
+	reqs := make([][]engine.Parsed, len(lines))
+	for i, l := range lines {
+		heads[i] = l.waiters[0]
+		reqs[i] = heads[i].req.Parsed
+	}
+	h.mu.Unlock()
+
+	var bids []engine.Bid
+	if len(reqs) > 0 {
+		bids = h.db.Look(reqs)
+		h.metrics.looked(len(reqs))
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	best := -1
+	for i, b := range bids {
+		l, w := lines[i], heads[i]
+		if len(l.waiters) == 0 || l.waiters[0] != w || l.running != nil {
+			continue // it left, or the line moved on, while we looked
+		}
+		switch {
+		case b.Err != nil:
+			h.give(l, w) // its run answers the error at once
+		case b.Takes:
+			if best < 0 || beats(b, w.seq, bids[best], heads[best].seq) {
+				best = i
+			}
+		default:
+			l.lastNil = now
+			l.due = 0
+			if b.HasDue {
+				l.due = b.Due
+			}
+		}
+	}
+	if best >= 0 {
+		h.give(lines[best], heads[best])
+	}
+	// The system clock wakes lines whose rows come due by time alone; a
+	// manual clock wakes them as it is moved.
+	if _, manual := h.clk.(*clock.Manual); !manual {
+		ms := h.clk.NowMS()
+		for _, l := range h.lines {
+			if l.due != 0 && len(l.waiters) > 0 {
+				later(now.Add(time.Duration(l.due-ms) * time.Millisecond))
+			}
+		}
+	}
+	return next
+}
+
+// give hands a line's head the turn to run.
+func (h *Hub) give(l *line, w *waiter) {
+	l.running = w
+	select {
+	case w.turn <- struct{}{}:
+	default:
+	}
+}

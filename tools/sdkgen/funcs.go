@@ -1,0 +1,91 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"text/template"
+	"unicode"
+)
+
+// funcs are the helpers every template may use.
+var funcs = template.FuncMap{
+	"camel":      camel,
+	"pascal":     pascal,
+	"snake":      snake,
+	"upperSnake": func(s string) string { return strings.ToUpper(snake(s)) },
+	"json":       toJSON,
+	"lines":      lines,
+}
+
+// words splits an identifier, a header name or a path at '-', '_', '/',
+// spaces and lower-to-upper case changes: "Fenec-Wait" and "moveClock" are
+// two words each.
+func words(s string) []string {
+	var out []string
+	var cur []rune
+	flush := func() {
+		if len(cur) > 0 {
+			out = append(out, string(cur))
+			cur = cur[:0]
+		}
+	}
+	runes := []rune(s)
+	for i, r := range runes {
+		switch {
+		case r == '-' || r == '_' || r == '/' || unicode.IsSpace(r):
+			flush()
+		case unicode.IsUpper(r) && i > 0 && unicode.IsLower(runes[i-1]):
+			flush()
+			cur = append(cur, r)
+		default:
+			cur = append(cur, r)
+		}
+	}
+	flush()
+	return out
+}
+
+func pascal(s string) string {
+	var b strings.Builder
+	for _, w := range words(s) {
+		r := []rune(strings.ToLower(w))
+		r[0] = unicode.ToUpper(r[0])
+		b.WriteString(string(r))
+	}
+	return b.String()
+}
+
+func camel(s string) string {
+	p := []rune(pascal(s))
+	if len(p) > 0 {
+		p[0] = unicode.ToLower(p[0])
+	}
+	return string(p)
+}
+
+func snake(s string) string {
+	ws := words(s)
+	for i, w := range ws {
+		ws[i] = strings.ToLower(w)
+	}
+	return strings.Join(ws, "_")
+}
+
+// toJSON writes a value as a JSON literal: a string quoted, nil as null.
+func toJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// lines splits a description into its lines, trailing blanks dropped.
+func lines(s string) []string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	ls := strings.Split(s, "\n")
+	for i, l := range ls {
+		ls[i] = strings.TrimRight(l, " \t")
+	}
+	return ls
+}
