@@ -14,6 +14,7 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
+	"github.com/fenecdb/fenec/server/wait"
 )
 
 // statementBody is one statement as it arrives: /query's body, or an item
@@ -31,10 +32,12 @@ type request struct {
 	text  []string // each statement's text, for the slow log
 	key   string   // Idempotency-Key; "" when none
 	fp    fingerprint
+	wait  *time.Duration // Fenec-Wait; nil when not sent
+	scope string         // who asks, as far as access rules narrow the rows
 }
 
 // Query is POST /query. Fenec-Wait has been validated against the spec;
-// holding a claim is the held-claims layer's, which calls run again.
+// a held claim is the wait package's, which calls run again each turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -52,6 +55,7 @@ func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryP
 		return
 	}
 	req.key = deref(params.IdempotencyKey)
+	req.wait = waitOf(params.FenecWait)
 	s.serve(w, r, req)
 }
 
@@ -75,7 +79,16 @@ func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchP
 		return
 	}
 	req.key = deref(params.IdempotencyKey)
+	req.wait = waitOf(params.FenecWait)
 	s.serve(w, r, req)
+}
+
+func waitOf(ms *gen.FenecWait) *time.Duration {
+	if ms == nil {
+		return nil
+	}
+	d := time.Duration(*ms) * time.Millisecond
+	return &d
 }
 
 // decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
@@ -128,9 +141,18 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 // serve answers a parsed request: the first answer again for an
 // Idempotency-Key already used, else the answer of running it.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
+	if req.wait != nil {
+		if err := engine.Holdable(req.stmts); err != nil {
+			writeError(w, engineError(err, req.batch))
+			return
+		}
+	}
 	// Reads write nothing, so a key on them only has them run again.
 	if req.key == "" || !req.write {
-		rs, err := s.run(r.Context(), req, nil)
+		rs, err := s.execute(r.Context(), req, nil)
+		if r.Context().Err() != nil {
+			return // the client went away: nobody to answer
+		}
 		if err != nil {
 			writeError(w, engineError(err, req.batch))
 			return
@@ -158,10 +180,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		return
 	}
 	var answer []byte
-	rs, err := s.run(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
+	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
 		return s.keyRecord(req, answer, rs[0].Seq)
 	})
+	if r.Context().Err() != nil {
+		return
+	}
 	if err != nil {
 		writeError(w, engineError(err, req.batch))
 		return
@@ -169,12 +194,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	writeAnswer(w, answer, true, rs[0].Seq, false)
 }
 
+// execute runs the request — held at the server, with Fenec-Wait, while
+// it would take nothing — and answers what it answered.
+func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+	if req.wait == nil {
+		return s.run(ctx, req, meta, false)
+	}
+	return s.hub.Hold(ctx, &wait.Request{
+		Parsed: req.stmts,
+		Scope:  req.scope,
+		Wait:   *req.wait,
+		Run: func(onlyIfTakes bool) ([]*engine.Result, error) {
+			return s.run(ctx, req, meta, onlyIfTakes)
+		},
+	})
+}
+
 // run runs the request's statements once: all or nothing, under one lock.
 // meta, when set, adds records committed with the write (an idempotency
-// key). A held claim calls run again each time it looks.
-func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+// key). With onlyIfTakes, a run that would take no row is undone and
+// answers engine.ErrNothingTaken: a held claim's turn that found nothing.
+func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, onlyIfTakes bool) ([]*engine.Result, error) {
 	start := time.Now()
-	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, OnlyIfTakes: onlyIfTakes})
+	if errors.Is(err, engine.ErrNothingTaken) {
+		return nil, err // a look that found nothing is not a statement run
+	}
 	took := time.Since(start)
 	kind := "batch"
 	if len(req.stmts) == 1 {

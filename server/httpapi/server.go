@@ -28,6 +28,7 @@ import (
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
+	"github.com/fenecdb/fenec/server/wait"
 )
 
 // Config configures a Server.
@@ -59,6 +60,7 @@ type Server struct {
 	mux     http.Handler
 	keys    keyLocks
 	token   tokenCheck
+	hub     *wait.Hub
 }
 
 // DefaultMaxBody and DefaultIdempotencyTTL are SPEC §3's defaults.
@@ -104,6 +106,8 @@ func New(cfg Config) (*Server, error) {
 		token:   newTokenCheck(cfg.Token),
 	}
 	s.metrics.watch(cfg.DB)
+	s.hub = wait.New(cfg.DB, cfg.DB.Clock(), wait.NewMetrics(s.metrics.reg))
+	cfg.DB.SetOnWrite(s.hub.Written)
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
 		// The spec's validation runs first, so the generated wrapper
 		// only fails where the two disagree; answer it the same way.
@@ -113,6 +117,10 @@ func New(cfg Config) (*Server, error) {
 	})
 	return s, nil
 }
+
+// Close answers every held claim at once with its empty answer; call it
+// when shutting down, before waiting for the requests in flight.
+func (s *Server) Close() { s.hub.Close() }
 
 // LoadSpec answers openapi.yaml as embedded in the binary, with its servers
 // dropped so that routes match a request's path whatever host it came to.

@@ -168,12 +168,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	var serveErr error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down: finishing the requests in flight")
+		log.Info("shutting down: answering held claims, finishing the requests in flight")
+		api.Close()
 		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		serveErr = srv.Shutdown(sctx)
 		cancel()
 	case serveErr = <-served:
 	}
+	api.Close()
 	stopSweep()
 	<-swept
 	if err := db.Close(); err != nil {
