@@ -6,7 +6,7 @@ GO ?= go
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: run build test test-venv generate check-generated fuzz-api bench
+.PHONY: run build test test-venv test-python generate check-generated fuzz-api bench wait-bench
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -32,7 +32,8 @@ check-generated:
 test: check-generated test-venv
 	cd server && $(GO) vet ./... && $(GO) test ./...
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
-	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/...
+	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
+	$(MAKE) test-python
 
 # .venv-test holds PyJWT, the second JWT library server/auth's interop test
 # mints tokens with; the test skips, saying so, only when it is missing.
@@ -42,6 +43,15 @@ test-venv: .venv-test/.installed
 	.venv-test/bin/pip install -q -r server/auth/testdata/requirements.txt
 	touch $@
 
+# The Python SDK: a venv under it (gitignored) with the package and its test
+# dependencies, mypy --strict, then pytest against bin/fenec.
+test-python: build sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/mypy --strict && .venv/bin/pytest -q
+sdks/python/.venv/.installed: sdks/python/pyproject.toml
+	python3 -m venv sdks/python/.venv
+	sdks/python/.venv/bin/pip install -q -e 'sdks/python[test]'
+	touch $@
+
 fuzz-api: build
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \
 		.venv-fuzz/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
@@ -49,3 +59,9 @@ fuzz-api: build
 
 bench:
 	cd server && $(GO) test -run '^$$' -bench . ./engine/... ./store/...
+
+# Held claims against a real server: put → held worker against polling,
+# delayed jobs' lateness, 1 000 idle held claims, the nearest of 10, 100 and
+# 1 000 held couriers.
+wait-bench: build
+	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec

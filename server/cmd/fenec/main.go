@@ -33,9 +33,13 @@ const usage = `fenec is the Fenec document database.
 
 Usage:
   fenec serve [flags]   serve a database file over HTTP (fenec serve --help)
+  fenec token [flags]   print a signed JWT (fenec token --help)
 `
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "token" {
+		os.Exit(tokenMain(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
@@ -63,6 +67,7 @@ const (
 
 type options struct {
 	http, file, sync, token, clock string
+	jwtSecret, jwtKeys, policy     string
 	idemTTL                        time.Duration
 	maxBody                        int64
 	slowMS                         int
@@ -77,6 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.file, "file", "fenec.db", "the SQLite database `file`; :memory: keeps nothing")
 	fs.StringVar(&o.sync, "sync", "always", "when a write reaches the disk (`always|<ms>|off`): always answers it once on disk, <ms> flushes at that interval, off at shutdown")
 	fs.StringVar(&o.token, "token", "", "bearer `token` every route but /_health needs (default $FENEC_TOKEN)")
+	fs.StringVar(&o.jwtSecret, "jwt-secret", "", "verify HS256 JWTs with this `secret` of 32 bytes or more; needs --policy (default $FENEC_JWT_SECRET)")
+	fs.StringVar(&o.jwtKeys, "jwt-keys", "", "verify JWTs with the keys of this JWKS `file` (oct: HS256, RSA: RS256), picked by kid; re-read when it changes; needs --policy")
+	fs.StringVar(&o.policy, "policy", "", "the policy `file` JWTs are held to (docs/access.md)")
 	fs.StringVar(&o.clock, "clock", "system", "the engine's clock: system, or manual (starts at 2026-05-03T09:20:00Z, moved by POST /_clock)")
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
@@ -94,6 +102,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if o.token == "" {
 		o.token = os.Getenv("FENEC_TOKEN")
+	}
+	if o.jwtSecret == "" {
+		o.jwtSecret = os.Getenv("FENEC_JWT_SECRET")
 	}
 	switch {
 	case o.clock != "system" && o.clock != "manual":
@@ -117,8 +128,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--sync: %w", err)
 	}
-	if o.token == "" && !o.insecure && !loopback(o.http) {
-		return fmt.Errorf("--http %s is reachable from other machines and no --token is set: set one, or pass --insecure", o.http)
+	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecure && !loopback(o.http) {
+		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 
@@ -128,13 +139,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		manual = clock.NewManual()
 		clk = manual
 	}
+	gate, err := newGate(o, clk, log)
+	if err != nil {
+		return err
+	}
 	metrics := httpapi.NewMetrics()
 	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit})
 	if err != nil {
 		return err
 	}
 	api, err := httpapi.New(httpapi.Config{
-		DB: db, Clock: manual, Token: o.token, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
+		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
 		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 	})
 	if err != nil {

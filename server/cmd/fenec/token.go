@@ -15,6 +15,18 @@ import (
 	"github.com/fenecdb/fenec/server/auth"
 )
 
+// tokenMain runs `fenec token` and answers its exit status.
+func tokenMain(args []string) int {
+	if err := tokenCmd(args, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(os.Stderr, "fenec token:", err)
+		return 1
+	}
+	return 0
+}
+
 // tokenCmd is `fenec token`: it prints a signed JWT, for operators and
 // tests. HS256 with --secret (or $FENEC_JWT_SECRET), RS256 with --key.
 //

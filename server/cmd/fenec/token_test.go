@@ -20,7 +20,7 @@ import (
 
 const tokenSecret = "0123456789abcdef0123456789abcdef"
 
-func runToken(t *testing.T, args ...string) (string, error) {
+func mintIn(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	err := tokenCmd(args, &out, &errOut)
@@ -50,7 +50,7 @@ func TestTokenCommand(t *testing.T) {
 		{"--secret", tokenSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail","n":12345678901234}`, "--ttl", "1h"},
 		{"--key", keyPEM, "--kid", "r1", "--claims", `{"sub":"w1","role":"worker","queue":"mail","n":12345678901234}`},
 	} {
-		tok, err := runToken(t, args...)
+		tok, err := mintIn(t, args...)
 		if err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
@@ -63,7 +63,7 @@ func TestTokenCommand(t *testing.T) {
 		}
 	}
 	// An exp in --claims wins over --ttl: here one long past.
-	tok, _ := runToken(t, "--secret", tokenSecret, "--claims", `{"exp": 1000}`)
+	tok, _ := mintIn(t, "--secret", tokenSecret, "--claims", `{"exp": 1000}`)
 	if _, err := v.Verify(tok); err == nil || !strings.HasPrefix(err.Error(), "token expired") {
 		t.Errorf("exp from --claims: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestTokenCommandErrors(t *testing.T) {
 		{[]string{"--secret", tokenSecret, "--key", "k.pem"}, "--secret and --key: give one"},
 		{[]string{"--key", "/nonexistent.pem"}, "no such file"},
 	} {
-		if _, err := runToken(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := mintIn(t, c.args...); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v, want %q", c.args, err, c.want)
 		}
 	}

@@ -219,3 +219,27 @@ func TestHeldClaimIdempotency(t *testing.T) {
 		t.Fatalf("the retry took a job: %s", r.Body)
 	}
 }
+
+// TestHeldBatch: a /batch holding a claim beside a read is held as one,
+// and answered with every statement's answer once the claim takes.
+func TestHeldBatch(t *testing.T) {
+	_, c := start(t, "--file", ":memory:")
+	c.MustQuery(jobsDDL)
+	out := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := c.Do("POST", "/batch", map[string]any{"statements": []map[string]any{
+			{"query": "get jobs count", "params": []any{}},
+			{"query": claimOne, "params": []any{"w1"}},
+		}}, map[string]string{"Fenec-Wait": "30000"})
+		if err != nil {
+			t.Error(err)
+		}
+		out <- r
+	}()
+	awaitHeld(t, c, 1)
+	c.MustQuery("put jobs {run_at: now(), attempts: 0}")
+	r := answerOf(t, out, 2*time.Second)
+	if r.Status != 200 || string(r.Body) != "{\"results\":[[{\"count\":1}],[{\"id\":1,\"owner\":\"w1\"}]]}\n" {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+}

@@ -27,7 +27,7 @@ type figure struct {
 
 func main() {
 	bin := flag.String("fenec", "bin/fenec", "the fenec `binary` to benchmark")
-	only := flag.String("only", "wake,delayed,couriers", "comma-separated `parts` to run: wake, delayed, couriers")
+	only := flag.String("only", "wake,delayed,idle,couriers", "comma-separated `parts` to run: wake, delayed, idle, couriers")
 	samples := flag.Int("samples", 300, "jobs put per wake measurement")
 	out := flag.String("json", "", "also write the figures to this JSON `file`")
 	flag.Parse()
@@ -40,6 +40,8 @@ func main() {
 			fs, err = wake(*bin, *samples)
 		case "delayed":
 			fs, err = delayed(*bin, *samples/3)
+		case "idle":
+			fs, err = idle(*bin, 1000)
 		case "couriers":
 			fs, err = couriers(*bin, []int{10, 100, 1000}, 100)
 		default:

@@ -74,9 +74,23 @@ func (s *server) cpu() time.Duration {
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
+// rss answers the server process's resident memory, from /proc.
+func (s *server) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	pages, _ := strconv.ParseInt(f[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
 // query sends one statement, held up to wait (0: not held), and answers
 // the rows (nil for a count answer) or the error.
 func (s *server) query(q string, params []any, wait time.Duration) ([]map[string]any, error) {
+	if params == nil {
+		params = []any{}
+	}
 	body, _ := json.Marshal(map[string]any{"query": q, "params": params})
 	req, err := http.NewRequest("POST", s.url+"/query", bytes.NewReader(body))
 	if err != nil {

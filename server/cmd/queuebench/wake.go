@@ -206,7 +206,7 @@ func (s *server) awaitHeld(n int) error {
 		if held, err := s.held(); err == nil && held == n {
 			return nil
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 	return fmt.Errorf("the server did not hold %d claims in 30 s", n)
 }
@@ -228,4 +228,34 @@ func (s *server) held() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no fenec_held_claims in /_metrics")
+}
+
+// idle holds n claims on an empty queue and measures what they cost the
+// server while nothing happens: CPU over two seconds, and memory each.
+func idle(bin string, n int) ([]figure, error) {
+	s, err := startServer(bin, "--file", ":memory:")
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	s.must(jobsSchema)
+	rss0 := s.rss()
+	var stop atomic.Bool
+	for i := 0; i < n; i++ {
+		go func() {
+			for !stop.Load() {
+				s.query(claimOne, []any{"w"}, 30*time.Second)
+			}
+		}()
+	}
+	if err := s.awaitHeld(n); err != nil {
+		return nil, err
+	}
+	rss := s.rss() - rss0
+	cpu0 := s.cpu()
+	time.Sleep(2 * time.Second)
+	cpu := s.cpu() - cpu0
+	stop.Store(true)
+	return []figure{{Name: fmt.Sprintf("%d claims held on an empty queue, idle", n), Value: float64(cpu) / float64(2*time.Second) * 100, Unit: "% of a core",
+		Note: fmt.Sprintf("%.1f KiB of server memory (RSS) per held claim", float64(rss)/1024/float64(n))}}, nil
 }

@@ -1,0 +1,316 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
+)
+
+// accessPolicy is docs/access.md's worker policy.
+const accessPolicy = `# Workers take their own queue's jobs and see only the jobs they hold.
+jobs read where owner = $jwt.sub for worker
+jobs update(owner, run_at, attempts) where queue = $jwt.queue and run_at <= now() and new.owner = $jwt.sub and new.attempts = attempts + 1 for worker
+jobs update(run_at) where owner = $jwt.sub for worker
+jobs update(owner, run_at, error) where owner = $jwt.sub and new.owner is null for worker
+jobs delete where owner = $jwt.sub for worker
+
+# The application enqueues, and reads nothing back.
+jobs insert for producer
+`
+
+const accessSecret = "0123456789abcdef0123456789abcdef"
+
+// mintToken runs `fenec token` with args.
+func mintToken(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(bin, append([]string{"token"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("fenec token %v: %v", args, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func writeFile(t *testing.T, path, data string) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func octJWKS(t *testing.T, keys map[string]string) string {
+	t.Helper()
+	var ks []any
+	for kid, secret := range keys {
+		ks = append(ks, map[string]string{"kty": "oct", "kid": kid, "k": base64.RawURLEncoding.EncodeToString([]byte(secret))})
+	}
+	b, err := json.Marshal(map[string]any{"keys": ks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// body is an answer's body without its closing newline.
+func body(r *apitest.Response) string { return strings.TrimSpace(string(r.Body)) }
+
+// as answers a client sending token.
+func as(c *apitest.Client, token string) *apitest.Client {
+	return &apitest.Client{T: c.T, Base: c.Base, Token: token}
+}
+
+// refused sends q and checks the refusal's status and message.
+func refused(t *testing.T, c *apitest.Client, q string, status int, msg string) {
+	t.Helper()
+	r, err := c.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct{ Error string }
+	_ = json.Unmarshal(r.Body, &e)
+	if r.Status != status || !strings.Contains(e.Error, msg) {
+		t.Errorf("%s: %d %s, want %d containing %q", q, r.Status, r.Body, status, msg)
+	}
+}
+
+// TestWorkerToken is docs/access.md's worker, over HTTP against a real
+// `fenec serve`: a worker token of the mail queue takes only mail jobs,
+// changes nothing a claim should not, claims for no one else, keeps the
+// attempts count, is answered only what it may read, and acks only its
+// own jobs.
+func TestWorkerToken(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.txt")
+	writeFile(t, policy, accessPolicy)
+	_, admin := start(t, "--file", ":memory:", "--clock", "manual", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
+	admin.Token = "admin"
+	tok := func(claims string) string { return mintToken(t, "--secret", accessSecret, "--claims", claims) }
+	w1 := as(admin, tok(`{"sub":"w1","role":"worker","queue":"mail"}`))
+	w2 := as(admin, tok(`{"sub":"w2","role":"worker","queue":"sms"}`))
+	app := as(admin, tok(`{"sub":"app","role":"producer"}`))
+
+	admin.MustQuery(`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	admin.MustQuery(`create collection secrets (v text)`)
+	app.MustQuery(`put jobs [{queue: "mail", payload: {"to": "ada@example.com"}, run_at: now(), attempts: 0}, {queue: "sms", payload: {"to": "+15550100"}, run_at: now(), attempts: 0}, {queue: "mail", payload: {"to": "bo@example.com"}, run_at: now(), attempts: 0}]`)
+	all := func() string { return body(admin.MustQuery(`get jobs`)) }
+	before := all()
+
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"to": "eve@example.com"}} where run_at <= now() order run_at limit 10`, 403, "policy line 3 lets this token change only owner, run_at, attempts of jobs, and this changes payload")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10`, 403, "and this changes error")
+	refused(t, w1, `set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, 403, "document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`, 403, "breaks policy line 3")
+	if after := all(); after != before {
+		t.Fatalf("refused claims wrote:\n%s\n%s", before, after)
+	}
+
+	// The claim takes the mail jobs only, and is answered them.
+	if got := string(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, queue, owner`).Body); got != `[{"id":1,"queue":"mail","owner":"w1"},{"id":3,"queue":"mail","owner":"w1"}]` {
+		t.Fatalf("claim: %s", got)
+	}
+	if got := body(w1.MustQuery(`get jobs select id`)); got != `[{"id":1},{"id":3}]` {
+		t.Errorf("w1 reads %s", got)
+	}
+	// returning * answers only what the read rule admits: a job given
+	// back is no longer w1's to read, though the write happens.
+	if got := string(w1.MustQuery(`set jobs {owner: null, error: "smtp timeout", run_at: now() + 1000} where id = 1 and owner = "w1" returning *`).Body); got != `[]` {
+		t.Errorf("returning past the read rule: %s", got)
+	}
+	if got := body(admin.MustQuery(`get jobs select owner, error where id = 1`)); got != `[{"owner":null,"error":"smtp timeout"}]` {
+		t.Errorf("the fail did not write: %s", got)
+	}
+	// w2 claims the sms job; w1 cannot ack it.
+	if got := string(w2.MustQuery(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id`).Body); got != `[{"id":2}]` {
+		t.Fatalf("w2's claim: %s", got)
+	}
+	refused(t, w1, `del jobs where id = 2 require 1`, 412, "`del jobs` wrote 0 rows, and requires 1")
+	refused(t, w1, `set jobs {run_at: now() + 60000} where id = 2 require 1`, 412, "wrote 0 rows")
+	if got := body(w1.MustQuery(`del jobs where id = 3 require 1`)); got != `{"affected":1}` {
+		t.Errorf("w1's own ack: %s", got)
+	}
+	if got := body(admin.MustQuery(`get jobs select id, owner`)); got != `[{"id":1,"owner":null},{"id":2,"owner":"w2"}]` {
+		t.Errorf("jobs left: %s", got)
+	}
+
+	refused(t, w1, `get secrets`, 404, "no collection secrets")
+	refused(t, app, `get jobs`, 404, "no collection jobs")
+	refused(t, w1, `put jobs {queue: "mail"}`, 403, "no policy rule lets this token insert into jobs")
+	refused(t, w1, `create collection x (a int)`, 403, "a token held to a policy changes no schema")
+	refused(t, w1, `drop collection jobs`, 403, "a token held to a policy changes no schema")
+}
+
+// A held claim runs under its token's scope: w1's waits for a mail job,
+// and the sms job put meanwhile is not one.
+func TestWorkerTokenHeldClaim(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.txt")
+	writeFile(t, policy, accessPolicy)
+	_, admin := start(t, "--file", ":memory:", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
+	admin.Token = "admin"
+	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`))
+	admin.MustQuery(`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+
+	answered := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := w1.Do("POST", "/query", map[string]any{"query": `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 1 returning id, queue`, "params": []any{}}, map[string]string{"Fenec-Wait": "10000"})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	admin.MustQuery(`put jobs {queue: "sms", run_at: now(), attempts: 0}`)
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case r := <-answered:
+		t.Fatalf("the held claim took an sms job: %d %s", r.Status, r.Body)
+	default:
+	}
+	admin.MustQuery(`put jobs {queue: "mail", run_at: now(), attempts: 0}`)
+	select {
+	case r := <-answered:
+		if r == nil || body(r) != `[{"id":2,"queue":"mail"}]` {
+			t.Fatalf("held claim: %v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held claim was not woken by a mail job")
+	}
+}
+
+func unauthorized(t *testing.T, c *apitest.Client, msg string) time.Duration {
+	t.Helper()
+	began := time.Now()
+	r, err := c.Query(`get jobs`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(began)
+	var e struct{ Error, Code string }
+	_ = json.Unmarshal(r.Body, &e)
+	if r.Status != 401 || e.Code != "unauthorized" || !strings.HasPrefix(e.Error, msg) || r.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("%d %s %v, want 401 %q", r.Status, r.Body, r.Header, msg)
+	}
+	return took
+}
+
+// Bad tokens are 401s that say what is wrong, and an address sending
+// them is slowed down until it sends a good one.
+func TestTokenRefusals(t *testing.T) {
+	dir := t.TempDir()
+	policy := filepath.Join(dir, "policy.txt")
+	writeFile(t, policy, accessPolicy)
+	_, admin := start(t, "--file", ":memory:", "--clock", "manual", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
+	admin.Token = "admin"
+	admin.MustQuery(`create collection jobs (queue text, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	// Every token is minted first: the waits measured below run from each
+	// refusal, and minting between them would eat into them.
+	w1 := mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`)
+	// The manual clock starts at 2026-05-03T09:20:00Z, so an exp a minute
+	// before it has passed.
+	expired := mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","exp":1777799940}`)
+	wrongKey := mintToken(t, "--secret", "another secret of thirty-two bytes!", "--claims", `{"sub":"w1"}`)
+	parts := strings.Split(w1, ".")
+	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + "."
+
+	unauthorized(t, as(admin, expired), "token expired (exp 2026-05-03T09:19:00Z)")
+	if took := unauthorized(t, as(admin, wrongKey), "token signature is invalid"); took < 90*time.Millisecond {
+		t.Errorf("the second bad token was answered in %v, not slowed down 100 ms", took)
+	}
+	if took := unauthorized(t, as(admin, none), `token alg "none" is not allowed`); took < 190*time.Millisecond {
+		t.Errorf("the third bad token was answered in %v, not slowed down 200 ms", took)
+	}
+	unauthorized(t, &apitest.Client{T: t, Base: admin.Base}, "missing bearer token")
+	// A good token waits its turn, then clears the address.
+	began := time.Now()
+	as(admin, w1).MustQuery(`get jobs`)
+	if took := time.Since(began); took < 700*time.Millisecond {
+		t.Errorf("the good token after four refusals took %v, want 800 ms", took)
+	}
+	began = time.Now()
+	as(admin, w1).MustQuery(`get jobs`)
+	if took := time.Since(began); took > 500*time.Millisecond {
+		t.Errorf("after a good token, requests still wait: %v", took)
+	}
+	// Expiry reads the server's clock: moved past exp, the token is refused.
+	var c struct{ Exp int64 }
+	payload, _ := base64.RawURLEncoding.DecodeString(parts[1])
+	json.Unmarshal(payload, &c)
+	admin.MustQuery(`get jobs`)
+	if r, _ := admin.Do("POST", "/_clock", map[string]any{"set_ms": c.Exp*1000 + 1000}, nil); r.Status != 200 {
+		t.Fatalf("moving the clock: %d %s", r.Status, r.Body)
+	}
+	unauthorized(t, as(admin, w1), "token expired")
+}
+
+// Keys rotate without a restart: add a key, sign with it, remove the old.
+func TestJWKSRotationOverHTTP(t *testing.T) {
+	dir := t.TempDir()
+	policy, keys := filepath.Join(dir, "policy.txt"), filepath.Join(dir, "jwks.json")
+	writeFile(t, policy, accessPolicy)
+	const old, next = "old secret, thirty-two bytes long", "new secret, thirty-two bytes long"
+	writeFile(t, keys, octJWKS(t, map[string]string{"k1": old}))
+	_, admin := start(t, "--file", ":memory:", "--token", "admin", "--jwt-keys", keys, "--policy", policy)
+	admin.Token = "admin"
+	admin.MustQuery(`create collection jobs (queue text, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	claims := `{"sub":"w1","role":"worker","queue":"mail"}`
+	oldTok := as(admin, mintToken(t, "--secret", old, "--kid", "k1", "--claims", claims))
+	newTok := as(admin, mintToken(t, "--secret", next, "--kid", "k2", "--claims", claims))
+
+	oldTok.MustQuery(`get jobs`)
+	unauthorized(t, newTok, `token kid "k2" is not a known key`)
+	writeFile(t, keys, octJWKS(t, map[string]string{"k1": old, "k2": next}))
+	time.Sleep(1100 * time.Millisecond) // the file is looked at once a second at most
+	newTok.MustQuery(`get jobs`)
+	oldTok.MustQuery(`get jobs`)
+	writeFile(t, keys, octJWKS(t, map[string]string{"k2": next}))
+	time.Sleep(1100 * time.Millisecond)
+	unauthorized(t, oldTok, `token kid "k1" is not a known key`)
+	newTok.MustQuery(`get jobs`)
+}
+
+// The server does not start on a bad policy, or with JWTs and no policy
+// (or the reverse), and says why.
+func TestAccessFlagsRefused(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "policy.txt")
+	writeFile(t, bad, "# workers\njobs read\njobs reed\n")
+	good := filepath.Join(dir, "good.txt")
+	writeFile(t, good, accessPolicy)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--jwt-secret", accessSecret, "--policy", bad}, bad + ` line 3, column 6: expected a grant (read, insert, update, update(...), delete, write), found "reed"`},
+		{[]string{"--jwt-secret", accessSecret}, "--jwt-secret and --jwt-keys need --policy"},
+		{[]string{"--policy", good}, "--policy needs --jwt-secret or --jwt-keys"},
+		{[]string{"--jwt-secret", "short", "--policy", good}, "--jwt-secret has 5 bytes; HS256 needs at least 32"},
+		{[]string{"--jwt-keys", filepath.Join(dir, "none.json"), "--policy", good}, "no such file"},
+	} {
+		cmd := exec.Command(bin, append([]string{"serve", "--file", ":memory:", "--http", "127.0.0.1:0"}, c.args...)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		done := make(chan error, 1)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("%v: %v %q, want %q", c.args, err, stderr.String(), c.want)
+			}
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("%v: the server started", c.args)
+		}
+	}
+}
