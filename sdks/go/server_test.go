@@ -1,14 +1,15 @@
 package fenecdb_test
 
 import (
-	"bufio"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
-	"strings"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -91,23 +92,11 @@ func mustQuery(t *testing.T, db *fenecdb.DB, query string, params ...any) fenecd
 // heldClaims reads the server's fenec_held_claims gauge.
 func heldClaims(t *testing.T, api *gen.Client) int {
 	t.Helper()
-	resp, err := api.Metrics(context.Background())
+	n, err := fenectest.HeldClaims(api.Server)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "fenec_held_claims "); ok {
-			n, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return int(n)
-		}
-	}
-	t.Fatal("no fenec_held_claims in /_metrics")
-	return 0
+	return n
 }
 
 // eventually polls cond every 10 ms for up to 10 s.
@@ -281,4 +270,38 @@ func TestIdempotentReplay(t *testing.T) {
 	if n, _ := db.From("jobs").Where("owner", nil).Count(ctx); n != 1 {
 		t.Fatalf("the replay claimed again: %d jobs left unclaimed, want 1", n)
 	}
+}
+
+// TestForbidden: a JWT whose policy grants only reads is refused a write.
+func TestForbidden(t *testing.T) {
+	const secret = "a-secret-of-thirty-two-bytes-or-more"
+	policy := filepath.Join(t.TempDir(), "policy")
+	if err := os.WriteFile(policy, []byte("jobs read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, api := server(t, "--token", "admin", "--jwt-secret", secret, "--policy", policy)
+	mustQuery(t, connect(t, api.Server, fenecdb.WithToken("admin")), jobsSchema)
+	reader := connect(t, api.Server, fenecdb.WithToken(hs256(t, secret, map[string]any{"sub": "r1", "exp": time.Now().Add(time.Hour).Unix()})))
+	if _, err := reader.From("jobs").Rows(context.Background()); err != nil {
+		t.Fatalf("a read: %v", err)
+	}
+	_, err := reader.From("jobs").Insert(context.Background(), fenecdb.D("attempts", 0))
+	var fe *fenecdb.Error
+	if !errors.As(err, &fe) || fe.Status != 403 || fe.Code != fenecdb.CodeForbidden {
+		t.Fatalf("got %v, want 403", err)
+	}
+}
+
+// hs256 signs claims as a JWT with secret.
+func hs256(t *testing.T, secret string, claims map[string]any) string {
+	t.Helper()
+	enc := base64.RawURLEncoding
+	body, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString(body)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(signed))
+	return signed + "." + enc.EncodeToString(mac.Sum(nil))
 }

@@ -104,3 +104,40 @@ func BenchmarkPut(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNearest times the nearest ready ride to a point, walked by the
+// @geo index (an R-tree searched nearest-first), over a city of rides.
+func BenchmarkNearest(b *testing.B) {
+	for _, n := range []int{1000, 100000, 1000000} {
+		b.Run(fmt.Sprintf("rides=%d", n), func(b *testing.B) {
+			db, _ := openMem(b)
+			mustExec(b, db, `create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`)
+			for i := 0; i < n; i += 1000 {
+				var sb strings.Builder
+				sb.WriteString("put rides [")
+				for k := 0; k < 1000 && i+k < n; k++ {
+					if k > 0 {
+						sb.WriteString(",")
+					}
+					x := uint64(i+k) * 2654435761
+					fmt.Fprintf(&sb, `{pickup: [%f, %f], run_at: now()}`, 29+float64(x%1190)/10000, 41+float64((x/1190)%900)/10000)
+				}
+				sb.WriteString("]")
+				mustExec(b, db, sb.String())
+			}
+			q := `get rides select id where run_at <= now() order distance(pickup, $1) limit 1`
+			times := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				p := vals([]any{29 + float64(i%119)/1000, 41 + float64(i%90)/1000})
+				start := time.Now()
+				if _, err := db.Exec(context.Background(), q, p); err != nil {
+					b.Fatal(err)
+				}
+				times = append(times, time.Since(start))
+			}
+			b.StopTimer()
+			percentiles(b, times)
+		})
+	}
+}

@@ -60,5 +60,6 @@ def work(
 
 
 if __name__ == "__main__":
-    with fenecdb.connect(os.environ.get("FENEC_URL", "http://127.0.0.1:8080"), token=os.environ.get("FENEC_TOKEN")) as db:
+    url = os.environ.get("FENEC_URL", "http://127.0.0.1:8080")
+    with fenecdb.connect(url, token=os.environ.get("FENEC_TOKEN")) as db:
         work(db)

@@ -48,9 +48,13 @@ async def work(db: fenecdb.AsyncClient, send: Callable[[str], Awaitable[None]] =
                 backoff = 1000 * 2 ** job["attempts"]
                 # Unmet: the lease lapsed and another worker has the job now.
                 with contextlib.suppress(fenecdb.FenecError):
-                    await jobs.where("id", job["id"]).where("owner", owner).update(
-                        {"owner": None, "run_at": expr("now() + ?", backoff)},
-                        require=1,
+                    await (
+                        jobs.where("id", job["id"])
+                        .where("owner", owner)
+                        .update(
+                            {"owner": None, "run_at": expr("now() + ?", backoff)},
+                            require=1,
+                        )
                     )
 
 

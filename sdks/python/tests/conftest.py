@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator, List
 
@@ -53,6 +54,13 @@ class Server:
         m = re.search(r"^fenec_held_claims (\S+)$", r.answer(), re.M)
         assert m, "no fenec_held_claims in /_metrics"
         return float(m.group(1))
+
+    def until_held(self, n: int, timeout: float = 5) -> None:
+        """Waits until ``n`` claims are held at the server."""
+        deadline = time.monotonic() + timeout
+        while (held := self.held_claims()) != n:
+            assert time.monotonic() < deadline, f"{held:g} claims held at the server after {timeout} s, not {n}"
+            time.sleep(0.01)
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -51,13 +51,25 @@ func (d *deliveries) send(_ context.Context, to string) error {
 // (the queue ends empty).
 func TestWorkersDrainQueue(t *testing.T) {
 	const jobs = 500
-	db, _ := connect(t)
+	db, url := connect(t)
 	d := &deliveries{sent: map[string]int{}, all: make(chan struct{}), want: jobs}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
 	for i := range 4 {
 		wg.Go(func() { errs <- newWorker(db, fmt.Sprintf("w%d", i), d.send).run(ctx) })
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		n, err := fenectest.HeldClaims(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claims held, want the 4 workers'", n)
+		}
 	}
 	for i := 0; i < jobs; i += 50 {
 		batch := make([]fenecdb.Doc, 50)

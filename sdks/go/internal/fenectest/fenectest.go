@@ -6,11 +6,13 @@ package fenectest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -137,6 +139,28 @@ func Advance(url string, ms int64) error {
 		return fmt.Errorf("POST /_clock: status %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// HeldClaims reads the fenec_held_claims gauge of the server at url: how
+// many claims it holds for Fenec-Wait now.
+func HeldClaims(url string) (int, error) {
+	api, err := gen.NewClient(url)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := api.Metrics(context.Background())
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "fenec_held_claims "); ok {
+			n, err := strconv.ParseFloat(v, 64)
+			return int(n), err
+		}
+	}
+	return 0, errors.New("no fenec_held_claims in /_metrics")
 }
 
 // lockedBuffer keeps the server's log for a failure message; the process

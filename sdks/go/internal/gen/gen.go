@@ -571,6 +571,9 @@ type ClientInterface interface {
 
 	// Collections Every collection, with its fields, their types and indexes.
 	//
+	// A JWT held to a policy is shown only the collections it may read,
+	// each with the count of the documents it may read.
+	//
 	// Corresponds with GET /collections (the `Collections` operationId).
 	Collections(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -708,6 +711,9 @@ func (c *Client) Batch(ctx context.Context, params *BatchParams, body BatchJSONR
 }
 
 // Collections Every collection, with its fields, their types and indexes.
+//
+// A JWT held to a policy is shown only the collections it may read,
+// each with the count of the documents it may read.
 //
 // Corresponds with GET /collections (the `Collections` operationId).
 func (c *Client) Collections(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1117,6 +1123,9 @@ type ClientWithResponsesInterface interface {
 
 	// CollectionsWithResponse Every collection, with its fields, their types and indexes.
 	//
+	// A JWT held to a policy is shown only the collections it may read,
+	// each with the count of the documents it may read.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /collections (the `Collections` operationId).
@@ -1157,6 +1166,8 @@ type MoveClockResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
 	// JSON413 the response for an HTTP 413 `application/json` response
@@ -1178,6 +1189,11 @@ func (r MoveClockResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r MoveClockResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MoveClockResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -1270,6 +1286,8 @@ type MetricsResponse struct {
 	HTTPResponse *http.Response
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MetricsResponse401Headers
 }
@@ -1277,6 +1295,11 @@ type MetricsResponse struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r MetricsResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r MetricsResponse) GetJSON403() *Forbidden {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -1709,6 +1732,9 @@ func (c *ClientWithResponses) BatchWithResponse(ctx context.Context, params *Bat
 
 // CollectionsWithResponse Every collection, with its fields, their types and indexes.
 //
+// A JWT held to a policy is shown only the collections it may read,
+// each with the count of the documents it may read.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /collections (the `Collections` operationId).
@@ -1786,6 +1812,13 @@ func ParseMoveClockResponse(rsp *http.Response) (*MoveClockResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
@@ -1865,6 +1898,13 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	}
 

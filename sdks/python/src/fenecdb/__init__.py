@@ -77,9 +77,7 @@ def connect(url: str, *, token: Optional[str] = None, timeout: Optional[float] =
     return Client(url, token=token, timeout=timeout)
 
 
-def connect_async(
-    url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
-) -> AsyncClient:
+def connect_async(url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> AsyncClient:
     """An asyncio client of the Fenec server at ``url``; use it with
     ``async with``. Arguments as :func:`connect`."""
     return AsyncClient(url, token=token, timeout=timeout)

@@ -4,7 +4,7 @@ httpx, sending what the builder renders to the routes of openapi.yaml."""
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Type, TypeVar, Union, overload
+from typing import Any, List, Literal, Mapping, Optional, Sequence, Type, TypeVar, Union, overload
 
 import httpx
 
@@ -64,7 +64,8 @@ class _Base:
 class Client(_Base):
     """A blocking connection to a Fenec server; make one with
     :func:`fenecdb.connect`. Safe to share between threads. Close it (or use
-    ``with``) to release its connections."""
+    ``with``) to release its connections. ``transport`` replaces httpx's
+    (``httpx.MockTransport`` in tests)."""
 
     def __init__(
         self,
@@ -140,7 +141,6 @@ class Client(_Base):
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         self.close()
-
 
 
 class AsyncClient(_Base):
@@ -219,7 +219,6 @@ class AsyncClient(_Base):
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         await self.aclose()
-
 
 
 def _rows(answer: Answer) -> List[Row]:

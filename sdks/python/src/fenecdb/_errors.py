@@ -76,9 +76,7 @@ class Unavailable(FenecError):
     """503 ``unavailable``: the store failed, or the request was given up."""
 
 
-ERRORS: Dict[str, Type[FenecError]] = {
-    code: globals()[name] for code, name in _generated.ERROR_CLASS_NAMES.items()
-}
+ERRORS: Dict[str, Type[FenecError]] = {code: globals()[name] for code, name in _generated.ERROR_CLASS_NAMES.items()}
 """Each error code the contract names, and its class."""
 
 

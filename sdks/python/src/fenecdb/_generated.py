@@ -16,7 +16,9 @@ API_VERSION = "0.1.0"
 """The version of Fenec's HTTP API this transport was generated from."""
 
 HEADER_AUTHORIZATION = "Authorization"
-"""The server's `--token`. Without one configured, no token is needed."""
+"""The server's `--token` (full access), or a JWT verified with
+`--jwt-secret` or `--jwt-keys` and held to the rules of `--policy`
+(docs/access.md). Without any configured, no token is needed."""
 
 HEADER_FENEC_SEQ = "Fenec-Seq"
 """The database's change number after a request that wrote."""
@@ -177,7 +179,7 @@ def move_clock(
     body: "ClockMove",
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["ClockNow"]:
     """Move the manual clock (only under `fenec serve --clock manual`).
 
@@ -199,7 +201,7 @@ async def move_clock_async(
     body: "ClockMove",
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["ClockNow"]:
     """Move the manual clock (only under `fenec serve --clock manual`).
 
@@ -219,7 +221,7 @@ async def move_clock_async(
 def health(
     http: httpx.Client,
     *,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Health"]:
     """Whether the server is up. Needs no token."""
     request = _request(
@@ -236,7 +238,7 @@ def health(
 async def health_async(
     http: httpx.AsyncClient,
     *,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Health"]:
     """Whether the server is up. Needs no token."""
     request = _request(
@@ -254,7 +256,7 @@ def metrics(
     http: httpx.Client,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply[str]:
     """Prometheus metrics, in the text exposition format."""
     request = _request(
@@ -272,7 +274,7 @@ async def metrics_async(
     http: httpx.AsyncClient,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply[str]:
     """Prometheus metrics, in the text exposition format."""
     request = _request(
@@ -307,7 +309,7 @@ def batch(
     headers: Optional[BatchHeaders] = None,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["BatchAnswer"]:
     """Run statements all or nothing.
 
@@ -332,7 +334,7 @@ async def batch_async(
     headers: Optional[BatchHeaders] = None,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["BatchAnswer"]:
     """Run statements all or nothing.
 
@@ -355,9 +357,12 @@ def collections(
     http: httpx.Client,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Collections"]:
-    """Every collection, with its fields, their types and indexes."""
+    """Every collection, with its fields, their types and indexes.
+
+    A JWT held to a policy is shown only the collections it may read,
+    each with the count of the documents it may read."""
     request = _request(
         http,
         COLLECTIONS,
@@ -373,9 +378,12 @@ async def collections_async(
     http: httpx.AsyncClient,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Collections"]:
-    """Every collection, with its fields, their types and indexes."""
+    """Every collection, with its fields, their types and indexes.
+
+    A JWT held to a policy is shown only the collections it may read,
+    each with the count of the documents it may read."""
     request = _request(
         http,
         COLLECTIONS,
@@ -408,7 +416,7 @@ def query(
     headers: Optional[QueryHeaders] = None,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Answer"]:
     """Run one FenecQL statement.
 
@@ -432,7 +440,7 @@ async def query_async(
     headers: Optional[QueryHeaders] = None,
     *,
     token: Optional[str] = None,
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault] = httpx.USE_CLIENT_DEFAULT,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
 ) -> Reply["Answer"]:
     """Run one FenecQL statement.
 
@@ -456,7 +464,7 @@ def _request(
     body: Any,
     params: Dict[str, Any],
     token: Optional[str],
-    timeout: Union[httpx.Timeout, float, None, httpx._client.UseClientDefault],
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None],
 ) -> httpx.Request:
     headers = {name: str(value) for name, value in params.items() if value is not None}
     if token is not None:
