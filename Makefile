@@ -1,12 +1,14 @@
 # Fenec's tasks. `make test` is what CI runs (.ci/run): it needs Go and
-# python3 (a venv with PyJWT, for the JWT interop test) and fetches every
-# module and package it uses. `make fuzz-api` also needs curl.
+# python3 (a venv with PyJWT, for the JWT interop test) and node 20 with npm
+# (the JS SDK), and fetches every module and package it uses. `make fuzz-api`
+# also needs curl.
 SHELL := bash
 GO ?= go
+NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: run build test test-venv test-python generate check-generated fuzz-api bench wait-bench
+.PHONY: run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -14,26 +16,40 @@ build:
 run: build
 	./bin/fenec serve --file fenec.db --http 127.0.0.1:8080
 
-# Everything generated: the server skeleton (from openapi.yaml) and the
-# conformance cases (from docs/).
+# Everything generated: the server skeleton and the Go SDK's transport (from
+# openapi.yaml), and the conformance cases (from docs/).
 generate:
 	cd server && $(GO) tool oapi-codegen -config httpapi/gen/config.yaml ../openapi.yaml
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases
+	$(MAKE) generate-sdks
+	cd sdks/go && $(GO) generate ./...
 
 # Fails when a generated file is not what `make generate` makes now.
-check-generated:
+check-generated: sdks/js/node_modules/.package-lock.json
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	sed "s#^output: .*#output: $$tmp/api.gen.go#" server/httpapi/gen/config.yaml >"$$tmp/config.yaml" && \
 	(cd server && $(GO) tool oapi-codegen -config "$$tmp/config.yaml" ../openapi.yaml) && \
 	if ! diff -u server/httpapi/gen/api.gen.go "$$tmp/api.gen.go" >/dev/null; then \
 		echo "server/httpapi/gen/api.gen.go is stale: run make generate" >&2; exit 1; fi
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases -check
+	@# The Go SDK's transport: its //go:generate line, run into a temp file.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	cmd=$$(sed -n 's#^//go:generate ##p' sdks/go/internal/gen/doc.go) && \
+	sed "s#^output: .*#output: $$tmp/gen.go#" sdks/go/internal/gen/config.yaml >"$$tmp/config.yaml" && \
+	(cd sdks/go/internal/gen && $${cmd/-config config.yaml/-config $$tmp/config.yaml}) && \
+	if ! diff -u sdks/go/internal/gen/gen.go "$$tmp/gen.go" >/dev/null; then \
+		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
+	cd tools/sdkgen && $(GO) run . -root ../.. -check
+	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 
 test: check-generated test-venv
 	cd server && $(GO) vet ./... && $(GO) test ./...
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
 	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
 	$(MAKE) test-python
+	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
+	$(MAKE) test-js
+	$(MAKE) test-go-sdk
 
 # .venv-test holds PyJWT, the second JWT library server/auth's interop test
 # mints tokens with; the test skips, saying so, only when it is missing.
@@ -51,6 +67,25 @@ sdks/python/.venv/.installed: sdks/python/pyproject.toml
 	python3 -m venv sdks/python/.venv
 	sdks/python/.venv/bin/pip install -q -e 'sdks/python[test]'
 	touch $@
+
+# The Go SDK: vet, then its tests under -race against bin/fenec.
+test-go-sdk: build
+	cd sdks/go && $(GO) vet ./... && FENEC_BIN=$(CURDIR)/bin/fenec $(GO) test -race ./...
+
+# The JS/TS SDK: npm ci (again when package-lock.json changes), tsc (strict),
+# then node --test against bin/fenec.
+test-js: build sdks/js/node_modules/.package-lock.json
+	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+
+sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lock.json
+	cd sdks/js && $(NPM) ci --no-audit --no-fund
+	touch $@
+
+# Every SDK's generated transport (tools/sdkgen, from openapi.yaml) and the
+# builder golden file (conformance/builder-golden.json, by the JS builder).
+generate-sdks: sdks/js/node_modules/.package-lock.json
+	cd tools/sdkgen && $(GO) run . -root ../..
+	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js
 
 fuzz-api: build
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \

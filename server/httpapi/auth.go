@@ -1,46 +1,34 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/sha256"
-	"crypto/subtle"
 	"net/http"
-	"strings"
+
+	"github.com/fenecdb/fenec/server/auth"
 )
 
-// tokenCheck holds the server's --token as a digest: comparing digests of
-// equal length in constant time tells an attacker neither the token's
-// bytes nor its length.
-type tokenCheck struct {
-	on   bool
-	want [32]byte
+// accessKey keys the request's auth.Access in its context.
+type accessKey struct{}
+
+// admit lets a request in through the gate (401 when it may not come in)
+// and answers it carrying what it may do. A client that went away while
+// its address was being slowed down is answered nothing.
+func (s *Server) admit(r *http.Request) (*http.Request, *apiError) {
+	a, err := s.gate.Admit(r.Context(), r)
+	if err != nil {
+		if r.Context().Err() != nil {
+			return nil, nil
+		}
+		return nil, &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: err.Error()}
+	}
+	return r.WithContext(context.WithValue(r.Context(), accessKey{}, a)), nil
 }
 
-func newTokenCheck(token string) tokenCheck {
-	if token == "" {
-		return tokenCheck{}
-	}
-	return tokenCheck{on: true, want: sha256.Sum256([]byte(token))}
-}
-
-// check answers nil when the request may go on: no token is configured, or
-// it carries the right one as "Authorization: Bearer <token>".
-func (t tokenCheck) check(r *http.Request) *apiError {
-	if !t.on {
-		return nil
-	}
-	h := r.Header.Get("Authorization")
-	if h == "" {
-		return &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: "missing bearer token: send Authorization: Bearer <token>"}
-	}
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: "the Authorization header must be Bearer <token>"}
-	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(tok)))
-	if subtle.ConstantTimeCompare(got[:], t.want[:]) != 1 {
-		return &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: "invalid bearer token"}
-	}
-	return nil
+// access answers what the request may do: a nil Scope is full access.
+func access(r *http.Request) auth.Access {
+	a, _ := r.Context().Value(accessKey{}).(auth.Access)
+	return a
 }
 
 // identity names who sent the request, for idempotency fingerprints: a key

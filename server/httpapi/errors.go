@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,7 +65,13 @@ func writeError(w http.ResponseWriter, e *apiError) {
 		Code  string `json:"code"`
 		At    *int   `json:"at,omitempty"`
 	}{e.msg, e.code, e.at}
-	b, _ := json.Marshal(body) // two strings and an int: cannot fail
+	// Messages quote FenecQL (`run_at <= now()`), which HTML escaping
+	// would garble for every reader that is not a browser.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(body) // two strings and an int: cannot fail
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
@@ -20,11 +22,17 @@ func (s *Server) Health(w http.ResponseWriter, r *http.Request) {
 
 // Metrics is GET /_metrics.
 func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
+	if e := fullAccess(r, "GET /_metrics"); e != nil {
+		writeError(w, e)
+		return
+	}
 	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}).ServeHTTP(w, r)
 }
 
 // Collections is GET /collections. Its own types rather than gen's keep
-// each object's keys in the order a person reads them: name first.
+// each object's keys in the order a person reads them: name first. A
+// token held to a policy is shown the collections it may read, each with
+// the count of documents it may read: to it, the others are not there.
 func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 	type field struct {
 		Name  string  `json:"name"`
@@ -39,8 +47,16 @@ func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Collections []collection `json:"collections"`
 	}{Collections: []collection{}}
+	scope := access(r).Scope
 	for _, c := range s.db.Collections() {
 		gc := collection{Name: c.Name, Documents: c.Docs, Fields: make([]field, len(c.Fields))}
+		if scope != nil {
+			n, ok := s.readable(r.Context(), c.Name, scope)
+			if !ok {
+				continue
+			}
+			gc.Documents = n
+		}
 		for i, f := range c.Fields {
 			gc.Fields[i] = field{Name: f.Name, Type: f.Type.String()}
 			if f.Index != fenecql.NoIndex {
@@ -53,9 +69,37 @@ func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
+// readable answers how many documents of coll the scope may read, or false
+// when it may read none of the collection.
+func (s *Server) readable(ctx context.Context, coll string, scope *engine.Scope) (int, bool) {
+	st, err := fenecql.Parse("get " + coll + " count")
+	if err != nil {
+		return 0, false
+	}
+	rs, err := s.db.Run(ctx, []engine.Parsed{{Stmt: st, Scope: scope}})
+	if err != nil {
+		return 0, false
+	}
+	return int(rs[0].Rows[0][0].Int()), true
+}
+
+// fullAccess refuses (403) a token held to a policy: the operator's routes
+// are for the --token.
+func fullAccess(r *http.Request, route string) *apiError {
+	if access(r).Scope == nil {
+		return nil
+	}
+	return &apiError{status: http.StatusForbidden, code: string(fenecql.CodeForbidden),
+		msg: route + " needs the server's --token: a token held to a policy may not use it"}
+}
+
 // MoveClock is POST /_clock: only a server started with --clock manual has
 // a clock to move.
 func (s *Server) MoveClock(w http.ResponseWriter, r *http.Request) {
+	if e := fullAccess(r, "POST /_clock"); e != nil {
+		writeError(w, e)
+		return
+	}
 	if s.cfg.Clock == nil {
 		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound,
 			msg: "this server runs on the system clock: POST /_clock needs fenec serve --clock manual"})

@@ -108,7 +108,8 @@ func decodeStrict(body []byte, v any) error {
 // parse converts the parameters and parses the statements. Nothing has run
 // yet, so any error here writes nothing.
 func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statementBody) (*request, *apiError) {
-	req := &request{batch: batch, stmts: make([]engine.Parsed, len(sbs)), text: make([]string, len(sbs))}
+	a := access(r)
+	req := &request{batch: batch, stmts: make([]engine.Parsed, len(sbs)), text: make([]string, len(sbs)), scope: a.Key}
 	for i, sb := range sbs {
 		vals := make([]fenecql.Value, len(sb.Params))
 		for j, p := range sb.Params {
@@ -131,7 +132,7 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 			s.metrics.statement("unparsed", string(engine.Code(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals}, sb.Query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, sb.Query
 		req.write = req.write || engine.IsWrite(st)
 	}
 	req.fp = fingerprintOf(r, body)

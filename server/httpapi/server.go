@@ -5,7 +5,9 @@
 // nothing.
 //
 // A request goes through, in order: the route (404, 405), the token (401),
-// the body limit (413), the spec's validation (400), then its handler.
+// the body limit (413), the spec's validation (400), then its handler. A
+// JWT's access (package auth) goes with the request to the engine, which
+// holds its statements to it.
 package httpapi
 
 import (
@@ -25,6 +27,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
+	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
@@ -38,7 +41,11 @@ type Config struct {
 	// clock, and the route is then 404.
 	Clock *clock.Manual
 	// Token, when set, is the bearer token every route but /_health needs.
+	// It is ignored when Gate is set.
 	Token string
+	// Gate admits requests: the token, and JWTs held to a policy. Nil: a
+	// gate for Token alone.
+	Gate *auth.Gate
 	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
 	IdempotencyTTL time.Duration
 	// MaxBody is the largest request body accepted, in bytes.
@@ -59,7 +66,7 @@ type Server struct {
 	router  routers.Router
 	mux     http.Handler
 	keys    keyLocks
-	token   tokenCheck
+	gate    *auth.Gate
 	hub     *wait.Hub
 }
 
@@ -87,6 +94,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics()
 	}
+	if cfg.Gate == nil {
+		g, err := auth.NewGate(cfg.Token, nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Gate = g
+	}
 	spec, err := LoadSpec()
 	if err != nil {
 		return nil, err
@@ -103,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		spec:    spec,
 		router:  router,
 		keys:    keyLocks{held: map[string]*keyLock{}},
-		token:   newTokenCheck(cfg.Token),
+		gate:    cfg.Gate,
 	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, cfg.DB.Clock(), wait.NewMetrics(s.metrics.reg))
@@ -155,10 +169,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { s.metrics.request(route.Path, sw.status) }()
-	if e := s.check(r, route); e != nil {
-		if e.status == http.StatusUnauthorized {
+	if route.Path != "/_health" {
+		admitted, e := s.admit(r)
+		if e != nil {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="fenec"`)
+			writeError(sw, e)
+			return
 		}
+		if admitted == nil {
+			return // the client went away while its address was held back
+		}
+		r = admitted
+	}
+	if e := s.check(r, route); e != nil {
 		writeError(sw, e)
 		return
 	}
@@ -189,14 +212,9 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
-// check runs the token, the body limit and the spec's validation. The body
-// is read whole here, and left in r.Body for the handler.
+// check runs the body limit and the spec's validation. The body is read
+// whole here, and left in r.Body for the handler.
 func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
-	if route.Path != "/_health" {
-		if e := s.token.check(r); e != nil {
-			return e
-		}
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError

@@ -144,9 +144,10 @@ func (h *Hub) poke() {
 // queue. A cancelled ctx drops the claim at once: it takes nothing.
 func (h *Hub) Hold(ctx context.Context, req *Request) ([]*engine.Result, error) {
 	key, colls := lineKey(req.Parsed, req.Scope)
-	// A claim whose line already waits goes to its back: the rows go to
-	// the claims that have waited longest.
-	if !h.waiting(key) {
+	// A claim goes straight to the back of the queue while any held claim
+	// waits on its collections: a row goes to the claim that has waited
+	// longest, or bids best, never to the newest.
+	if !h.waiting(colls) {
 		rs, err := req.Run(true)
 		if !errors.Is(err, engine.ErrNothingTaken) {
 			return rs, err
@@ -268,10 +269,15 @@ func (h *Hub) turnDone(w *waiter) {
 	h.poke()
 }
 
-func (h *Hub) waiting(key string) bool {
+func (h *Hub) waiting(colls []string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.lines[key] != nil
+	for _, c := range colls {
+		if len(h.byColl[c]) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Close answers every held claim at once with its empty answer, and holds

@@ -43,27 +43,30 @@ func (h *Hub) round() time.Time {
 	var lines []*line
 	seen := map[*line]bool{}
 	for c := range h.dirty {
+		// The lines on a collection look together or not at all: a row
+		// goes to the best bid only once every claim that could beat it
+		// has looked.
+		var gap time.Time
 		busy := false
 		for l := range h.byColl[c] {
 			busy = busy || l.running != nil
+			if g := l.lastNil.Add(lookGap); g.After(gap) {
+				gap = g
+			}
 		}
 		if busy {
 			continue // looked at again when the running claim reports
 		}
+		if now.Before(gap) {
+			later(gap) // writes that come faster than this share one look
+			continue
+		}
 		delete(h.dirty, c)
 		for l := range h.byColl[c] {
-			if seen[l] || len(l.waiters) == 0 {
-				continue
+			if !seen[l] && len(l.waiters) > 0 {
+				seen[l] = true
+				lines = append(lines, l)
 			}
-			seen[l] = true
-			if gap := l.lastNil.Add(lookGap); now.Before(gap) {
-				for _, c := range l.colls {
-					h.dirty[c] = true
-				}
-				later(gap)
-				continue
-			}
-			lines = append(lines, l)
 		}
 	}
 	heads := make([]*waiter, len(lines))

@@ -14,7 +14,7 @@ import {
   type Statement,
   type WriteClauses,
 } from './render.js';
-import { collectionName, count, fieldName, type Raw } from './values.js';
+import { collectionName, fieldName, nonNegative, type Raw } from './values.js';
 
 /** A row as answered: its columns in order (`id` first for `*`). */
 export type Row = Record<string, unknown>;
@@ -104,12 +104,12 @@ export class Query<T extends Row = Row> {
 
   /** Takes at most `n` rows (a non-negative integer). */
   limit(n: number): Query<T> {
-    return this.#with({ limit: count('limit', n) });
+    return this.#with({ limit: nonNegative('limit', n) });
   }
 
   /** Skips `n` rows of a read (a non-negative integer). */
   offset(n: number): Query<T> {
-    return this.#with({ offset: count('offset', n) });
+    return this.#with({ offset: nonNegative('offset', n) });
   }
 
   /** Answers these fields (paths allowed) rather than every field. */

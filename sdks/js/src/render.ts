@@ -4,7 +4,7 @@
  * conformance/builder-golden.json.
  */
 
-import { count, Expr, fieldName, Inc, paramValue, Params, Raw } from './values.js';
+import { Expr, fieldName, Inc, nonNegative, paramValue, Params, Raw } from './values.js';
 
 /** One FenecQL statement and its parameters: what `POST /query` is sent. */
 export interface Statement {
@@ -164,7 +164,7 @@ function writeTail(opts: WriteClauses): string {
   else if (opts.returning !== undefined && opts.returning !== false) {
     throw new TypeError('returning takes true, false or a list of fields');
   }
-  if (opts.require !== undefined) out += ` require ${count('require', opts.require)}`;
+  if (opts.require !== undefined) out += ` require ${nonNegative('require', opts.require)}`;
   return out;
 }
 

@@ -24,7 +24,7 @@ export function fieldName(name: unknown): string {
 }
 
 /** Throws unless `n` is a non-negative safe integer; `what` names it in the message. */
-export function count(what: string, n: unknown): number {
+export function nonNegative(what: string, n: unknown): number {
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
     throw new TypeError(`${what} must be a non-negative integer, not ${show(n)}`);
   }

@@ -4,7 +4,10 @@
  */
 
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connect, type Db, expr, FenecError, inc, raw } from '../src/client.js';
@@ -40,6 +43,13 @@ async function refusal(p: Promise<unknown>): Promise<FenecError> {
   return err;
 }
 
+/** An HS256 JWT, expiring an hour after the manual clock's start. */
+function jwt(secret: string, claims: Record<string, unknown>): string {
+  const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  const body = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ ...claims, exp: 1777800000 + 3600 })}`;
+  return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
+}
+
 /** The claim of the seed page, sent with `wait`. */
 function claim(owner: string, wait: number, signal?: AbortSignal) {
   return db.from('jobs').where(raw('run_at <= now()')).order('run_at').limit(10)
@@ -60,6 +70,27 @@ describe('errors', () => {
       const err = await refusal(connect(server.url, opts).from('jobs').rows());
       assert.deepEqual([err.status, err.code], [401, 'unauthorized']);
     }
+  });
+
+  test('403 forbidden for a schema change by a token held to a policy', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'fenec-js-'));
+    const policy = join(dir, 'policy.txt');
+    writeFileSync(policy, 'jobs insert for producer\n');
+    const secret = 'a-secret-of-at-least-thirty-two-bytes';
+    const scoped = await startServer('--token', 'admin', '--jwt-secret', secret, '--policy', policy).catch((err: Error) => {
+      if (/flag provided but not defined/.test(err.message)) return undefined;
+      throw err;
+    });
+    if (!scoped) {
+      t.skip('this fenec has no --jwt-secret yet (the fake-fetch test maps 403)');
+      return;
+    }
+    t.after(() => scoped.stop());
+    await connect(scoped.url, { token: 'admin' }).query(SCHEMA[0]!);
+    const producer = connect(scoped.url, { token: jwt(secret, { sub: 'app', role: 'producer' }) });
+    assert.equal(await producer.from('jobs').insert({ attempts: 0 }), 1);
+    const err = await refusal(producer.query('drop collection jobs'));
+    assert.deepEqual([err.status, err.code], [403, 'forbidden']);
   });
 
   test('404 not_found for an unknown collection or field', async () => {

@@ -114,7 +114,7 @@ func TestWorkerToken(t *testing.T) {
 	}
 
 	// The claim takes the mail jobs only, and is answered them.
-	if got := string(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, queue, owner`).Body); got != `[{"id":1,"queue":"mail","owner":"w1"},{"id":3,"queue":"mail","owner":"w1"}]` {
+	if got := body(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, queue, owner`)); got != `[{"id":1,"queue":"mail","owner":"w1"},{"id":3,"queue":"mail","owner":"w1"}]` {
 		t.Fatalf("claim: %s", got)
 	}
 	if got := body(w1.MustQuery(`get jobs select id`)); got != `[{"id":1},{"id":3}]` {
@@ -122,14 +122,14 @@ func TestWorkerToken(t *testing.T) {
 	}
 	// returning * answers only what the read rule admits: a job given
 	// back is no longer w1's to read, though the write happens.
-	if got := string(w1.MustQuery(`set jobs {owner: null, error: "smtp timeout", run_at: now() + 1000} where id = 1 and owner = "w1" returning *`).Body); got != `[]` {
+	if got := body(w1.MustQuery(`set jobs {owner: null, error: "smtp timeout", run_at: now() + 1000} where id = 1 and owner = "w1" returning *`)); got != `[]` {
 		t.Errorf("returning past the read rule: %s", got)
 	}
 	if got := body(admin.MustQuery(`get jobs select owner, error where id = 1`)); got != `[{"owner":null,"error":"smtp timeout"}]` {
 		t.Errorf("the fail did not write: %s", got)
 	}
 	// w2 claims the sms job; w1 cannot ack it.
-	if got := string(w2.MustQuery(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id`).Body); got != `[{"id":2}]` {
+	if got := body(w2.MustQuery(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id`)); got != `[{"id":2}]` {
 		t.Fatalf("w2's claim: %s", got)
 	}
 	refused(t, w1, `del jobs where id = 2 require 1`, 412, "`del jobs` wrote 0 rows, and requires 1")
@@ -146,6 +146,26 @@ func TestWorkerToken(t *testing.T) {
 	refused(t, w1, `put jobs {queue: "mail"}`, 403, "no policy rule lets this token insert into jobs")
 	refused(t, w1, `create collection x (a int)`, 403, "a token held to a policy changes no schema")
 	refused(t, w1, `drop collection jobs`, 403, "a token held to a policy changes no schema")
+
+	// The operator's routes: /collections shows a worker only what it may
+	// read, and the clock is not its to move.
+	r, err := w2.Do("GET", "/collections", nil, nil)
+	var cs struct {
+		Collections []struct {
+			Name      string
+			Documents int
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.JSON(t, &cs)
+	if len(cs.Collections) != 1 || cs.Collections[0].Name != "jobs" || cs.Collections[0].Documents != 1 {
+		t.Errorf("w2's /collections: %s", body(r))
+	}
+	if r, err := w1.Do("POST", "/_clock", map[string]any{"advance_ms": 60000}, nil); err != nil || r.Status != 403 {
+		t.Errorf("w1 moved the clock: %v %v", err, r)
+	}
 }
 
 // A held claim runs under its token's scope: w1's waits for a mail job,

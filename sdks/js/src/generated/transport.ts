@@ -4,7 +4,9 @@
 export const API_VERSION = "0.1.0";
 
 /**
- * The server's `--token`. Without one configured, no token is needed.
+ * The server's `--token` (full access), or a JWT verified with
+ * `--jwt-secret` or `--jwt-keys` and held to the rules of `--policy`
+ * (docs/access.md). Without any configured, no token is needed.
  */
 export const HEADER_AUTHORIZATION = "Authorization";
 
@@ -254,6 +256,9 @@ export function batch(
 
 /**
  * Every collection, with its fields, their types and indexes.
+ *
+ * A JWT held to a policy is shown only the collections it may read,
+ * each with the count of the documents it may read.
  */
 export function collections(
   t: Transport,

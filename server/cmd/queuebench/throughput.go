@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// batchSize is the claim's page for every system: ten jobs a claim.
+const batchSize = 10
+
+// A queue is one system's job queue as the throughput runs drive it: Fenec
+// in process or over HTTP, PostgreSQL, Redis.
+type queue interface {
+	// fill tops the queue up to n ready jobs, in big batches.
+	fill(n int) error
+	// worker answers the i-th worker: its own connection, where the system
+	// has connections.
+	worker(i int) (worker, error)
+}
+
+// A worker takes one batch at a time and acks each job of it.
+type worker interface {
+	// step claims up to batchSize jobs and acks each one it won. It
+	// answers how long the claim took (every statement or round trip of
+	// it, not the acks), the jobs it read and the jobs it won: a claim in
+	// three statements reads jobs another worker takes before it writes
+	// them. read 0 is an empty queue.
+	step(ctx context.Context) (claim time.Duration, read, won int, err error)
+	close()
+}
+
+// A run is what a number of workers did in the run's time.
+type run struct {
+	jobs   int // acked
+	read   int // read by claims, won or not
+	took   time.Duration
+	claims []time.Duration
+}
+
+// drive runs n workers of q for d, or until the queue is empty, and
+// answers what they did. Each worker finishes the batch in hand, so no job
+// is left leased for the next run.
+func drive(q queue, n int, d time.Duration) (run, error) {
+	ws := make([]worker, n)
+	for i := range ws {
+		w, err := q.worker(i)
+		if err != nil {
+			for _, w := range ws[:i] {
+				w.close()
+			}
+			return run{}, err
+		}
+		ws[i] = w
+	}
+	defer func() {
+		for _, w := range ws {
+			w.close()
+		}
+	}()
+	var (
+		mu    sync.Mutex
+		total run
+		first error
+		wg    sync.WaitGroup
+	)
+	ctx := context.Background()
+	start := time.Now()
+	deadline := start.Add(d)
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine run
+			var err error
+			for time.Now().Before(deadline) {
+				var t time.Duration
+				var read, won int
+				t, read, won, err = w.step(ctx)
+				if err != nil || read == 0 {
+					break
+				}
+				mine.claims = append(mine.claims, t)
+				mine.read += read
+				mine.jobs += won
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			total.jobs += mine.jobs
+			total.read += mine.read
+			total.claims = append(total.claims, mine.claims...)
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	total.took = time.Since(start)
+	return total, first
+}
+
+// result turns a run into a table cell: jobs acked a second, the claim's
+// p50 and p99, and for claims that can lose races, the share they lost.
+func (r run) result(lossy bool) *result {
+	p50, p99 := percentiles(r.claims)
+	res := &result{JobsPerSec: float64(r.jobs) / r.took.Seconds(), P50: p50, P99: p99,
+		Note: fmt.Sprintf("%d jobs in %.1f s", r.jobs, r.took.Seconds())}
+	if lossy && r.read > 0 {
+		res.Value = 100 * float64(r.read-r.jobs) / float64(r.read)
+		res.Unit = "% of jobs read lost to another worker"
+	}
+	return res
+}
+
+// sweep fills q to n jobs before each worker count and drives it for d,
+// answering one result per count.
+func sweep(q queue, n int, workers []int, d time.Duration, lossy bool) ([]*result, error) {
+	var out []*result
+	for _, w := range workers {
+		if err := q.fill(n); err != nil {
+			return nil, err
+		}
+		r, err := drive(q, w, d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.result(lossy))
+	}
+	return out, nil
+}
