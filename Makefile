@@ -8,7 +8,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench
+.PHONY: run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -99,4 +99,19 @@ bench:
 # delayed jobs' lateness, 1 000 idle held claims, the nearest of 10, 100 and
 # 1 000 held couriers.
 wait-bench: build
-	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec
+	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -only wake,delayed,idle,couriers
+
+# Every figure of the queue page over a million jobs, with PostgreSQL and
+# Redis beside Fenec in the same run (apt-get installs them when missing, so
+# run it as root on a fresh machine): bench/results/queue.{md,json,png} and
+# the table in docs/benchmarks.md. BENCH_NOTE goes into the header.
+BENCH_NOTE ?=
+queue-bench: build
+	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 10s \
+		-out ../bench/results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
+
+# The same over 100 000 jobs and 3 s runs, in a few minutes, into
+# bench/results/quick (not kept in git).
+queue-bench-quick: build
+	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
+		-out ../bench/results/quick -note "$(BENCH_NOTE)"

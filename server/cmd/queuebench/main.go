@@ -1,84 +1,224 @@
-// Command queuebench measures the figures of the queue page (docs/queues.md)
-// against a real `fenec serve`, and prints them as a table: how soon a job
-// put reaches a worker held by Fenec-Wait, against workers that poll; how
-// late a delayed job is taken; and how long an order takes to reach the
-// nearest of many held couriers, with the server's CPU for each.
+// Command queuebench is `make queue-bench`: it measures the figures the
+// queue page (docs/queues.md) quotes, on this machine, and puts the peers a
+// user would pick instead beside them in the same run, so each comparison
+// is a ratio rather than two numbers from two days.
+//
+// Fenec is measured in process (the engine called directly: the claim's
+// cost by queue size and index, workers claiming in one statement or in
+// three) and against a real `fenec serve` it starts (workers over HTTP;
+// put → a worker held by Fenec-Wait against polling; delayed jobs; idle
+// held claims; the nearest of many held couriers). PostgreSQL (FOR UPDATE
+// SKIP LOCKED, through pgx) and Redis (a reliable LMOVE/LREM queue, and
+// BLPOP, through go-redis) are installed from Debian's packages when
+// missing, started on loopback in a temporary directory and stopped at the
+// end. Every system claims ten jobs at a time and acks each one, with the
+// same worker counts, at two durabilities: every write on disk before it
+// is answered, and on disk within a second.
+//
+// The figures are printed as markdown tables and, with -out, written to
+// queue.md, queue.json (every number, and the wake latencies) and
+// queue.png (jobs/s by workers; wake latency distribution).
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
 
-// figure is one measured line of the table.
+// A result is one system's measurement of one figure. Zero fields were not
+// measured.
+type result struct {
+	JobsPerSec float64 `json:"jobs_per_s,omitempty"`
+	P50        float64 `json:"p50_ms,omitempty"`
+	P99        float64 `json:"p99_ms,omitempty"`
+	Value      float64 `json:"value,omitempty"`
+	Unit       string  `json:"unit,omitempty"`
+	Note       string  `json:"note,omitempty"`
+	// Samples are a latency distribution in milliseconds, sorted, for the
+	// chart.
+	Samples []float64 `json:"samples_ms,omitempty"`
+}
+
+// A figure is one line of the table: Fenec's result and, where a peer does
+// the same thing, the peers' from the same run.
 type figure struct {
-	Name  string  `json:"name"`
-	P50   float64 `json:"p50_ms,omitempty"`
-	P99   float64 `json:"p99_ms,omitempty"`
-	Value float64 `json:"value,omitempty"`
-	Unit  string  `json:"unit,omitempty"`
-	Note  string  `json:"note,omitempty"`
+	Section    string  `json:"section"`
+	Name       string  `json:"name"`
+	Durability string  `json:"durability,omitempty"` // durable or relaxed, for runs over the network
+	Workers    int     `json:"workers,omitempty"`
+	Method     string  `json:"method,omitempty"` // oneStatement or threeStatements
+	Fenec      *result `json:"fenec,omitempty"`
+	Postgres   *result `json:"postgresql,omitempty"`
+	Redis      *result `json:"redis,omitempty"`
+}
+
+// The table's sections, in the order they are measured.
+const (
+	secClaim   = "The claim's cost (in process, in memory)"
+	secProcess = "Workers in process (a file at --sync 250)"
+	secDurable = "Over the network, durable: Fenec --sync always over HTTP · PostgreSQL synchronous_commit=on · Redis appendfsync always"
+	secRelaxed = "Over the network, relaxed: Fenec --sync 250 over HTTP · PostgreSQL synchronous_commit=off · Redis appendfsync everysec"
+	secWait    = "Waiting for a job (Fenec --sync 250 over HTTP · Redis appendfsync everysec)"
+	secHeld    = "Held claims (Fenec in memory over HTTP)"
+)
+
+const (
+	oneStatement    = "one statement"
+	threeStatements = "three statements"
+)
+
+// allParts are the parts of a run, in order.
+var allParts = []string{"claim", "process", "http", "postgres", "redis", "wake", "delayed", "idle", "couriers"}
+
+// config is a run's settings, from the flags.
+type config struct {
+	bin      string
+	jobs     int
+	workers  []int
+	duration time.Duration
+	samples  int
+	parts    map[string]bool
+	install  bool
+	dir      string // where temporary directories go ("": the system's)
+	note     string
 }
 
 func main() {
-	bin := flag.String("fenec", "bin/fenec", "the fenec `binary` to benchmark")
-	only := flag.String("only", "wake,delayed,idle,couriers", "comma-separated `parts` to run: wake, delayed, idle, couriers")
-	samples := flag.Int("samples", 300, "jobs put per wake measurement")
-	out := flag.String("json", "", "also write the figures to this JSON `file`")
+	var cfg config
+	flag.StringVar(&cfg.bin, "fenec", "bin/fenec", "the fenec `binary` to benchmark")
+	flag.IntVar(&cfg.jobs, "jobs", 1000000, "jobs in the queue")
+	workers := flag.String("workers", "1,2,4,16", "comma-separated worker `counts`")
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long each throughput run claims (it stops sooner if the queue runs out)")
+	flag.IntVar(&cfg.samples, "samples", 300, "jobs put per wake measurement")
+	only := flag.String("only", strings.Join(allParts, ","), "comma-separated `parts` to run: "+strings.Join(allParts, ", "))
+	flag.BoolVar(&cfg.install, "install", true, "apt-get install PostgreSQL and Redis when they are missing")
+	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
+	flag.StringVar(&cfg.note, "note", "", "a `remark` for the header, such as what else the machine was doing")
+	out := flag.String("out", "", "write queue.md, queue.json and queue.png into this `directory`")
+	docs := flag.String("docs", "", "replace the table between the queue-bench markers of this markdown `file`")
 	flag.Parse()
-	var figs []figure
-	for _, part := range strings.Split(*only, ",") {
-		var fs []figure
-		var err error
-		switch strings.TrimSpace(part) {
-		case "wake":
-			fs, err = wake(*bin, *samples)
-		case "delayed":
-			fs, err = delayed(*bin, *samples/3)
-		case "idle":
-			fs, err = idle(*bin, 1000)
-		case "couriers":
-			fs, err = couriers(*bin, []int{10, 100, 1000}, 100)
-		default:
-			err = fmt.Errorf("unknown part %q", part)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "queuebench:", err)
-			os.Exit(1)
-		}
-		figs = append(figs, fs...)
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "queuebench:", err)
+		os.Exit(1)
 	}
-	fmt.Println("| figure | p50 ms | p99 ms | value | note |")
-	fmt.Println("| --- | --- | --- | --- | --- |")
-	for _, f := range figs {
-		val := ""
-		if f.Unit != "" {
-			val = fmt.Sprintf("%.3g %s", f.Value, f.Unit)
-		}
-		fmt.Printf("| %s | %s | %s | %s | %s |\n", f.Name, ms(f.P50), ms(f.P99), val, f.Note)
+	var err error
+	if cfg.workers, err = parseWorkers(*workers); err != nil {
+		fail(err)
 	}
+	if cfg.parts, err = parseParts(*only); err != nil {
+		fail(err)
+	}
+	rep, err := run(cfg)
+	if err != nil {
+		fail(err)
+	}
+	fmt.Print(rep.markdown(1))
 	if *out != "" {
-		b, _ := json.MarshalIndent(figs, "", "  ")
-		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "queuebench:", err)
-			os.Exit(1)
+		if err := rep.write(*out); err != nil {
+			fail(err)
+		}
+	}
+	if *docs != "" {
+		if err := rep.updateDocs(*docs); err != nil {
+			fail(err)
 		}
 	}
 }
 
-func ms(v float64) string {
-	if v == 0 {
-		return ""
+func parseWorkers(s string) ([]int, error) {
+	var ws []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("-workers: %q is not a worker count", f)
+		}
+		ws = append(ws, n)
 	}
-	return fmt.Sprintf("%.3f", v)
+	sort.Ints(ws)
+	return ws, nil
 }
 
-// percentiles answers the median and 99th percentile in milliseconds.
+func parseParts(s string) (map[string]bool, error) {
+	parts := map[string]bool{}
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		known := false
+		for _, a := range allParts {
+			known = known || a == p
+		}
+		if !known {
+			return nil, fmt.Errorf("-only: unknown part %q", p)
+		}
+		parts[p] = true
+	}
+	return parts, nil
+}
+
+// run measures the parts cfg asks for, in order, and answers the report.
+func run(cfg config) (*report, error) {
+	tmp, err := os.MkdirTemp(cfg.dir, "queuebench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if (cfg.parts["postgres"] || cfg.parts["redis"]) && cfg.install {
+		if err := ensurePeers(); err != nil {
+			return nil, err
+		}
+	}
+	rep := newReport(cfg)
+	step := func(what string, fn func() ([]figure, error)) error {
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "queuebench: %s…\n", what)
+		figs, err := fn()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fmt.Fprintf(os.Stderr, "queuebench: %s took %.0f s\n", what, time.Since(start).Seconds())
+		rep.Figures = append(rep.Figures, figs...)
+		return nil
+	}
+	p := cfg.parts
+	steps := []struct {
+		on   bool
+		what string
+		fn   func() ([]figure, error)
+	}{
+		{p["claim"], "the claim's cost", func() ([]figure, error) { return claimCost(cfg.jobs) }},
+		{p["process"], "workers in process", func() ([]figure, error) {
+			return inProcess(tmp, cfg.jobs, cfg.workers, cfg.duration)
+		}},
+		{p["http"] || p["postgres"] || p["redis"], "workers over the network", func() ([]figure, error) {
+			return network(&comparison{bin: cfg.bin, dir: tmp, jobs: cfg.jobs, workers: cfg.workers, duration: cfg.duration,
+				fenec: p["http"], postgres: p["postgres"], redis: p["redis"], versions: rep.Versions})
+		}},
+		{p["wake"], "put → waiting worker", func() ([]figure, error) {
+			return wake(cfg.bin, tmp, cfg.samples, p["redis"], rep.Versions)
+		}},
+		{p["delayed"], "delayed jobs", func() ([]figure, error) { return delayed(cfg.bin, cfg.samples/3) }},
+		{p["idle"], "idle held claims", func() ([]figure, error) { return idle(cfg.bin, 1000) }},
+		{p["couriers"], "held couriers", func() ([]figure, error) { return couriers(cfg.bin, []int{10, 100, 1000}, 100) }},
+	}
+	for _, s := range steps {
+		if !s.on {
+			continue
+		}
+		if err := step(s.what, s.fn); err != nil {
+			return nil, err
+		}
+	}
+	rep.Targets = targets(rep.Figures, cfg.jobs)
+	return rep, nil
+}
+
+// percentiles answers the median and 99th percentile in milliseconds,
+// sorting d.
 func percentiles(d []time.Duration) (p50, p99 float64) {
 	if len(d) == 0 {
 		return 0, 0
@@ -88,4 +228,18 @@ func percentiles(d []time.Duration) (p50, p99 float64) {
 		return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond)
 	}
 	return at(0.5), at(0.99)
+}
+
+// millis answers durations in milliseconds.
+func millis(d []time.Duration) []float64 {
+	out := make([]float64, len(d))
+	for i, v := range d {
+		out[i] = float64(v) / float64(time.Millisecond)
+	}
+	return out
+}
+
+// tempFile answers a fresh file name under dir.
+func tempFile(dir, name string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s-%d.db", name, time.Now().UnixNano()))
 }

@@ -15,6 +15,10 @@ const batchSize = 10
 type queue interface {
 	// fill tops the queue up to n ready jobs, in big batches.
 	fill(n int) error
+	// settle waits for the work a fill left behind (a store writing it
+	// out, an append-only file rewritten) to end, so a run is not charged
+	// for its load.
+	settle() error
 	// worker answers the i-th worker: its own connection, where the system
 	// has connections.
 	worker(i int) (worker, error)
@@ -31,8 +35,8 @@ type worker interface {
 	close()
 }
 
-// A run is what a number of workers did in the run's time.
-type run struct {
+// A tally is what a number of workers did in a run.
+type tally struct {
 	jobs   int // acked
 	read   int // read by claims, won or not
 	took   time.Duration
@@ -42,7 +46,7 @@ type run struct {
 // drive runs n workers of q for d, or until the queue is empty, and
 // answers what they did. Each worker finishes the batch in hand, so no job
 // is left leased for the next run.
-func drive(q queue, n int, d time.Duration) (run, error) {
+func drive(q queue, n int, d time.Duration) (tally, error) {
 	ws := make([]worker, n)
 	for i := range ws {
 		w, err := q.worker(i)
@@ -50,7 +54,7 @@ func drive(q queue, n int, d time.Duration) (run, error) {
 			for _, w := range ws[:i] {
 				w.close()
 			}
-			return run{}, err
+			return tally{}, err
 		}
 		ws[i] = w
 	}
@@ -61,7 +65,7 @@ func drive(q queue, n int, d time.Duration) (run, error) {
 	}()
 	var (
 		mu    sync.Mutex
-		total run
+		total tally
 		first error
 		wg    sync.WaitGroup
 	)
@@ -72,7 +76,7 @@ func drive(q queue, n int, d time.Duration) (run, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine run
+			var mine tally
 			var err error
 			for time.Now().Before(deadline) {
 				var t time.Duration
@@ -100,9 +104,9 @@ func drive(q queue, n int, d time.Duration) (run, error) {
 	return total, first
 }
 
-// result turns a run into a table cell: jobs acked a second, the claim's
+// result turns a tally into a table cell: jobs acked a second, the claim's
 // p50 and p99, and for claims that can lose races, the share they lost.
-func (r run) result(lossy bool) *result {
+func (r tally) result(lossy bool) *result {
 	p50, p99 := percentiles(r.claims)
 	res := &result{JobsPerSec: float64(r.jobs) / r.took.Seconds(), P50: p50, P99: p99,
 		Note: fmt.Sprintf("%d jobs in %.1f s", r.jobs, r.took.Seconds())}
@@ -119,6 +123,9 @@ func sweep(q queue, n int, workers []int, d time.Duration, lossy bool) ([]*resul
 	var out []*result
 	for _, w := range workers {
 		if err := q.fill(n); err != nil {
+			return nil, err
+		}
+		if err := q.settle(); err != nil {
 			return nil, err
 		}
 		r, err := drive(q, w, d)

@@ -21,19 +21,22 @@ const (
 
 // wake puts jobs one at a time to one worker, and times each from the put
 // to the worker holding it: held by Fenec-Wait, then polling every 10 ms
-// and every 100 ms, counting the claims each sent.
-func wake(bin string, samples int) ([]figure, error) {
+// and every 100 ms, counting the claims each sent. The server keeps a file
+// at --sync 250, as Redis, beside it, keeps its append-only file at
+// everysec; with withRedis, BLPOP is timed the same way.
+func wake(bin, dir string, samples int, withRedis bool, versions map[string]string) ([]figure, error) {
 	var figs []figure
 	for _, mode := range []struct {
 		name string
 		poll time.Duration
 		n    int
 	}{
-		{"put → held worker (Fenec-Wait)", 0, samples},
+		{"put → held worker (Fenec-Wait; Redis BLPOP)", 0, samples},
 		{"put → worker polling every 10 ms", 10 * time.Millisecond, samples},
 		{"put → worker polling every 100 ms", 100 * time.Millisecond, samples / 3},
 	} {
-		s, err := startServer(bin, "--file", ":memory:")
+		file := tempFile(dir, "wake")
+		s, err := startServer(bin, "--file", file, "--sync", "250")
 		if err != nil {
 			return nil, err
 		}
@@ -64,17 +67,33 @@ func wake(bin string, samples int) ([]figure, error) {
 		claims.Store(0)
 		var lat []time.Duration
 		for i := 0; i < mode.n; i++ {
-			// A pause unrelated to the polling period, so puts land at
-			// every phase of it.
-			time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
+			// A pause unrelated to the polling period and longer than it,
+			// so puts land at every phase of it: the poller's sleep starts
+			// again as it takes each job.
+			spread := max(20*time.Millisecond, 2*mode.poll)
+			time.Sleep(2*time.Millisecond + rand.N(spread))
 			start := time.Now()
 			s.must(`put jobs {run_at: now(), attempts: 0}`)
 			lat = append(lat, (<-got).Sub(start))
 		}
 		stop.Store(true)
 		p50, p99 := percentiles(lat)
-		figs = append(figs, figure{Name: mode.name, P50: p50, P99: p99, Value: float64(claims.Load()) / float64(mode.n), Unit: "claims/job", Note: fmt.Sprintf("%d jobs", mode.n)})
+		figs = append(figs, figure{Section: secWait, Name: mode.name, Fenec: &result{P50: p50, P99: p99,
+			Value: float64(claims.Load()) / float64(mode.n), Unit: "claims/job", Note: fmt.Sprintf("%d jobs", mode.n), Samples: millis(lat)}})
 		s.stop()
+		removeDB(file)
+	}
+	if withRedis {
+		r, err := startRedis(dir, "everysec")
+		if err != nil {
+			return nil, err
+		}
+		versions["redis"] = r.version
+		figs[0].Redis, err = redisWake(r, samples)
+		r.stop()
+		if err != nil {
+			return nil, fmt.Errorf("BLPOP: %w", err)
+		}
 	}
 	return figs, nil
 }
@@ -116,8 +135,8 @@ func delayed(bin string, n int) ([]figure, error) {
 	stop.Store(true)
 	s.must(`put jobs {run_at: now(), attempts: 0}`)
 	p50, p99 := percentiles(late)
-	return []figure{{Name: "delayed job taken past its run_at (server clock, ms resolution)", P50: p50, P99: p99,
-		Value: float64(early), Unit: "taken early", Note: fmt.Sprintf("%d jobs due 50 ms after their put", n)}}, nil
+	return []figure{{Section: secHeld, Name: "delayed job taken past its run_at (server clock, ms resolution)", Fenec: &result{P50: p50, P99: p99,
+		Value: float64(early), Unit: "taken early", Note: fmt.Sprintf("%d jobs due 50 ms after their put", n)}}}, nil
 }
 
 // couriers holds n couriers at random points of a city 10 km across, each
@@ -176,9 +195,9 @@ func couriers(bin string, counts []int, orders int) ([]figure, error) {
 		cpu := s.cpu() - cpu0
 		stop.Store(true)
 		p50, p99 := percentiles(lat)
-		figs = append(figs, figure{Name: fmt.Sprintf("put → nearest of %d held couriers", n), P50: p50, P99: p99,
+		figs = append(figs, figure{Section: secHeld, Name: fmt.Sprintf("put → nearest of %s held couriers", count(n)), Fenec: &result{P50: p50, P99: p99,
 			Value: float64(cpu) / float64(orders) / float64(time.Millisecond), Unit: "ms server CPU/ride",
-			Note: fmt.Sprintf("%d of %d rides to the nearest", nearest, orders)})
+			Note: fmt.Sprintf("%d of %d rides to the nearest", nearest, orders)}})
 		s.stop()
 	}
 	return figs, nil
@@ -256,6 +275,6 @@ func idle(bin string, n int) ([]figure, error) {
 	time.Sleep(2 * time.Second)
 	cpu := s.cpu() - cpu0
 	stop.Store(true)
-	return []figure{{Name: fmt.Sprintf("%d claims held on an empty queue, idle", n), Value: float64(cpu) / float64(2*time.Second) * 100, Unit: "% of a core",
-		Note: fmt.Sprintf("%.1f KiB of server memory (RSS) per held claim", float64(rss)/1024/float64(n))}}, nil
+	return []figure{{Section: secHeld, Name: fmt.Sprintf("%s claims held on an empty queue, idle", count(n)), Fenec: &result{Value: float64(cpu) / float64(2*time.Second) * 100, Unit: "% of a core",
+		Note: fmt.Sprintf("%.1f KiB of server memory (RSS) per held claim", float64(rss)/1024/float64(n))}}}, nil
 }

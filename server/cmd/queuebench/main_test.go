@@ -1,0 +1,74 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
+)
+
+// TestSmoke runs Fenec's parts of the benchmark over a few hundred jobs,
+// so the program keeps working between the runs of make queue-bench; the
+// peers are left out, as they need packages a test may not install.
+func TestSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts fenec servers")
+	}
+	bin, err := apitest.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := parseParts("claim,process,http,wake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := run(config{bin: bin, jobs: 300, workers: []int{1, 4}, duration: 200 * time.Millisecond, samples: 6, parts: parts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := rep.write(out); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"queue.md", "queue.json", "queue.png"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "queue.json"))
+	var back report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	// The claim at 1 000 and 300 jobs, @sorted and not, and over 300
+	// leased: 6; in process, 2 worker counts by 2 ways to claim: 4; over
+	// HTTP, 2 durabilities by 2 worker counts and three round trips: 6;
+	// put → worker, held and polling twice: 3.
+	if len(back.Figures) != 6+4+6+3 {
+		t.Errorf("%d figures, want 19:\n%s", len(back.Figures), rep.markdown(1))
+	}
+	for _, f := range back.Figures {
+		r := f.Fenec
+		if r == nil || (r.JobsPerSec == 0 && r.P50 == 0 && r.Unit == "") {
+			t.Errorf("%s: nothing measured", f.Name)
+		}
+		if f.Method == threeStatements && r != nil && r.Unit == "" {
+			t.Errorf("%s: no share of lost races", f.Name)
+		}
+	}
+	if md := rep.markdown(1); !strings.Contains(md, "| 4 workers, claim 10, ack each |") {
+		t.Errorf("no line for 4 workers over HTTP:\n%s", md)
+	}
+	docs := filepath.Join(out, "benchmarks.md")
+	os.WriteFile(docs, []byte("# Benchmarks\n\n"+docsBegin+"\nold\n"+docsEnd+"\n"), 0o644)
+	if err := rep.updateDocs(docs); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(docs); strings.Contains(string(b), "old") || !strings.Contains(string(b), "### Queue benchmark") {
+		t.Errorf("the table did not replace the old one:\n%s", b)
+	}
+}

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// report is a run: where and when it ran, with what, and its figures.
+type report struct {
+	Date     string            `json:"date"`
+	Machine  machine           `json:"machine"`
+	Versions map[string]string `json:"versions"`
+	Jobs     int               `json:"jobs"`
+	Duration string            `json:"duration_per_run"`
+	Batch    int               `json:"batch"`
+	Note     string            `json:"note,omitempty"`
+	Figures  []figure          `json:"figures"`
+	Targets  []target          `json:"targets"`
+}
+
+type machine struct {
+	CPU       string  `json:"cpu"`
+	Cores     int     `json:"cores"`
+	MemoryGiB float64 `json:"memory_gib"`
+	OS        string  `json:"os"`
+}
+
+// A target is one of the issue's aims, and where the run stands on it.
+type target struct {
+	Aim   string `json:"aim"`
+	Stand string `json:"stand"`
+	Met   bool   `json:"met"`
+}
+
+func newReport(cfg config) *report {
+	r := &report{
+		Date:     time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Machine:  machine{CPU: cpuModel(), Cores: runtime.NumCPU(), MemoryGiB: memGiB(), OS: osName()},
+		Versions: map[string]string{"fenec": fenecVersion(), "go": runtime.Version()},
+		Jobs:     cfg.jobs,
+		Duration: cfg.duration.String(),
+		Batch:    batchSize,
+		Note:     cfg.note,
+	}
+	// The peers' clients, as this binary was built with them.
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "github.com/jackc/pgx/v5":
+				r.Versions["pgx"] = d.Version
+			case "github.com/redis/go-redis/v9":
+				r.Versions["go-redis"] = d.Version
+			}
+		}
+	}
+	return r
+}
+
+// markdown writes the report with its title at heading level h.
+func (r *report) markdown(h int) string {
+	var b strings.Builder
+	hd := strings.Repeat("#", h)
+	fmt.Fprintf(&b, "%s Queue benchmark\n\n", hd)
+	fmt.Fprintf(&b, "%s, on %s: %d cores, %.0f GiB, %s.  \n", r.Date, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.OS)
+	fmt.Fprintf(&b, "%s jobs in each queue; claims of %d; each throughput run %s or until the queue is empty, the queue refilled before each.  \n", count(r.Jobs), r.Batch, r.Duration)
+	var vs []string
+	for _, k := range []string{"fenec", "go", "postgresql", "pgx", "redis", "go-redis"} {
+		if v := r.Versions[k]; v != "" {
+			vs = append(vs, k+" "+v)
+		}
+	}
+	fmt.Fprintf(&b, "Versions: %s.\n", strings.Join(vs, "; "))
+	if r.Note != "" {
+		fmt.Fprintf(&b, "\n**%s**\n", r.Note)
+	}
+	b.WriteString("\nFenec/peer: Fenec's number over the peer's — of jobs/s where the line has them (above 1: Fenec does more), else of the p50 (below 1: Fenec is quicker). Latencies are in ms.\n")
+	section := ""
+	for _, f := range r.Figures {
+		if f.Section != section {
+			section = f.Section
+			fmt.Fprintf(&b, "\n%s# %s\n\n| figure | Fenec | PostgreSQL | Redis | Fenec/peer |\n| --- | --- | --- | --- | --- |\n", hd, section)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Name, f.Fenec.cell(), f.Postgres.cell(), f.Redis.cell(), f.ratio())
+	}
+	if len(r.Targets) > 0 {
+		fmt.Fprintf(&b, "\n%s# Targets\n\n", hd)
+		for _, t := range r.Targets {
+			mark := "not met"
+			if t.Met {
+				mark = "met"
+			}
+			fmt.Fprintf(&b, "- %s — **%s**: %s\n", t.Aim, mark, t.Stand)
+		}
+	}
+	return b.String()
+}
+
+// cell writes a result for the table; a system that did not run the
+// figure is a dash.
+func (r *result) cell() string {
+	if r == nil {
+		return "—"
+	}
+	var parts []string
+	if r.JobsPerSec > 0 {
+		parts = append(parts, "**"+count(int(math.Round(r.JobsPerSec)))+" jobs/s**")
+	}
+	if r.P50 > 0 || r.P99 > 0 {
+		parts = append(parts, fmt.Sprintf("p50 %s, p99 %s", num(r.P50), num(r.P99)))
+	}
+	if r.Unit != "" {
+		v := num(r.Value)
+		// Counts (rows read, jobs taken early) whole; rates as measured.
+		if r.Value == math.Trunc(r.Value) && !strings.Contains(r.Unit, "/") {
+			v = count(int(r.Value))
+		}
+		parts = append(parts, v+" "+r.Unit)
+	}
+	// A throughput line's note is only its job count: kept in the JSON.
+	if r.Note != "" && r.JobsPerSec == 0 {
+		parts = append(parts, r.Note)
+	}
+	return strings.Join(parts, " · ")
+}
+
+// ratio writes Fenec's number over each peer's.
+func (f figure) ratio() string {
+	if f.Fenec == nil {
+		return ""
+	}
+	var parts []string
+	for _, p := range []struct {
+		name string
+		r    *result
+	}{{"PostgreSQL", f.Postgres}, {"Redis", f.Redis}} {
+		switch {
+		case p.r == nil:
+		case f.Fenec.JobsPerSec > 0 && p.r.JobsPerSec > 0:
+			parts = append(parts, fmt.Sprintf("%s %.2f×", p.name, f.Fenec.JobsPerSec/p.r.JobsPerSec))
+		case f.Fenec.P50 > 0 && p.r.P50 > 0:
+			parts = append(parts, fmt.Sprintf("%s %.2f× (p50)", p.name, f.Fenec.P50/p.r.P50))
+		}
+	}
+	return strings.Join(parts, " · ")
+}
+
+// num writes a number to three significant digits, without an exponent.
+func num(v float64) string {
+	if v == 0 {
+		return "0"
+	}
+	digits := max(0, 2-int(math.Floor(math.Log10(math.Abs(v)))))
+	return strconv.FormatFloat(v, 'f', digits, 64)
+}
+
+// targets says where the run stands on the issue's aims: Fenec at least
+// twice PostgreSQL's jobs/s at equal durability; put → waiting worker
+// under 0.5 ms at p50 and 1 ms at p99; a claim as cheap over n jobs as
+// over 1 000.
+func targets(figs []figure, n int) []target {
+	var ts []target
+	for _, d := range durabilities {
+		var fen, pg float64
+		var each []string
+		for _, f := range figs {
+			if f.Durability != d.name || f.Method != oneStatement || f.Fenec == nil || f.Postgres == nil {
+				continue
+			}
+			fen, pg = max(fen, f.Fenec.JobsPerSec), max(pg, f.Postgres.JobsPerSec)
+			each = append(each, fmt.Sprintf("%.2f× at %d", f.Fenec.JobsPerSec/f.Postgres.JobsPerSec, f.Workers))
+		}
+		if pg > 0 {
+			ts = append(ts, target{Aim: "Fenec ≥ 2× PostgreSQL's jobs/s, " + d.name,
+				Stand: fmt.Sprintf("best %s against %s jobs/s, %.2f× (by workers: %s)", count(int(fen)), count(int(pg)), fen/pg, strings.Join(each, ", ")),
+				Met:   fen >= 2*pg})
+		}
+	}
+	for _, f := range figs {
+		if f.Section == secWait && f.Fenec != nil && strings.Contains(f.Name, "Fenec-Wait") {
+			ts = append(ts, target{Aim: "put → waiting worker p50 < 0.5 ms, p99 < 1 ms",
+				Stand: fmt.Sprintf("p50 %s ms, p99 %s ms", num(f.Fenec.P50), num(f.Fenec.P99)),
+				Met:   f.Fenec.P50 < 0.5 && f.Fenec.P99 < 1})
+		}
+	}
+	var small, large *result
+	for _, f := range figs {
+		switch f.Name {
+		case "claim of 10, @sorted run_at, 1 000 ready jobs":
+			small = f.Fenec
+		case fmt.Sprintf("claim of 10, @sorted run_at, %s ready jobs", count(n)):
+			large = f.Fenec
+		}
+	}
+	if small != nil && large != nil && n != 1000 {
+		// "The same" allows the index's extra levels: within half again.
+		ts = append(ts, target{Aim: fmt.Sprintf("a claim's cost the same at 1 000 and %s jobs (p50 within 1.5×)", count(n)),
+			Stand: fmt.Sprintf("p50 %s ms against %s ms (%.2f×), p99 %s against %s, %s against %s rows read",
+				num(large.P50), num(small.P50), large.P50/small.P50, num(large.P99), num(small.P99), count(int(large.Value)), count(int(small.Value))),
+			Met: large.P50 <= 1.5*small.P50 && large.Value == small.Value})
+	}
+	return ts
+}
+
+// write writes queue.md, queue.json and queue.png into dir.
+func (r *report) write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "queue.md"), []byte(r.markdown(1)), 0o644); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "queue.json"), append(j, '\n'), 0o644); err != nil {
+		return err
+	}
+	return r.chart(filepath.Join(dir, "queue.png"))
+}
+
+// The markers in docs/benchmarks.md between which the latest table goes.
+const (
+	docsBegin = "<!-- queue-bench:begin -->"
+	docsEnd   = "<!-- queue-bench:end -->"
+)
+
+// updateDocs puts the report between the markers of a markdown file, its
+// title a level under the page's.
+func (r *report) updateDocs(file string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, docsBegin), strings.Index(s, docsEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s has no %s … %s", file, docsBegin, docsEnd)
+	}
+	s = s[:i+len(docsBegin)] + "\n" + r.markdown(3) + s[j:]
+	return os.WriteFile(file, []byte(s), 0o644)
+}
+
+// cpuModel answers the first "model name" of /proc/cpuinfo.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}
+
+// memGiB answers MemTotal from /proc/meminfo.
+func memGiB() float64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / (1 << 20)
+		}
+	}
+	return 0
+}
+
+// osName answers PRETTY_NAME from /etc/os-release.
+func osName() string {
+	b, err := os.ReadFile("/etc/os-release")
+	if err != nil {
+		return runtime.GOOS
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "PRETTY_NAME="); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	return runtime.GOOS
+}
+
+// fenecVersion answers the repository's commit, as git describes it.
+func fenecVersion() string {
+	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
+}
