@@ -39,3 +39,7 @@ func (c *stmtCache) parse(q string) (fenecql.Stmt, error) {
 	c.mu.Unlock()
 	return s, nil
 }
+
+// ParseStatement parses one statement, answering the shared parse of a
+// text seen before.
+func ParseStatement(q string) (fenecql.Stmt, error) { return parsed.parse(q) }

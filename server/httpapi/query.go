@@ -127,7 +127,7 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 			}
 			vals[j] = v
 		}
-		st, err := fenecql.Parse(sb.Query)
+		st, err := engine.ParseStatement(sb.Query)
 		if err != nil {
 			s.metrics.statement("unparsed", string(engine.Code(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
