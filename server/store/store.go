@@ -144,7 +144,7 @@ type tuning struct {
 	busyTimeout time.Duration
 }
 
-var defaultTuning = tuning{foldBytes: 8 << 20, foldAge: time.Second, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
