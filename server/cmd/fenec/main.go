@@ -93,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\nEnvironment:\n  FENEC_TOKEN  the --token, when the flag is not given\n  GOGC         the Go collector's target (default here 400: documents live long)\n  GOMEMLIMIT   a soft memory limit (default here half the machine's memory)\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -132,6 +133,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	tuneGC()
 
 	var manual *clock.Manual
 	var clk clock.Clock = clock.System{}
