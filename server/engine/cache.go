@@ -15,12 +15,20 @@ type stmtCache struct {
 }
 
 // cacheMax bounds the cache; when full it starts again empty, which costs a
-// parse per text once rather than an eviction list on every hit.
-const cacheMax = 4096
+// parse per text once rather than an eviction list on every hit. Only texts
+// up to cacheText bytes are kept: a worker's statements are short, and a
+// put of a thousand documents is not sent twice.
+const (
+	cacheMax  = 4096
+	cacheText = 4096
+)
 
 var parsed = &stmtCache{m: map[string]fenecql.Stmt{}}
 
 func (c *stmtCache) parse(q string) (fenecql.Stmt, error) {
+	if len(q) > cacheText {
+		return fenecql.Parse(q)
+	}
 	c.mu.Lock()
 	s, ok := c.m[q]
 	c.mu.Unlock()
