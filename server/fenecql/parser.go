@@ -55,19 +55,25 @@ func ParseExpr(src string) (e Expr, err error) {
 	return e, nil
 }
 
-// maxDepth bounds the nesting of expressions, so a hostile statement can
-// neither exhaust the stack here nor in the evaluator.
-const maxDepth = 100
+// maxDepth bounds the nesting of expressions, and maxChain the operators
+// on the path from an expression's root to its deepest leaf (`1 + 1 + …`
+// leans left one level an operator), so a hostile statement can exhaust
+// the stack neither here nor in the evaluator.
+const (
+	maxDepth = 100
+	maxChain = 10000
+)
 
 // parser is a recursive-descent parser over one token of lookahead. It
 // reports an error by panicking with an *Error, recovered at the entry
 // points; that keeps every rule free of error plumbing.
 type parser struct {
-	lex   lexer
-	tok   token  // the current token, not yet consumed
-	end   int    // where the last consumed token ends, for column text
-	eof   string // how end of input is named in messages
-	depth int
+	lex    lexer
+	tok    token  // the current token, not yet consumed
+	end    int    // where the last consumed token ends, for column text
+	eof    string // how end of input is named in messages
+	depth  int
+	height int // operators in the chains being read, innermost included
 }
 
 func (p *parser) recover(err *error) {
@@ -534,12 +540,18 @@ func (p *parser) product() Expr { return p.chain(products, p.unary) }
 // chain reads operands joined by the operators in ops, left to right.
 func (p *parser) chain(ops map[string]Op, operand func() Expr) Expr {
 	e := operand()
+	n := 0
+	defer func() { p.height -= n }()
 	for p.tok.kind == tokPunct || p.tok.kind == tokIdent {
 		op := ops[strings.ToLower(p.tok.val)]
 		if op == 0 {
 			break
 		}
 		pos := p.tok.pos
+		n++
+		if p.height++; p.height > maxChain {
+			p.fail(pos, "expression too long: more than %d operators deep", maxChain)
+		}
 		p.next()
 		e = &Binary{Pos: pos, Op: op, L: e, R: operand()}
 	}

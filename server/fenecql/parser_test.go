@@ -463,3 +463,20 @@ func TestParseMessageClipsLongTokens(t *testing.T) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}
 }
+
+// TestChainLimit: a chain of operators builds a tree one level deeper an
+// operator; past maxChain it is refused rather than left to exhaust the
+// stack of whatever walks it.
+func TestChainLimit(t *testing.T) {
+	ok := "get t select " + strings.Repeat("1 + ", maxChain-1) + "1"
+	if _, err := Parse(ok); err != nil {
+		t.Fatalf("%d operators: %v", maxChain-1, err)
+	}
+	for _, op := range []string{" + ", " * ", " and ", " or "} {
+		long := "get t where " + strings.Repeat("x"+op, maxChain+1) + "x"
+		_, err := Parse(long)
+		if err == nil || !strings.Contains(err.Error(), "expression too long") {
+			t.Errorf("%q chain of %d: %v", op, maxChain+1, err)
+		}
+	}
+}
