@@ -13,20 +13,27 @@ import (
 	"github.com/fenecdb/fenec/server/store"
 )
 
-// fillJobs puts n ready jobs, in statements of 1000.
-func fillJobs(b testing.TB, db *DB, n int) {
+// fill puts n documents into coll, doc(i) the i-th, in statements of 1000.
+func fill(b testing.TB, db *DB, coll string, n int, doc func(i int) string) {
 	for i := 0; i < n; i += 1000 {
 		var sb strings.Builder
-		sb.WriteString("put jobs [")
+		sb.WriteString("put " + coll + " [")
 		for k := 0; k < 1000 && i+k < n; k++ {
 			if k > 0 {
 				sb.WriteString(",")
 			}
-			fmt.Fprintf(&sb, `{payload: {"to": "u%d@example.com"}, run_at: now() - %d, attempts: 0}`, i+k, n-i-k)
+			sb.WriteString(doc(i + k))
 		}
 		sb.WriteString("]")
 		mustExec(b, db, sb.String())
 	}
+}
+
+// fillJobs puts n ready jobs, the oldest first.
+func fillJobs(b testing.TB, db *DB, n int) {
+	fill(b, db, "jobs", n, func(i int) string {
+		return fmt.Sprintf(`{payload: {"to": "u%d@example.com"}, run_at: now() - %d, attempts: 0}`, i, n-i)
+	})
 }
 
 func percentiles(b *testing.B, d []time.Duration) {
@@ -112,19 +119,10 @@ func BenchmarkNearest(b *testing.B) {
 		b.Run(fmt.Sprintf("rides=%d", n), func(b *testing.B) {
 			db, _ := openMem(b)
 			mustExec(b, db, `create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`)
-			for i := 0; i < n; i += 1000 {
-				var sb strings.Builder
-				sb.WriteString("put rides [")
-				for k := 0; k < 1000 && i+k < n; k++ {
-					if k > 0 {
-						sb.WriteString(",")
-					}
-					x := uint64(i+k) * 2654435761
-					fmt.Fprintf(&sb, `{pickup: [%f, %f], run_at: now()}`, 29+float64(x%1190)/10000, 41+float64((x/1190)%900)/10000)
-				}
-				sb.WriteString("]")
-				mustExec(b, db, sb.String())
-			}
+			fill(b, db, "rides", n, func(i int) string {
+				x := uint64(i) * 2654435761 // scattered over the city
+				return fmt.Sprintf(`{pickup: [%f, %f], run_at: now()}`, 29+float64(x%1190)/10000, 41+float64((x/1190)%900)/10000)
+			})
 			q := `get rides select id where run_at <= now() order distance(pickup, $1) limit 1`
 			times := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
