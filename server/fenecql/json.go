@@ -523,26 +523,14 @@ func (p *jsonParser) escape() (rune, *Error) {
 	return utf8.RuneError, nil
 }
 
-// hex4 reads \uXXXX at p.i, advancing past it only when it is one.
+// hex4 reads a \u escape and its four hex digits at p.i, advancing past
+// it only when it is one.
 func (p *jsonParser) hex4() (rune, bool) {
-	if len(p.data)-p.i < 6 || p.data[p.i] != '\\' || p.data[p.i+1] != 'u' {
-		return 0, false
+	r, ok := hex4(p.data[p.i:])
+	if ok {
+		p.i += 6
 	}
-	var r rune
-	for _, c := range p.data[p.i+2 : p.i+6] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	p.i += 6
-	return r, true
+	return r, ok
 }
 
 // number reads -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)? exactly, so

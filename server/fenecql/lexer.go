@@ -205,8 +205,9 @@ func (l *lexer) str(start int) token {
 	}
 }
 
-// unicodeEscape reads \uXXXX at l.pos, joining a UTF-16 surrogate pair
-// written as two escapes; a lone surrogate is refused.
+// unicodeEscape reads a \u escape and its four hex digits at l.pos,
+// joining a UTF-16 surrogate pair written as two escapes; a lone surrogate
+// is refused.
 func (l *lexer) unicodeEscape() (rune, bool) {
 	r, ok := hex4(l.src[l.pos:])
 	if !ok {
@@ -227,13 +228,26 @@ func (l *lexer) unicodeEscape() (rune, bool) {
 	return 0, false
 }
 
-// hex4 decodes a leading `\uXXXX`.
-func hex4(s string) (rune, bool) {
+// hex4 decodes a leading \u escape and its four hex digits, in FenecQL
+// text and in JSON alike; nothing else (no sign, no underscore) passes.
+func hex4[T string | []byte](s T) (rune, bool) {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(s[2:6], 16, 32)
-	return rune(n), err == nil
+	var r rune
+	for i := 2; i < 6; i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // param reads $n or $jwt.<claim>.
