@@ -83,17 +83,24 @@ func refused(t *testing.T, c *apitest.Client, q string, status int, msg string) 
 	}
 }
 
+// startWithPolicy starts a server holding JWTs signed with accessSecret to
+// accessPolicy, and answers a client with the full-access token "admin".
+func startWithPolicy(t *testing.T, args ...string) *apitest.Client {
+	t.Helper()
+	policy := filepath.Join(t.TempDir(), "policy.txt")
+	writeFile(t, policy, accessPolicy)
+	_, admin := start(t, append([]string{"--file", ":memory:", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy}, args...)...)
+	admin.Token = "admin"
+	return admin
+}
+
 // TestWorkerToken is docs/access.md's worker, over HTTP against a real
 // `fenec serve`: a worker token of the mail queue takes only mail jobs,
 // changes nothing a claim should not, claims for no one else, keeps the
 // attempts count, is answered only what it may read, and acks only its
 // own jobs.
 func TestWorkerToken(t *testing.T) {
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "policy.txt")
-	writeFile(t, policy, accessPolicy)
-	_, admin := start(t, "--file", ":memory:", "--clock", "manual", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
-	admin.Token = "admin"
+	admin := startWithPolicy(t, "--clock", "manual")
 	tok := func(claims string) string { return mintToken(t, "--secret", accessSecret, "--claims", claims) }
 	w1 := as(admin, tok(`{"sub":"w1","role":"worker","queue":"mail"}`))
 	w2 := as(admin, tok(`{"sub":"w2","role":"worker","queue":"sms"}`))
@@ -171,11 +178,7 @@ func TestWorkerToken(t *testing.T) {
 // A held claim runs under its token's scope: w1's waits for a mail job,
 // and the sms job put meanwhile is not one.
 func TestWorkerTokenHeldClaim(t *testing.T) {
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "policy.txt")
-	writeFile(t, policy, accessPolicy)
-	_, admin := start(t, "--file", ":memory:", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
-	admin.Token = "admin"
+	admin := startWithPolicy(t)
 	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`))
 	admin.MustQuery(`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
 
@@ -225,11 +228,7 @@ func unauthorized(t *testing.T, c *apitest.Client, msg string) time.Duration {
 // Bad tokens are 401s that say what is wrong, and an address sending
 // them is slowed down until it sends a good one.
 func TestTokenRefusals(t *testing.T) {
-	dir := t.TempDir()
-	policy := filepath.Join(dir, "policy.txt")
-	writeFile(t, policy, accessPolicy)
-	_, admin := start(t, "--file", ":memory:", "--clock", "manual", "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
-	admin.Token = "admin"
+	admin := startWithPolicy(t, "--clock", "manual")
 	admin.MustQuery(`create collection jobs (queue text, run_at timestamp @sorted, owner text, attempts int, error text)`)
 	// Every token is minted first: the waits measured below run from each
 	// refusal, and minting between them would eat into them.
