@@ -292,18 +292,10 @@ func IsWrite(s fenecql.Stmt) bool {
 // Kind names a statement's kind for metrics: "read", "write", or "claim"
 // (a set or del that picks its rows with order or limit).
 func Kind(s fenecql.Stmt) string {
-	var cl *fenecql.Clauses
-	switch s := s.(type) {
-	case *fenecql.Get, *fenecql.Explain:
+	if !IsWrite(s) {
 		return "read"
-	case *fenecql.Set:
-		cl = &s.Clauses
-	case *fenecql.Del:
-		cl = &s.Clauses
-	default:
-		return "write"
 	}
-	if cl.Limit != nil || len(cl.Order) > 0 {
+	if _, cl := ClausesOf(s); cl != nil && (cl.Limit != nil || len(cl.Order) > 0) {
 		return "claim"
 	}
 	return "write"

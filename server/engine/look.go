@@ -23,7 +23,9 @@ func writes(ps []Parsed) []Parsed {
 	return out
 }
 
-func clausesOf(s fenecql.Stmt) (string, *fenecql.Clauses) {
+// ClausesOf answers a get, set or del's collection and row-picking
+// clauses; nil clauses for any other statement.
+func ClausesOf(s fenecql.Stmt) (string, *fenecql.Clauses) {
 	switch s := s.(type) {
 	case *fenecql.Set:
 		return s.Coll, &s.Clauses
@@ -33,6 +35,14 @@ func clausesOf(s fenecql.Stmt) (string, *fenecql.Clauses) {
 		return s.Coll, &s.Clauses
 	}
 	return "", nil
+}
+
+// writeGrant is the grant a set (update) or del (delete) needs.
+func writeGrant(s fenecql.Stmt) Grant {
+	if _, isDel := s.(*fenecql.Del); isDel {
+		return GrantDelete
+	}
+	return GrantUpdate
 }
 
 // Holdable checks that a request may be held for Fenec-Wait: it holds a
@@ -49,7 +59,7 @@ func Holdable(ps []Parsed) error {
 		default:
 			return fenecql.Errorf(s.Position(), "Fenec-Wait holds a set or del until it takes a row, and this %s writes every time: send it without Fenec-Wait", verbOf(s))
 		}
-		_, cl := clausesOf(p.Stmt)
+		_, cl := ClausesOf(p.Stmt)
 		if err := timeReads(cl.Where); err != nil {
 			return err
 		}
@@ -185,17 +195,14 @@ func (db *DB) Look(reqs [][]Parsed) []Bid {
 
 func (db *DB) look(ps []Parsed, now int64) Bid {
 	for _, p := range writes(ps) {
-		name, cl := clausesOf(p.Stmt)
+		name, cl := ClausesOf(p.Stmt)
 		c := db.colls[name]
 		if c == nil {
 			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeNotFound, p.Stmt.Position(), "no collection %s", name)}
 		}
 		env := &fenecql.Env{Params: p.Params, Now: now}
 		t := &tx{db: db, scope: p.Scope}
-		g := GrantUpdate
-		if _, isDel := p.Stmt.(*fenecql.Del); isDel {
-			g = GrantDelete
-		}
+		g := writeGrant(p.Stmt)
 		if p.Scope != nil {
 			env.Claims = p.Scope.Claims
 		}
@@ -231,7 +238,7 @@ func (db *DB) NextDue(ps []Parsed) (due int64, ok bool) {
 
 func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 	for _, p := range writes(ps) {
-		name, cl := clausesOf(p.Stmt)
+		name, cl := ClausesOf(p.Stmt)
 		c := db.colls[name]
 		if c == nil {
 			continue
@@ -240,11 +247,7 @@ func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 		// A scoped claim waits on its rules' time terms too: a rule may
 		// admit a job only once it is due.
 		where := cl.Where
-		g := GrantUpdate
-		if _, isDel := p.Stmt.(*fenecql.Del); isDel {
-			g = GrantDelete
-		}
-		if extra, err := (&tx{db: db, scope: p.Scope}).scopeFilter(c, g, 0); err == nil {
+		if extra, err := (&tx{db: db, scope: p.Scope}).scopeFilter(c, writeGrant(p.Stmt), 0); err == nil {
 			where = and(where, extra)
 		}
 		fenecql.Walk(where, func(x fenecql.Expr) {

@@ -60,49 +60,12 @@ func conjuncts(e fenecql.Expr, out []fenecql.Expr) []fenecql.Expr {
 // isConst reports whether e reads no row: it is worked out once per
 // statement, with now() fixed, before the plan is made.
 func isConst(e fenecql.Expr) bool {
-	switch e := e.(type) {
-	case *fenecql.Lit, *fenecql.Param, *fenecql.Claim:
-		return true
-	case *fenecql.Ref:
-		return false
-	case *fenecql.Unary:
-		return isConst(e.X)
-	case *fenecql.Binary:
-		return isConst(e.L) && isConst(e.R)
-	case *fenecql.In:
-		return isConst(e.X) && isConst(e.List)
-	case *fenecql.IsNull:
-		return isConst(e.X)
-	case *fenecql.Call:
-		for _, a := range e.Args {
-			if !isConst(a) {
-				return false
-			}
-		}
-		return true
-	case *fenecql.Case:
-		for _, w := range e.Whens {
-			if !isConst(w.Cond) || !isConst(w.Then) {
-				return false
-			}
-		}
-		return e.Else == nil || isConst(e.Else)
-	case *fenecql.ListLit:
-		for _, x := range e.Items {
-			if !isConst(x) {
-				return false
-			}
-		}
-		return true
-	case *fenecql.ObjectLit:
-		for _, x := range e.Vals {
-			if !isConst(x) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
+	reads := false
+	fenecql.Walk(e, func(x fenecql.Expr) {
+		_, isRef := x.(*fenecql.Ref)
+		reads = reads || isRef
+	})
+	return !reads
 }
 
 // fieldRef answers the field a plain one-element reference names: its

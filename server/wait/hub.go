@@ -118,16 +118,13 @@ func (h *Hub) timeMoved() {
 	any := false
 	for _, l := range h.lines {
 		if l.due != 0 && l.due <= now {
-			for _, c := range l.colls {
-				h.dirty[c] = true
-			}
+			h.lookAgain(l.colls)
 			any = true
 		}
 	}
 	h.mu.Unlock()
 	if any {
 		h.metrics.wake("time")
-		h.poke()
 	}
 }
 
@@ -216,10 +213,7 @@ func (h *Hub) enter(req *Request, key string, colls []string) (*waiter, bool) {
 	l.lastNil = time.Time{}
 	h.held++
 	h.metrics.setHeld(h.held)
-	for _, c := range colls {
-		h.dirty[c] = true
-	}
-	h.poke()
+	h.lookAgain(colls)
 	return w, true
 }
 
@@ -239,10 +233,7 @@ func (h *Hub) leave(w *waiter) {
 	}
 	if l.running == w {
 		l.running = nil
-		for _, c := range l.colls {
-			h.dirty[c] = true
-		}
-		h.poke()
+		h.lookAgain(l.colls)
 	}
 	if len(l.waiters) == 0 {
 		delete(h.lines, l.key)
@@ -263,7 +254,12 @@ func (h *Hub) turnDone(w *waiter) {
 	if w.line.running == w {
 		w.line.running = nil
 	}
-	for _, c := range w.line.colls {
+	h.lookAgain(w.line.colls)
+}
+
+// lookAgain has the lines on colls look in the next round; h.mu is held.
+func (h *Hub) lookAgain(colls []string) {
+	for _, c := range colls {
 		h.dirty[c] = true
 	}
 	h.poke()

@@ -18,14 +18,11 @@ func lineKey(ps []engine.Parsed, scope string) (key string, colls []string) {
 	var b strings.Builder
 	b.WriteString(scope)
 	for _, p := range ps {
-		var coll string
-		var cl *fenecql.Clauses
-		switch s := p.Stmt.(type) {
-		case *fenecql.Set:
-			coll, cl = s.Coll, &s.Clauses
-		case *fenecql.Del:
-			coll, cl = s.Coll, &s.Clauses
-		default:
+		if !engine.IsWrite(p.Stmt) {
+			continue
+		}
+		coll, cl := engine.ClausesOf(p.Stmt)
+		if cl == nil {
 			continue
 		}
 		colls = appendOnce(colls, coll)
