@@ -30,6 +30,7 @@ import (
 	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 	"github.com/fenecdb/fenec/server/wait"
 )
@@ -228,7 +229,13 @@ func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) > 0 {
 		// Bodies are JSON whatever the client labelled them (curl -d sends
-		// application/x-www-form-urlencoded): the spec says so.
+		// application/x-www-form-urlencoded): the spec says so. A body
+		// whose meaning depends on the parser — a key twice, invalid UTF-8
+		// that a decoder would quietly replace — is refused here, before
+		// any decoder picks one reading.
+		if err := fenecql.CheckStrictJSON(body); err != nil {
+			return badRequest("the body: %v", err)
+		}
 		r.Header.Set("Content-Type", "application/json")
 	}
 	in := &openapi3filter.RequestValidationInput{
