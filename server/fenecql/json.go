@@ -302,9 +302,9 @@ func CheckStrictJSON(data []byte) error {
 // decoders either lose key order (maps) or allocate per token (Token),
 // and documents are parsed on every load.
 type jsonParser struct {
-	data   []byte
-	i      int
-	depth  int
+	data    []byte
+	i       int
+	depth   int
 	strict  bool // refuse duplicate keys, invalid UTF-8 and lone surrogates
 	refused bool // the error is one of those
 }
