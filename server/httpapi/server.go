@@ -192,7 +192,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route finds the spec's operation for the request: 404 for an unknown
 // path, 405 (with Allow) for a method the path does not take.
 func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
-	route, _, err := s.router.FindRoute(r)
+	find := r
+	if r.Method == http.MethodHead {
+		// HEAD is GET without the body (RFC 9110 §9.3.2): routed as GET,
+		// it runs the GET handler, and net/http drops what that writes.
+		find = r.Clone(r.Context())
+		find.Method = http.MethodGet
+	}
+	route, _, err := s.router.FindRoute(find)
 	if err == nil && route.Path == r.URL.Path { // the router forgives a trailing "/"; the mux does not
 		return route, nil
 	}
