@@ -209,6 +209,41 @@ func TestWorkerTokenHeldClaim(t *testing.T) {
 	}
 }
 
+// A held claim whose token expires while it waits takes nothing after the
+// expiry: woken by a job, it is answered 401, and the job stays ready.
+func TestHeldClaimOutlivesItsToken(t *testing.T) {
+	admin := startWithPolicy(t, "--clock", "manual")
+	// The manual clock starts at 2026-05-03T09:20:00Z (1777800000): the
+	// token lasts a minute of it.
+	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail","exp":1777800060}`))
+	admin.MustQuery(`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+
+	answered := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := w1.Do("POST", "/query", map[string]any{"query": `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 1 returning id`, "params": []any{}}, map[string]string{"Fenec-Wait": "10000"})
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if r, _ := admin.Do("POST", "/_clock", map[string]any{"advance_ms": 120000}, nil); r.Status != 200 {
+		t.Fatalf("moving the clock: %d %s", r.Status, r.Body)
+	}
+	admin.MustQuery(`put jobs {queue: "mail", run_at: now(), attempts: 0}`)
+	select {
+	case r := <-answered:
+		if r == nil || r.Status != 401 || r.Code() != "unauthorized" || !strings.Contains(body(r), "token expired (exp 2026-05-03T09:21:00.000Z) before the statement ran") {
+			t.Fatalf("held claim after its token expired: %v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held claim was not answered when the job came")
+	}
+	if got := body(admin.MustQuery(`get jobs select owner, attempts`)); got != `[{"owner":null,"attempts":0}]` {
+		t.Errorf("the job after the expired claim: %s", got)
+	}
+}
+
 func unauthorized(t *testing.T, c *apitest.Client, msg string) time.Duration {
 	t.Helper()
 	began := time.Now()
