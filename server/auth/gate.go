@@ -51,30 +51,26 @@ func NewGate(token string, v *Verifier, p *Policy) (*Gate, error) {
 // Open reports whether the gate lets every request in.
 func (g *Gate) Open() bool { return g.token == nil && g.verifier == nil }
 
-// Admit answers what r may do, or a *TokenError (401). An address whose
-// tokens were refused waits first (see Throttle); a context ended while
-// waiting answers its error.
+// Admit answers what r may do, or a *TokenError (401). A good token is
+// admitted at once; a refused one is answered only after the address's
+// penalty (see Throttle), and a context ended while that runs answers its
+// error instead.
 func (g *Gate) Admit(ctx context.Context, r *http.Request) (Access, error) {
 	if g.Open() {
 		return Access{}, nil
 	}
-	addr := remoteHost(r)
-	if d := g.throttle.Wait(addr); d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return Access{}, ctx.Err()
-		}
-	}
 	a, err := g.check(r.Header.Get("Authorization"))
-	if err != nil {
-		g.throttle.Fail(addr)
-		return Access{}, err
+	if err == nil {
+		return a, nil
 	}
-	g.throttle.OK(addr)
-	return a, nil
+	t := time.NewTimer(g.throttle.Fail(remoteHost(r)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return Access{}, err
+	case <-ctx.Done():
+		return Access{}, ctx.Err()
+	}
 }
 
 func (g *Gate) check(header string) (Access, error) {

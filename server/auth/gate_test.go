@@ -3,8 +3,11 @@ package auth
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,40 +19,32 @@ func TestThrottle(t *testing.T) {
 	th := NewThrottle(func() time.Time { return now })
 	ms := func(d time.Duration) int64 { return d.Milliseconds() }
 
-	if w := th.Wait("a"); w != 0 {
-		t.Fatalf("a clean address waits %v", w)
-	}
-	// Refused one after the other: 100 ms, doubling, at most 5 s.
+	// Refused one after the other, each answer awaited: 100 ms, doubling,
+	// at most 5 s.
 	var waits []int64
 	for range 9 {
-		th.Fail("a")
-		w := th.Wait("a")
+		w := th.Fail("a")
 		waits = append(waits, ms(w))
 		now = now.Add(w)
 	}
 	if got, want := waits, []int64{100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000}; !equalInts(got, want) {
 		t.Errorf("waits %v, want %v", got, want)
 	}
-	if w := th.Wait("b"); w != 0 {
-		t.Errorf("another address waits %v", w)
+	if w := th.Fail("b"); ms(w) != 100 {
+		t.Errorf("another address starts at the first delay: %v", w)
 	}
-	// Requests side by side are spaced out, not let through together.
-	if a, b := th.Wait("a"), th.Wait("a"); ms(a) != 5000 || ms(b) != 10000 {
+	// Refusals side by side are spaced out, not answered together.
+	if a, b := th.Fail("a"), th.Fail("a"); ms(a) != 5000 || ms(b) != 10000 {
 		t.Errorf("side by side: %v %v", a, b)
 	}
-	th.OK("a")
-	if w := th.Wait("a"); w != 0 {
-		t.Errorf("after a good token: %v", w)
-	}
-	th.Fail("a")
-	if w := th.Wait("a"); ms(w) != 100 {
-		t.Errorf("after a reset the delay starts again: %v", w)
-	}
-	// An address gone quiet is forgotten.
+	// An address gone quiet is forgotten, and starts again.
 	now = now.Add(2 * forget)
 	th.Fail("c")
 	if _, kept := th.addrs["a"]; kept {
 		t.Error("an idle penalty was kept")
+	}
+	if w := th.Fail("a"); ms(w) != 100 {
+		t.Errorf("after a quiet spell the delay starts again: %v", w)
 	}
 }
 
@@ -125,23 +120,68 @@ func TestGate(t *testing.T) {
 			t.Errorf("%q: %v, want %q", c.header, err, c.want)
 		}
 	}
-	// Four refusals: the next request waits 800 ms, so a context that
-	// ends first gives up.
+	// The address has been refused four times: a good token is admitted at
+	// once all the same, without waiting its turn, and a context that ends
+	// while a refusal is held gives up.
+	start := time.Now()
+	if _, err := admit("Bearer root-token"); err != nil || time.Since(start) > 50*time.Millisecond {
+		t.Fatalf("a good token from a guessing address: %v after %v", err, time.Since(start))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	r := httptest.NewRequest("POST", "/query", nil)
 	r.RemoteAddr = "192.0.2.1:5001"
-	r.Header.Set("Authorization", "Bearer root-token")
+	r.Header.Set("Authorization", "Bearer wrong")
 	if _, err := g.Admit(ctx, r); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waiting past the context: %v", err)
+		t.Fatalf("a refusal held past the context: %v", err)
 	}
-	// A good token, once its turn comes, clears the address.
-	now = now.Add(time.Hour)
-	if _, err := admit("Bearer root-token"); err != nil {
+}
+
+// TestGoodTokensNeverWait: while sixteen connections from one address send
+// wrong tokens (as clients behind one proxy share an address), a good token
+// from that address is answered at once, and the refusals are held.
+func TestGoodTokensNeverWait(t *testing.T) {
+	g, err := NewGate("root-token", nil, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if w := g.throttle.Wait("192.0.2.1"); w != 0 {
-		t.Errorf("after a good token the address waits %v", w)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req := func(token string) *http.Request {
+		r := httptest.NewRequest("POST", "/query", nil)
+		r.RemoteAddr = "192.0.2.7:4000"
+		r.Header.Set("Authorization", "Bearer "+token)
+		return r
+	}
+	var wg sync.WaitGroup
+	var refused atomic.Int64
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if _, err := g.Admit(ctx, req("guess")); err != nil && ctx.Err() == nil {
+					refused.Add(1)
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the guessers' penalty builds up
+	for range 20 {
+		start := time.Now()
+		if _, err := g.Admit(ctx, req("root-token")); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 20*time.Millisecond {
+			t.Fatalf("a good token waited %v behind refused ones", d)
+		}
+	}
+	cancel()
+	wg.Wait()
+	// Refusals are spaced out: in 300 ms and then some, far fewer than one
+	// per connection per millisecond were answered.
+	if n := refused.Load(); n > 16 {
+		t.Errorf("%d refusals answered: the throttle held none", n)
 	}
 }
 

@@ -8,8 +8,10 @@ package auth
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -329,6 +331,13 @@ func (p *Policy) Scope(claims map[string]any) *engine.Scope {
 	for k, v := range claims {
 		if fv, err := fenecql.FromGo(v); err == nil && !fv.IsNull() {
 			s.Claims[k] = fv
+		}
+	}
+	// The token's exp ends the scope: a held claim admitted before it does
+	// not run after it.
+	if exp, ok := claims["exp"].(json.Number); ok {
+		if sec, err := exp.Float64(); err == nil && sec > 0 && sec < math.MaxInt64/1000 {
+			s.Until = int64(math.Ceil(sec * 1000))
 		}
 	}
 	for _, r := range p.rules {

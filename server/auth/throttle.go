@@ -17,11 +17,17 @@ const (
 // penalty is dropped, so the table does not grow with every address seen.
 const forget = time.Minute
 
-// Throttle slows down guessing: after a 401, the address's requests are
-// let through one at a time, each a delay after the one before, the delay
-// doubling with each further 401. A good token clears the address.
-// Requests sent side by side are spaced out too, since each takes the
-// next free moment rather than all waiting for the same one.
+// Throttle slows down guessing by holding refusals: the answer to a
+// refused token waits, FirstDelay for an address's first refusal and twice
+// as long for each further one, up to MaxDelay. Refusals sent side by side
+// are spaced out, each taking the next free moment rather than all waiting
+// for the same one, so an address learns at most one refusal a delay per
+// moment reserved. Only refusals wait: a good token is never held, even
+// from an address that is guessing — behind a proxy every client shares
+// one address, and PostgreSQL's auth_delay likewise delays the failing
+// connection alone. Nor does a good token clear the address, which would
+// let a guesser sharing it start again from FirstDelay; a penalty lapses
+// only once the address has gone a while without a refusal.
 type Throttle struct {
 	now func() time.Time
 
@@ -31,8 +37,8 @@ type Throttle struct {
 }
 
 type penalty struct {
-	delay time.Duration // the wait a further refusal adds
-	next  time.Time     // the next moment a request may be checked
+	delay time.Duration // the wait the address's last refusal was given
+	next  time.Time     // the moment the latest refusal is answered
 	last  time.Time     // the last refusal
 }
 
@@ -42,28 +48,9 @@ func NewThrottle(now func() time.Time) *Throttle {
 	return &Throttle{now: now, addrs: map[string]*penalty{}}
 }
 
-// Wait answers how long a request from addr must wait before its token
-// is checked, reserving that moment for it: 0 for an address in good
-// standing.
-func (t *Throttle) Wait(addr string) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	p := t.addrs[addr]
-	if p == nil {
-		return 0
-	}
-	now := t.now()
-	at := p.next
-	if at.Before(now) {
-		at = now
-	}
-	p.next = at.Add(p.delay)
-	return at.Sub(now)
-}
-
-// Fail records a refused token from addr: its next request waits the
-// current delay, and the delay doubles.
-func (t *Throttle) Fail(addr string) {
+// Fail records a refused token from addr and answers how long its answer
+// must wait.
+func (t *Throttle) Fail(addr string) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -76,16 +63,12 @@ func (t *Throttle) Fail(addr string) {
 		p.delay = min(2*p.delay, MaxDelay)
 	}
 	p.last = now
-	if next := now.Add(p.delay); next.After(p.next) {
-		p.next = next
+	at := now
+	if p.next.After(at) {
+		at = p.next
 	}
-}
-
-// OK records a good token from addr, which clears its penalty.
-func (t *Throttle) OK(addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.addrs, addr)
+	p.next = at.Add(p.delay)
+	return p.next.Sub(now)
 }
 
 // sweep drops penalties idle for a while, at most once a minute.

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -100,6 +101,12 @@ func (v *Verifier) Verify(raw string) (map[string]any, error) {
 		}
 		return nil, refuse("token alg %q is not allowed (HS256 or RS256)", alg)
 	}
+	// RFC 7515 §4.1.11: a header naming critical extensions must be
+	// refused by a recipient that does not understand them, and this
+	// server understands none.
+	if crit, ok := tok.Header["crit"]; ok {
+		return nil, refuse("token header crit %v names extensions this server does not understand", crit)
+	}
 	k, err := v.key(tok.Header["kid"])
 	if err != nil {
 		return nil, err
@@ -160,6 +167,15 @@ func explain(err error, claims jwt.MapClaims) *TokenError {
 		return refuse("%v", err) // "token is malformed: …"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		return refuse("token signature is invalid")
+	}
+	// The signature held, so the times are the signer's: one that is no
+	// time at all (1e30 seconds) is said to be invalid, not "expired".
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if bad := notATime(claims[name]); bad != "" {
+			return refuse("token %s %s is invalid: a time is seconds since 1970, up to the year 9999", name, bad)
+		}
+	}
+	switch {
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
 		return refuse("token has no exp; tokens must expire")
 	case errors.Is(err, jwt.ErrTokenExpired):
@@ -168,4 +184,23 @@ func explain(err error, claims jwt.MapClaims) *TokenError {
 		return refuse("token is not valid yet%s", at("nbf"))
 	}
 	return refuse("%v", err) // "token has invalid claims: …" and the like
+}
+
+// maxTime is 9999-12-31T23:59:59Z in seconds since 1970, the last time
+// FenecQL can write.
+const maxTime = 253402300799
+
+// notATime answers a time claim's text when it is a number no time can
+// be (negative, past the year 9999, not finite), and "" otherwise —
+// absent and non-number claims included, which golang-jwt reports itself.
+func notATime(v any) string {
+	n, ok := v.(json.Number)
+	if !ok {
+		return ""
+	}
+	f, err := n.Float64()
+	if err == nil && f >= 0 && f <= maxTime {
+		return ""
+	}
+	return n.String()
 }

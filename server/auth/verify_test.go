@@ -83,6 +83,19 @@ func mint(t testing.TB, method jwt.SigningMethod, key any, kid string, claims jw
 	return s
 }
 
+// critical mints an HS256 token whose header names a critical extension.
+func critical(t testing.TB, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)
+	tok.Header["crit"] = []string{"b64"}
+	tok.Header["b64"] = false
+	s, err := tok.SignedString(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // The manual clock's start, as JWT seconds.
 const startSec = clock.ManualStart / 1000
 
@@ -136,6 +149,10 @@ func TestVerify(t *testing.T) {
 		{"RS256 naming an oct key", mint(t, jwt.SigningMethodRS256, rk, "h1", worker(exp)), `token alg "RS256" is not allowed: key "h1" is HS256`},
 		{"RS256 without a kid", mint(t, jwt.SigningMethodRS256, rk, "", worker(exp)), `token alg "RS256" is not allowed: the --jwt-secret key is HS256`},
 		{"unknown kid", mint(t, jwt.SigningMethodHS256, testSecret, "k9", worker(exp)), `token kid "k9" is not a known key`},
+		{"crit header", critical(t, worker(exp)), "token header crit [b64] names extensions this server does not understand"},
+		{"exp 1e30", mint(t, jwt.SigningMethodHS256, testSecret, "", jwt.MapClaims{"exp": 1e30}), "token exp 1e+30 is invalid"},
+		{"exp negative", mint(t, jwt.SigningMethodHS256, testSecret, "", jwt.MapClaims{"exp": -5}), "token exp -5 is invalid"},
+		{"nbf past 9999", mint(t, jwt.SigningMethodHS256, testSecret, "", jwt.MapClaims{"exp": exp, "nbf": 253402300800}), "token nbf 253402300800 is invalid"},
 		{"garbage", "not-a-token", "token is malformed"},
 		{"bad base64", "a.b.c", "token is malformed"},
 	} {

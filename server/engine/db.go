@@ -202,8 +202,12 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "request given up: %v", err)
 	}
 	write := opts.Meta != nil
+	now := db.clock.NowMS()
 	for _, p := range ps {
 		write = write || IsWrite(p.Stmt)
+		if err := p.Scope.ended(now); err != nil {
+			return nil, err
+		}
 	}
 	if !write {
 		db.mu.RLock()

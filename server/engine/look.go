@@ -200,6 +200,9 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		if c == nil {
 			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeNotFound, p.Stmt.Position(), "no collection %s", name)}
 		}
+		if err := p.Scope.ended(now); err != nil {
+			return Bid{Err: err}
+		}
 		env := &fenecql.Env{Params: p.Params, Now: now}
 		t := &tx{db: db, scope: p.Scope}
 		g := writeGrant(p.Stmt)

@@ -37,6 +37,20 @@ type Rule struct {
 type Scope struct {
 	Claims map[string]fenecql.Value
 	Rules  []Rule
+	// Until is when the scope ends, in ms since 1970 by the database's
+	// clock (a token's exp); 0 for never. A statement admitted before
+	// then may wait — a held claim, up to its Fenec-Wait — and is refused
+	// if it would run after.
+	Until int64
+}
+
+// ended answers the error for a statement run under s at now, when s has
+// ended by then.
+func (s *Scope) ended(now int64) error {
+	if s == nil || s.Until == 0 || now < s.Until {
+		return nil
+	}
+	return fenecql.CodeErrorf(fenecql.CodeUnauthorized, 0, "token expired (exp %s) before the statement ran", fenecql.FormatTime(s.Until))
 }
 
 func (s *Scope) on(coll string, g Grant) []*Rule {

@@ -6,13 +6,14 @@ import "fmt"
 type Code string
 
 const (
-	CodeBadRequest  Code = "bad_request" // parse, type, bad parameter
-	CodeNotFound    Code = "not_found"   // unknown collection or field
-	CodeConflict    Code = "conflict"    // taken id, @unique value
-	CodeUnmet       Code = "unmet"       // require n not met
-	CodeForbidden   Code = "forbidden"   // policy
-	CodeInternal    Code = "internal"
-	CodeUnavailable Code = "unavailable"
+	CodeBadRequest   Code = "bad_request"  // parse, type, bad parameter
+	CodeNotFound     Code = "not_found"    // unknown collection or field
+	CodeConflict     Code = "conflict"     // taken id, @unique value
+	CodeUnmet        Code = "unmet"        // require n not met
+	CodeUnauthorized Code = "unauthorized" // a token that ran out while its statement waited
+	CodeForbidden    Code = "forbidden"    // policy
+	CodeInternal     Code = "internal"
+	CodeUnavailable  Code = "unavailable"
 )
 
 // Error is a FenecQL error: what is wrong and, when it is in the text,
@@ -45,6 +46,8 @@ func (c Code) Status() int {
 	switch c {
 	case CodeBadRequest:
 		return 400
+	case CodeUnauthorized:
+		return 401
 	case CodeForbidden:
 		return 403
 	case CodeNotFound:

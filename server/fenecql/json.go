@@ -283,13 +283,36 @@ func ParseJSON(data []byte) (Value, error) {
 	return v, nil
 }
 
+// CheckStrictJSON answers the first thing in data that JSON allows but a
+// request body may not hold: a key written twice in one object, invalid
+// UTF-8, an escaped lone surrogate. Decoders disagree on what those mean
+// (the first key's value or the last's; the bytes or U+FFFD), so a body
+// holding one is refused rather than read one way. Data that is not JSON
+// at all answers nil: the decoder that reads it says so in its own words.
+// ParseJSON, which reads what the server itself wrote, forgives all three.
+func CheckStrictJSON(data []byte) error {
+	p := jsonParser{data: data, strict: true}
+	if _, err := p.value(); err != nil && p.refused {
+		return err
+	}
+	return nil
+}
+
 // jsonParser is a small recursive-descent scanner: encoding/json's
 // decoders either lose key order (maps) or allocate per token (Token),
 // and documents are parsed on every load.
 type jsonParser struct {
-	data  []byte
-	i     int
-	depth int
+	data    []byte
+	i       int
+	depth   int
+	strict  bool // refuse duplicate keys, invalid UTF-8 and lone surrogates
+	refused bool // the error is one of those
+}
+
+// refuse is errorf for what only strict parsing refuses.
+func (p *jsonParser) refuse(format string, args ...any) *Error {
+	p.refused = true
+	return p.errorf(format, args...)
 }
 
 func (p *jsonParser) errorf(format string, args ...any) *Error {
@@ -397,6 +420,7 @@ func (p *jsonParser) object() (Value, *Error) {
 		if p.i >= len(p.data) || p.data[p.i] != '"' {
 			return Null, p.errorf("expected a key in quotes, found %s", p.found())
 		}
+		keyAt := p.i
 		k, err := p.string()
 		if err != nil {
 			return Null, err
@@ -415,6 +439,10 @@ func (p *jsonParser) object() (Value, *Error) {
 			}
 		} else {
 			at = slices.Index(o.Keys, k)
+		}
+		if at >= 0 && p.strict {
+			p.i = keyAt
+			return Null, p.refuse("key %s appears twice in one object", strconv.Quote(k))
 		}
 		if at >= 0 {
 			o.Vals[at] = v
@@ -487,6 +515,9 @@ func (p *jsonParser) slowString() (string, *Error) {
 			p.i++
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
+			if r == utf8.RuneError && size == 1 && p.strict {
+				return "", p.refuse("invalid UTF-8 in a string")
+			}
 			b = utf8.AppendRune(b, r) // RuneError for invalid bytes
 			p.i += size
 		}
@@ -519,6 +550,9 @@ func (p *jsonParser) escape() (rune, *Error) {
 			return 0x10000 + (r-0xd800)<<10 + (lo - 0xdc00), nil
 		}
 		p.i = save
+	}
+	if p.strict {
+		return 0, p.refuse("lone UTF-16 surrogate \\u%04x in a string", r)
 	}
 	return utf8.RuneError, nil
 }

@@ -395,3 +395,43 @@ func FuzzParseJSON(f *testing.F) {
 		}
 	})
 }
+
+// Request bodies: what JSON allows but may mean two things is refused;
+// what is not JSON at all is left to the decoder.
+func TestCheckStrictJSON(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"a": 1, "b": {"a": 2}}`, ""},
+		{`{"a": "\ud83d\ude00 é"}`, ""},
+		{`{"a": 1, `, ""}, // not JSON: the decoder's to say
+		{`{"a": 1, "a": 2}`, `invalid JSON at byte 10: key "a" appears twice in one object`},
+		{`[{"x": [{"k": 1, "k": 1}]}]`, `key "k" appears twice`},
+		{"[\"a\xffb\"]", "invalid UTF-8 in a string"},
+		{`["\udc00"]`, `lone UTF-16 surrogate \udc00 in a string`},
+		{`["\ud800x"]`, `lone UTF-16 surrogate \ud800 in a string`},
+	} {
+		err := CheckStrictJSON([]byte(c.in))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.in, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want %q", c.in, err, c.want)
+		}
+	}
+	// Many keys are checked in linear time, not by a scan per key.
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 100000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"k%d": %d`, i, i)
+	}
+	b.WriteString(`, "k5": 0}`)
+	start := time.Now()
+	if err := CheckStrictJSON([]byte(b.String())); err == nil || !strings.Contains(err.Error(), `key "k5" appears twice`) {
+		t.Errorf("100 000 keys: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("100 000 keys took %v", d)
+	}
+}

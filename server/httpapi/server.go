@@ -30,6 +30,7 @@ import (
 	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 	"github.com/fenecdb/fenec/server/wait"
 )
@@ -191,7 +192,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route finds the spec's operation for the request: 404 for an unknown
 // path, 405 (with Allow) for a method the path does not take.
 func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
-	route, _, err := s.router.FindRoute(r)
+	find := r
+	if r.Method == http.MethodHead {
+		// HEAD is GET without the body (RFC 9110 §9.3.2): routed as GET,
+		// it runs the GET handler, and net/http drops what that writes.
+		find = r.Clone(r.Context())
+		find.Method = http.MethodGet
+	}
+	route, _, err := s.router.FindRoute(find)
 	if err == nil && route.Path == r.URL.Path { // the router forgives a trailing "/"; the mux does not
 		return route, nil
 	}
@@ -228,7 +236,13 @@ func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) > 0 {
 		// Bodies are JSON whatever the client labelled them (curl -d sends
-		// application/x-www-form-urlencoded): the spec says so.
+		// application/x-www-form-urlencoded): the spec says so. A body
+		// whose meaning depends on the parser — a key twice, invalid UTF-8
+		// that a decoder would quietly replace — is refused here, before
+		// any decoder picks one reading.
+		if err := fenecql.CheckStrictJSON(body); err != nil {
+			return badRequest("the body: %v", err)
+		}
 		r.Header.Set("Content-Type", "application/json")
 	}
 	in := &openapi3filter.RequestValidationInput{
