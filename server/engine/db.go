@@ -171,7 +171,7 @@ type Parsed struct {
 func Parse(stmts []Statement) ([]Parsed, error) {
 	out := make([]Parsed, len(stmts))
 	for i, s := range stmts {
-		st, err := parsed.parse(s.Query)
+		st, err := shared.parse(s.Query)
 		if err != nil {
 			return nil, &BatchError{At: i, Err: err}
 		}
