@@ -138,15 +138,6 @@ type BatchError struct {
 func (e *BatchError) Error() string { return fmt.Sprintf("statement %d: %v", e.At, e.Err) }
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// Code answers the kind of an error from the engine.
-func Code(err error) fenecql.Code {
-	var fe *fenecql.Error
-	if errors.As(err, &fe) {
-		return fe.Code
-	}
-	return fenecql.CodeInternal
-}
-
 // Exec runs one statement.
 func (db *DB) Exec(ctx context.Context, query string, params []fenecql.Value) (*Result, error) {
 	rs, err := db.Batch(ctx, []Statement{{Query: query, Params: params}})
@@ -199,7 +190,7 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "request given up: %v", err)
+		return nil, unavailableError(err, "request given up")
 	}
 	write := opts.Meta != nil
 	for _, p := range ps {
@@ -214,11 +205,11 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	db.mu.Lock()
 	if db.broken != nil {
 		db.mu.Unlock()
-		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "the store failed, writes are refused: %v", db.broken)
+		return nil, unavailableError(db.broken, "the store failed, writes are refused")
 	}
 	t := &tx{db: db, write: true}
 	rs, err := t.runAll(ps)
-	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || Code(err) == fenecql.CodeUnmet) {
+	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
 		err = ErrNothingTaken
 	}
 	if err != nil {
@@ -255,7 +246,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 				db.broken = err
 			}
 			db.mu.Unlock()
-			return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "the write was not stored: %v", err)
+			return nil, unavailableError(err, "the write was not stored")
 		}
 	}
 	return rs, nil

@@ -198,7 +198,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		name, cl := ClausesOf(p.Stmt)
 		c := db.colls[name]
 		if c == nil {
-			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeNotFound, p.Stmt.Position(), "no collection %s", name)}
+			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeUnknown, p.Stmt.Position(), "no collection %s", name)}
 		}
 		env := &fenecql.Env{Params: p.Params, Now: now}
 		t := &tx{db: db, scope: p.Scope}

@@ -97,7 +97,7 @@ func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr,
 	rules := t.scope.on(c.Name, g)
 	if len(rules) == 0 {
 		if g == GrantRead || len(t.scope.on(c.Name, GrantRead|GrantWrite)) == 0 {
-			return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, pos, "no collection %s", c.Name)
+			return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, pos, "no collection %s", c.Name)
 		}
 		return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, pos, "no policy rule lets this token %s %s", grantVerbs[g], c.Name)
 	}

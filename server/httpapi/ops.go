@@ -89,7 +89,7 @@ func fullAccess(r *http.Request, route string) *apiError {
 	if access(r).Scope == nil {
 		return nil
 	}
-	return &apiError{status: http.StatusForbidden, code: string(fenecql.CodeForbidden),
+	return &apiError{code: gen.ErrorCodeForbidden,
 		msg: route + " needs the server's --token: a token held to a policy may not use it"}
 }
 
@@ -101,7 +101,7 @@ func (s *Server) MoveClock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Clock == nil {
-		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound,
+		writeError(w, &apiError{code: gen.ErrorCodeNotFound,
 			msg: "this server runs on the system clock: POST /_clock needs fenec serve --clock manual"})
 		return
 	}
@@ -150,7 +150,7 @@ const maxClockMS = 253402300799999
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: fmt.Sprintf("encoding the answer: %v", err)})
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: fmt.Sprintf("encoding the answer: %v", err)})
 		return
 	}
 	b = append(b, '\n')

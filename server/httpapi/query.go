@@ -129,7 +129,7 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 		}
 		st, err := engine.ParseStatement(sb.Query)
 		if err != nil {
-			s.metrics.statement("unparsed", string(engine.Code(err)))
+			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
 		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, sb.Query
@@ -168,12 +168,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	rec, ok, err := s.lookupKey(req.key)
 	if err != nil {
 		s.log.Error("idempotency", "err", err)
-		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()})
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: err.Error()})
 		return
 	}
 	if ok {
 		if rec.FP != req.fp.String() {
-			writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeKeyReused,
+			writeError(w, &apiError{code: gen.ErrorCodeKeyReused,
 				msg: fmt.Sprintf("Idempotency-Key %q was used for another request", req.key)})
 			return
 		}
@@ -237,7 +237,7 @@ func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Resu
 		case err == nil:
 			s.metrics.statement(engine.Kind(p.Stmt), "ok")
 		case i == failedAt || failedAt < 0:
-			s.metrics.statement(engine.Kind(p.Stmt), string(engine.Code(err)))
+			s.metrics.statement(engine.Kind(p.Stmt), string(errorCode(err)))
 		default:
 			s.metrics.statement(engine.Kind(p.Stmt), "undone")
 		}

@@ -158,7 +158,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", p)
-			writeError(w, &apiError{status: 500, code: codeInternal, msg: "internal error"})
+			writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "internal error"})
 		}
 	}()
 	sw := &statusWriter{ResponseWriter: w}
@@ -204,11 +204,11 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 			}
 		}
 		slices.Sort(allow)
-		return nil, &apiError{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
+		return nil, &apiError{code: gen.ErrorCodeMethodNotAllowed,
 			msg:   fmt.Sprintf("%s %s: the method is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")),
 			allow: strings.Join(allow, ", ")}
 	}
-	return nil, &apiError{status: http.StatusNotFound, code: codeNotFound,
+	return nil, &apiError{code: gen.ErrorCodeNotFound,
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
@@ -219,7 +219,7 @@ func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
+			return &apiError{code: gen.ErrorCodeTooLarge,
 				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
 		}
 		return badRequest("reading the body: %v", err)

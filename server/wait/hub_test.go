@@ -263,7 +263,7 @@ func TestWaitEnds(t *testing.T) {
 	}
 	h = f.hold(100*time.Millisecond, `set jobs {owner: "w"} where run_at <= now() order run_at limit 1 require 1`)
 	o := h.answer(t, time.Second)
-	if engine.Code(o.err) != fenecql.CodeUnmet {
+	if fenecql.CodeOf(o.err) != fenecql.CodeUnmet {
 		t.Fatalf("require at the end of the wait: %+v", o)
 	}
 	h = f.hold(100*time.Millisecond, `del jobs where run_at <= now() limit 1`)

@@ -194,12 +194,12 @@ type Collections struct {
 
 // Error defines model for Error.
 type Error struct {
-	// At In a `/batch`, the 0-based statement refused.
-	At   *int      `json:"at,omitempty"`
-	Code ErrorCode `json:"code"`
-
 	// Error What is wrong, and where.
-	Error string `json:"error"`
+	Error string    `json:"error"`
+	Code  ErrorCode `json:"code"`
+
+	// At In a `/batch`, the 0-based statement refused.
+	At *int `json:"at,omitempty"`
 }
 
 // ErrorCode defines model for Error.Code.

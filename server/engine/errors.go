@@ -1,0 +1,23 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrUnavailable is in the chain of every error of a request the database
+// could not serve — the store failed, or the request was given up — as
+// against one FenecQL refused (a *fenecql.Error). The cause, the store's
+// error or the context's, is in the chain too.
+var ErrUnavailable = errors.New("the database cannot serve the request now")
+
+type unavailable struct {
+	msg   string
+	cause error
+}
+
+func (e *unavailable) Error() string   { return e.msg }
+func (e *unavailable) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+func unavailableError(cause error, what string) error {
+	return &unavailable{msg: fmt.Sprintf("%s: %v", what, cause), cause: cause}
+}
