@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -38,7 +37,7 @@ type DB struct {
 	seq     uint64
 	meta    map[string]Meta
 	broken  error // the store failed: writes are refused from then on
-	onWrite atomic.Pointer[func([]string)]
+	written subscribers
 }
 
 // Open opens (or creates) the database file and rebuilds memory from it.
@@ -101,10 +100,6 @@ func (db *DB) replay(ch store.Change) error {
 	}
 	return nil
 }
-
-// SetOnWrite has fn told, after the write lock is released, which
-// collections each committed write changed: held claims look again.
-func (db *DB) SetOnWrite(fn func(colls []string)) { db.onWrite.Store(&fn) }
 
 // Close flushes and closes the store.
 func (db *DB) Close() error {
@@ -220,7 +215,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	if opts.Meta != nil {
 		// The records commit with the write as change number seq+1; Meta
 		// sees it on the results, since a record often keeps the answer
-		// and its Fenec-Seq.
+		// and its change number.
 		for _, r := range rs {
 			r.Seq = db.seq + 1
 		}
@@ -236,8 +231,8 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	if fn := db.onWrite.Load(); fn != nil && len(t.touched) > 0 {
-		(*fn)(t.touched)
+	if len(t.touched) > 0 {
+		db.written.tell(t.touched)
 	}
 	if wait != nil {
 		if err := wait(); err != nil {

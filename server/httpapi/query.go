@@ -37,7 +37,8 @@ type request struct {
 }
 
 // Query is POST /query. Fenec-Wait has been validated against the spec;
-// a held claim is the wait package's, which calls run again each turn.
+// a held claim is the wait package's, which runs it on the engine each
+// turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
@@ -144,7 +145,9 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	if req.wait != nil {
 		if err := engine.Holdable(req.stmts); err != nil {
-			writeError(w, engineError(err, req.batch))
+			e := engineError(err, req.batch)
+			e.msg = "Fenec-Wait: " + e.msg
+			writeError(w, e)
 			return
 		}
 	}
@@ -195,33 +198,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	writeAnswer(w, answer, true, rs[0].Seq, false)
 }
 
-// execute runs the request — held at the server, with Fenec-Wait, while
-// it would take nothing — and answers what it answered.
+// execute runs the request — held by the wait package, with Fenec-Wait,
+// while it would take nothing — and answers what it answered.
 func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+	var rs []*engine.Result
+	var took time.Duration
+	var err error
 	if req.wait == nil {
-		return s.run(ctx, req, meta, false)
+		start := time.Now()
+		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+		took = time.Since(start)
+	} else {
+		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		if took == 0 {
+			return rs, err // the client went away while it was held: nothing ran
+		}
 	}
-	return s.hub.Hold(ctx, &wait.Request{
-		Parsed: req.stmts,
-		Scope:  req.scope,
-		Wait:   *req.wait,
-		Run: func(onlyIfTakes bool) ([]*engine.Result, error) {
-			return s.run(ctx, req, meta, onlyIfTakes)
-		},
-	})
+	s.observe(req, took, err)
+	return rs, err
 }
 
-// run runs the request's statements once: all or nothing, under one lock.
-// meta, when set, adds records committed with the write (an idempotency
-// key). With onlyIfTakes, a run that would take no row is undone and
-// answers engine.ErrNothingTaken: a held claim's turn that found nothing.
-func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, onlyIfTakes bool) ([]*engine.Result, error) {
-	start := time.Now()
-	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, OnlyIfTakes: onlyIfTakes})
-	if errors.Is(err, engine.ErrNothingTaken) {
-		return nil, err // a look that found nothing is not a statement run
-	}
-	took := time.Since(start)
+// observe counts and times a run of the request's statements, and logs it
+// when it was slow.
+func (s *Server) observe(req *request, took time.Duration, err error) {
 	kind := "batch"
 	if len(req.stmts) == 1 {
 		kind = engine.Kind(req.stmts[0].Stmt)
@@ -246,7 +245,6 @@ func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Resu
 		s.log.Warn("slow request", "ms", took.Milliseconds(), "statements", len(req.stmts),
 			"query", brief(req.text[0]), "err", err)
 	}
-	return rs, err
 }
 
 // answerJSON is the body of a successful request: the one answer of a

@@ -120,8 +120,7 @@ func New(cfg Config) (*Server, error) {
 		gate:    cfg.Gate,
 	}
 	s.metrics.watch(cfg.DB)
-	s.hub = wait.New(cfg.DB, cfg.DB.Clock(), wait.NewMetrics(s.metrics.reg))
-	cfg.DB.SetOnWrite(s.hub.Written)
+	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
 		// The spec's validation runs first, so the generated wrapper
 		// only fails where the two disagree; answer it the same way.
