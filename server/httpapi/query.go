@@ -17,13 +17,6 @@ import (
 	"github.com/fenecdb/fenec/server/wait"
 )
 
-// statementBody is one statement as it arrives: /query's body, or an item
-// of /batch's "statements".
-type statementBody struct {
-	Query  string `json:"query"`
-	Params []any  `json:"params"`
-}
-
 // request is a /query or /batch, parsed and ready to run.
 type request struct {
 	batch bool
@@ -45,12 +38,12 @@ func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryP
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var sb statementBody
-	if err := decodeStrict(body, &sb); err != nil {
+	var qr gen.QueryRequest
+	if err := decodeStrict(body, &qr); err != nil {
 		writeError(w, badRequest("the body is not a query: %v", err))
 		return
 	}
-	req, e := s.parse(r, body, false, []statementBody{sb})
+	req, e := s.parse(r, body, false, []gen.QueryRequest{qr})
 	if e != nil {
 		writeError(w, e)
 		return
@@ -67,9 +60,7 @@ func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchP
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var bb struct {
-		Statements []statementBody `json:"statements"`
-	}
+	var bb gen.BatchRequest
 	if err := decodeStrict(body, &bb); err != nil {
 		writeError(w, badRequest("the body is not a batch: %v", err))
 		return
@@ -108,13 +99,14 @@ func decodeStrict(body []byte, v any) error {
 
 // parse converts the parameters and parses the statements. Nothing has run
 // yet, so any error here writes nothing.
-func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statementBody) (*request, *apiError) {
+func (s *Server) parse(r *http.Request, body []byte, batch bool, qrs []gen.QueryRequest) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, stmts: make([]engine.Parsed, len(sbs)), text: make([]string, len(sbs)), scope: a.Key}
-	for i, sb := range sbs {
-		vals := make([]fenecql.Value, len(sb.Params))
-		for j, p := range sb.Params {
-			v, err := fenecql.FromGo(p)
+	req := &request{batch: batch, stmts: make([]engine.Parsed, len(qrs)), text: make([]string, len(qrs)), scope: a.Key}
+	for i, qr := range qrs {
+		params := deref(qr.Params)
+		vals := make([]fenecql.Value, len(params))
+		for j, p := range params {
+			v, err := fenecql.FromGo(deref(p))
 			if err != nil {
 				name := fmt.Sprintf("params[%d]", j)
 				if batch {
@@ -128,12 +120,12 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 			}
 			vals[j] = v
 		}
-		st, err := engine.ParseStatement(sb.Query)
+		st, err := engine.ParseStatement(qr.Query)
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, sb.Query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, qr.Query
 		req.write = req.write || engine.IsWrite(st)
 	}
 	req.fp = fingerprintOf(r, body)

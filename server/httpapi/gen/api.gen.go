@@ -65,33 +65,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for FieldIndex.
-const (
-	FieldIndexGeo         FieldIndex = "geo"
-	FieldIndexHash        FieldIndex = "hash"
-	FieldIndexLessThannil FieldIndex = "<nil>"
-	FieldIndexSorted      FieldIndex = "sorted"
-	FieldIndexUnique      FieldIndex = "unique"
-)
-
-// Valid indicates whether the value is a known member of the FieldIndex enum.
-func (e FieldIndex) Valid() bool {
-	switch e {
-	case FieldIndexGeo:
-		return true
-	case FieldIndexHash:
-		return true
-	case FieldIndexLessThannil:
-		return true
-	case FieldIndexSorted:
-		return true
-	case FieldIndexUnique:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for FieldType.
 const (
 	FieldTypeBool      FieldType = "bool"
@@ -119,6 +92,33 @@ func (e FieldType) Valid() bool {
 	case FieldTypeText:
 		return true
 	case FieldTypeTimestamp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FieldIndex.
+const (
+	FieldIndexGeo         FieldIndex = "geo"
+	FieldIndexHash        FieldIndex = "hash"
+	FieldIndexLessThannil FieldIndex = "<nil>"
+	FieldIndexSorted      FieldIndex = "sorted"
+	FieldIndexUnique      FieldIndex = "unique"
+)
+
+// Valid indicates whether the value is a known member of the FieldIndex enum.
+func (e FieldIndex) Valid() bool {
+	switch e {
+	case FieldIndexGeo:
+		return true
+	case FieldIndexHash:
+		return true
+	case FieldIndexLessThannil:
+		return true
+	case FieldIndexSorted:
+		return true
+	case FieldIndexUnique:
 		return true
 	default:
 		return false
@@ -177,18 +177,19 @@ type ClockMove1 struct {
 
 // ClockNow defines model for ClockNow.
 type ClockNow struct {
+	NowMs int64 `json:"now_ms"`
+
 	// Now The time in ISO-8601 UTC with milliseconds.
 	//
 	// Example: 2026-05-03T09:20:20.000Z
-	Now   string `json:"now"`
-	NowMs int64  `json:"now_ms"`
+	Now string `json:"now"`
 }
 
 // Collection defines model for Collection.
 type Collection struct {
+	Name      string  `json:"name"`
 	Documents int     `json:"documents"`
 	Fields    []Field `json:"fields"`
-	Name      string  `json:"name"`
 }
 
 // Collections defines model for Collections.
@@ -211,16 +212,16 @@ type ErrorCode string
 
 // Field defines model for Field.
 type Field struct {
-	Index *FieldIndex `json:"index"`
 	Name  string      `json:"name"`
 	Type  FieldType   `json:"type"`
+	Index *FieldIndex `json:"index"`
 }
-
-// FieldIndex defines model for Field.Index.
-type FieldIndex string
 
 // FieldType defines model for Field.Type.
 type FieldType string
+
+// FieldIndex defines model for Field.Index.
+type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
@@ -789,70 +790,71 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7FrrbhvHkn6VQq8BScmQGlJyTkLjAEfJxojjxMmxlTWwouBpzRQ1bc10M909orgCgX2afbB9kkVVz40X",
-	"3XycYHdx8iMWyb5UV1VXffVV34rUlHOjUXsnJrciR5mh5T9fosb0Hf5Of2foUqvmXhktJuI0R8iklxfS",
-	"4Z6DNJf6EkFX5QVakDNP/weLv1foPPhcelhY43EoIuHSHEtJS5ZKq7IqxSSOhF/OUUyE0h4v0YrVKhKv",
-	"MiznxqP2b3FeyCVm23Ik3laYwCJHDT5HkNot0IJy/GmmrPPNd96Az5WDdtl0OXiNywhsvfq6cKhJsjNB",
-	"G4jzVkDnrdKXYkUCzqWVJfq+st5L5bel/FkVhXKYGp05kiM3RQYS0kKqEvYlJA59AsZCkmGRHID0LL5D",
-	"e40WFrkqcKqVh4Wpigy8vELQxudKX05AwiI3Rav7mTUlxLTJURzH8XCqRSQUCRHsKiKhZUknYXkHLPCa",
-	"UeRNMArPjx5tpHT5GpfbRx+RKOPnz+Fi6dEN4QQWVnkEi94qzGChfB4OK0uEK1yC1Fn3Re1CU71fos9N",
-	"FsFc+jyCC5Mtw5JhvLlCfUBmD8bGbMv+Uy0vpdJR2DHpnGvQeNcE2JkiXpGldI2aX/ByV7icap4u6Xu0",
-	"rYcrB8fjMZ3O4qxyWM+HK8Q5LUJTh/Aalw4KdY1TnQwGqueH3hcJ7Gc4k1XhYXwM+QFL4Sp7ra6R75Lz",
-	"0vqwhQx6m2rJGvtYOQ+20u4ea294/abJf0J96XMxGT9/ziZvPo92Or5FNzfaIfv9tzJ7G9RAn1KjSan0",
-	"p5zPC5VKcoTDj4684VbgjSznBYaRGa17IbMPtRpFJNBaY8VEzI1TNBGORxPAmzmmHunKXMuiwghmptIZ",
-	"TMVqKsSqf5RnFmdiIv7lsItph+FXd/g9r80H2A5mjSUNBS7npccSNRu2lMXM2BIz2J9L6zAC0gg5Yn37",
-	"IwjKDl55MCSJvjN6Vqj0MSr5B4U/4XigQWUcQP5WafU7hUTW1IvGgWEhHfukR80CvjT2QmUZ6j9ewjfG",
-	"gywKsyAVSnCpmWN9Zfcc2KpAR3cOzByt9MbSl6byCNJdNRFifVrEF4IF3QvHwqD2V9qj1bL4M9Qe7qrS",
-	"vVDNMrzG5VukGPDHC0GOu3Gx2dAcgWbkyutxiuV7Y/xLuj6fdFu18R/48vXuamqKAlO+rR/NhYNccsib",
-	"KSwyCkvSf4Y7eqKh0lfaLDT09jO23mbf2OA0wQ9OjflJ2kv8c0zAyUg5KGhLS3Cn7xR7DpLBoJQ3AxqX",
-	"sHy/aVn53Fj1H/hpdqj6C3SmKJVzdNsvUFqGPFeoP1OA7C/JYbHeyliCdvqS0FMPOr5//35wUvkctafT",
-	"4Lqqt3JK0Mm1VIW8KP4kszlvLMJMqgKziM7he3mArtGlukYN1bw2WYn+E21FMzsjEcjjm5IEUAwxWLNw",
-	"AXfQ/sqig9HnuDSQ1OuBTvhI2ngo0d+VF9ot2YYnsxnnXT5qlnFClsWvlgK1V5T9Z7JwuLnrD2YBpdRL",
-	"yExaURZ1BFIZD1EsN5UnsXxltdKXSVcYzHsL3wrZ2/wBDFqfMSO43k7rILu5+Igpx6ATRoLbIPWky/h7",
-	"DYQkiYzGX2Zicna/+t+ahROr6P5BrS5X56tIfCt9mnfS3KvcdbVYdFURCjXlsXQP+Ua9yarVhrRWLrfU",
-	"1iy7S2ssbA/iPUHaVq2PF/jvFdpls9uKweirMG/0wBl6m+06xneFSa9+Nte4bf/vb2TqiyUYjWBmkMjs",
-	"WuoUP5Qugf3SXCMYHQA5VWrha4f+YN1HnqCXbgP6RPBS+uDUXx2LqKvBxs+PjuPxURz/5Rv6L3rSTej2",
-	"2KGOp5mRD/3HiVqvvy3meWO3N2bxRNfTYcZ22PeqRIJtr979Mvj6q3gEv51+F0Bm2SvTybRtKBfjePzV",
-	"IH4+iI9O428m43gyjodxHP+72CqPItr4LmU9oIZ6Ji+x24Vb5PNEZbSR+KFoGgnGU4+/ri9p+HZ4aerO",
-	"7VS/cWQaFfXkawW4//zuiQpI12c+6mg9bT8UPvvL7xI8ZOjJ7WYY2MEVvdIgITm8oKCbRIxJ4sGFJETf",
-	"laU1y0BOeo81I3EzMDajHHO0imo40jFb65X3BqKctfVhtAb6Aw3zgb6qazpBK9fVbtSCHW/MB8bDIhJX",
-	"uPxgQ0kUsXBcovGWLeLbYth6wo9XLXja1Nb7XHKRzhC0Zm5ytIwn7lxvtGm+sHitoV32C17+NJdTOsOb",
-	"vr6dsZ5VkEuX8/GpUheRuEQjIl0VxXkk6J8Agb2tcFd42X2vmpHddkqTHWaFkWwPvKF/LowhzVMMdF6W",
-	"cxEJBq5BiB00587ryoOi+oS79PUDysLnT1SYueqJT6fvViaxUeoteczVzu3XMMTThGBWx+3OHH2QmDwb",
-	"/fd//tcznZCnPSqc/JssKtwVKX8nabd3/EUjMEf79596N39fgrdSFYTdkxdJACWDQQKpKWusbbGhWw7q",
-	"AHEPm7euzyDKLpW+vS8BP/Lg2+ezZhGB8o5q+qrUjvIyX1LYT1SW1ATuzFhIvkgOepd6TTC3C9FblBkz",
-	"SVRZMavHJcieqwngrgJ5tAVJBzvsF863LYJewo/vfnkTmDjaZP1uc7GFaWWVX76jHYImQ519hwP2CAUu",
-	"xBPYn1VFATJN0bmD+qA/vj+Fa7Rq1hDszDd/XPiBw9Q2rYbwzRUuXfCiHIssNEkwkHIMhQeDuSlUukym",
-	"ej8zqTsMWw3L7GAI7+tyjoo9ygHqsrJUS2vT8QQaMcMsMNOsSL7P4ZCtLnPv56GAVXpmtg/P94Dp/bao",
-	"bNtPQSsZmGu08MPp6a8RkBvT2ZVubtAQTnPlpnqmCmy6QzSWxPZWpn6yzti4KyzQG82awWu0S3j3r6/3",
-	"3JRGazc31vNFu0SNVnrMQuNF+ajrX4TuzbUsVCY9OkCZ5l1Dg7sRzoPyw6me6u95D05E4Zx05avQ3ZDB",
-	"j5hmSm6nIV1NxQSmYlrF8VFaonPyEvkDTkUEU05lUzGZ6mbMldJZM2CVvOiBjHpXmWUOkqmQfiruAh5D",
-	"OOEGzFT7OvFq46FQjjRAebcunh0cx8eQtMCB96uH0fwetTvVEgKoAOUhM6HpEppc3WLPIdlGHknTzDmh",
-	"zwnrsY76pCyFIRiy8ha59GRHOpeykHwXWJzB6XKOCTi5dBE4A0la2QIGWTLVC2OvXMdYDH6Avf6kCWyy",
-	"P3tJ8PJCpagdR4S6+XIyl2mOg/Ew5vihfNE24EQkrtG64ObxcBSGmDlqOVdiIo6G8fBIRIK0xvHh8ENK",
-	"BRHnKuN2AMhTdN4BV61rLs11z8UScqmzyXqNS4Mdqd/oaKrbGtehp2+H8JvOgubALZ3HEliE0E4NVL1i",
-	"i4fzBx5fGf0qExNBFTeXcCKkGnT+W5Mtn8ak9evlcRzH8aO5sa7qX60nOw7BG62scRx/NuqxLVvvYB9Z",
-	"hXsUHxdsGiYZj4MAu9ZtBT3sNdx4yujhKWt8M086enhS1yLiGccPz2hbCzRh9IgtWp6ek2FVlpKQEPsM",
-	"u1spdSWL2t32jS6WULEvJjPOCOzcMBiEAWF0jRPkpWOEOHfinFY//JC3oPQyMLnrjlpj1j/QJeod7qKj",
-	"Q75QLjDOPXQgJmfnffW8z5G7On5zFrxBzFybfu/QQ4neqtTdqYif698f1ATVFIfzQir9ALu/67i1FMM/",
-	"zYfXPOxXayifYOUaQaKmlUenArxpO9CBxdmtS06g94TiftHgwFa6A7jBj41GCM5NWweSnD+rGaMqM6NU",
-	"i2X9HuFgCK9mPIkibyABCG7RKigpiHN5kGIHQwJY0JSJOMSHjCl9sitYM9Ur1l+23MF+d0MOu5cvd7Hg",
-	"vcEbD0ZW55+YFgLDJlVxokM4DBi8M/FLqQqQ8NFcBBCneQxXGzNDgGFQzSO4MD4nOKxR0Z2idNzA+T55",
-	"fdZVhmfjSCxGk9HXx2OCtKWfc/w2lafCqS7mhEMfuqG3ZqHRToDAfxSsMYFnRxF5wwfpJ6DNYv8AvoRR",
-	"HMfwBUjvsZx71/tzFTgNUBn8FZ6N+Di8Kn0cNy0j7hj1xLwV3lClNHd/q1U2TE3JCm+EnFeNkHO5LIzM",
-	"JvBstCFZ1IoxgXjFWzTTL5szpqbSzNauHp2X15oKny019yBD2yg56/eSRsx89z+e0aIk/uR4dX7+NPmb",
-	"5sp2hPuesP52Uylq7/9GuzQ8xqqf2u3atx572D7JW3sgN+i/kLtv+o43dSz9/yfgEX/z8IT2fQ4jlfFj",
-	"DlKi/wRcE4nj8SOW7x6NrCLx/DHGaJ+68ISjR5miZVvXk+HbSvfTlCwKjoihQ9xPfDU9xKlvg1GvkcQm",
-	"C/Pj+9OWWJAQqATKXS43Cw0M6ChJ9RajHFXKJfM30VRz0dw+EuSbCmbGH7r2cm/KrqzWbxv8o2Fl7dhn",
-	"a52V4655ctbSvxz2mzqwjrId78EbUEiqR3cccT0jhOJuQkfc9mat7cGJoTcBb/ydY5vIvtaaunN0w5Kv",
-	"rXze/kyZIHTsHlkg9TR5V43UDWnhWUBPPsclLCgpphalx+xTceTaRQgkTLdrzS8wZGDLRjV9QCoI3Awr",
-	"Ct1ueNgyu7vhYf2Us2E5aBtrFu5F+1yi+SW5nbZJayomoFcJU33NjPpVap/ThN6bBmjImuZxaniu3b5u",
-	"3XVnmEL/P4QEZaBEOlueaJDpVQSLXNW0Gz+rqVXWx3ktYhp1wK4HkprXOo8GYatI8MvuDXnq594UvDC8",
-	"lIsCJVigbN7rHcXgdoq2S7AtiLmF3eDL8Aq8j+FafPkljBpgGSZBIAr/Ws8NF63+qVCl8jCKoXUx+IJP",
-	"WsPqzbMS6q5/ynYeqEanMpOfFZ0+HoCuvzP5zAC0cckAyPqVu/Qg2TOby93XTh+YNl60e4namTauPXyR",
-	"bC9L+LeJ85NR20kNoV1l/F1IGpNeXdOkqsldhoqa3LTjdcRR/TqCswHtvLzjLmhSBg+A4Ead1OePN+Xd",
-	"MHyza9c97fon9v4n9v7fgr3Nrk7vTty9Tgp2zcKz81V0S7Ez0IEhwFa2qFtrk8PD0fgvw3gYD0eTr+Ov",
-	"Y46z9eqbqORtpTmWNJ2zDowGMSizbzz4ZF4z6pg0Jib5cnY8lEfnA5HbW5Gg0up89T8BAAD//w==",
+	"7Fp7byNHcv8qhc4CkuwhNaS0PpvGASc7Nrx+366cBSIKO62ZoqZXM910d48oRiCQT5MPlk8SVPW8+JBE",
+	"7a2NJDj/4RXJftS7flXV9yI15dxo1N6Jyb3IUWZo+c9vUWP6Bn+nvzN0qVVzr4wWE3GeI2TSyyvp8MBB",
+	"mkt9jaCr8gotyJmn/4PF3yt0HnwuPSys8TgUkXBpjqWkI0ulVVmVYhJHwi/nKCZCaY/XaMVqFYlXGZZz",
+	"41H71zgv5BKzbToSbytMYJGjBp8jSO0WaEE5/jRT1vnmO2/A58pBe2y6HPyAywhsffo6caiJsgtBF4jL",
+	"lkDnrdLXYkUEzqWVJfq+sN5K5bep/EkVhXKYGp05oiM3RQYS0kKqEg4lJA59AsZCkmGRHIH0TL5De4sW",
+	"FrkqcKqVh4Wpigy8vEHQxudKX09AwiI3RSv7mTUlxHTJSRzH8XCqRSQUERH0KiKhZUmcML0DJnhNKfIu",
+	"KIX3R3srKV3+gMtt1kdEyvjlS7haenRDOIOFVR7BorcKM1gonwdmZYlwg0uQOuu+qE1oqg9L9LnJIphL",
+	"n0dwZbJlODKsNzeoj0jtQdmYbel/quW1VDoKNyadcQ0a65oAG1PEJzKVrhHzl3zcDS6nmrdL+h5ta+HK",
+	"wel4TNxZnFUO6/1wgzinQ2jrEH7ApYNC3eJUJ4OB6tmh90UChxnOZFV4GJ9CfsRUuMreqltkX3JeWh+u",
+	"kEFuUy1ZYu8r58FW2j2i7Q2r31T5j6ivfS4m45cvWeXN59FOw7fo5kY7ZLv/SmavgxjoU2o0CZX+lPN5",
+	"oVJJhnD83pE13Au8k+W8wLAyo3OvZPauFqOIBFprrJiIuXGKNsLpaAJ4N8fUI7nMrSwqjGBmKp3BVKym",
+	"Qqz6rLywOBMT8S/HXUw7Dr+642/4bGZgO5g1mjQUuJyXHkvUrNhSFjNjS8zgcC6twwhIImSItfdHEIQd",
+	"rPJoSBR9bfSsUOk+IvkHiT/jeKBBZRxA/lZp9TuFRJbUl40Bw0I6tkmPmgn81tgrlWWo/3gKfzYeZFGY",
+	"BYlQgkvNHGuXPXBgqwId+RyYOVrpjaUvTeURpLtpIsT6togdggk9CGxhEPsr7dFqWfwZYg++qnQvVDMN",
+	"P+DyNVIM+OOJIMPdcGxWNEegGZnyepxi+n42/ltynw/yVm38O3a+nq+mpigwZW99b64c5JJD3kxhkVFY",
+	"kv4j+OiZhkrfaLPQ0LvP2PqaQ2OD0QQ7ODfmR2mv8c9RAScj5aCgKy3Bnb5RHDhIBoNS3g1oXcL0/aZl",
+	"5XNj1X/gh+mh6h/QqaJUzpG3X6G0DHluUH+kANk/ksNifZWxBO30NaGnHnR8+/bt4KzyOWpP3OC6qLdy",
+	"SpDJrVSFvCr+JLU5byzCTKoCs4j48L08QG50rW5RQzWvVVai/0Bd0c5OSQTy2FOSAIohBmsWLuAOul9Z",
+	"dDD6GE4DSX0e6IRZ0sZDif6hvNBeyTo8m8047zKrWcYJWRa/WgrUXlH2n8nC4eat35kFlFIvITNpRVnU",
+	"EUhlPESx3FSeyPKV1UpfJ11hMO8dfC9k7/InMGjNY0Zwvd3WQXZz9R5TjkFnjAS3QepZl/EPGghJFBmN",
+	"v8zE5OJx8b82CydW0eOLWlmuLleR+Er6NO+oeVS462Kx6KoiFGrKY+meso36klUrDWmtXG6JrTl2l9SY",
+	"2B7Eewa1rVj3J/jvFdplc9uKweirsG/0BA+9y3ax8XVh0pufzC1u6/+bO5n6YglGI5gZJDK7lTrFd6VL",
+	"4LA0twhGB0BOlVr42qE/WreRZ8ilu4A+EbyUPhj1Z6ci6mqw8cuT03h8Esd/+YL+i57lCd0dO8TxPDUy",
+	"038cqfX522ReNnr72SyeaXo67NgO+16VSLDt1ZtfBp9/Fo/gt/OvA8gse2U6qbYN5WIcjz8bxC8H8cl5",
+	"/MVkHE/G8TCO438Xm+VRJO4GxlLlNRmvIiLiIcFtiKS3cbQpnvoUPm63abeI6JlCaiP0E1F2gy3GXPu7",
+	"9Le0fCsE9c48WTV16v3D8twWC+2Iejy0hD0uI/dMIaXrO/diuaeRp0Jv//hdhIfsPrnfDCE7+kyvNEhI",
+	"jq8oYCcR45l4cCWpGuhK2rpDQQa+n8ZJOwHKdF2x9ap9A43O2toyWisYQgvnHX1V14OCTq4r5agFSt6Y",
+	"d4ylRSRucPnOhnIqYuK4vOMrW7R4+YQXYiPBdWm9zSUX+Axf665PjpaxyP5WGA6vJbRLf8H6n2dySmd4",
+	"15e3M9azCHLpcmafqnwRiWs0ItJVUVxGgv4J8NnbCh9hYk9/a07oyFCa9DMrjGQ94R39c2UMaYTiqvOy",
+	"nItIMBgOxD2unN0uzRuiWgq7ZPodysLnzxSquemxQhLqTiYWUOot3zQ3O69fwyjPI4K7Rm53ZuqD0OTF",
+	"6L//879e6ISsca+Q82+yqHA72kTid6J2+8ZfNAL3gP/+Yy86HErwVqqCaoPkyySAnsEggdSUNZa32LRz",
+	"juog8ki3cF2egZRdIn39WILfk/Ft/qxZRKC8g9QUVakd5X22PThMVJbUDeKZsZB8khz1HH+NMLerYrAo",
+	"M+5UUeXGXUMucQ5c3WDuKpy9NUgy2KG/wN82CXoJ37/55efQ6aNL1v2fizlMK6v88g3dECQZ6vgHDLDX",
+	"sOBCP4HDWVUUINMUnTuqGf3+7TncolWzpoHP/ez3Cz9wmNpmlBG+ucGlC1aUY5GFIQyGph9D7cFgbgqV",
+	"LpOpPsxM6o7DVcMyOxrC27pcpGKS8oS6rizV6tp0fQiNmGEWOt8sSPbnwGQry9z7eSiQlZ6ZbebZD3h8",
+	"0Bat7XgrSCUDc4sWvjs//zUCMmPiXenGg4Zwnis31TNVYDN9orVEtrcy9ZP1jpC7wQK90SwZvEW7hDf/",
+	"+sOBm9Jq7ebGena0a9RopccsDHaUj7r5SJgO3cpCZdKjA5Rp3g1MeNrhPCg/nOqp/obv4GQV+CSXr8L0",
+	"RAY74jZWcj8NKW0qJjAV0yqOT9ISnZPXyB9wKiKYcrqbislUN2tulM6aBavkyx4QqW+VWeYgmQrpp+Ih",
+	"cDKEMx7wTLWvk7M2HgrlSAKUm+vi3MFpfApJCy74vnoZ7e+1jqdaQgAeoDxkJgx1whCtO+wlJNvoJGmG",
+	"RWf0OWE51lGfhKUwBEMW3iKXnvRIfCkLydehSzQ4X84xASeXLgJnIEkrW8AgS6Z6YeyN6zoig+/goL9p",
+	"ApvdpYMkWHmhUtSOI0I93DmbyzTHwXgYc/xQvmgHfCISt2hdMPN4OApLzBy1nCsxESfDeHgiIkFS4/hw",
+	"/C6lgotzlXE7QOY5Ou+Aq+I1k+a66moJudTZZL2GpsWOxG90NNVtDe3Q07dD+E1nQXLgls5jCUxCGNeG",
+	"UYBijQf+w5xAGf0qExNBFT2XiCKkGnT+K5Mtn9ep69fj4ziO4717b11XYbWe7DgEb4zKxnH80VqbbVn8",
+	"QHeTRXhA8XHBquEm5mkgYNe5LaHHvYEebxk9vWWtn82bTp7e1I2geMfp0zva0QVtGO1xRTsH4GRYlaUk",
+	"JMQ2w+ZWSl3Joja3Q6OLJVRsi8mMMwIbNwwGYUFYXeMEee0YIc6duKTTj9/lLSi9Dp3idUOtMesfaBL1",
+	"DQ+1u0O+UC50tHvoQEwuLvvieZsjT4385i74GTFzbfp9QA4leqtS96Agfqp/f1ISVF8czwup9BPTg13s",
+	"1lQM/zQbXrOwX62hfIKVawiJmlEhcQV41064Q2dotyw5gT4SivtFgwNb6Q7gBjs2GiEYN10dmvD8Wc0Y",
+	"VZkZpVos6/cOR0N4NeNNFHlDo4DgFp2CkoI4lwcpdjAkgAVNmYhDfMiY0ie7gjW3ksX6y5kHuuvdkuPu",
+	"Zc1DXfbe4o0HKavLD0wLoWsnVXGmQzgMGLxT8bdSFSDhvbkKIE7zGq42ZoYAw6CaR3BlfE5wWKMin6J0",
+	"3MD5fnP8oqsML8aRWIwmo89PxwRpSz/n+G0qT4VTXcwJhz5MW+/NQqOdAIH/KGhjAi9OIrKGd9JPQJvF",
+	"4RF8CqM4juETkN5jOfeu9+cq9D1AZfBXeDFidvhU+jhuRlI8keqReS+8oUpp7v5Wi2yYmpIF3hA5rxoi",
+	"53JZGJlN4MVog7KoJWMC8YqvaLZfNzymptLcDV7tnZfXhhYfLTX3IEM7iLnoz6pG3Fnvf7ygQ4n8yenq",
+	"8vJ59DfDm+0I9w1h/e2hVdT6/8Y4Njz2qp/y7bq3XnvcPvlbe4A36L/Ae2z7jjd7TP3/J+ARf/H0hvb9",
+	"DyOV8T6MlOg/ANdE4nS8x/Hdo5RVJF7uo4z2KQ1vONlLFW1Hdj0Zvq50P03JouCIGCbQ/cRXt4c49W10",
+	"3WsksdmF+f7tedtYkBBaCZS7XG4WGhjQUZLqHUY5qpRL7t9EU81Fc/sIkT0VzIw/dOPr3pZdWa0/WvhH",
+	"w8oa2xdrE5rTbvBy0baIOew3dWAdZbu+B19AIale3fWR6x0hFHcbuiZub9faHZwYehvwzj+4tonsa+Ou",
+	"B1c3nfS1ky/bnykThIngngVST5IP1UjdkhaeBfTkc1zCgpJialF6zD4UR645QmjCdLfW/QWGDKzZqG4f",
+	"kAhCb4YFhW43PGw7u7vhYf1UtOly0DXWLNyX7XOM5pfkftomramYgF4l3OprdtSvXvs9Tei9mYCmWdM8",
+	"fg3PwdvXs7t8hlvo/4eQoAwtkU6XZxpkehPBIld1242f7dQi6+O8FjGNOmDXA0nNa6C9QdgqEvxyfIOe",
+	"+jk5BS8ML/Gi0BIsUDbvAU9icDtJ20XYFsTcwm7waXhl3sdwLb78FEYNsAybIDQK/1rvDY5W/1SoUnkY",
+	"xdCaGHzCnNawepNXQt31T9lOhmp0KjP5UdHp/gB0/R3LRwagjUkGQNav3KUHyZbZOHdfOn1g2ljR7iNq",
+	"Y9pwe/gk2T6W8G8T5yejdtoaQrvK+LuQNCa9uqZJVZOHFBU1uWnH64uT+vUFZwO6efmAL2gSBi+AYEYd",
+	"1Zf7q/JhGL45teuejv0Te/8Te/9vwd5m16R3J+5ebwp2w8KLy1V0T7EztANDgK1sUY/WJsfHo/FfhvEw",
+	"Ho4mn8efxxxn69M3UcnrSnMsaSZnHRgNZFBm33hQyn3NqOukcWOSnbPrQ3l0PjRyeycSVFpdrv4nAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
