@@ -44,9 +44,7 @@ func (t *tx) execCreate(s *fenecql.CreateCollection) (*Result, error) {
 	}
 	fields := make([]Field, len(s.Fields))
 	for i, f := range s.Fields {
-		if f.Index == fenecql.IndexGeo && f.Type != fenecql.TypeGeo {
-			return nil, fenecql.Errorf(f.Pos, "@geo indexes a geo field, and %s is %s", f.Name, f.Type)
-		}
+		// The parser has refused @geo on a field of another type.
 		if f.Type == fenecql.TypeGeo && f.Index != fenecql.NoIndex && f.Index != fenecql.IndexGeo {
 			return nil, fenecql.Errorf(f.Pos, "geo field %s takes @geo, not @%s", f.Name, f.Index)
 		}
