@@ -33,45 +33,45 @@ type request struct {
 // a held claim is the wait package's, which runs it on the engine each
 // turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeError(w, badRequest("reading the body: %v", err))
-		return
-	}
-	var qr gen.QueryRequest
-	if err := decodeStrict(body, &qr); err != nil {
-		writeError(w, badRequest("the body is not a query: %v", err))
-		return
-	}
-	req, e := s.parse(r, body, false, []gen.QueryRequest{qr})
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	req.key = deref(params.IdempotencyKey)
-	req.wait = waitOf(params.FenecWait)
-	s.serve(w, r, req)
+	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
 // Batch is POST /batch.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
+	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
+}
+
+// statements reads and parses the body of a /query or a /batch, then
+// serves it.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, wait *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var bb gen.BatchRequest
-	if err := decodeStrict(body, &bb); err != nil {
-		writeError(w, badRequest("the body is not a batch: %v", err))
-		return
+	var qrs []gen.QueryRequest
+	if batch {
+		var bb gen.BatchRequest
+		if err := decodeStrict(body, &bb); err != nil {
+			writeError(w, badRequest("the body is not a batch: %v", err))
+			return
+		}
+		qrs = bb.Statements
+	} else {
+		var qr gen.QueryRequest
+		if err := decodeStrict(body, &qr); err != nil {
+			writeError(w, badRequest("the body is not a query: %v", err))
+			return
+		}
+		qrs = []gen.QueryRequest{qr}
 	}
-	req, e := s.parse(r, body, true, bb.Statements)
+	req, e := s.parse(r, body, batch, qrs)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req.key = deref(params.IdempotencyKey)
-	req.wait = waitOf(params.FenecWait)
+	req.key = deref(key)
+	req.wait = waitOf(wait)
 	s.serve(w, r, req)
 }
 
