@@ -182,7 +182,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := p.run()
+	docs, err := p.collect()
 	return p, docs, err
 }
 
