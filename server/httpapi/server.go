@@ -1,4 +1,4 @@
-// Package httpapi is Fenec's HTTP API (SPEC §3): the handlers behind the
+// Package httpapi is Fenec's HTTP API (docs/http.md): the handlers behind the
 // routes of openapi.yaml. The routing skeleton is generated from the spec
 // (package gen); every request is checked against the same spec before a
 // handler sees it, so a malformed request is a clear 4xx that writes
@@ -70,7 +70,8 @@ type Server struct {
 	hub     *wait.Hub
 }
 
-// DefaultMaxBody and DefaultIdempotencyTTL are SPEC §3's defaults.
+// DefaultMaxBody and DefaultIdempotencyTTL are the defaults docs/http.md
+// gives.
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
@@ -146,8 +147,8 @@ func LoadSpec() (*openapi3.T, error) {
 	return spec, nil
 }
 
-// ServeHTTP checks the request in SPEC §3's order, then hands it to its
-// handler.
+// ServeHTTP checks the request in the order docs/http.md gives, then
+// hands it to its handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// A panic answers 500 instead of a dropped connection, and is logged
