@@ -122,6 +122,7 @@ func (h *Hub) timeMoved() {
 	any := false
 	for _, l := range h.lines {
 		if l.due != 0 && l.due <= now {
+			l.due = 0 // acted on: the line looks, and learns its next due
 			h.lookAgain(l.colls)
 			any = true
 		}
