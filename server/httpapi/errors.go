@@ -17,10 +17,10 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
-// statuses is the HTTP status of each of the API's error codes (openapi.yaml's
-// ErrorCode, generated as gen.ErrorCode). A new code is its line here, after
-// its value in openapi.yaml and make generate; errorCode says which errors
-// of the parts below answer it.
+// statuses is the HTTP status of each of the API's error codes
+// (openapi.yaml's ErrorCode, generated as gen.ErrorCode). A new code is its
+// line here, after its value in openapi.yaml and make generate; errorCode
+// says which errors of the parts below answer it.
 var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeBadRequest:       http.StatusBadRequest,
 	gen.ErrorCodeUnauthorized:     http.StatusUnauthorized,
