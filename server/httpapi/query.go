@@ -43,7 +43,7 @@ func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchP
 
 // statements reads and parses the body of a /query or a /batch, then
 // serves it.
-func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, wait *gen.FenecWait) {
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
@@ -71,7 +71,7 @@ func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, 
 		return
 	}
 	req.key = deref(key)
-	req.wait = waitOf(wait)
+	req.wait = waitOf(held)
 	s.serve(w, r, req)
 }
 
