@@ -11,6 +11,7 @@ import (
 // error or the context's, is in the chain too.
 var ErrUnavailable = errors.New("the database cannot serve the request now")
 
+// unavailable is such an error: what could not be done, and why.
 type unavailable struct {
 	msg   string
 	cause error
@@ -18,6 +19,8 @@ type unavailable struct {
 
 func (e *unavailable) Error() string   { return e.msg }
 func (e *unavailable) Unwrap() []error { return []error{ErrUnavailable, e.cause} }
+
+// unavailableError says what could not be done, with its cause.
 func unavailableError(cause error, what string) error {
 	return &unavailable{msg: fmt.Sprintf("%s: %v", what, cause), cause: cause}
 }
