@@ -45,6 +45,7 @@ check-generated: sdks/js/node_modules/.package-lock.json
 test: check-tracked check-generated test-venv
 	cd server && $(GO) vet ./... && $(GO) test ./...
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
+	cd bench && $(GO) vet ./... && $(GO) test ./...
 	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
 	$(MAKE) test-python
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
@@ -104,7 +105,7 @@ bench:
 # delayed jobs' lateness, 1 000 idle held claims, the nearest of 10, 100 and
 # 1 000 held couriers.
 wait-bench: build
-	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -only wake,delayed,idle,couriers
+	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -only wake,delayed,idle,couriers
 
 # Every figure of the queue page over a million jobs, with PostgreSQL and
 # Redis beside Fenec in the same run (apt-get installs them when missing, so
@@ -112,11 +113,11 @@ wait-bench: build
 # the table in docs/benchmarks.md. BENCH_NOTE goes into the header.
 BENCH_NOTE ?=
 queue-bench: build
-	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 10s \
-		-out ../bench/results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
+	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 10s \
+		-out results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
 
 # The same over 100 000 jobs and 3 s runs, in a few minutes, into
 # bench/results/quick (not kept in git).
 queue-bench-quick: build
-	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
-		-out ../bench/results/quick -note "$(BENCH_NOTE)"
+	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
+		-out results/quick -note "$(BENCH_NOTE)"

@@ -16,7 +16,7 @@ import (
 // Access is what one request may do.
 type Access struct {
 	Scope *engine.Scope // nil: everything (--token, or an open server)
-	// Key names the scope for Fenec-Wait lines: held claims with equal
+	// Key names the scope for held claims: claims with equal
 	// keys pick among the same rows. "" for full access.
 	Key string
 }

@@ -23,7 +23,7 @@ const (
 	cacheText = 4096
 )
 
-var parsed = &stmtCache{m: map[string]fenecql.Stmt{}}
+var shared = &stmtCache{m: map[string]fenecql.Stmt{}}
 
 func (c *stmtCache) parse(q string) (fenecql.Stmt, error) {
 	if len(q) > cacheText {
@@ -50,4 +50,4 @@ func (c *stmtCache) parse(q string) (fenecql.Stmt, error) {
 
 // ParseStatement parses one statement, answering the shared parse of a
 // text seen before.
-func ParseStatement(q string) (fenecql.Stmt, error) { return parsed.parse(q) }
+func ParseStatement(q string) (fenecql.Stmt, error) { return shared.parse(q) }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -38,7 +37,7 @@ type DB struct {
 	seq     uint64
 	meta    map[string]Meta
 	broken  error // the store failed: writes are refused from then on
-	onWrite atomic.Pointer[func([]string)]
+	written subscribers
 }
 
 // Open opens (or creates) the database file and rebuilds memory from it.
@@ -102,10 +101,6 @@ func (db *DB) replay(ch store.Change) error {
 	return nil
 }
 
-// SetOnWrite has fn told, after the write lock is released, which
-// collections each committed write changed: held claims look again.
-func (db *DB) SetOnWrite(fn func(colls []string)) { db.onWrite.Store(&fn) }
-
 // Close flushes and closes the store.
 func (db *DB) Close() error {
 	db.mu.Lock()
@@ -138,15 +133,6 @@ type BatchError struct {
 func (e *BatchError) Error() string { return fmt.Sprintf("statement %d: %v", e.At, e.Err) }
 func (e *BatchError) Unwrap() error { return e.Err }
 
-// Code answers the kind of an error from the engine.
-func Code(err error) fenecql.Code {
-	var fe *fenecql.Error
-	if errors.As(err, &fe) {
-		return fe.Code
-	}
-	return fenecql.CodeInternal
-}
-
 // Exec runs one statement.
 func (db *DB) Exec(ctx context.Context, query string, params []fenecql.Value) (*Result, error) {
 	rs, err := db.Batch(ctx, []Statement{{Query: query, Params: params}})
@@ -171,7 +157,7 @@ type Parsed struct {
 func Parse(stmts []Statement) ([]Parsed, error) {
 	out := make([]Parsed, len(stmts))
 	for i, s := range stmts {
-		st, err := parsed.parse(s.Query)
+		st, err := shared.parse(s.Query)
 		if err != nil {
 			return nil, &BatchError{At: i, Err: err}
 		}
@@ -199,7 +185,7 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "request given up: %v", err)
+		return nil, unavailableError(err, "request given up")
 	}
 	write := opts.Meta != nil
 	now := db.clock.NowMS()
@@ -218,11 +204,11 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	db.mu.Lock()
 	if db.broken != nil {
 		db.mu.Unlock()
-		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "the store failed, writes are refused: %v", db.broken)
+		return nil, unavailableError(db.broken, "the store failed, writes are refused")
 	}
 	t := &tx{db: db, write: true}
 	rs, err := t.runAll(ps)
-	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || Code(err) == fenecql.CodeUnmet) {
+	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
 		err = ErrNothingTaken
 	}
 	if err != nil {
@@ -233,7 +219,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	if opts.Meta != nil {
 		// The records commit with the write as change number seq+1; Meta
 		// sees it on the results, since a record often keeps the answer
-		// and its Fenec-Seq.
+		// and its change number.
 		for _, r := range rs {
 			r.Seq = db.seq + 1
 		}
@@ -249,8 +235,8 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	if fn := db.onWrite.Load(); fn != nil && len(t.touched) > 0 {
-		(*fn)(t.touched)
+	if len(t.touched) > 0 {
+		db.written.tell(t.touched)
 	}
 	if wait != nil {
 		if err := wait(); err != nil {
@@ -259,7 +245,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 				db.broken = err
 			}
 			db.mu.Unlock()
-			return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "the write was not stored: %v", err)
+			return nil, unavailableError(err, "the write was not stored")
 		}
 	}
 	return rs, nil

@@ -102,21 +102,21 @@ func TestRefusals(t *testing.T) {
 		code fenecql.Code
 		msg  string
 	}{
-		{`get nope`, fenecql.CodeNotFound, "no collection nope"},
-		{`get users where agee = 1`, fenecql.CodeNotFound, "collection users has no field agee"},
-		{`insert users {id: 1, email: "z@x"}`, fenecql.CodeConflict, "users: id 1 is taken"},
-		{`insert users [{email: "q@x"}, {email: "a@x"}]`, fenecql.CodeConflict, `users.email: "a@x" is taken by document 1`},
-		{`put users [{email: "q@x"}, {age: "old"}]`, fenecql.CodeBadRequest, `field age: int expected`},
-		{`set users {email: "same"}`, fenecql.CodeConflict, `is taken by document 1`},
+		{`get nope`, fenecql.CodeUnknown, "no collection nope"},
+		{`get users where agee = 1`, fenecql.CodeUnknown, "collection users has no field agee"},
+		{`insert users {id: 1, email: "z@x"}`, fenecql.CodeTaken, "users: id 1 is taken"},
+		{`insert users [{email: "q@x"}, {email: "a@x"}]`, fenecql.CodeTaken, `users.email: "a@x" is taken by document 1`},
+		{`put users [{email: "q@x"}, {age: "old"}]`, fenecql.CodeInvalid, `field age: int expected`},
+		{`set users {email: "same"}`, fenecql.CodeTaken, `is taken by document 1`},
 		{`set users {age: age + 1} where id = 1 require 2`, fenecql.CodeUnmet, "`set users` wrote 1 row, and requires 2"},
 		{`del users where age > 100 require 1`, fenecql.CodeUnmet, "`del users` wrote 0 rows, and requires 1"},
-		{`set users {age: 9223372036854775807 + age}`, fenecql.CodeBadRequest, "overflow"},
-		{`set users {age: age / 0}`, fenecql.CodeBadRequest, "division by zero"},
-		{`set users {id: 3}`, fenecql.CodeBadRequest, "id cannot be set"},
-		{`set users {email.x: 3}`, fenecql.CodeBadRequest, "json fields only"},
-		{`create collection users (a int)`, fenecql.CodeConflict, "collection users exists"},
-		{`put users {id: -3}`, fenecql.CodeBadRequest, "id must be a whole number"},
-		{`get users limit $1`, fenecql.CodeBadRequest, "given no value"},
+		{`set users {age: 9223372036854775807 + age}`, fenecql.CodeInvalid, "overflow"},
+		{`set users {age: age / 0}`, fenecql.CodeInvalid, "division by zero"},
+		{`set users {id: 3}`, fenecql.CodeInvalid, "id cannot be set"},
+		{`set users {email.x: 3}`, fenecql.CodeInvalid, "json fields only"},
+		{`create collection users (a int)`, fenecql.CodeTaken, "collection users exists"},
+		{`put users {id: -3}`, fenecql.CodeInvalid, "id must be a whole number"},
+		{`get users limit $1`, fenecql.CodeInvalid, "given no value"},
 	}
 	for _, tc := range tests {
 		_, err := db.Exec(context.Background(), tc.q, nil)
@@ -124,8 +124,8 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s: no error", tc.q)
 			continue
 		}
-		if Code(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
-			t.Errorf("%s: got %s %q, want %s containing %q", tc.q, Code(err), err, tc.code, tc.msg)
+		if fenecql.CodeOf(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("%s: got %s %q, want %s containing %q", tc.q, fenecql.CodeOf(err), err, tc.code, tc.msg)
 		}
 	}
 	if after := answer(mustExec(t, db, `get users`)); after != before {
@@ -138,13 +138,13 @@ func TestRefusals(t *testing.T) {
 		{Query: `del users where id = 1 require 5`},
 	})
 	var be *BatchError
-	if !errors.As(err, &be) || be.At != 2 || Code(err) != fenecql.CodeUnmet {
+	if !errors.As(err, &be) || be.At != 2 || fenecql.CodeOf(err) != fenecql.CodeUnmet {
 		t.Fatalf("batch: %v", err)
 	}
 	if after := answer(mustExec(t, db, `get users`)); after != before {
 		t.Errorf("refused batch changed the data: %s", after)
 	}
-	if _, err := db.Exec(context.Background(), `get more`, nil); Code(err) != fenecql.CodeNotFound {
+	if _, err := db.Exec(context.Background(), `get more`, nil); fenecql.CodeOf(err) != fenecql.CodeUnknown {
 		t.Errorf("refused batch left its collection: %v", err)
 	}
 	// ids continue where they were: the refused put took none.
@@ -373,10 +373,10 @@ func TestReopen(t *testing.T) {
 			if db.Seq() != seq {
 				t.Errorf("seq %d after reopen, was %d", db.Seq(), seq)
 			}
-			if _, err := db.Exec(context.Background(), `get gone`, nil); Code(err) != fenecql.CodeNotFound {
+			if _, err := db.Exec(context.Background(), `get gone`, nil); fenecql.CodeOf(err) != fenecql.CodeUnknown {
 				t.Errorf("dropped collection back: %v", err)
 			}
-			if _, err := db.Exec(context.Background(), `insert rides {who: "a"}`, nil); Code(err) != fenecql.CodeConflict {
+			if _, err := db.Exec(context.Background(), `insert rides {who: "a"}`, nil); fenecql.CodeOf(err) != fenecql.CodeTaken {
 				t.Errorf("unique index not rebuilt: %v", err)
 			}
 			mustExec(t, db, `put jobs {attempts: 0}`)

@@ -40,13 +40,11 @@ func (t *tx) execCreate(s *fenecql.CreateCollection) (*Result, error) {
 		if s.IfNotExists {
 			return affected(0), nil
 		}
-		return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Pos, "collection %s exists", s.Name)
+		return nil, fenecql.CodeErrorf(fenecql.CodeTaken, s.Pos, "collection %s exists", s.Name)
 	}
 	fields := make([]Field, len(s.Fields))
 	for i, f := range s.Fields {
-		if f.Index == fenecql.IndexGeo && f.Type != fenecql.TypeGeo {
-			return nil, fenecql.Errorf(f.Pos, "@geo indexes a geo field, and %s is %s", f.Name, f.Type)
-		}
+		// The parser has refused @geo on a field of another type.
 		if f.Type == fenecql.TypeGeo && f.Index != fenecql.NoIndex && f.Index != fenecql.IndexGeo {
 			return nil, fenecql.Errorf(f.Pos, "geo field %s takes @geo, not @%s", f.Name, f.Index)
 		}
@@ -65,7 +63,7 @@ func (t *tx) execDrop(s *fenecql.DropCollection) (*Result, error) {
 		if s.IfExists {
 			return affected(0), nil
 		}
-		return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, s.Pos, "no collection %s", s.Name)
+		return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, s.Pos, "no collection %s", s.Name)
 	}
 	n := c.Len()
 	t.drop(c)
@@ -112,7 +110,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 			}
 			f := c.field(key)
 			if f < 0 {
-				return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, s.Docs.Position(), "collection %s has no field %s", c.Name, key)
+				return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, s.Docs.Position(), "collection %s has no field %s", c.Name, key)
 			}
 			if d.Vals[f], err = coerceField(c, f, o.Vals[k], s.Docs.Position()); err != nil {
 				return nil, err
@@ -121,7 +119,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		if d.ID == 0 {
 			d.ID = c.nextID
 		} else if s.Insert && c.get(d.ID) != nil {
-			return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Docs.Position(), "%s: id %d is taken", c.Name, d.ID)
+			return nil, fenecql.CodeErrorf(fenecql.CodeTaken, s.Docs.Position(), "%s: id %d is taken", c.Name, d.ID)
 		}
 		if old := c.get(d.ID); old != nil {
 			err = t.checkWrite(c, GrantUpdate, old, d, env)
@@ -153,7 +151,7 @@ func checkUnique(c *Collection, d *Doc, pos fenecql.Pos) error {
 	for f, x := range c.byField {
 		if h, ok := x.(*hashIndex); ok && h.unique && !d.Vals[f].IsNull() {
 			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
-				return fenecql.CodeErrorf(fenecql.CodeConflict, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(d.Vals[f]), other)
+				return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(d.Vals[f]), other)
 			}
 		}
 	}
@@ -184,7 +182,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	docs, err := p.run()
+	docs, err := p.collect()
 	return p, docs, err
 }
 
@@ -200,7 +198,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		}
 		f := c.field(a.Path[0])
 		if f < 0 {
-			return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, a.Pos, "collection %s has no field %s", c.Name, a.Path[0])
+			return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, a.Pos, "collection %s has no field %s", c.Name, a.Path[0])
 		}
 		if len(a.Path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {
 			return nil, fenecql.Errorf(a.Pos, "field %s is %s: a path writes into json fields only", a.Path[0], c.s.fields[f].Type)
@@ -457,7 +455,7 @@ func checkExpr(c *Collection, e fenecql.Expr) error {
 			}
 			f := c.field(name)
 			if f < 0 {
-				err = fenecql.CodeErrorf(fenecql.CodeNotFound, x.Pos, "collection %s has no field %s", c.Name, name)
+				err = fenecql.CodeErrorf(fenecql.CodeUnknown, x.Pos, "collection %s has no field %s", c.Name, name)
 				return
 			}
 			if len(x.Path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {

@@ -45,8 +45,8 @@ func writeGrant(s fenecql.Stmt) Grant {
 	return GrantUpdate
 }
 
-// Holdable checks that a request may be held for Fenec-Wait: it holds a
-// set or del, and beside them only reads; and every filter reads the time
+// Holdable checks that a request may be held until it takes a row: it
+// holds a set or del, and beside them only reads; and every filter reads the time
 // only as a field compared with now() ± a number, since only then can the
 // moment its answer changes be worked out.
 func Holdable(ps []Parsed) error {
@@ -57,7 +57,7 @@ func Holdable(ps []Parsed) error {
 			n++
 		case *fenecql.Get:
 		default:
-			return fenecql.Errorf(s.Position(), "Fenec-Wait holds a set or del until it takes a row, and this %s writes every time: send it without Fenec-Wait", verbOf(s))
+			return fenecql.Errorf(s.Position(), "only a set or del is held until it takes a row, and this %s writes every time", verbOf(s))
 		}
 		_, cl := ClausesOf(p.Stmt)
 		if err := timeReads(cl.Where); err != nil {
@@ -65,7 +65,7 @@ func Holdable(ps []Parsed) error {
 		}
 	}
 	if n == 0 {
-		return fenecql.Errorf(0, "Fenec-Wait holds a set or del until it takes a row, and this request has none")
+		return fenecql.Errorf(0, "a request is held until its set or del takes a row, and this request has none")
 	}
 	return nil
 }
@@ -198,7 +198,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		name, cl := ClausesOf(p.Stmt)
 		c := db.colls[name]
 		if c == nil {
-			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeNotFound, p.Stmt.Position(), "no collection %s", name)}
+			return Bid{Err: fenecql.CodeErrorf(fenecql.CodeUnknown, p.Stmt.Position(), "no collection %s", name)}
 		}
 		if err := p.Scope.ended(now); err != nil {
 			return Bid{Err: err}

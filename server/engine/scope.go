@@ -50,7 +50,7 @@ func (s *Scope) ended(now int64) error {
 	if s == nil || s.Until == 0 || now < s.Until {
 		return nil
 	}
-	return fenecql.CodeErrorf(fenecql.CodeUnauthorized, 0, "token expired (exp %s) before the statement ran", fenecql.FormatTime(s.Until))
+	return &scopeEnded{until: s.Until}
 }
 
 func (s *Scope) on(coll string, g Grant) []*Rule {
@@ -111,7 +111,7 @@ func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr,
 	rules := t.scope.on(c.Name, g)
 	if len(rules) == 0 {
 		if g == GrantRead || len(t.scope.on(c.Name, GrantRead|GrantWrite)) == 0 {
-			return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, pos, "no collection %s", c.Name)
+			return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, pos, "no collection %s", c.Name)
 		}
 		return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, pos, "no policy rule lets this token %s %s", grantVerbs[g], c.Name)
 	}

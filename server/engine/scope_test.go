@@ -47,7 +47,7 @@ func TestWorkerScope(t *testing.T) {
 	refused := func(q string, code fenecql.Code, msg string) {
 		t.Helper()
 		_, err := run(q)
-		if Code(err) != code || !strings.Contains(err.Error(), msg) {
+		if fenecql.CodeOf(err) != code || !strings.Contains(err.Error(), msg) {
 			t.Errorf("%s: %v, want %s containing %q", q, err, code, msg)
 		}
 	}
@@ -57,7 +57,7 @@ func TestWorkerScope(t *testing.T) {
 	refused(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, fenecql.CodeForbidden, "breaks policy line 2")
 	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`, fenecql.CodeForbidden, "breaks policy line 2")
 	refused(`create collection x (a int)`, fenecql.CodeForbidden, "changes no schema")
-	refused(`get secrets`, fenecql.CodeNotFound, "no collection secrets")
+	refused(`get secrets`, fenecql.CodeUnknown, "no collection secrets")
 	refused(`put jobs {queue: "mail"}`, fenecql.CodeForbidden, "no policy rule lets this token insert into jobs")
 	if after := answer(mustExec(t, db, `get jobs`)); after != before {
 		t.Fatalf("refused claims wrote:\n%s\n%s", before, after)

@@ -124,7 +124,7 @@ func (t *tx) rollback() {
 func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	c := t.db.colls[name]
 	if c == nil {
-		return nil, fenecql.CodeErrorf(fenecql.CodeNotFound, pos, "no collection %s", name)
+		return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, pos, "no collection %s", name)
 	}
 	return c, nil
 }

@@ -1,19 +1,21 @@
 package fenecql
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
-// Code is the kind of an error, as the HTTP API names it.
-type Code string
+// Code is what a statement did wrong, in the language's terms. The API's
+// codes, and their HTTP statuses, are httpapi's: it maps these to them.
+type Code uint8
 
 const (
-	CodeBadRequest   Code = "bad_request"  // parse, type, bad parameter
-	CodeNotFound     Code = "not_found"    // unknown collection or field
-	CodeConflict     Code = "conflict"     // taken id, @unique value
-	CodeUnmet        Code = "unmet"        // require n not met
-	CodeUnauthorized Code = "unauthorized" // a token that ran out while its statement waited
-	CodeForbidden    Code = "forbidden"    // policy
-	CodeInternal     Code = "internal"
-	CodeUnavailable  Code = "unavailable"
+	codeNone      Code = iota // not a FenecQL error
+	CodeInvalid               // a parse, type or parameter error
+	CodeUnknown               // an unknown collection or field
+	CodeTaken                 // a taken id, or a taken @unique value
+	CodeUnmet                 // require n not met
+	CodeForbidden             // the token's policy does not allow it
 )
 
 // Error is a FenecQL error: what is wrong and, when it is in the text,
@@ -31,9 +33,9 @@ func (e *Error) Error() string {
 	return e.Msg
 }
 
-// Errorf makes a bad_request error at pos (0 for none).
+// Errorf makes an invalid-statement error at pos (0 for none).
 func Errorf(pos Pos, format string, args ...any) *Error {
-	return &Error{Code: CodeBadRequest, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeInvalid, Pos: pos, Msg: fmt.Sprintf(format, args...)}
 }
 
 // CodeErrorf makes an error of the given code at pos (0 for none).
@@ -41,23 +43,28 @@ func CodeErrorf(code Code, pos Pos, format string, args ...any) *Error {
 	return &Error{Code: code, Pos: pos, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Status answers the HTTP status the API answers an error of this kind with.
-func (c Code) Status() int {
-	switch c {
-	case CodeBadRequest:
-		return 400
-	case CodeUnauthorized:
-		return 401
-	case CodeForbidden:
-		return 403
-	case CodeNotFound:
-		return 404
-	case CodeConflict:
-		return 409
-	case CodeUnmet:
-		return 412
-	case CodeUnavailable:
-		return 503
+// CodeOf answers the code of a FenecQL error in err's chain; 0, which is
+// no code, when there is none.
+func CodeOf(err error) Code {
+	var fe *Error
+	if errors.As(err, &fe) {
+		return fe.Code
 	}
-	return 500
+	return codeNone
+}
+
+func (c Code) String() string {
+	switch c {
+	case CodeInvalid:
+		return "invalid"
+	case CodeUnknown:
+		return "unknown"
+	case CodeTaken:
+		return "taken"
+	case CodeUnmet:
+		return "unmet"
+	case CodeForbidden:
+		return "forbidden"
+	}
+	return "none"
 }

@@ -55,7 +55,7 @@ func runEval(t *testing.T, env *Env, tests []evalTest) {
 			switch {
 			case err == nil:
 				t.Errorf("%s = %s, want error %q", tt.src, kindJSON(got), tt.wantErr)
-			case !errors.As(err, &fe) || fe.Code != CodeBadRequest || fe.Pos < 1:
+			case !errors.As(err, &fe) || fe.Code != CodeInvalid || fe.Pos < 1:
 				t.Errorf("%s: error %#v is not a placed bad_request *Error", tt.src, err)
 			case !strings.Contains(fe.Msg, tt.wantErr):
 				t.Errorf("%s: error %q, want %q", tt.src, fe.Msg, tt.wantErr)

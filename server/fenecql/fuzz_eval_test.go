@@ -37,7 +37,7 @@ func FuzzEval(f *testing.F) {
 		v, err := Eval(e, testEnv())
 		if err != nil {
 			var fe *Error
-			if !errors.As(err, &fe) || fe.Code != CodeBadRequest || fe.Pos < 1 || int(fe.Pos) > len(src)+1 {
+			if !errors.As(err, &fe) || fe.Code != CodeInvalid || fe.Pos < 1 || int(fe.Pos) > len(src)+1 {
 				t.Errorf("Eval(%q): bad error %#v", src, err)
 			}
 			return
@@ -53,7 +53,7 @@ func FuzzEval(f *testing.F) {
 		for typ := TypeInt; typ <= TypeGeo; typ++ {
 			if _, err := Coerce(v, typ); err != nil {
 				var fe *Error
-				if !errors.As(err, &fe) || fe.Code != CodeBadRequest {
+				if !errors.As(err, &fe) || fe.Code != CodeInvalid {
 					t.Errorf("Coerce(%s, %s): bad error %#v", out, typ, err)
 				}
 			}

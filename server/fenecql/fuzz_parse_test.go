@@ -43,7 +43,7 @@ func checkErr(t *testing.T, src string, err error) {
 		return
 	}
 	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeBadRequest || e.Pos < 0 || int(e.Pos) > len(src)+1 {
+	if !errors.As(err, &e) || e.Code != CodeInvalid || e.Pos < 0 || int(e.Pos) > len(src)+1 {
 		t.Errorf("%q: bad error %#v", src, err)
 	}
 }

@@ -140,7 +140,7 @@ func TestParseJSONErrors(t *testing.T) {
 	for _, tt := range tests {
 		_, err := ParseJSON([]byte(tt.in))
 		var fe *Error
-		if !errors.As(err, &fe) || fe.Code != CodeBadRequest {
+		if !errors.As(err, &fe) || fe.Code != CodeInvalid {
 			t.Errorf("ParseJSON(%.20q) = %v, want a bad_request *Error", tt.in, err)
 			continue
 		}

@@ -450,7 +450,7 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("Parse(%q) = %v, want an *Error", tc.src, err)
 			continue
 		}
-		if e.Code != CodeBadRequest || e.Error() != tc.want {
+		if e.Code != CodeInvalid || e.Error() != tc.want {
 			t.Errorf("Parse(%q)\n got %s %s\nwant %s", tc.src, e.Code, e.Error(), tc.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/fenecdb/fenec/server/auth"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
 // accessKey keys the request's auth.Access in its context.
@@ -20,7 +21,7 @@ func (s *Server) admit(r *http.Request) (*http.Request, *apiError) {
 		if r.Context().Err() != nil {
 			return nil, nil
 		}
-		return nil, &apiError{status: http.StatusUnauthorized, code: codeUnauthorized, msg: err.Error()}
+		return nil, &apiError{code: gen.ErrorCodeUnauthorized, msg: err.Error()}
 	}
 	return r.WithContext(context.WithValue(r.Context(), accessKey{}, a)), nil
 }

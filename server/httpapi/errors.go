@@ -14,38 +14,75 @@ import (
 
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
-// The error kinds of SPEC §3 that the engine does not name itself.
-const (
-	codeUnauthorized     = "unauthorized"
-	codeNotFound         = "not_found"
-	codeMethodNotAllowed = "method_not_allowed"
-	codeTooLarge         = "too_large"
-	codeKeyReused        = "key_reused"
-	codeInternal         = "internal"
-)
+// statuses is the HTTP status of each of the API's error codes
+// (openapi.yaml's ErrorCode, generated as gen.ErrorCode). A new code is its
+// line here, after its value in openapi.yaml and make generate; errorCode
+// says which errors of the parts below answer it.
+var statuses = map[gen.ErrorCode]int{
+	gen.ErrorCodeBadRequest:       http.StatusBadRequest,
+	gen.ErrorCodeUnauthorized:     http.StatusUnauthorized,
+	gen.ErrorCodeForbidden:        http.StatusForbidden,
+	gen.ErrorCodeNotFound:         http.StatusNotFound,
+	gen.ErrorCodeMethodNotAllowed: http.StatusMethodNotAllowed,
+	gen.ErrorCodeConflict:         http.StatusConflict,
+	gen.ErrorCodeUnmet:            http.StatusPreconditionFailed,
+	gen.ErrorCodeTooLarge:         http.StatusRequestEntityTooLarge,
+	gen.ErrorCodeKeyReused:        http.StatusUnprocessableEntity,
+	gen.ErrorCodeInternal:         http.StatusInternalServerError,
+	gen.ErrorCodeUnavailable:      http.StatusServiceUnavailable,
+}
 
-// apiError is an answer of SPEC §3's error form.
+// fenecqlCodes is the API's code for each kind of FenecQL error.
+var fenecqlCodes = map[fenecql.Code]gen.ErrorCode{
+	fenecql.CodeInvalid:   gen.ErrorCodeBadRequest,
+	fenecql.CodeUnknown:   gen.ErrorCodeNotFound,
+	fenecql.CodeTaken:     gen.ErrorCodeConflict,
+	fenecql.CodeUnmet:     gen.ErrorCodeUnmet,
+	fenecql.CodeForbidden: gen.ErrorCodeForbidden,
+}
+
+// errorCode answers the API's code for an error of the engine: a FenecQL
+// error's by its kind, unavailable for a store failure or a request given
+// up, internal for anything else.
+func errorCode(err error) gen.ErrorCode {
+	if c, ok := fenecqlCodes[fenecql.CodeOf(err)]; ok {
+		return c
+	}
+	if errors.Is(err, engine.ErrUnavailable) {
+		return gen.ErrorCodeUnavailable
+	}
+	if errors.Is(err, engine.ErrScopeEnded) {
+		return gen.ErrorCodeUnauthorized
+	}
+	return gen.ErrorCodeInternal
+}
+
+// apiError is an answer of the error form (gen.Error; docs/http.md).
 type apiError struct {
-	status int
-	code   string
-	msg    string
-	at     *int   // the refused statement of a batch
-	allow  string // the Allow header of a 405
+	code  gen.ErrorCode
+	msg   string
+	at    *int   // the refused statement of a batch
+	allow string // the Allow header of a 405
 }
 
 func (e *apiError) Error() string { return e.msg }
 
+func newError(code gen.ErrorCode, format string, args ...any) *apiError {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
 func badRequest(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, code: string(fenecql.CodeBadRequest), msg: fmt.Sprintf(format, args...)}
+	return newError(gen.ErrorCodeBadRequest, format, args...)
 }
 
 // engineError maps an error of the engine to its answer. In a batch a
 // *engine.BatchError names the statement with "at"; a single /query has
 // only the one, so it is left out.
 func engineError(err error, batch bool) *apiError {
-	e := &apiError{msg: err.Error()}
+	e := &apiError{msg: err.Error(), code: errorCode(err)}
 	var be *engine.BatchError
 	if errors.As(err, &be) {
 		e.msg = be.Err.Error()
@@ -54,17 +91,11 @@ func engineError(err error, batch bool) *apiError {
 			e.at = &at
 		}
 	}
-	code := engine.Code(err)
-	e.code, e.status = string(code), code.Status()
 	return e
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
-	body := struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-		At    *int   `json:"at,omitempty"`
-	}{e.msg, e.code, e.at}
+	body := gen.Error{Error: e.msg, Code: e.code, At: e.at}
 	// Messages quote FenecQL (`run_at <= now()`), which HTML escaping
 	// would garble for every reader that is not a browser.
 	var buf bytes.Buffer
@@ -78,7 +109,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.allow != "" {
 		h.Set("Allow", e.allow)
 	}
-	w.WriteHeader(e.status)
+	w.WriteHeader(statuses[e.code])
 	_, _ = w.Write(append(b, '\n'))
 }
 

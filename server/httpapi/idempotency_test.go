@@ -27,7 +27,7 @@ func send(t *testing.T, c *apitest.Client, path, body, key string) *apitest.Resp
 	return r
 }
 
-// TestIdempotencyKey: SPEC §3's rules for a key, one case a row.
+// TestIdempotencyKey: docs/http.md's rules for a key, one case a row.
 func TestIdempotencyKey(t *testing.T) {
 	const batch = `{"statements": [{"query": "put jobs {n: 100, run_at: now()}"}, {"query": "get jobs count"}]}`
 	tests := []struct {

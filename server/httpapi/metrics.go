@@ -11,8 +11,9 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 )
 
-// Metrics are the server's Prometheus metrics (SPEC §6), on a registry of
-// their own so that each server (and each test's) counts alone.
+// Metrics are the server's Prometheus metrics (docs/http.md, Metrics), on
+// a registry of their own so that each server (and each test's) counts
+// alone.
 type Metrics struct {
 	reg        *prometheus.Registry
 	statements *prometheus.CounterVec

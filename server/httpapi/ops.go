@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,27 +31,15 @@ func (s *Server) Metrics(w http.ResponseWriter, r *http.Request) {
 	promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{ErrorLog: slogPrinter{s}}).ServeHTTP(w, r)
 }
 
-// Collections is GET /collections. Its own types rather than gen's keep
-// each object's keys in the order a person reads them: name first. A
-// token held to a policy is shown the collections it may read, each with
-// the count of documents it may read: to it, the others are not there.
+// Collections is GET /collections (openapi.yaml's x-order keeps each
+// object's keys in the order a person reads them: name first). A token
+// held to a policy is shown the collections it may read, each with the
+// count of documents it may read: to it, the others are not there.
 func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
-	type field struct {
-		Name  string  `json:"name"`
-		Type  string  `json:"type"`
-		Index *string `json:"index"`
-	}
-	type collection struct {
-		Name      string  `json:"name"`
-		Documents int     `json:"documents"`
-		Fields    []field `json:"fields"`
-	}
-	out := struct {
-		Collections []collection `json:"collections"`
-	}{Collections: []collection{}}
+	out := gen.Collections{Collections: []gen.Collection{}}
 	scope := access(r).Scope
 	for _, c := range s.db.Collections() {
-		gc := collection{Name: c.Name, Documents: c.Docs, Fields: make([]field, len(c.Fields))}
+		gc := gen.Collection{Name: c.Name, Documents: c.Docs, Fields: make([]gen.Field, len(c.Fields))}
 		if scope != nil {
 			n, ok := s.readable(r.Context(), c.Name, scope)
 			if !ok {
@@ -58,9 +48,9 @@ func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 			gc.Documents = n
 		}
 		for i, f := range c.Fields {
-			gc.Fields[i] = field{Name: f.Name, Type: f.Type.String()}
+			gc.Fields[i] = gen.Field{Name: f.Name, Type: gen.FieldType(f.Type.String())}
 			if f.Index != fenecql.NoIndex {
-				idx := f.Index.String()
+				idx := gen.FieldIndex(f.Index.String())
 				gc.Fields[i].Index = &idx
 			}
 		}
@@ -89,7 +79,7 @@ func fullAccess(r *http.Request, route string) *apiError {
 	if access(r).Scope == nil {
 		return nil
 	}
-	return &apiError{status: http.StatusForbidden, code: string(fenecql.CodeForbidden),
+	return &apiError{code: gen.ErrorCodeForbidden,
 		msg: route + " needs the server's --token: a token held to a policy may not use it"}
 }
 
@@ -101,7 +91,7 @@ func (s *Server) MoveClock(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Clock == nil {
-		writeError(w, &apiError{status: http.StatusNotFound, code: codeNotFound,
+		writeError(w, &apiError{code: gen.ErrorCodeNotFound,
 			msg: "this server runs on the system clock: POST /_clock needs fenec serve --clock manual"})
 		return
 	}
@@ -110,37 +100,42 @@ func (s *Server) MoveClock(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	// The spec has checked the shape: one of two whole numbers, ≥ 0.
-	var move struct {
-		AdvanceMS *int64 `json:"advance_ms"`
-		SetMS     *int64 `json:"set_ms"`
-	}
-	if err := decodeStrict(body, &move); err != nil {
-		writeError(w, badRequest("the body is not a clock move: %v", err))
-		return
-	}
+	// The spec has checked the shape: one of two whole numbers, ≥ 0. The
+	// one whose only key the body has is the move.
+	var advance gen.ClockMove0
+	var set gen.ClockMove1
 	var now int64
 	switch {
-	case move.AdvanceMS != nil:
-		if cur := s.cfg.Clock.NowMS(); *move.AdvanceMS > maxClockMS-cur {
-			writeError(w, badRequest("advance_ms %d would move the clock past year 9999", *move.AdvanceMS))
+	case decodeOnly(body, &advance) == nil:
+		if cur := s.cfg.Clock.NowMS(); advance.AdvanceMs > maxClockMS-cur {
+			writeError(w, badRequest("advance_ms %d would move the clock past year 9999", advance.AdvanceMs))
 			return
 		}
-		now = s.cfg.Clock.Advance(*move.AdvanceMS)
-	case move.SetMS != nil:
-		if *move.SetMS > maxClockMS {
-			writeError(w, badRequest("set_ms %d is past year 9999", *move.SetMS))
+		now = s.cfg.Clock.Advance(advance.AdvanceMs)
+	case decodeOnly(body, &set) == nil:
+		if set.SetMs > maxClockMS {
+			writeError(w, badRequest("set_ms %d is past year 9999", set.SetMs))
 			return
 		}
-		now = s.cfg.Clock.Set(*move.SetMS)
+		now = s.cfg.Clock.Set(set.SetMs)
 	default:
 		writeError(w, badRequest(`send {"advance_ms": n} or {"set_ms": t}`))
 		return
 	}
-	writeJSON(w, struct {
-		NowMS int64  `json:"now_ms"`
-		Now   string `json:"now"`
-	}{now, fenecql.FormatTime(now)})
+	writeJSON(w, gen.ClockNow{NowMs: now, Now: fenecql.FormatTime(now)})
+}
+
+// decodeOnly decodes one JSON object that has no key but v's.
+func decodeOnly(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }
 
 // maxClockMS is 9999-12-31T23:59:59.999Z: timestamps print as ISO-8601
@@ -150,7 +145,7 @@ const maxClockMS = 253402300799999
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: fmt.Sprintf("encoding the answer: %v", err)})
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: fmt.Sprintf("encoding the answer: %v", err)})
 		return
 	}
 	b = append(b, '\n')

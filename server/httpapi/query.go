@@ -17,13 +17,6 @@ import (
 	"github.com/fenecdb/fenec/server/wait"
 )
 
-// statementBody is one statement as it arrives: /query's body, or an item
-// of /batch's "statements".
-type statementBody struct {
-	Query  string `json:"query"`
-	Params []any  `json:"params"`
-}
-
 // request is a /query or /batch, parsed and ready to run.
 type request struct {
 	batch bool
@@ -37,49 +30,48 @@ type request struct {
 }
 
 // Query is POST /query. Fenec-Wait has been validated against the spec;
-// a held claim is the wait package's, which calls run again each turn.
+// a held claim is the wait package's, which runs it on the engine each
+// turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		writeError(w, badRequest("reading the body: %v", err))
-		return
-	}
-	var sb statementBody
-	if err := decodeStrict(body, &sb); err != nil {
-		writeError(w, badRequest("the body is not a query: %v", err))
-		return
-	}
-	req, e := s.parse(r, body, false, []statementBody{sb})
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	req.key = deref(params.IdempotencyKey)
-	req.wait = waitOf(params.FenecWait)
-	s.serve(w, r, req)
+	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
 // Batch is POST /batch.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
+	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
+}
+
+// statements reads and parses the body of a /query or a /batch, then
+// serves it.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var bb struct {
-		Statements []statementBody `json:"statements"`
+	var qrs []gen.QueryRequest
+	if batch {
+		var bb gen.BatchRequest
+		if err := decodeStrict(body, &bb); err != nil {
+			writeError(w, badRequest("the body is not a batch: %v", err))
+			return
+		}
+		qrs = bb.Statements
+	} else {
+		var qr gen.QueryRequest
+		if err := decodeStrict(body, &qr); err != nil {
+			writeError(w, badRequest("the body is not a query: %v", err))
+			return
+		}
+		qrs = []gen.QueryRequest{qr}
 	}
-	if err := decodeStrict(body, &bb); err != nil {
-		writeError(w, badRequest("the body is not a batch: %v", err))
-		return
-	}
-	req, e := s.parse(r, body, true, bb.Statements)
+	req, e := s.parse(r, body, batch, qrs)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	req.key = deref(params.IdempotencyKey)
-	req.wait = waitOf(params.FenecWait)
+	req.key = deref(key)
+	req.wait = waitOf(held)
 	s.serve(w, r, req)
 }
 
@@ -107,13 +99,14 @@ func decodeStrict(body []byte, v any) error {
 
 // parse converts the parameters and parses the statements. Nothing has run
 // yet, so any error here writes nothing.
-func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statementBody) (*request, *apiError) {
+func (s *Server) parse(r *http.Request, body []byte, batch bool, qrs []gen.QueryRequest) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, stmts: make([]engine.Parsed, len(sbs)), text: make([]string, len(sbs)), scope: a.Key}
-	for i, sb := range sbs {
-		vals := make([]fenecql.Value, len(sb.Params))
-		for j, p := range sb.Params {
-			v, err := fenecql.FromGo(p)
+	req := &request{batch: batch, stmts: make([]engine.Parsed, len(qrs)), text: make([]string, len(qrs)), scope: a.Key}
+	for i, qr := range qrs {
+		params := deref(qr.Params)
+		vals := make([]fenecql.Value, len(params))
+		for j, p := range params {
+			v, err := fenecql.FromGo(deref(p))
 			if err != nil {
 				name := fmt.Sprintf("params[%d]", j)
 				if batch {
@@ -127,12 +120,12 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 			}
 			vals[j] = v
 		}
-		st, err := engine.ParseStatement(sb.Query)
+		st, err := engine.ParseStatement(qr.Query)
 		if err != nil {
-			s.metrics.statement("unparsed", string(engine.Code(err)))
+			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, sb.Query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, qr.Query
 		req.write = req.write || engine.IsWrite(st)
 	}
 	req.fp = fingerprintOf(r, body)
@@ -144,7 +137,9 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	if req.wait != nil {
 		if err := engine.Holdable(req.stmts); err != nil {
-			writeError(w, engineError(err, req.batch))
+			e := engineError(err, req.batch)
+			e.msg = "Fenec-Wait: " + e.msg
+			writeError(w, e)
 			return
 		}
 	}
@@ -168,12 +163,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	rec, ok, err := s.lookupKey(req.key)
 	if err != nil {
 		s.log.Error("idempotency", "err", err)
-		writeError(w, &apiError{status: http.StatusInternalServerError, code: codeInternal, msg: err.Error()})
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: err.Error()})
 		return
 	}
 	if ok {
 		if rec.FP != req.fp.String() {
-			writeError(w, &apiError{status: http.StatusUnprocessableEntity, code: codeKeyReused,
+			writeError(w, &apiError{code: gen.ErrorCodeKeyReused,
 				msg: fmt.Sprintf("Idempotency-Key %q was used for another request", req.key)})
 			return
 		}
@@ -195,33 +190,29 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	writeAnswer(w, answer, true, rs[0].Seq, false)
 }
 
-// execute runs the request — held at the server, with Fenec-Wait, while
-// it would take nothing — and answers what it answered.
+// execute runs the request — held by the wait package, with Fenec-Wait,
+// while it would take nothing — and answers what it answered.
 func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+	var rs []*engine.Result
+	var took time.Duration
+	var err error
 	if req.wait == nil {
-		return s.run(ctx, req, meta, false)
+		start := time.Now()
+		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+		took = time.Since(start)
+	} else {
+		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		if took == 0 {
+			return rs, err // the client went away while it was held: nothing ran
+		}
 	}
-	return s.hub.Hold(ctx, &wait.Request{
-		Parsed: req.stmts,
-		Scope:  req.scope,
-		Wait:   *req.wait,
-		Run: func(onlyIfTakes bool) ([]*engine.Result, error) {
-			return s.run(ctx, req, meta, onlyIfTakes)
-		},
-	})
+	s.observe(req, took, err)
+	return rs, err
 }
 
-// run runs the request's statements once: all or nothing, under one lock.
-// meta, when set, adds records committed with the write (an idempotency
-// key). With onlyIfTakes, a run that would take no row is undone and
-// answers engine.ErrNothingTaken: a held claim's turn that found nothing.
-func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, onlyIfTakes bool) ([]*engine.Result, error) {
-	start := time.Now()
-	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, OnlyIfTakes: onlyIfTakes})
-	if errors.Is(err, engine.ErrNothingTaken) {
-		return nil, err // a look that found nothing is not a statement run
-	}
-	took := time.Since(start)
+// observe counts and times a run of the request's statements, and logs it
+// when it was slow.
+func (s *Server) observe(req *request, took time.Duration, err error) {
 	kind := "batch"
 	if len(req.stmts) == 1 {
 		kind = engine.Kind(req.stmts[0].Stmt)
@@ -237,7 +228,7 @@ func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Resu
 		case err == nil:
 			s.metrics.statement(engine.Kind(p.Stmt), "ok")
 		case i == failedAt || failedAt < 0:
-			s.metrics.statement(engine.Kind(p.Stmt), string(engine.Code(err)))
+			s.metrics.statement(engine.Kind(p.Stmt), string(errorCode(err)))
 		default:
 			s.metrics.statement(engine.Kind(p.Stmt), "undone")
 		}
@@ -246,7 +237,6 @@ func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Resu
 		s.log.Warn("slow request", "ms", took.Milliseconds(), "statements", len(req.stmts),
 			"query", brief(req.text[0]), "err", err)
 	}
-	return rs, err
 }
 
 // answerJSON is the body of a successful request: the one answer of a

@@ -1,4 +1,4 @@
-// Package httpapi is Fenec's HTTP API (SPEC §3): the handlers behind the
+// Package httpapi is Fenec's HTTP API (docs/http.md): the handlers behind the
 // routes of openapi.yaml. The routing skeleton is generated from the spec
 // (package gen); every request is checked against the same spec before a
 // handler sees it, so a malformed request is a clear 4xx that writes
@@ -71,7 +71,8 @@ type Server struct {
 	hub     *wait.Hub
 }
 
-// DefaultMaxBody and DefaultIdempotencyTTL are SPEC §3's defaults.
+// DefaultMaxBody and DefaultIdempotencyTTL are the defaults docs/http.md
+// gives.
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
@@ -121,8 +122,7 @@ func New(cfg Config) (*Server, error) {
 		gate:    cfg.Gate,
 	}
 	s.metrics.watch(cfg.DB)
-	s.hub = wait.New(cfg.DB, cfg.DB.Clock(), wait.NewMetrics(s.metrics.reg))
-	cfg.DB.SetOnWrite(s.hub.Written)
+	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
 		// The spec's validation runs first, so the generated wrapper
 		// only fails where the two disagree; answer it the same way.
@@ -148,8 +148,8 @@ func LoadSpec() (*openapi3.T, error) {
 	return spec, nil
 }
 
-// ServeHTTP checks the request in SPEC §3's order, then hands it to its
-// handler.
+// ServeHTTP checks the request in the order docs/http.md gives, then
+// hands it to its handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		// A panic answers 500 instead of a dropped connection, and is logged
@@ -159,7 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				panic(p)
 			}
 			s.log.Error("panic", "method", r.Method, "path", r.URL.Path, "panic", p)
-			writeError(w, &apiError{status: 500, code: codeInternal, msg: "internal error"})
+			writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "internal error"})
 		}
 	}()
 	sw := &statusWriter{ResponseWriter: w}
@@ -212,11 +212,11 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 			}
 		}
 		slices.Sort(allow)
-		return nil, &apiError{status: http.StatusMethodNotAllowed, code: codeMethodNotAllowed,
+		return nil, &apiError{code: gen.ErrorCodeMethodNotAllowed,
 			msg:   fmt.Sprintf("%s %s: the method is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")),
 			allow: strings.Join(allow, ", ")}
 	}
-	return nil, &apiError{status: http.StatusNotFound, code: codeNotFound,
+	return nil, &apiError{code: gen.ErrorCodeNotFound,
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
@@ -227,7 +227,7 @@ func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
+			return &apiError{code: gen.ErrorCodeTooLarge,
 				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
 		}
 		return badRequest("reading the body: %v", err)

@@ -23,16 +23,14 @@ const MaxWait = 30 * time.Second
 // a write: writes that come faster share one look.
 const lookGap = time.Millisecond
 
-// Run runs a held request under the write lock. With onlyIfTakes it takes
-// rows or undoes itself and answers engine.ErrNothingTaken.
-type Run func(onlyIfTakes bool) ([]*engine.Result, error)
-
 // Request is a claim to hold.
 type Request struct {
 	Parsed []engine.Parsed
 	Scope  string // who asks, as far as access rules narrow the rows
 	Wait   time.Duration
-	Run    Run
+	// Meta, when set, adds records committed with the write that answers
+	// the claim (engine.RunOptions.Meta: an idempotency key).
+	Meta func([]*engine.Result) map[string]engine.Meta
 }
 
 // Hub keeps the held claims of one database.
@@ -53,6 +51,10 @@ type Hub struct {
 	kick  chan struct{}
 	timer *time.Timer
 	done  chan struct{}
+
+	alarmAt     int64  // clock ms the clock is to call timeMoved at; 0: none
+	stopAlarm   func() // cancels that call
+	unsubscribe func() // from the database's writes
 }
 
 // line is the held claims that would take the same rows, oldest first.
@@ -73,26 +75,25 @@ type waiter struct {
 	at   time.Time
 }
 
-// New answers a hub over db; clk is db's clock. A manual clock's moves
-// wake the claims due by them.
-func New(db *engine.DB, clk clock.Clock, m *Metrics) *Hub {
+// New answers a hub over db, told of its writes and woken by its clock
+// when a held claim's rows come due by time alone. Close it when done.
+func New(db *engine.DB, m *Metrics) *Hub {
 	h := &Hub{
-		db: db, clk: clk, metrics: m,
+		db: db, clk: db.Clock(), metrics: m,
 		lines: map[string]*line{}, byColl: map[string]map[*line]bool{},
 		closing: make(chan struct{}), dirty: map[string]bool{},
 		kick: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	h.timer = time.NewTimer(time.Hour)
 	h.timer.Stop()
-	if mc, ok := clk.(*clock.Manual); ok {
-		mc.Watch(func(int64) { h.timeMoved() })
-	}
+	h.unsubscribe = db.Subscribe(h.written)
 	go h.loop()
 	return h
 }
 
-// Written is the engine's OnWrite: held claims on these collections look.
-func (h *Hub) Written(colls []string) {
+// written is told of every committed write: held claims on these
+// collections look.
+func (h *Hub) written(colls []string) {
 	h.mu.Lock()
 	if h.held == 0 {
 		h.mu.Unlock()
@@ -112,16 +113,21 @@ func (h *Hub) Written(colls []string) {
 	}
 }
 
+// timeMoved is the clock's call at the earliest time a held claim's rows
+// come due: the lines due by now look.
 func (h *Hub) timeMoved() {
 	h.mu.Lock()
+	h.alarmAt = 0
 	now := h.clk.NowMS()
 	any := false
 	for _, l := range h.lines {
 		if l.due != 0 && l.due <= now {
+			l.due = 0 // acted on: the line looks, and learns its next due
 			h.lookAgain(l.colls)
 			any = true
 		}
 	}
+	h.poke() // a round, which sets the clock's next call, even if none was due
 	h.mu.Unlock()
 	if any {
 		h.metrics.wake("time")
@@ -135,27 +141,29 @@ func (h *Hub) poke() {
 	}
 }
 
-// Hold runs a claim, holding it while it would take nothing, for up to
-// its wait. It answers what the claim answered when it took a row, or at
-// the end of the wait (or the hub's close) what it answers on an empty
-// queue. A cancelled ctx drops the claim at once: it takes nothing.
-func (h *Hub) Hold(ctx context.Context, req *Request) ([]*engine.Result, error) {
+// Hold runs a claim on the database, holding it while it would take
+// nothing, for up to its wait. It answers what the claim answered when it
+// took a row, or at the end of the wait (or the hub's close) what it
+// answers on an empty queue, and how long the run that answered took. A
+// cancelled ctx drops the claim at once: it takes nothing, no run answers
+// it, and took is 0.
+func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took time.Duration, err error) {
 	key, colls := lineKey(req.Parsed, req.Scope)
 	// A claim goes straight to the back of the queue while any held claim
 	// waits on its collections: a row goes to the claim that has waited
 	// longest, or bids best, never to the newest.
 	if !h.waiting(colls) {
-		rs, err := req.Run(true)
+		rs, took, err := h.try(ctx, req, true)
 		if !errors.Is(err, engine.ErrNothingTaken) {
-			return rs, err
+			return rs, took, err
 		}
 	}
 	if req.Wait <= 0 {
-		return req.Run(false)
+		return h.try(ctx, req, false)
 	}
 	w, ok := h.enter(req, key, colls)
 	if !ok {
-		return req.Run(false)
+		return h.try(ctx, req, false)
 	}
 	start := time.Now()
 	defer func() { h.metrics.heldFor(time.Since(start)) }()
@@ -165,27 +173,35 @@ func (h *Hub) Hold(ctx context.Context, req *Request) ([]*engine.Result, error) 
 		select {
 		case <-ctx.Done():
 			h.leave(w)
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		case <-deadline.C:
 			h.leave(w)
-			return req.Run(false)
+			return h.try(ctx, req, false)
 		case <-h.closing:
 			h.leave(w)
-			return req.Run(false)
+			return h.try(ctx, req, false)
 		case <-w.turn:
 			if ctx.Err() != nil {
 				h.leave(w)
-				return nil, ctx.Err()
+				return nil, 0, ctx.Err()
 			}
-			rs, err := req.Run(true)
+			rs, took, err := h.try(ctx, req, true)
 			if errors.Is(err, engine.ErrNothingTaken) {
 				h.turnDone(w)
 				continue
 			}
 			h.leave(w)
-			return rs, err
+			return rs, took, err
 		}
 	}
+}
+
+// try runs the claim once, all or nothing. With onlyIfTakes a run that
+// would take no row is undone and answers engine.ErrNothingTaken.
+func (h *Hub) try(ctx context.Context, req *Request, onlyIfTakes bool) ([]*engine.Result, time.Duration, error) {
+	start := time.Now()
+	rs, err := h.db.RunWith(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes})
+	return rs, time.Since(start), err
 }
 
 // enter puts a claim at the back of its line, and has the line look at
@@ -286,7 +302,11 @@ func (h *Hub) Close() {
 	}
 	h.closed = true
 	close(h.closing)
+	if h.stopAlarm != nil {
+		h.stopAlarm()
+	}
 	h.mu.Unlock()
+	h.unsubscribe()
 	<-h.done
 }
 

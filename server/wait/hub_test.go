@@ -27,8 +27,7 @@ func newFixture(t *testing.T, clk clock.Clock) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hub := New(db, clk, nil)
-	db.SetOnWrite(hub.Written)
+	hub := New(db, nil)
 	t.Cleanup(func() { hub.Close(); db.Close() })
 	return &fixture{t: t, db: db, hub: hub}
 }
@@ -73,11 +72,9 @@ func (f *fixture) hold(wait time.Duration, q string, params ...any) *held {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &held{done: make(chan outcome, 1), cancel: cancel}
-	req := &Request{Parsed: ps, Wait: wait, Run: func(only bool) ([]*engine.Result, error) {
-		return f.db.RunWith(ctx, ps, engine.RunOptions{OnlyIfTakes: only})
-	}}
+	req := &Request{Parsed: ps, Wait: wait}
 	go func() {
-		rs, err := f.hub.Hold(ctx, req)
+		rs, _, err := f.hub.Hold(ctx, req)
 		o := outcome{err: err, at: time.Now()}
 		if err == nil {
 			o.answer = string(rs[0].AppendJSON(nil))
@@ -263,7 +260,7 @@ func TestWaitEnds(t *testing.T) {
 	}
 	h = f.hold(100*time.Millisecond, `set jobs {owner: "w"} where run_at <= now() order run_at limit 1 require 1`)
 	o := h.answer(t, time.Second)
-	if engine.Code(o.err) != fenecql.CodeUnmet {
+	if fenecql.CodeOf(o.err) != fenecql.CodeUnmet {
 		t.Fatalf("require at the end of the wait: %+v", o)
 	}
 	h = f.hold(100*time.Millisecond, `del jobs where run_at <= now() limit 1`)

@@ -3,7 +3,6 @@ package wait
 import (
 	"time"
 
-	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 )
 
@@ -16,8 +15,7 @@ func (h *Hub) loop() {
 		case <-h.closing:
 			return
 		case <-h.kick:
-		case <-h.timer.C:
-			h.timeMoved()
+		case <-h.timer.C: // a look put off by lookGap
 		}
 		next := h.round()
 		h.timer.Stop()
@@ -109,17 +107,30 @@ func (h *Hub) round() time.Time {
 	if best >= 0 {
 		h.give(lines[best], heads[best])
 	}
-	// The system clock wakes lines whose rows come due by time alone; a
-	// manual clock wakes them as it is moved.
-	if _, manual := h.clk.(*clock.Manual); !manual {
-		ms := h.clk.NowMS()
-		for _, l := range h.lines {
-			if l.due != 0 && len(l.waiters) > 0 {
-				later(now.Add(time.Duration(l.due-ms) * time.Millisecond))
-			}
+	h.setAlarm()
+	return next
+}
+
+// setAlarm has the clock call timeMoved when the earliest line whose rows
+// come due by time alone is due; h.mu is held.
+func (h *Hub) setAlarm() {
+	var due int64
+	for _, l := range h.lines {
+		if l.due != 0 && len(l.waiters) > 0 && (due == 0 || l.due < due) {
+			due = l.due
 		}
 	}
-	return next
+	if due == h.alarmAt || h.closed {
+		return
+	}
+	if h.stopAlarm != nil {
+		h.stopAlarm()
+		h.stopAlarm = nil
+	}
+	h.alarmAt = due
+	if due != 0 {
+		h.stopAlarm = h.clk.AtMS(due, h.timeMoved)
+	}
 }
 
 // give hands a line's head the turn to run.

@@ -1,5 +1,5 @@
 // Command fenec is Fenec's one binary. `fenec serve` opens a database file
-// and serves it over HTTP (SPEC §3):
+// and serves it over HTTP (docs/http.md):
 //
 //	fenec serve --http 127.0.0.1:8080 --file fenec.db
 //

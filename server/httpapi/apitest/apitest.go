@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -245,10 +247,14 @@ func (p *Process) Stop(timeout time.Duration) error {
 }
 
 // Build compiles the fenec binary into dir and answers its path. Call it
-// once per test package, from TestMain.
+// once per test package, from TestMain. It builds in the server's module
+// whichever module the test is in (the benchmark's, bench/, is another).
 func Build(dir string) (string, error) {
 	bin := dir + "/fenec"
 	cmd := exec.Command("go", "build", "-o", bin, "github.com/fenecdb/fenec/server/cmd/fenec")
+	if _, file, _, ok := runtime.Caller(0); ok {
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..") // server/, from server/httpapi/apitest
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return bin, cmd.Run()
 }

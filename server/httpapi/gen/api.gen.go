@@ -65,33 +65,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for FieldIndex.
-const (
-	FieldIndexGeo         FieldIndex = "geo"
-	FieldIndexHash        FieldIndex = "hash"
-	FieldIndexLessThannil FieldIndex = "<nil>"
-	FieldIndexSorted      FieldIndex = "sorted"
-	FieldIndexUnique      FieldIndex = "unique"
-)
-
-// Valid indicates whether the value is a known member of the FieldIndex enum.
-func (e FieldIndex) Valid() bool {
-	switch e {
-	case FieldIndexGeo:
-		return true
-	case FieldIndexHash:
-		return true
-	case FieldIndexLessThannil:
-		return true
-	case FieldIndexSorted:
-		return true
-	case FieldIndexUnique:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for FieldType.
 const (
 	FieldTypeBool      FieldType = "bool"
@@ -119,6 +92,33 @@ func (e FieldType) Valid() bool {
 	case FieldTypeText:
 		return true
 	case FieldTypeTimestamp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FieldIndex.
+const (
+	FieldIndexGeo         FieldIndex = "geo"
+	FieldIndexHash        FieldIndex = "hash"
+	FieldIndexLessThannil FieldIndex = "<nil>"
+	FieldIndexSorted      FieldIndex = "sorted"
+	FieldIndexUnique      FieldIndex = "unique"
+)
+
+// Valid indicates whether the value is a known member of the FieldIndex enum.
+func (e FieldIndex) Valid() bool {
+	switch e {
+	case FieldIndexGeo:
+		return true
+	case FieldIndexHash:
+		return true
+	case FieldIndexLessThannil:
+		return true
+	case FieldIndexSorted:
+		return true
+	case FieldIndexUnique:
 		return true
 	default:
 		return false
@@ -177,18 +177,19 @@ type ClockMove1 struct {
 
 // ClockNow defines model for ClockNow.
 type ClockNow struct {
+	NowMs int64 `json:"now_ms"`
+
 	// Now The time in ISO-8601 UTC with milliseconds.
 	//
 	// Example: 2026-05-03T09:20:20.000Z
-	Now   string `json:"now"`
-	NowMs int64  `json:"now_ms"`
+	Now string `json:"now"`
 }
 
 // Collection defines model for Collection.
 type Collection struct {
+	Name      string  `json:"name"`
 	Documents int     `json:"documents"`
 	Fields    []Field `json:"fields"`
-	Name      string  `json:"name"`
 }
 
 // Collections defines model for Collections.
@@ -198,12 +199,12 @@ type Collections struct {
 
 // Error defines model for Error.
 type Error struct {
-	// At In a `/batch`, the 0-based statement refused.
-	At   *int      `json:"at,omitempty"`
-	Code ErrorCode `json:"code"`
-
 	// Error What is wrong, and where.
-	Error string `json:"error"`
+	Error string    `json:"error"`
+	Code  ErrorCode `json:"code"`
+
+	// At In a `/batch`, the 0-based statement refused.
+	At *int `json:"at,omitempty"`
 }
 
 // ErrorCode defines model for Error.Code.
@@ -211,16 +212,16 @@ type ErrorCode string
 
 // Field defines model for Field.
 type Field struct {
-	Index *FieldIndex `json:"index"`
 	Name  string      `json:"name"`
 	Type  FieldType   `json:"type"`
+	Index *FieldIndex `json:"index"`
 }
-
-// FieldIndex defines model for Field.Index.
-type FieldIndex string
 
 // FieldType defines model for Field.Type.
 type FieldType string
+
+// FieldIndex defines model for Field.Index.
+type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
@@ -789,73 +790,73 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7FrrbhvHkn6VwqwBScmQGlJyTkLjAEfJsdeOEyfHVlbAioKmNVPUtDnTzXT3iOIKBPZp9sH2SRZVPTde",
-	"JFE+jrG7SH7EItmX6uq6fPVV3wWJLmZaoXI2GN0FGYoUDf/5ChUmH/B3+jtFmxg5c1KrYBScZgipcOJK",
-	"WNyzkGRCXSOosrhCA2Li6P9g8PcSrQOXCQdzox32gzCwSYaFoCULqWRRFsEoCgO3mGEwCqRyeI0mWC7D",
-	"4E2KxUw7VO49znKxwHRTjtiZEmOYZ6jAZQhC2TkakJY/TaSxrv7OaXCZtNAsmyx6b3ERgqlWXxUOFUl2",
-	"HtAGwUUjoHVGqutgSQLOhBEFuq6yzoR0m1L+LPNcWky0Si3Jkek8BQFJLmQB+wJiiy4GbSBOMY8PQDgW",
-	"36K5QQPzTOY4VtLBXJd5Ck5MEZR2mVTXIxAwz3Te6H5idAERbXIURVHUH6sgDCQJ4e81CAMlCjoJy9tj",
-	"gVcuRdz6S+H54c6XlCze4mLz6AMSZfj8OVwtHNo+nMDcSIdg0BmJKcyly/xhRYEwxQUIlbZfVCY0VvsF",
-	"ukynIcyEy0K40unCL+nH6ymqA7p2f9mYbtz/WIlrIVXod4xb4+rV1jUCNqaQV2Qpba3mF7zcFBdjxdMF",
-	"fY+msXBp4Xg4pNMZnJQWq/kwRZzRIjS1D29xYSGXNzhWca8nO3boXB7DfooTUeYOhseQHbAUtjQ38gbZ",
-	"l6wTxvkthNfbWAnW2MfSOjClsg/c9prVr1/5T6iuXRaMhs+f85XXnwdbDd+gnWllke3+e5G+92qgT4lW",
-	"pFT6U8xmuUwEGcLhR0vWcBfgrShmOfqRKa17JdLLSo1BGKAx2gSjYKatpIlwPBgB3s4wcUgucyPyEkOY",
-	"6FKlMA6W4yBYdo/yzOAkGAX/ctjGtEP/qz18yWvzATaDWX2TmgKXdcJhgYovthD5RJsCU9ifCWMxBNII",
-	"GWLl/SF4ZXurPOiTRD9oNcllsotK/knhTzgeKJApB5C/lUr+TiGRNfWiNmCYC8s26VCxgK+0uZJpiuqP",
-	"l/CddiDyXM9JhQJsomdYueyeBVPmaMnnQM/QCKcNfalLhyDstI4Qq9NCdggWdM8fC73a3yiHRon8S6jd",
-	"+6pUnVDNMrzFxXukGPDHC0GGu+bYfNEcgSZkyqtxiuV7p90rcp9P8lal3SU7X8dXE53nmLC3ftRXFjLB",
-	"IW8iMU8pLAn3GXz0REGppkrPFXT206baZl8bbzTeDk61/kmYa/wyV8DJSFrIaUtDcKdrFHsW4l6vELc9",
-	"GhezfL8pUbpMG/kf+Gn3UHYXaK+ikNaSt1+hMAx5pqg+U4DsLslhsdpKG4J26prQUwc6np2d9U5Kl6Fy",
-	"dBpcVfVGTvE6uREyF1f5F7o267RBmAiZYxrSOVwnD5AbXcsbVFDOqisr0H3iXdHM9pII5LGnxB4UQwRG",
-	"z63HHbS/NGhh8DmcBuJqPVAxH0lpBwW6+/JCsyXf4clkwnmXj5qmnJBF/quhQO0kZf+JyC2u7/paz6EQ",
-	"agGpTkrKopZAKuMhiuW6dCSWK42S6jpuC4NZZ+G7QHQ2fwSDVmdMCa4301rIrq8+YsIx6ISR4CZIPWkz",
-	"/l4NIUkirfCXSTA6f1j97/XcBsvw4UGNLpcXyzD4Xrgka6V5ULmrajFoy9wXatJhYR+zjWqTZaMNYYxY",
-	"bKitXnab1ljYDsR7grSNWncX+B8lmkW925LB6Bs/b/DIGTqbbTvGD7lOpj/rG9y8/5e3InH5ArRC0BOI",
-	"RXojVIKXhY1hv9A3CFp5QE6Vmv/aojtYtZEn6KXdgD4RvBTOG/U3x0HY1mDD50fH0fAoiv7yHf0XPskT",
-	"2j22qONp18iH/uNErdbfFPOivrd3ev5E01N+xmbYd7JAgm1vPvzS+/abaAC/nf7gQWbRKdPpaptQHgyj",
-	"4Te96HkvOjqNvhsNo9Ew6kdR9O/BRnkU0sb3KesRNVQzeYntJtwgnycqo4nEj0XTMGA8tbu7vqLhm+Gl",
-	"rjs3U/3akWlU2JGvEeDh89snKiBZnbnT0Trafix8dpffJrjP0KO79TCwhSt6o0BAfHhFQTcOGZNEvStB",
-	"iL4tSyuWgYz04dv0EKRls1ar7TUUOWlqwnAF6Hvq5ZK+quq4gFauKtywAThO60vGwEEYTHFxaXwZFLJA",
-	"XJbxlg3Ku9jiPVhralUrZ5ngYpyhZsXQZGgYNzxsYX7BShPb7sZb8NPMSaoUb7t6tdo4PmombMbHpCo8",
-	"CINr1EGoyjy/CAP6x8NbZ0rcFjq2+0w9st1OKtL3JNeC9Y639M+V1qRhim/WiWIWhAGDUi/ERbibK/Kg",
-	"sDrhNn29RpG77IkK09OO+HT6dmUSG4XakEdPt26/gg+eJgQzNnZ7VugCwPjZ4L//87+eqZisa6dQ8W8i",
-	"L3FbFPydpN3c8ReFwPzrP37qePW+AGeEzAmXxy9iDzh6vRgSXVQ42mBNpRxUzv8AU7eqTy/KNpW+fyi5",
-	"7njwzfMZPQ9BOkv1elkoSzlXmxQN7McyjStydqINxF/FBx1HXhHMbkPrBkXKLBFVTczYcXmxZytyt60u",
-	"dr5B0sGW+/Pn2xRBLeDHD7+88ywbbbLq21xIYVIa6RYfaAevSV9D32OAHbKAi+wY9idlnoNIErT2oDro",
-	"j2encINGTmrynLnkj3PXs5iYuo3gv5niwnoryjBPfQMEPeHGMLfXm+lcJot4rPZTndhDv1W/SA/6cFaV",
-	"alTIUayX16WhOlnplgNQiCmmnnVmRbI/+0M2usycm/niVKqJ3jw8+wFT903B2LSWvFZS0Ddo4PXp6a8h",
-	"kBnT2aWqPagPp5m0YzWROdadHxpLYjsjEjdaZWPsFHN0WrFm8AbNAj78/e2eHdNoZWfaOHa0a1RohMPU",
-	"N1WkC9vehO/M3IhcpsKhBRRJ1jYruNNgHUjXH6uxesl7cCLy5ySXL33nQng7Ygopvhv7dDUORjAOxmUU",
-	"HSUFWiuukT/gOAhhzKlsHIzGqh4zlSqtByzjFx0AUe0q0tRCPA6EGwf3gYo+nHBzZaxclWyVdpBLSxqg",
-	"XFsVxhaOo2OIG4DA+1XDaH6Hth0rAR48gHSQat9Q8Q2sdrHnEG8ijLhu1JzQ55j1eNKwM4kwZsFEl6Yx",
-	"P3hKpudjYRU4T+kyJ2h6L1WiU6YayEqaBtFxFEHcwUN+mg9YSlUEY5Jri+kIBMyMvl2Q1U2MVm6sEu7F",
-	"cS+G5iDZUm6RUck6BchH75jCv748rSnuSguvX578HYSFOeZ5uNYU61hLRbDRKVLyRDabfQG5FilciZwK",
-	"PjLxjHM0JBkmUyjEAkqLgNJlaA5YjiqB0gISfV5hO5xnwpFL0O7StJo9XcwwBisWNgSrIU5Kk0Mvjcdq",
-	"rs3UtsRO7zXsdSeNYJ0k24t9wMhlgspycK16VCczkWTYG/YjDsXS5U2fMgiDGzTWR4yoP/BD9AyVmMlg",
-	"FBz1o/5REAZkgBxqDy8Tqhs57Wu7BWefonUWuLhfiQ5cHl4tIBMqHa1SATTYkiVrFY5VQwVYdPRtH35T",
-	"qdcc2IV1WACL4LvO/rolO48/v293SK3epMEo+FnfIFe6gc/aaN33Ol08jXDs0grDKIqinSnElhxZruIG",
-	"zmZrHb9hFH02hrap7u8haVmFe5Rq5nw1zMUeewG2rdsIetjpS/KUweNTVmh5nnT0+KS2k8Yzjh+f0XRg",
-	"aMJghy2adgbjirIoBIFKthk2t0KoUuSVue1rlS+gZFuMJ5xc2bih1/MD/OgKcolry2B7ZoMLWv3wMmvw",
-	"/bUnvFcNtYL/f6BJVDvcx9r7iCqtJ+Y7QCsYnV901XOWITe/3PoseIeY2gbJ3KOHAp2Rib1XET9Xvz+q",
-	"CSrPDme5kOqRJsi241ZS9L+YDa9Y2K9GU2rG0taChHXHk04FeNs06j3ZtV2XjEUeCMXd+suCKVVbK3g7",
-	"1grBGzdt7XsJ/FlOGKDqCaEWLKpnGwd9eDPhSRR5PVdCyJVWQUFBnCutBFtE53GXokzEId6DD+HibcGa",
-	"GfFg9QHQPU2Cdshh+0DovmZBZ/Dau5rlxSemBU9ECpmfKB8OfTnTXvErIXMQ8FFfeTyseAxjmokm7NUr",
-	"Z6HHWdqA8iCC0nFdGXU5/vO2yD4fhsF8MBp8ezyk6qBwM47funRUg1Z1cWDR+abxnZ4rNCOgOir0tzGC",
-	"Z0chWcOlcCNQer5/AF/DIIoi+AqEc1jMnO38ufSUEMgU/grPBnwcXpU+DuvOGjfWOmLeBU5T0Tmzf6tU",
-	"1k90wQqvhZyVtZAzsSCoNYJngzXJwkaMEURL3qKefl2fMdGlYlJ7uXNeXum9fLbU3IEMTT/pvNtyG3CD",
-	"oPvxnBYl8UfHy4uLp8lf96A2I9xLKps2e29h4/9rXWX/Zq16kbht32rsYfNyceUdYa/7kPCh6VueHrL0",
-	"/5+AR/Td4xOaZ0yMVIa7HKRA9wm4JgyOhzss376tWYbB810uo3kRxBOOdrqKhqBeTYbvS9VNUyLPOSL6",
-	"Rno38VVMG6e+tcZDhSTWCa0fz04bjkaAZ2Uod9lMzxUwoKMk1VmMchQVdlSAhmPF/ENTNrKngp7wh7YL",
-	"35myLat1uyv/bFhZOfb5SgPquO0xnTdMOof9ug6somxLIfEGFJKq0S3dXs3wobid0HLgnVkre3Bi6EzA",
-	"W3fv2Dqyr3Tw7h1dNxxWVr5ofqZM4BubOxZIHU3eVyO1Qxp45tGTy3ABc0qKiUHhMP1UHLniCJ7EaHet",
-	"CAuGDHyzYUUfkAo8ccGKQrsdHjYk+XZ4WL14rakS2sbouX3RvCqpf4nvxk3SGgcjUMuYWdN6RvV4t0sP",
-	"Q+fpB9S8V/2G179qbx4Bb/MZ7kb8H0KCwlMi7V2eKBDJNIR5JisGk18fVSrr4rwGMQ1aYNcBSfWjpp1B",
-	"2DIM+AH8mjzVq3gKXugfFIaeXc1R1M8ajyKwW0XbJtgGxNzAbvC1fyzfxXANvvwaBjWw9JPAc65/reZ6",
-	"R6t+ymUhHQwiaEwMvuKTVrB6/ayEuquf0q0HqtCpSMVnRae7A9DV5zifGYDWJukBWbdyFw4EW2bt3F3t",
-	"dIFpbUXbl6iMac3t4at4c1nCv3WcHw2aRrQP7TLl73zSGHXqmjpVje67qLDOTVsekRxVj0g4G9DOi3t8",
-	"QZEyeAB4M2qlvtj9Ku+H4esN0PYF3J/Y+0/s/b8Fe+ttTfOtuHuVFGz7rucXy/COYqenA32ALU1edSlH",
-	"h4eD4V/6UT/qD0bfRt9GHGer1ddRyftScSypm5AtGPViUGZfexfLvGbYMmlMTLJztjyU4/ZWrpNpZ0WC",
-	"SsuL5f8EAAD//w==",
+	"7Fr9bhtHkn+VwpwBSdkhNaTkbDLBAqtknbPjxMnayhk4UfC0ZoqaNme6me4eUTyBwD3NPdg9yaGq54sf",
+	"kiivE9wdNn/EItkf9V2/quq7INXlXCtUzgbxXZCjyNDwn9+jwvQd/kZ/Z2hTI+dOahXEwXmOkAknroTF",
+	"AwtpLtQ1gqrKKzQgpo7+DwZ/q9A6cLlwsDDa4TAIA5vmWAo6spRKllUZxFEYuOUcgziQyuE1mmC1CoNX",
+	"GZZz7VC5tzgvxBKzbToSZypMYJGjApcjCGUXaEBa/jSVxrrmO6fB5dJCe2y6HLzGZQimPn2dOFRE2UVA",
+	"FwSXLYHWGamugxUROBdGlOj6wnovpNum8idZFNJiqlVmiY5cFxkISAshSzgUkFh0CWgDSYZFcgTCMfkW",
+	"zQ0aWOSywImSDha6KjJwYoagtMuluo5BwCLXRSv7qdElRHTJSRRF0XCigjCQRITXaxAGSpTECdM7YILX",
+	"lCJuvVJ4f7i3ktLla1xusz4iUsbPn8PV0qEdwhksjHQIBp2RmMFCutwzK0qEGS5BqKz7ojahiTos0eU6",
+	"C2EuXB7Clc6W/ki/Xs9QHZHavbIx29L/RIlrIVXob0w64xo01hUDG1PIJzKVthHzN3zcDJcTxdsFfY+m",
+	"tXBp4XQ8Ju4MTiuL9X6YIc7pENo6hNe4tFDIG5yoZDCQPTt0rkjgMMOpqAoH41PIj5gKW5kbeYPsS9YJ",
+	"4/wVwsttogRL7GNlHZhK2Qe0vWH1myr/EdW1y4N4/Pw5q7z5PNpp+AbtXCuLbPffiuytFwN9SrUiodKf",
+	"Yj4vZCrIEI4/WrKGuwBvRTkv0K/M6NwrkX2oxRiEARqjTRAHc20lbYTTUQx4O8fUIbnMjSgqDGGqK5XB",
+	"JFhNgmDVZ+WZwWkQB/9y3MW0Y/+rPX7BZzMD28Gs0aSmwGWdcFiiYsWWophqU2IGh3NhLIZAEiFDrL0/",
+	"BC9sb5VHQ6LoO62mhUz3Eck/SPwZxwMFMuMA8tdKyd8oJLKkvmkMGBbCsk06VEzg99pcySxD9ftT+EY7",
+	"EEWhFyRCATbVc6xd9sCCqQq05HOg52iE04a+1JVDEHbWRIj1bSE7BBN64NlCL/ZXyqFRovgjxO59Vape",
+	"qGYaXuPyLVIM+P2JIMPdcGxWNEegKZnyepxi+t5o9z25zyd5q9LuAztfz1dTXRSYsrd+1FcWcsEhbyqx",
+	"yCgsCfcZfPRMQaVmSi8U9O7Tpr7mUBtvNN4OzrX+UZhr/GNUwMlIWijoSkNwp28UBxaSwaAUtwNalzB9",
+	"vypRuVwb+R/4aXqo+gd0qiilteTtVygMQ54Zqs8UIPtHclisr9KGoJ26JvTUg47v378fnFUuR+WIG1wX",
+	"9VZO8TK5EbIQV8UfpDbrtEGYCllgFhIfrpcHyI2u5Q0qqOa1ykp0n6gr2tkpiUAee0riQTFEYPTCetxB",
+	"90uDFkafw2kgqc8DlTBLSjso0d2XF9orWYdn0ynnXWY1yzghi+IXQ4HaScr+U1FY3Lz1pV5AKdQSMp1W",
+	"lEUtgVTGQxTLdeWILFcZJdV10hUG897Bd4HoXf4IBq15zAiut9s6yK6vPmLKMeiMkeA2SD3rMv5BAyGJ",
+	"Iq3w52kQXzws/rd6YYNV+PCiVpary1UYfCtcmnfUPCjcdbEYtFXhCzXpsLSP2UZ9yaqVhjBGLLfE1hy7",
+	"S2pMbA/iPYHaVqz7E/z3Cs2yuW3FYPSV3zd6hIfeZbvY+K7Q6ewnfYPb+n9xK1JXLEErBD2FRGQ3QqX4",
+	"obQJHJb6BkErD8ipUvNfW3RH6zbyBLl0F9AngpfCeaP+8jQIuxps/PzkNBqfRNGfv6b/wid5QnfHDnE8",
+	"TY3M9O9Han3+NpmXjd7e6MUTTU/5Hdth38kSCba9evfz4KsvoxH8ev6dB5llr0wn1bahPBhH4y8H0fNB",
+	"dHIefR2Po3gcDaMo+vdgszwKg9uBNlR5xeNVSETcJ7gNkfQ2jjbFU5/Cx+027RYRPVFIbYR+JMpusMWY",
+	"a3+X/p6Wb4Wg3pknq6ZOvbtfnttioR1hj4eWsIdlZJ8opHR9514s9zTyWOjtH7+LcJ/d47vNELKjz/RK",
+	"gYDk+IoCdhIynokGV4Kqga6krTsUZOD7aZy046FM1xVbr9o30Oi0rS3DtYLBt3A+0Fd1PRjQyXWlHLZA",
+	"yWn9gbF0EAYzXH4wvpwKmTgu7/jKFi1ePuKF2EhwXVrvc8EFPsPXuuuTo2Essr8V+sNrCe3Sn7f+p5mc",
+	"VBne9uVttXEsglzYnNmnKj8Ig2vUQaiqorgMA/rHw2dnKnyAiT39rTmhI0Mq0s+00IL1hLf0z5XWpBGK",
+	"q9aJch6EAYNhT9zDytnt0rwhrKWwS6YvURQuf6JQ9azHCkmoO5lYQKG2fFPPdl6/hlGeRgR3jezuzNQH",
+	"ocmz0X//5389UwlZ414h599EUeF2tAmD34ja7Rt/VgjcA/77j73ocCjAGSELqg2SbxIPegaDBFJd1lje",
+	"YNPOOaqDyAPdwnV5elJ2ifTtQwl+T8a3+TN6EYJ0FlJdVKWylPfZ9uAwkVlSN4in2kDyRXLUc/w1wuyu",
+	"isGgyLhTRZUbdw25xDmwdYO5q3D21iDJYIf+PH/bJKgl/PDu5ze+00eXrPs/F3OYVka65Tu6wUvS1/H3",
+	"GGCvYcGFfgKH06ooQKQpWntUM/rD+3O4QSOnTQOf+9kfF25gMTXNKMN/M8Ol9VaUY5H5IQz6ph9D7cFg",
+	"rguZLpOJOsx0ao/9VcMyOxrC+7pcpGKS8oS8rgzV6kp3fQiFmGHmO98sSPZnz2Qry9y5uS+QpZrqbebZ",
+	"D3h80Bat7XjLSyUDfYMGXp6f/xICmTHxLlXjQUM4z6WdqKkssJk+0Voi2xmRuni9I2RnWKDTiiWDN2iW",
+	"8O5vrw/shFYrO9fGsaNdo0IjHGZ+sCNd2M1H/HToRhQyEw4toEjzbmDC0w7rQLrhRE3UC76Dk5Xnk1y+",
+	"8tMT4e2I21jJ3cSntEkQwySYVFF0kpZorbhG/oCTIIQJp7tJEE9Us2YmVdYsWCXf9IBIfavIMgvJJBBu",
+	"EtwHToZwxgOeiXJ1clbaQSEtSYByc12cWziNTiFpwQXfVy+j/b3W8UQJ8MADpINM+6GOH6J1hz2HZBud",
+	"JM2w6Iw+JyzHs7ZDlApjltxs07TmO98WGvhYWAfOc1LmFM3ghUp1xu0OspJ2SHUaRZD0sJTf5gOWUnWT",
+	"My20xSwGAXOjb5dkdVOjlZuolOeBPA+iPUi2VFhkFLPZhmTWe6bwry/OmzZ7LYWXL87+BsLCAosi3BjM",
+	"9aylbvIRFxl5IpvNoYBCiwyuREFFJ5l4zjka0hzTGZRiCZVFQOlyNEdMR51A6QCJPq+wHS5y4cgl6HZp",
+	"OsmeL+eYgBVLG4LVkKSVKWCQJRO10GZmu+bS4CUc9DfFsNmoO0h8wChkispycK3nZGdzkeY4GA8jDsXS",
+	"Fe2sNAiDGzTWR4xoOPJL9ByVmMsgDk6G0fAkCAMyQA61xx9Sql057Wu7A6+fo3UWuMGwFh24RL1aQi5U",
+	"Fq+3I2ixJUvWKpyoth1h0dG3Q/hVZV5yYJfWYQlMgp98e3VLdh7Pvx+5SK1eZUEc/KRvkKvtwGdttO5b",
+	"nS2f1vTstzbGURRFe7cxuwbNah03cDbbmDqOo+izdYnbDsM9jWIW4QGlmgWrhvvBp56AXee2hB73ZqO8",
+	"ZfT4lrXRAG86eXxTN83jHaeP72inQLRhtMcV7UiFcUVVloJAJdsMm1spVCWK2twOtSqWULEtJlNOrmzc",
+	"MBj4BX51DbnEtWWwPbfBJZ1+/CFv8f21b7qvG2oN/39Hk6hvuG9y4COqtH440ANaQXxx2RfP+xx5AOc2",
+	"d8EbxMy2SOYeOZTojEztvYL4qf79UUlQqXY8L4RUjwxidrFbUzH8w2x4zcJ+MZpSM1a2ISRspq7EFeBt",
+	"+1jAN9l2y5KxyAOhuF9/WTCV6moFb8daIXjjpqv9PIM/yykDVD0l1IJl/XTkaAivpryJIq/vuRBypVNQ",
+	"UBDnSivFDtF53KUoE3GI9+BDuGRXsOaufLD+COmeQUW35Lh7pHTfwKK3eONtz+ryE9OCb4AKWZwpHw59",
+	"OdOp+HshCxDwUV95PKx4DWOaqSbsNajmocdZ2oDyIILScVMZ9ecMF12RfTEOg8UoHn11OqbqoHRzjt+6",
+	"clSD1nVxYNH5wfWdXig0MVAdFXptxPDsJCRr+CBcDEovDo/gTzCKogi+AOEclnNne3+ufAsJZAZ/gWcj",
+	"ZodPpY/jZrrHw70emXeB01R0zu1fa5ENU12ywBsi51VD5FwsCWrF8Gy0QVnYkhFDtOIrmu3XDY+prhQ3",
+	"1ld75+W1+c9nS809yNDOtC76Y78RDyn6Hy/oUCI/Pl1dXj6N/mYOth3hXlDZtD3/C1v/35hs+3dz9avI",
+	"XffWa4/b15NrbxkH/ceMD23f8fyRqf//BDyirx/f0D6lYqQy3oeREt0n4JowOB3vcXz3vmcVBs/3UUb7",
+	"Kok3nOylira5vZ4M31aqn6ZEUXBE9MP8fuKrO22c+jYGGDWS2Gxo/fD+vO3RCPBdGcpdNtcLBQzoKEn1",
+	"DqMcRYUdFaDhRHH/oS0b2VNBT/lD9xKgt2VXVutPaf7RsLLG9sXasOu0m2FdtN12DvtNHVhH2a6FxBdQ",
+	"SKpXdy35eocPxd2Grh/e27V2ByeG3ga8dfeubSL72uTw3tXNUGLt5Mv2Z8oEfri6Z4HUk+R9NVK3pIVn",
+	"Hj25HJewoKSYGhQOs0/FkWuO4JsY3a11w4IhA2s2rNsHJALfuGBBod0ND9sm+W54WL+6bVoldI3RC/tN",
+	"+7Kl+SW5m7RJaxLEoFYJd02bHfUD4n57GHrPT6DpezXviP3L+vYh8i6f4WnE/yEkKHxLpNPlmQKRzkJY",
+	"5LLuYPILqFpkfZzXIqZRB+x6IKl5WLU3CFuFAT/C36CnfplPwQv9o8bQd1cLFM3TypMI7E7SdhG2BTG3",
+	"sBv8yT/Y72O4Fl/+CUYNsPSbwPdc/1Lv9Y5W/1TIUjoYRdCaGHzBnNawepNXQt31T9lOhmp0KjLxWdHp",
+	"/gB0/UnQZwagjUl6QNav3IUDwZbZOHdfOn1g2ljR7iNqY9pwe/gi2T6W8G8T5+NRO7j2oV1m/J1PGnGv",
+	"rmlSVXyfosImN+14yHJSP2ThbEA3L+/xBUXC4AXgzaij+nJ/Vd4PwzcHoN0rvH9i739i7/8t2FvvGprv",
+	"xN3rTcFu7npxuQrvKHb6dqAPsJUp6illfHw8Gv95GA2j4Sj+Kvoq4jhbn76JSt5WimNJM4TswKgngzL7",
+	"xttc7muGXSeNG5PsnF0fyvF4q9DprHciQaXV5ep/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

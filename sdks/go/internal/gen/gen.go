@@ -61,33 +61,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for FieldIndex.
-const (
-	FieldIndexGeo         FieldIndex = "geo"
-	FieldIndexHash        FieldIndex = "hash"
-	FieldIndexLessThannil FieldIndex = "<nil>"
-	FieldIndexSorted      FieldIndex = "sorted"
-	FieldIndexUnique      FieldIndex = "unique"
-)
-
-// Valid indicates whether the value is a known member of the FieldIndex enum.
-func (e FieldIndex) Valid() bool {
-	switch e {
-	case FieldIndexGeo:
-		return true
-	case FieldIndexHash:
-		return true
-	case FieldIndexLessThannil:
-		return true
-	case FieldIndexSorted:
-		return true
-	case FieldIndexUnique:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for FieldType.
 const (
 	FieldTypeBool      FieldType = "bool"
@@ -115,6 +88,33 @@ func (e FieldType) Valid() bool {
 	case FieldTypeText:
 		return true
 	case FieldTypeTimestamp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FieldIndex.
+const (
+	FieldIndexGeo         FieldIndex = "geo"
+	FieldIndexHash        FieldIndex = "hash"
+	FieldIndexLessThannil FieldIndex = "<nil>"
+	FieldIndexSorted      FieldIndex = "sorted"
+	FieldIndexUnique      FieldIndex = "unique"
+)
+
+// Valid indicates whether the value is a known member of the FieldIndex enum.
+func (e FieldIndex) Valid() bool {
+	switch e {
+	case FieldIndexGeo:
+		return true
+	case FieldIndexHash:
+		return true
+	case FieldIndexLessThannil:
+		return true
+	case FieldIndexSorted:
+		return true
+	case FieldIndexUnique:
 		return true
 	default:
 		return false
@@ -173,18 +173,19 @@ type ClockMove1 struct {
 
 // ClockNow defines model for ClockNow.
 type ClockNow struct {
+	NowMs int64 `json:"now_ms"`
+
 	// Now The time in ISO-8601 UTC with milliseconds.
 	//
 	// Example: 2026-05-03T09:20:20.000Z
-	Now   string `json:"now"`
-	NowMs int64  `json:"now_ms"`
+	Now string `json:"now"`
 }
 
 // Collection defines model for Collection.
 type Collection struct {
+	Name      string  `json:"name"`
 	Documents int     `json:"documents"`
 	Fields    []Field `json:"fields"`
-	Name      string  `json:"name"`
 }
 
 // Collections defines model for Collections.
@@ -194,12 +195,12 @@ type Collections struct {
 
 // Error defines model for Error.
 type Error struct {
-	// At In a `/batch`, the 0-based statement refused.
-	At   *int      `json:"at,omitempty"`
-	Code ErrorCode `json:"code"`
-
 	// Error What is wrong, and where.
-	Error string `json:"error"`
+	Error string    `json:"error"`
+	Code  ErrorCode `json:"code"`
+
+	// At In a `/batch`, the 0-based statement refused.
+	At *int `json:"at,omitempty"`
 }
 
 // ErrorCode defines model for Error.Code.
@@ -207,16 +208,16 @@ type ErrorCode string
 
 // Field defines model for Field.
 type Field struct {
-	Index *FieldIndex `json:"index"`
 	Name  string      `json:"name"`
 	Type  FieldType   `json:"type"`
+	Index *FieldIndex `json:"index"`
 }
-
-// FieldIndex defines model for Field.Index.
-type FieldIndex string
 
 // FieldType defines model for Field.Type.
 type FieldType string
+
+// FieldIndex defines model for Field.Index.
+type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {

@@ -14,7 +14,8 @@ Answer = Union[List[Row], int]
 """A statement's answer: its rows, or how many documents a write without
 ``returning`` wrote."""
 
-# The one shape the server writes timestamps in (SPEC §2): UTC, milliseconds.
+# The one shape the server writes timestamps in (docs/http.md, Time): UTC,
+# milliseconds.
 _TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
 
 

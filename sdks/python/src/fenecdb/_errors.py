@@ -1,4 +1,4 @@
-"""The errors a Fenec server answers, one class per ``code`` (SPEC §3)."""
+"""The errors a Fenec server answers, one class per ``code`` (docs/http.md)."""
 
 from __future__ import annotations
 

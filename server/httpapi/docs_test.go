@@ -1,4 +1,4 @@
-package engine
+package httpapi
 
 import (
 	"context"
@@ -9,12 +9,15 @@ import (
 
 	"github.com/fenecdb/fenec/conformance"
 	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
-// inProcess replays a docs page straight into an engine.
+// inProcess replays a docs page straight into an engine, answering an
+// error with the code and status this package maps it to.
 type inProcess struct {
-	db  *DB
+	db  *engine.DB
 	clk *clock.Manual
 }
 
@@ -29,8 +32,9 @@ func (r *inProcess) Query(query string, params []any) (json.RawMessage, int, err
 	}
 	res, err := r.db.Exec(context.Background(), query, vs)
 	if err != nil {
-		body, _ := json.Marshal(map[string]string{"error": err.Error(), "code": string(Code(err))})
-		return body, Code(err).Status(), nil
+		e := engineError(err, false)
+		body, _ := json.Marshal(gen.Error{Error: e.msg, Code: e.code})
+		return body, statuses[e.code], nil
 	}
 	return res.AppendJSON(nil), 200, nil
 }
@@ -55,7 +59,12 @@ func TestDocs(t *testing.T) {
 			if clock.ManualStart != conformance.ClockStartMS {
 				t.Fatal("the manual clock and the conformance suite start at different times")
 			}
-			db, clk := openMem(t)
+			clk := clock.NewManual()
+			db, err := engine.Open(engine.Options{File: ":memory:", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
 			if err := p.Replay(&inProcess{db: db, clk: clk}); err != nil {
 				t.Fatal(err)
 			}

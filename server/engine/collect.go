@@ -6,9 +6,10 @@ import (
 	"github.com/fenecdb/fenec/server/fenecql"
 )
 
-// run answers the documents the plan picks, in the statement's order, with
-// its offset and limit applied. rowsRead counts every document it tested.
-func (p *plan) run() ([]*Doc, error) {
+// collect answers the documents the plan picks, in the statement's order,
+// with its offset and limit applied. rowsRead counts every document it
+// tested.
+func (p *plan) collect() ([]*Doc, error) {
 	want := -1
 	if p.limit >= 0 {
 		want = p.offset + p.limit

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
 // The queue page's statements: the one-statement claim of ten, and the
@@ -222,10 +223,7 @@ type claimed struct {
 
 // rows sends one statement and decodes its answer.
 func (w *httpWorker) rows(q string, params ...any) ([]claimed, error) {
-	if params == nil {
-		params = []any{}
-	}
-	b, err := w.q.s.post("/query", statement{Query: q, Params: params}, 0)
+	b, err := w.q.s.post("/query", statement(q, params...), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +246,7 @@ func (w *httpWorker) step(context.Context) (time.Duration, int, int, error) {
 		for i, row := range page {
 			ids[i] = row.ID
 		}
-		if _, err := w.q.s.post("/query", statement{Query: casPage, Params: []any{me, ids}}, 0); err != nil {
+		if _, err := w.q.s.post("/query", statement(casPage, me, ids), 0); err != nil {
 			return 0, 0, 0, err
 		}
 		if won, err = w.rows(readBack, me, ids); err != nil {
@@ -265,9 +263,9 @@ func (w *httpWorker) step(context.Context) (time.Duration, int, int, error) {
 	if len(won) == 0 {
 		return took, read, 0, nil
 	}
-	acks := make([]statement, len(won))
+	acks := make([]gen.QueryRequest, len(won))
 	for i, row := range won {
-		acks[i] = statement{Query: ackOne, Params: []any{row.ID, me}}
+		acks[i] = statement(ackOne, row.ID, me)
 	}
 	if err := w.q.s.batch(acks); err != nil {
 		return 0, 0, 0, fmt.Errorf("acks: %w", err)

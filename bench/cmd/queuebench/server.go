@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
 // server is a `fenec serve` the benchmark started, and a client for it.
@@ -106,10 +108,7 @@ func (s *server) rss() int64 {
 // query sends one statement, held up to wait (0: not held), and answers
 // the rows (nil for a count answer) or the error.
 func (s *server) query(q string, params []any, wait time.Duration) ([]map[string]any, error) {
-	if params == nil {
-		params = []any{}
-	}
-	b, err := s.post("/query", statement{Query: q, Params: params}, wait)
+	b, err := s.post("/query", statement(q, params...), wait)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", q, err)
 	}
@@ -122,15 +121,19 @@ func (s *server) query(q string, params []any, wait time.Duration) ([]map[string
 	return rows, d.Decode(&rows)
 }
 
-// statement is one statement of a /query or /batch body.
-type statement struct {
-	Query  string `json:"query"`
-	Params []any  `json:"params"`
+// statement is one statement of a /query or /batch body, as openapi.yaml
+// has it; params is always sent, [] when there are none.
+func statement(q string, params ...any) gen.QueryRequest {
+	ps := make([]*gen.Value, len(params))
+	for i := range params {
+		ps[i] = &params[i]
+	}
+	return gen.QueryRequest{Query: q, Params: &ps}
 }
 
 // batch sends statements as one /batch: all or nothing.
-func (s *server) batch(stmts []statement) error {
-	_, err := s.post("/batch", map[string]any{"statements": stmts}, 0)
+func (s *server) batch(stmts []gen.QueryRequest) error {
+	_, err := s.post("/batch", gen.BatchRequest{Statements: stmts}, 0)
 	return err
 }
 

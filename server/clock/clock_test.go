@@ -1,0 +1,59 @@
+package clock
+
+import (
+	"testing"
+	"time"
+)
+
+// TestManualAtMS: a manual clock calls back once a move reaches the time
+// asked for, not before, and not after stop; a time already reached is
+// called back at once, though not from within AtMS.
+func TestManualAtMS(t *testing.T) {
+	m := NewManual()
+	called := make(chan string, 4)
+	m.AtMS(ManualStart+100, func() { called <- "at 100" })
+	stop := m.AtMS(ManualStart+50, func() { called <- "stopped" })
+	stop()
+	m.Advance(99)
+	select {
+	case c := <-called:
+		t.Fatalf("%s called at +99", c)
+	default:
+	}
+	m.Advance(1)
+	if c := <-called; c != "at 100" {
+		t.Fatalf("called %s", c)
+	}
+	m.Set(ManualStart + 1000)
+	m.AtMS(ManualStart, func() { called <- "past" })
+	select {
+	case c := <-called:
+		if c != "past" {
+			t.Fatalf("called %s", c)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a time already reached was not called back")
+	}
+	select {
+	case c := <-called:
+		t.Fatalf("%s called twice, or after stop", c)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// TestSystemAtMS: the system clock calls back at the time asked for, not
+// before.
+func TestSystemAtMS(t *testing.T) {
+	var s System
+	at := s.NowMS() + 30
+	got := make(chan int64, 1)
+	s.AtMS(at, func() { got <- s.NowMS() })
+	select {
+	case now := <-got:
+		if now < at {
+			t.Fatalf("called at %d, before %d", now, at)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("never called")
+	}
+}
