@@ -137,3 +137,11 @@ func (db *DB) Queues() []QueueStats {
 	sort.Slice(out, func(i, j int) bool { return db.created[out[i].Name] < db.created[out[j].Name] })
 	return out
 }
+
+// IsQueue reports whether the collection name exists and is a queue.
+func (db *DB) IsQueue(name string) bool {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	c := db.colls[name]
+	return c != nil && c.queue != nil
+}

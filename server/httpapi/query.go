@@ -232,6 +232,9 @@ func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Resu
 	if errors.As(err, &be) {
 		failedAt = be.At
 	}
+	if err == nil {
+		s.queueWrites(req.stmts, rs)
+	}
 	for i, p := range req.stmts {
 		switch {
 		case err == nil:

@@ -29,6 +29,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/console"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 	"github.com/fenecdb/fenec/server/wait"
@@ -51,9 +52,14 @@ type Config struct {
 	// MaxBody is the largest request body accepted, in bytes.
 	MaxBody int64
 	// Slow is the run time from which a request is logged; 0 logs none.
-	Slow    time.Duration
-	Metrics *Metrics
-	Log     *slog.Logger
+	Slow time.Duration
+	// CORSOrigins are the exact origins whose pages may call /query and
+	// /batch (front.go); none by default.
+	CORSOrigins []string
+	// NoConsole leaves /console unserved.
+	NoConsole bool
+	Metrics   *Metrics
+	Log       *slog.Logger
 }
 
 // Server is the HTTP API over one database. It is an http.Handler.
@@ -68,6 +74,7 @@ type Server struct {
 	keys    keyLocks
 	gate    *auth.Gate
 	hub     *wait.Hub
+	console http.Handler
 }
 
 // DefaultMaxBody and DefaultIdempotencyTTL are SPEC §3's defaults.
@@ -101,6 +108,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Gate = g
 	}
+	for _, o := range cfg.CORSOrigins {
+		if err := CheckOrigin(o); err != nil {
+			return nil, fmt.Errorf("httpapi: CORS origin %w", err)
+		}
+	}
 	spec, err := LoadSpec()
 	if err != nil {
 		return nil, err
@@ -118,6 +130,7 @@ func New(cfg Config) (*Server, error) {
 		router:  router,
 		keys:    keyLocks{held: map[string]*keyLock{}},
 		gate:    cfg.Gate,
+		console: console.Handler(),
 	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, cfg.DB.Clock(), wait.NewMetrics(s.metrics.reg))
@@ -161,6 +174,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{status: 500, code: codeInternal, msg: "internal error"})
 		}
 	}()
+	if s.front(w, r) {
+		return // the console, or a CORS preflight
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	route, err := s.route(r)
 	if err != nil {
