@@ -1,6 +1,7 @@
 # Fenec's tasks. `make test` is what CI runs (.ci/run): it needs Go and
 # python3 (a venv with PyJWT, for the JWT interop test) and node 20 with npm
-# (the JS SDK), and fetches every module and package it uses. `make fuzz-api`
+# (the JS SDK, the console), and fetches every module and package it uses
+# (the console's tests apt-get install chromium when missing). `make fuzz-api`
 # also needs curl.
 SHELL := bash
 GO ?= go
@@ -8,7 +9,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: check-tracked run build test test-js test-console generate-console generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -23,9 +24,10 @@ generate:
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases
 	$(MAKE) generate-sdks
 	cd sdks/go && $(GO) generate ./...
+	$(MAKE) generate-console
 
 # Fails when a generated file is not what `make generate` makes now.
-check-generated: sdks/js/node_modules/.package-lock.json
+check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.package-lock.json
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	sed "s#^output: .*#output: $$tmp/api.gen.go#" server/httpapi/gen/config.yaml >"$$tmp/config.yaml" && \
 	(cd server && $(GO) tool oapi-codegen -config "$$tmp/config.yaml" ../openapi.yaml) && \
@@ -41,6 +43,10 @@ check-generated: sdks/js/node_modules/.package-lock.json
 		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd console && node build.mjs "$$tmp/console.js") && \
+	if ! cmp -s server/console/assets/console.js "$$tmp/console.js"; then \
+		echo "server/console/assets/console.js is stale: run make generate" >&2; exit 1; fi
 
 test: check-tracked check-generated test-venv
 	cd server && $(GO) vet ./... && $(GO) test ./...
@@ -50,6 +56,7 @@ test: check-tracked check-generated test-venv
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
+	$(MAKE) test-console
 
 # No built output in git: tracked files over 2 MB (outside an allow-list)
 # and compiled executables fail the run.
@@ -120,3 +127,22 @@ queue-bench: build
 queue-bench-quick: build
 	cd server && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
 		-out ../bench/results/quick -note "$(BENCH_NOTE)"
+
+# The queue console (console/, README.md "The console"): its TypeScript,
+# bundled by esbuild with the JS SDK into server/console/assets/console.js,
+# which is committed so that `make build` needs no npm (check-generated
+# keeps it fresh). Its tests drive Debian's chromium, installed when
+# missing, with playwright-core against bin/fenec.
+CHROMIUM ?= /usr/bin/chromium
+generate-console: console/node_modules/.package-lock.json
+	cd console && node build.mjs
+
+test-console: build console/node_modules/.package-lock.json
+	@test -x $(CHROMIUM) || (apt-get -o DPkg::Lock::Timeout=600 update && \
+		apt-get -o DPkg::Lock::Timeout=600 install -y chromium)
+	cd console && $(NPM) run --silent typecheck && \
+		CHROMIUM=$(CHROMIUM) FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	cd console && $(NPM) ci --no-audit --no-fund
+	touch $@

@@ -90,6 +90,7 @@ let view: View | null = null;
 let previous: { at: number; counts: Map<string, Counts> } | null = null;
 let timer: ReturnType<typeof setTimeout> | undefined;
 let generation = 0; // a new token starts a new generation; older refreshes stop
+let metricsRefused = false; // the token may not read /_metrics: ask once, not every refresh
 
 function showError(msg: string | null): void {
   ui.error.textContent = msg ?? '';
@@ -110,6 +111,7 @@ function useToken(token: string): void {
   transport = { baseUrl: location.origin, fetch: globalThis.fetch.bind(globalThis), ...opts };
   queues = [];
   queuesAt = 0;
+  metricsRefused = false;
   previous = null;
   view = null;
   ui.jobs.hidden = true;
@@ -158,14 +160,18 @@ function filter(q: Queue, s: State): string | null {
  * refresh for every queue. Answers null when the token may not read it.
  */
 async function fromMetrics(): Promise<Map<string, Counts> | null> {
+  if (metricsRefused) return null;
   const reply = await api.metrics(transport!);
-  if (reply.status === 403) return null;
+  if (reply.status === 403) {
+    metricsRefused = true;
+    return null;
+  }
   if (!reply.ok) throw FenecError.fromAnswer(reply.status, reply.body, reply.text);
   const out = new Map<string, Counts>();
   const get = (q: string): Counts => {
     let c = out.get(q);
     if (!c) {
-      c = { jobs: { ready: 0, leased: 0, delayed: 0, dead: 0, kept: 0 }, oldestAgeS: null };
+      c = { jobs: { ready: 0, leased: 0, delayed: 0, dead: 0, kept: 0 }, oldestAgeS: null, claimed: 0, acked: 0 };
       out.set(q, c);
     }
     return c;
@@ -214,13 +220,14 @@ async function refresh(gen: number): Promise<void> {
   const start = performance.now();
   try {
     if (queues.length === 0 || Date.now() - queuesAt > 10_000) await loadQueues();
-    const counts = (await fromMetrics()) ?? (await fromQueries());
+    const metered = await fromMetrics();
+    const counts = metered ?? (await fromQueries());
     if (gen !== generation) return;
     renderQueues(counts);
     if (view) await renderJobs(gen);
     if (gen !== generation) return;
     showError(null);
-    ui.status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    ui.status.textContent = `updated ${new Date().toLocaleTimeString()} · ${metered ? 'counts from /_metrics' : "counted by FenecQL under this token's rules"}`;
   } catch (err) {
     if (gen !== generation) return;
     showError(message(err));
@@ -360,8 +367,7 @@ function showJob(q: Queue, state: State, job: Row): void {
   ui.jobsBody.querySelector(`tr[data-id="${String(job['id'])}"]`)?.classList.add('selected');
   ui.detail.hidden = false;
   ui.detailTitle.textContent = `${q.name} job ${String(job['id'])}`;
-  const payload = job['payload'];
-  ui.detailJSON.textContent = `${JSON.stringify(job, null, 2)}${payload !== undefined ? `\n\npayload:\n${JSON.stringify(payload, null, 2)}` : ''}`;
+  ui.detailJSON.textContent = JSON.stringify(job, null, 2);
   ui.actions.replaceChildren(
     ...actionsFor(q, state).map((a) => {
       const b = h('button', { type: 'button', id: a.id, class: a.confirm ? 'danger' : '' }, a.label) as HTMLButtonElement;
@@ -428,4 +434,8 @@ ui.redriveAll.addEventListener('click', () => {
     `Redrive every dead letter of ${q.name}? Each is made ready now, its attempts set to 0.`);
 });
 
-useToken(sessionStorage.getItem(TOKEN_KEY) ?? '');
+// Nothing is asked of the server before the operator gives a token (or
+// none, for a server without one): a request without would only be refused.
+const kept = sessionStorage.getItem(TOKEN_KEY);
+if (kept !== null) useToken(kept);
+else ui.status.textContent = "Give the server's --token or a JWT, or press Use with none for a server started without one.";
