@@ -312,7 +312,11 @@ async function renderJobs(gen: number): Promise<void> {
   let rows: Row[] = [];
   if (f !== null) {
     const where = v.where.trim() === '' ? f : `${f} and (${v.where})`;
-    rows = (await db!.query(`get ${q.name} where ${where} order ${key} ${v.desc ? 'desc' : 'asc'}${key === 'id' ? '' : `, id ${v.desc ? 'desc' : 'asc'}`} limit ${PAGE + 1} offset ${v.page * PAGE}`)) as Row[];
+    // Jobs with a run_at are walked in its @sorted index, to the page and no
+    // further (ties in id order); the others by id, the scan's own order
+    // oldest first, and a sort of them all newest first.
+    const order = key === 'run_at' ? ` order run_at ${v.desc ? 'desc' : 'asc'}` : v.desc ? ' order id desc' : '';
+    rows = (await db!.query(`get ${q.name} where ${where}${order} limit ${PAGE + 1} offset ${v.page * PAGE}`)) as Row[];
   }
   if (gen !== generation || v !== view) return;
   ui.jobs.hidden = false;

@@ -95,7 +95,7 @@ async function put(s, token, coll, n, doc) {
 
 /** A fresh page whose console errors and uncaught exceptions are kept. */
 async function newPage() {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 820 } });
+  const context = await browser.newContext({ viewport: { width: 1400, height: 820 }, locale: 'en-US', timezoneId: 'UTC' });
   const page = await context.newPage();
   const errors = [];
   page.on('console', (m) => {
@@ -138,6 +138,8 @@ test('the console shows each state\'s count, and a redrive through it makes the 
   assert.equal(moved.status, 200);
 
   const { page, errors, close } = await newPage();
+  // The page's clock shows the server's, so the picture is the same each run.
+  await page.clock.setFixedTime(new Date('2026-05-03T09:20:20Z'));
   await login(page, s, 'admin');
   await waitCounts(page, 'jobs', { ready: 3, leased: 2, delayed: 4, dead: 2, kept: 5 });
   await waitCounts(page, 'mail', { ready: 7, leased: 0, delayed: 0, dead: 0, kept: 0 });
