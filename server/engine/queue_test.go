@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/fenecdb/fenec/server/fenecql"
 )
 
 // queueCounts answers a queue's states counted by FenecQL, the reference
@@ -97,5 +99,60 @@ func BenchmarkQueues(b *testing.B) {
 		if s := db.Queues(); s[0].Ready != 600000 {
 			b.Fatalf("%+v", s)
 		}
+	}
+}
+
+// TestQueuesWhileClaiming reads the counts while workers claim and ack
+// (run it with -race): every look sees the jobs whole, each in one state,
+// and the end is what FenecQL counts.
+func TestQueuesWhileClaiming(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	const n = 2000
+	fill(t, db, "jobs", n, func(i int) string { return fmt.Sprintf(`{run_at: now() - %d, attempts: 0}`, i) })
+	done := make(chan struct{})
+	errs := make(chan error, 8)
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for {
+				r, err := db.Exec(context.Background(), `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id`, vals(fmt.Sprintf("w%d", w)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(r.Rows) == 0 {
+					return
+				}
+				for _, row := range r.Rows[:len(r.Rows)/2] {
+					if _, err := db.Exec(context.Background(), `del jobs where id = $1 require 1`, []fenecql.Value{row[0]}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	looking := true
+	for finished := 0; finished < 4; {
+		select {
+		case <-done:
+			finished++
+		default:
+			if looking {
+				s := db.Queues()[0]
+				if total := s.Ready + s.Leased + s.Delayed + s.Dead + s.Kept; total > n || s.Delayed != 0 || s.Dead != 0 || s.Kept != 0 {
+					t.Errorf("a look mid-run: %+v", s)
+					looking = false
+				}
+			}
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, want := db.Queues()[0], queueCounts(t, db, "jobs"); got != want || got.Ready != 0 || got.Leased+n/2 > n {
+		t.Errorf("at the end %+v, queries count %+v", got, want)
 	}
 }
