@@ -1,7 +1,14 @@
 package httpapi
 
 import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
+
+	"github.com/fenecdb/fenec/server/engine"
 )
 
 // TestQueueMetrics: at a manual clock, each queue's gauges in /_metrics
@@ -83,5 +90,101 @@ func TestQueueMetrics(t *testing.T) {
 		if got := value(fams, tt.name, map[string]string{"queue": "jobs"}); got != tt.want {
 			t.Errorf("%s %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// BenchmarkConsoleRefresh is the server's side of one refresh of the queue
+// console over a queue of a million jobs (60% ready, 20% delayed, 10%
+// leased, 10% dead), with the ready jobs' first page open:
+//
+//	go test ./httpapi -run '^$' -bench ConsoleRefresh -benchtime 20x
+//
+// An operator's refresh is metrics (GET /_metrics: the queue's gauges,
+// kept by the engine, beside the Go and process collectors) and page (the
+// first 51 ready jobs, walked in the run_at index); collections is asked
+// every 10 s. A token held to a policy may not read /_metrics: its
+// refresh is queries instead (the five counts and the oldest ready job in
+// one /batch, each count reading the jobs of its state) and page.
+func BenchmarkConsoleRefresh(b *testing.B) {
+	db, err := engine.Open(engine.Options{File: ":memory:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	s, err := New(Config{DB: db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	ctx := b.Context()
+	if _, err := db.Exec(ctx, `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`, nil); err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 1000000; i += 10000 {
+		var sb strings.Builder
+		sb.WriteString("put jobs [")
+		for k := i; k < i+10000; k++ {
+			if k > i {
+				sb.WriteString(",")
+			}
+			switch k % 10 {
+			case 0, 1, 2, 3, 4, 5:
+				fmt.Fprintf(&sb, `{payload: {"n": %d}, run_at: now() - %d, attempts: 0}`, k, k)
+			case 6, 7:
+				fmt.Fprintf(&sb, `{payload: {"n": %d}, run_at: now() + 60000, attempts: 0}`, k)
+			case 8:
+				fmt.Fprintf(&sb, `{payload: {"n": %d}, run_at: now() + 30000, owner: "w1", attempts: 1}`, k)
+			default:
+				fmt.Fprintf(&sb, `{payload: {"n": %d}, run_at: null, error: "boom", attempts: 5}`, k)
+			}
+		}
+		sb.WriteString("]")
+		if _, err := db.Exec(ctx, sb.String(), nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	hc := &http.Client{}
+	post := func(path, body string) {
+		resp, err := hc.Post(hs.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s %s: %d", path, body, resp.StatusCode)
+		}
+	}
+	get := func(path string) {
+		resp, err := hc.Get(hs.URL + path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	const counts = `{"statements": [
+		{"query": "get jobs where run_at <= now() count"},
+		{"query": "get jobs where run_at > now() and owner is not null count"},
+		{"query": "get jobs where run_at > now() and owner is null count"},
+		{"query": "get jobs where run_at is null and error is not null count"},
+		{"query": "get jobs where run_at is null and error is null count"},
+		{"query": "get jobs select now() - run_at as age where run_at <= now() order run_at limit 1"}]}`
+	const page = `{"query": "get jobs where run_at <= now() order run_at asc limit 51 offset 0"}`
+	for _, bb := range []struct {
+		name string
+		do   func()
+	}{
+		{"metrics", func() { get("/_metrics") }},
+		{"page", func() { post("/query", page) }},
+		{"collections", func() { get("/collections") }},
+		{"queries", func() { post("/batch", counts) }},
+	} {
+		b.Run(bb.name, func(b *testing.B) {
+			for b.Loop() {
+				bb.do()
+			}
+		})
 	}
 }
