@@ -52,14 +52,15 @@ type Config struct {
 	// MaxBody is the largest request body accepted, in bytes.
 	MaxBody int64
 	// Slow is the run time from which a request is logged; 0 logs none.
-	Slow time.Duration
+	Slow    time.Duration
+	Metrics *Metrics
+	Log     *slog.Logger
+
 	// CORSOrigins are the exact origins whose pages may call /query and
 	// /batch (front.go); none by default.
 	CORSOrigins []string
 	// NoConsole leaves /console unserved.
 	NoConsole bool
-	Metrics   *Metrics
-	Log       *slog.Logger
 }
 
 // Server is the HTTP API over one database. It is an http.Handler.

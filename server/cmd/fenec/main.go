@@ -71,7 +71,8 @@ type options struct {
 	idemTTL                        time.Duration
 	maxBody                        int64
 	slowMS                         int
-	insecure, noConsole            bool
+	insecure                       bool
+	noConsole                      bool
 	corsOrigins                    []string
 }
 
