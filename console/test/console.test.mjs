@@ -176,6 +176,63 @@ test('the console shows each state\'s count, and a redrive through it makes the 
   await close();
 });
 
+test('run now, release, delete and redrive all, each through the page, do what their statements say; the destructive ones ask first', async () => {
+  const s = await startFenec('--token', 'admin');
+  await q(s, 'admin', QUEUE);
+  await q(s, 'admin', `put jobs [{payload: {"n": 1}, run_at: now() + 3600000, attempts: 0},
+    {payload: {"n": 2}, run_at: now() + 30000, owner: "w1:7", attempts: 1},
+    {payload: {"n": 3}, run_at: now() - 1000, attempts: 0},
+    {payload: {"n": 4}, run_at: null, error: "boom", attempts: 5},
+    {payload: {"n": 5}, run_at: null, error: "boom", attempts: 5}]`);
+  const job = async (id) => (await q(s, 'admin', 'get jobs select run_at <= now() as ready, owner, attempts, error where id = $1', [id]))[0];
+  const { page, errors, close } = await newPage();
+  await login(page, s, 'admin');
+  await waitCounts(page, 'jobs', { ready: 1, leased: 1, delayed: 1, dead: 2, kept: 0 });
+  const open = async (state, id) => {
+    await page.click(`tr[data-queue="jobs"] td[data-state="${state}"] button`);
+    await page.click(`#jobs-body tr[data-id="${id}"]`);
+    await page.waitForSelector('#detail:not([hidden])');
+  };
+
+  await open('delayed', 1);
+  await page.click('#act-run');
+  await waitCounts(page, 'jobs', { ready: 2, delayed: 0 });
+  assert.deepEqual(await job(1), { ready: true, owner: null, attempts: 0, error: null });
+
+  await open('leased', 2);
+  await page.click('#act-release');
+  await waitCounts(page, 'jobs', { ready: 3, leased: 0 });
+  assert.deepEqual(await job(2), { ready: true, owner: null, attempts: 1, error: null });
+
+  // Declined, a delete deletes nothing; confirmed, the job is gone.
+  await open('ready', 3);
+  const asked = [];
+  page.once('dialog', (d) => { asked.push(d.message()); void d.dismiss(); });
+  await page.click('#act-delete');
+  assert.equal((await q(s, 'admin', 'get jobs where id = 3 count'))[0].count, 1);
+  page.once('dialog', (d) => { asked.push(d.message()); void d.accept(); });
+  await page.click('#act-delete');
+  await waitCounts(page, 'jobs', { ready: 2 });
+  assert.deepEqual(await q(s, 'admin', 'get jobs where id = 3 count'), [{ count: 0 }]);
+
+  await page.click('tr[data-queue="jobs"] td[data-state="dead"] button');
+  await page.waitForSelector('#redrive-all:not([hidden])');
+  page.once('dialog', (d) => { asked.push(d.message()); void d.dismiss(); });
+  await page.click('#redrive-all');
+  assert.deepEqual(await q(s, 'admin', 'get jobs where run_at is null count'), [{ count: 2 }]);
+  page.once('dialog', (d) => { asked.push(d.message()); void d.accept(); });
+  await page.click('#redrive-all');
+  await waitCounts(page, 'jobs', { ready: 4, leased: 0, delayed: 0, dead: 0, kept: 0 });
+  assert.deepEqual(await job(4), { ready: true, owner: null, attempts: 0, error: null });
+  assert.deepEqual(asked, [
+    'Delete this job? It cannot be undone.', 'Delete this job? It cannot be undone.',
+    'Redrive every dead letter of jobs? Each is made ready now, its attempts set to 0.',
+    'Redrive every dead letter of jobs? Each is made ready now, its attempts set to 0.',
+  ]);
+  assert.deepEqual(errors, []);
+  await close();
+});
+
 test('a token held to a policy sees only its queue, and a refused action shows the server\'s message', async () => {
   const policy = join(mkdtempSync(join(tmpdir(), 'fenec-console-')), 'policy.txt');
   writeFileSync(policy, 'mail read for mailops\nmail update(run_at, attempts, error) for mailops\n');
