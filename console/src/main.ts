@@ -216,29 +216,63 @@ async function fromQueries(): Promise<Map<string, Counts>> {
 
 // ---- the loop ---------------------------------------------------------------
 
+/**
+ * One refresh loop a token: refresh schedules the next itself, and kick
+ * asks for one now — at once when the loop is waiting, or right after the
+ * refresh in flight, so an action never starts a second loop.
+ */
+let running: number | null = null; // the generation of the refresh in flight
+let again = false;
+
+function kick(): void {
+  if (running === generation) {
+    again = true;
+    return;
+  }
+  clearTimeout(timer);
+  void refresh(generation);
+}
+
 async function refresh(gen: number): Promise<void> {
+  running = gen;
+  again = false;
   const start = performance.now();
+  let refused = false;
   try {
     if (queues.length === 0 || Date.now() - queuesAt > 10_000) await loadQueues();
     const metered = await fromMetrics();
     const counts = metered ?? (await fromQueries());
-    if (gen !== generation) return;
-    renderQueues(counts);
-    if (view) await renderJobs(gen);
-    if (gen !== generation) return;
-    showError(null);
-    ui.status.textContent = `updated ${new Date().toLocaleTimeString()} · ${metered ? 'counts from /_metrics' : "counted by FenecQL under this token's rules"}`;
+    if (gen === generation) renderQueues(counts);
+    if (gen === generation && view) await renderJobs(gen);
+    if (gen === generation) {
+      showError(null);
+      ui.status.textContent = `updated ${new Date().toLocaleTimeString()} · ${metered ? 'counts from /_metrics' : "counted by FenecQL under this token's rules"}`;
+    }
   } catch (err) {
-    if (gen !== generation) return;
-    showError(message(err));
+    if (gen === generation) showError(message(err));
     // A refused token stays refused: wait for another.
-    if (err instanceof FenecError && err.status === 401) return;
+    refused = err instanceof FenecError && err.status === 401;
   }
+  if (running === gen) running = null;
+  if (gen !== generation || refused) return;
   // The next refresh comes a second later, or later still when this one
   // took long: a console never keeps the server busier than a fifth of
   // its time.
   const took = performance.now() - start;
-  timer = setTimeout(() => void refresh(gen), Math.max(MIN_REFRESH_MS, 4 * took));
+  timer = setTimeout(() => whenVisible(() => void refresh(gen)), again ? 0 : Math.max(MIN_REFRESH_MS, 4 * took));
+}
+
+/** Runs f now, or once the tab is shown again: a tab out of sight asks nothing. */
+function whenVisible(f: () => void): void {
+  if (document.visibilityState !== 'hidden') {
+    f();
+    return;
+  }
+  document.addEventListener('visibilitychange', function shown() {
+    if (document.visibilityState === 'hidden') return;
+    document.removeEventListener('visibilitychange', shown);
+    f();
+  });
 }
 
 function age(s: number | null): string {
@@ -390,8 +424,7 @@ async function act(statement: string, params: unknown[], confirmText?: string): 
     showError(null);
     ui.detail.hidden = true;
     if (view) view.selected = null;
-    clearTimeout(timer);
-    void refresh(generation);
+    kick();
   } catch (err) {
     showError(message(err));
   }
