@@ -229,6 +229,11 @@ test('run now, release, delete and redrive all, each through the page, do what t
     'Redrive every dead letter of jobs? Each is made ready now, its attempts set to 0.',
     'Redrive every dead letter of jobs? Each is made ready now, its attempts set to 0.',
   ]);
+  // Each action asked for a refresh; still one loop refreshes, once a second.
+  const scrapes = [];
+  page.on('request', (r) => r.url().endsWith('/_metrics') && scrapes.push(r));
+  await page.waitForTimeout(3500);
+  assert.ok(scrapes.length >= 2 && scrapes.length <= 4, `${scrapes.length} refreshes in 3.5 s`);
   assert.deepEqual(errors, []);
   await close();
 });
