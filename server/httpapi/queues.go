@@ -65,11 +65,16 @@ func newQueueRates() queueRates {
 	}
 }
 
-// queueWrites counts a committed request's claims and acks.
+// queueWrites counts a committed request's claims and acks. A queue
+// dropped loses its counters, so that one made again under its name
+// starts from none.
 func (s *Server) queueWrites(ps []engine.Parsed, rs []*engine.Result) {
 	for i, p := range ps {
 		var vec *prometheus.CounterVec
-		switch p.Stmt.(type) {
+		switch st := p.Stmt.(type) {
+		case *fenecql.DropCollection:
+			s.metrics.queues.claimed.DeleteLabelValues(st.Name)
+			s.metrics.queues.acked.DeleteLabelValues(st.Name)
 		case *fenecql.Set:
 			if engine.Kind(p.Stmt) == "claim" {
 				vec = s.metrics.queues.claimed

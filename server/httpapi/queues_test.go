@@ -91,6 +91,17 @@ func TestQueueMetrics(t *testing.T) {
 			t.Errorf("%s %v, want %v", tt.name, got, tt.want)
 		}
 	}
+	// Dropped, a queue is gone from the gauges and the counters.
+	c.MustQuery(`drop collection jobs`)
+	for name, f := range scrape(t, ts) {
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				if l.GetName() == "queue" && l.GetValue() == "jobs" {
+					t.Errorf("%s still has queue jobs after the drop", name)
+				}
+			}
+		}
+	}
 }
 
 // BenchmarkConsoleRefresh is the server's side of one refresh of the queue
