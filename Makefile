@@ -1,7 +1,6 @@
 # Fenec's tasks. `make test` is what CI runs (.ci/run): it needs Go and
 # python3 (a venv with PyJWT, for the JWT interop test) and node 20 with npm
-# (the JS SDK, the console), and fetches every module and package it uses
-# (the console's tests apt-get install chromium when missing). `make fuzz-api`
+# (the JS SDK), and fetches every module and package it uses. `make fuzz-api`
 # also needs curl.
 SHELL := bash
 GO ?= go
@@ -9,7 +8,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: check-tracked run build test test-js test-console generate-console generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -134,6 +133,7 @@ queue-bench-quick: build
 # keeps it fresh). Its tests drive Debian's chromium, installed when
 # missing, with playwright-core against bin/fenec.
 CHROMIUM ?= /usr/bin/chromium
+.PHONY: generate-console test-console
 generate-console: console/node_modules/.package-lock.json
 	cd console && node build.mjs
 
