@@ -23,9 +23,10 @@ generate:
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases
 	$(MAKE) generate-sdks
 	cd sdks/go && $(GO) generate ./...
+	$(MAKE) generate-console
 
 # Fails when a generated file is not what `make generate` makes now.
-check-generated: sdks/js/node_modules/.package-lock.json
+check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.package-lock.json
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	sed "s#^output: .*#output: $$tmp/api.gen.go#" server/httpapi/gen/config.yaml >"$$tmp/config.yaml" && \
 	(cd server && $(GO) tool oapi-codegen -config "$$tmp/config.yaml" ../openapi.yaml) && \
@@ -41,6 +42,10 @@ check-generated: sdks/js/node_modules/.package-lock.json
 		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	(cd console && node build.mjs "$$tmp/console.js") && \
+	if ! cmp -s server/console/assets/console.js "$$tmp/console.js"; then \
+		echo "server/console/assets/console.js is stale: run make generate" >&2; exit 1; fi
 
 test: check-tracked check-generated test-venv
 	cd server && $(GO) vet ./... && $(GO) test ./...
@@ -51,6 +56,7 @@ test: check-tracked check-generated test-venv
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
+	$(MAKE) test-console
 
 # No built output in git: tracked files over 2 MB (outside an allow-list)
 # and compiled executables fail the run.
@@ -121,3 +127,23 @@ queue-bench: build
 queue-bench-quick: build
 	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
 		-out results/quick -note "$(BENCH_NOTE)"
+
+# The queue console (console/, README.md "The console"): its TypeScript,
+# bundled by esbuild with the JS SDK into server/console/assets/console.js,
+# which is committed so that `make build` needs no npm (check-generated
+# keeps it fresh). Its tests drive Debian's chromium, installed when
+# missing, with playwright-core against bin/fenec.
+CHROMIUM ?= /usr/bin/chromium
+.PHONY: generate-console test-console
+generate-console: console/node_modules/.package-lock.json
+	cd console && node build.mjs
+
+test-console: build console/node_modules/.package-lock.json
+	@test -x $(CHROMIUM) || (apt-get -o DPkg::Lock::Timeout=600 update && \
+		apt-get -o DPkg::Lock::Timeout=600 install -y chromium)
+	cd console && $(NPM) run --silent typecheck && \
+		CHROMIUM=$(CHROMIUM) FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+
+console/node_modules/.package-lock.json: console/package.json console/package-lock.json
+	cd console && $(NPM) ci --no-audit --no-fund
+	touch $@

@@ -56,8 +56,9 @@ type Collection struct {
 	s       *schema
 	docs    *btree.Map[int64, *Doc]
 	nextID  int64
-	indexes []index // one per indexed field
+	indexes []index // one per indexed field, and the queue's counts
 	byField map[int]index
+	queue   *queueIndex // nil: not a queue (queue.go)
 }
 
 func newCollection(name string, fields []Field) *Collection {
@@ -84,6 +85,9 @@ func newCollection(name string, fields []Field) *Collection {
 		}
 		c.indexes = append(c.indexes, x)
 		c.byField[i] = x
+	}
+	if c.queue = newQueueIndex(c.s); c.queue != nil {
+		c.indexes = append(c.indexes, c.queue)
 	}
 	return c
 }

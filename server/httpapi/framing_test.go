@@ -24,9 +24,9 @@ func serveGuarded(t *testing.T, s *Server) string {
 	return ln.Addr().String()
 }
 
-// raw sends text on a new connection and answers everything read back
+// rawExchange sends text on a new connection and answers everything read back
 // until the server closes it or a second passes.
-func raw(t *testing.T, addr, text string) string {
+func rawExchange(t *testing.T, addr, text string) string {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -56,7 +56,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 		"transfer-encoding: chunked\r\nCONTENT-LENGTH: 4\r\n",
 	} {
 		seq := ts.db.Seq()
-		got := raw(t, addr, "POST /query HTTP/1.1\r\nHost: x\r\n"+head+"\r\n"+chunked)
+		got := rawExchange(t, addr, "POST /query HTTP/1.1\r\nHost: x\r\n"+head+"\r\n"+chunked)
 		if !strings.HasPrefix(got, "HTTP/1.1 400 ") || strings.Count(got, "HTTP/1.1 ") != 1 || !strings.Contains(got, `"code":"bad_request"`) || !strings.Contains(got, "both Content-Length and Transfer-Encoding") {
 			t.Errorf("%q: answered %q", head, got)
 		}
@@ -66,7 +66,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 	}
 	// Either alone is served, and so are requests after one another on one
 	// connection whose bodies hold blank lines.
-	r := bufio.NewReader(strings.NewReader(raw(t, addr,
+	r := bufio.NewReader(strings.NewReader(rawExchange(t, addr,
 		"POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked+
 			fmt.Sprintf("POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(blank), blank)+
 			fmt.Sprintf("POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(get), get))))

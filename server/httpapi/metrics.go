@@ -21,6 +21,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	commit     prometheus.Histogram
 	fsyncs     prometheus.Counter
+	queues     queueRates
 }
 
 // NewMetrics makes the metrics. They exist before the database opens,
@@ -51,12 +52,14 @@ func NewMetrics() *Metrics {
 			Help: "Group commits made durable with an fsync.",
 		}),
 	}
+	m.queues = newQueueRates()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fenec_build_info",
 		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
 	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, build,
+		m.queues.claimed, m.queues.acked,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -74,6 +77,7 @@ func (m *Metrics) OnCommit(d time.Duration, changes int, fsync bool) {
 func (m *Metrics) watch(db *engine.DB) {
 	m.reg.MustRegister(
 		documentsCollector{db},
+		queueCollector{db},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_idempotency_keys",
 			Help: "Idempotency keys held, with their answers.",

@@ -206,13 +206,13 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 			return rs, err // the client went away while it was held: nothing ran
 		}
 	}
-	s.observe(req, took, err)
+	s.observe(req, rs, took, err)
 	return rs, err
 }
 
 // observe counts and times a run of the request's statements, and logs it
 // when it was slow.
-func (s *Server) observe(req *request, took time.Duration, err error) {
+func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, err error) {
 	kind := "batch"
 	if len(req.stmts) == 1 {
 		kind = engine.Kind(req.stmts[0].Stmt)
@@ -222,6 +222,9 @@ func (s *Server) observe(req *request, took time.Duration, err error) {
 	failedAt := -1
 	if errors.As(err, &be) {
 		failedAt = be.At
+	}
+	if err == nil {
+		s.queueWrites(req.stmts, rs)
 	}
 	for i, p := range req.stmts {
 		switch {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/clock"
+	"github.com/fenecdb/fenec/server/console"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
@@ -55,6 +56,12 @@ type Config struct {
 	Slow    time.Duration
 	Metrics *Metrics
 	Log     *slog.Logger
+
+	// CORSOrigins are the exact origins whose pages may call /query and
+	// /batch (front.go); none by default.
+	CORSOrigins []string
+	// NoConsole leaves /console unserved.
+	NoConsole bool
 }
 
 // Server is the HTTP API over one database. It is an http.Handler.
@@ -69,6 +76,7 @@ type Server struct {
 	keys    keyLocks
 	gate    *auth.Gate
 	hub     *wait.Hub
+	console http.Handler
 }
 
 // DefaultMaxBody and DefaultIdempotencyTTL are the defaults docs/http.md
@@ -103,6 +111,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		cfg.Gate = g
 	}
+	for _, o := range cfg.CORSOrigins {
+		if err := CheckOrigin(o); err != nil {
+			return nil, fmt.Errorf("httpapi: CORS origin %w", err)
+		}
+	}
 	spec, err := LoadSpec()
 	if err != nil {
 		return nil, err
@@ -120,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		router:  router,
 		keys:    keyLocks{held: map[string]*keyLock{}},
 		gate:    cfg.Gate,
+		console: console.Handler(),
 	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
@@ -162,6 +176,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "internal error"})
 		}
 	}()
+	if s.front(w, r) {
+		return // the console, or a CORS preflight
+	}
 	sw := &statusWriter{ResponseWriter: w}
 	route, err := s.route(r)
 	if err != nil {

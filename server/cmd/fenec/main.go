@@ -72,6 +72,8 @@ type options struct {
 	maxBody                        int64
 	slowMS                         int
 	insecure                       bool
+	noConsole                      bool
+	corsOrigins                    []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -90,6 +92,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
+	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
+	fs.Func("cors-origin", "let pages of this exact `origin` (https://app.example.com) call /query and /batch from a browser; repeatable; none by default", func(v string) error {
+		if err := httpapi.CheckOrigin(v); err != nil {
+			return err
+		}
+		o.corsOrigins = append(o.corsOrigins, v)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -153,6 +163,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api, err := httpapi.New(httpapi.Config{
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
 		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole,
 	})
 	if err != nil {
 		db.Close()

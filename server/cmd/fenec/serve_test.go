@@ -39,6 +39,8 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--max-body", "0", "--file", ":memory:"}, "--max-body"},
 		{[]string{"--idempotency-ttl", "-1s", "--file", ":memory:"}, "--idempotency-ttl"},
 		{[]string{"--nope"}, "flag provided but not defined"},
+		{[]string{"--cors-origin", "*", "--file", ":memory:"}, `invalid value "*" for flag -cors-origin: "*" is not an origin`},
+		{[]string{"--cors-origin", "https://app.example.com/", "--file", ":memory:"}, `a browser sends this origin as "https://app.example.com"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -1,0 +1,147 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/tidwall/btree"
+)
+
+// A queue is a collection with a run_at timestamp field (docs/queues.md):
+// its jobs are, by the time now,
+//
+//	ready    run_at <= now
+//	leased   run_at > now, owner set
+//	delayed  run_at > now, no owner
+//	dead     run_at null, with an error
+//	kept     run_at null, no error
+//
+// Counting them with FenecQL reads every job of the state, and an operator
+// watching a queue of a million jobs asks every second. So each queue keeps
+// a queueIndex beside its other indexes, changed with every document, that
+// answers the five counts and the oldest ready job in O(log² n) whatever
+// the time: the counts that do not move with the clock are kept as
+// numbers, and those that do are ranks of now among the run_at values.
+
+// queueItem is a job's place in a queueIndex's trees: run_at, then id.
+type queueItem struct{ at, id int64 }
+
+func lessQueue(a, b queueItem) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.id < b.id
+}
+
+// queueIndex is a queue's counts. It is an index (added to and removed
+// from with every document) that answers no query.
+type queueIndex struct {
+	runAt, owner, errField int                      // field positions; -1 when the collection has none
+	timed                  *btree.BTreeG[queueItem] // every job with a run_at
+	owned                  *btree.BTreeG[queueItem] // those with an owner too
+	dead, kept             int
+}
+
+// newQueueIndex answers the counts of a collection with these fields, or
+// nil when it is no queue (no run_at timestamp field).
+func newQueueIndex(s *schema) *queueIndex {
+	at, ok := s.byName["run_at"]
+	if !ok || s.fields[at].Type != fenecql.TypeTimestamp {
+		return nil
+	}
+	pos := func(name string) int {
+		if i, ok := s.byName[name]; ok {
+			return i
+		}
+		return -1
+	}
+	opts := btree.Options{NoLocks: true}
+	return &queueIndex{
+		runAt: at, owner: pos("owner"), errField: pos("error"),
+		timed: btree.NewBTreeGOptions(lessQueue, opts),
+		owned: btree.NewBTreeGOptions(lessQueue, opts),
+	}
+}
+
+func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.Vals[f].IsNull() }
+
+func (q *queueIndex) add(d *Doc) {
+	at := d.Vals[q.runAt]
+	switch {
+	case !at.IsNull():
+		it := queueItem{at.Int(), d.ID}
+		q.timed.Set(it)
+		if q.has(d, q.owner) {
+			q.owned.Set(it)
+		}
+	case q.has(d, q.errField):
+		q.dead++
+	default:
+		q.kept++
+	}
+}
+
+func (q *queueIndex) remove(d *Doc) {
+	at := d.Vals[q.runAt]
+	switch {
+	case !at.IsNull():
+		it := queueItem{at.Int(), d.ID}
+		q.timed.Delete(it)
+		q.owned.Delete(it)
+	case q.has(d, q.errField):
+		q.dead--
+	default:
+		q.kept--
+	}
+}
+
+// due answers how many items of tr have run_at <= now: a binary search
+// over the tree's positions, each GetAt a walk down its counted nodes.
+func due(tr *btree.BTreeG[queueItem], now int64) int {
+	return sort.Search(tr.Len(), func(i int) bool {
+		it, _ := tr.GetAt(i)
+		return it.at > now
+	})
+}
+
+// QueueStats is a queue's jobs by state at one moment.
+type QueueStats struct {
+	Name                               string
+	Ready, Leased, Delayed, Dead, Kept int
+	OldestReadyMS                      int64 // the oldest ready job's run_at; valid when Ready > 0
+}
+
+func (q *queueIndex) stats(name string, now int64) QueueStats {
+	ready := due(q.timed, now)
+	leased := q.owned.Len() - due(q.owned, now)
+	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: q.timed.Len() - ready - leased, Dead: q.dead, Kept: q.kept}
+	if first, ok := q.timed.Min(); ok && ready > 0 {
+		s.OldestReadyMS = first.at
+	}
+	return s
+}
+
+// Queues answers every queue's jobs by state at the clock's now, in the
+// order the collections were made. It reads every job of none: see
+// queueIndex.
+func (db *DB) Queues() []QueueStats {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	now := db.clock.NowMS()
+	out := []QueueStats{}
+	for name, c := range db.colls {
+		if c.queue != nil {
+			out = append(out, c.queue.stats(name, now))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return db.created[out[i].Name] < db.created[out[j].Name] })
+	return out
+}
+
+// IsQueue reports whether the collection name exists and is a queue.
+func (db *DB) IsQueue(name string) bool {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	c := db.colls[name]
+	return c != nil && c.queue != nil
+}
