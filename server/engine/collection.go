@@ -50,6 +50,11 @@ func (d *Doc) Field(name string) fenecql.Value {
 	return fenecql.Null
 }
 
+// MaxID is the highest id a document may have: 2^53 - 1, the largest
+// integer every JSON client reads exactly (docs/fenecql.md, Types). A new
+// id one past it is refused, never wrapped round.
+const MaxID = 1<<53 - 1
+
 // Collection is a named set of documents with their indexes.
 type Collection struct {
 	Name    string
@@ -117,8 +122,11 @@ func (c *Collection) set(d *Doc) *Doc {
 		}
 		x.add(d)
 	}
-	if d.ID >= c.nextID {
-		c.nextID = d.ID + 1
+	if d.ID >= c.nextID && c.nextID <= MaxID {
+		// A document loaded from an older file may hold an id past MaxID;
+		// the next id then stays past it, and a put without an id is
+		// refused rather than wrapped round.
+		c.nextID = min(d.ID, MaxID) + 1
 	}
 	return old
 }
@@ -232,7 +240,9 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 			return nil, fmt.Errorf("bad document in %s: %w", c.Name, err)
 		}
 	}
-	if d.ID <= 0 {
+	if d.ID == 0 {
+		// Any other id is loaded as stored: a file written before ids
+		// were held to 1..MaxID still opens.
 		return nil, fmt.Errorf("bad document in %s: no id", c.Name)
 	}
 	return d, nil

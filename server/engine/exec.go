@@ -104,8 +104,8 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		for k, key := range o.Keys {
 			if key == "id" {
 				id := o.Vals[k]
-				if id.Kind() != fenecql.KindInt || id.Int() <= 0 {
-					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1, found %s", i+1, short(id))
+				if id.Kind() != fenecql.KindInt || id.Int() <= 0 || id.Int() > MaxID {
+					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1 to %d, found %s", i+1, int64(MaxID), short(id))
 				}
 				d.ID = id.Int()
 				continue
@@ -119,6 +119,9 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 			}
 		}
 		if d.ID == 0 {
+			if c.nextID > MaxID {
+				return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Docs.Position(), "%s has no new id left: ids reached %d, the highest", c.Name, int64(MaxID))
+			}
 			d.ID = c.nextID
 		} else if s.Insert && c.get(d.ID) != nil {
 			return nil, fenecql.CodeErrorf(fenecql.CodeConflict, s.Docs.Position(), "%s: id %d is taken", c.Name, d.ID)

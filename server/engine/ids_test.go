@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+// idsChild writes up to the last id and then ends as the test asks:
+// "term" closes the database as a SIGTERM'd server does, "kill" dies by
+// SIGKILL with the store still open.
+func idsChild(file, how string) {
+	db, err := Open(Options{File: file, Sync: store.SyncMode{Kind: store.SyncAlways}})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	ctx := context.Background()
+	for _, q := range []string{
+		`create collection c (s text)`,
+		fmt.Sprintf(`put c {id: %d, s: "last"}`, int64(MaxID)),
+		fmt.Sprintf(`put c {id: %d, s: "gone"}`, int64(MaxID)-1),
+		fmt.Sprintf(`del c where id = %d`, int64(MaxID)-1),
+	} {
+		if _, err := db.Exec(ctx, q, nil); err != nil {
+			fmt.Println(q, err)
+			os.Exit(1)
+		}
+	}
+	if _, err := db.Exec(ctx, `put c {s: "x"}`, nil); Code(err) != fenecql.CodeConflict {
+		fmt.Println("put past the last id:", err)
+		os.Exit(1)
+	}
+	fmt.Println("ok")
+	if how == "kill" {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
+	if err := db.Close(); err != nil {
+		fmt.Println("close:", err)
+		os.Exit(1)
+	}
+}
+
+// TestIDRange: an id outside 1..MaxID is refused, and a put that would
+// take the id past MaxID is refused rather than wrapped round; nothing of
+// a refused put is written.
+func TestIDRange(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection c (s text)`)
+	for _, id := range []string{"0", "-1", "9007199254740992", "9223372036854775807", "-9223372036854775808", "1.5", `"7"`} {
+		_, err := db.Exec(context.Background(), `put c {id: `+id+`, s: "x"}`, nil)
+		if Code(err) != fenecql.CodeBadRequest || !strings.Contains(err.Error(), "from 1 to 9007199254740991") {
+			t.Errorf("id %s: %v, want bad_request naming the range", id, err)
+		}
+	}
+	mustExec(t, db, `put c {id: 9007199254740991, s: "last"}`)
+	for _, q := range []string{`put c {s: "x"}`, `insert c [{id: 3, s: "y"}, {s: "x"}]`} {
+		_, err := db.Exec(context.Background(), q, nil)
+		if Code(err) != fenecql.CodeConflict || !strings.Contains(err.Error(), "no new id left") {
+			t.Fatalf("%s: %v, want conflict: no new id left", q, err)
+		}
+	}
+	if got := answer(mustExec(t, db, `get c select id, s`)); got != `[{"id":9007199254740991,"s":"last"}]` {
+		t.Fatalf("refused puts wrote: %s", got)
+	}
+	// An id below the last is still free to give.
+	mustExec(t, db, `put c {id: 5, s: "five"}`)
+	mustExec(t, db, `del c where id = 9007199254740991`)
+	if _, err := db.Exec(context.Background(), `put c {s: "x"}`, nil); Code(err) != fenecql.CodeConflict {
+		t.Fatalf("an id is never given twice, even after a del: %v", err)
+	}
+}
+
+// TestIDRangeRestart: a database written up to the last id opens again
+// after a clean close (SIGTERM) and after SIGKILL, and still refuses a
+// new id; a file holding an id past MaxID (written before the range was
+// enforced) opens too, and new ids are refused rather than wrapped.
+func TestIDRangeRestart(t *testing.T) {
+	for _, how := range []string{"term", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "ids.db")
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), "FENEC_IDS_CHILD="+how+":"+file)
+			out, err := cmd.Output()
+			if !strings.HasPrefix(string(out), "ok") {
+				t.Fatalf("child: %v %s", err, out)
+			}
+			db, err := Open(Options{File: file})
+			if err != nil {
+				t.Fatalf("reopen after %s: %v", how, err)
+			}
+			defer db.Close()
+			if got := answer(mustExec(t, db, `get c select id, s`)); got != `[{"id":9007199254740991,"s":"last"}]` {
+				t.Fatalf("after %s: %s", how, got)
+			}
+			if _, err := db.Exec(context.Background(), `put c {s: "x"}`, nil); Code(err) != fenecql.CodeConflict {
+				t.Fatalf("after %s, a new id: %v", how, err)
+			}
+		})
+	}
+	t.Run("old file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "old.db")
+		st, err := store.Open(file, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Load(func(store.Change) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		err = st.Commit(1, []store.Change{
+			{Op: store.OpCreate, Coll: "c", ID: 1, Body: encodeSchema([]Field{{Name: "s", Type: fenecql.TypeText}})},
+			{Op: store.OpPut, Coll: "c", ID: 1<<63 - 1, Body: []byte(`{"id":9223372036854775807,"s":"max"}`)},
+		})()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for round := 0; round < 2; round++ {
+			db, err := Open(Options{File: file})
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if _, err := db.Exec(context.Background(), `put c {s: "x"}`, nil); Code(err) != fenecql.CodeConflict {
+				t.Fatalf("round %d: a new id past the highest: %v", round, err)
+			}
+			if got := answer(mustExec(t, db, `get c select id`)); got != `[{"id":9223372036854775807}]` {
+				t.Fatalf("round %d: %s", round, got)
+			}
+			db.Close()
+		}
+	})
+}
