@@ -7,7 +7,8 @@ import (
 )
 
 // run answers the documents the plan picks, in the statement's order, with
-// its offset and limit applied. rowsRead counts every document it tested.
+// its offset and limit applied. rowsRead counts every document it tested
+// that the scope admits.
 func (p *plan) run() ([]*Doc, error) {
 	want := -1
 	if p.limit >= 0 {
@@ -19,11 +20,14 @@ func (p *plan) run() ([]*Doc, error) {
 	var out []*Doc
 	var err error
 	visit := func(d *Doc) bool {
-		if d == nil {
+		if d == nil || !p.admits(d) {
 			return true
 		}
 		p.rowsRead++
 		ok, e := p.match(d)
+		if ok && p.ordered && p.accept != nil {
+			ok, e = p.accept(d)
+		}
 		if e != nil {
 			err = e
 			return false
@@ -70,6 +74,22 @@ func (p *plan) run() ([]*Doc, error) {
 		if out, err = p.sort(out); err != nil {
 			return nil, err
 		}
+		if p.accept != nil {
+			kept := out[:0]
+			for _, d := range out {
+				if want >= 0 && len(kept) >= want {
+					break
+				}
+				ok, err := p.accept(d)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					kept = append(kept, d)
+				}
+			}
+			out = kept
+		}
 	}
 	if p.offset > 0 {
 		if p.offset >= len(out) {
@@ -81,6 +101,23 @@ func (p *plan) run() ([]*Doc, error) {
 		out = out[:p.limit]
 	}
 	return out, nil
+}
+
+// admits reports whether the scope lets the statement see d: whether one
+// of its rules admits it. A rule whose filter fails on the row (a type
+// error) does not: its error would tell of a row the token may not see.
+func (p *plan) admits(d *Doc) bool {
+	if p.scope == nil {
+		return true
+	}
+	p.env.Row = d
+	defer func() { p.env.Row = nil }()
+	for _, f := range p.scope {
+		if v, err := fenecql.Eval(f, p.env); err == nil && v.Kind() == fenecql.KindBool && v.Bool() {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *plan) match(d *Doc) (bool, error) {
