@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -53,6 +54,8 @@ type Hub struct {
 	kick  chan struct{}
 	timer *time.Timer
 	done  chan struct{}
+
+	rounds atomic.Int64 // rounds the loop has run: a loop that spins shows here
 }
 
 // line is the held claims that would take the same rows, oldest first.
