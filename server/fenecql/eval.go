@@ -97,12 +97,10 @@ func evalRef(e *Ref, env *Env) Value {
 
 func evalObject(e *ObjectLit, env *Env) (Value, *Error) {
 	o := &Object{Keys: make([]string, 0, len(e.Keys)), Vals: make([]Value, 0, len(e.Keys))}
+	var keys nameSet
 	for i, k := range e.Keys {
-		// Objects are small; a linear scan beats a map for them.
-		for _, seen := range o.Keys {
-			if seen == k {
-				return Null, Errorf(e.Pos, "duplicate key %q in object", k)
-			}
+		if !keys.add(k) {
+			return Null, Errorf(e.Pos, "duplicate key %q in object", k)
 		}
 		v, err := eval(e.Vals[i], env)
 		if err != nil {
