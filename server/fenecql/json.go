@@ -269,8 +269,9 @@ const maxJSONDepth = 10000
 
 // ParseJSON reads one JSON value. Objects keep their keys in the order
 // written; a key written twice keeps the place of the first and the value
-// of the last. Numbers read as in FromGo. Invalid UTF-8 in strings becomes
-// U+FFFD, as with encoding/json.
+// of the last. Numbers read as in FromGo. A string of invalid UTF-8 or
+// with a lone UTF-16 surrogate (\ud800) is refused, as a FenecQL literal
+// is: encoding/json's silent U+FFFD would store what was not sent.
 func ParseJSON(data []byte) (Value, error) {
 	p := jsonParser{data: data}
 	v, err := p.value()
@@ -487,7 +488,10 @@ func (p *jsonParser) slowString() (string, *Error) {
 			p.i++
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
-			b = utf8.AppendRune(b, r) // RuneError for invalid bytes
+			if r == utf8.RuneError && size == 1 {
+				return "", p.errorf("a string is not valid UTF-8")
+			}
+			b = utf8.AppendRune(b, r)
 			p.i += size
 		}
 	}
@@ -497,7 +501,7 @@ func (p *jsonParser) slowString() (string, *Error) {
 var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // escape reads one backslash escape, joining a UTF-16 surrogate pair
-// into one rune; a lone surrogate becomes U+FFFD.
+// into one rune; a lone surrogate is refused.
 func (p *jsonParser) escape() (rune, *Error) {
 	if p.i+1 >= len(p.data) {
 		return 0, p.errorf("unterminated string")
@@ -520,7 +524,8 @@ func (p *jsonParser) escape() (rune, *Error) {
 		}
 		p.i = save
 	}
-	return utf8.RuneError, nil
+	p.i -= 6
+	return 0, p.errorf("lone UTF-16 surrogate %s in a string", p.data[p.i:p.i+6])
 }
 
 // hex4 reads a \u escape and its four hex digits at p.i, advancing past

@@ -20,8 +20,8 @@ import (
 // statementBody is one statement as it arrives: /query's body, or an item
 // of /batch's "statements".
 type statementBody struct {
-	Query  string `json:"query"`
-	Params []any  `json:"params"`
+	Query  string            `json:"query"`
+	Params []json.RawMessage `json:"params"`
 }
 
 // request is a /query or /batch, parsed and ready to run.
@@ -105,6 +105,24 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
+// paramValue reads one parameter. encoding/json would read invalid UTF-8
+// or a lone surrogate (\ud800) as U+FFFD and store what was not sent;
+// fenecql.ParseJSON refuses them, as a FenecQL literal does.
+func paramValue(raw json.RawMessage) (fenecql.Value, error) {
+	var x any
+	if err := decodeStrict(raw, &x); err != nil {
+		return fenecql.Null, err
+	}
+	v, err := fenecql.FromGo(x)
+	if err != nil {
+		return fenecql.Null, err
+	}
+	if _, err := fenecql.ParseJSON(raw); err != nil {
+		return fenecql.Null, err
+	}
+	return v, nil
+}
+
 // parse converts the parameters and parses the statements. Nothing has run
 // yet, so any error here writes nothing.
 func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statementBody) (*request, *apiError) {
@@ -113,7 +131,7 @@ func (s *Server) parse(r *http.Request, body []byte, batch bool, sbs []statement
 	for i, sb := range sbs {
 		vals := make([]fenecql.Value, len(sb.Params))
 		for j, p := range sb.Params {
-			v, err := fenecql.FromGo(p)
+			v, err := paramValue(p)
 			if err != nil {
 				name := fmt.Sprintf("params[%d]", j)
 				if batch {
