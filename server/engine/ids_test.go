@@ -140,3 +140,49 @@ func TestIDRangeRestart(t *testing.T) {
 		}
 	})
 }
+
+// TestTimestampRange: a timestamp is held to the years 0000..9999 on the
+// way in — as text, as epoch ms, as a parameter, as an arithmetic result —
+// so every timestamp answered can be written back and compared.
+func TestTimestampRange(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection ev (at timestamp @sorted, j json)`)
+	refused := []struct {
+		q      string
+		params []any
+	}{
+		{`put ev {at: "9999-12-31T23:59:59-01:00"}`, nil},
+		{`put ev {at: "0000-01-01T00:00:00+01:00"}`, nil},
+		{`put ev {at: 253402300800000}`, nil},
+		{`put ev {at: -62167219200001}`, nil},
+		{`put ev {at: $1}`, []any{int64(253402300800000)}},
+		{`put ev {at: $1}`, []any{"9999-12-31T23:59:59-00:01"}},
+		{`put ev {at: now() + 9000000000000000}`, nil},
+		{`put ev {at: now() - 9000000000000000}`, nil},
+		{`put ev {at: 9000000000000000 + now()}`, nil},
+		{`put ev {at: bucket(now() - 62167219200000 - 1780000000000, 86400000000)}`, nil},
+		{`put ev {j: now() + 9000000000000000}`, nil},
+		{`get ev where at < now() + 9000000000000000`, nil},
+	}
+	for _, r := range refused {
+		_, err := db.Exec(context.Background(), r.q, vals(r.params...))
+		if Code(err) != fenecql.CodeBadRequest || !strings.Contains(err.Error(), "0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z") {
+			t.Errorf("%s %v: %v, want 400 naming the range", r.q, r.params, err)
+		}
+	}
+	if got := answer(mustExec(t, db, `get ev count`)); got != `[{"count":0}]` {
+		t.Fatalf("refused timestamps were stored: %s", got)
+	}
+	// The ends of the range go in, come out, and go back in.
+	mustExec(t, db, `put ev [{at: "9999-12-31T23:59:59.999Z"}, {at: $1}]`, int64(-62167219200000))
+	got := answer(mustExec(t, db, `get ev select at`))
+	if got != `[{"at":"9999-12-31T23:59:59.999Z"},{"at":"0000-01-01T00:00:00.000Z"}]` {
+		t.Fatalf("the ends of the range: %s", got)
+	}
+	for _, s := range []string{"9999-12-31T23:59:59.999Z", "0000-01-01T00:00:00.000Z"} {
+		mustExec(t, db, `put ev {at: $1}`, s)
+		if got := answer(mustExec(t, db, `get ev where at = $1 count`, s)); got != `[{"count":2}]` {
+			t.Errorf("%s written back and compared: %s", s, got)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package fenecql
 
 import (
 	"math"
+	"strings"
 )
 
 // Truthy reports whether v passes a filter or a case arm: only true does.
@@ -256,6 +257,9 @@ func arith(pos Pos, op Op, l, r Value) (Value, *Error) {
 	case l.kind == KindTime && r.kind == KindInt && (op == OpAdd || op == OpSub),
 		l.kind == KindInt && r.kind == KindTime && op == OpAdd:
 		n, err := intOp(pos, op, int64(l.n), int64(r.n))
+		if err == nil {
+			err = checkTime(pos, n)
+		}
 		return Time(n), err
 	case l.kind == KindTime && r.kind == KindTime && op == OpSub:
 		n, err := intOp(pos, op, l.Time(), r.Time())
@@ -390,6 +394,9 @@ func compare(pos Pos, op Op, l, r Value) (Value, *Error) {
 func textAsTime(pos Pos, v Value) (Value, *Error) {
 	ms, err := ParseTime(v.Text())
 	if err != nil {
+		if strings.Contains(err.Error(), timeRange) {
+			return Null, Errorf(pos, "cannot compare text %s with timestamp: %s", short(v), timeRange)
+		}
 		return Null, Errorf(pos, "cannot compare text %s with timestamp: not an ISO-8601 timestamp", short(v))
 	}
 	return Time(ms), nil

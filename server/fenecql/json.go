@@ -33,10 +33,32 @@ var timeInputs = []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02"}
 func ParseTime(s string) (int64, error) {
 	for _, layout := range timeInputs {
 		if t, err := time.Parse(layout, s); err == nil {
+			// An offset can carry 0000-01-01 or 9999-12-31 past the range.
+			if err := checkTime(0, t.UnixMilli()); err != nil {
+				return 0, Errorf(0, "timestamp %s is out of range: %s", strconv.Quote(cut(s, 40)), timeRange)
+			}
 			return t.UnixMilli(), nil
 		}
 	}
 	return 0, Errorf(0, "invalid timestamp %s: expected ISO-8601 such as 2026-05-03T09:20:00Z or 2026-05-03", strconv.Quote(cut(s, 40)))
+}
+
+// MinTime and MaxTime bound a timestamp, in epoch milliseconds: the years
+// 0000 to 9999, what ISO-8601 text without an expanded year can say, so
+// every timestamp answered reads back (docs/fenecql.md, Timestamps).
+const (
+	MinTime int64 = -62167219200000 // 0000-01-01T00:00:00.000Z
+	MaxTime int64 = 253402300799999 // 9999-12-31T23:59:59.999Z
+)
+
+const timeRange = "timestamps run from 0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z"
+
+// checkTime refuses epoch milliseconds outside MinTime..MaxTime.
+func checkTime(pos Pos, ms int64) *Error {
+	if ms < MinTime || ms > MaxTime {
+		return Errorf(pos, "timestamp %d ms is out of range: %s", ms, timeRange)
+	}
+	return nil
 }
 
 // MarshalJSON writes v as JSON; see AppendJSON.
@@ -201,6 +223,9 @@ func FromGo(x any) (Value, error) {
 	case json.Number:
 		return numberValue(string(x))
 	case time.Time:
+		if err := checkTime(0, x.UnixMilli()); err != nil {
+			return Null, err
+		}
 		return Time(x.UnixMilli()), nil
 	case []any:
 		l := make([]Value, len(x))
