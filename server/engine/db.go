@@ -198,8 +198,8 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "request given up: %v", err)
+	if err := stopped(ctx); err != nil {
+		return nil, err
 	}
 	write := opts.Meta != nil
 	for _, p := range ps {
@@ -208,7 +208,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	if !write {
 		db.mu.RLock()
 		defer db.mu.RUnlock()
-		t := &tx{db: db}
+		t := &tx{db: db, ctx: ctx}
 		return t.runAll(ps)
 	}
 	db.mu.Lock()
@@ -216,8 +216,12 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 		db.mu.Unlock()
 		return nil, fenecql.CodeErrorf(fenecql.CodeUnavailable, 0, "the store failed, writes are refused: %v", db.broken)
 	}
-	t := &tx{db: db, write: true}
+	t := &tx{db: db, write: true, ctx: ctx}
 	rs, err := t.runAll(ps)
+	if err == nil {
+		// The last look before the commit: past it, the write is answered.
+		err = stopped(ctx)
+	}
 	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || Code(err) == fenecql.CodeUnmet) {
 		err = ErrNothingTaken
 	}

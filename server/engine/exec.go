@@ -96,6 +96,11 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		verb = "insert"
 	}
 	for i, dv := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(t.ctx); err != nil {
+				return nil, err
+			}
+		}
 		o := dv.Object()
 		if o == nil {
 			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
@@ -199,7 +204,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	p.where, p.scope, p.accept = cl.Where, terms, accept
+	p.where, p.scope, p.accept, p.ctx = cl.Where, terms, accept, t.ctx
 	docs, err := p.run()
 	return p, docs, err
 }
@@ -227,6 +232,11 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	t.taken += len(docs)
 	written := make([]*Doc, len(docs))
 	for i, d := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(t.ctx); err != nil {
+				return nil, err
+			}
+		}
 		nd := sp.patched[d]
 		if nd == nil {
 			if nd, err = patch(c, s, fields, d, env); err != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -53,7 +54,9 @@ type plan struct {
 	boxMax  [2]float64
 	ordered bool // the access path yields rows in the statement's order
 
-	rowsRead int // the rows tested that the scope admits
+	rowsRead int             // the rows tested that the scope admits
+	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
+	visited  int
 }
 
 // conjuncts splits a filter on its top-level ands.

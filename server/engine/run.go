@@ -20,6 +20,11 @@ func (p *plan) run() ([]*Doc, error) {
 	var out []*Doc
 	var err error
 	visit := func(d *Doc) bool {
+		if p.visited++; p.visited%checkEvery == 0 {
+			if err = stopped(p.ctx); err != nil {
+				return false
+			}
+		}
 		if d == nil || !p.admits(d) {
 			return true
 		}
@@ -76,9 +81,14 @@ func (p *plan) run() ([]*Doc, error) {
 		}
 		if p.accept != nil {
 			kept := out[:0]
-			for _, d := range out {
+			for i, d := range out {
 				if want >= 0 && len(kept) >= want {
 					break
+				}
+				if i%checkEvery == checkEvery-1 {
+					if err := stopped(p.ctx); err != nil {
+						return nil, err
+					}
 				}
 				ok, err := p.accept(d)
 				if err != nil {
@@ -145,6 +155,12 @@ func (p *plan) sort(docs []*Doc) ([]*Doc, error) {
 	}
 	keys := make([][]fenecql.Value, len(docs))
 	for i, d := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(p.ctx); err != nil {
+				p.env.Row = nil
+				return nil, err
+			}
+		}
 		p.env.Row = d
 		keys[i] = make([]fenecql.Value, len(p.order))
 		for k, o := range p.order {

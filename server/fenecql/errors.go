@@ -13,6 +13,9 @@ const (
 	CodeForbidden   Code = "forbidden"   // policy
 	CodeInternal    Code = "internal"
 	CodeUnavailable Code = "unavailable"
+	// CodeStatementTimeout: a statement ran past the server's
+	// --statement-timeout and was stopped, writing nothing.
+	CodeStatementTimeout Code = "statement_timeout"
 )
 
 // Error is a FenecQL error: what is wrong and, when it is in the text,
@@ -53,7 +56,7 @@ func (c Code) Status() int {
 		return 409
 	case CodeUnmet:
 		return 412
-	case CodeUnavailable:
+	case CodeUnavailable, CodeStatementTimeout:
 		return 503
 	}
 	return 500

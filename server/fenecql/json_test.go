@@ -48,7 +48,7 @@ func TestParseJSONRoundTrip(t *testing.T) {
 		{`""`, `""`},
 		{`"plain"`, `"plain"`},
 		{`"\u00e9\ud83d\ude00\n\t\"\\\/\b\f\r"`, `"é😀\n\t\"\\/\b\f\r"`},
-		{`"<&>"`, `"<&>"`},                   // no HTML escaping
+		{`"<&>"`, `"<&>"`}, // no HTML escaping
 		{`[]`, `[]`},
 		{`{}`, `{}`},
 		{`[1, [2, [3]], {"a": []}]`, `[1,[2,[3]],{"a":[]}]`},

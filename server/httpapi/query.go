@@ -235,6 +235,10 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 // answers engine.ErrNothingTaken: a held claim's turn that found nothing.
 func (s *Server) run(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, onlyIfTakes bool) ([]*engine.Result, error) {
 	start := time.Now()
+	// Each run has its own limit: a held claim's waiting between runs is
+	// not the statement's time.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.StatementTimeout)
+	defer cancel()
 	rs, err := s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, OnlyIfTakes: onlyIfTakes})
 	if errors.Is(err, engine.ErrNothingTaken) {
 		return nil, err // a look that found nothing is not a statement run
