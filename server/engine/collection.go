@@ -237,6 +237,12 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 			return nil, fmt.Errorf("bad document in %s: no field %s", c.Name, k)
 		}
 		if d.Vals[f], err = fenecql.Coerce(o.Vals[i], c.s.fields[f].Type); err != nil {
+			// A timestamp past the years 0000..9999, written before they
+			// were refused, loads as it was: the file still opens.
+			if ms, ok := fenecql.ParseStoredTime(o.Vals[i].Text()); ok && c.s.fields[f].Type == fenecql.TypeTimestamp {
+				d.Vals[f] = fenecql.Time(ms)
+				continue
+			}
 			return nil, fmt.Errorf("bad document in %s: %w", c.Name, err)
 		}
 	}

@@ -186,3 +186,43 @@ func TestTimestampRange(t *testing.T) {
 		}
 	}
 }
+
+// TestOldFileTimestampsLoad: a file holding timestamps past the years
+// 0000..9999, which a server before the range stored, still opens, and
+// they read as they were.
+func TestOldFileTimestampsLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "old.db")
+	st, err := store.Open(file, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(func(store.Change) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	err = st.Commit(1, []store.Change{
+		{Op: store.OpCreate, Coll: "ev", ID: 1, Body: encodeSchema([]Field{{Name: "at", Type: fenecql.TypeTimestamp}})},
+		{Op: store.OpPut, Coll: "ev", ID: 1, Body: []byte(`{"id":1,"at":"10000-02-29T00:00:00.000Z"}`)},
+		{Op: store.OpPut, Coll: "ev", ID: 2, Body: []byte(`{"id":2,"at":"-0001-12-31T23:59:59.999Z"}`)},
+		{Op: store.OpPut, Coll: "ev", ID: 3, Body: []byte(`{"id":3,"at":"2026-05-03T09:20:00.000Z"}`)},
+	})()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(Options{File: file})
+	if err != nil {
+		t.Fatalf("a file with timestamps past the range: %v", err)
+	}
+	defer db.Close()
+	got := answer(mustExec(t, db, `get ev select at`))
+	if got != `[{"at":"10000-02-29T00:00:00.000Z"},{"at":"-0001-12-31T23:59:59.999Z"},{"at":"2026-05-03T09:20:00.000Z"}]` {
+		t.Fatalf("%s", got)
+	}
+	for _, s := range []string{"2026-05-03T09:20:00.000Z", "10000-02-30T00:00:00.000Z", "x-01-01T00:00:00.000Z", "-", ""} {
+		if ms, ok := fenecql.ParseStoredTime(s); ok != (s == "2026-05-03T09:20:00.000Z") || ok && ms != 1777800000000 {
+			t.Errorf("ParseStoredTime(%q) = %d, %v", s, ms, ok)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -41,6 +42,27 @@ func ParseTime(s string) (int64, error) {
 		}
 	}
 	return 0, Errorf(0, "invalid timestamp %s: expected ISO-8601 such as 2026-05-03T09:20:00Z or 2026-05-03", strconv.Quote(cut(s, 40)))
+}
+
+// ParseStoredTime reads what FormatTime wrote for any year, which a file
+// written before timestamps were held to MinTime..MaxTime may hold
+// ("10000-01-01T00:00:00.000Z", "-0001-12-31T00:00:00.000Z"): such a file
+// still opens. ok is false for anything else.
+func ParseStoredTime(s string) (ms int64, ok bool) {
+	i := strings.IndexByte(s[min(1, len(s)):], '-') + 1 // past a sign
+	if i <= 0 || len(s)-i != len(timeLayout)-4 {
+		return 0, false
+	}
+	year, err := strconv.Atoi(s[:i])
+	if err != nil {
+		return 0, false
+	}
+	// Year 2000 is a leap year, as a stored February 29 may need.
+	t, err := time.Parse(timeLayout, "2000"+s[i:])
+	if err != nil {
+		return 0, false
+	}
+	return time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC).UnixMilli(), true
 }
 
 // MinTime and MaxTime bound a timestamp, in epoch milliseconds: the years
