@@ -118,6 +118,8 @@ func TestIDRangeRestart(t *testing.T) {
 		err = st.Commit(1, []store.Change{
 			{Op: store.OpCreate, Coll: "c", ID: 1, Body: encodeSchema([]Field{{Name: "s", Type: fenecql.TypeText}})},
 			{Op: store.OpPut, Coll: "c", ID: 1<<63 - 1, Body: []byte(`{"id":9223372036854775807,"s":"max"}`)},
+			// What the wrap-round wrote before ids were held to a range.
+			{Op: store.OpPut, Coll: "c", ID: -1 << 63, Body: []byte(`{"id":-9223372036854775808,"s":"wrapped"}`)},
 		})()
 		if err != nil {
 			t.Fatal(err)
@@ -133,7 +135,7 @@ func TestIDRangeRestart(t *testing.T) {
 			if _, err := db.Exec(context.Background(), `put c {s: "x"}`, nil); Code(err) != fenecql.CodeConflict {
 				t.Fatalf("round %d: a new id past the highest: %v", round, err)
 			}
-			if got := answer(mustExec(t, db, `get c select id`)); got != `[{"id":9223372036854775807}]` {
+			if got := answer(mustExec(t, db, `get c select id`)); got != `[{"id":-9223372036854775808},{"id":9223372036854775807}]` {
 				t.Fatalf("round %d: %s", round, got)
 			}
 			db.Close()
