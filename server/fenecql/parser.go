@@ -385,18 +385,26 @@ func (s *pathSet) add(path []string) bool {
 	if s.whole == nil {
 		s.whole, s.prefix = map[string]bool{}, map[string]bool{}
 	}
+	// The key of each prefix is a prefix of the path's key: no copies.
 	key := strings.Join(path, "\x00")
+	ends := make([]int, 0, len(path))
+	end := 0
+	for _, p := range path[:len(path)-1] {
+		end += len(p)
+		ends = append(ends, end)
+		end++ // the separator
+	}
 	if s.whole[key] || s.prefix[key] {
 		return false
 	}
-	for i := 1; i < len(path); i++ {
-		if s.whole[strings.Join(path[:i], "\x00")] {
+	for _, e := range ends {
+		if s.whole[key[:e]] {
 			return false
 		}
 	}
 	s.whole[key] = true
-	for i := 1; i < len(path); i++ {
-		s.prefix[strings.Join(path[:i], "\x00")] = true
+	for _, e := range ends {
+		s.prefix[key[:e]] = true
 	}
 	return true
 }

@@ -484,7 +484,9 @@ func TestChainLimit(t *testing.T) {
 
 // TestManyNamesParseInLinearTime: names checked for repeats (object keys,
 // select columns, create fields, set paths) are looked up, not scanned, so
-// 100 000 of them parse in well under a second; a scan made it minutes.
+// 100 000 of them parse in well under a second (~0.1 s alone); a scan made
+// it minutes. The bound is 5 s: `make test` runs every package at once on
+// a small machine.
 func TestManyNamesParseInLinearTime(t *testing.T) {
 	const n = 100_000
 	// list joins f(0..n-1); with repeat, the last is f(0) again.
@@ -520,7 +522,7 @@ func TestManyNamesParseInLinearTime(t *testing.T) {
 		_, err := Parse(q)
 		took := time.Since(start)
 		t.Logf("%s: %d names in %v", c.name, n, took)
-		if took > 2*time.Second {
+		if took > 5*time.Second {
 			t.Errorf("%s: %d names took %v", c.name, n, took)
 		}
 		if strings.Contains(c.name, "prefix") {
@@ -546,7 +548,7 @@ func TestManyNamesParseInLinearTime(t *testing.T) {
 	if _, err := Eval(e, &Env{}); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("evaluating %d keys took %v", n, took)
 	}
 }
