@@ -271,3 +271,27 @@ func TestSeveralUpdateRules(t *testing.T) {
 		}
 	}
 }
+
+// TestScopeRuleErrorHides: a rule whose filter fails on a row (a type
+// error on a json path) does not admit it, and the error is not the
+// caller's to see; another rule may still admit the row.
+func TestScopeRuleErrorHides(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection docs (meta json, owner text)`)
+	mustExec(t, db, `put docs [{meta: {"level": 1}, owner: "a"}, {meta: {"level": "secret"}, owner: "b"}, {meta: {"level": "x"}, owner: "me"}]`)
+	scope := &Scope{Claims: map[string]fenecql.Value{"sub": fenecql.Text("me")}, Rules: []Rule{
+		rule(t, "policy line 1", "docs", GrantRead|GrantDelete, nil, `meta.level < 5`),
+		rule(t, "policy line 2", "docs", GrantRead, nil, `owner = $jwt.sub`),
+	}}
+	for _, c := range [][2]string{
+		{`get docs select id`, `[{"id":1},{"id":3}]`},
+		{`get docs count`, `[{"count":2}]`},
+		{`set docs {owner: "z"}`, `error forbidden: statement 0: position 1: no policy rule lets this token update docs`},
+		{`explain get docs where id >= 1`, `[{"rows_read":2,"index":null,"rows":2,"plan":"scan docs","order":"none"}]`},
+		{`del docs returning id`, `[{"id":1}]`},
+	} {
+		if got := scoped(t, db, scope, nil, c[0]); got != c[1] {
+			t.Errorf("%s: %s, want %s", c[0], got, c[1])
+		}
+	}
+}
