@@ -20,6 +20,7 @@ const (
 	CodeKeyReused        = "key_reused"         // 422: an Idempotency-Key used for another request
 	CodeInternal         = "internal"           // 500: a fault in the server
 	CodeUnavailable      = "unavailable"        // 503: the store failed, or the request was given up
+	CodeStatementTimeout = "statement_timeout"  // 503: the statements ran past the server's --statement-timeout
 )
 
 // Error is a refusal answered by the server. A refused statement, or a

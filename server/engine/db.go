@@ -184,8 +184,13 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, unavailableError(err, "request given up")
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	if err := stopped(ctx); err != nil {
+		return nil, err
 	}
 	write := opts.Meta != nil
 	now := db.clock.NowMS()
@@ -198,7 +203,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	if !write {
 		db.mu.RLock()
 		defer db.mu.RUnlock()
-		t := &tx{db: db}
+		t := &tx{db: db, ctx: ctx}
 		return t.runAll(ps)
 	}
 	db.mu.Lock()
@@ -206,8 +211,12 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 		db.mu.Unlock()
 		return nil, unavailableError(db.broken, "the store failed, writes are refused")
 	}
-	t := &tx{db: db, write: true}
+	t := &tx{db: db, write: true, ctx: ctx}
 	rs, err := t.runAll(ps)
+	if err == nil {
+		// The last look before the commit: past it, the write is answered.
+		err = stopped(ctx)
+	}
 	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
 		err = ErrNothingTaken
 	}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/fenecdb/fenec/server/store"
 )
@@ -23,6 +24,9 @@ type RunOptions struct {
 	// row — even one refused only by its require — and answers
 	// ErrNothingTaken: a held claim stays held.
 	OnlyIfTakes bool
+	// Timeout, when positive, bounds the run: past it the statements stop
+	// and answer ErrStatementTimeout, writing nothing.
+	Timeout time.Duration
 }
 
 // GetMeta answers a side record.

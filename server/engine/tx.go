@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"context"
+	"errors"
+
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/store"
 )
@@ -10,6 +13,7 @@ import (
 // trace, and a store change, committed as one unit when all succeed.
 type tx struct {
 	db      *DB
+	ctx     context.Context // the request's: nil in a held claim's look
 	write   bool
 	undo    []undoStep
 	changes []store.Change
@@ -128,3 +132,23 @@ func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	}
 	return c, nil
 }
+
+// stopped answers why the request's statements must stop — its client went
+// away, or it ran past its time limit — or nil. Long loops ask it every
+// checkEvery rows: a context's Err takes a lock, too dear for every row.
+func stopped(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	switch err := ctx.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrStatementTimeout
+	default:
+		return unavailableError(err, "request given up")
+	}
+}
+
+// checkEvery is how many rows a loop goes between asks of stopped.
+const checkEvery = 256

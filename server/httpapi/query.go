@@ -198,10 +198,10 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 	var err error
 	if req.wait == nil {
 		start := time.Now()
-		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
 		took = time.Since(start)
 	} else {
-		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran
 		}

@@ -52,6 +52,10 @@ type Config struct {
 	IdempotencyTTL time.Duration
 	// MaxBody is the largest request body accepted, in bytes.
 	MaxBody int64
+	// StatementTimeout bounds each run of a request's statements (a held
+	// claim's waiting excluded); past it they stop, write nothing and are
+	// answered 503 statement_timeout. 0: DefaultStatementTimeout.
+	StatementTimeout time.Duration
 	// Slow is the run time from which a request is logged; 0 logs none.
 	Slow    time.Duration
 	Metrics *Metrics
@@ -84,6 +88,8 @@ type Server struct {
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultStatementTimeout is fenec serve's --statement-timeout.
+	DefaultStatementTimeout = 30 * time.Second
 )
 
 // New builds the server. It registers the database's gauges on
@@ -97,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if cfg.StatementTimeout <= 0 {
+		cfg.StatementTimeout = DefaultStatementTimeout
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

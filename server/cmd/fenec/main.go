@@ -68,7 +68,7 @@ const (
 type options struct {
 	http, file, sync, token, clock string
 	jwtSecret, jwtKeys, policy     string
-	idemTTL                        time.Duration
+	idemTTL, statementTimeout      time.Duration
 	maxBody                        int64
 	slowMS                         int
 	insecure                       bool
@@ -90,6 +90,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.clock, "clock", "system", "the engine's clock: system, or manual (starts at 2026-05-03T09:20:00Z, moved by POST /_clock)")
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
+	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
@@ -124,6 +125,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--idempotency-ttl %v: want a positive duration", o.idemTTL)
 	case o.maxBody <= 0:
 		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
+	case o.statementTimeout <= 0:
+		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
 	}
@@ -162,7 +165,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
-		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole,
 	})
 	if err != nil {

@@ -25,6 +25,7 @@ const (
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
+	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
 	ErrorCodeTooLarge         ErrorCode = "too_large"
 	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
 	ErrorCodeUnavailable      ErrorCode = "unavailable"
@@ -47,6 +48,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeNotFound:
+		return true
+	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
 		return true

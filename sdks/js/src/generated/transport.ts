@@ -37,7 +37,7 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
 /** The `code` of an error answer. */
-export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable"] as const;
+export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable", "statement_timeout"] as const;
 
 /** The `code` of an error answer. */
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -90,7 +90,7 @@ export interface ErrorBody {
    * In a `/batch`, the 0-based statement refused.
    */
   at?: number;
-  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "internal" | "unavailable";
+  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "internal" | "unavailable" | "statement_timeout";
   /**
    * What is wrong, and where.
    */

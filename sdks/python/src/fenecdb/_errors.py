@@ -76,6 +76,10 @@ class Unavailable(FenecError):
     """503 ``unavailable``: the store failed, or the request was given up."""
 
 
+class StatementTimeout(FenecError):
+    """503 ``statement_timeout``: the statements ran past the server's ``--statement-timeout``; nothing was written."""
+
+
 ERRORS: Dict[str, Type[FenecError]] = {code: globals()[name] for code, name in _generated.ERROR_CLASS_NAMES.items()}
 """Each error code the contract names, and its class."""
 

@@ -50,6 +50,7 @@ ERROR_CLASS_NAMES: Dict[str, str] = {
     "key_reused": "KeyReused",
     "internal": "Internal",
     "unavailable": "Unavailable",
+    "statement_timeout": "StatementTimeout",
 }
 """Each error ``code`` of the contract, and the name of its exception class."""
 
@@ -93,7 +94,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable", "statement_timeout"]
     # What is wrong, and where.
     error: str
 
