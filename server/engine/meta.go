@@ -51,9 +51,6 @@ func (db *DB) MetaBytes() int64 {
 // many. It is a write like any other (commit): refused while the store is
 // failed, undone if the store loses it.
 func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
 	n := 0
 	_, err := db.commit(func(t *tx) ([]*Result, error) {
 		for k, m := range db.meta {

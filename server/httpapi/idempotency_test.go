@@ -119,6 +119,17 @@ func TestIdempotencyKey(t *testing.T) {
 				t.Fatalf("an expired key replayed: %s", r.Body)
 			}
 		}},
+		{"an expired key is not replayed, before any sweep", func(t *testing.T, ts *testServer) {
+			first := send(t, ts.c, "/query", claim, "x")
+			ts.clock.Advance(time.Hour.Milliseconds())
+			if ts.db.MetaLen() != 1 {
+				t.Fatal("the record went before the sweep: this case checks the lookup itself")
+			}
+			r := send(t, ts.c, "/query", claim, "x")
+			if r.Header.Get("Idempotent-Replayed") != "" || string(r.Body) == string(first.Body) {
+				t.Fatalf("an expired, unswept key replayed: %s", r.Body)
+			}
+		}},
 		{"retries at once run the write once", func(t *testing.T, ts *testServer) {
 			var wg sync.WaitGroup
 			bodies := make([]string, 8)

@@ -187,8 +187,8 @@ type Store struct {
 	cur       *group // units queued for the next group
 	lastSeq   uint64
 	durable   uint64 // the last seq written to the file
-	committed bool // Commit was called: too late for Load
-	loaded    bool // Load ran: the committer may fold
+	committed bool   // Commit was called: too late for Load
+	loaded    bool   // Load ran: the committer may fold
 	closed    bool
 	failed    error
 	stats     Stats
@@ -202,7 +202,7 @@ type Store struct {
 
 	// Owned by the committer goroutine (by Load before it hands over).
 	folds []*foldSet // the unfolded log rows, in chunks, oldest first
-	buf  []byte
+	buf   []byte
 }
 
 // group is the units queued between two commits: one log row, one fsync.

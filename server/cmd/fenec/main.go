@@ -146,7 +146,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit})
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log})
 	if err != nil {
 		return err
 	}

@@ -125,15 +125,18 @@ func (e FieldType) Valid() bool {
 	}
 }
 
-// Defines values for HealthOk.
+// Defines values for HealthStore.
 const (
-	True HealthOk = true
+	Failed HealthStore = "failed"
+	Ok     HealthStore = "ok"
 )
 
-// Valid indicates whether the value is a known member of the HealthOk enum.
-func (e HealthOk) Valid() bool {
+// Valid indicates whether the value is a known member of the HealthStore enum.
+func (e HealthStore) Valid() bool {
 	switch e {
-	case True:
+	case Failed:
+		return true
+	case Ok:
 		return true
 	default:
 		return false
@@ -224,11 +227,18 @@ type FieldType string
 
 // Health defines model for Health.
 type Health struct {
-	Ok HealthOk `json:"ok"`
+	// Error Why the store failed; only while it is failed.
+	Error *string `json:"error,omitempty"`
+
+	// Ok Whether the store takes writes.
+	Ok bool `json:"ok"`
+
+	// Store The store's state.
+	Store HealthStore `json:"store"`
 }
 
-// HealthOk defines model for Health.Ok.
-type HealthOk bool
+// HealthStore The store's state.
+type HealthStore string
 
 // QueryRequest defines model for QueryRequest.
 type QueryRequest struct {
@@ -789,70 +799,73 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7FrrbhvHkn6VQq8BScmQGlJyTsLgAEfJJojjxMmxlTWwouBpzRQ1bc10M909orkCgX2afbB9kkVVz40X",
-	"SZSPE+wuTn7EItmX6uq6fPVV34nUlHOjUXsnJnciR5mh5T+/R43pG/yd/s7QpVbNvTJaTMR5jpBJL6+k",
-	"wwMHaS71NYKuyiu0IGee/g8Wf6/QefC59LCwxuNQRMKlOZaSliyVVmVVikkcCb+co5gIpT1eoxWrVSRe",
-	"ZFjOjUftX+O8kEvMtuVIvK0wgUWOGnyOILVboAXl+NNMWeeb77wBnysH7bLpcvASlxHYevV14VCTZBeC",
-	"NhCXrYDOW6WvxYoEnEsrS/R9Zb2Vym9L+bMqCuUwNTpzJEduigwkpIVUJRxKSBz6BIyFJMMiOQLpWXyH",
-	"9hYtLHJV4FQrDwtTFRl4eYOgjc+Vvp6AhEVuilb3M2tKiGmTkziO4+FUi0goEiLcq4iEliWdhOUdsMBr",
-	"lyI/hEvh+dHel5QuX+Jy++gjEmX8/DlcLT26IZzBwiqPYNFbhRkslM/DYWWJcINLkDrrvqhNaKoPS/S5",
-	"ySKYS59HcGWyZVgyjDc3qI/o2sNlY7Z1/1Mtr6XSUdgx6Yxr0FjXBNiYIl6RpXSNmr/m5W5wOdU8XdL3",
-	"aFsLVw5Ox2M6ncVZ5bCeDzeIc1qEpg7hJS4dFOoWpzoZDFTPDr0vEjjMcCarwsP4FPIjlsJV9lbdIvuS",
-	"89L6sIUMeptqyRp7XzkPttLugdvesPrNK/8J9bXPxWT8/DlfefN5tNPwLbq50Q7Z7r+R2eugBvqUGk1K",
-	"pT/lfF6oVJIhHL93ZA13Aj/Icl5gGJnRulcye1erUUQCrTVWTMTcOEUT4XQ0Afwwx9QjucytLCqMYGYq",
-	"ncFUrKZCrPpHeWZxJibiX467mHYcfnXH3/HafIDtYNbcpKHA5bz0WKLmiy1lMTO2xAwO59I6jIA0QoZY",
-	"e38EQdnBKo+GJNG3Rs8Kle6jkn9Q+DOOBxpUxgHkb5VWv1NIZE193RgwLKRjm/SoWcDvjb1SWYb6j5fw",
-	"lfEgi8IsSIUSXGrmWLvsgQNbFejI58DM0UpvLH1pKo8g3U0TIdanRewQLOhBOBYGtb/QHq2WxZ+h9uCr",
-	"SvdCNcvwEpevkWLAHy8EGe6GY/NFcwSakSmvxymW75Xx35P7fJS3auPfsfP1fDU1RYEpe+t7c+Uglxzy",
-	"ZgqLjMKS9J/AR880VPpGm4WG3n7G1tscGhuMJtjBuTE/SXuNf84VcDJSDgra0hLc6RvFgYNkMCjlhwGN",
-	"S1i+37SsfG6s+g/8uHuo+gt0V1Eq58jbr1Bahjw3qD9RgOwvyWGx3spYgnb6mtBTDzq+fft2cFb5HLWn",
-	"0+C6qrdyStDJrVSFvCr+pGtz3liEmVQFZhGdw/fyALnRtbpFDdW8vrIS/UfeFc3sLolAHntKEkAxxGDN",
-	"wgXcQfsriw5Gn8JpIKnXA53wkbTxUKK/Ly+0W/Idns1mnHf5qFnGCVkWv1oK1F5R9p/JwuHmrj+YBZRS",
-	"LyEzaUVZ1BFIZTxEsdxUnsTyldVKXyddYTDvLXwnZG/zRzBofcaM4Ho7rYPs5uo9phyDzhgJboPUsy7j",
-	"HzQQkiQyGn+ZicnFw+p/bRZOrKKHB7W6XF2uIvGN9GneSfOgctfVYtFVRSjUlMfSPWYb9SarVhvSWrnc",
-	"Uluz7C6tsbA9iPcEaVu17i/w3yu0y2a3FYPRF2He6JEz9DbbdYxvC5Pe/Gxucfv+v/sgU18swWgEM4NE",
-	"ZrdSp/iudAkcluYWwegAyKlSC1879EfrNvIEvXQb0CeCl9IHo/7iVERdDTZ+fnIaj0/i+C9f0X/Rkzyh",
-	"22OHOp52jXzoP07Uev1tMS+be3tlFk80PR1mbId9r0ok2PbizS+DL7+IR/Db+bcBZJa9Mp2utg3lYhyP",
-	"vxjEzwfxyXn81WQcT8bxMI7jfxdb5VFEG9+nrEfUUM/kJXabcIt8nqiMNhI/Fk0jwXhqf3f9noZvh5em",
-	"7txO9RtHplFRT75WgIfP756ogHR95l5H62n7sfDZX36X4CFDT+42w8AOruiFBgnJ8RUF3SRiTBIPriQh",
-	"+q4srVkGMtKHbzNAkI7NWq+2N1DkrK0JozWgH6iXd/RVXccJWrmucKMW4Hhj3jEGFpG4weU7G8qgiAXi",
-	"soy3bFHe5Q7vwUZT61p5m0suxhlq1gxNjpZxw8MWFhasNbHrboIFP82clM7wQ1+vzljPR82ly/mYVIWL",
-	"SFyjEZGuiuIyEvRPgLfeVrgrdOz2mWZkt53SpO9ZYSTrHT/QP1fGkIYpvjkvy7mIBIPSIMRltJ8r8qCo",
-	"PuEuff2AsvD5ExVmbnri0+m7lUlslHpLHnOzc/s1fPA0IZixcbuzQh8AJs9G//2f//VMJ2Rde4WKf5NF",
-	"hbui4O8k7faOv2gE5l///lPPqw8leCtVQbg8+ToJgGMwSCA1ZY2jLTZUylHt/A8wdev6DKLsUunrh5Lr",
-	"ngffPp81iwiUd1SvV6V2lHONzdDCYaKypCZnZ8ZC8lly1HPkNcHcLrRuUWbMElHVxIwdlxcHriZ3u+pi",
-	"7xskHey4v3C+bRH0En5888urwLLRJuu+zYUUppVVfvmGdgiaDDX0PQbYIwu4yE7gcFYVBcg0ReeO6oP+",
-	"+PYcbtGqWUOeM5f8fuEHDlPbtBHCNze4dMGKciyy0ADBQLgxzB0M5qZQ6TKZ6sPMpO44bDUss6MhvK1L",
-	"NSrkKNar68pSnaxNxwFoxAyzwDqzItmfwyFbXebez0NxqvTMbB+e/YCp+7ZgbFtLQSsZmFu08MP5+a8R",
-	"kBnT2ZVuPGgI57lyUz1TBTadHxpLYnsrUz9ZZ2PcDRbojWbN4C3aJbz515cHbkqjtZsb69nRrlGjlR6z",
-	"0FRRPup6E6EzcysLlUmPDlCmedes4E6D86D8cKqn+jvegxNROCe5fBU6FzLYEVNIyd00pKupmMBUTKs4",
-	"PklLdE5eI3/AqYhgyqlsKiZT3Yy5UTprBqySr3sAot5VZpmDZCqkn4r7QMUQzri5MtW+TrbaeCiUIw1Q",
-	"rq0LYwen8SkkLUDg/ephNL9H2061hAAeQHnITGiohAZWt9hzSLYRRtI0as7oc8J6rKM+KUthCIasvEUu",
-	"Pd0jnUtZSL4NDM3gfDnHBJxcugicgSStbAGDLJnqhbE3rmMjBj/AQX/SBDaZnYMkWHmhUtSOI0LdWDmb",
-	"yzTHwXgYc/xQvmibayISt2hdMPN4OApDzBy1nCsxESfDeHgiIkFa4/hw/C6lYodzlXE7wOE5Ou+AK9I1",
-	"k+aa5moJudTZZL1+pcGO1G90NNVt/erQ07dD+E1nQXPgls5jCSxCaJUGGl7xjYfzB45eGf0iExNB1TSX",
-	"ZyKkGnT+G5Mtn8aS9WvhcRzH8d68V1fRr9aTHYfgjTbVOI4/Ga3YlqT3MIuswgOKjwu+GiYQT4MAu9Zt",
-	"BT3uNdN4yujxKWtcMk86eXxS1/7hGaePz2jbBjRhtMcWLQfPybAqS0lIiG2Gza2UupJFbW6HRhdLqNgW",
-	"kxlnBDZuGAzCgDC6xgny2jFCnDtxSasfv8tbUHodWNp1Q60x6x9oEvUO91HNIV8oF9jkHjoQk4vLvnre",
-	"5sgdG785C14hZq5Nv/fooURvVeruVcTP9e+PaoJqiuN5IZV+hLnfddxaiuGfZsNrFvarNZRPsHKNIFHT",
-	"pqNTAX5ou8uBodmtS06gD4TiftHgwFa6A7jBjo1GCMZNWwcCnD+rGaMqM6NUi2X91uBoCC9mPIkibyjw",
-	"CW7RKigpiHN5kGIHQwJY0JSJOMSHjCl9sitYM40r1l+t3MNsd0OOu1ct9zHcvcEbj0FWlx+ZFgJ7JlVx",
-	"pkM4DBi8u+LvpSpAwntzFUCc5jFcbcwMAYZBNY/gyvic4LBGRT5F6biB831i+qKrDC/GkViMJqMvT8cE",
-	"aUs/5/htKk+FU13MCYc+dDrvzEKjnQCB/yjcxgSenURkDe+kn4A2i8Mj+BxGcRzDZyC9x3LuXe/PVeAx",
-	"QGXwV3g24uPwqvRx3LSDuBvUE/NOeEOV0tz9rVbZMDUlK7wRcl41Qs7lsjAym8Cz0YZkUSvGBOIVb9FM",
-	"v27OmJpKMxO72jsvrzUMPllq7kGGtgly0e8TjZjV7n+8oEVJ/Mnp6vLyafI3jZPtCPcdYf3thlHU+v9G",
-	"KzQ8tKqf0e3atx573D63W3v8Nui/fnto+o73ciz9/yfgEX/1+IT27Q0jlfE+BynRfwSuicTpeI/luwch",
-	"q0g83+cy2mcsPOFkr6toWdX1ZPi60v00JYuCI2Lo/vYTX00PcerbYMtrJLHJwvz49rwlFiQEKoFyl8vN",
-	"QgMDOkpSvcUoR5VyyfxNNNVcNLcPANlTwcz4Q9c67k3ZldX6LYF/NKysHftirWty2jVGLlr6l8N+UwfW",
-	"UbbjPXgDCkn16I4jrmeEUNxN6Ijb3qy1PTgx9CbgB3/v2Cayr7Wd7h3dsORrK1+2P1MmCN24PQuknibv",
-	"q5G6IS08C+jJ57iEBSXF1KL0mH0sjlxzhEDCdLvW/AJDBr7ZqKYPSAWBm2FFodsND1tmdzc8rJ9pNiwH",
-	"bWPNwn3dPoVofknupm3SmooJ6FXCVF8zo35x2uc0ofdeARqypnl4Gp5ity9Xd/kMU+j/h5CgDJRId5dn",
-	"GmR6E8EiVzXtxk9mapX1cV6LmEYdsOuBpOYlzt4gbBUJfrW9IU/9lJuCF4ZXcFGgBAuUzVu8kxjcTtF2",
-	"CbYFMbewG3weXnj3MVyLLz+HUQMswyQIROFf67nB0eqfClUqD6MYWhODz/ikNazePCuh7vqnbOeBanQq",
-	"M/lJ0en+AHT9DcknBqCNSQZA1q/cpQfJltk4d187fWDaWNHuJWpj2nB7+CzZXpbwbxPnJ6O2expCu8r4",
-	"u5A0Jr26pklVk/suKmpy046XDyf1ywfOBrTz8h5f0KQMHgDBjDqpL/e/yvth+GbXrnu29U/s/U/s/b8F",
-	"e5tdnd6duHudFOyahReXq+iOYmegA0OArWxRt9Ymx8ej8V+G8TAejiZfxl/GHGfr1TdRyetKcyxpOmcd",
-	"GA1iUGbfeMzJvGbUMWlMTLJzdjyUR+cDkdtbkaDS6nL1PwEAAP//",
+	"7Fv9bhtHkn+VwpwBScmQGlJyNqGxwCq5GHGc2FlbOQMnCp7WTFHT5kw3090jmicQuKe5B7snOVT1fJEc",
+	"SZTXyd0tsn+sRbI/6rt+VdW5DRJdLLRC5WwwuQ0yFCka/vM5Kkze4m/0d4o2MXLhpFbBJDjPEFLhxJWw",
+	"eGAhyYS6RlBlcYUGxMzR/4PB30q0DlwmHCyNdjgMwsAmGRaCjiykkkVZBJMoDNxqgcEkkMrhNZpgvQ6D",
+	"FykWC+1QuTe4yMUK0106YmdKjGGZoQKXIQhll2hAWv40k8a6+junwWXSQnNsshq8xFUIpjp9kzhURNlF",
+	"QBcElw2B1hmproM1EbgQRhTousJ6J6TbpfJnmefSYqJVaomOTOcpCEhyIQs4FBBbdDFoA3GKeXwEwjH5",
+	"Fs0NGlhmMsepkg6WusxTcGKOoLTLpLqegIBlpvNG9jOjC4jokpMoiqLhVAVhIIkIr9cgDJQoiBOmd8AE",
+	"byhFfPRK4f3h3kpKVi9xtcv6iEgZP30KVyuHdghnsDTSIRh0RmIKS+kyz6woEOa4AqHS9ovKhKbqsECX",
+	"6TSEhXBZCFc6Xfkj/Xo9R3VEavfKxnRH/1MlroVUob8xbo1rUFvXBNiYQj6RqbS1mJ/xcXNcTRVvF/Q9",
+	"msbCpYXT8Zi4MzgrLVb7YY64oENo6xBe4spCLm9wquLBQHbs0Lk8hsMUZ6LMHYxPITtiKmxpbuQNsi9Z",
+	"J4zzVwgvt6kSLLEPpXVgSmXv0faW1W+r/CdU1y4LJuOnT1nl9edRr+EbtAutLLLdfyvSN14M9CnRioRK",
+	"f4rFIpeJIEM4/mDJGm4D/CiKRY5+ZUrnXon0fSXGIAzQGG2CSbDQVtJGOB1NAD8uMHFILnMj8hJDmOlS",
+	"pTAN1tMgWHdZeWJwFkyCfzluY9qx/9Uef89nMwO7wazWpKbAZZ1wWKBixRYin2lTYAqHC2EshkASIUOs",
+	"vD8EL2xvlUdDoug7rWa5TPYRyT9I/BnHAwUy5QDyt1LJ3ygksqSe1QYMS2HZJh0qJvC5NlcyTVH9/hS+",
+	"0g5EnusliVCATfQCK5c9sGDKHC35HOgFGuG0oS916RCEndcRYnNbyA7BhB54ttCL/YVyaJTI/wixe1+V",
+	"qhOqmYaXuHqDFAN+fyLIcLccmxXNEWhGprwZp5i+V9o9J/f5JG9V2r1n5+v4aqLzHBP21g/6ykImOOTN",
+	"JOYphSXhPoOPniko1VzppYLOfdpU1xxq443G28G51j8Jc41/jAo4GUkLOV1pCO50jeLAQjwYFOLjgNbF",
+	"TN+vSpQu00b+B36aHsruAa0qCmktefsVCsOQZ47qMwXI7pEcFqurtCFop64JPXWg47t37wZnpctQOeIG",
+	"N0W9k1O8TG6EzMVV/gepzTptEGZC5piGxIfr5AFyo2t5gwrKRaWyAt0n6op2tkoikMeeEntQDBEYvbQe",
+	"d9D90qCF0edwGoir80DFzJLSDgp0d+WF5krW4dlsxnmXWU1TTsgi/8VQoHaSsv9M5Ba3b/1BL6EQagWp",
+	"TkrKopZAKuMhiuW6dESWK42S6jpuC4NF5+DbQHQufwCDVjymBNebbS1k11cfMOEYdMZIcBeknrUZ/6CG",
+	"kESRVvh6Fkwu7hf/G720wTq8f1Ejy/XlOgy+FS7JWmruFe6mWAzaMveFmnRY2Idso7pk3UhDGCNWO2Kr",
+	"j+2TGhPbgXiPoLYR6/4E/71Es6pvWzMYfeH3jR7goXNZHxvf5TqZ/6xvcFf/338UictXoBWCnkEs0huh",
+	"Enxf2BgOC32DoJUH5FSp+a8tuqNNG3mEXNoL6BPBS+G8UX91GoRtDTZ+enIajU+i6C/f0P/CR3lCe0eP",
+	"OB6nRmb69yO1On+XzMtab6/08pGmp/yO3bDvZIEE2168fT34+qtoBL+ef+dBZtEp00m1TSgPxtH4q0H0",
+	"dBCdnEffTMbRZBwNoyj692CnPArp4ruE9YAYqp18RL8JN8jnkcJoIvFD0TQMGE/t767PaflueKnrzt1U",
+	"v8UyrQo79DUE3M+/faQAks2de7HWkfZD4bN7fB/hPkNPbrfDQE+v6IUCAfHxFQXdOGRMEg2uBCH6tiyt",
+	"ugxkpPdr00OQtpu1WW1vochZUxOGG0Dft17e01dVHRfQyVWFGzYAx2n9njFwEAZzXL03vgwKmSAuy/jK",
+	"BuVd9ngP1pLalMq7THAxzlCz6tBkaBg33G9h/sBKEn268Rb8OHOSKsWPXblabRyzmgmbMZtUhQdhcI06",
+	"CFWZ55dhQP94eOtMiX2ho99n6pXtdVKRvGe5Fix3/Ej/XGlNEqb4Zp0oFkEYMCj1RFyG+7kiLworDvvk",
+	"9QOK3GWPFNidal35SqkDxZ+BVvnKdz1Bstb9D8O+aKvnfaciV73tyU7MsWoU2M4xJDEUvkKidf0Jg386",
+	"sN79OC9UWtBzUgLT9rB4ebG/pU+qG7DncbLlRpS9i/YW18ZPRv/9n//1RMXEw14R8N9EXmJfcP+NqN29",
+	"8bVC4Lby33/qBKtDAc4ImVO5ET+LPY4aDGJIdFGVBwbrDtFRFdPuaUBuytWT0ifSN/dhhj0Z3+XP6GUI",
+	"0llIdF4WyhKU0CZFA4exTOOq5zzTBuIv4qOOsW0QZvuKEIMi5eYXFYPciGSLPbBVz7otmvbWIMmgR3+e",
+	"v10S1Ap+fPv6lW8e0iWbIYvrQ0xKI93qLd3gJelbA3cYYKcHwr2DGA5nZZ6DSBK09qhi9Md353CDRs7q",
+	"mQC3yD8s3cBiYurpiP9mjivrrSjDPPVzHfR9REbvg8FC5zJZxVN1mOrEHvurhkV6NIR3VQVK9SmlMHld",
+	"Gir/lW5bGwoxxdQ301mQHCs8k40sM+cWvuaWaqZ3mWc/4IlEUwc3EzMvlRT0DRr44fz8lxDIjIl3qWoP",
+	"GsJ5Ju1UzTgO+oEWrSWynRGJm2w2mewcc3RasWTwBs0K3v7rywM7pdXKLrRx7GjXqNAIh6mfFUkXtiMX",
+	"P3C6EblMhUMLKJKsncHwAMU6kG44VVP1Pd/Bkd3zSS5f+oGM8HbEnbH4durj/zSYwDSYllF0khRorbhG",
+	"/oDTIIQpZ+hpMJmqes1cqrResI6fdXBRdatIUwvxNBBuGtyFlYZwxjOjqXIVhlDaQS4tSYAgRFXvWziN",
+	"TiFucA/fVy2j/Z1u9FQJ8JiI8lOq/ZzIz+Xaw55CvAuc4nr+dEafY5ZjFfVJWBJ9MGThLTPhSI/ElzQQ",
+	"f+cbT4Pz1QJjsGJlQ7Aa4qQ0OQzSeKqW2sxt22QZ/AAH3U0T2G5YHcTeynOZoLIcEap50dlCJBkOxsOI",
+	"44d0eTMzDMLgBo31Zh4NR36JXqASCxlMgpNhNDwJwoCkxvHh+H1CNRznKm17MO85WmeBC+0Nk+ZS7WoF",
+	"mVDpZLMsp8WWxK9VOFVNWW7R0bdD+FWlNQJYWYcFMAl+AuynC5I17vn3owep1Ys0mAQ/6xvkqjPwqQat",
+	"+1anq8c1/7ol/jiKomjvdl7bqFhvJjsOwVvTt3EUfbZuaVNp39EwZREeUHxcsmq4L3rqCeg7tyH0uDMj",
+	"5C2jh7dstMh508nDm9qpFu84fXhHMw2hDaM9rmhGC5wMy6IQhITYZtjcCqFKkVfmdshQtmRbjGecEdi4",
+	"YTDwC/zqCieIa8tIcWGDSzr9+H3WYO1r33zeNNQKiv+OJlHdcFcH3ecLaaFccNgnXNSHuNdh8NTr73+D",
+	"qjomE76yIVyVrkOox+8EUgmWTFUq7ZzHkS+OX/s0czSpXwNQaK4H/KVyMgd+lEFBl3MjpWycqoqAhdFX",
+	"aDtVCKfZjlz8Jgpw0lnMZzVeMZhLcSVz6VYMWqYq6CKvYHJx2TW9jXKnw/sQXiGmtoE2d9hYgc7IxN5p",
+	"ZD9Xvz9oZVSGHi9yIdUDw54+pVVUDP+w+LDhvb8YTbkaS1sTEtaTXeIK8GPzIME39fplyeDknjTXLcgs",
+	"mFK1xYOPEVoh+MBBV/uZCX+WM0asekYwBovKgI6G8GLGmyirecMkKEunoKAEyaVXgi3E80BMUZbn9OnR",
+	"iHBxXyLkzn+w+dDpjmFIu+S4fQh111Cks3jr/dD68hNTrm+4CpmfKZ9qfH3Tqvi5kDkI+KCvPEBWvIYD",
+	"wUwTGBuUixCutMuo1FAoyacI6tSlUneWcdFW3RfjMFiOJqOvT8dULhRuwblRl46K0qpQDiw6Pxy/1UuF",
+	"ZgJUWIVeGxN4chKSNbwXbgJKLw+P4EsYRVEEX4BwDouFs50/1771BTKFv8KTEbPDp9LHcT1B5AFih8zb",
+	"wGmqQhf2b5XIhokuWOA1kYuyJnIhVrkW6QSejLYoCxsyJhCt+Yp6+3XNY6JLxc379d6YZ2PG9NlgTweO",
+	"NXOzi+5occSDkO7HCzqUyJ+cri8vH0d/PWvbjXDfUx21O2MMG//fmp77t3nVy8u+e6u1x80LzY33koPu",
+	"g8n7tvc8sWTq/5lAXfTNwxua51qMAsf7MFKg+wTMGAan4z2Ob98QMXLaQxnNy6cWaj2oiqYRv5kM35Sq",
+	"m6ZEnnNE9A8Guomvar1x6tsasFRIYrvD9eO786ZpI8C3aSh32Uwvle/7UpLqHEY5qhArxm7hVHFDonkz",
+	"yp4KesYf2tcGnS19Wa07RfpHw8oG2xcbg7bTdpZ20UwMOOzXNXYVZdueEl9AIala3Y4Vqh0+FLcb2l5/",
+	"Z9fGHZwYOhvwo7tzbR3ZNyaVd66uBysbJ182P1Mm8APcPYvPjiTvqj/bJQ088+jJZbiCJSXFxKBwmH4q",
+	"jtxwBN/gam+tejcMGVizYdWaIRH4vhcLqpox7MDDpmveDw+rl711tULXGL20z5rXM/Uv8e20SVrTYAJq",
+	"HXMbtd5RPVLu9ouh88QF6kZYXcr41/vNY+c+n+HxxP8jJCh8u6nV5ZkCkcxDWGayamnyK6tKZF2c1yCm",
+	"UQvsOiCpfry1NwhbhwE/9N+ip3r9T8EL/cPJ0LdbcxT1882TCGwvaX2E7UDMHewGX/r/KKCL4Rp8+SWM",
+	"amDpN4Fvwv612usdrfopl4V0MIqgMTH4gjmtYPU2r4S6q5/SXoYqdCpS8VnR6f4AdPPZ0WcGoLVJekDW",
+	"rdyFA8GWWTt3VzpdYFpbUf8RlTFtuT18Ee8eS/i3jvOTUTNw96FdpvydTxqTTl1Tp6rJXYoK69zU81jm",
+	"pHosw9mAbl7d4QuKhMELwJtRS/Xl/qq8G4ZvT0Tbl35/Yu8/sff/Feyt+6bovbh7synYDmIvLtfhLcVO",
+	"3w70AbY0eTW2nBwfj8Z/GUbDaDiafB19HXGcrU7fRiVvSsWxpJ5KtmDUk0GZfev9L3dnw7aTxo1Jds62",
+	"D+XQOt8k75xIUGl9uf6fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
