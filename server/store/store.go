@@ -209,8 +209,9 @@ type Store struct {
 type group struct {
 	changes []Change
 	units   int
-	seq     uint64 // the last unit's
-	size    int64  // rough bytes held, to bound memory under interval/off
+	seq     uint64    // the last unit's
+	size    int64     // rough bytes held, to bound memory under interval/off
+	since   time.Time // when its first unit was queued (under interval)
 	done    chan struct{}
 	err     error // set before done is closed
 }
@@ -554,6 +555,9 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	s.lastSeq = seq
 	s.committed = true
 	g := s.cur
+	if s.mode.Kind == SyncInterval && g.units == 0 {
+		g.since = time.Now()
+	}
 	g.changes = append(g.changes, changes...)
 	g.units++
 	g.seq = seq
@@ -568,8 +572,13 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	}
 	// Under interval and off the engine may outrun the disk; once the queue
 	// holds twice the early-write bound, its waits block until it is written,
-	// so memory stays bounded and requests slow down instead.
-	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending {
+	// so memory stays bounded and requests slow down instead. Under an
+	// interval a group still queued an interval after its first unit means
+	// the committer is behind: its waits block too, so an acknowledged unit
+	// is never more than about an interval (plus the write before it) from
+	// the disk — the loss bound docs/reliability.md states.
+	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending ||
+		(s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
 		return g.wait
 	}
 	return s.failure
