@@ -178,6 +178,8 @@ type Store struct {
 	onCommit func(time.Duration, int, bool)
 	onFail   func(error)
 	fault    func(string) error
+	log      *slog.Logger
+	tornTail bool // the WAL ended in a torn write: Load says where it recovered to
 	tune     tuning
 	db       *sql.DB
 	conn     *sql.Conn // the one connection; the committer's once Load is done
@@ -276,7 +278,7 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &Store{mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
+	s := &Store{log: log, tornTail: tail.frames > 0, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
 		wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.prepare(path); err != nil {
 		if s.conn != nil {
@@ -419,6 +421,9 @@ func (s *Store) Load(fn func(Change) error) (uint64, error) {
 	seq, err := s.load(context.Background(), fn)
 	if err != nil {
 		return 0, err
+	}
+	if s.tornTail {
+		s.log.Warn("the store recovered to the last complete commit", "seq", seq)
 	}
 	s.mu.Lock()
 	s.loaded = true
