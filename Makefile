@@ -8,7 +8,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -42,7 +42,7 @@ check-generated: sdks/js/node_modules/.package-lock.json
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 
-test: check-tracked check-generated test-venv
+test: check-tracked check-generated test-venv test-tools
 	cd server && $(GO) vet ./... && $(GO) test ./...
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
 	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
@@ -50,6 +50,17 @@ test: check-tracked check-generated test-venv
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
+
+# strace: server/store's TestSyncBeforeAck watches the fsyncs under it
+# (Debian's package; installed when missing, which needs root).
+test-tools:
+	@command -v strace >/dev/null || { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+		apt-get -o DPkg::Lock::Timeout=600 install -y -qq strace; }
+
+# The failure-path mutations of docs/reliability.md, each applied to a
+# temporary copy of the repository: caught or survived. Slow; not in test.
+mutants:
+	scripts/mutants.sh
 
 # No built output in git: tracked files over 2 MB (outside an allow-list)
 # and compiled executables fail the run.

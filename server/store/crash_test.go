@@ -62,6 +62,20 @@ func TestCrashChild(t *testing.T) {
 	if err := s.Commit(1, []Change{{Op: OpCreate, Coll: "c", ID: 1}})(); err != nil {
 		t.Fatal(err)
 	}
+	if len(parts) > 2 && parts[2] == "serial" {
+		// One writer, 100 units: each its own group, acknowledged (a write
+		// to stdout) once its wait returns. TestSyncBeforeAck watches.
+		for i := uint64(2); i <= 101; i++ {
+			if err := s.Commit(i, []Change{{Op: OpMetaPut, Key: fmt.Sprint("m", i), Body: []byte("v")}})(); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(os.Stdout, "ack %d\n", i)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	var mu sync.Mutex // the engine's write lock
 	seq := uint64(1)
 	deadline := time.Now().Add(20 * time.Second) // in case the parent is gone
