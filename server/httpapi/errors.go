@@ -23,6 +23,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeTooLarge         = "too_large"
 	codeKeyReused        = "key_reused"
+	codeKeyLimit         = "key_limit"
 	codeInternal         = "internal"
 )
 

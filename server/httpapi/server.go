@@ -48,6 +48,12 @@ type Config struct {
 	Gate *auth.Gate
 	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxKeys and IdempotencyMaxBytes cap the keys held (all in
+	// memory, as well as in the file) and the bytes of their records: at
+	// either, a write under a new key is refused, unrun, with key_limit
+	// (docs/reliability.md).
+	IdempotencyMaxKeys  int
+	IdempotencyMaxBytes int64
 	// MaxBody is the largest request body accepted, in bytes.
 	MaxBody int64
 	// Slow is the run time from which a request is logged; 0 logs none.
@@ -74,6 +80,10 @@ type Server struct {
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
+	// A key's record is its answer and ~100 bytes: 100 000 small answers
+	// take ~30 MB; the byte cap holds a few large ones.
+	DefaultIdempotencyMaxKeys  = 100_000
+	DefaultIdempotencyMaxBytes = 128 << 20
 )
 
 // New builds the server. It registers the database's gauges on
@@ -87,6 +97,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if cfg.IdempotencyMaxKeys <= 0 {
+		cfg.IdempotencyMaxKeys = DefaultIdempotencyMaxKeys
+	}
+	if cfg.IdempotencyMaxBytes <= 0 {
+		cfg.IdempotencyMaxBytes = DefaultIdempotencyMaxBytes
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

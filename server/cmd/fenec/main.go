@@ -69,6 +69,8 @@ type options struct {
 	http, file, sync, token, clock string
 	jwtSecret, jwtKeys, policy     string
 	idemTTL                        time.Duration
+	idemKeys                       int
+	idemBytes                      int64
 	maxBody                        int64
 	slowMS                         int
 	insecure                       bool
@@ -87,6 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.policy, "policy", "", "the policy `file` JWTs are held to (docs/access.md)")
 	fs.StringVar(&o.clock, "clock", "system", "the engine's clock: system, or manual (starts at 2026-05-03T09:20:00Z, moved by POST /_clock)")
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
+	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
+	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
@@ -112,6 +116,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--clock %q: want system or manual", o.clock)
 	case o.idemTTL <= 0:
 		return o, fmt.Errorf("--idempotency-ttl %v: want a positive duration", o.idemTTL)
+	case o.idemKeys <= 0:
+		return o, fmt.Errorf("--idempotency-max-keys %d: want a positive number", o.idemKeys)
+	case o.idemBytes <= 0:
+		return o, fmt.Errorf("--idempotency-max-bytes %d: want a positive number of bytes", o.idemBytes)
 	case o.maxBody <= 0:
 		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
 	case o.slowMS < 0:
@@ -151,7 +159,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	api, err := httpapi.New(httpapi.Config{
-		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
+		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
 		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 	})
 	if err != nil {

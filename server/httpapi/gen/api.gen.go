@@ -26,6 +26,7 @@ const (
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
+	ErrorCodeKeyLimit         ErrorCode = "key_limit"
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
@@ -45,6 +46,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeForbidden:
 		return true
 	case ErrorCodeInternal:
+		return true
+	case ErrorCodeKeyLimit:
 		return true
 	case ErrorCodeKeyReused:
 		return true
@@ -305,7 +308,10 @@ type BatchParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -320,7 +326,10 @@ type QueryParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -799,73 +808,75 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Fv9bhtHkn+VwpwBScmQGlJyNqGxwCq5GHGc2FlbOQMnCp7WTFHT5kw3090jmicQuKe5B7snOVT1fJEc",
-	"SZTXyd0tsn+sRbI/6rt+VdW5DRJdLLRC5WwwuQ0yFCka/vM5Kkze4m/0d4o2MXLhpFbBJDjPEFLhxJWw",
-	"eGAhyYS6RlBlcYUGxMzR/4PB30q0DlwmHCyNdjgMwsAmGRaCjiykkkVZBJMoDNxqgcEkkMrhNZpgvQ6D",
-	"FykWC+1QuTe4yMUK0106YmdKjGGZoQKXIQhll2hAWv40k8a6+junwWXSQnNsshq8xFUIpjp9kzhURNlF",
-	"QBcElw2B1hmproM1EbgQRhTousJ6J6TbpfJnmefSYqJVaomOTOcpCEhyIQs4FBBbdDFoA3GKeXwEwjH5",
-	"Fs0NGlhmMsepkg6WusxTcGKOoLTLpLqegIBlpvNG9jOjC4jokpMoiqLhVAVhIIkIr9cgDJQoiBOmd8AE",
-	"byhFfPRK4f3h3kpKVi9xtcv6iEgZP30KVyuHdghnsDTSIRh0RmIKS+kyz6woEOa4AqHS9ovKhKbqsECX",
-	"6TSEhXBZCFc6Xfkj/Xo9R3VEavfKxnRH/1MlroVUob8xbo1rUFvXBNiYQj6RqbS1mJ/xcXNcTRVvF/Q9",
-	"msbCpYXT8Zi4MzgrLVb7YY64oENo6xBe4spCLm9wquLBQHbs0Lk8hsMUZ6LMHYxPITtiKmxpbuQNsi9Z",
-	"J4zzVwgvt6kSLLEPpXVgSmXv0faW1W+r/CdU1y4LJuOnT1nl9edRr+EbtAutLLLdfyvSN14M9CnRioRK",
-	"f4rFIpeJIEM4/mDJGm4D/CiKRY5+ZUrnXon0fSXGIAzQGG2CSbDQVtJGOB1NAD8uMHFILnMj8hJDmOlS",
-	"pTAN1tMgWHdZeWJwFkyCfzluY9qx/9Uef89nMwO7wazWpKbAZZ1wWKBixRYin2lTYAqHC2EshkASIUOs",
-	"vD8EL2xvlUdDoug7rWa5TPYRyT9I/BnHAwUy5QDyt1LJ3ygksqSe1QYMS2HZJh0qJvC5NlcyTVH9/hS+",
-	"0g5EnusliVCATfQCK5c9sGDKHC35HOgFGuG0oS916RCEndcRYnNbyA7BhB54ttCL/YVyaJTI/wixe1+V",
-	"qhOqmYaXuHqDFAN+fyLIcLccmxXNEWhGprwZp5i+V9o9J/f5JG9V2r1n5+v4aqLzHBP21g/6ykImOOTN",
-	"JOYphSXhPoOPniko1VzppYLOfdpU1xxq443G28G51j8Jc41/jAo4GUkLOV1pCO50jeLAQjwYFOLjgNbF",
-	"TN+vSpQu00b+B36aHsruAa0qCmktefsVCsOQZ47qMwXI7pEcFqurtCFop64JPXWg47t37wZnpctQOeIG",
-	"N0W9k1O8TG6EzMVV/gepzTptEGZC5piGxIfr5AFyo2t5gwrKRaWyAt0n6op2tkoikMeeEntQDBEYvbQe",
-	"d9D90qCF0edwGoir80DFzJLSDgp0d+WF5krW4dlsxnmXWU1TTsgi/8VQoHaSsv9M5Ba3b/1BL6EQagWp",
-	"TkrKopZAKuMhiuW6dESWK42S6jpuC4NF5+DbQHQufwCDVjymBNebbS1k11cfMOEYdMZIcBeknrUZ/6CG",
-	"kESRVvh6Fkwu7hf/G720wTq8f1Ejy/XlOgy+FS7JWmruFe6mWAzaMveFmnRY2Idso7pk3UhDGCNWO2Kr",
-	"j+2TGhPbgXiPoLYR6/4E/71Es6pvWzMYfeH3jR7goXNZHxvf5TqZ/6xvcFf/338UictXoBWCnkEs0huh",
-	"Enxf2BgOC32DoJUH5FSp+a8tuqNNG3mEXNoL6BPBS+G8UX91GoRtDTZ+enIajU+i6C/f0P/CR3lCe0eP",
-	"OB6nRmb69yO1On+XzMtab6/08pGmp/yO3bDvZIEE2168fT34+qtoBL+ef+dBZtEp00m1TSgPxtH4q0H0",
-	"dBCdnEffTMbRZBwNoyj692CnPArp4ruE9YAYqp18RL8JN8jnkcJoIvFD0TQMGE/t767PaflueKnrzt1U",
-	"v8UyrQo79DUE3M+/faQAks2de7HWkfZD4bN7fB/hPkNPbrfDQE+v6IUCAfHxFQXdOGRMEg2uBCH6tiyt",
-	"ugxkpPdr00OQtpu1WW1vochZUxOGG0Dft17e01dVHRfQyVWFGzYAx2n9njFwEAZzXL03vgwKmSAuy/jK",
-	"BuVd9ngP1pLalMq7THAxzlCz6tBkaBg33G9h/sBKEn268Rb8OHOSKsWPXblabRyzmgmbMZtUhQdhcI06",
-	"CFWZ55dhQP94eOtMiX2ho99n6pXtdVKRvGe5Fix3/Ej/XGlNEqb4Zp0oFkEYMCj1RFyG+7kiLworDvvk",
-	"9QOK3GWPFNidal35SqkDxZ+BVvnKdz1Bstb9D8O+aKvnfaciV73tyU7MsWoU2M4xJDEUvkKidf0Jg386",
-	"sN79OC9UWtBzUgLT9rB4ebG/pU+qG7DncbLlRpS9i/YW18ZPRv/9n//1RMXEw14R8N9EXmJfcP+NqN29",
-	"8bVC4Lby33/qBKtDAc4ImVO5ET+LPY4aDGJIdFGVBwbrDtFRFdPuaUBuytWT0ifSN/dhhj0Z3+XP6GUI",
-	"0llIdF4WyhKU0CZFA4exTOOq5zzTBuIv4qOOsW0QZvuKEIMi5eYXFYPciGSLPbBVz7otmvbWIMmgR3+e",
-	"v10S1Ap+fPv6lW8e0iWbIYvrQ0xKI93qLd3gJelbA3cYYKcHwr2DGA5nZZ6DSBK09qhi9Md353CDRs7q",
-	"mQC3yD8s3cBiYurpiP9mjivrrSjDPPVzHfR9REbvg8FC5zJZxVN1mOrEHvurhkV6NIR3VQVK9SmlMHld",
-	"Gir/lW5bGwoxxdQ301mQHCs8k40sM+cWvuaWaqZ3mWc/4IlEUwc3EzMvlRT0DRr44fz8lxDIjIl3qWoP",
-	"GsJ5Ju1UzTgO+oEWrSWynRGJm2w2mewcc3RasWTwBs0K3v7rywM7pdXKLrRx7GjXqNAIh6mfFUkXtiMX",
-	"P3C6EblMhUMLKJKsncHwAMU6kG44VVP1Pd/Bkd3zSS5f+oGM8HbEnbH4durj/zSYwDSYllF0khRorbhG",
-	"/oDTIIQpZ+hpMJmqes1cqrResI6fdXBRdatIUwvxNBBuGtyFlYZwxjOjqXIVhlDaQS4tSYAgRFXvWziN",
-	"TiFucA/fVy2j/Z1u9FQJ8JiI8lOq/ZzIz+Xaw55CvAuc4nr+dEafY5ZjFfVJWBJ9MGThLTPhSI/ElzQQ",
-	"f+cbT4Pz1QJjsGJlQ7Aa4qQ0OQzSeKqW2sxt22QZ/AAH3U0T2G5YHcTeynOZoLIcEap50dlCJBkOxsOI",
-	"44d0eTMzDMLgBo31Zh4NR36JXqASCxlMgpNhNDwJwoCkxvHh+H1CNRznKm17MO85WmeBC+0Nk+ZS7WoF",
-	"mVDpZLMsp8WWxK9VOFVNWW7R0bdD+FWlNQJYWYcFMAl+AuynC5I17vn3owep1Ys0mAQ/6xvkqjPwqQat",
-	"+1anq8c1/7ol/jiKomjvdl7bqFhvJjsOwVvTt3EUfbZuaVNp39EwZREeUHxcsmq4L3rqCeg7tyH0uDMj",
-	"5C2jh7dstMh508nDm9qpFu84fXhHMw2hDaM9rmhGC5wMy6IQhITYZtjcCqFKkVfmdshQtmRbjGecEdi4",
-	"YTDwC/zqCieIa8tIcWGDSzr9+H3WYO1r33zeNNQKiv+OJlHdcFcH3ecLaaFccNgnXNSHuNdh8NTr73+D",
-	"qjomE76yIVyVrkOox+8EUgmWTFUq7ZzHkS+OX/s0czSpXwNQaK4H/KVyMgd+lEFBl3MjpWycqoqAhdFX",
-	"aDtVCKfZjlz8Jgpw0lnMZzVeMZhLcSVz6VYMWqYq6CKvYHJx2TW9jXKnw/sQXiGmtoE2d9hYgc7IxN5p",
-	"ZD9Xvz9oZVSGHi9yIdUDw54+pVVUDP+w+LDhvb8YTbkaS1sTEtaTXeIK8GPzIME39fplyeDknjTXLcgs",
-	"mFK1xYOPEVoh+MBBV/uZCX+WM0asekYwBovKgI6G8GLGmyirecMkKEunoKAEyaVXgi3E80BMUZbn9OnR",
-	"iHBxXyLkzn+w+dDpjmFIu+S4fQh111Cks3jr/dD68hNTrm+4CpmfKZ9qfH3Tqvi5kDkI+KCvPEBWvIYD",
-	"wUwTGBuUixCutMuo1FAoyacI6tSlUneWcdFW3RfjMFiOJqOvT8dULhRuwblRl46K0qpQDiw6Pxy/1UuF",
-	"ZgJUWIVeGxN4chKSNbwXbgJKLw+P4EsYRVEEX4BwDouFs50/1771BTKFv8KTEbPDp9LHcT1B5AFih8zb",
-	"wGmqQhf2b5XIhokuWOA1kYuyJnIhVrkW6QSejLYoCxsyJhCt+Yp6+3XNY6JLxc379d6YZ2PG9NlgTweO",
-	"NXOzi+5occSDkO7HCzqUyJ+cri8vH0d/PWvbjXDfUx21O2MMG//fmp77t3nVy8u+e6u1x80LzY33koPu",
-	"g8n7tvc8sWTq/5lAXfTNwxua51qMAsf7MFKg+wTMGAan4z2Ob98QMXLaQxnNy6cWaj2oiqYRv5kM35Sq",
-	"m6ZEnnNE9A8Guomvar1x6tsasFRIYrvD9eO786ZpI8C3aSh32Uwvle/7UpLqHEY5qhArxm7hVHFDonkz",
-	"yp4KesYf2tcGnS19Wa07RfpHw8oG2xcbg7bTdpZ20UwMOOzXNXYVZdueEl9AIala3Y4Vqh0+FLcb2l5/",
-	"Z9fGHZwYOhvwo7tzbR3ZNyaVd66uBysbJ182P1Mm8APcPYvPjiTvqj/bJQ088+jJZbiCJSXFxKBwmH4q",
-	"jtxwBN/gam+tejcMGVizYdWaIRH4vhcLqpox7MDDpmveDw+rl711tULXGL20z5rXM/Uv8e20SVrTYAJq",
-	"HXMbtd5RPVLu9ouh88QF6kZYXcr41/vNY+c+n+HxxP8jJCh8u6nV5ZkCkcxDWGayamnyK6tKZF2c1yCm",
-	"UQvsOiCpfry1NwhbhwE/9N+ip3r9T8EL/cPJ0LdbcxT1882TCGwvaX2E7UDMHewGX/r/KKCL4Rp8+SWM",
-	"amDpN4Fvwv612usdrfopl4V0MIqgMTH4gjmtYPU2r4S6q5/SXoYqdCpS8VnR6f4AdPPZ0WcGoLVJekDW",
-	"rdyFA8GWWTt3VzpdYFpbUf8RlTFtuT18Ee8eS/i3jvOTUTNw96FdpvydTxqTTl1Tp6rJXYoK69zU81jm",
-	"pHosw9mAbl7d4QuKhMELwJtRS/Xl/qq8G4ZvT0Tbl35/Yu8/sff/Feyt+6bovbh7synYDmIvLtfhLcVO",
-	"3w70AbY0eTW2nBwfj8Z/GUbDaDiafB19HXGcrU7fRiVvSsWxpJ5KtmDUk0GZfev9L3dnw7aTxo1Jds62",
-	"D+XQOt8k75xIUGl9uf6fAAAA//8=",
+	"7Hv7ctvGkverdOFzlaQEpEBKzknoOlVHyRdXHCd2jq2sq1ZQGUOgKY4FzNAzA9FcFav2afbB9km2ugc3",
+	"kpBE+TjZS538EQvAXLp7+vLr7uFtkOpioRUqZ4PJbTBHkaHhP5+jwvQtfqS/M7SpkQsntQomwfkcIRNO",
+	"TIXFAwvpXKgrBFUWUzQgZo7+DwY/lmgduLlwsDTa4TAIA5vOsRC0ZCGVLMoimERh4FYLDCaBVA6v0ATr",
+	"dRi8yLBYaIfKvcFFLlaY7dKROFNiAss5KnBzBKHsEg1Iy08zaayr3zkNbi4tNMumq8FLXIVgqtU3iUNF",
+	"lF0EtEFw2RBonZHqKlgTgQthRIGuK6x3QrpdKn+VeS4tplplluiY6zwDAWkuZAGHAhKLLgFtIMkwT45A",
+	"OCbforlBA8u5zDFW0sFSl3kGTlwjKO3mUl1NQMByrvNG9jOjC4hok5MoiqJhrIIwkESEP9cgDJQoiBOm",
+	"d8AEbxyK+OQPheeHex9SunqJq13WR0TK+OlTmK4c2iGcwdJIh2DQGYkZLKWbe2ZFgXCNKxAqa19UKhSr",
+	"wwLdXGchLISbhzDV2cov6cfra1RHdOz+sDHbOf9YiSshVeh3TFrlGtTaNQFWppBXZCptLeZnvNw1rmLF",
+	"0wW9R9NouLRwOh4TdwZnpcVqPlwjLmgRmjqEl7iykMsbjFUyGMiOHjqXJ3CY4UyUuYPxKcyPmApbmht5",
+	"g2xL1gnj/BbCyy1WgiX2obQOTKnsEN6RrnSVh1TNwtZ2hfg0uMaVTWi6jRVp3u4IFm8CekbrSVPJ0Yak",
+	"csxdqTK2c4VLLxtpa/5DkhzRVMn7aXQCyTWu3ueykC6BQ+ZOk+Cks6wNqxBK5WQeK53TukQa4KeFNHh0",
+	"jxpvmfO2Lv+C6srNg8n46VPW5fp51GvRBu1CK4ts0N+L7I0/X3pKtSJtoT/FYpHLVJCGH3+wpOa3AX4S",
+	"xSJHPzKjdacie1/pRxAGaIw2wSRYaCtpIpyOJsQdpg7JF9yIvMQQZrpUGcTBOg6CdZeVJwZnwST4f8et",
+	"sz72X+3xj7w2M7DrpWsV1XRS1gmHBSrW2ELkM20KzOBwIYzFEEgiZGGVWwvBC9ub29GQKPpBq1ku031E",
+	"8g8Sf8aOToHM2DP+rVTyI/l6ltSz2jJhKSyro0PFBD7XZiqzDNUfT+Er7UDkuV6SCAXYVC+w8kUHFkyZ",
+	"IxmLAr1AI5w29FKXDkHY69r1bU4L2dKZ0APPFnqxv1AOjRL5nyF274Sk6rgRpuElrt4gGfcfTwQp7pZh",
+	"80Gza52RKm86YKbvlXbPyXw+y1qVdu/Z+Dq2muo8x5St9YOeWpgL9uUziXlGvk24L2CjZwpKda30UkFn",
+	"P22qbQ618Urj9eBc61+EucI/5wg4ykoLOW1pCMd1leKA4wpHCp2tEqbvdyVKN9dG/ht+3jmU3QXaoyik",
+	"tWTtUxSGsdw1qi/kILtLslusttKGMKu6IljYwcTv3r0bnJVujsoRN7gp6p2Y4mVyI2QupvmfdGzWaYMw",
+	"EzInx1QhGWGwASccZ4EBpbm2wMDoWR3WY9VgKKvZ6iiU85oZgxLp39xIK6c5HoWsEnWYofFX8gZVrMpF",
+	"SEI87MT9o11oIigQqdW2ufMH6WJViNWEZ3nMUdNjSkWggMVboPtMXaOZrZIR+mZLT3y2AhEYvbQeEBKD",
+	"0qCF0Zcwekiq9UAlDU8FurviWrMl6+DZbMa4gVnNMgYUIv/NUKBxktDLTOQWt3f9SS+9rDOdloQCbAPl",
+	"KBbp0hFZrjRKqqukzdgWnYVvA9HZ/IHkoOIxozyqmdbmUnr6AVP2oWescbvZw1mLWA5qbE8UaYWvZ8Hk",
+	"4n7xv9FLG6zD+wc1slxfrsPge+HSeUvNvcLdFItBW+Y+g5YOC/uQblSbrBtpCGPEakds9bJ9UmNiOxD1",
+	"EdQ2Yt2f4L+XaFb1bmsG0y/8vNEDPHQ262Pjh1yn17/qG9w9/x8/idTlK9AKKQ9JRHYjVIrvC5vAYaFv",
+	"ELTymRKl0P61RXe0qSOPkEu7AT0RPBbOK/U3p0HYJsfjpyen0fgkiv7yHf0XPsoS2j16xPG4Y2Sm/zhS",
+	"q/V3ybysz+2VXj5S9ZSfsRu2nCyQYOeLt68H334TjeD38x88SC469RM62saVB+No/M0gejqITs6j7ybj",
+	"aDKOhlEU/Wuwk96FtPFdwnpADNVMXqJfhRvk9khhNJ74IW8aBowH9zfX5zR8173UefMuVNlimUaFHfoa",
+	"Au7n3z5SAOnmzL1Y60j7IffZXb6PcB+hJ7fbbqCniPdCgYDkeEpON/GgJxpMBeGpNq2uEBYp6f2n6SFI",
+	"W2bcrBZsoeBZk9OGG4mKr4m9p1dVHhrQylWGHjYAx2n9njF8EAYExoxP4/wDIzOurlQpJm/fINbLHkvC",
+	"WmqbEno3F1xYYNhcldHmaBhD3K9tfsFKKn3n5LX5caolVYafujK22jhmey7snNmUH0uSyRXqIFRlnl+G",
+	"Af3jobozJfa5kX77qUe220lFYp3lWvAZ4Cf6Z6o1SZh8nXWiWARhwADVE3EZ7meWPCisOOyT108ocjd/",
+	"pMDuPNaVh+2dtOIZaJWvfGmaEglpqw/DPs+rr/tWRc7g25WduMaq6GE7y5DEUPhsj8b1Bw/+dGC9KXKM",
+	"qE5BX9MhMG0Pi5cH+136pLoBgR4nWy6q2btobzFu8mT0n//+H09UQjzs5Q3/ReQl9jn6j0Tt7o6vFQLX",
+	"/v/+S8dxHQpwRsicUo/kWeIx1WCQQKqLKlUwWFe7jir/dk8xdVOunpQ+kb65Dz/syfguf0YvQy4spzov",
+	"C2UJVmiTIWWjMkuqxsBMG0i+So46yrZBmO1LSAyKjAt5lBhyUZU19sBWjYU2gdr7BEkGPefn+dslQa3g",
+	"57evX/lCKG2y6bI4V8S0NNKt3tIOXpK+zHGHAnbqOVwHSeBwVuY5iDRFa48qRn9+dw43aOSsbtxwH+PD",
+	"0g0spqZuYfk3vr1AWjTHPPPNN/Q1UUbyg8FC5zJdJbE6zHRqj/1WwyI7GsK7KhulXJXCmbwqje8ptGUa",
+	"hZhh5hsDLEj2FZ7JRpZz5xY+/5ZqpneZZzvgtlGTEzdtTS+VDPQNGvjp/Py3EEiNiXepagsawvlc2ljN",
+	"2A/6riONJbKdEambbBbM7DXm6LRiyeANmhW8/f8vD2xMo5VdaOPY0K5QoREOM9/Qky5s+2K+enIjcpkJ",
+	"hxZQpPO2UcbFHOtAumGsYvUj78Ge3fNJJl/6rpnwesRVvuQ29v4/DiYQB3EZRSdpgdaKK+QHjIMQYo7Q",
+	"cTCJVT3mWqqsHrBOnnUwUrWryDILSRwIFwd34aYhnHFjL1auwhBKO8ilJQkQhKibT3AanULSYCDerxpG",
+	"8zuV9VgJ8PiI4lOmfTPPN0/bxZ5CsguikrpJeEbPCcux8vokLFlV01h4y7lwdI5Vjyz5wRehBuerBSZg",
+	"xcqGYDUkaWlyGGRJrHzNrSm4DH6Cg+6kCWwXrw4Sr+W5TFFZ9ghV7+tsIdI5DsbDiP2HdHnT2A3C4AaN",
+	"9WoeDUd+iF6gEgsZTIKTYTQ8CcKApMb+4fh9Svkcxypte/DvOVpngZPuDZXmtG26grlQ2WQzRafBlsSv",
+	"VRirJkW36OjtEH7nBiKvtrIOC2ASfJved0okn7jn37dRpFYvsmAS/KpvkDPQwIcatO57na0eVwjspvvj",
+	"KIqivUt7bdFivRns2AVvdRLHUfTFKr9N1n1H8ZdFeGC5KUtHw2X5U09A37oNocedfidPGT08ZaPcz5NO",
+	"Hp7Uduh4xunDM5rODk0Y7bFF0ybhYFgWhSAkxDrD6lYIVYq8UrdDhrK+mZ3MOCKwcsNg4Af40RVOEFeW",
+	"keLCBpe0+vH7eYO1r3whelNRKyj+B6pEtcNd3QAfL6SFcuHr9872Iu51GDz15/ffQVXtkwlf2RCmpesQ",
+	"WvcyBBAsiVUm7TW3Vl8cv/Zh5mgCezY6KGRjrCoCFkZP0XayEA6zHbn4SeTgpLOYz2q8YjCXYipz6VYM",
+	"WmIVdJFXMLm47KreRrrT4X0IrxAz20CbO3SsQGdkau9Usl+r7w9qGaWhx4tcSPVA46rv0Coqhn+af9iw",
+	"3t+MpliNpa0JCesuNXEF+Km5XOELfP2yZHByT5jrJmQWTKna5MH7CK0QvONo21L8LGeMWPWMYAwWlQId",
+	"DeHFjCdtXo+hVVBQgOTUK8UW4nkgpijKc/j0aES4pC8Qchcg2LyNdkdjpB1y3N5Wu6tB0hm8dclrffmZ",
+	"IdcXX4XMz5QPNT6/aY/4uZA5CPigpx4gKx7DjmCmCYwNykUIU+3mlGoolGRTBHXqVKnb17hos+6LcRgs",
+	"R5PRt6djShcKt+DYqEtHSWmVKAcWnW/03+qlQjMBSqxCfxoTeHISkja8F24CSi8Pj+BrGEVRBF+BcA6L",
+	"hbOdP9e+9AUyg7/CkxGzw6vS47juJnIzsUPmbeA0ZaEL+7dKZMNUFyzwmshFWRO5EKtci2wCT0ZblIUN",
+	"GROI1rxFPf2q5jHVpeJC/npvzLPRb/pisKcDx5oe2kW3zTjipkj38YIWJfInp+vLy8fRX/fddj3cj5RH",
+	"7fYbw8b+t24C+AuU1fXYvn2rscfNNdqNS62D7q3W+6b33INl6v8vgbrou4cnNFfPGAWO92GkQPcZmDEM",
+	"Tsd7LN/eh2LktMdhNLe4Wqj14FE0hfjNYPimVN0wJfKcPaK/PNANfFXpjUPfVrOlQhLbFa6f3503RRsB",
+	"vkxDscvO9VL5ui8Fqc5iFKMKsWLsFsaKCxLNxV621OoWaefmQWdKX1TrdpT+UbeywfbFRtPttO2rXTQd",
+	"A3b7dY5dedm2psQbkEuqRrdthWqGd8XthLbW35m1sQcHhs4E/OTuHFt79o2u5Z2j68bKxsqXzWeKBL6Z",
+	"u2fy2ZHkXflnO6SBZx49uTmuYElBMTUoHGafiyM3DMEXuNpdq9oNQwY+2bAqzZAIfN2LBVX1GHbgYVM1",
+	"74eH1fXrOlvhy8t6aZvbU82X5DZuglYcTECtEy6j1jOqm+TdejF0rrtAXQirUxn/E4vmRnqfzXB74n8R",
+	"EhS+3NSe5ZkCkV6HsJzLqqTJN64qkXVxXoOYRi2w64Ck+iLX3iBsHQb8a4wteqqfaJDzQn8JNPTl1hxF",
+	"fRX1JALbS1ofYTsQcwe7wdf+lxtdDNfgy69hVANLPwl8Efav1VxvaNUnbuzCKIJGxeAr5rSC1du8Euqu",
+	"PmW9DFXoVGTii6LT/QHo5hWkLwxAa5X0gKybuQsHgjWzNu6udLrAtNai/iUqZdoye/gq2V2W8G/t5yej",
+	"puHuXbvM+J0PGpNOXlOHqsldBxXWsann4sxJdXGGowHtvLrDFhQJgweAV6OW6sv9j/JuGL7dEW1v/f0T",
+	"e/8Te/9Pwd66r4vei7s3i4JtI/bich3eku/05UDvYEuTV23LyfHxaPyXYTSMhqPJt9G3EfvZavVtVPKm",
+	"VOxL6q5kC0Y9GRTZt+4Cc3U2bCtpXJhk42zrUA6t80XyzooEldaX6/8KAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
