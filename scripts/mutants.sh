@@ -44,7 +44,7 @@ only=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # The copy: tracked and untracked-but-not-ignored files of the working tree.
-(cd "$root" && git ls-files -z --cached --others --exclude-standard -- server openapi.yaml docs |
+(cd "$root" && git ls-files -z --cached --others --exclude-standard -- server conformance openapi.yaml docs |
   xargs -0 cp --parents -t "$tmp" 2>/dev/null || true)
 cp -a "$tmp" "$tmp.clean"
 trap 'rm -rf "$tmp" "$tmp.clean"' EXIT

@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,11 +33,16 @@ func (f *faults) hook(at string) error {
 
 func openFaulty(t *testing.T, file, sync string, f *faults) *DB {
 	t.Helper()
+	return openFaultyLog(t, file, sync, f, nil)
+}
+
+func openFaultyLog(t *testing.T, file, sync string, f *faults, log *slog.Logger) *DB {
+	t.Helper()
 	mode, err := store.ParseSync(sync)
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(Options{File: file, Sync: mode, Clock: clock.NewManual(), StoreFault: f.hook})
+	db, err := Open(Options{File: file, Sync: mode, Clock: clock.NewManual(), StoreFault: f.hook, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +70,8 @@ func TestStoreFailure(t *testing.T) {
 		t.Run(sync, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "f.db")
 			f := &faults{}
-			db := openFaulty(t, file, sync, f)
+			var logged lockedBuffer
+			db := openFaultyLog(t, file, sync, f, slog.New(slog.NewTextHandler(&logged, nil)))
 			mustExec(t, db, `create collection c (n int @unique)`)
 			mustExec(t, db, `put c {n: 1}`)
 			seq := db.Seq()
@@ -126,6 +134,11 @@ func TestStoreFailure(t *testing.T) {
 			if db.Seq() != seq+1 {
 				t.Fatalf("seq %d after recovery, want %d", db.Seq(), seq+1)
 			}
+			for _, line := range []string{"level=ERROR msg=\"the store failed: writes are refused until it works again\"", "level=INFO msg=\"the store works again: writes are taken\""} {
+				if strings.Count(logged.String(), line) != 1 {
+					t.Fatalf("the log does not say once %s:\n%s", line, logged.String())
+				}
+			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +151,58 @@ func TestStoreFailure(t *testing.T) {
 				t.Fatalf("seq %d after reopening, want %d", db.Seq(), seq+1)
 			}
 		})
+	}
+}
+
+// lockedBuffer is a log's output, written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestSweepFailure: a sweep is a write like any other — one the store
+// failed is undone (the expired records are back until a sweep is stored).
+func TestSweepFailure(t *testing.T) {
+	f := &faults{}
+	db := openFaulty(t, filepath.Join(t.TempDir(), "f.db"), "always", f)
+	defer db.Close()
+	mustExec(t, db, `create collection c (n int)`)
+	ps, err := Parse([]Statement{{Query: `put c {n: 1}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RunWith(context.Background(), ps, RunOptions{Meta: func([]*Result) map[string]Meta {
+		return map[string]Meta{"old": {Body: []byte("x"), Expires: 10}, "new": {Body: []byte("y"), Expires: 1 << 50}}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	seq := db.Seq()
+	f.commit.Store(true)
+	if n, err := db.SweepMeta(context.Background(), 100); err == nil || Code(err) != fenecql.CodeUnavailable {
+		t.Fatalf("a sweep the store failed answered %d, %v", n, err)
+	}
+	if _, ok := db.GetMeta("old"); !ok || db.MetaLen() != 2 || db.Seq() != seq {
+		t.Fatalf("a sweep the store failed changed memory: %d records, seq %d (was %d)", db.MetaLen(), db.Seq(), seq)
+	}
+	if db.StoreErr() == nil {
+		t.Fatal("a sweep's failed commit was not recorded as a store failure")
+	}
+	f.commit.Store(false)
+	waitFor(t, "the store to work again", func() bool { return db.StoreErr() == nil })
+	if n, err := db.SweepMeta(context.Background(), 100); err != nil || n != 1 || db.MetaLen() != 1 {
+		t.Fatalf("the sweep once the store works: %d, %v, %d left", n, err, db.MetaLen())
 	}
 }
 
