@@ -155,10 +155,14 @@ func TestCrashInterval(t *testing.T) {
 	const lossMargin = 400 * time.Millisecond
 	for _, after := range []time.Duration{600 * time.Millisecond, 900 * time.Millisecond} {
 		path := filepath.Join(t.TempDir(), "f.db")
-		acks, slowest, kill := runAndKillAfter(t, path, "10", after)
 		// A unit acknowledged waits at most for the write in progress and
-		// its own group's: allow two of the slowest writes seen.
-		bound := interval + lossMargin + 2*slowest
+		// its own group's: allow two of the slowest writes seen, and run
+		// the child long enough for some acks to be older than that.
+		boundOf := func(slowest time.Duration) time.Duration { return interval + lossMargin + 2*slowest }
+		acks, slowest, kill := runAndKillAfter(t, path, "10", func(slowest time.Duration) time.Duration {
+			return max(after, boundOf(slowest)+200*time.Millisecond)
+		})
+		bound := boundOf(slowest)
 		var mustSurvive uint64
 		for _, a := range acks {
 			if kill.Sub(a.at) > bound {
@@ -179,7 +183,7 @@ func TestCrashInterval(t *testing.T) {
 				lost = max(lost, kill.Sub(a.at))
 			}
 		}
-		t.Logf("sync 10 ms, killed %v after the first ack: %d acks, units up to %d survived; the oldest lost ack was %v old (slowest write %v)", after, len(acks), k, lost.Round(time.Millisecond), slowest)
+		t.Logf("sync 10 ms, killed %v after the first ack: %d acks, units up to %d survived; the oldest lost ack was %v old (slowest write %v)", kill.Sub(acks[0].at).Round(time.Millisecond), len(acks), k, lost.Round(time.Millisecond), slowest)
 	}
 }
 
@@ -189,9 +193,10 @@ type ack struct {
 }
 
 // runAndKillAfter starts the child, reads its acknowledgements as they
-// come (stamping each), SIGKILLs it d after the first, and answers them,
-// the slowest group write the child reported, and the time of the kill.
-func runAndKillAfter(t *testing.T, path, syncFlag string, d time.Duration) ([]ack, time.Duration, time.Time) {
+// come (stamping each), SIGKILLs it once runFor(the slowest group write the
+// child reported so far) has passed since the first, and answers them, the
+// slowest write, and the time of the kill.
+func runAndKillAfter(t *testing.T, path, syncFlag string, runFor func(slowest time.Duration) time.Duration) ([]ack, time.Duration, time.Time) {
 	t.Helper()
 	cmd, sc := startChild(t, path, syncFlag, "")
 	var mu sync.Mutex
@@ -232,7 +237,16 @@ func runAndKillAfter(t *testing.T, path, syncFlag string, d time.Duration) ([]ac
 		cmd.Process.Kill()
 		t.Fatal("the child acknowledged nothing in 20 s")
 	}
-	time.Sleep(d)
+	start := time.Now()
+	for {
+		mu.Lock()
+		d := runFor(slowest)
+		mu.Unlock()
+		if time.Since(start) >= d || time.Since(start) > 10*time.Second {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	mu.Lock()
 	kill := time.Now()
 	cmd.Process.Kill()
