@@ -97,21 +97,27 @@ func (t *tx) drop(c *Collection) {
 
 // rollback undoes every step, last first.
 func (t *tx) rollback() {
-	for i := len(t.undo) - 1; i >= 0; i-- {
-		u := t.undo[i]
+	undoSteps(t.db, t.undo)
+	t.undo, t.changes, t.touched = nil, nil, nil
+}
+
+// undoSteps undoes steps, last first (under the write lock).
+func undoSteps(db *DB, steps []undoStep) {
+	for i := len(steps) - 1; i >= 0; i-- {
+		u := steps[i]
 		switch {
 		case u.metaKey != "":
 			if u.hadMeta {
-				t.db.meta[u.metaKey] = u.oldMeta
+				db.setMeta(u.metaKey, u.oldMeta)
 			} else {
-				delete(t.db.meta, u.metaKey)
+				db.deleteMeta(u.metaKey)
 			}
 		case u.created != "":
-			delete(t.db.colls, u.created)
-			delete(t.db.created, u.created)
+			delete(db.colls, u.created)
+			delete(db.created, u.created)
 		case u.dropped != nil:
-			t.db.colls[u.dropped.Name] = u.dropped
-			t.db.created[u.dropped.Name] = u.order
+			db.colls[u.dropped.Name] = u.dropped
+			db.created[u.dropped.Name] = u.order
 		default:
 			if u.old != nil {
 				u.c.set(u.old)
@@ -121,7 +127,6 @@ func (t *tx) rollback() {
 			u.c.nextID = u.oldNext
 		}
 	}
-	t.undo, t.changes, t.touched = nil, nil, nil
 }
 
 // coll answers the named collection, or not_found.

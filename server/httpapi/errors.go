@@ -34,6 +34,7 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeInternal:         http.StatusInternalServerError,
 	gen.ErrorCodeUnavailable:      http.StatusServiceUnavailable,
 	gen.ErrorCodeStatementTimeout: http.StatusServiceUnavailable,
+	gen.ErrorCodeKeyLimit:         http.StatusServiceUnavailable,
 }
 
 // fenecqlCodes is the API's code for each kind of FenecQL error.

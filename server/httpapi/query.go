@@ -175,6 +175,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		writeAnswer(w, rec.Answer, true, rec.Seq, true)
 		return
 	}
+	if e := s.keyLimit(req.key); e != nil {
+		writeError(w, e)
+		return
+	}
 	var answer []byte
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)

@@ -56,10 +56,10 @@ type Hub struct {
 	timer *time.Timer
 	done  chan struct{}
 
-	alarmAt     int64  // clock ms the clock is to call timeMoved at; 0: none
-	stopAlarm   func() // cancels that call
-	unsubscribe func() // from the database's writes
-	rounds atomic.Int64 // rounds the loop has run: a loop that spins shows here
+	alarmAt     int64        // clock ms the clock is to call timeMoved at; 0: none
+	stopAlarm   func()       // cancels that call
+	unsubscribe func()       // from the database's writes
+	rounds      atomic.Int64 // rounds the loop has run: a loop that spins shows here
 }
 
 // line is the held claims that would take the same rows, oldest first.

@@ -26,6 +26,7 @@ const (
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
+	ErrorCodeKeyLimit         ErrorCode = "key_limit"
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
@@ -46,6 +47,8 @@ func (e ErrorCode) Valid() bool {
 	case ErrorCodeForbidden:
 		return true
 	case ErrorCodeInternal:
+		return true
+	case ErrorCodeKeyLimit:
 		return true
 	case ErrorCodeKeyReused:
 		return true
@@ -128,15 +131,18 @@ func (e FieldIndex) Valid() bool {
 	}
 }
 
-// Defines values for HealthOk.
+// Defines values for HealthStore.
 const (
-	True HealthOk = true
+	Failed HealthStore = "failed"
+	Ok     HealthStore = "ok"
 )
 
-// Valid indicates whether the value is a known member of the HealthOk enum.
-func (e HealthOk) Valid() bool {
+// Valid indicates whether the value is a known member of the HealthStore enum.
+func (e HealthStore) Valid() bool {
 	switch e {
-	case True:
+	case Failed:
+		return true
+	case Ok:
 		return true
 	default:
 		return false
@@ -228,11 +234,18 @@ type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
-	Ok HealthOk `json:"ok"`
+	// Error Why the store failed; only while it is failed.
+	Error *string `json:"error,omitempty"`
+
+	// Ok Whether the store takes writes.
+	Ok bool `json:"ok"`
+
+	// Store The store's state.
+	Store HealthStore `json:"store"`
 }
 
-// HealthOk defines model for Health.Ok.
-type HealthOk bool
+// HealthStore The store's state.
+type HealthStore string
 
 // QueryRequest defines model for QueryRequest.
 type QueryRequest struct {
@@ -299,7 +312,10 @@ type BatchParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -314,7 +330,10 @@ type QueryParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -793,80 +812,86 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7bxtJcv8qhYkBS3tDaijJd3s0Djjtnjf2PmyfrY2BmIKnNVPUtDXTPe7uEcUYBPJp8sHySYKq7nnw",
-	"IZvyeRdJcPvHWqT6Ue/6VVXrY5TpqtYKlbPR9GNUoMjR8I8/oMLsNX6gn3O0mZG1k1pF0+i8QMiFE5fC",
-	"4kMLWSHUFYJqqks0IOaO/g8GPzRoHbhCOFgY7XAcxZHNCqwEHVlJJaumiqZJHLlljdE0ksrhFZpotYqj",
-	"ZzlWtXao3CusS7HEfJuO1JkGU1gUqMAVCELZBRqQlj/NpbGu/c5pcIW00B2bLUc/4TIGE05fJw4VUfY2",
-	"oguii45A64xUV9GKCKyFERW6obDeCOm2qfxFlqW0mGmVW6Kj0GUOArJSyAoOBKQWXQraQJpjmR6CcEy+",
-	"RXODBhaFLHGmpIOFbsocnLhGUNoVUl1NQcCi0GUn+7nRFSR0yUmSJMl4pqI4kkSE12sUR0pUxAnTO2KC",
-	"15Qibr1SeH+8t5Ky5U+43GZ9QqQcP3oEl0uHdgxnsDDSIRh0RmIOC+kKz6yoEK5xCULl/RfBhGbqoEJX",
-	"6DyGWrgihkudL/2Rfr2+RnVIavfKxnxL/zMlroRUsb8x7Y1r1FrXFNiYYj6RqbStmB/zcde4nCneLuh7",
-	"NJ2FSwunx8fEncF5YzHsh2vEmg6hrWP4CZcWSnmDM5WORnJgh86VKRzkOBdN6eD4FIpDpsI25kbeIPuS",
-	"dcI4f4XwcpspwRJ731gHplH2E9resPpNlf+M6soV0fT40SNWeft5stPwDdpaK4ts99+J/JUXA33KtCKh",
-	"0o+irkuZCTKEo/eWrOFjhLeiqkv0K3M691Lk74IYozhCY7SJplGtraSNcDqZAt7WmDkkl7kRZYMxzHWj",
-	"cphFq1kUrYasPDA4j6bRvxz1Me3I/9YePeGzmYHtYNZqUlPgsk44rFCxYitRzrWpMIeDWhiLMZBEyBCD",
-	"98fghe2t8nBMFH2v1byU2T4i+QeJP+N4oEDmHED+2ij5gUIiS+pxa8CwEJZt0qFiAn/Q5lLmOarfnsLn",
-	"2oEoS70gEQqwma4xuOxDC6Yp0ZLPga7RCKcNfakbhyDsdRsh1rfF7BBM6EPPFnqxP1MOjRLl7yF276tS",
-	"DUI10/ATLl8hxYDfnggy3A3HZkVzBJqTKa/HKabvuXY/kPt8kbcq7d6x8w18NdNliRl763t9aaEQHPLm",
-	"EsucwpJwX8FHzxQ06lrphYLBfdqEaw608Ubj7eBc65+FucLfRwWcjKSFkq40BHeGRvHQQjoaVeJ2ROtS",
-	"pu9XJRpXaCP/A79MD83wgF4VlbSWvP0ShWHIc43qKwXI4ZEcFsNV2hC0U1eEngbQ8c2bN6OzxhWoHHGD",
-	"66LeyileJjdCluKy/J3UZp02CHMhS8xj4sMN8gC50ZW8QQVNDQdp0xOXHj6mxdLZPk9YMEJBLazbUny3",
-	"ZuRkhbpxqccXaJiCuqbLKYSRMNtofZB229612w6D5VTovtBkaGdvK4Q12WFTj80hAaMX1sMfEoM0aGHy",
-	"NXwX0nAeqJQlq7SDCt1d6am7kk3pbD7n9M+s5jnjAlG+NJQvnCQQMhelxc1bn+oFVEItIddZ45UkAiyj",
-	"lKIbR2S5xiiprtK+PqkHB3+MxODyz0DhwGNOVUO3ra8c9OV7zDgUnjEg3cbKZ71BPWyRLFGkFb6YR9O3",
-	"nxb/K72w0Sr+9KJOlquLVRx9J1xW9NR8UrjrYjFom9LXi9JhZT9nG+GSVScNYYxYbomtPXaX1JjYAdK8",
-	"B7W9n+5N8N8bNMv2thVj4md+3+QzPAwu28XG96XOrn/RN7it/ye3InPlErRC0HNIRX4jVIbvKpvCQaVv",
-	"ELTydQEVjP5ri+5w3UbuIZf+AvpEKFc4b9R/PI3ivhQ8fnRymhyfJMmf/kz/xffyhP6OHeK4nxqZ6d+O",
-	"1HD+NpkXrd6e68U9TU/5HdvZh8I6ocdnr1+Mvv1jMoFfz7/3WLcadAtItV0oj46T4z+Okkej5OQ8+fP0",
-	"OJkeJ+MkSf492qzS4uh2pA0VgNPjVUxE3CW4DZEMNk42xRNO4eN2m3YHzO4ppC5CfybKbrDF0G9/l/6B",
-	"lm+FoMGZJ6u2XP54tzy3xUI74gEPHWGflpG9p5Cy9Z17sTzQyOdC7/D4XYT77D79uBlCdrS7nikQkB5d",
-	"UsBOY0ZEyehSUFHSV9ahUUIGvp/GSTseyvTNufXmwQYonnclbrxWt/hO0jv6KpSlEZ0cCva4A0pO63cM",
-	"6aM4usblO+OrupiJ4yqTr+xAaxxtgbbtxuGGCWMr1XUJvikE9x4YWYeGVIGG8cn+lukPD1LbpVPvEfcz",
-	"Q6lyvB3qwGrjWCyFsAWLRH5oSBpXqKNYNWV5EUf0j0f2zjT4CSb29MH2hJ4MqUhn81IL1h3e0j+XWpOW",
-	"SBvWiaqO4ogBsifu08rZ7ea8IQ5S2CXTpyhKV9xTqPp6wApJqD+ZWEChtvxVX++8fg233I8IbmjZ3dlq",
-	"CEzTB5P//s//eqBSssa9wtC/ibLB7QgURx+I2u0bXygEbk///edBxDgQ4IyQJdUL6WNfRqWjUQqZrgK+",
-	"N9h2mg5DYPlEI3Ndnp6UXSJ99amkvyfj2/wZvYi5iMx02VTKEhZg24ODVOZp6F3PtYH0m/Rw4PhrhNld",
-	"VYRBkXMTjao5bmhy2fPQht53X/XsrUGSwQ79ef62SVBL+PH1i+e+CUmXrPs/F3iYNUa65Wu6wUvStxju",
-	"MMBBSc09iBQO5k1ZgsgytPYwMPrjm3O4QSPn7WyBW+3vF25kMTPtlMV/c41L662owDL38yH0/UiG36NR",
-	"rUuZLdOZOsh1Zo/8VeMqPxzDm1BCUoFJuUNeNYYqeaX7FolCzDH3TXkWJPuzZ7KTZeFc7YtmqeZ6m3n2",
-	"A55sdIVsN3nzUslB36CBp+fnL2MgMybepWo9aAznhbQzNZcltoMxWktkOyMyN13vWdhrLNFpxZLBGzRL",
-	"eP23nx7aGa1WttbGsaNdoUIjHOZ+5iRd3I9u/ODqRpQyFw4toMiKfpbDgxjrQLrxTM3UE76Dk5Xnk1y+",
-	"8YMd4e2IO2zpx5lPabNoCrNo1iTJSVahteIK+QPOohhmnO5m0XSm2jXXUuXtglX6eABOwq0izy2ks0i4",
-	"WXQXYBnDGc+eZsqF5Ky0g1JakgDl5lCwWzhNTiHtAAffF5bR/kFXe6YEeDAC0kGu/bzJz/f6wx5Buo1Y",
-	"0naOdUafU5bjWde8yoQxS+4DalrzvW8VjXwsDIHznJQ5RzN6ojKdcwuErKSbn50mCaQDfOW3+YClVOi/",
-	"ZqW2mE9BQG307ZKsbm60cjOV8aiSR1W0B8mWSouMYjY7pMz6wBT+9cl5OwEIUnj65OxvICwssCzjjZnh",
-	"wFpC/5G4yMkT2WwOBJRa5HApSipEycQLztGQFZhdQyWW0FgElK5Ac8h0hARKB0j0eYXtcFEIRy5Bt0vT",
-	"S/Z8WWMKVixtDFZDmjWmhFGeztRCm2vbN5xGT+HhcNMUNpt3D70yv6PojcaOIT3i1BTU1hpuGGrX4spH",
-	"KxKHNvJKqrZv6fRMpXOOHixmGI0ybezIr0rhAG9F5tpNPAZHiislT40UwuVypsJI8tCrGOelvCocHKQv",
-	"Xp4/e/H8dRqs8EU4U6h8ptIzjpMj4tPochSEOfqFrTg99PHCNlnBUx/euja6PU5O45liS+dc//LF6/P2",
-	"prOA8FlgabyhghjSfqzdkrMxIUkfs0UGsw6gob06pIwNDtjJRi2TBxwAPN0xKLYHytG7uX9yW2uLo6fe",
-	"NKc+Ko9e44cYdsyg0zGczVQvaRYV5Rg/x+mFdZqcQNpVOGFoPeRrpjgKkBt8/+LV625GaX2au/T2FSbU",
-	"3pxbb+NLaRFZF1tjSi55lGlldYlpm0U+NNgghG9jshBxhQxZatR1iWAEU83uLmaqFsZ5W5UWzl4+m7b5",
-	"q3UPEXLngXQUJi2fpRUextAogkZipjqFvw4AYvTSZ2lvIEqDVKVUCD6JesFQWBU8hWw1vO4YSo9a5ny6",
-	"LmWGyjK0CQP0s1pkBY6OxwkDIenK7hFFFEc3aKzP18l44pfoGpWoZTSNTsbJ+CSKIwr/DHSO3mWlzhjz",
-	"19ruqKDP2TK55beWm7lpdLmEQqh8ut4gpMWW8ohW8Ux1DUKLjr4dw68sQD5taR1WwCR4Xfhgy1Z16vn3",
-	"s1ip1bM8mka/6Bvk/lfkMTNa953Ol/cbQwybjcdJkiR7Dxb6lulqHbUzltx4jnCcJF9tfNT1/O6YILEI",
-	"HxLQW7BqeEJz6gnYdW5H6NHg0QRvmXx+y9rMkDedfH5TP+bnHaef39GNh2nDZI8rulkro/qmqgSVdGwz",
-	"bG6VUI0og7kdaFUugzNvJide4FeHgkdcWS51axtd0OlH74quur7yY7B1Qw3F929oEuGGu0aKHs9IC00d",
-	"5lghSkXTtxdD8bwpMMTGjV3wHDG3XR1xhxwqdEZm9k5B/BJ+/1lJOLx1R3UppPrMhHYXu4GK8e9mw2sW",
-	"9tJoAsbY2JaQuH2OQVwB3naviHzbe7csGVB9IhQPux8WTKP6St3bMWElb9x0tZ8w8mc596l7TjUDVuFN",
-	"2eEYns15E0Ve3wWNPeIqUVAQ5z5Hhn095aseRZmIQ7yHQsKlu4I1z8mi9deJd4wO+yVH/evFu0aIg8Ub",
-	"j/5WF1+YFvxIQsjyTPlw6JsJvYp/ELIEAe/1pa9GlYcchHPmmkFZU8e+ytEGlIfwlI7bvsRw8ve2b3G9",
-	"PY6jxWQ6+fb0mGrzytUw6NiGrlRk0fkXLR/1QqGZgmqo/GBtTOHBSUzW8E64KSi9ODiEP8AkSRL4BoRz",
-	"WNXODn5c+QYuyBz+Ag8mzA6fSh+P23k7j9sHZH6MnI6mZKx/DSIbZ7pigbdE1k1LZC2WVOhM4cFkg7K4",
-	"I2MKyYqvaLdftTxmulE86lrtnZfXJrJfLTUPIEM3ZX47HMRPeGw4/PiWDiXyp6eri4v70d9Oprcj3BOR",
-	"FTsm8nHn/xtPXjpkf9e9Ye1R96x67ZHzaPjK+VPbd7yLZur/PwGP5M+f39C9sWSkcrwPIxW6L8A1cXR6",
-	"vMfx/cO/VRw92kcZ3XNF3nCylyq6cdN6MnzVqGGaokqHIqJ/XjNMfKHPzalvY6QYkMRmO/nHN+ddh1SA",
-	"74lS7rKFXihgQEdJanAY5ahKLLn9E88Ud/+6pg17atuy6N/mDLbsymrDuek/GlbW2H67Nn4+7afKb7tZ",
-	"F4f9tg4MUbZv4PIFFJLC6n4gFnb4UNxv6KdRg11rd3BiGGzAW3fn2jayr83y71zdjgTXTr7ofk2ZwD93",
-	"2LNAGkjyrhqpX9LBM4+eXIFL/w4uMygc5l+KI9ccwbcQ+1tDu5AhA2s2Dt0OEoFvG7Kg0O6Gh92Iajc8",
-	"DM/x29YJd2D0wj7u3pq1v0k/zrqkNYumoFZp3L4jpB3hLwuGwxkYPAiDtuvc/oGB/5Ob7i8UdvkMzwL/",
-	"DyFB4VsivS7PFIjsOoZFIcP8gN8kBpENcV6HmCY9sBuApPap494gbBVH/Nc5G/SEP9mh4IX+tXPsZxsl",
-	"ivbN9UkCdidpuwjbgphb2A3+4P+SZ4jhOnz5B5i0wNJvAj/x+EvY6x0t/KqUlXQwSaAzMfiGOQ2wepNX",
-	"Qt3hV/lOhgI6Fbn4quh0fwC6/kjvKwPQ1iQ9IBtW7sKBYMtsnXsonSEwba1o9xHBmDbcHr5Jt48l/NvG",
-	"+emkezbiQ7vM+TufNKaDuqZNVdO7FBW3uWnH07KT8LSMswHdvLzDFxQJgxf4hvCA6ov9VXk3DN98ftC/",
-	"i/0n9v4n9v7fgr31ricrO3H3elOwf/Xw9mIVf6TY6duBPsA2pgxvBKZHR5PjP42TcTKeTL9Nvk04zobT",
-	"N1HJq0ZxLGmfAPRg1JNBmX3jtTz3NeO+k8aNSXbOvg/leLhc6ux6cCJBpdXF6n8CAAD//w==",
+	"7Ft7bxtHkv8qhTkDlpIhNZTkbEJjgVWyztl52F5bOQPnETzNmaLY1rB73N0jimcQuE9zH+w+yaGqex58",
+	"yKK8Tu5usfkjFsnp7np11a8e8zHK9bzSCpWz0fhjNENRoOE/f0SF+Wv8QH8XaHMjKye1isbR+QyhEE5M",
+	"hMWHFvKZUJcIqp5P0ICYOvo/GPxQo3XgZsLBwmiHwyiObD7DuaAt51LJeT2PxkkcuWWF0TiSyuElmmi1",
+	"iqNnBc4r7VC5V1iVYonFNh2ZMzVmsJihAjdDEMou0IC0/GkqjXXNd06Dm0kL7bb5cvAzLmMwYfd14lAR",
+	"ZW8jOiC6aAm0zkh1Ga2IwEoYMUfXF9YbId02lb/KspQWc60KS3TMdFmAgLwUcg4HAjKLLgNtICuwzA5B",
+	"OCbforlGA4uZLDFV0sFC12UBTlwhKO1mUl2OQcBipstW9lOj55DQISdJkiTDVEVxJIkIr9cojpSYEydM",
+	"74AJXlOKuPFK4fXx3krKlz/jcpv1EZFy/OgRTJYO7RDOYGGkQzDojMQCFtLNPLNijnCFSxCq6L4IJpSq",
+	"gzm6mS5iqISbxTDRxdJv6Z/XV6gOSe1e2Vhs6T9V4lJIFfsTs864Bo11jYGNKeYdmUrbiPkxb3eFy1Tx",
+	"ckHfo2ktXFo4PT4m7gxOa4thPVwhVrQJLR3Cz7i0UMprTFU2GMieHTpXZnBQ4FTUpYPjU5gdMhW2Ntfy",
+	"GvkuWSeM80cIL7dUCZbY+9o6MLWyQ3hDttI3HjI1CxvHzcXN4AqXNqPlNlVkedtPsHgz0FPaT5ogRxuT",
+	"yTF3tSr4nitceNlI2/Afk+SIpiDvR8kJZFe4fFfKuXQZHDB3mgQnnWVrWMZQKyfLVOmS9iXSAG8qafDw",
+	"E2a8cZ03bfkXVJduFo2PHz1iW24+j3beaIO20soiX+jvRfHK65c+5VqRtdCfoqpKmQuy8KP3lsz8Y4Q3",
+	"Yl6V6J8saN+JKN4F+4jiCI3RJhpHlbaSFsLpaEzcYe6QfMG1KGuMYaprVUAardIoWvVZeWBwGo2jfznq",
+	"nPWR/9UePeG9mYFtL92YqCZNWScczlGxxc5FOdVmjgUcVMJYjIEkQjcsuLUYvLD9dTscEkU/aDUtZb6P",
+	"SP5O4s/Y0SmQBXvGv9RKfiBfz5J63NxMWAjL5uhQMYE/ajORRYHq96fwuXYgylIvSIQCbK4rDL7ooQVT",
+	"l0iXRYGu0AinDX2pa4cg7FXj+taXxXzTmdCHni30Yn+mHBolyj9C7N4JSdVzI0zDz7h8hXS5f38iyHA3",
+	"LjYrml3rlEx53QEzfc+1+5Guz2fdVqXdO758vbua67LEnG/rez2xMBPsy6cSy4J8m3Bf4I6eKajVldIL",
+	"Bb3ztAnHHGjjjcbbwbnWvwhziX+MCjjKSgslHWkIx/WN4iHHFY4UulhmTN9vStRupo38D/w8PdT9DTpV",
+	"zKW1dNsnKAxjuStUX8hB9rdktxiO0oYwq7okWNjDxG/evBmc1W6GyhE3uC7qrZjiZXItZCkm5R+kNuu0",
+	"QZgKWZJjCkhGGGzBCcdZYEBpriwwMHrchPVUtRjKar51FMp5z4JBifTfXEsrJyUexiQp14s0C2FTdSmv",
+	"UUFdwUFWd/xnh4853rdxyIIRCiph3ZphMUBqHxo4OUddu8wjMzTMYlURzCCSSVshHKTqIGvXvWvWHT5u",
+	"aFxDRYJioFpuehr6geH2XCzhoIdaDse8hwc/jWBMrQidsJ7n6D7T6GllZ+2UBrDLyXzaBAkYvbAemZKY",
+	"pUELoy/hfSAL+4HKWp7m6G4LsO2RfBnOplMGMMxqUTCyEeVLQxHPSYJRU1Fa3Dz1qV54yRc6r70ZNJiS",
+	"gqKuHZHlaqOkusy61LHqbfwxEr3D78hSAo8FJXTtsi6p05P3mLMzP2PT305jzjqTfdgkGUSRVvhiGo3f",
+	"flr8r/TCRqv40w+1slxdrOLoe+HyWUfNJ4W7LhaDti59Ki8dzu1dthEOWbXSEMaI5ZbYmm13SY2J7WHl",
+	"e1DbeYK9Cf5bjWbZnLZiVP/MrxvdwUPvsF1s/FDq/OpXfY3b+n9yI3JXLkErpIQoE8W1UDm+m9sMDub6",
+	"GkErn7JRLu+/tugO123kHnLpDqBPhNOF80b9zWkUd1n68aOT0+T4JEn+9B39F9/rJnRn7BDH/dTITP9+",
+	"pIb9t8m8aPT2XC/uaXrKr9iOnxQ2CP8+e/1i8O03yQh+O//Bo/V5r5BDqm1deXScHH8zSB4NkpPz5Lvx",
+	"cTI+ToZJkvx7tJlnxtHNQBtKYcfHq5iIuE1wGyLpLRxtiifswtvtNu0WWt5TSK2HvsPLbrDF4HX/K/0j",
+	"Pb7lgnp7nqyahP/j7fLcFgutiHs8tIR9Wkb2nkLK11fuxXJPI3e53v72uwj30X38cdOF7KhEPlMgIDua",
+	"kMPOYoYzyWAiCBR2tYEAE8nA99M4acdDma5uul7+2ID10zZJj9cyL1/ke0dfhcQ6op1DySFugZLT+h0n",
+	"JVEcET4zPi/1Hxiscbko5Mx8fAvB42gLIG7XdzfMGRsJr0vzzUxwJYXzhFA3nKFhrLK/lfrNgwR36dff",
+	"jvuZpFQF3vT1YbVxLKKZsDMWifxQkzQuUUexqsvyIo7oH5+nOFPjJ5jY8z42O3RkSEWqmZZasB7xhv6Z",
+	"aE1aIm1YJ+ZVFEcMlj1xn1bO7ivPC+IghV0yfYqidLN7CvVWM1j65KKXdz0Grcqlr91TpiVt+GHbNlZx",
+	"pK927Ypc4uh2duIKQ1XI9rYh6aHw6TA9tzuo8U8PQ+rFsStoRF+RQpi2XX2OdfHyw/6UXVJdg2b3ky1X",
+	"He1ttHfYO3sw+u///K8HKiMe9vK0/ybKGredbBx9IGq3T3yhELg58rdfek7xQIAzQpaUEmWPfSqaDQYZ",
+	"5HoeUhiDTTnwMPjOT1Sb1+XqSdkl0lefwjV7Mr7Nn9GLmDPxXJf1XFmCO3yl4CCTRRY6J1NtIPsqO+wZ",
+	"2xphdleiZFAUXOmkhJWrzmyxD23ovHSJ3d4aJBns0J/nb5sEtYSfXr947ivFdMi6W+McFvPaSLd8TSd4",
+	"Sfo60C0G2Ct4caEog4NpXZYg8hytPQyM/vTmHK7RyGnT2eI6xvuFG1jMTdPj89/4/gtZ0QzLwncn0ReN",
+	"OcMYDCpdynyZpeqg0Lk98kcN58XhEN6ELJlyaAqP8rI2vunS1bEUYoGF75ywINlXeCZbWc6cq3xdQKqp",
+	"3mae7wH31dpcve37eqkUoK/RwNPz85cxkBkT71I1N2gI5zNpUzVlP+jbsvQske2MyN14vaJor7BEpxVL",
+	"Bq/RLOH1X39+aFN6WtlKG8cX7RIVGuGw8B1P6eKucehrPNeilIVwaAFFPus6iVztsg6kG6YqVU/4DPbs",
+	"nk+68rVvKwpvR1wGzT6m3v+n0RjSKK2T5CSfo7XiEvkDplEMKUfxNBqnqnnmSqqieWCVPe7hr3CqKAoL",
+	"WRoJl0a3YbIhnHHnM1UuYA6lHZTSkgQIcjTdOThNTiFrMRWfFx6j9b3WQ6oEeLxF8anQvtvpu8vdZo8g",
+	"2wZlWdNFPaPPGcvxrK3/5cKYJRdrNT3zg6+GDbwvDI7znJQ5RTN4onJdcJWHrKStPJ4mCWQ9COmXeYel",
+	"VCiS56W2WIxBQGX0zZKsbmq0cqnKuVHOjVJag2RLpUUGZ5tlbGa9Zwr/+uS8adMEKTx9cvZXEBYWWJbx",
+	"Rse6Zy2hSExcFHQT2WwOBJRaFDARJeXaZOIzhh6QzzC/4hpjbRFQUrA/ZDpCAKUNZKjcsh0uZsLRlQj9",
+	"2Fay58sKM7BiaWOwGrK8NiUMiixVvr7b1tQGT+Fhf9EYNuuTD70yvyfvjcYOITvi0BTU1hhuGKmoxKX3",
+	"ViQObeSlVBZ85dfpVGVT9h4sZhgMcm3swD+VwQHeiNw1i3gIA8mvlNzaUwiTZapCQ/zQqxinpbycOTjI",
+	"Xrw8f/bi+essWOGLsKdQRaqyM/aTA+LT6HIQhDn4la04O/T+wtb5jFtzvHRtcOA4OY1TxZbOsf7li9fn",
+	"zUlnIYlhgWXxhgpiyLqhioacjeJy9jg0vJmqABqao0PI2OCAL9mgYfKAHYCnOwbF9kAxejf3T24qbXHw",
+	"1Jvm2HvlwWv8EMOOCYhsCGep6iTNoqIY45ttnbBOkxPI2iQujEz0+UoVewG6Bj+8ePW6bSRbH+Ym3r7C",
+	"fMTaeIE/lB4i62JrzOhKHuVaWV1i1kSRDzXWCOHbmCxEXCJDlgp1VSIYEfCzUCBSVQnjvK1KC2cvn42b",
+	"+NVcDxFi54F05CYt76UVHsbNpEOqWoW/DgBi8NJHaW8gSoNUpVQIPoh6wZBbFdwqbjS8fjGUHjTM+XBd",
+	"yhyVZWgTphzOKpHPcHA8TBgISVe2IzxRHF2jsT5eJ8ORf0RXqEQlo3F0MkyGJ1EckftnoHP0Li91zhlH",
+	"pe2OIsE5WyZXNddiM9fFJkuYCVWM12ug9LClOKJVnKq2BmrR0bdD+I0FyLstrcM5MAleF97ZslWdev59",
+	"w1xq9ayIxtGv+hq5xBd5zIzWfa+L5f06Lf166nGSJMnevZOuKrxaR+2MJTdmRo6T5Iv1+Nqy5i1tPhbh",
+	"Q8vjN6QabsCeegJ27dsSetSbbOElo7uXrDV2edHJ3Yu6WQxecXr3iraHTwtGexzRNsQZ1dfzuaCUjm2G",
+	"zW0uVC3KYG4HnJP7y7wZnPgB/3RIeMSl5ZS3stEF7X70btYWDS59p2/dUENN4Xc0iXDCbX1fj2ekhbpq",
+	"PfKu0sEqjh55/f1vUNU4eoJnNoZJ7XqENl1rAZRfpaqQ9oqHaJ4dvfB4+XAMe7a0KffAVAUCKqMnaHvl",
+	"FM4XenLxi8jBSWexnDaJl8FSiokspVty9pWqqJ9CRuO3F33TW6vb9HgfwnPEwrY52i02NkdnZG5vNbJf",
+	"w+93WpnDG3dUlUKqO0YUdiktUDH8w/zD2u19aTQlHVjbhpC4mUcirgBv2jE63zXZLUsGq58Ic/3KkgVT",
+	"q64K4n0E4VDvOLq+P3+WUw+LppSP4TwY0OEQnk150fogJO2CggIk15By7HJVn1EqivIcPj3MFC7bFQi5",
+	"zRqtzx3f0nnuHjnq5pJv60D3Ht4Y511dfGbI9R0tIcsz5UONL9R0Kv5RyBIEvNcTn+krD+fIEUw1A966",
+	"in0GqQ0onx4R1GlqPv3G8duufPj2OI4Wo/Ho29PjKI7s3FXQK/KHil9k0fmRro96odCMQdWU2rE2xvDg",
+	"JCZreCfcGJReHBzC1zBKkgS+AuEczitne3+ufM0fZAF/hgcjZod3pY/HzbgGT2v0yPwYOR2NyVj/EkQ2",
+	"zPWcBd4QWdUNkZVYUhI5hgejDcrilowxJCs+oll+2fCY61pxp3S1N+ZZa+h/MdjTg2PtkMLb/hzHiLvO",
+	"/Y9vaVMif3y6uri4H/3NYMO2h3si8tmOgY64vf8bM19t1nTbueHZo/aFibXXFwb99xc+tXzHGw9M/T8S",
+	"qEu+u3tBO2TMKPB4H0bm6D4DM8bR6fEe23eTr4yc9lBGO6/bQa07VdF2KNeD4ata9cMUZZHkEf10Vj/w",
+	"hR4Ch76NjnRAEpul+p/enLfVZwG+3kyxy870QvkGFgWp3mYQxuIIu8Wp4spqWxDjm9qUg7rRrt6SXVGt",
+	"33b/e93KGttv16YXTruhhLdte5TdfpNjBy/bFcf5AHJJ4emuhxpWeFfcLegamL1Va2dwYOgtwBt367ON",
+	"Z18bBbn16aaLvLbzRfszRQI/LbNn8tmT5G35Z/dIC888enIzXPo5zdygcFh8Lo5cuwi+PNudGkqxDBlY",
+	"s3GoJJEIfEmWBRWapVvwsG3/7YaH4UWbJlvh6pZe2HZOtv0l+5i2QSuNxqBWGfeDmhXhnaF+4wt684TQ",
+	"VPSbVMa/TNe+e7TrznCf9f8REhS+3NTp8kyByK9iWMxk6M3wSGsQWR/ntYhp1AG7HkhqJmX3BmGrOOL3",
+	"7jboCS/jkfNCP+4f+75RiaJ56eAkAbuTtF2EbUHMLewGX/t39PoYrsWXX8OoAZZ+Efhu0p/DWn/Rwk88",
+	"8QKjBFoTg6+Y0wCrN3kl1B1+KnYyFNCpKMQXRaf7A9D1Gc8vDEAbk/SArJ+5CweCLbO53H3p9IFpY0W7",
+	"twjGtHHt4atse1vCv42fH4/aSSPv2mXB3/mgMe7lNU2oGt+mqLiJTTsmE0/CZCJHAzp5ectdUCQMfsAX",
+	"23tUX+yvytth+OZoRzdW/U/s/U/s/X8Fe+td40A7cfd6UbCbKHl7sYo/ku/05UDvYGtThvmL8dHR6PhP",
+	"w2SYDEfjb5NvE/azYfdNVPKqVuxLmvGKDox6Miiyb7xswdXZuKukcWGSL2dXh3LcuC91ftXbkaDS6mL1",
+	"PwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

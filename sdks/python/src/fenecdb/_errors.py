@@ -68,6 +68,11 @@ class KeyReused(FenecError):
     """422 ``key_reused``: the Idempotency-Key was used for another request."""
 
 
+class KeyLimit(FenecError):
+    """503 ``key_limit``: the server holds as many Idempotency-Keys as it may;
+    the write was not run. Send it again once older keys expire."""
+
+
 class Internal(FenecError):
     """500 ``internal``: a fault in the server."""
 
