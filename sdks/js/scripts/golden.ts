@@ -64,6 +64,7 @@ const WORKER: Def[] = [
   ['worker fail', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, error: S('smtp timeout'), run_at: X('now() + ?', N(4000)) }, { require: 1 })],
   ['worker dead letter', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, error: S('smtp timeout'), run_at: NULL }, { require: 1 })],
   ['worker release', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, run_at: X('now()'), attempts: INC(N(-1)) }, { require: 1 })],
+  ['worker release a given-up claim', 'jobs', [W('owner', OWNER)], UPD({ owner: NULL, run_at: X('now()'), attempts: INC(N(-1)) })],
 ];
 
 const CASES: Def[] = [
