@@ -28,6 +28,7 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
+export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
 
 /** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
 export interface ConnectOptions {
