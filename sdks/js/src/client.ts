@@ -177,6 +177,7 @@ export class Client {
     if (s === undefined) {
       const sendOpts = opts.signal ? { signal: opts.signal } : {};
       s = this.#send((signal) => api.collections(this.#transport, signal), sendOpts).then(({ body }) => {
+        if (!Array.isArray(body?.collections)) throw FenecError.unexpected(200, stringify(body), this.#host);
         const at = Date.now();
         for (const c of body.collections) {
           const types = new Map(c.fields.map((f) => [f.name, f.type] as const));

@@ -11,7 +11,8 @@ export interface Statement {
   query: string;
   params: unknown[];
   /**
-   * The collection a builder rendered it on: its rows decode by that
+   * For a statement that answers rows (a read, a write with `returning`),
+   * the collection a builder rendered it on: the rows decode by that
    * collection's declared field types (docs/sdks.md, "Rows").
    */
   collection?: string;
@@ -116,7 +117,7 @@ export function renderUpdate(s: State, patch: unknown, opts: WriteClauses = {}):
   const p = new Params();
   const set = entries.map(([k, v]) => `${k}: ${patchValue(k, v, p)}`).join(', ');
   const query = `set ${s.collection} {${set}}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
-  return { query, params: p.values, collection: s.collection };
+  return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
 /** `del c [where …] [order …] [limit n] [returning …] [require n]`. */
@@ -124,7 +125,7 @@ export function renderDelete(s: State, opts: WriteClauses = {}): Statement {
   refuse(s, 'delete', ['offset', 'select']);
   const p = new Params();
   const query = `del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
-  return { query, params: p.values, collection: s.collection };
+  return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
 /** Checks a `select` or `returning` list: fields and paths, or `*` alone. */
@@ -162,6 +163,10 @@ function order(s: State): string {
 function limits(s: State, withOffset: boolean): string {
   const limit = s.limit === undefined ? '' : ` limit ${s.limit}`;
   return withOffset && s.offset !== undefined ? `${limit} offset ${s.offset}` : limit;
+}
+
+function answersRows(opts: WriteClauses): boolean {
+  return opts.returning !== undefined && opts.returning !== false;
 }
 
 function writeTail(opts: WriteClauses): string {
