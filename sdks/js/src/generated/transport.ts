@@ -330,7 +330,7 @@ async function call<T>(t: Transport, route: Route, c: Call): Promise<Reply<T>> {
     if (value !== undefined) headers[name] = String(value);
   }
   if (c.auth && t.token) headers[HEADER_AUTHORIZATION] = `Bearer ${t.token}`;
-  const init: RequestInit = { method: route.method, headers, signal: c.signal };
+  const init: RequestInit = { method: route.method, headers, signal: c.signal ?? null };
   if (c.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = (t.json ?? JSON).stringify(c.body);
