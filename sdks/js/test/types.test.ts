@@ -26,7 +26,7 @@ test('a row type checks field names; options take undefined', () => {
 
   const ok = [
     jobs.where('owner', 'w1').where('attempts', '<', 5).order('run_at', 'desc').select('id', 'payload').toQuery(),
-    jobs.where(path('payload.to'), 'ada@example.com').order(path('payload.to')).select(path('payload.to'), '*').toQuery(),
+    jobs.where(path('payload.to'), 'ada@example.com').order(path('payload.to')).select(path('payload.to')).select('*').toQuery(),
     jobs.where(raw('run_at <= now()')).toQuery('update', { owner: 'w1', run_at: expr('now() + ?', 1000), attempts: inc(1), error: null }),
     jobs.toQuery('insert', { payload: { to: 'x' }, run_at: expr('now()'), attempts: 0 }),
   ];
