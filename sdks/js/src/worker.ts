@@ -115,17 +115,23 @@ export class Worker<T extends object = Row> {
       this.#graceEnd = Date.now() + this.#grace;
       this.#closing.abort();
       this.#slotFreed?.();
-      const timer = setTimeout(() => {
-        for (const [key, r] of this.#running) {
-          if (r.lost || r.stopped) continue;
-          r.stopped = true;
-          r.ctl.abort(new Error('the worker stopped and its grace period is over'));
-          const [id, owner] = JSON.parse(key) as [unknown, string];
-          this.#track(this.#release(id, owner));
-        }
-      }, this.#grace);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const graceOver = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          const releases: Promise<void>[] = [];
+          for (const [key, r] of this.#running) {
+            if (r.lost || r.stopped) continue;
+            r.stopped = true;
+            r.ctl.abort(new Error('the worker stopped and its grace period is over'));
+            const [id, owner] = JSON.parse(key) as [unknown, string];
+            releases.push(this.#release(id, owner));
+          }
+          void Promise.all(releases).then(() => resolve());
+        }, this.#grace);
+      });
       await this.#loop;
-      while (this.#tasks.size > 0) await Promise.all(this.#tasks);
+      // Every job settled — or, once the grace is over, released (a handler that ignores its signal is not waited for).
+      await Promise.race([this.#drain(), graceOver]);
       clearTimeout(timer);
     })();
     return this.#closed;
@@ -137,6 +143,8 @@ export class Worker<T extends object = Row> {
       const free = this.#concurrency - this.#running.size;
       if (free <= 0) {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
+        // Jobs that end together free their slots within a turn: one claim takes them all.
+        await new Promise((resolve) => setImmediate(resolve));
         continue;
       }
       const owner = `${this.#prefix}:${++this.#claims}`;
@@ -256,6 +264,10 @@ export class Worker<T extends object = Row> {
 
   #mine(id: unknown, owner: string): Query<Row> {
     return this.#jobs.where('id', id).where('owner', owner);
+  }
+
+  async #drain(): Promise<void> {
+    while (this.#tasks.size > 0) await Promise.all(this.#tasks);
   }
 
   #track(p: Promise<void>): void {
