@@ -78,7 +78,7 @@ const CASES: Def[] = [
   ['where list value', 'posts', [W('tags', J(['a', 'b']))], ROWS],
   ['where json value', 'jobs', [W('payload', J({ to: 'ada@example.com' }))], ROWS],
   ['where timestamp', 'jobs', [WC('run_at', '<=', T('2026-05-03T09:20:20.000Z'))], ROWS],
-  ['where timestamp in another zone is sent in UTC', 'jobs', [WC('run_at', '<', T('2026-05-03T11:20:20.5+02:00'))], ROWS],
+  ['where timestamp in another zone is sent in UTC', 'jobs', [WC('run_at', '<', T('2026-05-03T11:20:20.500+02:00'))], ROWS],
   ['where int64 beyond a double', 'jobs', [W('id', N('9223372036854775807'))], ROWS],
   ['where negative int64', 'jobs', [WC('attempts', '>', N('-9007199254740993'))], ROWS],
   ['where path', 'jobs', [W('payload.to', S('ada@example.com'))], ROWS],

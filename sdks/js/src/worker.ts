@@ -215,17 +215,17 @@ export class Worker<T extends object = Row> {
     try {
       await this.#mine(id, owner).update({ run_at: expr('now() + ?', this.#lease) }, { require: 1 });
     } catch (err) {
-      if (err instanceof FenecError && err.code === 'unmet') this.#lose(r, err);
+      if (err instanceof FenecError && err.code === 'unmet') this.#lose(r, err, 'extend');
       else this.#onError(err, 'extend');
     }
   }
 
   /** The lease was lost: cancel the handler; nothing more is sent for the job. */
-  #lose(r: Running, err: FenecError): void {
+  #lose(r: Running, err: FenecError, step: WorkerStep): void {
     if (r.lost) return;
     r.lost = true;
     r.ctl.abort(new FenecError(`lease lost: ${err.message}`, err.status, 'unmet', undefined, { cause: err }));
-    this.#onError(err, 'extend');
+    this.#onError(err, step);
   }
 
   /**
@@ -238,7 +238,7 @@ export class Worker<T extends object = Row> {
         await send();
         return;
       } catch (err) {
-        if (err instanceof FenecError && err.code === 'unmet') return this.#lose(r, err);
+        if (err instanceof FenecError && err.code === 'unmet') return this.#lose(r, err, step);
         this.#onError(err, step);
         if (!fault(err) || Date.now() >= this.#graceEnd) return;
         await this.#pause(backoff(n));

@@ -220,8 +220,12 @@ test('the server stopped for 2 s and started again on its file: the worker carri
     && (await db.from('jobs').count().catch(() => -1)) === 0);
   await w.close();
   assert.ok(errors.length > 0, 'the worker saw no fault');
-  assert.ok(errors.every(([, err]) => err instanceof Error && ['network', 'timeout'].includes((err as { code?: string }).code ?? '')),
-    `faults: ${errors.map(([s, e]) => `${s}: ${String(e)}`).join('; ')}`);
+  // Faults only — and a 412 on an ack or fail whose first try went through before its answer was lost.
+  const expected = ([step, err]: [WorkerStep, unknown]) => {
+    const code = (err as { code?: string }).code ?? '';
+    return ['network', 'timeout'].includes(code) || (code === 'unmet' && (step === 'ack' || step === 'fail'));
+  };
+  assert.deepEqual(errors.filter((e) => !expected(e)).map(([s, e]) => `${s}: ${String(e)}`), []);
   const twice = [...runs].filter(([, c]) => c > 1).length;
   assert.ok(twice <= 8, `${twice} jobs run twice (at least once allows the ones in flight at the stop)`);
 });
