@@ -1,6 +1,7 @@
 /**
  * The SDK as a user gets it (issue 11, docs/sdks.md "Tests every SDK has"):
- * `npm pack` (whose `prepare` builds dist/src), the tarball installed into a
+ * `npm install <folder>` and `npm pack` (whose `prepare` builds dist/src
+ * each time), the tarball installed into a
  * project in a temp folder outside the repository, every ```ts block of
  * README.md and examples/worker.ts type-checked there by `tsc` under strict,
  * exactOptionalPropertyTypes and noUncheckedIndexedAccess, and the compiled
@@ -56,6 +57,16 @@ test('packed, installed outside the repository, type-checked and run as a user w
     assert.ok(files.includes(f), `${f} is not in the tarball: ${files.join(', ')}`);
   }
   assert.deepEqual(files.filter((f) => !/^(README\.md|package\.json|dist\/src\/.*\.(js|d\.ts))$/.test(f)), [], 'files a user does not need');
+
+  // `npm install <folder>`: npm links the folder and runs its `prepare`, which builds dist/src.
+  rmSync(join(pkg, 'dist'), { recursive: true, force: true });
+  const linked = join(tmp, 'linked');
+  mkdirSync(linked);
+  writeFileSync(join(linked, 'package.json'), JSON.stringify({ name: 'linked-project', private: true, type: 'module' }));
+  await npm(linked, 'install', '--offline', pkg);
+  const imported = await run(process.execPath, ['--input-type=module', '-e',
+    "import { connect } from '@fenecdb/web/client'; console.log(connect('http://x.invalid').from('jobs').where('id', 1).toQuery().query);"], { cwd: linked });
+  assert.equal(imported.stdout, 'get jobs where id = $1\n');
 
   // A user's project: the tarball, and nothing else from the repository.
   const proj = join(tmp, 'proj');
