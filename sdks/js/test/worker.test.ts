@@ -9,11 +9,23 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Client, connect, expr, raw, worker, type WorkerStep } from '../src/client.js';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
 import { start, type Job } from '../examples/worker.js';
 import { launch, type Server } from './server.js';
+
+/** Every worker a test starts, closed after the last test even when one fails (a running worker keeps the process up). */
+const live = new Set<{ close(): Promise<void> }>();
+after(() => Promise.all([...live].map((w) => w.close())).then(() => undefined));
+
+function worker<T extends object>(jobs: Query<T>, handler: Handler<T>, opts: WorkerOptions = {}): Worker<T> {
+  const w = startWorker(jobs, handler, { grace: 2000, ...opts });
+  live.add(w);
+  return w;
+}
 
 const QUEUE = 'create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)';
 
@@ -230,6 +242,53 @@ test('the server stopped for 2 s and started again on its file: the worker carri
   assert.ok(twice <= 8, `${twice} jobs run twice (at least once allows the ones in flight at the stop)`);
 });
 
+test("a proxy answering 5xx pages to every third statement: the worker retries and runs every job once", { timeout: 30_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  await enqueue(db, 40);
+  let n = 0;
+  // A proxy in front of the server: /query answers a 503 page every third time, before it reaches the server.
+  const upstream = new URL(server.url);
+  const proxy = http.createServer((req, res) => {
+    if (req.url === '/query' && ++n % 3 === 0) {
+      req.resume();
+      req.on('end', () => res.writeHead(503, { 'Content-Type': 'text/html' }).end('<html><body>503 Service Temporarily Unavailable</body></html>'));
+      return;
+    }
+    const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    proxy.closeAllConnections();
+    proxy.close();
+  });
+  const runs = new Map<number, number>();
+  const errors: [WorkerStep, unknown][] = [];
+  const rec = recording();
+  const w = worker(connect(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, { fetch: rec.fetch }).from<Job>('jobs'), (job) => {
+    const k = (job.payload as unknown as { n: number }).n;
+    runs.set(k, (runs.get(k) ?? 0) + 1);
+  }, { concurrency: 4, backoff: () => 0, onError: quiet(errors) });
+  t.after(() => w.close());
+  await until('every job acked', 25_000, async () => (await db.from('jobs').count()) === 0).catch(async (err: Error) => {
+    const left = await db.from<Job>('jobs').rows();
+    assert.fail(`${err.message}: ${runs.size} run, ${w.running} running, last sent ${JSON.stringify(rec.sent.slice(-4))}; left ${JSON.stringify(left.slice(0, 3))}; faults ${errors.slice(0, 5).map(([s, e]) => `${s}: ${String(e)}`).join('; ')}`);
+  });
+  await w.close();
+  assert.equal(runs.size, 40);
+  const steps = new Set(errors.map(([step]) => step));
+  assert.ok(steps.has('claim') && steps.has('ack'), `faults reported: ${[...steps].join(', ')}`);
+  for (const [, err] of errors) {
+    assert.ok(err instanceof FenecError && err.code === 'unexpected' && err.status === 503, String(err));
+  }
+  // An ack refused by the proxy never reached the server, so no job ran twice.
+  assert.deepEqual([...runs].filter(([, c]) => c !== 1), []);
+});
+
 test('throughput: one worker of concurrency 10, an empty handler', { timeout: 60_000 }, async (t) => {
   const { server, db } = await queue(t);
   const jobs = Number(process.env['FENEC_WORKER_JOBS'] ?? 3000);
@@ -251,6 +310,7 @@ test('examples/worker.ts runs its jobs', { timeout: 20_000 }, async (t) => {
   const sent: string[] = [];
   await db.query('set jobs {payload: {to: "ada@example.com"}}');
   const w = start(db, async (to) => void sent.push(to));
+  live.add(w);
   await until('20 mails sent', 10_000, () => sent.length === 20);
   await w.close();
   assert.equal(await db.from('jobs').count(), 0);
