@@ -199,6 +199,8 @@ export class Client {
  * @deprecated Use `Client` (docs/sdks.md names it so in every SDK).
  */
 export type Db = Client;
+/** @deprecated Use `Client`. */
+export const Db = Client;
 
 /**
  * Connects to a Fenec server at `url` (such as `http://127.0.0.1:8080`): an

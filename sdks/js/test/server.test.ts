@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connect, type Db, expr, FenecError, inc, raw } from '../src/client.js';
+import { type Client, connect, Db, expr, FenecError, inc, raw } from '../src/client.js';
 import { moveClock } from '../src/generated/transport.js';
 import { GOLDEN } from '../scripts/golden.js';
 import { type Case } from '../scripts/steps.js';
@@ -26,7 +26,7 @@ const SCHEMA = [
 ];
 
 let server: Server;
-let db: Db;
+let db: Client;
 
 before(async () => {
   server = await startServer('--token', 'sekret');
@@ -173,6 +173,11 @@ describe('errors a user can act on, from real sockets', () => {
     const err2 = await refusal(db2.query('get jobs', [], { timeout: 80 }));
     assert.equal(err2.message, `timeout: no answer from ${addr} in 80 ms (the request's timeout of 80 ms)`);
   });
+});
+
+test('Db, the old name of Client, still works', () => {
+  const old: Db = new Db(server.url);
+  assert.ok(old instanceof Db && db instanceof Db);
 });
 
 describe('results and rows', () => {
