@@ -144,7 +144,7 @@ export class Worker<T extends object = Row> {
       if (free <= 0) {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
         // Jobs that end together free their slots within a turn: one claim takes them all.
-        await new Promise((resolve) => setImmediate(resolve));
+        await new Promise((resolve) => setTimeout(resolve, 0));
         continue;
       }
       const owner = `${this.#prefix}:${++this.#claims}`;
