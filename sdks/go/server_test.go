@@ -30,7 +30,7 @@ func server(t *testing.T, flags ...string) (*fenecdb.Client, string) {
 	return connect(t, url), url
 }
 
-func connect(t *testing.T, url string, opts ...fenecdb.Option) *fenecdb.Client {
+func connect(t testing.TB, url string, opts ...fenecdb.Option) *fenecdb.Client {
 	t.Helper()
 	db, err := fenecdb.Connect(url, opts...)
 	if err != nil {

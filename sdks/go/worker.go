@@ -144,11 +144,17 @@ func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, e
 	if o.Where.text != "" {
 		claims = claims.WhereRaw(o.Where)
 	}
-	claims = claims.Order("run_at")
-	if claims.err != nil {
-		return nil, claims.err
+	w := &Worker{db: coll.db, jobs: coll, claims: claims.Order("run_at"), handler: handler, o: o}
+	if _, err := w.claims.Limit(1).RenderUpdate(w.claimPatch(""), Returning("*")); err != nil {
+		return nil, fmt.Errorf("fenecdb: NewWorker: the claim: %w", err)
 	}
-	return &Worker{db: coll.db, jobs: coll, claims: claims, handler: handler, o: o}, nil
+	return w, nil
+}
+
+// claimPatch is what a claim writes: the owner token, the lease, the
+// attempt counted.
+func (w *Worker) claimPatch(owner string) Doc {
+	return D("owner", owner, "run_at", Expr("now() + ?", w.o.Lease.Milliseconds()), "attempts", Inc(1))
 }
 
 // Run claims and runs jobs until ctx is done, then stops gracefully: it
@@ -194,11 +200,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 		}
 		owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
-		res, err := w.claims.Limit(n).Update(ctx, D(
-			"owner", owner,
-			"run_at", Expr("now() + ?", w.o.Lease.Milliseconds()),
-			"attempts", Inc(1),
-		), Returning("*"))
+		res, err := w.claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"))
 		if err != nil {
 			for range n {
 				free <- struct{}{}

@@ -1,0 +1,350 @@
+package fenecdb_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/sdks/go"
+	"github.com/fenecdb/fenec/sdks/go/internal/fenectest"
+)
+
+// queue starts a server on the system clock (a worker lives in real time)
+// with n ready jobs, ids 1..n.
+func queue(t testing.TB, n int, flags ...string) (*fenecdb.Client, *fenectest.Server) {
+	t.Helper()
+	srv := fenectest.StartServer(t, append([]string{"--file", ":memory:"}, flags...)...)
+	db := connect(t, srv.URL)
+	mustQuery(t, db, jobsSchema)
+	fill(t, db, n)
+	return db, srv
+}
+
+func fill(t testing.TB, db *fenecdb.Client, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 500 {
+		docs := make([]fenecdb.Doc, 0, 500)
+		for j := i; j < min(i+500, n); j++ {
+			docs = append(docs, fenecdb.D("payload", map[string]any{"n": j + 1}, "run_at", fenecdb.Expr("now()"), "attempts", 0))
+		}
+		if _, err := db.From("jobs").InsertMany(context.Background(), docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func fast(int) time.Duration { return 10 * time.Millisecond }
+
+func newWorker(t testing.TB, db *fenecdb.Client, h fenecdb.Handler, o fenecdb.WorkerOptions) *fenecdb.Worker {
+	t.Helper()
+	if o.Backoff == nil {
+		o.Backoff = fast
+	}
+	if o.OnFault == nil {
+		o.OnFault = func(err error) { t.Logf("fault: %v", err) }
+	}
+	w, err := fenecdb.NewWorker(db.From("jobs"), h, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// start runs w until the answered stop is called, which waits for Run.
+func start(w *fenecdb.Worker) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return func() error {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
+}
+
+func count(t testing.TB, db *fenecdb.Client, where string, args ...any) int64 {
+	t.Helper()
+	q := db.From("jobs")
+	if where != "" {
+		q = q.WhereRaw(fenecdb.Raw(where, args...))
+	}
+	n, err := q.Count(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWorkerRunsEveryJobOnce: 1 000 jobs, two workers of concurrency 8, a
+// seeded tenth of the jobs failing their first run and one job failing
+// always: every other job's handler succeeds exactly once, the always
+// failing job is a dead letter after MaxAttempts runs, nothing is left
+// leased.
+func TestWorkerRunsEveryJobOnce(t *testing.T) {
+	const n = 1000
+	db, _ := queue(t, n)
+	rng := rand.New(rand.NewPCG(11, 42))
+	failFirst := map[int64]bool{}
+	for len(failFirst) < n/10 {
+		failFirst[rng.Int64N(n)+1] = true
+	}
+	const doomed = 7
+	var mu sync.Mutex
+	ok := map[int64]int{}
+	runs := map[int64]int64{}
+	handler := func(ctx context.Context, job fenecdb.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs[job.ID]++
+		if job.ID == doomed || (failFirst[job.ID] && job.Attempts == 1) {
+			return fmt.Errorf("job %d failed attempt %d", job.ID, job.Attempts)
+		}
+		ok[job.ID]++
+		return nil
+	}
+	opts := fenecdb.WorkerOptions{Concurrency: 8, OnFault: func(err error) { t.Errorf("fault: %v", err) }}
+	opts.OwnerPrefix = "a"
+	stopA := start(newWorker(t, db, handler, opts))
+	opts.OwnerPrefix = "b"
+	stopB := start(newWorker(t, db, handler, opts))
+	eventually(t, "the queue to drain", func() bool { return count(t, db, "") == 1 && count(t, db, "run_at is null") == 1 })
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	if err := stopB(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id := int64(1); id <= n; id++ {
+		want := 1
+		if id == doomed {
+			want = 0
+		}
+		if ok[id] != want {
+			t.Errorf("job %d succeeded %d times, want %d", id, ok[id], want)
+		}
+	}
+	if runs[doomed] != 5 {
+		t.Errorf("the doomed job ran %d times, want MaxAttempts = 5", runs[doomed])
+	}
+	dead, err := db.From("jobs").Where("id", doomed).First(context.Background())
+	if err != nil || dead == nil || dead.Get("attempts") != int64(5) || dead.Get("owner") != nil || dead.Get("run_at") != nil ||
+		dead.Get("error") != "job 7 failed attempt 5" {
+		t.Fatalf("the dead letter: %v %v", dead, err)
+	}
+	if leased := count(t, db, "owner != null"); leased != 0 {
+		t.Fatalf("%d jobs left leased", leased)
+	}
+}
+
+// TestWorkerExtendsTheLease: a handler running 2.5 times the lease has its
+// lease extended, and runs once though a second worker claims meanwhile.
+func TestWorkerExtendsTheLease(t *testing.T) {
+	db, _ := queue(t, 1)
+	var runs atomic.Int32
+	slow := func(ctx context.Context, job fenecdb.Job) error {
+		runs.Add(1)
+		select {
+		case <-time.After(2500 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	opts := fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond}
+	stopA := start(newWorker(t, db, slow, opts))
+	stopB := start(newWorker(t, db, slow, opts))
+	eventually(t, "the job to be acked", func() bool { return count(t, db, "") == 0 })
+	stopA()
+	stopB()
+	if runs.Load() != 1 {
+		t.Fatalf("the job ran %d times, want 1", runs.Load())
+	}
+}
+
+// TestWorkerLostLease: a job whose owner is moved while it runs has its
+// handler cancelled at the next extension's 412, and is neither acked nor
+// failed.
+func TestWorkerLostLease(t *testing.T) {
+	db, _ := queue(t, 1)
+	started := make(chan struct{})
+	cancelled := make(chan error, 1)
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		close(started)
+		<-ctx.Done()
+		cancelled <- ctx.Err()
+		return errors.New("cancelled")
+	}
+	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond}))
+	defer stop()
+	<-started
+	mustQuery(t, db, "set jobs {owner: 'thief'} where id = 1")
+	select {
+	case <-cancelled:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler was not cancelled")
+	}
+	time.Sleep(300 * time.Millisecond) // time for a wrong ack or fail to land
+	row, err := db.From("jobs").Where("id", 1).First(context.Background())
+	if err != nil || row == nil || row.Get("owner") != "thief" || row.Get("error") != nil || row.Get("attempts") != int64(1) {
+		t.Fatalf("the job after its lease was lost: %v %v", row, err)
+	}
+}
+
+// TestWorkerStop: a stopped worker's running handlers finish, and what it
+// holds goes back at once: another worker takes the rest within 200 ms of
+// the stop (the lease is 30 s). A handler still running after the grace
+// period is cancelled and its job released, its attempt uncounted.
+func TestWorkerStop(t *testing.T) {
+	db, _ := queue(t, 40)
+	var finished atomic.Int32
+	var startedA atomic.Int32
+	slow := func(ctx context.Context, job fenecdb.Job) error {
+		startedA.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		finished.Add(1)
+		return nil
+	}
+	stopA := start(newWorker(t, db, slow, fenecdb.WorkerOptions{Concurrency: 8, OwnerPrefix: "a"}))
+	eventually(t, "worker a to start jobs", func() bool { return startedA.Load() > 0 })
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	if got := startedA.Load(); finished.Load() != got {
+		t.Fatalf("%d handlers started, %d finished", got, finished.Load())
+	}
+	if n := count(t, db, "owner != null"); n != 0 {
+		t.Fatalf("%d jobs left leased by the stopped worker", n)
+	}
+	first := make(chan time.Time, 1)
+	stopB := start(newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
+		select {
+		case first <- time.Now():
+		default:
+		}
+		return nil
+	}, fenecdb.WorkerOptions{Concurrency: 8, OwnerPrefix: "b"}))
+	if d := (<-first).Sub(stopped); d > 200*time.Millisecond {
+		t.Errorf("worker b started a job %v after the stop, want within 200ms", d)
+	}
+	eventually(t, "worker b to drain the queue", func() bool { return count(t, db, "") == 0 })
+	stopB()
+
+	// The grace period.
+	fill(t, db, 1)
+	running := make(chan struct{})
+	stuck := func(ctx context.Context, job fenecdb.Job) error {
+		close(running)
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	stopC := start(newWorker(t, db, stuck, fenecdb.WorkerOptions{Grace: 200 * time.Millisecond}))
+	<-running
+	begun := time.Now()
+	if err := stopC(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begun); d < 200*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("the stop took %v, want the grace period of 200ms", d)
+	}
+	row, err := db.From("jobs").First(context.Background())
+	if err != nil || row == nil || row.Get("owner") != nil || row.Get("attempts") != int64(0) || row.Get("error") != nil {
+		t.Fatalf("the job cancelled at the stop: %v %v; want it released", row, err)
+	}
+}
+
+// TestWorkerSurvivesARestart: the server stopped for 2 s and started again
+// on the same file mid-run: the worker carries on, reports the faults, and
+// every job is run (at least once) and acked.
+func TestWorkerSurvivesARestart(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "fenec.db")
+	srv := fenectest.StartServer(t, "--file", file)
+	db := connect(t, srv.URL, fenecdb.WithTimeout(3*time.Second))
+	mustQuery(t, db, jobsSchema)
+	const n = 300
+	fill(t, db, n)
+	var mu sync.Mutex
+	done := map[int64]bool{}
+	var faults atomic.Int32
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		done[job.ID] = true
+		mu.Unlock()
+		return nil
+	}
+	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Wait: time.Second, Backoff: func(int) time.Duration { return 100 * time.Millisecond },
+		OnFault: func(err error) {
+			faults.Add(1)
+			if !errors.Is(err, fenecdb.ErrNetwork) && !errors.Is(err, fenecdb.ErrTimeout) && !strings.Contains(err.Error(), "unavailable") {
+				t.Errorf("an unexpected fault: %v", err)
+			}
+		}}))
+	eventually(t, "a third of the jobs to run", func() bool { mu.Lock(); defer mu.Unlock(); return len(done) >= n/3 })
+	srv.Stop()
+	time.Sleep(2 * time.Second)
+	srv.Restart()
+	eventually(t, "the queue to drain", func() bool { return count(t, db, "") == 0 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(done) != n {
+		t.Fatalf("%d of %d jobs ran", len(done), n)
+	}
+	if faults.Load() == 0 {
+		t.Fatal("no fault reported while the server was down")
+	}
+}
+
+// TestNewWorkerRefusesBadOptions: invalid options fail at construction.
+func TestNewWorkerRefusesBadOptions(t *testing.T) {
+	db := connect(t, "http://127.0.0.1:1")
+	h := func(context.Context, fenecdb.Job) error { return nil }
+	for _, tc := range []struct {
+		coll fenecdb.Collection
+		o    fenecdb.WorkerOptions
+		want string
+	}{
+		{db.From("jobs"), fenecdb.WorkerOptions{Wait: time.Minute}, "Wait"},
+		{db.From("jobs"), fenecdb.WorkerOptions{Lease: time.Millisecond}, "Lease"},
+		{db.From("jobs"), fenecdb.WorkerOptions{Concurrency: -1}, "Concurrency"},
+		{db.From("jobs").Where("queue", "mail"), fenecdb.WorkerOptions{}, "WorkerOptions.Where"},
+		{db.From("jobs"), fenecdb.WorkerOptions{Where: fenecdb.Raw("queue = $1")}, "?"},
+	} {
+		if _, err := fenecdb.NewWorker(tc.coll, h, tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: got %v, want an error naming %s", tc.o, err, tc.want)
+		}
+	}
+}
+
+// BenchmarkWorker measures jobs/s through one worker of concurrency 10 with
+// an empty handler (go test -run '^$' -bench Worker -benchtime 5000x).
+func BenchmarkWorker(b *testing.B) {
+	db, _ := queue(b, b.N)
+	var done atomic.Int64
+	w, err := fenecdb.NewWorker(db.From("jobs"), func(context.Context, fenecdb.Job) error { done.Add(1); return nil }, fenecdb.WorkerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	stop := start(w)
+	for done.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	b.StopTimer()
+	stop()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
