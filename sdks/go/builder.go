@@ -2,6 +2,7 @@ package fenecdb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -47,6 +48,11 @@ type Statement struct {
 	Query string
 	// Params are the values of $1..$n, in order.
 	Params []any
+	// rowsOf is the collection whose rows the statement answers, when the
+	// builder rendered it: its rows are typed by its fields. A statement
+	// written as text has none, and its rows are as the JSON says
+	// (docs/sdks.md).
+	rowsOf string
 }
 
 var (
@@ -160,6 +166,18 @@ func (c Collection) Order(field string) Collection { return c.addOrder(field, ""
 // OrderDesc adds a sort key, descending.
 func (c Collection) OrderDesc(field string) Collection { return c.addOrder(field, " desc") }
 
+// OrderBy adds a sort key in the direction dir, "asc" or "desc" (for a
+// direction that comes as text, such as a sort parameter).
+func (c Collection) OrderBy(field, dir string) Collection {
+	switch dir {
+	case "asc":
+		return c.Order(field)
+	case "desc":
+		return c.OrderDesc(field)
+	}
+	return c.with(fmt.Errorf("fenecdb: order %s: the direction %q is neither asc nor desc", field, dir))
+}
+
 func (c Collection) addOrder(field, dir string) Collection {
 	if err := checkField(field); err != nil {
 		return c.with(err)
@@ -222,11 +240,11 @@ func (c Collection) Count(ctx context.Context, opts ...CallOption) (int64, error
 	if len(res.Rows) != 1 {
 		return 0, fmt.Errorf("fenecdb: a count answered %d rows", len(res.Rows))
 	}
-	n, ok := res.Rows[0].Get("count").(int64)
+	n, ok := res.Rows[0].Get("count").(json.Number)
 	if !ok {
 		return 0, &Error{Code: CodeUnexpected, At: -1, Message: fmt.Sprintf("a count answered %v", res.Rows[0].Values)}
 	}
-	return n, nil
+	return n.Int64()
 }
 
 // Insert writes doc as a new document; a taken id or @unique value is

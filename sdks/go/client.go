@@ -221,7 +221,7 @@ func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...Call
 		}
 		req.Statements[i] = apiQueryRequest{Query: s.Query, Params: ps}
 		claim = claim || isClaim(s.Query)
-		if err := c.schema.prepare(ctx, c, s.Query, o); err != nil {
+		if err := c.schema.prepare(ctx, c, s, o); err != nil {
 			return nil, err
 		}
 	}
@@ -237,7 +237,7 @@ func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...Call
 	}
 	results := make([]Result, len(answers))
 	for i, raw := range answers {
-		if results[i], err = c.result(ctx, o, statements[i].Query, reply, raw); err != nil {
+		if results[i], err = c.result(ctx, o, statements[i], reply, raw); err != nil {
 			return nil, err
 		}
 	}
@@ -255,7 +255,7 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	if err := c.schema.prepare(ctx, c, s.Query, o); err != nil {
+	if err := c.schema.prepare(ctx, c, s, o); err != nil {
 		return Result{}, err
 	}
 	req := apiQueryRequest{Query: s.Query, Params: ps}
@@ -265,7 +265,7 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 	if err != nil {
 		return Result{}, err
 	}
-	return c.result(ctx, o, s.Query, reply, reply.body)
+	return c.result(ctx, o, s, reply, reply.body)
 }
 
 // send makes one request under the call's deadline, with the wait when
@@ -305,9 +305,9 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 	return reply, nil
 }
 
-// result reads one statement's answer, its rows typed by the declared
-// field types of the statement's collection.
-func (c *Client) result(ctx context.Context, o callOptions, query string, reply apiReply, raw []byte) (Result, error) {
+// result reads one statement's answer, the rows of a builder's statement
+// typed by the declared field types of its collection.
+func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply apiReply, raw []byte) (Result, error) {
 	res, err := parseAnswer(raw)
 	if err != nil {
 		return Result{}, unexpected("POST /query", reply.status, reply.body)
@@ -315,7 +315,7 @@ func (c *Client) result(ctx context.Context, o callOptions, query string, reply 
 	res.Seq, _ = strconv.ParseInt(reply.header.Get(headerFenecSeq), 10, 64)
 	res.Replayed = reply.header.Get(headerIdempotentReplayed) == "true"
 	if res.Rows != nil {
-		if err := c.schema.decode(ctx, c, o, query, res.Rows); err != nil {
+		if err := c.schema.decode(ctx, c, o, s, res.Rows); err != nil {
 			return Result{}, err
 		}
 	}

@@ -236,7 +236,7 @@ func TestBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 2 || results[0].Affected != 1 || results[0].Seq != 5 || results[1].Rows[0].Get("count") != int64(4) {
+	if len(results) != 2 || results[0].Affected != 1 || results[0].Seq != 5 || results[1].Rows[0].Get("count") != json.Number("4") {
 		t.Fatalf("got %+v", results)
 	}
 	for r := <-s.got; r.URL.Path != "/batch"; r = <-s.got {

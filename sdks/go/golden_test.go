@@ -37,6 +37,16 @@ func TestGolden(t *testing.T) {
 	jobs := connect(t, "http://127.0.0.1:1")
 	for _, c := range file.Cases {
 		t.Run(c.Name, func(t *testing.T) {
+			defer func() {
+				// A case Go's types cannot write (Inc takes a number) is
+				// refused by the compiler: it must be a refusal.
+				if p, ok := recover().(unwritable); ok {
+					if c.Refuse == "" {
+						t.Fatalf("Go cannot write %s, which the case renders", p)
+					}
+					t.Logf("refused by Go's types: %s", p)
+				}
+			}()
 			q := jobs.From(c.From)
 			for _, s := range c.Steps {
 				q = step(t, q, s)
@@ -59,6 +69,9 @@ func TestGolden(t *testing.T) {
 	}
 }
 
+// unwritable is a typed value Go's types refuse at compile time.
+type unwritable string
+
 func step(t *testing.T, q fenecdb.Collection, s map[string]json.RawMessage) fenecdb.Collection {
 	str := func(k string) (v string) { json.Unmarshal(s[k], &v); return }
 	n := func() (v int) { json.Unmarshal(s["n"], &v); return }
@@ -70,8 +83,8 @@ func step(t *testing.T, q fenecdb.Collection, s map[string]json.RawMessage) fene
 		return q.WhereOp(str("field"), str("cmp"), value(t, s["value"]))
 	case op == "where":
 		return q.Where(str("field"), value(t, s["value"]))
-	case op == "order" && str("dir") == "desc":
-		return q.OrderDesc(str("field"))
+	case op == "order" && s["dir"] != nil:
+		return q.OrderBy(str("field"), str("dir"))
 	case op == "order":
 		return q.Order(str("field"))
 	case op == "limit":
@@ -216,6 +229,8 @@ func value(t *testing.T, raw json.RawMessage) any {
 				return fenecdb.Inc(n)
 			case float64:
 				return fenecdb.Inc(n)
+			default:
+				panic(unwritable("inc of " + string(x)))
 			}
 		}
 	}

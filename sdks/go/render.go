@@ -166,14 +166,16 @@ func (r *renderer) pick(c Collection) {
 	}
 }
 
-func (r *renderer) statement() (Statement, error) {
+// statement answers what was rendered; rowsOf names the collection whose
+// rows it answers, if it answers rows, to type them by.
+func (r *renderer) statement(rowsOf string) (Statement, error) {
 	if r.err != nil {
 		return Statement{}, r.err
 	}
 	if r.params == nil {
 		r.params = []any{}
 	}
-	return Statement{Query: r.b.String(), Params: r.params}, nil
+	return Statement{Query: r.b.String(), Params: r.params, rowsOf: rowsOf}, nil
 }
 
 // refuse answers an error if c uses one of clauses, which endpoint does
@@ -209,7 +211,7 @@ func (c Collection) RenderRows() (Statement, error) {
 		return Statement{}, err
 	}
 	r.pick(c)
-	return r.statement()
+	return r.statement(c.name)
 }
 
 // RenderFirst renders what [Collection.First] sends: the read with limit 1.
@@ -227,7 +229,7 @@ func (c Collection) RenderCount() (Statement, error) {
 		return Statement{}, err
 	}
 	r.b.WriteString(" count")
-	return r.statement()
+	return r.statement("")
 }
 
 // RenderInsert renders what [Collection.Insert] sends: insert c {…}.
@@ -240,7 +242,7 @@ func (c Collection) RenderInsert(doc Doc) (Statement, error) {
 	if err := r.doc("insert", doc); err != nil {
 		return Statement{}, err
 	}
-	return r.statement()
+	return r.statement("")
 }
 
 // RenderInsertMany renders what [Collection.InsertMany] sends:
@@ -263,7 +265,7 @@ func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
 		}
 	}
 	r.b.WriteByte(']')
-	return r.statement()
+	return r.statement("")
 }
 
 // RenderUpdate renders what [Collection.Update] sends:
@@ -306,5 +308,9 @@ func (c Collection) write(endpoint string, patch *Doc, opts []CallOption) (State
 	if o.require >= 0 {
 		r.b.WriteString(" require " + strconv.Itoa(o.require))
 	}
-	return r.statement()
+	rowsOf := ""
+	if o.returning != nil {
+		rowsOf = c.name
+	}
+	return r.statement(rowsOf)
 }

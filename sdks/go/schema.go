@@ -58,46 +58,46 @@ func (s *schemas) lookup(coll string) (map[string]string, bool) {
 	return s.fields[coll], s.fields != nil
 }
 
-// prepare reads the schema before a statement that may answer rows of a
+// prepare reads the schema before a statement that answers rows of a
 // collection the cache does not know, so that a failure to read it sends
 // nothing (a claim's rows are never lost to it).
-func (s *schemas) prepare(ctx context.Context, c *Client, query string, o callOptions) error {
-	coll, rows := statementShape(query)
-	if coll == "" || !rows {
+func (s *schemas) prepare(ctx context.Context, c *Client, st Statement, o callOptions) error {
+	if st.rowsOf == "" {
 		return nil
 	}
-	if f, read := s.lookup(coll); read && f != nil {
+	if f, read := s.lookup(st.rowsOf); read && f != nil {
 		return nil
 	}
 	return s.load(ctx, c, o)
 }
 
-// decode types rows by their collection's declared field types. A column
-// the cache does not know makes it read the schema once more (a field
-// added since); what is still unknown (a path into a json field, a
-// collection the token may not read) is left as JSON decodes it.
-func (s *schemas) decode(ctx context.Context, c *Client, o callOptions, query string, rows []Row) error {
-	coll, _ := statementShape(query)
-	fields, _ := s.lookup(coll)
-	if coll != "" && len(rows) > 0 {
-		for _, col := range rows[0].Columns {
-			if _, ok := fields[col]; !ok && col != "id" && col != "count" && !strings.Contains(col, ".") {
-				if s.load(ctx, c, o) == nil {
-					fields, _ = s.lookup(coll)
-				}
-				break
+// decode types the rows of a builder's statement by its collection's
+// declared field types. A column the cache does not know makes it read the
+// schema once more (a field added since); a column no field declares (a
+// path into a json field, an expression, count) is as the JSON says, and
+// so are the rows of a statement written as text.
+func (s *schemas) decode(ctx context.Context, c *Client, o callOptions, st Statement, rows []Row) error {
+	if st.rowsOf == "" || len(rows) == 0 {
+		return nil
+	}
+	fields, _ := s.lookup(st.rowsOf)
+	for _, col := range rows[0].Columns {
+		if _, ok := fields[col]; !ok && col != "id" && !strings.Contains(col, ".") {
+			if s.load(ctx, c, o) == nil {
+				fields, _ = s.lookup(st.rowsOf)
 			}
+			break
 		}
 	}
 	for _, row := range rows {
 		for i, col := range row.Columns {
 			typ := fields[col]
-			if typ == "" && (col == "id" || col == "count") {
+			if col == "id" {
 				typ = "int"
 			}
 			v, err := typed(typ, row.Values[i])
 			if err != nil {
-				return &Error{Code: CodeUnexpected, At: -1, Message: fmt.Sprintf("column %s of %s: %v", col, coll, err)}
+				return &Error{Code: CodeUnexpected, At: -1, Message: fmt.Sprintf("column %s of %s: %v", col, st.rowsOf, err)}
 			}
 			row.Values[i] = v
 		}
@@ -169,34 +169,19 @@ func words(query string) []string {
 	return out
 }
 
-// statementShape answers the collection a get, set, del, put or insert
-// names, and whether the statement may answer rows (a get, or a write with
-// returning).
-func statementShape(query string) (coll string, rows bool) {
-	w := words(query)
-	if len(w) < 2 {
-		return "", false
-	}
-	switch strings.ToLower(w[0]) {
-	case "get":
-		return w[1], true
-	case "set", "del", "put", "insert":
-		for _, x := range w[2:] {
-			if strings.EqualFold(x, "returning") {
-				return w[1], true
-			}
-		}
-		return w[1], false
-	}
-	return "", false
-}
-
 // isClaim reports whether a statement is a claim, which alone carries a
 // wait: a set with returning (docs/sdks.md).
 func isClaim(query string) bool {
 	w := words(query)
-	_, rows := statementShape(query)
-	return len(w) > 0 && strings.EqualFold(w[0], "set") && rows
+	if len(w) == 0 || !strings.EqualFold(w[0], "set") {
+		return false
+	}
+	for _, x := range w[1:] {
+		if strings.EqualFold(x, "returning") {
+			return true
+		}
+	}
+	return false
 }
 
 // schemaChange reports whether a statement may change a collection's
