@@ -58,11 +58,11 @@ type WorkerOptions struct {
 	// Grace is how long running handlers may go on after a stop before
 	// they are cancelled (default 30 s; negative: none).
 	Grace time.Duration
-	// OnFault is told every fault the worker carries on through (a claim,
-	// an extension, an ack or a fail that failed, a handler's panic); by
-	// default they are logged to Logger.
-	OnFault func(error)
-	// Logger logs faults when OnFault is nil (default slog.Default()).
+	// OnError is told every fault the worker carries on through (a claim,
+	// an extension, an ack, a fail or a release that failed, a handler's
+	// panic) and every lost lease; by default they are logged to Logger.
+	OnError func(error)
+	// Logger logs faults when OnError is nil (default slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -123,12 +123,12 @@ func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, e
 		rand.Read(b)
 		o.OwnerPrefix = "w-" + hex.EncodeToString(b)
 	}
-	if o.OnFault == nil {
+	if o.OnError == nil {
 		logger := o.Logger
 		if logger == nil {
 			logger = slog.Default()
 		}
-		o.OnFault = func(err error) { logger.Warn("fenecdb worker", "error", err) }
+		o.OnError = func(err error) { logger.Warn("fenecdb worker", "error", err) }
 	}
 	switch {
 	case o.Concurrency < 0:
@@ -162,7 +162,7 @@ func (w *Worker) claimPatch(owner string) Doc {
 // started, gives running handlers the grace period and then cancels them.
 // It answers when every handler has returned; the error is ctx's, or a
 // mistake in the worker's statements. Faults on the way (the server down,
-// a 5xx) are retried with backoff and told to OnFault.
+// a 5xx) are retried with backoff and told to OnError.
 func (w *Worker) Run(ctx context.Context) error {
 	// handlers run under their own context, cancelled a grace period
 	// after ctx is done.
@@ -206,6 +206,12 @@ func (w *Worker) Run(ctx context.Context) error {
 				free <- struct{}{}
 			}
 			if ctx.Err() != nil {
+				// Given up at the stop: the server may have taken jobs for
+				// it in that moment, so its owner's jobs go back.
+				w.finish(hctx, "releasing the jobs of the claim given up, "+owner, func(ctx context.Context) error {
+					_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)))
+					return err
+				})
 				break
 			}
 			var fe *Error
@@ -213,7 +219,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				return err // a mistake in the statement: no retry mends it
 			}
 			faults++
-			w.o.OnFault(fmt.Errorf("fenecdb worker: claiming: %w", err))
+			w.o.OnError(fmt.Errorf("fenecdb worker: claiming: %w", err))
 			sleep(ctx, w.o.Backoff(faults))
 			continue
 		}
@@ -228,7 +234,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			if ctx.Err() != nil {
 				// Stopped: a claimed job not started goes back at once.
-				w.release(job)
+				w.release(hctx, job)
 				free <- struct{}{}
 				continue
 			}
@@ -278,10 +284,11 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 			if errors.Is(err, ErrUnmet) {
 				lost.Store(true) // another claim may have it: hands off
 				cancel()
+				w.o.OnError(fmt.Errorf("fenecdb worker: job %d: the lease was lost; its handler is cancelled, and it is neither acked nor failed: %w", job.ID, err))
 				return
 			}
 			if err != nil {
-				w.o.OnFault(fmt.Errorf("fenecdb worker: extending job %d: %w", job.ID, err))
+				w.o.OnError(fmt.Errorf("fenecdb worker: extending job %d: %w", job.ID, err))
 			}
 		}
 	}()
@@ -292,11 +299,11 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 		return
 	case err != nil && stopping.Err() != nil && jctx.Err() != nil:
 		// Cancelled after the grace period: back to the queue at once.
-		w.release(job)
+		w.release(hctx, job)
 	case err != nil:
-		w.fail(job, err)
+		w.fail(hctx, job, err)
 	default:
-		w.finish(job, "acking", func(ctx context.Context) error {
+		w.finish(hctx, fmt.Sprintf("acking job %d", job.ID), func(ctx context.Context) error {
 			_, err := w.mine(job).Delete(ctx, Require(1))
 			return err
 		})
@@ -308,20 +315,20 @@ func (w *Worker) call(ctx context.Context, job Job) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
-			w.o.OnFault(fmt.Errorf("fenecdb worker: job %d: %w", job.ID, err))
+			w.o.OnError(fmt.Errorf("fenecdb worker: job %d: %w", job.ID, err))
 		}
 	}()
 	return w.handler(ctx, job)
 }
 
 // fail sends the job back with a backoff, or keeps it as a dead letter.
-func (w *Worker) fail(job Job, cause error) {
+func (w *Worker) fail(hctx context.Context, job Job, cause error) {
 	patch := D("owner", nil, "error", cause.Error(), "run_at", nil)
 	if job.Attempts < int64(w.o.MaxAttempts) {
 		delay := w.o.Backoff(int(job.Attempts))
 		patch = D("owner", nil, "error", cause.Error(), "run_at", Expr("now() + ?", delay.Milliseconds()))
 	}
-	w.finish(job, "failing", func(ctx context.Context) error {
+	w.finish(hctx, fmt.Sprintf("failing job %d", job.ID), func(ctx context.Context) error {
 		_, err := w.mine(job).Update(ctx, patch, Require(1))
 		return err
 	})
@@ -329,33 +336,36 @@ func (w *Worker) fail(job Job, cause error) {
 
 // release gives a claimed job back to the queue now, its attempt
 // uncounted.
-func (w *Worker) release(job Job) {
-	w.finish(job, "releasing", func(ctx context.Context) error {
+func (w *Worker) release(hctx context.Context, job Job) {
+	w.finish(hctx, fmt.Sprintf("releasing job %d", job.ID), func(ctx context.Context) error {
 		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1))
 		return err
 	})
 }
 
 // finish sends an ack, a fail or a release, retrying faults with backoff
-// for as long as the lease could still be the worker's. A 412 means the
-// job is another's now: nothing to do.
-func (w *Worker) finish(job Job, what string, send func(context.Context) error) {
-	deadline := time.Now().Add(w.o.Lease)
+// until it is sent or, once the worker is stopping, until the grace period
+// ends (hctx): then the job's lease lapses and another worker runs it. A
+// 412 is a lost lease, reported: the job is another's now.
+func (w *Worker) finish(hctx context.Context, what string, send func(context.Context) error) {
 	for try := 1; ; try++ {
 		err := send(context.Background())
 		var fe *Error
-		if err == nil || errors.Is(err, ErrUnmet) || !errors.As(err, &fe) {
-			if err != nil && !errors.Is(err, ErrUnmet) {
-				w.o.OnFault(fmt.Errorf("fenecdb worker: %s job %d: %w", what, job.ID, err))
-			}
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, ErrUnmet):
+			w.o.OnError(fmt.Errorf("fenecdb worker: %s: the lease was lost: %w", what, err))
+			return
+		case !errors.As(err, &fe):
+			w.o.OnError(fmt.Errorf("fenecdb worker: %s: %w", what, err))
 			return
 		}
-		w.o.OnFault(fmt.Errorf("fenecdb worker: %s job %d (try %d): %w", what, job.ID, try, err))
-		pause := w.o.Backoff(try)
-		if time.Now().Add(pause).After(deadline) {
+		w.o.OnError(fmt.Errorf("fenecdb worker: %s (try %d): %w", what, try, err))
+		sleep(hctx, w.o.Backoff(try))
+		if hctx.Err() != nil {
 			return
 		}
-		time.Sleep(pause)
 	}
 }
 

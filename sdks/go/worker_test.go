@@ -47,8 +47,8 @@ func newWorker(t testing.TB, db *fenecdb.Client, h fenecdb.Handler, o fenecdb.Wo
 	if o.Backoff == nil {
 		o.Backoff = fast
 	}
-	if o.OnFault == nil {
-		o.OnFault = func(err error) { t.Logf("fault: %v", err) }
+	if o.OnError == nil {
+		o.OnError = func(err error) { t.Logf("fault: %v", err) }
 	}
 	w, err := fenecdb.NewWorker(db.From("jobs"), h, o)
 	if err != nil {
@@ -111,7 +111,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		ok[job.ID]++
 		return nil
 	}
-	opts := fenecdb.WorkerOptions{Concurrency: 8, OnFault: func(err error) { t.Errorf("fault: %v", err) }}
+	opts := fenecdb.WorkerOptions{Concurrency: 8, OnError: func(err error) { t.Errorf("fault: %v", err) }}
 	opts.OwnerPrefix = "a"
 	stopA := start(newWorker(t, db, handler, opts))
 	opts.OwnerPrefix = "b"
@@ -185,7 +185,9 @@ func TestWorkerLostLease(t *testing.T) {
 		cancelled <- ctx.Err()
 		return errors.New("cancelled")
 	}
-	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond}))
+	reported := make(chan error, 10)
+	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond,
+		OnError: func(err error) { reported <- err }}))
 	defer stop()
 	<-started
 	mustQuery(t, db, "set jobs {owner: 'thief'} where id = 1")
@@ -193,6 +195,9 @@ func TestWorkerLostLease(t *testing.T) {
 	case <-cancelled:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler was not cancelled")
+	}
+	if err := <-reported; !errors.Is(err, fenecdb.ErrUnmet) || !strings.Contains(err.Error(), "lease was lost") {
+		t.Fatalf("reported %v, want the lost lease", err)
 	}
 	time.Sleep(300 * time.Millisecond) // time for a wrong ack or fail to land
 	row, err := db.From("jobs").Where("id", 1).First(context.Background())
@@ -285,7 +290,7 @@ func TestWorkerSurvivesARestart(t *testing.T) {
 		return nil
 	}
 	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Wait: time.Second, Backoff: func(int) time.Duration { return 100 * time.Millisecond },
-		OnFault: func(err error) {
+		OnError: func(err error) {
 			faults.Add(1)
 			if !errors.Is(err, fenecdb.ErrNetwork) && !errors.Is(err, fenecdb.ErrTimeout) && !strings.Contains(err.Error(), "unavailable") {
 				t.Errorf("an unexpected fault: %v", err)
