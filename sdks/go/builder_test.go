@@ -129,7 +129,9 @@ func TestBuilderRules(t *testing.T) {
 		{"NaN in where", func() (fenecdb.Statement, error) { return jobs.Where("x", nan).RenderRows() }, "finite"},
 		{"Inf in insert", func() (fenecdb.Statement, error) { return jobs.RenderInsert(fenecdb.D("x", math.Inf(1))) }, "finite"},
 		{"NaN pointer in update", func() (fenecdb.Statement, error) { return jobs.RenderUpdate(fenecdb.D("x", &nan)) }, "finite"},
-		{"NaN in expr", func() (fenecdb.Statement, error) { return jobs.RenderUpdate(fenecdb.D("x", fenecdb.Expr("? + 1", nan))) }, "finite"},
+		{"NaN in expr", func() (fenecdb.Statement, error) {
+			return jobs.RenderUpdate(fenecdb.D("x", fenecdb.Expr("? + 1", nan)))
+		}, "finite"},
 		{"NaN in a list", func() (fenecdb.Statement, error) { return jobs.WhereOp("x", "in", []float64{1, nan}).RenderRows() }, "finite"},
 		{"NaN in a json value", func() (fenecdb.Statement, error) {
 			return jobs.RenderInsert(fenecdb.D("payload", map[string]any{"x": nan}))

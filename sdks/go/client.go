@@ -276,15 +276,15 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 	if o.timeout != nil {
 		timeout = *o.timeout
 	}
-	bound := fmt.Sprint(timeout)
+	bound := fmt.Sprintf("%v (the call's timeout)", timeout)
 	if claim {
 		if c.waitErr != nil {
 			return apiReply{}, c.waitErr
 		}
 		if ms := c.wait.Milliseconds(); ms > 0 {
 			h.FenecWait = &ms
+			bound = fmt.Sprintf("%v (the call's timeout of %v plus the wait of %v)", timeout+c.wait, timeout, c.wait)
 			timeout += c.wait
-			bound += " + the wait of " + fmt.Sprint(c.wait)
 		}
 	}
 	if o.key != "" {

@@ -133,7 +133,7 @@ func sendFailure(caller, req context.Context, what, host, bound string, err erro
 	}
 	if errors.Is(context.Cause(req), errTimedOut) {
 		return &Error{Code: CodeTimeout, At: -1, Cause: context.DeadlineExceeded,
-			Message: fmt.Sprintf("%s: no answer from %s within the timeout of %s", what, host, bound)}
+			Message: fmt.Sprintf("%s: no answer from %s in %s", what, host, bound)}
 	}
 	return &Error{Code: CodeNetwork, At: -1, Cause: err,
 		Message: fmt.Sprintf("%s: cannot reach %s: %s", what, host, networkCause(err))}
