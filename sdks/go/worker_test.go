@@ -1,11 +1,21 @@
 package fenecdb_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,18 +67,21 @@ func newWorker(t testing.TB, db *fenecdb.Client, h fenecdb.Handler, o fenecdb.Wo
 	return w
 }
 
-// start runs w until the answered stop is called, which waits for Run.
-func start(w *fenecdb.Worker) (stop func() error) {
+// start runs w until the answered stop is called (or the test ends),
+// which waits for Run.
+func start(t testing.TB, w *fenecdb.Worker) (stop func() error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	return func() error {
+	stop = sync.OnceValue(func() error {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			return err
 		}
 		return nil
-	}
+	})
+	t.Cleanup(func() { stop() })
+	return stop
 }
 
 func count(t testing.TB, db *fenecdb.Client, where string, args ...any) int64 {
@@ -113,9 +126,9 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 	}
 	opts := fenecdb.WorkerOptions{Concurrency: 8, OnError: func(err error) { t.Errorf("fault: %v", err) }}
 	opts.OwnerPrefix = "a"
-	stopA := start(newWorker(t, db, handler, opts))
+	stopA := start(t, newWorker(t, db, handler, opts))
 	opts.OwnerPrefix = "b"
-	stopB := start(newWorker(t, db, handler, opts))
+	stopB := start(t, newWorker(t, db, handler, opts))
 	eventually(t, "the queue to drain", func() bool { return count(t, db, "") == 1 && count(t, db, "run_at is null") == 1 })
 	if err := stopA(); err != nil {
 		t.Fatal(err)
@@ -142,7 +155,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		dead.Get("error") != "job 7 failed attempt 5" {
 		t.Fatalf("the dead letter: %v %v", dead, err)
 	}
-	if leased := count(t, db, "owner != null"); leased != 0 {
+	if leased := count(t, db, "owner is not null"); leased != 0 {
 		t.Fatalf("%d jobs left leased", leased)
 	}
 }
@@ -162,8 +175,8 @@ func TestWorkerExtendsTheLease(t *testing.T) {
 		}
 	}
 	opts := fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond}
-	stopA := start(newWorker(t, db, slow, opts))
-	stopB := start(newWorker(t, db, slow, opts))
+	stopA := start(t, newWorker(t, db, slow, opts))
+	stopB := start(t, newWorker(t, db, slow, opts))
 	eventually(t, "the job to be acked", func() bool { return count(t, db, "") == 0 })
 	stopA()
 	stopB()
@@ -186,7 +199,7 @@ func TestWorkerLostLease(t *testing.T) {
 		return errors.New("cancelled")
 	}
 	reported := make(chan error, 10)
-	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond,
+	stop := start(t, newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Wait: 200 * time.Millisecond,
 		OnError: func(err error) { reported <- err }}))
 	defer stop()
 	<-started
@@ -220,7 +233,7 @@ func TestWorkerStop(t *testing.T) {
 		finished.Add(1)
 		return nil
 	}
-	stopA := start(newWorker(t, db, slow, fenecdb.WorkerOptions{Concurrency: 8, OwnerPrefix: "a"}))
+	stopA := start(t, newWorker(t, db, slow, fenecdb.WorkerOptions{Concurrency: 8, OwnerPrefix: "a"}))
 	eventually(t, "worker a to start jobs", func() bool { return startedA.Load() > 0 })
 	if err := stopA(); err != nil {
 		t.Fatal(err)
@@ -229,11 +242,11 @@ func TestWorkerStop(t *testing.T) {
 	if got := startedA.Load(); finished.Load() != got {
 		t.Fatalf("%d handlers started, %d finished", got, finished.Load())
 	}
-	if n := count(t, db, "owner != null"); n != 0 {
+	if n := count(t, db, "owner is not null"); n != 0 {
 		t.Fatalf("%d jobs left leased by the stopped worker", n)
 	}
 	first := make(chan time.Time, 1)
-	stopB := start(newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
+	stopB := start(t, newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
 		select {
 		case first <- time.Now():
 		default:
@@ -254,7 +267,7 @@ func TestWorkerStop(t *testing.T) {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	stopC := start(newWorker(t, db, stuck, fenecdb.WorkerOptions{Grace: 200 * time.Millisecond}))
+	stopC := start(t, newWorker(t, db, stuck, fenecdb.WorkerOptions{Grace: 200 * time.Millisecond}))
 	<-running
 	begun := time.Now()
 	if err := stopC(); err != nil {
@@ -289,7 +302,7 @@ func TestWorkerSurvivesARestart(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	stop := start(newWorker(t, db, h, fenecdb.WorkerOptions{Wait: time.Second, Backoff: func(int) time.Duration { return 100 * time.Millisecond },
+	stop := start(t, newWorker(t, db, h, fenecdb.WorkerOptions{Wait: time.Second, Backoff: func(int) time.Duration { return 100 * time.Millisecond },
 		OnError: func(err error) {
 			faults.Add(1)
 			if !errors.Is(err, fenecdb.ErrNetwork) && !errors.Is(err, fenecdb.ErrTimeout) && !strings.Contains(err.Error(), "unavailable") {
@@ -345,11 +358,149 @@ func BenchmarkWorker(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
-	stop := start(w)
+	stop := start(b, w)
 	for done.Load() < int64(b.N) {
 		time.Sleep(time.Millisecond)
 	}
 	b.StopTimer()
 	stop()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// recorder is a reverse proxy in front of a real server: it records the
+// statements sent through it and, while hold is open, keeps the answer of
+// every claim that took jobs until the client gives the request up.
+type recorder struct {
+	mu      sync.Mutex
+	queries []string
+	hold    atomic.Bool
+	held    chan struct{} // a claim's answer is being kept
+}
+
+func proxy(t *testing.T, target string) (*recorder, string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rec := &recorder{held: make(chan struct{}, 100)}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var q struct{ Query string }
+		json.Unmarshal(body, &q)
+		if q.Query != "" {
+			rec.mu.Lock()
+			rec.queries = append(rec.queries, q.Query)
+			rec.mu.Unlock()
+		}
+		answer := httptest.NewRecorder()
+		rp.ServeHTTP(answer, r)
+		if rec.hold.Load() && strings.HasSuffix(q.Query, "returning *") && answer.Body.Len() > 2 {
+			rec.held <- struct{}{}
+			<-r.Context().Done()
+			return
+		}
+		maps.Copy(w.Header(), answer.Header())
+		w.WriteHeader(answer.Code)
+		w.Write(answer.Body.Bytes())
+	}))
+	t.Cleanup(srv.Close)
+	return rec, srv.URL
+}
+
+// TestWorkerStatementsAreGolden: every statement a worker sends is the
+// text of a worker case of conformance/builder-golden.json (its limit
+// aside: the free slots), and it sends each of them: claim, extend, ack,
+// fail, dead letter, release, release of a claim given up.
+func TestWorkerStatementsAreGolden(t *testing.T) {
+	b, err := os.ReadFile("../../conformance/builder-golden.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct{ Cases []goldenCase }
+	json.Unmarshal(b, &file)
+	limit := regexp.MustCompile(`limit \d+`)
+	golden := map[string]string{}
+	for _, c := range file.Cases {
+		if strings.HasPrefix(c.Name, "worker") {
+			golden[limit.ReplaceAllString(c.Query, "limit N")] = c.Name
+		}
+	}
+	db, srv := queue(t, 3)
+	rec, url := proxy(t, srv.URL)
+	through := connect(t, url)
+	running := make(chan struct{}, 3)
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		switch job.ID {
+		case 1: // outlives an extension, then acked
+			time.Sleep(700 * time.Millisecond)
+			return nil
+		case 2: // failed, then a dead letter
+			return errors.New("smtp timeout")
+		}
+		running <- struct{}{} // runs until the grace period ends: released
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	w, err := fenecdb.NewWorker(through.From("jobs"), h, fenecdb.WorkerOptions{Lease: time.Second, MaxAttempts: 2, Backoff: fast,
+		Grace: 100 * time.Millisecond, OnError: func(err error) { t.Errorf("fault: %v", err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, w)
+	<-running
+	eventually(t, "jobs 1 and 2 to be settled", func() bool {
+		return count(t, db, "id = 1") == 0 && count(t, db, "id = 2 and run_at is null") == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[string]bool{}
+	for _, q := range rec.queries {
+		name, ok := golden[limit.ReplaceAllString(q, "limit N")]
+		if !ok && !strings.HasPrefix(q, "get ") {
+			t.Errorf("the worker sent %q, which no worker case of the golden file holds", q)
+		}
+		seen[name] = true
+	}
+	for _, name := range []string{"worker claim", "worker extend", "worker ack", "worker fail", "worker dead letter", "worker release", "worker release a given-up claim"} {
+		if !seen[name] {
+			t.Errorf("the worker never sent %q", name)
+		}
+	}
+}
+
+// TestWorkerStopReleasesAGivenUpClaim: a claim whose answer (jobs taken)
+// has not arrived when the worker stops is given up, and its owner's jobs
+// released: another worker takes them within 200 ms, not after the lease.
+func TestWorkerStopReleasesAGivenUpClaim(t *testing.T) {
+	db, srv := queue(t, 5)
+	rec, url := proxy(t, srv.URL)
+	rec.hold.Store(true)
+	a := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error {
+		t.Error("worker a ran a job whose claim answer it never got")
+		return nil
+	}, fenecdb.WorkerOptions{OwnerPrefix: "a"})
+	stopA := start(t, a)
+	<-rec.held
+	if n := count(t, db, "owner is not null"); n != 5 {
+		t.Fatalf("%d jobs taken by the held claim, want 5", n)
+	}
+	if err := stopA(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	var ran atomic.Int32
+	stopB := start(t, newWorker(t, db, func(context.Context, fenecdb.Job) error { ran.Add(1); return nil }, fenecdb.WorkerOptions{OwnerPrefix: "b"}))
+	defer stopB()
+	eventually(t, "worker b to run the five jobs", func() bool { return ran.Load() == 5 })
+	if d := time.Since(stopped); d > 200*time.Millisecond {
+		t.Errorf("worker b ran the released jobs %v after the stop, want within 200ms", d)
+	}
+	if n := count(t, db, "attempts != 1"); n != 0 {
+		t.Errorf("%d jobs counted the run that did not happen", n)
+	}
 }
