@@ -233,7 +233,7 @@ func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...Call
 	}
 	answers, err := parseBatch(reply.body)
 	if err != nil || len(answers) != len(statements) {
-		return nil, unexpected("POST /batch", reply.status, reply.body)
+		return nil, unexpected(c.host, "POST /batch", reply.status, reply.body)
 	}
 	results := make([]Result, len(answers))
 	for i, raw := range answers {
@@ -300,7 +300,7 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 		return apiReply{}, sendFailure(ctx, reqCtx, what, c.host, bound, err)
 	}
 	if reply.status < 200 || reply.status > 299 {
-		return apiReply{}, refusal(what, reply.status, reply.body)
+		return apiReply{}, refusal(c.host, what, reply.status, reply.body)
 	}
 	return reply, nil
 }
@@ -310,7 +310,7 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply apiReply, raw []byte) (Result, error) {
 	res, err := parseAnswer(raw)
 	if err != nil {
-		return Result{}, unexpected("POST /query", reply.status, reply.body)
+		return Result{}, unexpected(c.host, "POST /query", reply.status, reply.body)
 	}
 	res.Seq, _ = strconv.ParseInt(reply.header.Get(headerFenecSeq), 10, 64)
 	res.Replayed = reply.header.Get(headerIdempotentReplayed) == "true"

@@ -72,6 +72,10 @@ func TestProxyErrorIsUnexpected(t *testing.T) {
 		!strings.Contains(fe.Message, "502") || !strings.Contains(fe.Message, "<html><body>502 Bad Gateway") {
 		t.Fatalf("got %#v", err)
 	}
+	_, url = newStub(t, 418, `{"error": "short and stout", "code": "teapot"}`)
+	if _, err := connect(t, url).Query(context.Background(), "get jobs"); !errors.Is(err, fenecdb.ErrUnexpected) || !strings.Contains(err.Error(), "teapot") {
+		t.Fatalf("an error code openapi.yaml lacks: got %v", err)
+	}
 	_, url = newStub(t, 200, "OK")
 	if _, err := connect(t, url).Query(context.Background(), "get jobs"); !errors.Is(err, fenecdb.ErrUnexpected) {
 		t.Fatalf("a 200 that is not JSON: got %v", err)

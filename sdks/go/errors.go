@@ -91,7 +91,7 @@ func (e *Error) Is(target error) bool {
 
 // refusal reads an answer that is not a 2xx: the API's error body
 // {"error", "code"[, "at"]}, or anything else as [CodeUnexpected].
-func refusal(what string, status int, body []byte) *Error {
+func refusal(host, what string, status int, body []byte) *Error {
 	var b apiError
 	if json.Unmarshal(body, &b) == nil && slices.Contains(apiErrorCodes, ErrorCode(b.Code)) {
 		e := &Error{Status: status, Code: ErrorCode(b.Code), Message: b.Error, At: -1}
@@ -100,11 +100,11 @@ func refusal(what string, status int, body []byte) *Error {
 		}
 		return e
 	}
-	return unexpected(what, status, body)
+	return unexpected(host, what, status, body)
 }
 
 // unexpected is an answer that is not the API's.
-func unexpected(what string, status int, body []byte) *Error {
+func unexpected(host, what string, status int, body []byte) *Error {
 	start := strings.TrimSpace(string(body))
 	if len(start) > 200 {
 		start = start[:200]
@@ -117,7 +117,7 @@ func unexpected(what string, status int, body []byte) *Error {
 		start = "(empty)"
 	}
 	return &Error{Status: status, Code: CodeUnexpected, At: -1,
-		Message: fmt.Sprintf("%s answered %d %s, not the API's JSON; the body starts: %s", what, status, http.StatusText(status), start)}
+		Message: fmt.Sprintf("unexpected answer from %s to %s, not the API's JSON: HTTP %d %s: %s", host, what, status, http.StatusText(status), start)}
 }
 
 // errTimedOut is the cause of a request context the call's own timeout

@@ -34,7 +34,7 @@ func (s *schemas) load(ctx context.Context, c *Client, o callOptions) error {
 	}
 	var body apiCollections
 	if err := json.Unmarshal(reply.body, &body); err != nil {
-		return unexpected("GET /collections", reply.status, reply.body)
+		return unexpected(c.host, "GET /collections", reply.status, reply.body)
 	}
 	fields := map[string]map[string]string{}
 	for _, coll := range body.Collections {

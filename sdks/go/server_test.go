@@ -422,6 +422,17 @@ func TestIdempotentReplay(t *testing.T) {
 	}
 }
 
+// TestTooLarge: a body over the server's --max-body is ErrTooLarge.
+func TestTooLarge(t *testing.T) {
+	db, _ := server(t, "--max-body", "512")
+	mustQuery(t, db, jobsSchema)
+	_, err := db.From("jobs").Insert(context.Background(), fenecdb.D("error", strings.Repeat("x", 1000)))
+	var fe *fenecdb.Error
+	if !errors.As(err, &fe) || fe.Status != 413 || !errors.Is(err, fenecdb.ErrTooLarge) {
+		t.Fatalf("got %v, want 413 too_large", err)
+	}
+}
+
 // TestUnauthorized: a server with --token refuses a request without it.
 func TestUnauthorized(t *testing.T) {
 	_, url := server(t, "--token", "s3cret")

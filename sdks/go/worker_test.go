@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -383,6 +384,7 @@ func proxy(t *testing.T, target string) (*recorder, string) {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0) // a request given up is expected
 	rec := &recorder{held: make(chan struct{}, 100)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
