@@ -251,3 +251,28 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("body\n got %s\nwant %s", body, want)
 	}
 }
+
+// TestUndeclaredColumnReadsTheSchemaOnce: a column no field declares (an
+// expression) makes the client read GET /collections again once, not on
+// every answer.
+func TestUndeclaredColumnReadsTheSchemaOnce(t *testing.T) {
+	s, url := newStub(t, 200, `[{"id": 1, "attempts + 1": 2}]`)
+	s.collections = `{"collections": [{"name": "jobs", "documents": 1, "fields": [{"name": "attempts", "type": "int", "index": null}]}]}`
+	db := connect(t, url)
+	for range 3 {
+		rows, err := db.From("jobs").Select("attempts").Rows(context.Background())
+		if err != nil || rows[0].Get("id") != int64(1) || rows[0].Get("attempts + 1") != json.Number("2") {
+			t.Fatalf("got %v, %v", rows, err)
+		}
+	}
+	reads := 0
+	for len(s.got) > 0 {
+		if (<-s.got).URL.Path == "/collections" {
+			reads++
+		}
+		<-s.bodies
+	}
+	if reads != 2 {
+		t.Fatalf("GET /collections sent %d times, want 2 (the first read and one again)", reads)
+	}
+}

@@ -15,12 +15,15 @@ import (
 type schemas struct {
 	mu     sync.Mutex
 	fields map[string]map[string]string // collection → field → type; nil until read
+	// undeclared are columns no field declared even after a fresh read (an
+	// expression): they send no more reads.
+	undeclared map[[2]string]bool
 }
 
 // forget drops the cache after a statement that may change a schema.
 func (s *schemas) forget() {
 	s.mu.Lock()
-	s.fields = nil
+	s.fields, s.undeclared = nil, nil
 	s.mu.Unlock()
 }
 
@@ -81,13 +84,28 @@ func (s *schemas) decode(ctx context.Context, c *Client, o callOptions, st State
 		return nil
 	}
 	fields, _ := s.lookup(st.rowsOf)
-	for _, col := range rows[0].Columns {
-		if _, ok := fields[col]; !ok && col != "id" && !strings.Contains(col, ".") {
-			if s.load(ctx, c, o) == nil {
-				fields, _ = s.lookup(st.rowsOf)
+	unknown := func() (cols [][2]string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, col := range rows[0].Columns {
+			key := [2]string{st.rowsOf, col}
+			if _, ok := fields[col]; !ok && col != "id" && !strings.Contains(col, ".") && !s.undeclared[key] {
+				cols = append(cols, key)
 			}
-			break
 		}
+		return cols
+	}
+	if len(unknown()) > 0 && s.load(ctx, c, o) == nil {
+		fields, _ = s.lookup(st.rowsOf)
+		still := unknown()
+		s.mu.Lock()
+		if s.undeclared == nil {
+			s.undeclared = map[[2]string]bool{}
+		}
+		for _, key := range still {
+			s.undeclared[key] = true
+		}
+		s.mu.Unlock()
 	}
 	for _, row := range rows {
 		for i, col := range row.Columns {
