@@ -183,7 +183,8 @@ func (w *Worker) Run(ctx context.Context) error {
 		free <- struct{}{}
 	}
 	faults := 0
-	for ctx.Err() == nil {
+	var fatal error
+	for ctx.Err() == nil && fatal == nil {
 		// Take one free slot (waiting for it), then every other one free.
 		select {
 		case <-free:
@@ -208,15 +209,13 @@ func (w *Worker) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				// Given up at the stop: the server may have taken jobs for
 				// it in that moment, so its owner's jobs go back.
-				w.finish(hctx, "releasing the jobs of the claim given up, "+owner, func(ctx context.Context) error {
-					_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)))
-					return err
-				})
+				w.releaseClaim(hctx, owner)
 				break
 			}
 			var fe *Error
 			if !errors.As(err, &fe) {
-				return err // a mistake in the statement: no retry mends it
+				fatal = err // a mistake in the statement: no retry mends it
+				break
 			}
 			faults++
 			w.o.OnError(fmt.Errorf("fenecdb worker: claiming: %w", err))
@@ -227,10 +226,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		for i := len(res.Rows); i < n; i++ {
 			free <- struct{}{}
 		}
-		for _, row := range res.Rows {
+		for i, row := range res.Rows {
 			job, err := jobOf(row, owner)
 			if err != nil {
-				return err
+				// Not a queue of docs/queues.md: what this claim took and
+				// did not start goes back, and the worker stops.
+				fatal = err
+				for range res.Rows[i:] {
+					free <- struct{}{}
+				}
+				w.releaseClaim(hctx, owner)
+				break
 			}
 			if ctx.Err() != nil {
 				// Stopped: a claimed job not started goes back at once.
@@ -247,6 +253,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 	}
 	running.Wait()
+	if fatal != nil {
+		return fatal
+	}
 	return ctx.Err()
 }
 
@@ -270,8 +279,9 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 	jctx, cancel := context.WithCancel(hctx)
 	defer cancel()
 	var lost atomic.Bool
-	done := make(chan struct{})
+	done, exited := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(exited)
 		t := time.NewTicker(w.o.Lease / 2)
 		defer t.Stop()
 		for {
@@ -294,6 +304,7 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 	}()
 	err := w.call(jctx, job)
 	close(done)
+	<-exited // an extension in flight lands before the ack or the fail
 	switch {
 	case lost.Load():
 		return
@@ -339,6 +350,15 @@ func (w *Worker) fail(hctx context.Context, job Job, cause error) {
 func (w *Worker) release(hctx context.Context, job Job) {
 	w.finish(hctx, fmt.Sprintf("releasing job %d", job.ID), func(ctx context.Context) error {
 		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1))
+		return err
+	})
+}
+
+// releaseClaim gives every job of a claim back to the queue now, their
+// attempts uncounted.
+func (w *Worker) releaseClaim(hctx context.Context, owner string) {
+	w.finish(hctx, "releasing the jobs of claim "+owner, func(ctx context.Context) error {
+		_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)))
 		return err
 	})
 }

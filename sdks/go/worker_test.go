@@ -328,6 +328,30 @@ func TestWorkerSurvivesARestart(t *testing.T) {
 	}
 }
 
+// TestWorkerRefusesAQueueOfOtherTypes: a collection whose attempts is not
+// an int stops the worker with an error naming it, and the job it claimed
+// goes back.
+func TestWorkerRefusesAQueueOfOtherTypes(t *testing.T) {
+	srv := fenectest.StartServer(t, "--file", ":memory:")
+	db := connect(t, srv.URL)
+	mustQuery(t, db, "create collection jobs (run_at timestamp @sorted, owner text, attempts float, error text)")
+	mustQuery(t, db, "put jobs {run_at: now(), attempts: 0}")
+	w := newWorker(t, db, func(context.Context, fenecdb.Job) error { t.Error("a job ran"); return nil }, fenecdb.WorkerOptions{})
+	done := make(chan error, 1)
+	go func() { done <- w.Run(context.Background()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "attempts") {
+			t.Fatalf("got %v, want an error naming attempts", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	if n := count(t, db, "owner is null and attempts = 0"); n != 1 {
+		t.Fatal("the job claimed was not released")
+	}
+}
+
 // TestNewWorkerRefusesBadOptions: invalid options fail at construction.
 func TestNewWorkerRefusesBadOptions(t *testing.T) {
 	db := connect(t, "http://127.0.0.1:1")
