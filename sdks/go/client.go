@@ -283,8 +283,10 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 		}
 		if ms := c.wait.Milliseconds(); ms > 0 {
 			h.FenecWait = &ms
-			bound = fmt.Sprintf("%v (the call's timeout of %v plus the wait of %v)", timeout+c.wait, timeout, c.wait)
-			timeout += c.wait
+			if timeout > 0 { // no timeout stays none
+				bound = fmt.Sprintf("%v (the call's timeout of %v plus the wait of %v)", timeout+c.wait, timeout, c.wait)
+				timeout += c.wait
+			}
 		}
 	}
 	if o.key != "" {

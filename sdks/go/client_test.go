@@ -209,6 +209,10 @@ func TestWaitExtendsTimeout(t *testing.T) {
 	if _, err := db.Wait(time.Second).Query(ctx, "set jobs {owner: 'x'} limit 1 returning id"); err != nil {
 		t.Fatalf("with a wait: %v", err)
 	}
+	// No timeout stays none: the wait does not become the bound.
+	if _, err := db.Wait(100*time.Millisecond).Query(ctx, "set jobs {owner: 'x'} limit 1 returning id", fenecdb.Timeout(0)); err != nil {
+		t.Fatalf("without a timeout, with a wait: %v", err)
+	}
 }
 
 func TestCancel(t *testing.T) {
