@@ -530,3 +530,20 @@ func TestWorkerStopReleasesAGivenUpClaim(t *testing.T) {
 		t.Errorf("%d jobs counted the run that did not happen", n)
 	}
 }
+
+// TestDefaultBackoff: exponential from 1 s, capped at 1 h, full jitter.
+func TestDefaultBackoff(t *testing.T) {
+	for attempts, ceiling := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 13: time.Hour, 1000: time.Hour} {
+		var most time.Duration
+		for range 200 {
+			d := fenecdb.DefaultBackoff(attempts)
+			if d < 0 || d > ceiling {
+				t.Fatalf("DefaultBackoff(%d) = %v, want 0 to %v", attempts, d, ceiling)
+			}
+			most = max(most, d)
+		}
+		if most < ceiling/2 {
+			t.Errorf("DefaultBackoff(%d) never passed %v in 200 draws: not a full jitter up to %v", attempts, most, ceiling)
+		}
+	}
+}
