@@ -16,13 +16,12 @@ build:
 run: build
 	./bin/fenec serve --file fenec.db --http 127.0.0.1:8080
 
-# Everything generated: the server skeleton and the Go SDK's transport (from
+# Everything generated: the server skeleton and every SDK's transport (from
 # openapi.yaml), and the conformance cases (from docs/).
 generate:
 	cd server && $(GO) tool oapi-codegen -config httpapi/gen/config.yaml ../openapi.yaml
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases
 	$(MAKE) generate-sdks
-	cd sdks/go && $(GO) generate ./...
 	$(MAKE) generate-console
 
 # Fails when a generated file is not what `make generate` makes now.
@@ -33,13 +32,6 @@ check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.p
 	if ! diff -u server/httpapi/gen/api.gen.go "$$tmp/api.gen.go" >/dev/null; then \
 		echo "server/httpapi/gen/api.gen.go is stale: run make generate" >&2; exit 1; fi
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases -check
-	@# The Go SDK's transport: its //go:generate line, run into a temp file.
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cmd=$$(sed -n 's#^//go:generate ##p' sdks/go/internal/gen/doc.go) && \
-	sed "s#^output: .*#output: $$tmp/gen.go#" sdks/go/internal/gen/config.yaml >"$$tmp/config.yaml" && \
-	(cd sdks/go/internal/gen && $${cmd/-config config.yaml/-config $$tmp/config.yaml}) && \
-	if ! diff -u sdks/go/internal/gen/gen.go "$$tmp/gen.go" >/dev/null; then \
-		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
