@@ -40,6 +40,8 @@ check-generated: sdks/js/node_modules/.package-lock.json
 	if ! diff -u sdks/go/internal/gen/gen.go "$$tmp/gen.go" >/dev/null; then \
 		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py --check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 
 test: check-tracked check-generated test-venv
@@ -91,6 +93,8 @@ sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lo
 generate-sdks: sdks/js/node_modules/.package-lock.json
 	cd tools/sdkgen && $(GO) run . -root ../..
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py
 
 fuzz-api: build
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \

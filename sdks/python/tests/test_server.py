@@ -1,5 +1,6 @@
-"""The client against a real ``fenec serve --clock manual``: errors, tokens,
-timestamps, idempotency, and claims held with ``wait``."""
+"""Claims held with ``wait`` against a real ``fenec serve --clock manual``:
+woken by a write, by time, and given up when an asyncio task is cancelled
+(the rest of the client: tests/_async/test_client.py)."""
 
 from __future__ import annotations
 
@@ -36,74 +37,6 @@ def claim(db: fenecdb.Client, owner: str, wait: float = 0) -> "list[fenecdb.Row]
     )
 
 
-def test_errors(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    with pytest.raises(fenecdb.Unmet) as unmet:
-        jobs.where("id", 1).where("owner", "w1").delete(require=1)
-    assert (unmet.value.status, unmet.value.code, unmet.value.at) == (412, "unmet", None)
-    assert "requires 1" in unmet.value.message
-    with pytest.raises(fenecdb.NotFound) as nf:
-        db.collection("jbos").rows()
-    assert nf.value.status == 404
-    with pytest.raises(fenecdb.BadRequest):
-        db.query("get jobs where")
-    db.query("create collection accounts (email text @unique)")
-    accounts = db.collection("accounts")
-    assert accounts.insert({"email": "ada@example.com"}) == 1
-    with pytest.raises(fenecdb.Conflict) as conflict:
-        accounts.insert({"email": "ada@example.com"})
-    assert conflict.value.status == 409
-    with pytest.raises(fenecdb.Conflict) as batch:
-        db.batch([jobs.render_insert({"attempts": 0}), accounts.render_insert({"email": "ada@example.com"})])
-    assert batch.value.at == 1
-    assert jobs.count() == 0  # the batch left no trace
-    with pytest.raises(fenecdb.BadRequest, match="Fenec-Wait"):
-        claim(db, "w1", wait=31)
-    with pytest.raises(fenecdb.BadRequest, match="Fenec-Wait"):
-        db.query("put jobs {attempts: 0}", wait=1)
-
-
-def test_token(start_server: StartServer) -> None:
-    server = start_server("--token", "s3cret")
-    with fenecdb.connect(server.url) as anonymous:
-        assert anonymous.health() is True
-        with pytest.raises(fenecdb.Unauthorized) as info:
-            anonymous.collections()
-        assert (info.value.status, info.value.code) == (401, "unauthorized")
-    with fenecdb.connect(server.url, token="s3cret") as db:
-        db.query(JOBS)
-        assert [c["name"] for c in db.collections()] == ["jobs"]
-
-
-def test_timestamps_and_batch(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    later = START + timedelta(hours=1, milliseconds=250)
-    in_istanbul = later.astimezone(timezone(timedelta(hours=3)))
-    assert jobs.insert([{"run_at": START, "attempts": 0}, {"run_at": in_istanbul}]) == 2
-    rows = jobs.select("id", "run_at").order("id").rows()
-    assert rows == [{"id": 1, "run_at": START}, {"id": 2, "run_at": later}]
-    assert jobs.where("run_at", ">", START).first() == {
-        "id": 2,
-        "payload": None,
-        "run_at": later,
-        "owner": None,
-        "attempts": None,
-        "error": None,
-    }
-    assert db.batch(["get jobs count", jobs.where("id", 2).render_delete()]) == [[{"count": 2}], 1]
-    assert jobs.where("id", "in", [1, 2]).count() == 1
-
-
-def test_idempotency_key(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    jobs.insert([{"run_at": expr("now()"), "attempts": 0}] * 3)
-    first = jobs.where(raw("run_at <= now()")).limit(2).update({"owner": "w1"}, returning=["id"], idempotency_key="c-1")
-    again = jobs.where(raw("run_at <= now()")).limit(2).update({"owner": "w1"}, returning=["id"], idempotency_key="c-1")
-    assert first == again == [{"id": 1}, {"id": 2}]
-    with pytest.raises(fenecdb.KeyReused):
-        jobs.where("id", 3).update({"owner": "w2"}, idempotency_key="c-1")
-
-
 def test_held_claim_woken_by_a_write(server: Server, db: fenecdb.Client) -> None:
     def enqueue() -> None:
         server.until_held(1)
@@ -131,12 +64,6 @@ def test_held_claim_woken_by_time(server: Server, db: fenecdb.Client) -> None:
     (job,) = claim(db, "w1", wait=10)
     t.join()
     assert job["id"] == 1 and job["run_at"] == START + timedelta(seconds=90)
-
-
-def test_held_claim_ends_empty(db: fenecdb.Client) -> None:
-    began = time.monotonic()
-    assert claim(db, "w1", wait=0.3) == []
-    assert 0.25 < time.monotonic() - began < 5
 
 
 def test_cancelling_a_held_claim_frees_it(server: Server, db: fenecdb.Client) -> None:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
+from ._codec import check_finite
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
@@ -31,6 +33,9 @@ class _Fragment:
     def __init__(self, text: str, *args: Any) -> None:
         if not isinstance(text, str):
             raise TypeError(f"{type(self).__name__.lower()}() takes its text first, got {text!r}")
+        what = f"{type(self).__name__.lower()}({text!r})"
+        for arg in args:
+            check_finite(arg, what)
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "args", args)
 
@@ -70,7 +75,8 @@ def inc(by: Union[int, float] = 1) -> Inc:
     """A patch value adding ``by`` to the field's own value:
     ``{"attempts": inc(1)}`` renders ``attempts: attempts + $n``."""
     if isinstance(by, bool) or not isinstance(by, (int, float)):
-        raise TypeError(f"inc() takes a number, got {by!r}")
+        raise ValueError(f"inc() takes a finite number, got {by!r}")
+    check_finite(by, "inc()")
     return Inc(by)
 
 
@@ -88,6 +94,7 @@ class _Params:
             raise TypeError("inc() stands only as a value of an update's patch")
         if isinstance(value, Expr):
             raise TypeError("expr() cannot stand here")
+        check_finite(value, "a value")
         self.values.append(value)
         return f"${len(self.values)}"
 
@@ -115,7 +122,7 @@ class _Params:
             elif ch in "'\"":
                 quote = ch
             elif ch == "$" and fragment.text[i + 1 : i + 2].isdigit():
-                raise ValueError(f"{what} has a parameter of its own: mark each value with ? instead")
+                raise ValueError(f"{what} has a $n parameter of its own: mark each value with ? instead")
             elif ch == "?":
                 arg = next(args, _MISSING)
                 if arg is _MISSING:
@@ -161,7 +168,7 @@ def _patch_text(patch: Mapping[str, Any], params: _Params) -> str:
         raise ValueError(f"update takes a patch (a dict) of one or more fields, got an empty {patch!r}")
     items = []
     for key, value in patch.items():
-        key = _name("field", key)
+        key = _name("field", key, _IDENT)
         if value is None:
             text = "null"
         elif isinstance(value, Inc):
@@ -225,12 +232,17 @@ class Query(Generic[_DB]):
             raise TypeError("where() takes a field and a value, a field, an operator and a value, or raw(...)")
         elif value is _MISSING:
             op = "is null" if op_or_value is None else "="
+            check_finite(op_or_value, f"where({field_or_raw!r})")
             cond = _Cond(_name("field", field_or_raw), op, op_or_value)
         else:
             if op_or_value not in _OPS:
                 raise ValueError(f"where() operator {op_or_value!r} is not one of {', '.join(_OPS)}")
-            if op_or_value in ("in", "not in") and not isinstance(value, (list, tuple)):
-                raise TypeError(f"where() operator {op_or_value!r} takes a list, got {value!r}")
+            if op_or_value in ("in", "not in"):
+                if not isinstance(value, (list, tuple)):
+                    raise TypeError(f"where() operator {op_or_value!r} takes a list, got {value!r}")
+                if not value:
+                    raise ValueError(f"where({field_or_raw!r}, {op_or_value!r}, …) got an empty list: it would match nothing")
+            check_finite(value, f"where({field_or_raw!r})")
             cond = _Cond(_name("field", field_or_raw), op_or_value, value)
         return replace(self, _where=self._where + (cond,))
 
@@ -251,9 +263,10 @@ class Query(Generic[_DB]):
         return replace(self, _offset=_count("offset", n))
 
     def select(self: _Q, *fields: str) -> _Q:
-        """Answer these fields (or paths, ``payload.to``) of each row;
-        ``select("*")`` answers every field, as no select does."""
-        return replace(self, _select=_fields("select", self._select + fields))
+        """Answer these fields (or paths, ``payload.to``) of each row,
+        replacing an earlier select; ``select("*")`` answers every field, as
+        no select does."""
+        return replace(self, _select=_fields("select", fields))
 
     def render_rows(self) -> Statement:
         """The statement :meth:`rows` sends."""

@@ -1,21 +1,49 @@
 """Values on the wire: parameters go as JSON with datetimes as ISO-8601 UTC
-text; answers come back with timestamps as timezone-aware datetimes."""
+text; answers come back as :class:`Rows` or :class:`Affected`, carrying the
+answer's ``Fenec-Seq`` and ``Idempotent-Replayed``, with each column that
+the collection declares ``timestamp`` (``GET /collections``) made a
+timezone-aware datetime — by the declared type, never by a string's shape
+(docs/sdks.md)."""
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 Row = Dict[str, Any]
 """One row: its columns in the order the server sent them."""
 
-Answer = Union[List[Row], int]
-"""A statement's answer: its rows, or how many documents a write without
-``returning`` wrote."""
 
-# The one shape the server writes timestamps in (SPEC §2): UTC, milliseconds.
-_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
+class Rows(List[Row]):
+    """A statement's rows (a read's, or a write's with ``returning``): a
+    list, with the answer's ``seq`` (``Fenec-Seq``: the database's change
+    number after a write, else ``None``) and ``replayed`` (``True`` when the
+    answer is a replay of an earlier one with the same Idempotency-Key)."""
+
+    seq: Optional[int] = None
+    replayed: bool = False
+
+
+class Affected(int):
+    """How many documents a write without ``returning`` wrote: an ``int``,
+    with ``seq`` and ``replayed`` as :class:`Rows` has them."""
+
+    seq: Optional[int] = None
+    replayed: bool = False
+
+
+Answer = Union[Rows, Affected]
+"""A statement's answer: its rows, or how many documents a write wrote."""
+
+
+class Results(List[Answer]):
+    """A ``/batch``'s answers, one per statement, with ``seq`` and
+    ``replayed`` of the whole batch."""
+
+    seq: Optional[int] = None
+    replayed: bool = False
 
 
 def timestamp_text(value: datetime) -> str:
@@ -25,6 +53,19 @@ def timestamp_text(value: datetime) -> str:
         raise ValueError(f"{value!r} is naive: give it a timezone (datetime.timezone.utc) so it names one moment")
     text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")
+
+
+def check_finite(value: Any, where: str) -> None:
+    """Refuses NaN and ±infinity at any depth of ``value``: JSON has no such
+    number, and the call that takes one is where it is wrong."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value!r} is not a finite number (JSON has no NaN or infinity)")
+    if isinstance(value, Mapping):
+        for v in value.values():
+            check_finite(v, where)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            check_finite(v, where)
 
 
 def to_json(value: Any) -> Any:
@@ -38,24 +79,48 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def _value(value: Any) -> Any:
-    if isinstance(value, str) and _TIMESTAMP.match(value):
-        try:
-            return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-        except ValueError:  # the shape, but no such moment (month 13): keep the text
-            return value
-    return value
+def parse_timestamp(text: str) -> datetime:
+    """A timestamp as the server writes it (ISO-8601 UTC), as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
-def decode_rows(rows: Sequence[Row]) -> List[Row]:
-    """The rows, each column holding a timestamp's text made an aware datetime."""
-    return [{k: _value(v) for k, v in row.items()} for row in rows]
+# The statement's collection: the name after its verb.
+_TARGET = re.compile(r"\s*(?:get|set|del|insert)\s+([A-Za-z_][A-Za-z0-9_]*)")
+
+Types = Dict[str, Dict[str, str]]
+"""Each collection's fields and their declared types, as ``/collections`` says."""
 
 
-def decode_answer(body: Any) -> Answer:
-    """A ``/query`` answer: rows (decoded), or a write's ``affected`` count."""
-    if isinstance(body, list):
-        return decode_rows(body)
-    if isinstance(body, dict) and isinstance(body.get("affected"), int):
-        return int(body["affected"])
-    raise ValueError(f"not a Fenec answer: {body!r}")
+def target(query: str) -> Optional[str]:
+    """The collection a statement reads or writes, when it is one of
+    ``get``/``set``/``del``/``insert``."""
+    m = _TARGET.match(query)
+    return m.group(1) if m else None
+
+
+def needs_types(types: Types, query: str, rows: Sequence[Row]) -> bool:
+    """Whether decoding these rows needs ``/collections`` (again): a column
+    holding text whose collection or field is not known yet."""
+    coll = target(query)
+    if coll is None:
+        return False
+    known = types.get(coll)
+    for row in rows:
+        for name, value in row.items():
+            if isinstance(value, str) and (known is None or name not in known):
+                return True
+    return False
+
+
+def decode_rows(types: Types, query: str, rows: Sequence[Row]) -> List[Row]:
+    """The rows, each column its collection declares ``timestamp`` made an
+    aware datetime; every other column as the JSON said."""
+    coll = target(query)
+    fields = types.get(coll, {}) if coll else {}
+    stamps = {name for name, kind in fields.items() if kind == "timestamp"}
+    if not stamps:
+        return list(rows)
+    out = []
+    for row in rows:
+        out.append({k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()})
+    return out
