@@ -34,6 +34,9 @@ from ._generated import (
     Unmet,
 )
 from ._sync.client import Client, Collection
+from ._worker import Backoff, OnError, default_backoff
+from ._worker_async import AsyncHandler, AsyncWorker
+from ._worker_sync import Handler, Worker
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -41,6 +44,9 @@ __all__ = [
     "Answer",
     "AsyncClient",
     "AsyncCollection",
+    "AsyncHandler",
+    "AsyncWorker",
+    "Backoff",
     "BadRequest",
     "Client",
     "Collection",
@@ -48,12 +54,14 @@ __all__ = [
     "Expr",
     "FenecError",
     "Forbidden",
+    "Handler",
     "Inc",
     "Internal",
     "KeyReused",
     "MethodNotAllowed",
     "NetworkError",
     "NotFound",
+    "OnError",
     "Query",
     "Raw",
     "Results",
@@ -67,8 +75,10 @@ __all__ = [
     "Unavailable",
     "UnexpectedAnswer",
     "Unmet",
+    "Worker",
     "connect",
     "connect_async",
+    "default_backoff",
     "expr",
     "inc",
     "raw",
