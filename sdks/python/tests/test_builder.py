@@ -19,6 +19,10 @@ GOLDEN = ROOT / "conformance" / "builder-golden.json"
 
 
 
+GOLDEN_DB = fenecdb.connect("http://golden.invalid")
+"""A client that sends nothing: the cases only render."""
+
+
 def value(v: Dict[str, Any]) -> Any:
     """A golden typed value (format 2) as this SDK's value."""
     (kind, x), = v.items()
@@ -43,7 +47,7 @@ def value(v: Dict[str, Any]) -> Any:
 
 def render_case(case: Dict[str, Any]) -> Statement:
     """Runs a golden case's steps on the builder and renders its end."""
-    q: Any = fenecdb.connect("http://golden.invalid").from_(case["from"])
+    q: Any = GOLDEN_DB.from_(case["from"])
     for step in case["steps"]:
         op = step["op"]
         if op == "where" and "raw" in step:
@@ -178,7 +182,7 @@ def test_contract_cases(case: Dict[str, Any]) -> None:
     check_case(case)
 
 
-jobs = fenecdb.connect("http://unused.invalid").collection("jobs")
+jobs = GOLDEN_DB.collection("jobs")
 
 
 def test_seed_worker_loop() -> None:

@@ -108,7 +108,7 @@ class Workers:
                     raise RuntimeError("cancelled")
                 done(log, row, fail)
 
-            w = fenecdb.Worker(db.from_("jobs"), handler, owner_prefix=name, **opts)
+            w = fenecdb.Worker(db.from_("jobs"), handler, owner=name, **opts)
             self.sync.append(w)
             w.start()
             return name
@@ -125,7 +125,7 @@ class Workers:
 
         async def make() -> None:
             adb = fenecdb.connect_async(self.url, timeout=5)
-            w = fenecdb.AsyncWorker(adb.from_("jobs"), ahandler, owner_prefix=name, **opts)
+            w = fenecdb.AsyncWorker(adb.from_("jobs"), ahandler, owner=name, **opts)
             self.aworkers.append(w)
             asyncio.ensure_future(w.run())
 
@@ -259,6 +259,9 @@ def test_stop_under_load(kind: str, live: Server, db: fenecdb.Client) -> None:
         t0 = time.monotonic()
         workers.stop(0)
         stopped = time.monotonic()
+        # a's jobs are acked, failed or released by now: none waits out a's lease.
+        owners = {r["owner"].split(":")[0] for r in db.from_("jobs").where(fenecdb.raw("owner is not null")).rows()}
+        assert owners <= {"b"}, f"left leased by a: {owners}"
         until("drained by b", lambda: pending(db) == 0, 10)
         drained = time.monotonic()
     finally:

@@ -23,6 +23,10 @@ class Statement:
 
     query: str
     params: Tuple[Any, ...] = ()
+    collection: Optional[str] = field(default=None, compare=False)
+    """The collection a builder rendered it for: its rows decode by that
+    collection's declared field types (text statements' rows are left as
+    the JSON says)."""
 
 
 @dataclass(frozen=True, init=False)
@@ -275,7 +279,7 @@ class Query(Generic[_DB]):
         if self._select:
             parts.append("select " + ", ".join(self._select))
         parts += self._tail(params)
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_first(self) -> Statement:
         """The statement :meth:`first` sends: :meth:`render_rows` with ``limit 1``."""
@@ -285,7 +289,7 @@ class Query(Generic[_DB]):
         """The statement :meth:`count` sends."""
         params = _Params()
         parts = [f"get {self.name}", *self._conditions(params), "count"]
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_insert(self, docs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> Statement:
         """The statement :meth:`insert` sends: one document, or a list of them."""
@@ -297,7 +301,7 @@ class Query(Generic[_DB]):
             if isinstance(docs, (str, bytes)) or not docs:
                 raise ValueError(f"insert takes a document or a list of one or more, got an empty {docs!r}")
             text = "[" + ", ".join(_doc_text(d, params) for d in docs) + "]"
-        return Statement(f"insert {self.name} {text}", tuple(params.values))
+        return Statement(f"insert {self.name} {text}", tuple(params.values), self.name)
 
     def render_update(
         self, patch: Mapping[str, Any], *, returning: Returning = False, require: Optional[int] = None
@@ -308,14 +312,14 @@ class Query(Generic[_DB]):
         parts = [f"set {self.name} {_patch_text(patch, params)}"]
         parts += self._tail(params)
         parts += self._write_tail(returning, require)
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_delete(self, *, returning: Returning = False, require: Optional[int] = None) -> Statement:
         """The statement :meth:`delete` sends."""
         self._refuse("delete", "offset", "select")
         params = _Params()
         parts = [f"del {self.name}", *self._tail(params), *self._write_tail(returning, require)]
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def _refuse(self, endpoint: str, *clauses: str) -> None:
         for clause in clauses:

@@ -8,14 +8,14 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, List, NoReturn, Optional, Sequence, Union
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union
 from urllib.parse import urlsplit
 
 import httpx
 
 from . import _generated as api
 from ._builder import Statement
-from ._codec import Affected, Answer, Rows, Types, check_finite, decode_rows, target, to_json
+from ._codec import Affected, Answer, Results, Rows, Types, check_finite, decode_rows, missing, to_json
 from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
 
 DEFAULT_TIMEOUT = 30.0
@@ -88,23 +88,24 @@ class Call:
 
     def fail(self, e: httpx.HTTPError) -> NoReturn:
         """httpx's exception as a FenecError, httpx's as its cause."""
-        what = f"{self.route.method} {self.route.path} to {self.host}"
         if isinstance(e, httpx.TimeoutException):
-            phase = {
-                httpx.ConnectTimeout: "connecting",
-                httpx.ReadTimeout: "waiting for the answer",
-                httpx.WriteTimeout: "sending",
-                httpx.PoolTimeout: "waiting for a free connection",
-            }.get(type(e), "waiting")
             whose = "the client's timeout" if self.timeout_is_client else "the call's timeout="
             if self.wait and isinstance(e, httpx.ReadTimeout) and self.timeout is not None:
-                limit = f"{self.timeout + self.wait:g} s ({whose} of {self.timeout:g} s plus wait={self.wait:g} s)"
+                limit = f"{self.timeout + self.wait:g} s ({whose} of {self.timeout:g} s plus the wait of {self.wait:g} s)"
             else:
                 limit = f"{self.timeout:g} s ({whose})"
-            raise Timeout(f"{what}: timed out {phase}, after {limit}", code="timeout") from e
+            phase = "" if isinstance(e, httpx.ReadTimeout) else f", {_PHASES.get(type(e), 'waiting')}"
+            raise Timeout(f"no answer from {self.host} in {limit}{phase}", code="timeout") from e
         if isinstance(e, httpx.TransportError):
-            raise NetworkError(f"{what}: {_reason(e)}", code="network") from e
-        raise UnexpectedAnswer(f"{what}: {type(e).__name__}: {e}", code="unexpected") from e
+            raise NetworkError(f"cannot reach {self.host}: {_reason(e)} ({self.route.method} {self.route.path})", code="network") from e
+        raise UnexpectedAnswer(f"unexpected answer from {self.host}: {type(e).__name__}: {e}", code="unexpected") from e
+
+
+_PHASES = {
+    httpx.ConnectTimeout: "connecting",
+    httpx.WriteTimeout: "sending",
+    httpx.PoolTimeout: "waiting for a free connection",
+}
 
 
 def _reason(e: BaseException) -> str:
@@ -139,6 +140,7 @@ class Settings:
         self.token = token
         self.timeout = check_timeout(timeout)
         self.types: Types = {}
+        self.not_fields: Dict[str, Set[str]] = {}
 
     def call(
         self,
@@ -161,56 +163,69 @@ class Settings:
         return Call(route, self.host, headers, seconds, float(wait or 0), is_client)
 
 
-def query_body(statement: StatementLike, params: Sequence[Any] = ()) -> api.QueryRequest:
-    """A ``/query`` body (or one statement of a ``/batch``)."""
+def query_body(statement: StatementLike, params: Sequence[Any] = ()) -> Tuple[api.QueryRequest, Optional[str]]:
+    """A ``/query`` body (or one statement of a ``/batch``), and the
+    collection a builder rendered it for."""
     if isinstance(statement, Statement):
         if params:
             raise TypeError("a Statement carries its own params")
-        text, values = statement.query, list(statement.params)
+        text, values, collection = statement.query, list(statement.params), statement.collection
     elif isinstance(statement, str):
-        text, values = statement, list(params)
+        text, values, collection = statement, list(params), None
     else:
         raise TypeError(f"a statement is FenecQL text or a Statement, got {statement!r}")
     check_finite(values, "params")
-    return {"query": text, "params": to_json(values)}
+    return {"query": text, "params": to_json(values)}, collection
 
 
-def answered(reply: api.Reply[Any]) -> Any:
+def answered(call: Call, reply: api.Reply[Any]) -> Any:
     """The body of a 2xx; else the error for it: the server's (a class per
     code) when the body is the API's error JSON, else ``unexpected``."""
     body = reply.body
     if reply.ok and body is not None:
         return body
-    if isinstance(body, dict) and isinstance(body.get("error"), str) and isinstance(body.get("code"), str):
+    if isinstance(body, dict) and isinstance(body.get("error"), str) and body.get("code") in api.ERRORS:
         at = body.get("at")
-        cls = api.ERRORS.get(body["code"], FenecError)
+        cls = api.ERRORS[body["code"]]
         raise cls(body["error"], status=reply.status, code=body["code"], at=at if isinstance(at, int) and not isinstance(at, bool) else None)
+    raise unexpected(call, reply)
+
+
+def unexpected(call: Call, reply: api.Reply[Any]) -> UnexpectedAnswer:
+    """An answer that is not the API's JSON: its status and the first 200
+    characters of its body."""
     start = " ".join(reply.text.split())[:200]
-    kind = reply.headers.get("content-type", "no content type")
-    raise UnexpectedAnswer(
-        f"HTTP {reply.status} ({kind}) is not an answer of Fenec's API: {start or 'an empty body'}",
+    return UnexpectedAnswer(
+        f"unexpected answer from {call.host}: HTTP {reply.status}: {start or '(an empty body)'}",
         status=reply.status,
         code="unexpected",
     )
 
 
-def seq_of(reply: api.Reply[Any]) -> Optional[int]:
-    text = reply.headers.get(api.HEADER_FENEC_SEQ)
-    return int(text) if text is not None and text.isdigit() else None
+def seq_of(reply: api.Reply[Any]) -> int:
+    text = reply.headers.get(api.HEADER_FENEC_SEQ, "")
+    return int(text) if text.isdigit() else 0
 
 
 def replayed_of(reply: api.Reply[Any]) -> bool:
     return bool(reply.headers.get(api.HEADER_IDEMPOTENT_REPLAYED, "").lower() == "true")
 
 
-def needs_schema(settings: Settings, queries: Sequence[str], answers: Sequence[Any]) -> bool:
-    """Whether ``/collections`` is to be asked before decoding: a column of
-    text of a collection or field not seen yet."""
-    from ._codec import needs_types
+def to_load(settings: Settings, collections: Sequence[Optional[str]]) -> bool:
+    """Whether to load the field types before sending: a statement of a
+    collection not loaded yet (loaded first, so a failure to load them never
+    loses an answer, such as a claim's jobs)."""
+    return any(c is not None and c not in settings.types for c in collections)
 
+
+def to_reload(settings: Settings, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any]) -> bool:
+    """Whether to load the field types again after an answer: a statement
+    changed the schema, or rows hold a column not seen yet."""
     if any(_changes_schema(q) for q in queries):
         settings.types.clear()
-    return any(isinstance(a, list) and needs_types(settings.types, q, a) for q, a in zip(queries, answers))
+        settings.not_fields.clear()
+        return False
+    return any(missing(settings.types, c, a) - settings.not_fields.get(c or "", set()) for c, a in zip(collections, answers))
 
 
 def _changes_schema(query: str) -> bool:
@@ -222,26 +237,38 @@ def learn(settings: Settings, collections: List[api.Collection]) -> None:
     settings.types = {c["name"]: {f["name"]: f["type"] for f in c["fields"]} for c in collections}
 
 
-def answer(settings: Settings, query: str, body: Any, reply: api.Reply[Any]) -> Answer:
+def learnt(settings: Settings, collections: Sequence[Optional[str]], answers: Sequence[Any]) -> None:
+    """After a load: collections it did not list are known to have no
+    fields yet, and columns still unknown (``count``, ``payload.to``) are
+    no fields — neither is asked about again."""
+    for c, a in zip(collections, answers):
+        if c is not None:
+            settings.types.setdefault(c, {})
+            settings.not_fields.setdefault(c, set()).update(missing(settings.types, c, a))
+
+
+def answer(settings: Settings, collection: Optional[str], body: Any, call: Call, reply: api.Reply[Any]) -> Answer:
     """One statement's answer, decoded: its rows or its count."""
     if isinstance(body, list) and all(isinstance(r, dict) for r in body):
-        rows = Rows(decode_rows(settings.types, query, body))
+        rows = Rows(decode_rows(settings.types, collection, body))
         rows.seq, rows.replayed = seq_of(reply), replayed_of(reply)
         return rows
     if isinstance(body, dict) and isinstance(body.get("affected"), int):
         n = Affected(body["affected"])
         n.seq, n.replayed = seq_of(reply), replayed_of(reply)
         return n
-    raise UnexpectedAnswer(f"HTTP {reply.status}: not a statement's answer: {reply.text[:200]}", status=reply.status, code="unexpected")
+    raise unexpected(call, reply)
 
 
-def batch_results(settings: Settings, queries: Sequence[str], body: Any, reply: api.Reply[Any]) -> List[Answer]:
+def batch_results(
+    settings: Settings, collections: Sequence[Optional[str]], body: Any, call: Call, reply: api.Reply[Any]
+) -> Results:
     results = body.get("results") if isinstance(body, dict) else None
-    if not isinstance(results, list) or len(results) != len(queries):
-        raise UnexpectedAnswer(f"HTTP {reply.status}: not a batch's answer: {reply.text[:200]}", status=reply.status, code="unexpected")
-    return [answer(settings, q, r, reply) for q, r in zip(queries, results)]
-
-
+    if not isinstance(results, list) or len(results) != len(collections):
+        raise unexpected(call, reply)
+    out = Results(answer(settings, c, r, call, reply) for c, r in zip(collections, results))
+    out.seq, out.replayed = seq_of(reply), replayed_of(reply)
+    return out
 def rows_of(a: Answer) -> Rows:
     if not isinstance(a, Rows):
         raise UnexpectedAnswer("expected rows, got a count", code="unexpected")

@@ -8,9 +8,8 @@ timezone-aware datetime — by the declared type, never by a string's shape
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 Row = Dict[str, Any]
 """One row: its columns in the order the server sent them."""
@@ -18,20 +17,39 @@ Row = Dict[str, Any]
 
 class Rows(List[Row]):
     """A statement's rows (a read's, or a write's with ``returning``): a
-    list, with the answer's ``seq`` (``Fenec-Seq``: the database's change
-    number after a write, else ``None``) and ``replayed`` (``True`` when the
-    answer is a replay of an earlier one with the same Idempotency-Key)."""
+    list, carrying the result as docs/sdks.md names it — ``rows`` (itself),
+    ``affected`` (how many rows), ``seq`` (``Fenec-Seq``: the database's
+    change number after a request that wrote, else 0) and ``replayed``
+    (``True`` when this is the first answer to the request's
+    Idempotency-Key, replayed: nothing was written)."""
 
-    seq: Optional[int] = None
+    seq: int = 0
     replayed: bool = False
+
+    @property
+    def rows(self) -> "Rows":
+        return self
+
+    @property
+    def affected(self) -> int:
+        return len(self)
 
 
 class Affected(int):
     """How many documents a write without ``returning`` wrote: an ``int``,
-    with ``seq`` and ``replayed`` as :class:`Rows` has them."""
+    with ``rows`` (``None``), ``affected`` (itself), ``seq`` and
+    ``replayed`` as :class:`Rows` has them."""
 
-    seq: Optional[int] = None
+    seq: int = 0
     replayed: bool = False
+
+    @property
+    def rows(self) -> None:
+        return None
+
+    @property
+    def affected(self) -> int:
+        return int(self)
 
 
 Answer = Union[Rows, Affected]
@@ -39,10 +57,10 @@ Answer = Union[Rows, Affected]
 
 
 class Results(List[Answer]):
-    """A ``/batch``'s answers, one per statement, with ``seq`` and
+    """A ``/batch``'s answers, one per statement, with the ``seq`` and
     ``replayed`` of the whole batch."""
 
-    seq: Optional[int] = None
+    seq: int = 0
     replayed: bool = False
 
 
@@ -84,43 +102,26 @@ def parse_timestamp(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
-# The statement's collection: the name after its verb.
-_TARGET = re.compile(r"\s*(?:get|set|del|insert)\s+([A-Za-z_][A-Za-z0-9_]*)")
-
 Types = Dict[str, Dict[str, str]]
 """Each collection's fields and their declared types, as ``/collections`` says."""
 
 
-def target(query: str) -> Optional[str]:
-    """The collection a statement reads or writes, when it is one of
-    ``get``/``set``/``del``/``insert``."""
-    m = _TARGET.match(query)
-    return m.group(1) if m else None
+def missing(types: Types, collection: Optional[str], rows: Any) -> Set[str]:
+    """The columns of these rows the collection's known types lack: fields
+    added (or a collection made) since they were loaded — or columns no
+    field declares (``count``, a path), which the caller learns to skip."""
+    if collection is None or not isinstance(rows, list):
+        return set()
+    known = types.get(collection, {})
+    return {k for row in rows if isinstance(row, dict) for k in row if k not in known}
 
 
-def needs_types(types: Types, query: str, rows: Sequence[Row]) -> bool:
-    """Whether decoding these rows needs ``/collections`` (again): a column
-    holding text whose collection or field is not known yet."""
-    coll = target(query)
-    if coll is None:
-        return False
-    known = types.get(coll)
-    for row in rows:
-        for name, value in row.items():
-            if isinstance(value, str) and (known is None or name not in known):
-                return True
-    return False
-
-
-def decode_rows(types: Types, query: str, rows: Sequence[Row]) -> List[Row]:
+def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) -> List[Row]:
     """The rows, each column its collection declares ``timestamp`` made an
-    aware datetime; every other column as the JSON said."""
-    coll = target(query)
-    fields = types.get(coll, {}) if coll else {}
+    aware datetime; every other column — and every column of a statement
+    sent as text — as the JSON said."""
+    fields = types.get(collection, {}) if collection else {}
     stamps = {name for name, kind in fields.items() if kind == "timestamp"}
     if not stamps:
         return list(rows)
-    out = []
-    for row in rows:
-        out.append({k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()})
-    return out
+    return [{k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()} for row in rows]

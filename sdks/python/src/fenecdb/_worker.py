@@ -54,7 +54,7 @@ class Options:
     max_attempts: int
     backoff: Backoff
     where: Optional[Raw]
-    owner_prefix: str
+    owner: str
     grace: float
     on_error: OnError
 
@@ -66,7 +66,7 @@ class Options:
         max_attempts: int = 5,
         backoff: Optional[Backoff] = None,
         where: Optional[Raw] = None,
-        owner_prefix: Optional[str] = None,
+        owner: Optional[str] = None,
         grace: float = 30,
         on_error: Optional[OnError] = None,
     ) -> "Options":
@@ -77,8 +77,8 @@ class Options:
             raise ValueError(f"wait is a number of seconds from 0 to 30, got {wait!r}")
         if where is not None and not isinstance(where, Raw):
             raise TypeError(f"where is a condition made by raw(...), got {where!r}")
-        if owner_prefix is not None and (not isinstance(owner_prefix, str) or not owner_prefix or ":" in owner_prefix):
-            raise ValueError(f"owner_prefix is text without ':', got {owner_prefix!r}")
+        if owner is not None and (not isinstance(owner, str) or not owner or ":" in owner):
+            raise ValueError(f"owner (the owner prefix) is text without ':', got {owner!r}")
         if grace != 0:
             grace = _seconds("grace", grace)
         return Options(
@@ -88,7 +88,7 @@ class Options:
             max_attempts=max_attempts,
             backoff=backoff or default_backoff,
             where=where,
-            owner_prefix=owner_prefix or f"w-{secrets.token_hex(4)}",
+            owner=owner or f"w-{secrets.token_hex(4)}",
             grace=float(grace),
             on_error=on_error or log_error,
         )
@@ -107,7 +107,7 @@ class Plan:
         """The next claim's owner: ``<prefix>:<claim counter>``, a token per
         claim, so two claims of one job by one worker are told apart."""
         self.claims += 1
-        return f"{self.o.owner_prefix}:{self.claims}"
+        return f"{self.o.owner}:{self.claims}"
 
     def claim(self, owner: str, free: int) -> Statement:
         q = self.jobs.where(raw("run_at <= now()"))
@@ -137,8 +137,17 @@ class Plan:
         return self._mine(job, owner).render_update(patch, require=1)
 
     def release(self, job: Row, owner: str) -> Statement:
-        patch = {"owner": None, "run_at": expr("now()"), "attempts": inc(-1)}
-        return self._mine(job, owner).render_update(patch, require=1)
+        """A job claimed but not run, given back: another worker may take it
+        now, and the run that did not happen is not counted."""
+        return self._mine(job, owner).render_update(_RELEASE, require=1)
+
+    def release_claim(self, owner: str) -> Statement:
+        """Every job of a claim that was given up: the server may have taken
+        some for it in the moment it was given up."""
+        return self.jobs.where("owner", owner).render_update(_RELEASE)
+
+
+_RELEASE = {"owner": None, "run_at": expr("now()"), "attempts": inc(-1)}
 
 
 def error_text(error: BaseException) -> str:

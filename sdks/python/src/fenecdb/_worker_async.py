@@ -37,7 +37,7 @@ class AsyncWorker:
     1 s, capped at 1 h, full jitter), and after ``max_attempts`` (5) is left
     a dead letter (``run_at`` and ``owner`` null, ``error`` the handler's
     error). ``where`` (a :func:`raw` condition) narrows the claim to a queue
-    of the collection; owners are ``<owner_prefix>:<claim counter>``.
+    of the collection; owners are ``<owner>:<claim counter>``.
     Faults (network, timeouts, 5xx) are retried with backoff and told to
     ``on_error(error, doing)``; the worker never dies of one.
 
@@ -58,13 +58,13 @@ class AsyncWorker:
         max_attempts: int = 5,
         backoff: Optional[Backoff] = None,
         where: Optional[Raw] = None,
-        owner_prefix: Optional[str] = None,
+        owner: Optional[str] = None,
         grace: float = 30,
         on_error: Optional[OnError] = None,
     ) -> None:
         if not isinstance(jobs, AsyncCollection):
             raise TypeError(f"AsyncWorker takes an AsyncClient's collection (db.from_('jobs')), got {jobs!r}")
-        self.options = Options.make(concurrency, lease, wait, max_attempts, backoff, where, owner_prefix, grace, on_error)
+        self.options = Options.make(concurrency, lease, wait, max_attempts, backoff, where, owner, grace, on_error)
         self._plan = Plan(jobs, self.options)
         self._db: AsyncClient = jobs.db
         self._handler = handler
@@ -79,9 +79,9 @@ class AsyncWorker:
         self._done: Optional[asyncio.Event] = None
 
     @property
-    def owner_prefix(self) -> str:
-        """This worker's part of each owner it writes."""
-        return self.options.owner_prefix
+    def owner(self) -> str:
+        """The owner prefix: each claim's owner is ``<owner>:<claim counter>``."""
+        return self.options.owner
 
     async def run(self) -> None:
         """Claims and runs jobs until :meth:`stop` has finished with them."""
@@ -103,7 +103,7 @@ class AsyncWorker:
         """Stops gracefully: no new claims (a held claim is given up);
         jobs claimed but not started are released at once, so another
         worker takes them now; running handlers get ``grace`` seconds (30)
-        and are then cancelled (their jobs failed, to be retried). Returns
+        and are then cancelled (their jobs released, to run again). Returns
         when :meth:`run` has finished."""
         if not self._stopping:
             self._stopping = True
@@ -112,12 +112,8 @@ class AsyncWorker:
                 return  # not running
             self._stopped.set()
             self._wake.set()
-            claim = self._claim
-            if claim is not None and not claim.done():
-                # A claim that takes jobs answers at once (they are then
-                # released); one still held after this takes nothing: give it up.
-                await asyncio.wait({claim}, timeout=0.05)
-                claim.cancel()
+            if self._claim is not None:
+                self._claim.cancel()  # given up: the claim loop releases its jobs
         if self._done is not None:
             await self._done.wait()
 
@@ -134,6 +130,7 @@ class AsyncWorker:
             self._claim = claim = asyncio.ensure_future(self._db.query(self._plan.claim(owner, free), wait=self.options.wait))
             await asyncio.wait({claim})
             if claim.cancelled():
+                await self._send(self._plan.release_claim(owner), "releasing a given-up claim's jobs")
                 break
             error = claim.exception()
             if error is not None:
@@ -185,9 +182,10 @@ class AsyncWorker:
             self._handlers.pop(handler, None)
         if run.lost:
             return
-        if handler.cancelled():
-            why = "the worker stopped" if run.stopped else "the handler was cancelled"
-            await self._send(self._plan.fail(row, owner, asyncio.CancelledError(why)), "failing a job")
+        if run.stopped:
+            await self._send(self._plan.release(row, owner), "releasing a job on stop")
+        elif handler.cancelled():
+            await self._send(self._plan.fail(row, owner, asyncio.CancelledError("the handler was cancelled")), "failing a job")
         elif handler.exception() is not None:
             error = handler.exception()
             assert error is not None
@@ -199,21 +197,17 @@ class AsyncWorker:
         """Extends the lease every lease/2 while the handler runs; a refusal
         (``unmet``) means it was lost: the handler is cancelled."""
         every = self.options.lease / 2
-        delay, faults = every, 0
         while True:
-            await asyncio.sleep(delay)
+            await asyncio.sleep(every)
             try:
                 await self._db.query(self._plan.extend(row, owner))
-                delay, faults = every, 0
             except FenecError as e:
                 if not is_fault(e):
                     run.lost = True
                     handler.cancel()
                     self.options.on_error(e, f"extending the lease of job {row.get('id')!r}: lost, its handler is cancelled")
                     return
-                faults += 1
-                self.options.on_error(e, "extending a lease")
-                delay = min(self.options.backoff(faults), every / 2)
+                self.options.on_error(e, "extending a lease")  # the next tick tries again
 
     async def _release(self, row: Row, owner: str) -> None:
         await self._send(self._plan.release(row, owner), "releasing a job on stop")

@@ -31,7 +31,6 @@ class _Run:
         self.row = row
         self.owner = owner
         self.next_at = next_at
-        self.faults = 0
         self.cancel = threading.Event()
         self.lost = False
         self.stopped = False
@@ -44,7 +43,7 @@ class Worker:
     30 s extended every lease/2 (a lost lease sets ``cancel`` and sends
     neither ack nor fail), ``wait`` 30 s held claims, ``max_attempts`` 5,
     ``backoff`` exponential from 1 s capped at 1 h with full jitter,
-    ``where``, ``owner_prefix``, ``grace`` 30 s, ``on_error``.
+    ``where``, ``owner``, ``grace`` 30 s, ``on_error``.
 
         worker = Worker(db.from_("jobs"), send_mail)
         worker.start()        # or worker.run() in this thread
@@ -63,13 +62,13 @@ class Worker:
         max_attempts: int = 5,
         backoff: Optional[Backoff] = None,
         where: Optional[Raw] = None,
-        owner_prefix: Optional[str] = None,
+        owner: Optional[str] = None,
         grace: float = 30,
         on_error: Optional[OnError] = None,
     ) -> None:
         if not isinstance(jobs, Collection):
             raise TypeError(f"Worker takes a Client's collection (db.from_('jobs')), got {jobs!r}")
-        self.options = Options.make(concurrency, lease, wait, max_attempts, backoff, where, owner_prefix, grace, on_error)
+        self.options = Options.make(concurrency, lease, wait, max_attempts, backoff, where, owner, grace, on_error)
         self._plan = Plan(jobs, self.options)
         self._db: Client = jobs.db
         self._handler = handler
@@ -84,13 +83,13 @@ class Worker:
         self._claim: "Optional[concurrent.futures.Future[Any]]" = None
 
     @property
-    def owner_prefix(self) -> str:
-        """This worker's part of each owner it writes."""
-        return self.options.owner_prefix
+    def owner(self) -> str:
+        """The owner prefix: each claim's owner is ``<owner>:<claim counter>``."""
+        return self.options.owner
 
     def start(self) -> None:
         """Runs :meth:`run` in a thread of its own."""
-        self._thread = threading.Thread(target=self.run, name=f"fenecdb-worker-{self.owner_prefix}", daemon=True)
+        self._thread = threading.Thread(target=self.run, name=f"fenecdb-worker-{self.owner}", daemon=True)
         self._thread.start()
 
     def run(self) -> None:
@@ -100,14 +99,14 @@ class Worker:
             if self._started:
                 raise RuntimeError("this worker has run already: make another")
             self._started = True
-        pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"fenecdb-job-{self.owner_prefix}")
-        keeper = threading.Thread(target=self._keep, name=f"fenecdb-lease-{self.owner_prefix}", daemon=True)
+        pool = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"fenecdb-job-{self.owner}")
+        keeper = threading.Thread(target=self._keep, name=f"fenecdb-lease-{self.owner}", daemon=True)
         keeper.start()
         # Held claims go over an asyncio client of their own, on a loop of
         # their own, because a blocking request cannot be given up from
         # another thread and stop() must not wait out a held claim.
         loop = asyncio.new_event_loop()
-        claimer = threading.Thread(target=loop.run_forever, name=f"fenecdb-claim-{self.owner_prefix}", daemon=True)
+        claimer = threading.Thread(target=loop.run_forever, name=f"fenecdb-claim-{self.owner}", daemon=True)
         claimer.start()
         settings = self._db._settings
         made: List[AsyncClient] = []
@@ -136,8 +135,8 @@ class Worker:
         """Stops gracefully: no new claims; jobs claimed but not started
         are released at once, so another worker takes them now; running
         handlers get ``grace`` seconds (30), then their ``cancel`` event is
-        set and their jobs are failed (to be retried). A held claim is given
-        up. Returns when :meth:`run` has finished."""
+        set and their jobs released (to run again). A held claim is given
+        up at once, and any job the server took for it released. Returns when :meth:`run` has finished."""
         with self._cond:
             if not self._stopping.is_set():
                 self._deadline = time.monotonic() + self.options.grace
@@ -145,11 +144,8 @@ class Worker:
                 self._cond.notify_all()
             started = self._started
             claim = self._claim
-        if claim is not None and not claim.done():
-            # A claim that takes jobs answers at once (they are then
-            # released); one still held after this takes nothing: give it up.
-            concurrent.futures.wait([claim], timeout=0.05)
-            claim.cancel()
+        if claim is not None:
+            claim.cancel()  # given up: the claim loop releases its jobs
         if started:
             self._done.wait()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -173,6 +169,7 @@ class Worker:
             try:
                 rows = rows_of(claim.result())
             except concurrent.futures.CancelledError:
+                self._send(self._plan.release_claim(owner), "releasing a given-up claim's jobs")
                 break
             except FenecError as e:
                 faults += 1
@@ -211,9 +208,9 @@ class Worker:
                 del self._running[id(run)]
             if run.lost:
                 return
-            if run.stopped and error is None:
-                error = RuntimeError("the worker stopped")
-            if error is not None:
+            if run.stopped:
+                self._send(self._plan.release(row, owner), "releasing a job on stop")
+            elif error is not None:
                 self._send(self._plan.fail(row, owner, error), "failing a job")
             else:
                 self._send(self._plan.ack(row, owner), "acking a job")
@@ -239,7 +236,7 @@ class Worker:
             for run in due:
                 try:
                     self._db.query(self._plan.extend(run.row, run.owner))
-                    run.next_at, run.faults = time.monotonic() + every, 0
+                    run.next_at = time.monotonic() + every
                 except FenecError as e:
                     with self._cond:
                         if id(run) not in self._running:
@@ -249,9 +246,8 @@ class Worker:
                         run.cancel.set()
                         self.options.on_error(e, f"extending the lease of job {run.row.get('id')!r}: lost, its handler is cancelled")
                         continue
-                    run.faults += 1
-                    self.options.on_error(e, "extending a lease")
-                    run.next_at = time.monotonic() + min(self.options.backoff(run.faults), every / 2)
+                    self.options.on_error(e, "extending a lease")  # the next tick tries again
+                    run.next_at = time.monotonic() + every
 
     def _send(self, stmt: Statement, doing: str) -> None:
         """Sends an ack, fail or release, retrying faults with backoff until

@@ -14,6 +14,7 @@ from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
 from .._codec import Affected, Answer, Results, Row, Rows
+from .._errors import FenecError
 
 Doc = Mapping[str, Any]
 
@@ -60,16 +61,18 @@ class AsyncClient:
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
         0 to 30) holds a claim at the server while it would take nothing."""
         call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
-        body = calls.query_body(statement, params)
+        body, collection = calls.query_body(statement, params)
+        if calls.to_load(self._settings, [collection]):
+            await self.collections(timeout=timeout)
         try:
             reply = await api.query_async(
                 self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
             )
         except httpx.HTTPError as e:
             call.fail(e)
-        got = calls.answered(reply)
-        await self._learn([body["query"]], [got])
-        return calls.answer(self._settings, body["query"], got, reply)
+        got = calls.answered(call, reply)
+        await self._reload([body["query"]], [collection], [got], timeout)
+        return calls.answer(self._settings, collection, got, call, reply)
 
     async def batch(
         self,
@@ -82,24 +85,24 @@ class AsyncClient:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
         call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
-        bodies = [calls.query_body(s) for s in statements]
+        bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        if calls.to_load(self._settings, collections):
+            await self.collections(timeout=timeout)
         try:
             reply = await api.batch_async(
                 self._http,
-                {"statements": bodies},
+                {"statements": list(bodies)},
                 call.headers,
                 token=self._settings.token,
                 timeout=call.httpx_timeout,
             )
         except httpx.HTTPError as e:
             call.fail(e)
-        got = calls.answered(reply)
-        queries = [b["query"] for b in bodies]
+        got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
-        await self._learn(queries, results if isinstance(results, list) else [])
-        out = Results(calls.batch_results(self._settings, queries, got, reply))
-        out.seq, out.replayed = calls.seq_of(reply), calls.replayed_of(reply)
-        return out
+        if isinstance(results, list):
+            await self._reload([b["query"] for b in bodies], collections, results, timeout)
+        return calls.batch_results(self._settings, collections, got, call, reply)
 
     async def health(self, *, timeout: Optional[float] = DEFAULT) -> bool:
         """Whether the server is up."""
@@ -108,7 +111,7 @@ class AsyncClient:
             reply = await api.health_async(self._http, timeout=call.httpx_timeout)
         except httpx.HTTPError as e:
             call.fail(e)
-        return bool(calls.answered(reply).get("ok"))
+        return bool(calls.answered(call, reply).get("ok"))
 
     async def collections(self, *, timeout: Optional[float] = DEFAULT) -> List[api.Collection]:
         """Every collection, with its fields, their types and indexes."""
@@ -117,15 +120,22 @@ class AsyncClient:
             reply = await api.collections_async(self._http, token=self._settings.token, timeout=call.httpx_timeout)
         except httpx.HTTPError as e:
             call.fail(e)
-        got: List[api.Collection] = calls.answered(reply)["collections"]
+        got: List[api.Collection] = calls.answered(call, reply)["collections"]
         calls.learn(self._settings, got)
         return got
 
-    async def _learn(self, queries: Sequence[str], answers: Sequence[Any]) -> None:
-        """Asks ``/collections`` for the declared field types when rows hold
-        text of a collection or field not seen yet (then rows decode by type)."""
-        if calls.needs_schema(self._settings, queries, answers):
-            await self.collections()
+    async def _reload(
+        self, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any], timeout: Optional[float]
+    ) -> None:
+        """Loads the field types again when rows hold a column not seen yet,
+        so they decode by type. The answer is in hand: a failure to load
+        leaves its rows as the JSON says rather than losing them."""
+        if calls.to_reload(self._settings, queries, collections, answers):
+            try:
+                await self.collections(timeout=timeout)
+            except FenecError:
+                return
+            calls.learnt(self._settings, collections, answers)
 
     async def aclose(self) -> None:
         """Close the connections."""

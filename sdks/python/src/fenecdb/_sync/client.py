@@ -15,6 +15,7 @@ from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
 from .._codec import Affected, Answer, Results, Row, Rows
+from .._errors import FenecError
 
 Doc = Mapping[str, Any]
 
@@ -61,16 +62,18 @@ class Client:
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
         0 to 30) holds a claim at the server while it would take nothing."""
         call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
-        body = calls.query_body(statement, params)
+        body, collection = calls.query_body(statement, params)
+        if calls.to_load(self._settings, [collection]):
+            self.collections(timeout=timeout)
         try:
             reply = api.query(
                 self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
             )
         except httpx.HTTPError as e:
             call.fail(e)
-        got = calls.answered(reply)
-        self._learn([body["query"]], [got])
-        return calls.answer(self._settings, body["query"], got, reply)
+        got = calls.answered(call, reply)
+        self._reload([body["query"]], [collection], [got], timeout)
+        return calls.answer(self._settings, collection, got, call, reply)
 
     def batch(
         self,
@@ -83,24 +86,24 @@ class Client:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
         call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
-        bodies = [calls.query_body(s) for s in statements]
+        bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        if calls.to_load(self._settings, collections):
+            self.collections(timeout=timeout)
         try:
             reply = api.batch(
                 self._http,
-                {"statements": bodies},
+                {"statements": list(bodies)},
                 call.headers,
                 token=self._settings.token,
                 timeout=call.httpx_timeout,
             )
         except httpx.HTTPError as e:
             call.fail(e)
-        got = calls.answered(reply)
-        queries = [b["query"] for b in bodies]
+        got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
-        self._learn(queries, results if isinstance(results, list) else [])
-        out = Results(calls.batch_results(self._settings, queries, got, reply))
-        out.seq, out.replayed = calls.seq_of(reply), calls.replayed_of(reply)
-        return out
+        if isinstance(results, list):
+            self._reload([b["query"] for b in bodies], collections, results, timeout)
+        return calls.batch_results(self._settings, collections, got, call, reply)
 
     def health(self, *, timeout: Optional[float] = DEFAULT) -> bool:
         """Whether the server is up."""
@@ -109,7 +112,7 @@ class Client:
             reply = api.health(self._http, timeout=call.httpx_timeout)
         except httpx.HTTPError as e:
             call.fail(e)
-        return bool(calls.answered(reply).get("ok"))
+        return bool(calls.answered(call, reply).get("ok"))
 
     def collections(self, *, timeout: Optional[float] = DEFAULT) -> List[api.Collection]:
         """Every collection, with its fields, their types and indexes."""
@@ -118,15 +121,22 @@ class Client:
             reply = api.collections(self._http, token=self._settings.token, timeout=call.httpx_timeout)
         except httpx.HTTPError as e:
             call.fail(e)
-        got: List[api.Collection] = calls.answered(reply)["collections"]
+        got: List[api.Collection] = calls.answered(call, reply)["collections"]
         calls.learn(self._settings, got)
         return got
 
-    def _learn(self, queries: Sequence[str], answers: Sequence[Any]) -> None:
-        """Asks ``/collections`` for the declared field types when rows hold
-        text of a collection or field not seen yet (then rows decode by type)."""
-        if calls.needs_schema(self._settings, queries, answers):
-            self.collections()
+    def _reload(
+        self, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any], timeout: Optional[float]
+    ) -> None:
+        """Loads the field types again when rows hold a column not seen yet,
+        so they decode by type. The answer is in hand: a failure to load
+        leaves its rows as the JSON says rather than losing them."""
+        if calls.to_reload(self._settings, queries, collections, answers):
+            try:
+                self.collections(timeout=timeout)
+            except FenecError:
+                return
+            calls.learnt(self._settings, collections, answers)
 
     def close(self) -> None:
         """Close the connections."""
