@@ -7,6 +7,7 @@ for both kinds through one harness, so both keep one behaviour."""
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import threading
 import time
@@ -319,3 +320,23 @@ def test_server_stopped_two_seconds(kind: str, start_server: StartServer, tmp_pa
     assert left == 0
     assert set(log.succeeded) == set(range(1, 401))  # nothing lost; at least once
     assert any(isinstance(e, fenecdb.NetworkError) for e, _ in log.errors)
+
+
+def test_throughput(kind: str, live: Server, db: fenecdb.Client, capsys: pytest.CaptureFixture[str]) -> None:
+    """Jobs/s through one worker of concurrency 10 with an empty handler
+    (FENEC_WORKER_JOBS jobs, 1 000 by default); printed, not asserted:
+    ``pytest -s -k throughput`` shows it."""
+    n = int(os.environ.get("FENEC_WORKER_JOBS", "1000"))
+    enqueue(db, [{} for _ in range(n)])
+    log = Log()
+    workers = Workers(kind, live.url, log, concurrency=10)
+    try:
+        started = time.monotonic()
+        workers.add("a")
+        until("drained", lambda: db.from_("jobs").count() == 0, 120)
+        took = time.monotonic() - started
+    finally:
+        workers.stop_all()
+    assert len(log.succeeded) == n and not log.errors
+    with capsys.disabled():
+        print(f"\n{kind}: {n} jobs in {took:.2f} s: {n / took:.0f} jobs/s through one worker of concurrency 10")
