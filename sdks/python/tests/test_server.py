@@ -9,9 +9,12 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import pytest
 
 import fenecdb
+from fenecdb import _calls as calls
+from fenecdb import _generated as api
 from fenecdb import expr, inc, raw
 
 from .conftest import JOBS, Server, StartServer
@@ -83,3 +86,29 @@ def test_cancelling_a_held_claim_frees_it(server: Server, db: fenecdb.Client) ->
     db.collection("jobs").insert({"run_at": expr("now()"), "attempts": 0})
     (job,) = claim(db, "alive")
     assert job["owner"] == "alive" and job["attempts"] == 1
+
+
+def test_every_code_maps_to_its_class(start_server: StartServer) -> None:
+    """The server's answers, each mapped to the class generated for its
+    code (the codes a test can make a server answer without a policy)."""
+    server = start_server("--max-body", "200")
+    with fenecdb.connect(server.url) as db:
+        db.query(JOBS)
+        with pytest.raises(fenecdb.TooLarge) as big:
+            db.from_("jobs").insert({"error": "x" * 300})
+        assert (big.value.status, big.value.code) == (413, "too_large")
+        # No call of the client sends a GET to /query: ask by hand, map the answer.
+        with httpx.Client(base_url=server.url) as http:
+            reply = api._reply(http.get("/query"), text=False)
+        call = db._settings.call(api.QUERY)
+        with pytest.raises(fenecdb.MethodNotAllowed) as wrong:
+            calls.answered(call, reply)
+        assert (wrong.value.status, wrong.value.code) == (405, "method_not_allowed")
+    for code, cls in api.ERRORS.items():
+        assert cls.__name__ == "".join(w.title() for w in code.split("_")) and issubclass(cls, fenecdb.FenecError)
+        assert getattr(fenecdb, cls.__name__) is cls
+
+
+def test_namespace_is_clean() -> None:
+    assert sorted(n for n in dir(fenecdb) if not n.startswith("_") and n not in fenecdb.__all__) == []
+    assert all(hasattr(fenecdb, n) for n in fenecdb.__all__)
