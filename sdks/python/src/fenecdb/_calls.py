@@ -218,6 +218,15 @@ def to_load(settings: Settings, collections: Sequence[Optional[str]]) -> bool:
     return any(c is not None and c not in settings.types for c in collections)
 
 
+def loaded(settings: Settings, collections: Sequence[Optional[str]]) -> None:
+    """After the load before sending: a collection ``/collections`` did not
+    list (not made yet, or one the token may not read) has no types to
+    decode by, and is not asked about again before each statement."""
+    for c in collections:
+        if c is not None:
+            settings.types.setdefault(c, {})
+
+
 def to_reload(settings: Settings, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any]) -> bool:
     """Whether to load the field types again after an answer: a statement
     changed the schema, or rows hold a column not seen yet."""

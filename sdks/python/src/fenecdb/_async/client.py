@@ -64,6 +64,7 @@ class AsyncClient:
         body, collection = calls.query_body(statement, params)
         if calls.to_load(self._settings, [collection]):
             await self.collections(timeout=timeout)
+            calls.loaded(self._settings, [collection])
         try:
             reply = await api.query_async(
                 self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
@@ -88,6 +89,7 @@ class AsyncClient:
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
         if calls.to_load(self._settings, collections):
             await self.collections(timeout=timeout)
+            calls.loaded(self._settings, collections)
         try:
             reply = await api.batch_async(
                 self._http,

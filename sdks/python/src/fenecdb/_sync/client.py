@@ -65,6 +65,7 @@ class Client:
         body, collection = calls.query_body(statement, params)
         if calls.to_load(self._settings, [collection]):
             self.collections(timeout=timeout)
+            calls.loaded(self._settings, [collection])
         try:
             reply = api.query(
                 self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
@@ -89,6 +90,7 @@ class Client:
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
         if calls.to_load(self._settings, collections):
             self.collections(timeout=timeout)
+            calls.loaded(self._settings, collections)
         try:
             reply = api.batch(
                 self._http,
