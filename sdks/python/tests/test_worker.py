@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
@@ -357,3 +358,24 @@ def test_worker_started_before_its_collection(kind: str, live: Server) -> None:
     finally:
         workers.stop_all()
     assert sorted(log.succeeded) == [1, 2, 3, 4, 5]
+
+
+def test_stop_after_grace_cancels_and_releases(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """A handler still running when the grace period ends is cancelled and
+    its job released (owner null, ready now, the run not counted)."""
+    enqueue(db, [{"sleep": 10}])
+    log = Log()
+    workers = Workers(kind, live.url, log, grace=0.5)
+    try:
+        workers.add("a")
+        until("started", lambda: bool(log.starts(1)), 5)
+        t0 = time.monotonic()
+        workers.stop(0)
+        took = time.monotonic() - t0
+        (row,) = db.from_("jobs").rows()
+    finally:
+        workers.stop_all()
+    assert 0.4 < took < 5
+    assert log.cancelled == [1] and not log.succeeded and not log.failed
+    assert (row["owner"], row["attempts"], row["error"]) == (None, 0, None)
+    assert row["run_at"] <= datetime.now(timezone.utc)

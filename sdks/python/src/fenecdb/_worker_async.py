@@ -84,7 +84,9 @@ class AsyncWorker:
         return self.options.owner
 
     async def run(self) -> None:
-        """Claims and runs jobs until :meth:`stop` has finished with them."""
+        """Claims and runs jobs until :meth:`stop` has finished with them.
+        Cancelling the task that runs it stops at once, without the grace
+        period or releases: its jobs run again when their leases lapse."""
         if self._started:
             raise RuntimeError("this worker has run already: make another")
         self._started = True

@@ -43,7 +43,10 @@ class Worker:
     30 s extended every lease/2 (a lost lease sets ``cancel`` and sends
     neither ack nor fail), ``wait`` 30 s held claims, ``max_attempts`` 5,
     ``backoff`` exponential from 1 s capped at 1 h with full jitter,
-    ``where``, ``owner``, ``grace`` 30 s, ``on_error``.
+    ``where``, ``owner``, ``grace`` 30 s, ``on_error``. Its claims go over
+    a connection of its own (an :class:`AsyncClient` with the client's URL,
+    token and timeout, on a thread of its own), so that :meth:`stop` can give
+    a held claim up; the rest over the client's.
 
         worker = Worker(db.from_("jobs"), send_mail)
         worker.start()        # or worker.run() in this thread
