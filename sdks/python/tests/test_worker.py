@@ -379,3 +379,52 @@ def test_stop_after_grace_cancels_and_releases(kind: str, live: Server, db: fene
     assert log.cancelled == [1] and not log.succeeded and not log.failed
     assert (row["owner"], row["attempts"], row["error"]) == (None, 0, None)
     assert row["run_at"] <= datetime.now(timezone.utc)
+
+
+def test_stop_gives_up_a_handler_that_will_not_end(live: Server, db: fenecdb.Client) -> None:
+    """A handler that ignores its cancellation does not hold stop() past
+    the grace period (and a second): its job is given up, nothing is sent
+    for it, and its lease lapses."""
+    enqueue(db, [{}, {}])
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def stubborn(row: fenecdb.Row, cancel: threading.Event) -> None:
+        started.release()
+        release.wait(30)  # ignores cancel
+
+    async def astubborn(row: fenecdb.Row) -> None:
+        started.release()
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                pass  # swallowed
+
+    w = fenecdb.Worker(db.from_("jobs"), stubborn, grace=0.3, lease=60, where=fenecdb.raw("id = ?", 1))
+    w.start()
+    assert started.acquire(timeout=5)
+    t0 = time.monotonic()
+    w.stop()
+    assert time.monotonic() - t0 < 3
+
+    async def run_async() -> float:
+        async with fenecdb.connect_async(live.url) as adb:
+            aw = fenecdb.AsyncWorker(adb.from_("jobs"), astubborn, grace=0.3, lease=60)
+            task = asyncio.ensure_future(aw.run())
+            while not started.acquire(blocking=False):
+                await asyncio.sleep(0.01)
+            t1 = time.monotonic()
+            await aw.stop()
+            await task
+            took = time.monotonic() - t1
+            release.set()  # the given-up task ends: the loop can close
+            return took
+
+    try:
+        assert asyncio.run(run_async()) < 3
+    finally:
+        release.set()
+    rows = db.from_("jobs").order("id").rows()
+    assert [(r["owner"] or "").split(":")[0] != "" for r in rows] == [True, True]  # still leased: given up
+    assert all(r["error"] is None for r in rows)

@@ -150,6 +150,11 @@ class Plan:
 _RELEASE = {"owner": None, "run_at": expr("now()"), "attempts": inc(-1)}
 
 
+ABANDON_AFTER = 1.0
+"""Seconds a stopping worker waits, past the grace period, for cancelled
+handlers to end before it gives their jobs up (their leases lapse)."""
+
+
 def error_text(error: BaseException) -> str:
     """A handler's error as the job's ``error`` field holds it."""
     text = str(error)

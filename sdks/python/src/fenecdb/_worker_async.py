@@ -10,7 +10,7 @@ from ._builder import Raw, Statement
 from ._calls import rows_of
 from ._codec import Row
 from ._errors import FenecError
-from ._worker import Backoff, OnError, Options, Plan, is_fault
+from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault
 
 AsyncHandler = Callable[[Row], Awaitable[Any]]
 """Runs one job; cancelled (asyncio cancellation) when its lease is lost or
@@ -169,6 +169,12 @@ class AsyncWorker:
         for handler, run in list(self._handlers.items()):
             run.stopped = True
             handler.cancel()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=ABANDON_AFTER)
+        # A handler that will not end (it swallows its cancellation) is
+        # given up: nothing is sent for its job, whose lease lapses.
+        for task in list(self._tasks):
+            task.cancel()
         while self._tasks:
             await asyncio.wait(set(self._tasks))
 

@@ -15,7 +15,7 @@ from ._calls import rows_of
 from ._codec import Row
 from ._errors import FenecError
 from ._sync.client import Client, Collection
-from ._worker import Backoff, OnError, Options, Plan, is_fault
+from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault
 
 Handler = Callable[[Row, threading.Event], Any]
 """Runs one job in a thread of the worker's pool. The event is set when
@@ -34,6 +34,7 @@ class _Run:
         self.cancel = threading.Event()
         self.lost = False
         self.stopped = False
+        self.abandoned = False
 
 
 class Worker:
@@ -194,7 +195,11 @@ class Worker:
             for run in self._running.values():
                 run.stopped = True
                 run.cancel.set()
-            self._cond.wait_for(lambda: self._in_flight == 0)
+            if not self._cond.wait_for(lambda: self._in_flight == 0, ABANDON_AFTER):
+                # Handlers that do not heed ``cancel`` are given up: their
+                # threads finish alone and send nothing; the leases lapse.
+                for run in self._running.values():
+                    run.abandoned = True
 
     def _run(self, row: Row, owner: str) -> None:
         run = _Run(row, owner, time.monotonic() + self.options.lease / 2)
@@ -209,7 +214,7 @@ class Worker:
                 error = e
             with self._cond:
                 del self._running[id(run)]
-            if run.lost:
+            if run.lost or run.abandoned:
                 return
             if run.stopped:
                 self._send(self._plan.release(row, owner), "releasing a job on stop")
