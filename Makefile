@@ -33,6 +33,8 @@ check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.p
 		echo "server/httpapi/gen/api.gen.go is stale: run make generate" >&2; exit 1; fi
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases -check
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py --check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd console && node build.mjs "$$tmp/console.js") && \
@@ -101,6 +103,8 @@ sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lo
 generate-sdks: sdks/js/node_modules/.package-lock.json
 	cd tools/sdkgen && $(GO) run . -root ../..
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py
 
 fuzz-api: build
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \
