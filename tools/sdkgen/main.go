@@ -32,6 +32,7 @@ type Language struct {
 var languages = []Language{
 	{Name: "ts", Template: "ts.tmpl", Out: "sdks/js/src/generated/transport.ts"},
 	{Name: "python", Template: "python.tmpl", Out: "sdks/python/src/fenecdb/_generated.py"},
+	{Name: "kotlin", Template: "kotlin.tmpl", Out: "sdks/kotlin/src/main/kotlin/com/fenecdb/Transport.gen.kt"},
 }
 
 //go:embed templates/*.tmpl

@@ -1,0 +1,94 @@
+package com.fenecdb
+
+import kotlinx.serialization.json.JsonElement
+import java.math.BigInteger
+import java.time.Instant
+import java.time.format.DateTimeParseException
+
+/**
+ * One row as answered, its columns in order (`id` first for `*`). Values
+ * are decoded by the field's declared type (`GET /collections`): `int` a
+ * [Long] (exact), `float` a [Double], `text` a [String], `bool` a
+ * [Boolean], `timestamp` an [Instant], `json` and `geo` a [JsonElement];
+ * a column no collection declares (`id`, a path, an expression) by its
+ * JSON: whole numbers [Long] (or [BigInteger] past 64 bits), others
+ * [Double], strings [String], objects and arrays [JsonElement].
+ */
+public class Row(private val columns: Map<String, Any?>) : Map<String, Any?> by columns {
+    /** The text of [name], or null. */
+    public fun string(name: String): String? = get(name, "text") { it as? String }
+
+    /** The whole number of [name], exact, or null. */
+    public fun long(name: String): Long? = get(name, "whole number") { (it as? Long) ?: (it as? Int)?.toLong() }
+
+    /** The number of [name] as a Double, or null. */
+    public fun double(name: String): Double? = get(name, "number") { (it as? Number)?.toDouble() }
+
+    /** The boolean of [name], or null. */
+    public fun bool(name: String): Boolean? = get(name, "bool") { it as? Boolean }
+
+    /**
+     * The timestamp of [name], or null. A column no collection declares a
+     * timestamp (a path, a raw query's answer) is read from its ISO-8601
+     * text here, because the caller asked for an instant.
+     */
+    public fun instant(name: String): Instant? = get(name, "timestamp") {
+        when (it) {
+            is Instant -> it
+            is String -> try { Instant.parse(it) } catch (e: DateTimeParseException) { null }
+            else -> null
+        }
+    }
+
+    /** The JSON of [name] (any value, as a tree), or null. */
+    public fun json(name: String): JsonElement? = get(name, "json") { toJson("json", it) }
+
+    private fun <T> get(name: String, kind: String, convert: (Any) -> T?): T? {
+        require(columns.containsKey(name)) { "the row has no field ${quote(name)} (it has ${columns.keys.joinToString(", ")})" }
+        val v = columns[name] ?: return null
+        return convert(v) ?: throw IllegalArgumentException("field ${quote(name)} is ${show(v)}, not a $kind")
+    }
+
+    override fun toString(): String = columns.toString()
+    override fun equals(other: Any?): Boolean = columns == other
+    override fun hashCode(): Int = columns.hashCode()
+}
+
+private fun show(v: Any): String = when (v) {
+    is String -> "the text ${quote(v)}"
+    is BigInteger -> "a number past 64 bits ($v)"
+    else -> "a ${v.javaClass.simpleName} ($v)"
+}
+
+/**
+ * The rows of a read or of a write with `returning`: a list, and what the
+ * answer said beside them — [seq] (`Fenec-Seq`, after a write) and
+ * [replayed] (`Idempotent-Replayed`: the first answer to this key, again).
+ */
+public class Rows(rows: List<Row>, public val seq: Long?, public val replayed: Boolean) : List<Row> by rows {
+    private val rows = rows
+    override fun toString(): String = rows.toString()
+    override fun equals(other: Any?): Boolean = rows == other
+    override fun hashCode(): Int = rows.hashCode()
+}
+
+/** What a write without `returning` answers: how many documents it wrote, [seq] and [replayed]. */
+public data class Written(public val affected: Long, public val seq: Long?, public val replayed: Boolean)
+
+/**
+ * One statement's answer through [Fenec.query] or [Fenec.batch]: [rows]
+ * for a read or a write with `returning`, else [affected]; [seq] and
+ * [replayed] as the request's answer said.
+ */
+public class Result(
+    /** The rows, or null for a write without `returning`. */
+    public val rows: List<Row>?,
+    /** How many documents a write without `returning` wrote, else null. */
+    public val affected: Long?,
+    /** `Fenec-Seq`: the database's change number after a request that wrote. */
+    public val seq: Long?,
+    /** `Idempotent-Replayed`: this is the first answer to the key, again. */
+    public val replayed: Boolean,
+) {
+    override fun toString(): String = rows?.toString() ?: "{affected: $affected}"
+}
