@@ -2,6 +2,7 @@ package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.future.await
+import kotlinx.coroutines.runBlocking
 import kotlinx.serialization.json.Json
 import kotlinx.serialization.json.JsonArray
 import kotlinx.serialization.json.JsonElement
@@ -80,6 +81,16 @@ public class Fenec private constructor(
                 .build()
             return Fenec(uri, token, timeout, null, http, Schema())
         }
+
+        /** [connect] for Java, with the default timeout (30 s). */
+        @JvmStatic
+        @JvmOverloads
+        public fun connect(url: String, token: String? = null): Fenec = connect(url, token, DEFAULT_TIMEOUT)
+
+        /** [connect] for Java, with a java.time.Duration timeout. */
+        @JvmStatic
+        public fun connect(url: String, token: String?, timeout: java.time.Duration): Fenec =
+            connect(url, token, timeout.toMillis().milliseconds)
     }
 
     /**
@@ -130,6 +141,16 @@ public class Fenec private constructor(
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         return results.map { answer(it, null, reply) }
     }
+
+    /** [query], blocking (for Java). */
+    @JvmOverloads
+    public fun queryBlocking(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): Result =
+        runBlocking { query(text, params, idempotencyKey) }
+
+    /** [batch], blocking (for Java). */
+    @JvmOverloads
+    public fun batchBlocking(statements: List<Statement>, idempotencyKey: String? = null): List<Result> =
+        runBlocking { batch(statements, idempotencyKey) }
 
     /** The server's Prometheus metrics, as text. */
     public suspend fun metrics(): String = send(null, text = true) { t -> metricsRequest(url, token, t) }.text

@@ -1,5 +1,6 @@
 package com.fenecdb
 
+import kotlinx.coroutines.runBlocking
 import kotlin.time.Duration
 
 /**
@@ -39,6 +40,12 @@ public class Query internal constructor(
     @JvmOverloads
     public fun order(field: String, desc: Boolean = false): Query =
         with(state.copy(order = state.order + Order(fieldPath(field), desc)))
+
+    /** Orders by [field] in [direction], `"asc"` or `"desc"`. */
+    public fun order(field: String, direction: String): Query {
+        require(direction == "asc" || direction == "desc") { "order direction ${quote(direction)} is not asc or desc" }
+        return order(field, direction == "desc")
+    }
 
     /** Takes at most [n] rows. */
     public fun limit(n: Long): Query = with(state.copy(limit = nonNegative("limit", n)))
@@ -144,6 +151,49 @@ public class Query internal constructor(
     /** [delete] that answers the rows as they were (`returning *`, or [fields]). */
     public suspend fun deleteReturning(vararg fields: String, require: Long? = null, idempotencyKey: String? = null): Rows =
         rowsOf(send(deleteStatement(require, fields.toList()), claim = false, key = idempotencyKey))
+
+    // The blocking twins, for Java and other non-coroutine callers: each
+    // runs its endpoint on the calling thread (runBlocking).
+
+    /** [rows], blocking. */
+    public fun rowsBlocking(): Rows = runBlocking { rows() }
+
+    /** [first], blocking. */
+    public fun firstBlocking(): Row? = runBlocking { first() }
+
+    /** [count], blocking. */
+    public fun countBlocking(): Long = runBlocking { count() }
+
+    /** [insert] of one document, blocking. */
+    @JvmOverloads
+    public fun insertBlocking(doc: Map<String, Any?>, idempotencyKey: String? = null): Written = runBlocking { insert(doc, idempotencyKey) }
+
+    /** [insert] of several documents, blocking. */
+    @JvmOverloads
+    public fun insertBlocking(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Written = runBlocking { insert(docs, idempotencyKey) }
+
+    /** [update], blocking. */
+    @JvmOverloads
+    public fun updateBlocking(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Written =
+        runBlocking { update(patch, require, idempotencyKey) }
+
+    /** [updateReturning], blocking; [fields] empty for every field. */
+    @JvmOverloads
+    public fun updateReturningBlocking(
+        patch: Map<String, Any?>,
+        fields: List<String> = emptyList(),
+        require: Long? = null,
+        idempotencyKey: String? = null,
+    ): Rows = runBlocking { updateReturning(patch, *fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+
+    /** [delete], blocking. */
+    @JvmOverloads
+    public fun deleteBlocking(require: Long? = null, idempotencyKey: String? = null): Written = runBlocking { delete(require, idempotencyKey) }
+
+    /** [deleteReturning], blocking; [fields] empty for every field. */
+    @JvmOverloads
+    public fun deleteReturningBlocking(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): Rows =
+        runBlocking { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
 
     private suspend fun send(s: Statement, claim: Boolean, key: String?): Result =
         db.run(s, claim, key ?: idempotencyKey, state.collection)

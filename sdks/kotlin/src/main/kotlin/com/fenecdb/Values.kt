@@ -41,7 +41,10 @@ internal fun fieldPath(name: String): String {
 
 /** A document key or a patch key: a plain identifier, never a path. */
 internal fun plainKey(what: String, name: String): String {
-    require(IDENTIFIER.matches(name)) { "$what key ${quote(name)} is not a plain identifier" }
+    require(!PATH.matches(name) || IDENTIFIER.matches(name)) {
+        "$what: field ${quote(name)} is a dotted path; a document's or a patch's key must be a plain identifier"
+    }
+    require(IDENTIFIER.matches(name)) { "$what: field ${quote(name)} is not a plain identifier" }
     return name
 }
 
