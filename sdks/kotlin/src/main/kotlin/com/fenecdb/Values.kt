@@ -175,9 +175,13 @@ public fun raw(text: String, vararg args: Any?): Raw = Raw(text, args.toList())
  */
 public fun expr(text: String, vararg args: Any?): Expr = Expr(text, args.toList())
 
-/** A patch value that adds [n] to the field: `attempts: inc(1)` renders `attempts: attempts + $1`. */
+/**
+ * A patch value that adds [n] to the field: `attempts: inc(1)` renders
+ * `attempts: attempts + $1`. [n] is a whole number (exact) or a finite
+ * floating one; negative subtracts.
+ */
 @JvmOverloads
-public fun inc(n: Long = 1): Inc = Inc(JsonPrimitive(n))
-
-/** A patch value that adds [n] (finite) to the field. */
-public fun inc(n: Double): Inc = Inc(toJson("inc", n))
+public fun inc(n: Number? = 1): Inc {
+    require(n != null) { "inc needs a finite number, not null" }
+    return Inc(toJson("inc", n))
+}
