@@ -1,7 +1,8 @@
 package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
-import kotlinx.coroutines.future.await
+import kotlinx.coroutines.suspendCancellableCoroutine
+import java.util.concurrent.CompletableFuture
 import kotlinx.coroutines.runBlocking
 import kotlinx.serialization.json.Json
 import kotlinx.serialization.json.JsonArray
@@ -211,7 +212,7 @@ public class Fenec private constructor(
         val limit = timeout + (wait ?: Duration.ZERO)
         val request = build(limit.toJavaDuration())
         val response: HttpResponse<String> = try {
-            http.sendAsync(request, HttpResponse.BodyHandlers.ofString()).await()
+            awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
         } catch (e: CancellationException) {
             throw e
         } catch (e: Throwable) {
@@ -338,6 +339,16 @@ private fun parseUrl(url: String): URI {
 
 private fun requireMillis(what: String, d: Duration) {
     require(d.isFinite() && d >= Duration.ZERO) { "$what must be a finite, non-negative duration, not $d" }
+}
+
+/**
+ * Awaits a future; cancelling the coroutine cancels it with
+ * mayInterruptIfRunning, which is what makes java.net.http abort the
+ * exchange and close its connection (cancel(false) leaves it running).
+ */
+private suspend fun <T> awaitCancelling(f: CompletableFuture<T>): T = suspendCancellableCoroutine { cont ->
+    f.whenComplete { v, e -> if (e == null) cont.resumeWith(kotlin.Result.success(v)) else cont.resumeWith(kotlin.Result.failure(e)) }
+    cont.invokeOnCancellation { f.cancel(true) }
 }
 
 private fun unwrap(e: Throwable): Throwable {

@@ -26,8 +26,9 @@ class FenecServer(vararg flags: String, manualClock: Boolean = true) : AutoClose
         args += flags
         process = ProcessBuilder(args).start()
         val lines = LinkedBlockingQueue<String>()
-        Thread { process.inputStream.bufferedReader().forEachLine { lines.put(it) } }.apply { isDaemon = true }.start()
-        Thread { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } }.apply { isDaemon = true }.start()
+        // Readers end when the process's pipes close (an IOException then is the end).
+        Thread { runCatching { process.inputStream.bufferedReader().forEachLine { lines.put(it) } } }.apply { isDaemon = true }.start()
+        Thread { runCatching { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } } }.apply { isDaemon = true }.start()
         var addr: String? = null
         val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20)
         while (addr == null && System.nanoTime() < deadline) {
