@@ -202,7 +202,9 @@ public class Worker(
         var lost = false
         val failure: Throwable? = try {
             coroutineScope {
-                val work = async {
+                // Undispatched: the handler starts now, in claim order, so a
+                // stop seen by the claim loop leaves no handler half-started.
+                val work = async(start = CoroutineStart.UNDISPATCHED) {
                     try {
                         handler(row)
                         null
