@@ -13,18 +13,26 @@ import java.time.format.DateTimeParseException
  * a column no collection declares (`id`, a path, an expression) by its
  * JSON: whole numbers [Long] (or [BigInteger] past 64 bits), others
  * [Double], strings [String], objects and arrays [JsonElement].
+ *
+ * From Java the getters are `getString`, `getLong`, `getDouble`,
+ * `getBool`, `getInstant` and `getJson` (`long` and `double` are Java
+ * keywords).
  */
 public class Row(private val columns: Map<String, Any?>) : Map<String, Any?> by columns {
     /** The text of [name], or null. */
+    @JvmName("getString")
     public fun string(name: String): String? = get(name, "text") { it as? String }
 
     /** The whole number of [name], exact, or null. */
+    @JvmName("getLong")
     public fun long(name: String): Long? = get(name, "whole number") { (it as? Long) ?: (it as? Int)?.toLong() }
 
     /** The number of [name] as a Double, or null. */
+    @JvmName("getDouble")
     public fun double(name: String): Double? = get(name, "number") { (it as? Number)?.toDouble() }
 
     /** The boolean of [name], or null. */
+    @JvmName("getBool")
     public fun bool(name: String): Boolean? = get(name, "bool") { it as? Boolean }
 
     /**
@@ -32,6 +40,7 @@ public class Row(private val columns: Map<String, Any?>) : Map<String, Any?> by 
      * timestamp (a path, a raw query's answer) is read from its ISO-8601
      * text here, because the caller asked for an instant.
      */
+    @JvmName("getInstant")
     public fun instant(name: String): Instant? = get(name, "timestamp") {
         when (it) {
             is Instant -> it
@@ -41,6 +50,7 @@ public class Row(private val columns: Map<String, Any?>) : Map<String, Any?> by 
     }
 
     /** The JSON of [name] (any value, as a tree), or null. */
+    @JvmName("getJson")
     public fun json(name: String): JsonElement? = get(name, "json") { toJson("json", it) }
 
     private fun <T> get(name: String, kind: String, convert: (Any) -> T?): T? {

@@ -1,0 +1,44 @@
+package com.fenecdb;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** The SDK as a Java caller uses it: the blocking twins, from plain Java. */
+class JavaBlockingTest {
+    @Test
+    void queueLoopFromJava() {
+        try (FenecServer server = new FenecServer(new String[0], true)) {
+            Fenec db = Fenec.connect(server.getUrl(), null, Duration.ofSeconds(5));
+            db.queryBlocking("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)");
+            Query jobs = db.from("jobs");
+            Written put = jobs.insertBlocking(List.of(
+                Map.of("payload", Map.of("to", "ada@example.com"), "run_at", Values.expr("now()"), "attempts", 0),
+                Map.of("payload", Map.of("to", "bo@example.com"), "run_at", Values.expr("now()"), "attempts", 0)));
+            assertEquals(2, put.getAffected());
+
+            Rows claimed = jobs.where(Values.raw("run_at <= now()")).order("run_at").limit(10)
+                .withWait(Duration.ofSeconds(1))
+                .updateReturningBlocking(Map.of("owner", "java:1", "run_at", Values.expr("now() + ?", 30000), "attempts", Values.inc()));
+            assertEquals(2, claimed.size());
+            for (Row job : claimed) {
+                assertEquals(1L, job.getLong("attempts"));
+                assertTrue(job.getInstant("run_at").isAfter(Instant.parse("2026-05-03T09:20:00Z")));
+                assertEquals(1, jobs.where("id", job.get("id")).where("owner", "java:1").deleteBlocking(1L).getAffected());
+            }
+            assertEquals(0L, jobs.countBlocking());
+
+            FenecException e = assertThrows(FenecException.class, () -> jobs.where("id", 1).deleteBlocking(1L));
+            assertEquals(412, e.getStatus());
+            assertEquals(ErrorCode.UNMET, e.getCode());
+            assertThrows(IllegalArgumentException.class, () -> jobs.where("payload..to", 1));
+            assertThrows(IllegalArgumentException.class, () -> Fenec.connect("127.0.0.1:8080"));
+        }
+    }
+}
