@@ -50,6 +50,7 @@ test: check-tracked check-generated test-venv
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
+	$(MAKE) test-kotlin
 
 # No built output in git: tracked files over 2 MB (outside an allow-list)
 # and compiled executables fail the run.
@@ -81,6 +82,13 @@ test-go-sdk: build
 # then node --test against bin/fenec.
 test-js: build sdks/js/node_modules/.package-lock.json
 	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+
+# The Kotlin SDK: Maven (kotlin-maven-plugin; everything from Maven Central
+# into ~/.m2), then its JUnit tests against bin/fenec. Needs a JDK 17+ and mvn.
+.PHONY: test-kotlin
+MVN ?= mvn
+test-kotlin: build
+	cd sdks/kotlin && FENEC_BIN=$(CURDIR)/bin/fenec $(MVN) -B -q test
 
 sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lock.json
 	cd sdks/js && $(NPM) ci --no-audit --no-fund

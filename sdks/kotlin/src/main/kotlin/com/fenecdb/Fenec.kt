@@ -125,9 +125,6 @@ public class Fenec private constructor(
         return run(statement, isClaim(text), idempotencyKey, null)
     }
 
-    /** [query] with its values as varargs: `db.query("get jobs where id = $1", 3)`. */
-    public suspend fun query(text: String, vararg params: Any?): Result = query(text, params.toList())
-
     /**
      * Runs statements all or nothing, in order, under one lock; answers each
      * statement's answer. A refusal names the statement in [FenecException.at].

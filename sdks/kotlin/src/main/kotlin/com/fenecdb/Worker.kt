@@ -17,6 +17,7 @@ import kotlinx.coroutines.delay
 import kotlinx.coroutines.isActive
 import kotlinx.coroutines.joinAll
 import kotlinx.coroutines.launch
+import kotlinx.coroutines.runInterruptible
 import kotlinx.coroutines.sync.Semaphore
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
@@ -74,6 +75,37 @@ public data class WorkerOptions(
         require(maxAttempts >= 1) { "maxAttempts must be at least 1, not $maxAttempts" }
         require(grace >= Duration.ZERO) { "grace must not be negative, not $grace" }
     }
+
+    // Copies with one option changed, for Java (a data class's copy and
+    // kotlin.time.Duration are not for Java callers).
+
+    /** A copy with [concurrency]. */
+    public fun withConcurrency(concurrency: Int): WorkerOptions = copy(concurrency = concurrency)
+
+    /** A copy with [lease]. */
+    public fun withLease(lease: java.time.Duration): WorkerOptions = copy(lease = lease.toMillis().milliseconds)
+
+    /** A copy with [wait]. */
+    public fun withWait(wait: java.time.Duration): WorkerOptions = copy(wait = wait.toMillis().milliseconds)
+
+    /** A copy with [maxAttempts]. */
+    public fun withMaxAttempts(maxAttempts: Int): WorkerOptions = copy(maxAttempts = maxAttempts)
+
+    /** A copy with a [backoff] from attempts to a java.time.Duration. */
+    public fun withBackoff(backoff: java.util.function.LongFunction<java.time.Duration>): WorkerOptions =
+        copy(backoff = { a -> backoff.apply(a).toMillis().milliseconds })
+
+    /** A copy with the queue's own condition [where]. */
+    public fun withWhere(where: Raw): WorkerOptions = copy(where = where)
+
+    /** A copy with [ownerPrefix]. */
+    public fun withOwnerPrefix(ownerPrefix: String): WorkerOptions = copy(ownerPrefix = ownerPrefix)
+
+    /** A copy with [grace]. */
+    public fun withGrace(grace: java.time.Duration): WorkerOptions = copy(grace = grace.toMillis().milliseconds)
+
+    /** A copy with [onError]. */
+    public fun withOnError(onError: WorkerErrorHook): WorkerOptions = copy(onError = onError)
 }
 
 /** Exponential from 1 s, capped at 1 h, with full jitter: a random delay up to 2^(attempts-1) s. */
@@ -113,6 +145,19 @@ public class Worker(
     private val stop = CompletableDeferred<Unit>()
     private val done = CompletableDeferred<Unit>()
     private val counter = AtomicLong()
+
+    public companion object {
+        /**
+         * A worker whose handler blocks its thread (Java): it runs on
+         * Dispatchers.IO, and is interrupted when its job is cancelled.
+         */
+        @JvmStatic
+        public fun blocking(db: Fenec, collection: String, options: WorkerOptions, handler: java.util.function.Consumer<Row>): Worker =
+            Worker(db, collection, options.copy(dispatcher = Dispatchers.IO)) { row -> runInterruptible { handler.accept(row) } }
+    }
+
+    /** [run] on the calling thread, until [close] (for Java: run it on a thread of its own). */
+    public fun runBlocking(): Unit = kotlinx.coroutines.runBlocking { run() }
 
     /** Whether a stop was asked for (by [close] or a cancelled [run]). */
     public val stopping: Boolean get() = stop.isCompleted

@@ -9,11 +9,17 @@ import java.util.concurrent.TimeUnit
 val REPO: Path = Path.of("").toAbsolutePath().parent.parent
 
 /**
- * A real `fenec serve --file :memory: --http 127.0.0.1:0` for a test —
+ * A real `fenec serve --file :memory: --http 127.0.0.1:0` for a test (or
+ * on [file] and [http]) —
  * the binary `make build` writes, or FENEC_BIN — on a free port, with the
  * manual clock unless [manualClock] is false. Close stops it.
  */
-class FenecServer(vararg flags: String, manualClock: Boolean = true) : AutoCloseable {
+class FenecServer(
+    vararg flags: String,
+    manualClock: Boolean = true,
+    file: String = ":memory:",
+    http: String = "127.0.0.1:0",
+) : AutoCloseable {
     private val process: Process
     private val stderr = StringBuffer()
     val url: String
@@ -21,7 +27,7 @@ class FenecServer(vararg flags: String, manualClock: Boolean = true) : AutoClose
     init {
         val bin = System.getenv("FENEC_BIN")?.takeIf { it.isNotEmpty() } ?: REPO.resolve("bin/fenec").toString()
         check(File(bin).canExecute()) { "$bin is missing: run make build (or set FENEC_BIN)" }
-        val args = mutableListOf(bin, "serve", "--http", "127.0.0.1:0", "--file", ":memory:", "--slow-ms", "0")
+        val args = mutableListOf(bin, "serve", "--http", http, "--file", file, "--slow-ms", "0")
         if (manualClock) args += listOf("--clock", "manual")
         args += flags
         process = ProcessBuilder(args).start()

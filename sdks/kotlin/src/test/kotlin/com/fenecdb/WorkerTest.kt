@@ -239,6 +239,45 @@ class WorkerTest {
     }
 
     @Test
+    fun `the server stopped for 2 s and started again on its file - the worker carries on, nothing lost`() = runBlocking<Unit> {
+        val dir = java.nio.file.Files.createTempDirectory("fenec-kotlin-restart")
+        val file = dir.resolve("fenec.db").toString()
+        try {
+            var server = FenecServer(manualClock = false, file = file)
+            val http = server.url.removePrefix("http://")
+            val db = server.connect()
+            db.query(JOBS_SCHEMA)
+            val runs = ConcurrentHashMap<Int, AtomicInteger>()
+            val faults = AtomicInteger()
+            val options = WorkerOptions(concurrency = 8, lease = 2.seconds, backoff = { 0.milliseconds }, onError = { _, _, e -> if (e != null) faults.incrementAndGet() })
+            val worker = Worker(db, "jobs", options) { job ->
+                runs.computeIfAbsent(n(job)) { AtomicInteger() }.incrementAndGet()
+                delay(5)
+            }
+            val running = launch(Dispatchers.Default) { worker.run() }
+            enqueue(db, 300)
+            awaitTrue(30.seconds, "some jobs done") { runs.size >= 50 }
+            server.close()
+            delay(2000)
+            server = FenecServer(manualClock = false, file = file, http = http)
+            try {
+                awaitTrue(60.seconds, "the queue drained after the restart") { db.from("jobs").count() == 0L }
+                worker.stop()
+                running.join()
+            } finally {
+                server.close()
+            }
+            assertEquals(300, runs.size, "jobs lost")
+            val twice = runs.filterValues { it.get() > 1 }.keys
+            assertTrue(twice.size <= 8, "run more than once beyond the jobs in flight at the stop: $twice")
+            assertTrue(faults.get() > 0, "the outage was not reported")
+            println("restart: ${faults.get()} faults reported, ${twice.size} jobs run twice (in flight at the stop)")
+        } finally {
+            dir.toFile().deleteRecursively()
+        }
+    }
+
+    @Test
     fun `throughput of one worker of concurrency 10 with an empty handler`() = runBlocking<Unit> {
         FenecServer(manualClock = false).use { s ->
             val db = s.connect()
