@@ -214,7 +214,9 @@ public class Worker(
             } catch (e: CancellationException) {
                 repeat(n) { slots.release() }
                 throw e
-            } catch (e: FenecException) {
+            } catch (e: Exception) {
+                // Whatever the claim met (a fault, a refusal, an answer it
+                // could not read), the worker reports it and tries again.
                 repeat(n) { slots.release() }
                 options.onError.report("claim failed, retrying", null, e)
                 delay(faultBackoff(++faults))
@@ -302,7 +304,7 @@ public class Worker(
         }
     }
 
-    /** Extends the lease every half of it; answers false once it is lost (412). */
+    /** Extends the lease every half of it; answers false once it is lost (412), true if extending is refused otherwise. */
     private suspend fun extendWhileRunning(row: Row, id: Any?, owner: String): Boolean {
         val every = (leaseMs / 2).milliseconds
         var next = every
@@ -316,7 +318,12 @@ public class Worker(
                 next = every
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) return false
-                if (!isFault(e)) throw e
+                if (!isFault(e)) {
+                    // A refusal that another try would meet again: the handler
+                    // goes on under the lease it has.
+                    options.onError.report("extend of job $id refused; no more extensions", row, e)
+                    return true
+                }
                 options.onError.report("extend of job $id failed, retrying", row, e)
                 next = minOf(every, faultBackoff(++faults))
             }
