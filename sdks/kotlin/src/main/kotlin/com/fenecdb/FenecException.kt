@@ -25,6 +25,6 @@ public class FenecException(
 ) : Exception(message, cause) {
     override fun toString(): String {
         val where = at?.let { " (statement $it)" } ?: ""
-        return "FenecException: ${if (status > 0) "$status " else ""}${code.wire}$where: $message"
+        return "FenecException(${code.wire}${if (status > 0) " $status" else ""}$where): $message"
     }
 }

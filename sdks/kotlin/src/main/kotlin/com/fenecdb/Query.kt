@@ -16,11 +16,17 @@ import kotlin.time.Duration
  * [IllegalArgumentException] before anything is sent.
  */
 public class Query internal constructor(
-    private val db: Fenec,
+    private val db: Client,
     private val state: State,
     private val idempotencyKey: String?,
 ) {
     private fun with(s: State) = Query(db, s, idempotencyKey)
+
+    /** The client this builder sends through. */
+    public val client: Client get() = db
+
+    /** The collection this builder is on. */
+    public val collection: String get() = state.collection
 
     /** `field = $n`, or `field is null` when [value] is null. Several conditions join with `and`. */
     public fun where(field: String, value: Any?): Query = with(state.copy(where = state.where + equality(field, value)))
@@ -56,7 +62,7 @@ public class Query internal constructor(
     /** Answers these fields (paths allowed, or `*`) rather than every field; a second select replaces the first. */
     public fun select(vararg fields: String): Query = with(state.copy(select = fieldList("select", fields.toList())))
 
-    /** A copy whose claims are held at the server up to [wait] (see [Fenec.withWait]). */
+    /** A copy whose claims are held at the server up to [wait] (see [Client.withWait]). */
     public fun withWait(wait: Duration): Query = Query(db.withWait(wait), state, idempotencyKey)
 
     /** [withWait] with a java.time.Duration. */
@@ -100,37 +106,39 @@ public class Query internal constructor(
     public fun deleteStatement(require: Long? = null, returning: List<String>? = null): Statement =
         renderDelete(state, require, returning?.ifEmpty { listOf("*") })
 
-    // The endpoints.
+    // The endpoints: each answers the plain value; Client.query(statement)
+    // answers the whole Result (seq, replayed).
 
     /** Reads the rows: `get c [select …] [where …] [order …] [limit n] [offset n]`. */
-    public suspend fun rows(): Rows = rowsOf(send(rowsStatement(), claim = false, key = null))
+    public suspend fun rows(): List<Row> = rowsOf(send(rowsStatement(), null))
 
     /** Reads the first row (`limit 1`), or null when there is none. */
-    public suspend fun first(): Row? = send(firstStatement(), claim = false, key = null).rows?.firstOrNull()
+    public suspend fun first(): Row? = rowsOf(send(firstStatement(), null)).firstOrNull()
 
     /** Counts the rows that match: `get c [where …] count`. */
     public suspend fun count(): Long {
-        val r = send(countStatement(), claim = false, key = null)
+        val r = send(countStatement(), null)
         return r.rows?.firstOrNull()?.long("count")
-            ?: throw FenecException(200, ErrorCode.UNEXPECTED, "a count answered no count: $r")
+            ?: throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count answered $r")
     }
 
     /** Inserts a document; answers how many were written (1). A taken id or @unique value is 409. */
-    public suspend fun insert(doc: Map<String, Any?>, idempotencyKey: String? = null): Written =
-        written(send(insertStatement(doc), claim = false, key = idempotencyKey))
+    public suspend fun insert(doc: Map<String, Any?>, idempotencyKey: String? = null): Long =
+        written(send(insertStatement(doc), idempotencyKey))
 
-    /** Inserts several documents at once, all or none. */
-    public suspend fun insert(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Written =
-        written(send(insertStatement(docs), claim = false, key = idempotencyKey))
+    /** Inserts several documents at once, all or none; answers how many were written. */
+    public suspend fun insert(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Long =
+        written(send(insertStatement(docs), idempotencyKey))
 
     /**
      * Sets fields of the rows that match: `set c {…} [where …] [order …]
-     * [limit n] [require n]`. A patch value is a value [toJson] takes, null,
-     * [expr] or [inc]; patch keys are plain identifiers. [require] refuses
-     * (412, nothing written) unless exactly that many rows are written.
+     * [limit n] [require n]`; answers how many were written. A patch value
+     * is a value [toJson] takes, null, [expr] or [inc]; patch keys are plain
+     * identifiers. [require] refuses (412, nothing written) unless exactly
+     * that many rows are written.
      */
-    public suspend fun update(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Written =
-        written(send(updateStatement(patch, require), claim = false, key = idempotencyKey))
+    public suspend fun update(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Long =
+        written(send(updateStatement(patch, require), idempotencyKey))
 
     /**
      * [update] that answers the rows as written (`returning *`, or
@@ -142,21 +150,21 @@ public class Query internal constructor(
         vararg fields: String,
         require: Long? = null,
         idempotencyKey: String? = null,
-    ): Rows = rowsOf(send(updateStatement(patch, require, fields.toList()), claim = true, key = idempotencyKey))
+    ): List<Row> = rowsOf(send(updateStatement(patch, require, fields.toList()), idempotencyKey))
 
-    /** Deletes the rows that match: `del c [where …] [order …] [limit n] [require n]`. */
-    public suspend fun delete(require: Long? = null, idempotencyKey: String? = null): Written =
-        written(send(deleteStatement(require), claim = false, key = idempotencyKey))
+    /** Deletes the rows that match: `del c [where …] [order …] [limit n] [require n]`; answers how many. */
+    public suspend fun delete(require: Long? = null, idempotencyKey: String? = null): Long =
+        written(send(deleteStatement(require), idempotencyKey))
 
     /** [delete] that answers the rows as they were (`returning *`, or [fields]). */
-    public suspend fun deleteReturning(vararg fields: String, require: Long? = null, idempotencyKey: String? = null): Rows =
-        rowsOf(send(deleteStatement(require, fields.toList()), claim = false, key = idempotencyKey))
+    public suspend fun deleteReturning(vararg fields: String, require: Long? = null, idempotencyKey: String? = null): List<Row> =
+        rowsOf(send(deleteStatement(require, fields.toList()), idempotencyKey))
 
     // The blocking twins, for Java and other non-coroutine callers: each
     // runs its endpoint on the calling thread (runBlocking).
 
     /** [rows], blocking. */
-    public fun rowsBlocking(): Rows = runBlocking { rows() }
+    public fun rowsBlocking(): List<Row> = runBlocking { rows() }
 
     /** [first], blocking. */
     public fun firstBlocking(): Row? = runBlocking { first() }
@@ -166,15 +174,15 @@ public class Query internal constructor(
 
     /** [insert] of one document, blocking. */
     @JvmOverloads
-    public fun insertBlocking(doc: Map<String, Any?>, idempotencyKey: String? = null): Written = runBlocking { insert(doc, idempotencyKey) }
+    public fun insertBlocking(doc: Map<String, Any?>, idempotencyKey: String? = null): Long = runBlocking { insert(doc, idempotencyKey) }
 
     /** [insert] of several documents, blocking. */
     @JvmOverloads
-    public fun insertBlocking(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Written = runBlocking { insert(docs, idempotencyKey) }
+    public fun insertBlocking(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Long = runBlocking { insert(docs, idempotencyKey) }
 
     /** [update], blocking. */
     @JvmOverloads
-    public fun updateBlocking(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Written =
+    public fun updateBlocking(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Long =
         runBlocking { update(patch, require, idempotencyKey) }
 
     /** [updateReturning], blocking; [fields] empty for every field. */
@@ -184,25 +192,26 @@ public class Query internal constructor(
         fields: List<String> = emptyList(),
         require: Long? = null,
         idempotencyKey: String? = null,
-    ): Rows = runBlocking { updateReturning(patch, *fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+    ): List<Row> = runBlocking { updateReturning(patch, *fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
 
     /** [delete], blocking. */
     @JvmOverloads
-    public fun deleteBlocking(require: Long? = null, idempotencyKey: String? = null): Written = runBlocking { delete(require, idempotencyKey) }
+    public fun deleteBlocking(require: Long? = null, idempotencyKey: String? = null): Long = runBlocking { delete(require, idempotencyKey) }
 
     /** [deleteReturning], blocking; [fields] empty for every field. */
     @JvmOverloads
-    public fun deleteReturningBlocking(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): Rows =
+    public fun deleteReturningBlocking(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): List<Row> =
         runBlocking { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
 
-    private suspend fun send(s: Statement, claim: Boolean, key: String?): Result =
-        db.run(s, claim, key ?: idempotencyKey, state.collection)
+    private suspend fun send(s: Statement, key: String?): Result = db.query(s, key ?: idempotencyKey)
 
-    private fun rowsOf(r: Result): Rows =
-        Rows(r.rows ?: throw FenecException(200, ErrorCode.UNEXPECTED, "rows were asked for, and the answer is $r"), r.seq, r.replayed)
+    private fun rowsOf(r: Result): List<Row> =
+        r.rows ?: throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: rows were asked for, and the answer is $r")
 
-    private fun written(r: Result): Written =
-        Written(r.affected ?: throw FenecException(200, ErrorCode.UNEXPECTED, "a count of writes was asked for, and the answer is $r"), r.seq, r.replayed)
+    private fun written(r: Result): Long {
+        if (r.rows != null) throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count of writes was asked for, and the answer is $r")
+        return r.affected
+    }
 
     override fun toString(): String = rowsStatement().toString()
 }

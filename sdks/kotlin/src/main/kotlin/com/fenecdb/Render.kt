@@ -13,12 +13,17 @@ import kotlinx.serialization.json.buildJsonObject
 import kotlinx.serialization.json.put
 
 /** One FenecQL statement and its parameters: what `POST /query` is sent. */
-public class Statement(
+public class Statement @JvmOverloads constructor(
     /** The text, its values as `$1…$n`. */
     public val query: String,
     /** The values of `$1…$n`, as the request body carries them. */
     public val params: List<JsonElement>,
+    /** The collection a builder rendered it on: its rows decode by that collection's field types. */
+    public val collection: String? = null,
 ) {
+    /** Whether it is a claim (a `set` with `returning`): what a wait holds. */
+    internal val claim: Boolean get() = isClaim(query)
+
     internal fun toJson(): JsonObject = buildJsonObject {
         put("query", query)
         put("params", JsonArray(params))
@@ -89,12 +94,13 @@ internal fun fieldList(what: String, list: List<String>): List<String> {
 internal fun renderRows(s: State): Statement {
     val p = Params()
     val select = s.select?.let { " select " + it.joinToString(", ") } ?: ""
-    return Statement("get ${s.collection}$select${where(s, p)}${order(s)}${limits(s, true)}", p.values)
+    return Statement("get ${s.collection}$select${where(s, p)}${order(s)}${limits(s, true)}", p.values, s.collection)
 }
 
 /** `get c [where …] count`. */
 internal fun renderCount(s: State): Statement {
     val p = Params()
+    // No collection: a count's one column is no field to decode.
     return Statement("get ${s.collection}${where(s, p)} count", p.values)
 }
 
@@ -104,7 +110,7 @@ internal fun renderInsert(s: State, docs: List<Map<String, Any?>>, many: Boolean
     require(docs.isNotEmpty()) { "insert: an empty list of documents" }
     val p = Params()
     val text = if (many) docs.joinToString(", ", "[", "]") { doc(it, p) } else doc(docs[0], p)
-    return Statement("insert ${s.collection} $text", p.values)
+    return Statement("insert ${s.collection} $text", p.values, s.collection)
 }
 
 /** `set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n]`. */
@@ -117,6 +123,7 @@ internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, re
     return Statement(
         "set ${s.collection} {$set}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}",
         p.values,
+        s.collection,
     )
 }
 
@@ -124,7 +131,7 @@ internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, re
 internal fun renderDelete(s: State, require: Long?, returning: List<String>?): Statement {
     refuse(s, "delete", offset = true, select = true)
     val p = Params()
-    return Statement("del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}", p.values)
+    return Statement("del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}", p.values, s.collection)
 }
 
 private fun refuse(

@@ -71,33 +71,16 @@ private fun show(v: Any): String = when (v) {
 }
 
 /**
- * The rows of a read or of a write with `returning`: a list, and what the
- * answer said beside them — [seq] (`Fenec-Seq`, after a write) and
- * [replayed] (`Idempotent-Replayed`: the first answer to this key, again).
- */
-public class Rows(rows: List<Row>, public val seq: Long?, public val replayed: Boolean) : List<Row> by rows {
-    private val rows = rows
-    override fun toString(): String = rows.toString()
-    override fun equals(other: Any?): Boolean = rows == other
-    override fun hashCode(): Int = rows.hashCode()
-}
-
-/** What a write without `returning` answers: how many documents it wrote, [seq] and [replayed]. */
-public data class Written(public val affected: Long, public val seq: Long?, public val replayed: Boolean)
-
-/**
- * One statement's answer through [Fenec.query] or [Fenec.batch]: [rows]
- * for a read or a write with `returning`, else [affected]; [seq] and
- * [replayed] as the request's answer said.
+ * One statement's whole answer ([Client.query], [Client.batch]): [rows] for
+ * a read or a write with `returning` (null when a write answered its
+ * count), [affected] (rows written, or for rows how many were answered),
+ * [seq] (`Fenec-Seq`, 0 when none) and [replayed] (`Idempotent-Replayed`:
+ * the first answer to this key again, nothing written).
  */
 public class Result(
-    /** The rows, or null for a write without `returning`. */
     public val rows: List<Row>?,
-    /** How many documents a write without `returning` wrote, else null. */
-    public val affected: Long?,
-    /** `Fenec-Seq`: the database's change number after a request that wrote. */
-    public val seq: Long?,
-    /** `Idempotent-Replayed`: this is the first answer to the key, again. */
+    public val affected: Long,
+    public val seq: Long,
     public val replayed: Boolean,
 ) {
     override fun toString(): String = rows?.toString() ?: "{affected: $affected}"

@@ -29,6 +29,7 @@ import kotlin.time.Duration
 import kotlin.time.Duration.Companion.hours
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
+import kotlin.time.TimeMark
 import kotlin.time.TimeSource
 
 /** Where a [Worker] reports what went wrong: a fault it retries, a job that failed, a lease lost. */
@@ -57,8 +58,8 @@ public data class WorkerOptions(
     val backoff: (attempts: Long) -> Duration = ::defaultBackoff,
     /** A condition of the queue's own (a queue field, say), joined to the claim's with `and`. */
     val where: Raw? = null,
-    /** The start of every claim's owner, `<prefix>:<claim counter>`. */
-    val ownerPrefix: String = "w-" + UUID.randomUUID(),
+    /** The owner prefix: each claim's owner is `<owner>:<claim counter>`. */
+    val owner: String = "w-" + UUID.randomUUID(),
     /** How long running handlers may go on after a stop before they are cancelled. */
     val grace: Duration = 30.seconds,
     /** Where faults and failures are reported; the default writes them to stderr. */
@@ -98,8 +99,8 @@ public data class WorkerOptions(
     /** A copy with the queue's own condition [where]. */
     public fun withWhere(where: Raw): WorkerOptions = copy(where = where)
 
-    /** A copy with [ownerPrefix]. */
-    public fun withOwnerPrefix(ownerPrefix: String): WorkerOptions = copy(ownerPrefix = ownerPrefix)
+    /** A copy with the owner prefix [owner]. */
+    public fun withOwner(owner: String): WorkerOptions = copy(owner = owner)
 
     /** A copy with [grace]. */
     public fun withGrace(grace: java.time.Duration): WorkerOptions = copy(grace = grace.toMillis().milliseconds)
@@ -131,13 +132,13 @@ public fun defaultBackoff(attempts: Long): Duration {
  * stop's grace runs out. A handler that throws fails its job.
  */
 public class Worker(
-    db: Fenec,
-    collection: String,
+    /** The queue: a collection builder (`db.from("jobs")`), whose client and collection the worker uses. */
+    jobs: Query,
     public val options: WorkerOptions = WorkerOptions(),
     private val handler: suspend (Row) -> Unit,
 ) : AutoCloseable {
-    private val jobs: Query = db.from(collection)
-    private val claims: Query = db.withWait(options.wait).from(collection).where(raw("run_at <= now()")).let { q ->
+    private val jobs: Query = jobs.client.from(jobs.collection)
+    private val claims: Query = jobs.client.withWait(options.wait).from(jobs.collection).where(raw("run_at <= now()")).let { q ->
         options.where?.let { q.where(it) } ?: q
     }.order("run_at")
     private val leaseMs = options.lease.inWholeMilliseconds
@@ -145,6 +146,7 @@ public class Worker(
     private val stop = CompletableDeferred<Unit>()
     private val done = CompletableDeferred<Unit>()
     private val counter = AtomicLong()
+    @Volatile private var stoppedAt: TimeMark? = null
 
     public companion object {
         /**
@@ -152,8 +154,8 @@ public class Worker(
          * Dispatchers.IO, and is interrupted when its job is cancelled.
          */
         @JvmStatic
-        public fun blocking(db: Fenec, collection: String, options: WorkerOptions, handler: java.util.function.Consumer<Row>): Worker =
-            Worker(db, collection, options.copy(dispatcher = Dispatchers.IO)) { row -> runInterruptible { handler.accept(row) } }
+        public fun blocking(jobs: Query, options: WorkerOptions, handler: java.util.function.Consumer<Row>): Worker =
+            Worker(jobs, options.copy(dispatcher = Dispatchers.IO)) { row -> runInterruptible { handler.accept(row) } }
     }
 
     /** [run] on the calling thread, until [close] (for Java: run it on a thread of its own). */
@@ -178,6 +180,7 @@ public class Worker(
             stop.await()
         } finally {
             stop.complete(Unit)
+            stoppedAt = TimeSource.Monotonic.markNow()
             withContext(NonCancellable) {
                 claimer.cancelAndJoin()
                 val finished = withTimeoutOrNull(options.grace) { handlers.children.toList().joinAll() }
@@ -201,25 +204,32 @@ public class Worker(
     }
 
     private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, slots: Semaphore) {
-        var faults = 0
+        var faults = 0L
         while (scope.isActive && !stopping) {
             slots.acquire()
             var n = 1
             while (n < options.concurrency && slots.tryAcquire()) n++
-            val owner = "${options.ownerPrefix}:${counter.incrementAndGet()}"
+            val owner = "${options.owner}:${counter.incrementAndGet()}"
             val claimed = try {
                 claims.limit(n.toLong()).updateReturning(
                     mapOf("owner" to owner, "run_at" to expr("now() + ?", leaseMs), "attempts" to inc(1)),
                 )
             } catch (e: CancellationException) {
+                // Given up (a stop): the server may have taken jobs for it in
+                // that moment, so whatever this owner holds goes back.
                 repeat(n) { slots.release() }
+                withContext(NonCancellable) {
+                    settle("release of the given-up claim $owner", null) {
+                        jobs.where("owner", owner).update(mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1)))
+                    }
+                }
                 throw e
             } catch (e: Exception) {
                 // Whatever the claim met (a fault, a refusal, an answer it
                 // could not read), the worker reports it and tries again.
                 repeat(n) { slots.release() }
                 options.onError.report("claim failed, retrying", null, e)
-                delay(faultBackoff(++faults))
+                delay(defaultBackoff(++faults))
                 continue
             }
             faults = 0
@@ -307,15 +317,11 @@ public class Worker(
     /** Extends the lease every half of it; answers false once it is lost (412), true if extending is refused otherwise. */
     private suspend fun extendWhileRunning(row: Row, id: Any?, owner: String): Boolean {
         val every = (leaseMs / 2).milliseconds
-        var next = every
-        var faults = 0
         while (true) {
-            delay(next)
+            delay(every)
             try {
                 jobs.where("id", id).where("owner", owner)
                     .update(mapOf("run_at" to expr("now() + ?", leaseMs)), require = 1)
-                faults = 0
-                next = every
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) return false
                 if (!isFault(e)) {
@@ -324,19 +330,20 @@ public class Worker(
                     options.onError.report("extend of job $id refused; no more extensions", row, e)
                     return true
                 }
-                options.onError.report("extend of job $id failed, retrying", row, e)
-                next = minOf(every, faultBackoff(++faults))
+                // One missed extension still leaves half a lease: the next tick tries again.
+                options.onError.report("extend of job $id failed, retrying at the next tick", row, e)
             }
         }
     }
 
     /**
-     * Sends an ack, fail or release, retrying faults for as long as the
-     * lease would last; a 412 means the job is no longer this claim's.
+     * Sends an ack, fail or release, retrying faults until it is sent — or,
+     * once the worker is stopping, until the grace ends (the job's lease
+     * then lapses and another worker runs it). A 412 means the job is no
+     * longer this claim's.
      */
-    private suspend fun settle(what: String, row: Row, send: suspend () -> Written) {
-        val until = TimeSource.Monotonic.markNow() + options.lease
-        var faults = 0
+    private suspend fun settle(what: String, row: Row?, send: suspend () -> Long) {
+        var faults = 0L
         while (true) {
             try {
                 send()
@@ -346,12 +353,13 @@ public class Worker(
                     options.onError.report("$what: refused (412), the job is no longer this worker's", row, e)
                     return
                 }
-                if (!isFault(e) || until.hasPassedNow()) {
+                val graceOver = stoppedAt?.let { it.elapsedNow() >= options.grace } == true
+                if (!isFault(e) || graceOver) {
                     options.onError.report("$what failed", row, e)
                     return
                 }
                 options.onError.report("$what failed, retrying", row, e)
-                delay(faultBackoff(++faults))
+                delay(defaultBackoff(++faults))
             }
         }
     }
@@ -368,11 +376,5 @@ public class Worker(
 /** Network errors, timeouts and 5xx are faults: worth another try. */
 private fun isFault(e: FenecException): Boolean =
     e.code == ErrorCode.NETWORK || e.code == ErrorCode.TIMEOUT || e.status >= 500
-
-/** 100 ms doubling to 5 s, full jitter: how faults are retried. */
-private fun faultBackoff(n: Int): Duration {
-    val cap = minOf(5_000L, 100L shl minOf(n - 1, 6))
-    return ThreadLocalRandom.current().nextLong(cap / 2, cap + 1).milliseconds
-}
 
 private fun message(e: Throwable): String = e.message?.takeIf { it.isNotBlank() } ?: e.javaClass.name

@@ -17,22 +17,22 @@ class JavaBlockingTest {
     @Test
     void queueLoopFromJava() {
         try (FenecServer server = new FenecServer(new String[0], true, ":memory:", "127.0.0.1:0")) {
-            Fenec db = Fenec.connect(server.getUrl(), null, Duration.ofSeconds(5));
+            Client db = Fenec.connect(server.getUrl(), null, Duration.ofSeconds(5));
             db.queryBlocking("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)");
             Query jobs = db.from("jobs");
-            Written put = jobs.insertBlocking(List.of(
+            long put = jobs.insertBlocking(List.of(
                 Map.of("payload", Map.of("to", "ada@example.com"), "run_at", Values.expr("now()"), "attempts", 0),
                 Map.of("payload", Map.of("to", "bo@example.com"), "run_at", Values.expr("now()"), "attempts", 0)));
-            assertEquals(2, put.getAffected());
+            assertEquals(2, put);
 
-            Rows claimed = jobs.where(Values.raw("run_at <= now()")).order("run_at").limit(10)
+            List<Row> claimed = jobs.where(Values.raw("run_at <= now()")).order("run_at").limit(10)
                 .withWait(Duration.ofSeconds(1))
                 .updateReturningBlocking(Map.of("owner", "java:1", "run_at", Values.expr("now() + ?", 30000), "attempts", Values.inc()));
             assertEquals(2, claimed.size());
             for (Row job : claimed) {
                 assertEquals(1L, job.getLong("attempts"));
                 assertTrue(job.getInstant("run_at").isAfter(Instant.parse("2026-05-03T09:20:00Z")));
-                assertEquals(1, jobs.where("id", job.get("id")).where("owner", "java:1").deleteBlocking(1L).getAffected());
+                assertEquals(1, jobs.where("id", job.get("id")).where("owner", "java:1").deleteBlocking(1L));
             }
             assertEquals(0L, jobs.countBlocking());
 
@@ -47,11 +47,11 @@ class JavaBlockingTest {
     @Test
     void workerFromJava() throws Exception {
         try (FenecServer server = new FenecServer(new String[0], false, ":memory:", "127.0.0.1:0")) {
-            Fenec db = Fenec.connect(server.getUrl());
+            Client db = Fenec.connect(server.getUrl());
             db.queryBlocking("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)");
             Set<Object> seen = ConcurrentHashMap.newKeySet();
             WorkerOptions options = new WorkerOptions().withConcurrency(4).withLease(Duration.ofSeconds(5)).withMaxAttempts(2);
-            Worker worker = Worker.blocking(db, "jobs", options, job -> seen.add(job.get("id")));
+            Worker worker = Worker.blocking(db.from("jobs"), options, job -> seen.add(job.get("id")));
             Thread thread = new Thread(worker::runBlocking);
             thread.start();
             for (int i = 0; i < 20; i++) {

@@ -52,8 +52,12 @@ class ConformanceTest {
                                 expect["no_row"] != null -> assertTrue(result.rows?.isEmpty() == true, "$where: answered $result, want no row")
                                 else -> {
                                     val want = expect.getValue("value")
-                                    val got: Any? = result.affected ?: result.rows?.firstOrNull()?.values?.firstOrNull()
-                                        ?: if (result.rows.isNullOrEmpty()) fail("$where: no row, want $want") else null
+                                    val rows = result.rows
+                                    val got: Any? = when {
+                                        rows == null -> result.affected
+                                        rows.isEmpty() -> fail("$where: no row, want $want")
+                                        else -> rows[0].values.first()
+                                    }
                                     assertTrue(sameJson(want, toJson("answer", got)), "$where: answered $got, want $want")
                                 }
                             }

@@ -23,7 +23,7 @@ import kotlin.time.Duration.Companion.seconds
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ErrorsTest {
     private lateinit var server: FenecServer
-    private lateinit var db: Fenec
+    private lateinit var db: Client
 
     @BeforeAll
     fun start() {
@@ -70,11 +70,13 @@ class ErrorsTest {
     @Test
     fun `422 an idempotency key used for another request`() = runBlocking<Unit> {
         val jobs = db.from("jobs")
-        val first = jobs.insert(mapOf("attempts" to 0), idempotencyKey = "k-422")
-        val again = jobs.insert(mapOf("attempts" to 0), idempotencyKey = "k-422")
+        val first = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
+        val again = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
         assertEquals(false, first.replayed)
         assertEquals(true, again.replayed)
+        assertTrue(first.seq > 0)
         assertEquals(first.seq, again.seq)
+        assertEquals(1L, jobs.insert(mapOf("attempts" to 0), idempotencyKey = "k-422"), "the endpoint's key is sent: a replay")
         refused(422, ErrorCode.KEY_REUSED) { jobs.insert(mapOf("attempts" to 1), idempotencyKey = "k-422") }
     }
 

@@ -49,7 +49,7 @@ class FenecServer(
     }
 
     /** A client of this server. */
-    fun connect(token: String? = null): Fenec = Fenec.connect(url, token)
+    fun connect(token: String? = null): Client = Fenec.connect(url, token)
 
     override fun close() {
         process.destroy()

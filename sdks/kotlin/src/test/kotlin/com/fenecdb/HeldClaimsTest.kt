@@ -15,15 +15,15 @@ import kotlin.time.TimeSource
 
 /** Claims held at a real server by withWait (Fenec-Wait), on its manual clock. */
 class HeldClaimsTest {
-    private fun claim(db: Fenec, wait: Duration, owner: String = "w1"): suspend () -> Rows = {
+    private fun claim(db: Client, wait: Duration, owner: String = "w1"): suspend () -> List<Row> = {
         db.from("jobs").where(raw("run_at <= now()")).order("run_at").limit(10).withWait(wait)
             .updateReturning(mapOf("owner" to owner, "run_at" to expr("now() + ?", 30000), "attempts" to inc(1)))
     }
 
-    private suspend fun held(db: Fenec): Long =
+    private suspend fun held(db: Client): Long =
         Regex("(?m)^fenec_held_claims (\\d+)").find(db.metrics())?.groupValues?.get(1)?.toLong() ?: error("no fenec_held_claims")
 
-    private suspend fun awaitHeld(db: Fenec, n: Long) = withTimeout(5.seconds) {
+    private suspend fun awaitHeld(db: Client, n: Long) = withTimeout(5.seconds) {
         while (held(db) != n) delay(10)
     }
 

@@ -9,7 +9,7 @@ import kotlin.time.Duration.Companion.seconds
 // The README's worker loop ("The loop by hand"), verbatim: SeedLoopTest
 // runs it, and checks the README still holds this text.
 
-suspend fun work(db: Fenec, send: suspend (Row) -> Unit) {
+suspend fun work(db: Client, send: suspend (Row) -> Unit) {
     val jobs = db.from("jobs")
     val me = "w-${UUID.randomUUID()}"
     var n = 0

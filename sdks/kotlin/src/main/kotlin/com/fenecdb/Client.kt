@@ -42,6 +42,43 @@ import kotlin.time.toJavaDuration
 private const val MAX_WAIT_MS = 30_000L
 
 /**
+ * Connects to a Fenec server: `Fenec.connect(url, token = …, timeout = …)`
+ * answers a [Client].
+ */
+public object Fenec {
+    /** Every SDK's default timeout. */
+    public val DEFAULT_TIMEOUT: Duration = 30.seconds
+
+    /**
+     * Connects to the server at [url] (`http://host:port`, or https): a
+     * URL without a scheme or a host is refused here, not at the first
+     * call. [token] is sent as `Authorization: Bearer …`.
+     */
+    public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
+        val uri = parseUrl(url)
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        // HTTP/1.1: a held claim given up closes its connection, which is
+        // how the server learns the claim is gone (docs/queues.md).
+        val http = HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(connectTimeout(timeout).toJavaDuration())
+            .build()
+        return Client(uri, token, timeout, null, http, Schema())
+    }
+
+    /** [connect] for Java, with the default timeout (30 s). */
+    @JvmStatic
+    @JvmOverloads
+    public fun connect(url: String, token: String? = null): Client = connect(url, token, DEFAULT_TIMEOUT)
+
+    /** [connect] for Java, with a java.time.Duration timeout. */
+    @JvmStatic
+    public fun connect(url: String, token: String?, timeout: java.time.Duration): Client =
+        connect(url, token, timeout.toMillis().milliseconds)
+}
+
+/**
  * A client of one Fenec server: its URL, token, default timeout and one
  * shared `java.net.http.HttpClient`. Nothing is sent until a query is.
  * Immutable: [withWait] answers a copy that shares the HTTP client.
@@ -51,7 +88,7 @@ private const val MAX_WAIT_MS = 30_000L
  * val jobs = db.from("jobs")
  * ```
  */
-public class Fenec private constructor(
+public class Client internal constructor(
     internal val url: URI,
     private val token: String?,
     /** How long a request waits for its answer (a held claim: this plus its wait). */
@@ -59,70 +96,52 @@ public class Fenec private constructor(
     /** How long a claim is held at the server while it would take nothing; null: not held. */
     public val wait: Duration?,
     private val http: HttpClient,
-    private val schema: Schema,
+    internal val schema: Schema,
 ) {
-    public companion object {
-        /** Every SDK's default timeout. */
-        public val DEFAULT_TIMEOUT: Duration = 30.seconds
-
-        /**
-         * Connects to the server at [url] (`http://host:port`, or https): a
-         * URL without a scheme or a host is refused here, not at the first
-         * call. [token] is sent as `Authorization: Bearer …`.
-         */
-        public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Fenec {
-            val uri = parseUrl(url)
-            requireMillis("timeout", timeout)
-            require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
-            // HTTP/1.1: a held claim given up closes its connection, which is
-            // how the server learns the claim is gone (docs/queues.md).
-            val http = HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
-                .connectTimeout(minOf(timeout, 10.seconds).toJavaDuration())
-                .build()
-            return Fenec(uri, token, timeout, null, http, Schema())
-        }
-
-        /** [connect] for Java, with the default timeout (30 s). */
-        @JvmStatic
-        @JvmOverloads
-        public fun connect(url: String, token: String? = null): Fenec = connect(url, token, DEFAULT_TIMEOUT)
-
-        /** [connect] for Java, with a java.time.Duration timeout. */
-        @JvmStatic
-        public fun connect(url: String, token: String?, timeout: java.time.Duration): Fenec =
-            connect(url, token, timeout.toMillis().milliseconds)
-    }
-
     /**
      * A copy whose claims — a `set` with `returning`, or a `/batch` holding
      * one — are held at the server up to [wait] (0 to 30 s) while they would
      * take nothing (`Fenec-Wait`); every other request is sent as this
      * client sends it. A held claim waits for its answer [timeout] + [wait].
      */
-    public fun withWait(wait: Duration): Fenec {
+    public fun withWait(wait: Duration): Client {
         requireMillis("wait", wait)
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Fenec(url, token, timeout, wait, http, schema)
+        return Client(url, token, timeout, wait, http, schema)
     }
 
     /** [withWait] with a java.time.Duration. */
-    public fun withWait(wait: java.time.Duration): Fenec = withWait(wait.toMillis().milliseconds)
+    public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
 
     /** A query builder on the collection [name] (an identifier, else this throws). */
     public fun from(name: String): Query = Query(this, State(collectionName(name)), null)
 
     /**
      * Runs one FenecQL statement, its values as `$1…$n` in [params] (any
-     * value [toJson] takes). A write under an [idempotencyKey] retried with
-     * the same key is answered the first answer, and writes nothing.
+     * value [toJson] takes), and answers its whole [Result]. Its rows are
+     * left as the JSON says (a text has no collection to decode them by).
+     * A write under an [idempotencyKey] retried with the same key is
+     * answered the first answer, and writes nothing.
      */
     public suspend fun query(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): Result {
         require(text.isNotBlank()) { "query: the statement is empty" }
-        val statement = Statement(text, params.mapIndexed { i, v -> toJson("query parameter ${i + 1}", v) })
-        return run(statement, isClaim(text), idempotencyKey, null)
+        return query(Statement(text, params.mapIndexed { i, v -> toJson("query parameter ${i + 1}", v) }), idempotencyKey)
+    }
+
+    /**
+     * Runs a statement a builder rendered (`jobs.where("id", 1).deleteStatement(require = 1)`)
+     * and answers its whole [Result]: its rows decoded by the collection's field types.
+     */
+    @JvmOverloads
+    public suspend fun query(statement: Statement, idempotencyKey: String? = null): Result {
+        val collection = statement.collection
+        if (collection != null) schema.load(collection) { fetchSchema() }
+        val body = statement.toJson().toString()
+        val wait = if (statement.claim) wait else null
+        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
+        return answer(reply.body, collection, reply)
     }
 
     /**
@@ -132,12 +151,13 @@ public class Fenec private constructor(
      */
     public suspend fun batch(statements: List<Statement>, idempotencyKey: String? = null): List<Result> {
         require(statements.isNotEmpty()) { "batch: no statements" }
+        for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
-        val claim = statements.any { isClaim(it.query) }
-        val wait = if (claim) wait else null
+        val wait = if (statements.any { it.claim }) wait else null
         val reply = send(wait) { t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
-        return results.map { answer(it, null, reply) }
+        if (results.size != statements.size) throw unexpected(reply)
+        return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
     }
 
     /** [query], blocking (for Java). */
@@ -160,16 +180,8 @@ public class Fenec private constructor(
         return Instant.parse(now?.jsonPrimitive?.content ?: throw FenecException(200, ErrorCode.UNEXPECTED, "no time in the clock's answer"))
     }
 
-    /** Sends one rendered statement; what builders call. [collection] decodes the rows by its schema. */
-    internal suspend fun run(statement: Statement, claim: Boolean, idempotencyKey: String?, collection: String?): Result {
-        val body = statement.toJson().toString()
-        val wait = if (claim) wait else null
-        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
-        return answer(reply.body, collection, reply)
-    }
-
     private suspend fun answer(body: JsonElement?, collection: String?, reply: Reply): Result = when (body) {
-        is JsonArray -> Result(decode(collection, body, reply), null, reply.seq, reply.replayed)
+        is JsonArray -> decode(collection, body, reply).let { Result(it, it.size.toLong(), reply.seq, reply.replayed) }
         is JsonObject -> {
             val n = (body["affected"] as? JsonPrimitive)?.longOrNull ?: throw unexpected(reply)
             Result(null, n, reply.seq, reply.replayed)
@@ -197,7 +209,7 @@ public class Fenec private constructor(
     }
 
     /** An answer: its status, body (parsed JSON, null when it is not), text and headers. */
-    private class Reply(val status: Int, val body: JsonElement?, val text: String, val seq: Long?, val replayed: Boolean)
+    private class Reply(val status: Int, val body: JsonElement?, val text: String, val seq: Long, val replayed: Boolean)
 
     /**
      * Sends a request built with the deadline it gets — the timeout, plus
@@ -217,7 +229,7 @@ public class Fenec private constructor(
         }
         val raw = response.body() ?: ""
         val body = if (text) null else parseJson(raw)
-        val seq = response.headers().firstValue(ApiHeaders.FENEC_SEQ).map { it.toLongOrNull() }.orElse(null)
+        val seq = response.headers().firstValue(ApiHeaders.FENEC_SEQ).map { it.toLongOrNull() ?: 0L }.orElse(0L)
         val replayed = response.headers().firstValue(ApiHeaders.IDEMPOTENT_REPLAYED).orElse(null) == "true"
         val reply = Reply(response.statusCode(), body, raw, seq, replayed)
         if (reply.status in 200..299) {
@@ -234,15 +246,15 @@ public class Fenec private constructor(
         return when {
             e is HttpConnectTimeoutException -> FenecException(
                 0, ErrorCode.TIMEOUT,
-                "no connection to $at within the connect timeout (${minOf(timeout, 10.seconds).inWholeMilliseconds} ms)", cause = e,
+                "timeout: no connection to $at in ${connectTimeout(timeout).inWholeMilliseconds} ms (the connect timeout)", cause = e,
             )
             e is HttpTimeoutException -> FenecException(
                 0, ErrorCode.TIMEOUT,
-                "no answer from $at within ${limit.inWholeMilliseconds} ms (the client's timeout ${timeout.inWholeMilliseconds} ms" +
-                    (if (wait != null) " + the wait ${wait.inWholeMilliseconds} ms)" else ")"),
+                "timeout: no answer from $at in ${limit.inWholeMilliseconds} ms (the request's timeout of ${timeout.inWholeMilliseconds} ms" +
+                    (if (wait != null) " plus the wait of ${wait.inWholeMilliseconds} ms)" else ")"),
                 cause = e,
             )
-            else -> FenecException(0, ErrorCode.NETWORK, "request to $at failed: ${cause(e)}", cause = e)
+            else -> FenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${cause(e)}", cause = e)
         }
     }
 
@@ -256,35 +268,49 @@ public class Fenec private constructor(
     }
 
     private fun unexpected(reply: Reply): FenecException {
-        val start = reply.text.trim().take(200).ifEmpty { "an empty body" }
-        return FenecException(reply.status, ErrorCode.UNEXPECTED, "HTTP ${reply.status} from ${hostPort()}, not an answer of Fenec's API: $start")
+        val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
+        return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort()}: HTTP ${reply.status}: $start")
     }
 
-    override fun toString(): String = "Fenec($url${wait?.let { ", wait $it" } ?: ""})"
+    override fun toString(): String = "Client($url${wait?.let { ", wait $it" } ?: ""})"
 }
 
-/** Fields' declared types per collection, fetched when a row names a field it does not know. */
-private class Schema {
+/**
+ * Fields' declared types per collection (docs/sdks.md, "Rows"): loaded
+ * before the first statement that answers a collection's rows is sent (a
+ * failure then loses no answer), and again when a row holds a field they
+ * lack.
+ */
+internal class Schema {
     private val types = ConcurrentHashMap<String, Map<String, FieldType>>()
+
+    suspend fun load(collection: String, fetch: suspend () -> Map<String, Map<String, FieldType>>) {
+        if (!types.containsKey(collection)) refresh(collection, fetch)
+    }
+
+    private suspend fun refresh(collection: String, fetch: suspend () -> Map<String, Map<String, FieldType>>) {
+        val all = fetch()
+        types.putAll(all)
+        // A collection not listed (not made yet, or not this token's to read): no declared types.
+        types.putIfAbsent(collection, emptyMap())
+    }
 
     suspend fun types(
         collection: String,
         rows: List<JsonObject>,
         fetch: suspend () -> Map<String, Map<String, FieldType>>,
     ): Map<String, FieldType> {
-        val known = types[collection]
+        val known = types[collection] ?: emptyMap()
         // `id` and paths (`payload.to`) are no declared field; any other
-        // column the cache lacks means the collection is new or changed.
-        val missing = known == null || rows.any { r -> r.keys.any { k -> k != "id" && '.' !in k && k !in known } }
-        if (!missing) return known!!
-        val all = try {
-            fetch()
+        // column the types lack means the collection is new or changed.
+        val missing = rows.any { r -> r.keys.any { k -> k != "id" && '.' !in k && k !in known } }
+        if (!missing) return known
+        try {
+            refresh(collection, fetch)
         } catch (e: FenecException) {
-            // A token that may not list collections still reads its rows: by their JSON.
-            return known ?: emptyMap()
+            return known // the answer is kept: its new columns as the JSON says
         }
-        types.putAll(all)
-        return all[collection] ?: emptyMap()
+        return types[collection] ?: emptyMap()
     }
 }
 
@@ -333,6 +359,9 @@ private fun parseUrl(url: String): URI {
     require(uri.rawQuery == null && uri.rawFragment == null) { "url ${quote(url)} must not have a query or a fragment" }
     return uri
 }
+
+/** A connection is given the client's timeout, at most 10 s. */
+private fun connectTimeout(timeout: Duration): Duration = minOf(timeout, 10.seconds)
 
 private fun requireMillis(what: String, d: Duration) {
     require(d.isFinite() && d >= Duration.ZERO) { "$what must be a finite, non-negative duration, not $d" }
