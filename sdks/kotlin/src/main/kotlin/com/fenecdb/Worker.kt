@@ -138,7 +138,8 @@ public class Worker(
     private val handler: suspend (Row) -> Unit,
 ) : AutoCloseable {
     private val jobs: Query = jobs.client.from(jobs.collection)
-    private val claims: Query = jobs.client.withWait(options.wait).from(jobs.collection).where(raw("run_at <= now()")).let { q ->
+    private val claimsClient: Client = jobs.client.withWait(options.wait)
+    private val claims: Query = this.jobs.where(raw("run_at <= now()")).let { q ->
         options.where?.let { q.where(it) } ?: q
     }.order("run_at")
     private val leaseMs = options.lease.inWholeMilliseconds
@@ -211,16 +212,14 @@ public class Worker(
             while (n < options.concurrency && slots.tryAcquire()) n++
             val owner = "${options.owner}:${counter.incrementAndGet()}"
             val claimed = try {
-                claims.limit(n.toLong()).updateReturning(
-                    mapOf("owner" to owner, "run_at" to expr("now() + ?", leaseMs), "attempts" to inc(1)),
-                )
+                claimsClient.query(claimStatement(n.toLong(), owner)).rows ?: emptyList()
             } catch (e: CancellationException) {
                 // Given up (a stop): the server may have taken jobs for it in
                 // that moment, so whatever this owner holds goes back.
                 repeat(n) { slots.release() }
                 withContext(NonCancellable) {
                     settle("release of the given-up claim $owner", null) {
-                        jobs.where("owner", owner).update(mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1)))
+                        send(releaseGivenUpStatement(owner))
                     }
                 }
                 throw e
@@ -296,20 +295,15 @@ public class Worker(
             return
         }
         withContext(NonCancellable) {
-            val mine = jobs.where("id", id).where("owner", owner)
             if (failure == null) {
-                settle("ack of job $id", row) { mine.delete(require = 1) }
+                settle("ack of job $id", row) { send(ackStatement(id, owner)) }
             } else if (attempts >= options.maxAttempts) {
                 options.onError.report("job $id failed (attempt $attempts of ${options.maxAttempts}): a dead letter", row, failure)
-                settle("dead letter of job $id", row) {
-                    mine.update(mapOf("owner" to null, "error" to message(failure), "run_at" to null), require = 1)
-                }
+                settle("dead letter of job $id", row) { send(deadLetterStatement(id, owner, message(failure))) }
             } else {
                 options.onError.report("job $id failed (attempt $attempts of ${options.maxAttempts})", row, failure)
                 val delay = options.backoff(attempts).inWholeMilliseconds.coerceAtLeast(0)
-                settle("fail of job $id", row) {
-                    mine.update(mapOf("owner" to null, "error" to message(failure), "run_at" to expr("now() + ?", delay)), require = 1)
-                }
+                settle("fail of job $id", row) { send(failStatement(id, owner, message(failure), delay)) }
             }
         }
     }
@@ -320,8 +314,7 @@ public class Worker(
         while (true) {
             delay(every)
             try {
-                jobs.where("id", id).where("owner", owner)
-                    .update(mapOf("run_at" to expr("now() + ?", leaseMs)), require = 1)
+                send(extendStatement(id, owner))
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) return false
                 if (!isFault(e)) {
@@ -364,14 +357,41 @@ public class Worker(
         }
     }
 
+    // The statements of docs/workers.md, rendered by the builder: each is a
+    // `worker …` case of conformance/builder-golden.json (WorkerStatementsTest).
+
+    internal fun claimStatement(limit: Long, owner: String): Statement = claims.limit(limit)
+        .updateStatement(mapOf("owner" to owner, "run_at" to expr("now() + ?", leaseMs), "attempts" to inc(1)), returning = listOf("*"))
+
+    internal fun extendStatement(id: Any?, owner: String): Statement =
+        mine(id, owner).updateStatement(mapOf("run_at" to expr("now() + ?", leaseMs)), require = 1)
+
+    internal fun ackStatement(id: Any?, owner: String): Statement = mine(id, owner).deleteStatement(require = 1)
+
+    internal fun failStatement(id: Any?, owner: String, error: String, delayMs: Long): Statement =
+        mine(id, owner).updateStatement(mapOf("owner" to null, "error" to error, "run_at" to expr("now() + ?", delayMs)), require = 1)
+
+    internal fun deadLetterStatement(id: Any?, owner: String, error: String): Statement =
+        mine(id, owner).updateStatement(mapOf("owner" to null, "error" to error, "run_at" to null), require = 1)
+
+    internal fun releaseStatement(id: Any?, owner: String): Statement =
+        mine(id, owner).updateStatement(RELEASE, require = 1)
+
+    internal fun releaseGivenUpStatement(owner: String): Statement = jobs.where("owner", owner).updateStatement(RELEASE)
+
+    private fun mine(id: Any?, owner: String): Query = jobs.where("id", id).where("owner", owner)
+
+    /** Sends a statement other than a claim; answers how many rows it wrote. */
+    private suspend fun send(s: Statement): Long = jobs.client.query(s).affected
+
     private suspend fun release(row: Row, owner: String) {
         val id = row["id"]
-        settle("release of job $id", row) {
-            jobs.where("id", id).where("owner", owner)
-                .update(mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1)), require = 1)
-        }
+        settle("release of job $id", row) { send(releaseStatement(id, owner)) }
     }
 }
+
+/** A release's patch: back to ready now, the run that did not happen not counted. */
+private val RELEASE: Map<String, Any?> = mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1))
 
 /** Network errors, timeouts and 5xx are faults: worth another try. */
 private fun isFault(e: FenecException): Boolean =
