@@ -84,11 +84,13 @@ test-js: build sdks/js/node_modules/.package-lock.json
 	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
 
 # The Kotlin SDK: Maven (kotlin-maven-plugin; everything from Maven Central
-# into ~/.m2), then its JUnit tests against bin/fenec. Needs a JDK 17+ and mvn.
+# into ~/.m2), its JUnit tests against bin/fenec, then `install` and a
+# user's project outside the repository built on it. Needs a JDK 17+ and mvn.
 .PHONY: test-kotlin
 MVN ?= mvn
 test-kotlin: build
-	cd sdks/kotlin && FENEC_BIN=$(CURDIR)/bin/fenec $(MVN) -B -q test
+	cd sdks/kotlin && FENEC_BIN=$(CURDIR)/bin/fenec $(MVN) -B -q install
+	sdks/kotlin/scripts/user-project.sh $(CURDIR)/bin/fenec "$(MVN)"
 
 sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lock.json
 	cd sdks/js && $(NPM) ci --no-audit --no-fund

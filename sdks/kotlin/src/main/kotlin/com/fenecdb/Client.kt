@@ -1,9 +1,8 @@
 package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
-import kotlinx.coroutines.suspendCancellableCoroutine
-import java.util.concurrent.CompletableFuture
 import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.serialization.json.Json
 import kotlinx.serialization.json.JsonArray
 import kotlinx.serialization.json.JsonElement
@@ -31,6 +30,7 @@ import java.net.http.HttpResponse
 import java.net.http.HttpTimeoutException
 import java.nio.channels.ClosedChannelException
 import java.time.Instant
+import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
 import kotlin.time.Duration

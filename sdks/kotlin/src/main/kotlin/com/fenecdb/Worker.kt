@@ -123,7 +123,7 @@ public fun defaultBackoff(attempts: Long): Duration {
  * builder.
  *
  * ```
- * val worker = Worker(db, "jobs") { job -> send(job.json("payload")) }
+ * val worker = Worker(db.from("jobs")) { job -> send(job.json("payload")) }
  * coroutineScope { launch { worker.run() } … }   // cancel the scope, or close(): a graceful stop
  * ```
  *
