@@ -217,6 +217,38 @@ class WorkerTest {
     }
 
     @Test
+    fun `a handler past the grace is cancelled and its job released`() = runBlocking<Unit> {
+        FenecServer(manualClock = false).use { s ->
+            val db = s.connect()
+            db.query(JOBS_SCHEMA)
+            val started = CompletableDeferred<Unit>()
+            val cancelled = CompletableDeferred<Unit>()
+            val worker = Worker(db.from("jobs"), WorkerOptions(concurrency = 1, grace = 300.milliseconds, onError = quiet)) {
+                started.complete(Unit)
+                try {
+                    delay(10_000)
+                } catch (e: CancellationException) {
+                    cancelled.complete(Unit)
+                    throw e
+                }
+            }
+            val running = launch(Dispatchers.Default) { worker.run() }
+            enqueue(db, 1)
+            withTimeout(5.seconds) { started.await() }
+            val stop = TimeSource.Monotonic.markNow()
+            worker.stop()
+            val took = stop.elapsedNow()
+            running.join()
+            assertTrue(cancelled.isCompleted, "the handler was not cancelled")
+            assertTrue(took >= 300.milliseconds && took < 5.seconds, "stopped after $took")
+            val job = db.from("jobs").first()!!
+            assertNull(job["owner"], "not released")
+            assertEquals(0L, job.long("attempts"), "the cancelled run is not counted")
+            assertEquals(1L, db.from("jobs").where(raw("run_at <= now()")).count(), "not ready again")
+        }
+    }
+
+    @Test
     fun `cancelling the scope stops gracefully`() = runBlocking<Unit> {
         FenecServer(manualClock = false).use { s ->
             val db = s.connect()
