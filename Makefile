@@ -50,6 +50,7 @@ test: check-tracked check-generated test-venv test-tools
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
+	$(MAKE) test-kotlin
 	$(MAKE) test-console
 
 # strace: server/store's TestSyncBeforeAck watches the fsyncs under it
@@ -93,6 +94,15 @@ test-go-sdk: build
 # then node --test against bin/fenec.
 test-js: build sdks/js/node_modules/.package-lock.json
 	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+
+# The Kotlin SDK: Maven (kotlin-maven-plugin; everything from Maven Central
+# into ~/.m2), its JUnit tests against bin/fenec, then `install` and a
+# user's project outside the repository built on it. Needs a JDK 17+ and mvn.
+.PHONY: test-kotlin
+MVN ?= mvn
+test-kotlin: build
+	cd sdks/kotlin && FENEC_BIN=$(CURDIR)/bin/fenec $(MVN) -B -q install
+	sdks/kotlin/scripts/user-project.sh $(CURDIR)/bin/fenec "$(MVN)"
 
 sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lock.json
 	cd sdks/js && $(NPM) ci --no-audit --no-fund

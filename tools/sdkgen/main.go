@@ -36,6 +36,7 @@ var languages = []Language{
 	{Name: "ts", Template: "ts.tmpl", Out: "sdks/js/src/generated/transport.ts"},
 	{Name: "python", Template: "python.tmpl", Out: "sdks/python/src/fenecdb/_generated.py"},
 	{Name: "go", Template: "go.tmpl", Out: "sdks/go/api.gen.go", Format: format.Source},
+	{Name: "kotlin", Template: "kotlin.tmpl", Out: "sdks/kotlin/src/main/kotlin/com/fenecdb/Transport.gen.kt"},
 }
 
 //go:embed templates/*.tmpl

@@ -1,0 +1,399 @@
+package com.fenecdb
+
+import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.suspendCancellableCoroutine
+import kotlinx.serialization.json.Json
+import kotlinx.serialization.json.JsonArray
+import kotlinx.serialization.json.JsonElement
+import kotlinx.serialization.json.JsonNull
+import kotlinx.serialization.json.JsonObject
+import kotlinx.serialization.json.JsonPrimitive
+import kotlinx.serialization.json.booleanOrNull
+import kotlinx.serialization.json.buildJsonObject
+import kotlinx.serialization.json.contentOrNull
+import kotlinx.serialization.json.intOrNull
+import kotlinx.serialization.json.jsonArray
+import kotlinx.serialization.json.jsonObject
+import kotlinx.serialization.json.jsonPrimitive
+import kotlinx.serialization.json.longOrNull
+import kotlinx.serialization.json.put
+import java.math.BigInteger
+import java.net.ConnectException
+import java.net.URI
+import java.net.URISyntaxException
+import java.net.UnknownHostException
+import java.net.http.HttpClient
+import java.net.http.HttpConnectTimeoutException
+import java.net.http.HttpRequest
+import java.net.http.HttpResponse
+import java.net.http.HttpTimeoutException
+import java.nio.channels.ClosedChannelException
+import java.time.Instant
+import java.util.concurrent.CompletableFuture
+import java.util.concurrent.CompletionException
+import java.util.concurrent.ConcurrentHashMap
+import kotlin.time.Duration
+import kotlin.time.Duration.Companion.milliseconds
+import kotlin.time.Duration.Companion.seconds
+import kotlin.time.toJavaDuration
+
+/** The longest `Fenec-Wait` the server takes: 30 s. */
+private const val MAX_WAIT_MS = 30_000L
+
+/**
+ * Connects to a Fenec server: `Fenec.connect(url, token = …, timeout = …)`
+ * answers a [Client].
+ */
+public object Fenec {
+    /** Every SDK's default timeout. */
+    public val DEFAULT_TIMEOUT: Duration = 30.seconds
+
+    /**
+     * Connects to the server at [url] (`http://host:port`, or https): a
+     * URL without a scheme or a host is refused here, not at the first
+     * call. [token] is sent as `Authorization: Bearer …`.
+     */
+    public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
+        val uri = parseUrl(url)
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        // HTTP/1.1: a held claim given up closes its connection, which is
+        // how the server learns the claim is gone (docs/queues.md).
+        val http = HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(connectTimeout(timeout).toJavaDuration())
+            .build()
+        return Client(uri, token, timeout, null, http, Schema())
+    }
+
+    /** [connect] for Java, with the default timeout (30 s). */
+    @JvmStatic
+    @JvmOverloads
+    public fun connect(url: String, token: String? = null): Client = connect(url, token, DEFAULT_TIMEOUT)
+
+    /** [connect] for Java, with a java.time.Duration timeout. */
+    @JvmStatic
+    public fun connect(url: String, token: String?, timeout: java.time.Duration): Client =
+        connect(url, token, timeout.toMillis().milliseconds)
+}
+
+/**
+ * A client of one Fenec server: its URL, token, default timeout and one
+ * shared `java.net.http.HttpClient`. Nothing is sent until a query is.
+ * Immutable: [withWait] answers a copy that shares the HTTP client.
+ *
+ * ```
+ * val db = Fenec.connect("http://127.0.0.1:8080", token = System.getenv("FENEC_TOKEN"))
+ * val jobs = db.from("jobs")
+ * ```
+ */
+public class Client internal constructor(
+    internal val url: URI,
+    private val token: String?,
+    /** How long a request waits for its answer (a held claim: this plus its wait). */
+    public val timeout: Duration,
+    /** How long a claim is held at the server while it would take nothing; null: not held. */
+    public val wait: Duration?,
+    private val http: HttpClient,
+    internal val schema: Schema,
+) {
+    /**
+     * A copy whose claims — a `set` with `returning`, or a `/batch` holding
+     * one — are held at the server up to [wait] (0 to 30 s) while they would
+     * take nothing (`Fenec-Wait`); every other request is sent as this
+     * client sends it. A held claim waits for its answer [timeout] + [wait].
+     */
+    public fun withWait(wait: Duration): Client {
+        requireMillis("wait", wait)
+        require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
+            "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
+        }
+        return Client(url, token, timeout, wait, http, schema)
+    }
+
+    /** [withWait] with a java.time.Duration. */
+    public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
+
+    /** A query builder on the collection [name] (an identifier, else this throws). */
+    public fun from(name: String): Query = Query(this, State(collectionName(name)), null)
+
+    /**
+     * Runs one FenecQL statement, its values as `$1…$n` in [params] (any
+     * value [toJson] takes), and answers its whole [Result]. Its rows are
+     * left as the JSON says (a text has no collection to decode them by).
+     * A write under an [idempotencyKey] retried with the same key is
+     * answered the first answer, and writes nothing.
+     */
+    public suspend fun query(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): Result {
+        require(text.isNotBlank()) { "query: the statement is empty" }
+        return query(Statement(text, params.mapIndexed { i, v -> toJson("query parameter ${i + 1}", v) }), idempotencyKey)
+    }
+
+    /**
+     * Runs a statement a builder rendered (`jobs.where("id", 1).deleteStatement(require = 1)`)
+     * and answers its whole [Result]: its rows decoded by the collection's field types.
+     */
+    @JvmOverloads
+    public suspend fun query(statement: Statement, idempotencyKey: String? = null): Result {
+        val collection = statement.collection
+        if (collection != null) schema.load(collection) { fetchSchema() }
+        val body = statement.toJson().toString()
+        val wait = if (statement.claim) wait else null
+        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
+        return answer(reply.body, collection, reply)
+    }
+
+    /**
+     * Runs statements all or nothing, in order, under one lock; answers each
+     * statement's answer. A refusal names the statement in [FenecException.at].
+     * Builders render statements: `jobs.where("id", 1).deleteStatement(require = 1)`.
+     */
+    public suspend fun batch(statements: List<Statement>, idempotencyKey: String? = null): List<Result> {
+        require(statements.isNotEmpty()) { "batch: no statements" }
+        for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
+        val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
+        val wait = if (statements.any { it.claim }) wait else null
+        val reply = send(wait) { t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
+        val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
+        if (results.size != statements.size) throw unexpected(reply)
+        return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
+    }
+
+    /** [query], blocking (for Java). */
+    @JvmOverloads
+    public fun queryBlocking(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): Result =
+        runBlocking { query(text, params, idempotencyKey) }
+
+    /** [batch], blocking (for Java). */
+    @JvmOverloads
+    public fun batchBlocking(statements: List<Statement>, idempotencyKey: String? = null): List<Result> =
+        runBlocking { batch(statements, idempotencyKey) }
+
+    /** The server's Prometheus metrics, as text. */
+    public suspend fun metrics(): String = send(null, text = true) { t -> metricsRequest(url, token, t) }.text
+
+    /** Moves a manual clock on by [by] (only under `fenec serve --clock manual`); answers its new time. */
+    public suspend fun advanceClock(by: Duration): Instant {
+        val body = buildJsonObject { put("advance_ms", by.inWholeMilliseconds) }.toString()
+        val now = (send(null) { t -> moveClockRequest(url, body, token, t) }.body as? JsonObject)?.get("now")
+        return Instant.parse(now?.jsonPrimitive?.content ?: throw FenecException(200, ErrorCode.UNEXPECTED, "no time in the clock's answer"))
+    }
+
+    private suspend fun answer(body: JsonElement?, collection: String?, reply: Reply): Result = when (body) {
+        is JsonArray -> decode(collection, body, reply).let { Result(it, it.size.toLong(), reply.seq, reply.replayed) }
+        is JsonObject -> {
+            val n = (body["affected"] as? JsonPrimitive)?.longOrNull ?: throw unexpected(reply)
+            Result(null, n, reply.seq, reply.replayed)
+        }
+        else -> throw unexpected(reply)
+    }
+
+    private suspend fun decode(collection: String?, rows: JsonArray, reply: Reply): List<Row> {
+        val objects = rows.map { it as? JsonObject ?: throw unexpected(reply) }
+        val types = if (collection == null) emptyMap() else schema.types(collection, objects) { fetchSchema() }
+        return objects.map { o -> Row(LinkedHashMap<String, Any?>(o.size).apply { for ((k, v) in o) put(k, decodeValue(v, types[k])) }) }
+    }
+
+    /** Every collection's declared field types, from `GET /collections`. */
+    private suspend fun fetchSchema(): Map<String, Map<String, FieldType>> {
+        val reply = send(null) { t -> collectionsRequest(url, token, t) }
+        val list = (reply.body as? JsonObject)?.get("collections") as? JsonArray ?: throw unexpected(reply)
+        return list.associate { c ->
+            val o = c.jsonObject
+            o.getValue("name").jsonPrimitive.content to o.getValue("fields").jsonArray.associate { f ->
+                val fo = f.jsonObject
+                fo.getValue("name").jsonPrimitive.content to (FieldType.of(fo.getValue("type").jsonPrimitive.content) ?: FieldType.JSON)
+            }
+        }
+    }
+
+    /** An answer: its status, body (parsed JSON, null when it is not), text and headers. */
+    private class Reply(val status: Int, val body: JsonElement?, val text: String, val seq: Long, val replayed: Boolean)
+
+    /**
+     * Sends a request built with the deadline it gets — the timeout, plus
+     * [wait] for a held claim — and maps every failure to a FenecException.
+     * Cancelling the calling coroutine gives the request up (the connection
+     * closes, so the server drops a held claim).
+     */
+    private suspend fun send(wait: Duration?, text: Boolean = false, build: (java.time.Duration) -> HttpRequest): Reply {
+        val limit = timeout + (wait ?: Duration.ZERO)
+        val request = build(limit.toJavaDuration())
+        val response: HttpResponse<String> = try {
+            awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
+        } catch (e: CancellationException) {
+            throw e
+        } catch (e: Throwable) {
+            throw failure(unwrap(e), limit, wait)
+        }
+        val raw = response.body() ?: ""
+        val body = if (text) null else parseJson(raw)
+        val seq = response.headers().firstValue(ApiHeaders.FENEC_SEQ).map { it.toLongOrNull() ?: 0L }.orElse(0L)
+        val replayed = response.headers().firstValue(ApiHeaders.IDEMPOTENT_REPLAYED).orElse(null) == "true"
+        val reply = Reply(response.statusCode(), body, raw, seq, replayed)
+        if (reply.status in 200..299) {
+            if (!text && body == null) throw unexpected(reply)
+            return reply
+        }
+        throw refusal(reply)
+    }
+
+    private fun hostPort(): String = "${url.host}:${if (url.port >= 0) url.port else if (url.scheme == "https") 443 else 80}"
+
+    private fun failure(e: Throwable, limit: Duration, wait: Duration?): FenecException {
+        val at = hostPort()
+        return when {
+            e is HttpConnectTimeoutException -> FenecException(
+                0, ErrorCode.TIMEOUT,
+                "timeout: no connection to $at in ${connectTimeout(timeout).inWholeMilliseconds} ms (the connect timeout)", cause = e,
+            )
+            e is HttpTimeoutException -> FenecException(
+                0, ErrorCode.TIMEOUT,
+                "timeout: no answer from $at in ${limit.inWholeMilliseconds} ms (the request's timeout of ${timeout.inWholeMilliseconds} ms" +
+                    (if (wait != null) " plus the wait of ${wait.inWholeMilliseconds} ms)" else ")"),
+                cause = e,
+            )
+            else -> FenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${cause(e)}", cause = e)
+        }
+    }
+
+    private fun refusal(reply: Reply): FenecException {
+        val o = reply.body as? JsonObject
+        val message = (o?.get("error") as? JsonPrimitive)?.takeIf { it.isString }?.content
+        val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
+        if (message == null || code == null) return unexpected(reply)
+        val at = (o["at"] as? JsonPrimitive)?.intOrNull
+        return FenecException(reply.status, code, message, at)
+    }
+
+    private fun unexpected(reply: Reply): FenecException {
+        val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
+        return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort()}: HTTP ${reply.status}: $start")
+    }
+
+    override fun toString(): String = "Client($url${wait?.let { ", wait $it" } ?: ""})"
+}
+
+/**
+ * Fields' declared types per collection (docs/sdks.md, "Rows"): loaded
+ * before the first statement that answers a collection's rows is sent (a
+ * failure then loses no answer), and again when a row holds a field they
+ * lack.
+ */
+internal class Schema {
+    private val types = ConcurrentHashMap<String, Map<String, FieldType>>()
+
+    suspend fun load(collection: String, fetch: suspend () -> Map<String, Map<String, FieldType>>) {
+        if (!types.containsKey(collection)) refresh(collection, fetch)
+    }
+
+    private suspend fun refresh(collection: String, fetch: suspend () -> Map<String, Map<String, FieldType>>) {
+        val all = fetch()
+        types.putAll(all)
+        // A collection not listed (not made yet, or not this token's to read): no declared types.
+        types.putIfAbsent(collection, emptyMap())
+    }
+
+    suspend fun types(
+        collection: String,
+        rows: List<JsonObject>,
+        fetch: suspend () -> Map<String, Map<String, FieldType>>,
+    ): Map<String, FieldType> {
+        val known = types[collection] ?: emptyMap()
+        // `id` and paths (`payload.to`) are no declared field; any other
+        // column the types lack means the collection is new or changed.
+        val missing = rows.any { r -> r.keys.any { k -> k != "id" && '.' !in k && k !in known } }
+        if (!missing) return known
+        try {
+            refresh(collection, fetch)
+        } catch (e: FenecException) {
+            return known // the answer is kept: its new columns as the JSON says
+        }
+        return types[collection] ?: emptyMap()
+    }
+}
+
+private val json = Json { isLenient = false }
+
+private fun parseJson(text: String): JsonElement? = try {
+    json.parseToJsonElement(text)
+} catch (e: Exception) {
+    null
+}
+
+/** A column's value by its declared type; by its JSON when none is declared. */
+internal fun decodeValue(v: JsonElement, type: FieldType?): Any? {
+    if (v is JsonNull) return null
+    return when (type) {
+        FieldType.TIMESTAMP -> (v as? JsonPrimitive)?.contentOrNull?.let { runCatching { Instant.parse(it) }.getOrNull() } ?: byShape(v)
+        FieldType.JSON, FieldType.GEO -> v
+        FieldType.FLOAT -> (v as? JsonPrimitive)?.takeIf { !it.isString }?.content?.toDoubleOrNull() ?: byShape(v)
+        else -> byShape(v)
+    }
+}
+
+private val WHOLE = Regex("-?[0-9]+")
+
+private fun byShape(v: JsonElement): Any? = when (v) {
+    is JsonNull -> null
+    is JsonPrimitive -> when {
+        v.isString -> v.content
+        v.booleanOrNull != null -> v.booleanOrNull
+        WHOLE.matches(v.content) -> v.content.toLongOrNull() ?: BigInteger(v.content)
+        else -> v.content.toDouble()
+    }
+    else -> v
+}
+
+private fun parseUrl(url: String): URI {
+    val uri = try {
+        URI(url)
+    } catch (e: URISyntaxException) {
+        throw IllegalArgumentException("url ${quote(url)} is not a URL: ${e.reason}")
+    }
+    require(uri.scheme == "http" || uri.scheme == "https") {
+        "url ${quote(url)} needs the scheme http:// or https:// (such as http://127.0.0.1:8080)"
+    }
+    require(!uri.host.isNullOrEmpty()) { "url ${quote(url)} has no host (such as http://127.0.0.1:8080)" }
+    require(uri.rawQuery == null && uri.rawFragment == null) { "url ${quote(url)} must not have a query or a fragment" }
+    return uri
+}
+
+/** A connection is given the client's timeout, at most 10 s. */
+private fun connectTimeout(timeout: Duration): Duration = minOf(timeout, 10.seconds)
+
+private fun requireMillis(what: String, d: Duration) {
+    require(d.isFinite() && d >= Duration.ZERO) { "$what must be a finite, non-negative duration, not $d" }
+}
+
+/**
+ * Awaits a future; cancelling the coroutine cancels it with
+ * mayInterruptIfRunning, which is what makes java.net.http abort the
+ * exchange and close its connection (cancel(false) leaves it running).
+ */
+private suspend fun <T> awaitCancelling(f: CompletableFuture<T>): T = suspendCancellableCoroutine { cont ->
+    f.whenComplete { v, e -> if (e == null) cont.resumeWith(kotlin.Result.success(v)) else cont.resumeWith(kotlin.Result.failure(e)) }
+    cont.invokeOnCancellation { f.cancel(true) }
+}
+
+private fun unwrap(e: Throwable): Throwable {
+    var x = e
+    while ((x is CompletionException || x is java.util.concurrent.ExecutionException) && x.cause != null) x = x.cause!!
+    return x
+}
+
+/** The cause of a network failure in words: "connection refused", "unknown host …", or the exception's message. */
+private fun cause(e: Throwable): String {
+    var x: Throwable? = e
+    while (x != null) {
+        when (x) {
+            is ConnectException -> return "connection refused" + (x.message?.takeIf { it.isNotBlank() && !it.contains("refused", true) }?.let { " ($it)" } ?: "")
+            is UnknownHostException -> return "unknown host ${x.message ?: ""}".trim()
+            is ClosedChannelException -> return "the connection was closed"
+        }
+        if (x.cause == null || x.cause === x) break
+        x = x.cause
+    }
+    return e.message?.takeIf { it.isNotBlank() } ?: e.javaClass.simpleName
+}

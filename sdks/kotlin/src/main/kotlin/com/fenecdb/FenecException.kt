@@ -1,0 +1,30 @@
+package com.fenecdb
+
+/**
+ * Every failure of a request: a refusal the server answered (its status,
+ * its [code] and message, and for a `/batch` the 0-based statement [at]),
+ * or the client's own — [ErrorCode.NETWORK] (the request could not be sent
+ * or its answer read: the message names host:port and the cause, such as
+ * "connection refused"), [ErrorCode.TIMEOUT] (which timeout, how long) and
+ * [ErrorCode.UNEXPECTED] (an answer that is not the API's JSON, such as a
+ * proxy's HTML page: the status and the start of the body). A refused
+ * statement, or a refused batch, changed nothing.
+ *
+ * A builder's own checks (a bad identifier, a non-finite number, …) are
+ * [IllegalArgumentException]s thrown before anything is sent.
+ */
+public class FenecException(
+    /** The HTTP status; 0 when there was no answer (network, timeout). */
+    public val status: Int,
+    /** What kind of failure it is. */
+    public val code: ErrorCode,
+    message: String,
+    /** In a `/batch`, the 0-based statement that was refused; else null. */
+    public val at: Int? = null,
+    cause: Throwable? = null,
+) : Exception(message, cause) {
+    override fun toString(): String {
+        val where = at?.let { " (statement $it)" } ?: ""
+        return "FenecException(${code.wire}${if (status > 0) " $status" else ""}$where): $message"
+    }
+}
