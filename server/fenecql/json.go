@@ -298,6 +298,21 @@ func CheckStrictJSON(data []byte) error {
 	return nil
 }
 
+// ParseStrictJSON reads one JSON value as ParseJSON does, but refuses
+// what CheckStrictJSON refuses: a request body is checked and read in one
+// pass. Any error answers a body that is not strict JSON, refused or not.
+func ParseStrictJSON(data []byte) (Value, error) {
+	p := jsonParser{data: data, strict: true}
+	v, err := p.value()
+	if err != nil {
+		return Null, err
+	}
+	if p.space(); p.i < len(p.data) {
+		return Null, p.errorf("unexpected %s after the value", p.found())
+	}
+	return v, nil
+}
+
 // jsonParser is a small recursive-descent scanner: encoding/json's
 // decoders either lose key order (maps) or allocate per token (Token),
 // and documents are parsed on every load.

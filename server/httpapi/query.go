@@ -29,21 +29,22 @@ type request struct {
 	scope string         // who asks, as far as access rules narrow the rows
 }
 
-// Query is POST /query. Fenec-Wait has been validated against the spec;
-// a held claim is the wait package's, which runs it on the engine each
-// turn.
+// Query is POST /query, as the full check and the generated wrapper
+// hand it over: a body the fast path (body.go) left to them. Fenec-Wait
+// has been validated against the spec; a held claim is the wait
+// package's, which runs it on the engine each turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
+	s.decoded(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
-// Batch is POST /batch.
+// Batch is POST /batch, as Query.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
-	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
+	s.decoded(w, r, true, params.IdempotencyKey, params.FenecWait)
 }
 
-// statements reads and parses the body of a /query or a /batch, then
+// decoded reads the body of a /query or a /batch with encoding/json, then
 // serves it.
-func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
+func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
@@ -65,12 +66,51 @@ func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, 
 		}
 		qrs = []gen.QueryRequest{qr}
 	}
-	req, e := s.parse(r, body, batch, qrs)
+	// The parameters are converted statement by statement, as each is
+	// parsed, so the first statement at fault is the one named.
+	req, e := s.parse(r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
+		params := deref(qrs[i].Params)
+		vals := make([]fenecql.Value, len(params))
+		for j, p := range params {
+			v, err := fenecql.FromGo(deref(p))
+			if err != nil {
+				name := fmt.Sprintf("params[%d]", j)
+				if batch {
+					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
+				}
+				e := badRequest("%s: %v", name, err)
+				if batch {
+					e.at = &i
+				}
+				return stmtIn{}, e
+			}
+			vals[j] = v
+		}
+		return stmtIn{query: qrs[i].Query, params: vals}, nil
+	})
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	s.run(w, r, body, req, key, held)
+}
+
+// statements serves a /query or /batch body read by the fast path.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, body []byte, batch bool, stmts []stmtIn, key *gen.IdempotencyKey, held *gen.FenecWait) {
+	req, e := s.parse(r, batch, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.run(w, r, body, req, key, held)
+}
+
+// run serves a parsed request with its headers.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, body []byte, req *request, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	req.key = deref(key)
+	if req.key != "" {
+		req.fp = fingerprintOf(r, body)
+	}
 	req.wait = waitOf(held)
 	s.serve(w, r, req)
 }
@@ -97,38 +137,24 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// parse converts the parameters and parses the statements. Nothing has run
-// yet, so any error here writes nothing.
-func (s *Server) parse(r *http.Request, body []byte, batch bool, qrs []gen.QueryRequest) (*request, *apiError) {
+// parse parses the statements, stmt(i) the i-th with its parameters.
+// Nothing has run yet, so any error here writes nothing.
+func (s *Server) parse(r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, stmts: make([]engine.Parsed, len(qrs)), text: make([]string, len(qrs)), scope: a.Key}
-	for i, qr := range qrs {
-		params := deref(qr.Params)
-		vals := make([]fenecql.Value, len(params))
-		for j, p := range params {
-			v, err := fenecql.FromGo(deref(p))
-			if err != nil {
-				name := fmt.Sprintf("params[%d]", j)
-				if batch {
-					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
-				}
-				e := badRequest("%s: %v", name, err)
-				if batch {
-					e.at = &i
-				}
-				return nil, e
-			}
-			vals[j] = v
+	req := &request{batch: batch, stmts: make([]engine.Parsed, n), text: make([]string, n), scope: a.Key}
+	for i := range n {
+		in, e := stmt(i)
+		if e != nil {
+			return nil, e
 		}
-		st, err := engine.ParseStatement(qr.Query)
+		st, err := engine.ParseStatement(in.query)
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, qr.Query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, in.query
 		req.write = req.write || engine.IsWrite(st)
 	}
-	req.fp = fingerprintOf(r, body)
 	return req, nil
 }
 

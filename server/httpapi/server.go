@@ -77,6 +77,9 @@ type Server struct {
 	gate    *auth.Gate
 	hub     *wait.Hub
 	console http.Handler
+
+	// queryRoute and batchRoute are the spec's POST /query and POST /batch.
+	queryRoute, batchRoute *routers.Route
 }
 
 // DefaultMaxBody and DefaultIdempotencyTTL are the defaults docs/http.md
@@ -134,6 +137,12 @@ func New(cfg Config) (*Server, error) {
 		keys:    keyLocks{held: map[string]*keyLock{}},
 		gate:    cfg.Gate,
 		console: console.Handler(),
+	}
+	for path, to := range map[string]**routers.Route{"/query": &s.queryRoute, "/batch": &s.batchRoute} {
+		req, _ := http.NewRequest(http.MethodPost, path, nil)
+		if *to, _, err = router.FindRoute(req); err != nil {
+			return nil, fmt.Errorf("httpapi: the embedded spec: POST %s: %w", path, err)
+		}
 	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
@@ -199,7 +208,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = admitted
 	}
-	if e := s.check(r, route); e != nil {
+	body, e := s.readBody(r)
+	if e != nil {
+		writeError(sw, e)
+		return
+	}
+	if route == s.queryRoute || route == s.batchRoute {
+		if held, key, ok := readHeaders(r); ok {
+			if stmts, ok := readStatements(body, route == s.batchRoute); ok {
+				s.statements(sw, r, body, route == s.batchRoute, stmts, key, held)
+				return
+			}
+		}
+	}
+	if e := s.check(r, route, body); e != nil {
 		writeError(sw, e)
 		return
 	}
@@ -209,6 +231,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route finds the spec's operation for the request: 404 for an unknown
 // path, 405 (with Allow) for a method the path does not take.
 func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
+	if r.Method == http.MethodPost {
+		// The statements' routes, found without the router's walk.
+		switch r.URL.Path {
+		case "/query":
+			return s.queryRoute, nil
+		case "/batch":
+			return s.batchRoute, nil
+		}
+	}
 	find := r
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body (RFC 9110 §9.3.2): routed as GET,
@@ -237,18 +268,23 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
-// check runs the body limit and the spec's validation. The body is read
-// whole here, and left in r.Body for the handler.
-func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
+// readBody reads the body whole, under the body limit.
+func (s *Server) readBody(r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{code: gen.ErrorCodeTooLarge,
+			return nil, &apiError{code: gen.ErrorCodeTooLarge,
 				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
 		}
-		return badRequest("reading the body: %v", err)
+		return nil, badRequest("reading the body: %v", err)
 	}
+	return body, nil
+}
+
+// check runs the spec's validation on a request and its body, read by
+// readBody, which it leaves in r.Body for the handler.
+func (s *Server) check(r *http.Request, route *routers.Route, body []byte) *apiError {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) > 0 {
