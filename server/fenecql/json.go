@@ -47,6 +47,10 @@ func (v Value) MarshalJSON() ([]byte, error) { return AppendJSON(nil, v), nil }
 // keeps a ".0" so that it reads back as a float, not an int.
 func AppendJSON(dst []byte, v Value) []byte { return appendValue(dst, v, false) }
 
+// AppendJSONText appends s as a JSON string, as AppendJSON(dst, Text(s))
+// does without making the Value.
+func AppendJSONText(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendValue writes JSON; spaced puts a space after each , and : for
 // the short renderings in error messages, which read like FenecQL.
 func appendValue(dst []byte, v Value, spaced bool) []byte {

@@ -10,9 +10,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +62,31 @@ func benchServe(dir, sync string) error {
 		return err
 	}
 	fmt.Println(l.Addr().String())
+	// FENEC_HTTPAPI_BENCH_PROFILE names a file prefix for the server
+	// process's profiles of the measured requests alone (measure signals
+	// their start and end): <prefix>.cpu, and <prefix>.allocs0 and .allocs1
+	// to compare (go tool pprof -diff_base).
+	if prefix := os.Getenv("FENEC_HTTPAPI_BENCH_PROFILE"); prefix != "" {
+		sig := make(chan os.Signal, 2)
+		signal.Notify(sig, syscall.SIGUSR1)
+		go func() {
+			for i := 0; ; i++ {
+				<-sig
+				runtime.GC() // the profile is as of the last collection
+				if out, err := os.Create(fmt.Sprintf("%s.allocs%d", prefix, i)); err == nil {
+					_ = pprof.Lookup("allocs").WriteTo(out, 0)
+					out.Close()
+				}
+				if i == 0 {
+					if out, err := os.Create(prefix + ".cpu"); err == nil {
+						_ = pprof.StartCPUProfile(out)
+					}
+				} else {
+					pprof.StopCPUProfile()
+				}
+			}
+		}()
+	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
 	if err := http.Serve(l, s); !strings.Contains(fmt.Sprint(err), "closed") {
 		return err
@@ -164,13 +193,22 @@ func (s *benchServer) usage(b *testing.B) (cpu time.Duration, mallocs, bytes flo
 // server-µs/op, server-allocs/op and server-B/op. -benchmem's own columns
 // are the client's (the benchmark's process), not the server's.
 func (s *benchServer) measure(b *testing.B, rows int, run func(i int)) {
+	profile := os.Getenv("FENEC_HTTPAPI_BENCH_PROFILE") != ""
 	cpu0, m0, b0 := s.usage(b)
+	if profile {
+		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(100 * time.Millisecond)
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		run(i)
 	}
 	b.StopTimer()
 	cpu1, m1, b1 := s.usage(b)
+	if profile {
+		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(time.Second)
+	}
 	n := float64(b.N)
 	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "server-µs/op")
 	b.ReportMetric((m1-m0)/n, "server-allocs/op")

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
@@ -179,7 +180,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			writeError(w, engineError(err, req.batch))
 			return
 		}
-		writeAnswer(w, answerJSON(rs, req.batch), req.write, rs[0].Seq, false)
+		buf := answers.Get().(*[]byte)
+		*buf = appendAnswer((*buf)[:0], rs, req.batch)
+		writeAnswer(w, *buf, req.write, rs[0].Seq, false)
+		if cap(*buf) <= maxPooledAnswer {
+			answers.Put(buf)
+		}
 		return
 	}
 	// The check and the write that records the key happen under the key's
@@ -268,34 +274,53 @@ func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, 
 	}
 }
 
+// answers holds buffers that answers are written into and that go back
+// once written, so that a worker's next answer reuses one; an answer that
+// outlives its request (an idempotency key's) gets a buffer of its own.
+var answers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledAnswer is the largest buffer kept for reuse: a read of a
+// million rows must not stay in memory as a buffer.
+const maxPooledAnswer = 1 << 20
+
 // answerJSON is the body of a successful request: the one answer of a
 // /query, or {"results": [...]} of a /batch.
-func answerJSON(rs []*engine.Result, batch bool) []byte {
+func answerJSON(rs []*engine.Result, batch bool) []byte { return appendAnswer(nil, rs, batch) }
+
+// appendAnswer appends answerJSON's body to dst.
+func appendAnswer(dst []byte, rs []*engine.Result, batch bool) []byte {
 	if !batch {
-		return rs[0].AppendJSON(nil)
+		return rs[0].AppendJSON(dst)
 	}
-	b := []byte(`{"results":[`)
+	dst = append(dst, `{"results":[`...)
 	for i, r := range rs {
 		if i > 0 {
-			b = append(b, ',')
+			dst = append(dst, ',')
 		}
-		b = r.AppendJSON(b)
+		dst = r.AppendJSON(dst)
 	}
-	return append(b, "]}"...)
+	return append(dst, "]}"...)
 }
+
+// jsonType is the answers' Content-Type, one slice for all: net/http only
+// reads it.
+var jsonType = []string{"application/json"}
+
+var newline = []byte{'\n'}
 
 func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, replayed bool) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = []string{strconv.Itoa(len(body) + 1)}
 	if write {
-		h.Set("Fenec-Seq", strconv.FormatUint(seq, 10))
+		h["Fenec-Seq"] = []string{strconv.FormatUint(seq, 10)}
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
+	_, _ = w.Write(newline)
 }
 
 // brief shortens a statement for a log line.
