@@ -622,10 +622,128 @@ func (p *jsonParser) number() (Value, *Error) {
 			return Null, p.errorf("expected a digit in the exponent, found %s", p.found())
 		}
 	}
+	if n, ok := smallInt(p.data[start:p.i]); ok {
+		return Int(n), nil
+	}
 	v, err := numberValue(string(p.data[start:p.i]))
 	if err != nil {
 		p.i = start
 		return Null, p.errorf("%s", err.(*Error).Msg)
 	}
 	return v, nil
+}
+
+// smallInt reads a JSON integer of at most 18 digits, which int64 always
+// holds, without the string numberValue takes; ok is false for any other
+// number.
+func smallInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// A JSONReader reads one JSON document a piece at a time, strictly (it
+// refuses what CheckStrictJSON refuses, and anything that is not JSON),
+// for a caller that knows the shape it wants: a request body read straight
+// into what it holds, with no Value made for the objects around it. Each
+// method answers false, and reads no further, at anything else; the caller
+// then leaves the document to a reader that says what is wrong.
+type JSONReader struct{ p jsonParser }
+
+// NewJSONReader reads data.
+func NewJSONReader(data []byte) *JSONReader {
+	return &JSONReader{p: jsonParser{data: data, strict: true}}
+}
+
+// Open reads c, '{' or '[', the start of an object or array.
+func (r *JSONReader) Open(c byte) bool { return r.p.expect(c) }
+
+// Next reads on in an object or array closed by end, '}' or ']': the
+// end (more false), or, before any item but the first, a comma (more
+// true).
+func (r *JSONReader) Next(end byte, first bool) (more, ok bool) {
+	if r.p.expect(end) {
+		return false, true
+	}
+	if first {
+		return true, true
+	}
+	return true, r.p.expect(',')
+}
+
+// Key reads an object's key and its colon. A key is answered only when
+// written plainly — ASCII, without escapes — and as the document's own
+// bytes; ok is false for any other.
+func (r *JSONReader) Key() ([]byte, bool) {
+	p := &r.p
+	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	for i := start; i < len(p.data); i++ {
+		switch c := p.data[i]; {
+		case c == '"':
+			p.i = i + 1
+			return p.data[start:i], p.expect(':')
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// Text reads a string. Written without escapes, it is answered as the
+// document's own bytes, which the caller must copy to keep beyond data.
+func (r *JSONReader) Text() ([]byte, bool) {
+	p := &r.p
+	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	plain := true
+	for i := start; i < len(p.data); i++ {
+		c := p.data[i]
+		if c == '"' {
+			if !plain && !utf8.Valid(p.data[start:i]) {
+				return nil, false
+			}
+			p.i = i + 1
+			return p.data[start:i], true
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c >= utf8.RuneSelf {
+			plain = false
+		}
+	}
+	s, err := p.string()
+	return []byte(s), err == nil
+}
+
+// Value reads any value, as ParseJSON would in strict mode.
+func (r *JSONReader) Value() (Value, bool) {
+	v, err := r.p.value()
+	return v, err == nil
+}
+
+// End reports whether nothing but space is left.
+func (r *JSONReader) End() bool {
+	r.p.space()
+	return r.p.i == len(r.p.data)
 }

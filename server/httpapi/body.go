@@ -21,71 +21,107 @@ import (
 // path accepts only what the spec accepts, and a refusal reads as before;
 // TestFastPathAcceptsWhatTheSpecAccepts holds it to that.
 
-// stmtIn is one statement of a body: its text and its parameters.
+// stmtIn is one statement of a body: its text and its parameters. The
+// fast path keeps the text as the body's bytes (raw), for the statement
+// cache to look up without a copy; the handler's decoding gives a string.
 type stmtIn struct {
 	query  string
+	raw    []byte
 	params []fenecql.Value
 }
 
 // readStatements reads a /query (batch false) or /batch body; ok is false
 // for a body it leaves to the full check.
 func readStatements(body []byte, batch bool) (stmts []stmtIn, ok bool) {
-	v, err := fenecql.ParseStrictJSON(body)
-	if err != nil || v.Kind() != fenecql.KindObject {
-		return nil, false
-	}
-	o := v.Object()
+	r := fenecql.NewJSONReader(body)
 	if !batch {
-		st, ok := statementOf(o)
-		if !ok {
+		st, ok := readStatement(r)
+		if !ok || !r.End() {
 			return nil, false
 		}
 		return []stmtIn{st}, true
 	}
-	if len(o.Keys) != 1 || o.Keys[0] != "statements" || o.Vals[0].Kind() != fenecql.KindList {
+	if !r.Open('{') {
 		return nil, false
 	}
-	list := o.Vals[0].List()
-	if len(list) == 0 {
+	if k, ok := r.Key(); !ok || string(k) != "statements" || !r.Open('[') {
 		return nil, false
 	}
-	stmts = make([]stmtIn, len(list))
-	for i, it := range list {
-		if it.Kind() != fenecql.KindObject {
+	for first := true; ; first = false {
+		more, ok := r.Next(']', first)
+		if !ok {
 			return nil, false
 		}
-		if stmts[i], ok = statementOf(it.Object()); !ok {
+		if !more {
+			break
+		}
+		st, ok := readStatement(r)
+		if !ok {
 			return nil, false
 		}
+		if stmts == nil {
+			stmts = make([]stmtIn, 0, 16)
+		}
+		stmts = append(stmts, st)
+	}
+	// "statements" is the only key, and holds one statement or more.
+	if more, ok := r.Next('}', false); !ok || more || len(stmts) == 0 || !r.End() {
+		return nil, false
 	}
 	return stmts, true
 }
 
-// statementOf reads a QueryRequest object.
-func statementOf(o *fenecql.Object) (stmtIn, bool) {
+// readStatement reads a QueryRequest object.
+func readStatement(r *fenecql.JSONReader) (stmtIn, bool) {
 	var st stmtIn
-	query := false
-	for i, k := range o.Keys {
-		v := o.Vals[i]
-		switch k {
+	if !r.Open('{') {
+		return st, false
+	}
+	query, params := false, false
+	for first := true; ; first = false {
+		more, ok := r.Next('}', first)
+		if !ok {
+			return st, false
+		}
+		if !more {
+			break
+		}
+		k, ok := r.Key()
+		if !ok {
+			return st, false
+		}
+		switch string(k) {
 		case "query":
-			if v.Kind() != fenecql.KindText || v.Text() == "" {
-				return stmtIn{}, false
+			if query {
+				return st, false // a key twice
 			}
-			st.query, query = v.Text(), true
+			query = true
+			if st.raw, ok = r.Text(); !ok || len(st.raw) == 0 {
+				return st, false
+			}
 		case "params":
-			if v.Kind() != fenecql.KindList {
-				return stmtIn{}, false
+			if params || !r.Open('[') {
+				return st, false
 			}
-			st.params = v.List()
-			if st.params == nil {
-				st.params = []fenecql.Value{}
-			}
-			for _, p := range st.params {
-				sortKeys(p)
+			params = true
+			st.params = []fenecql.Value{}
+			for first := true; ; first = false {
+				more, ok := r.Next(']', first)
+				if !ok {
+					return st, false
+				}
+				if !more {
+					break
+				}
+				v, ok := r.Value()
+				if !ok {
+					return st, false
+				}
+				sortKeys(v)
+				st.params = append(st.params, v)
 			}
 		default:
-			return stmtIn{}, false
+			return st, false
 		}
 	}
 	return st, query

@@ -59,7 +59,7 @@ func sameStatements(a, b []stmtIn) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].query != b[i].query || len(a[i].params) != len(b[i].params) {
+		if text(a[i]) != text(b[i]) || len(a[i].params) != len(b[i].params) {
 			return false
 		}
 		if len(a[i].params) > 0 && !reflect.DeepEqual(a[i].params, b[i].params) {
@@ -67,6 +67,13 @@ func sameStatements(a, b []stmtIn) bool {
 		}
 	}
 	return true
+}
+
+func text(s stmtIn) string {
+	if s.raw != nil {
+		return string(s.raw)
+	}
+	return s.query
 }
 
 // variations answers bodies near a valid one: cut at every byte, each

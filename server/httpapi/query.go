@@ -148,7 +148,13 @@ func (s *Server) parse(r *http.Request, batch bool, n int, stmt func(i int) (stm
 		if e != nil {
 			return nil, e
 		}
-		st, err := engine.ParseStatement(in.query)
+		var st fenecql.Stmt
+		var err error
+		if in.raw != nil {
+			st, in.query, err = engine.ParseStatementText(in.raw)
+		} else {
+			st, err = engine.ParseStatement(in.query)
+		}
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
