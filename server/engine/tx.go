@@ -54,9 +54,9 @@ func (t *tx) touch(name string) {
 }
 
 // firstRoom is how many document steps a transaction makes room for at
-// its first: a claim or a /batch of acks writes about ten, and slices
-// grown from nothing would be allocated five times over.
-const firstRoom = 16
+// its first: a claim or a /batch of acks writes ten, and slices grown
+// from nothing would be allocated five times over.
+const firstRoom = 10
 
 func (t *tx) room() {
 	if t.undo == nil {

@@ -514,19 +514,27 @@ func (p *jsonParser) string() (string, *Error) {
 }
 
 func (p *jsonParser) slowString() (string, *Error) {
-	var b []byte
+	b, err := p.slowBytes()
+	return string(b), err
+}
+
+// slowBytes reads a string with escapes or UTF-8 in it into new bytes.
+func (p *jsonParser) slowBytes() ([]byte, *Error) {
+	// Room for a statement's text at once (encoding/json writes < as
+	// \u003c, so a claim's text comes here), not grown from nothing.
+	b := make([]byte, 0, min(len(p.data)-p.i, 256))
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
-			return "", p.errorf("control character %s in a string: escape it", strconv.QuoteRune(rune(c)))
+			return nil, p.errorf("control character %s in a string: escape it", strconv.QuoteRune(rune(c)))
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			b = utf8.AppendRune(b, r)
 		case c < utf8.RuneSelf:
@@ -535,13 +543,13 @@ func (p *jsonParser) slowString() (string, *Error) {
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
 			if r == utf8.RuneError && size == 1 && p.strict {
-				return "", p.refuse("invalid UTF-8 in a string")
+				return nil, p.refuse("invalid UTF-8 in a string")
 			}
 			b = utf8.AppendRune(b, r) // RuneError for invalid bytes
 			p.i += size
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return nil, p.errorf("unterminated string")
 }
 
 var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
@@ -732,8 +740,9 @@ func (r *JSONReader) Text() ([]byte, bool) {
 			plain = false
 		}
 	}
-	s, err := p.string()
-	return []byte(s), err == nil
+	p.i = start
+	b, err := p.slowBytes()
+	return b, err == nil
 }
 
 // Value reads any value, as ParseJSON would in strict mode.
