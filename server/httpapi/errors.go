@@ -33,6 +33,8 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeKeyReused:        http.StatusUnprocessableEntity,
 	gen.ErrorCodeInternal:         http.StatusInternalServerError,
 	gen.ErrorCodeUnavailable:      http.StatusServiceUnavailable,
+	gen.ErrorCodeStatementTimeout: http.StatusServiceUnavailable,
+	gen.ErrorCodeKeyLimit:         http.StatusServiceUnavailable,
 }
 
 // fenecqlCodes is the API's code for each kind of FenecQL error.
@@ -56,6 +58,9 @@ func errorCode(err error) gen.ErrorCode {
 	}
 	if errors.Is(err, engine.ErrScopeEnded) {
 		return gen.ErrorCodeUnauthorized
+	}
+	if errors.Is(err, engine.ErrStatementTimeout) {
+		return gen.ErrorCodeStatementTimeout
 	}
 	return gen.ErrorCodeInternal
 }
@@ -90,6 +95,9 @@ func engineError(err error, batch bool) *apiError {
 			at := be.At
 			e.at = &at
 		}
+	}
+	if e.code == gen.ErrorCodeStatementTimeout {
+		e.msg += " (fenec serve --statement-timeout)" // the limit is the server's flag
 	}
 	return e
 }

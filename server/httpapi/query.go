@@ -213,6 +213,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		writeAnswer(w, rec.Answer, true, rec.Seq, true)
 		return
 	}
+	if e := s.keyLimit(req.key); e != nil {
+		writeError(w, e)
+		return
+	}
 	var answer []byte
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
@@ -236,10 +240,10 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 	var err error
 	if req.wait == nil {
 		start := time.Now()
-		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
 		took = time.Since(start)
 	} else {
-		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran
 		}

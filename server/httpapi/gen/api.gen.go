@@ -26,9 +26,11 @@ const (
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
+	ErrorCodeKeyLimit         ErrorCode = "key_limit"
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
+	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
 	ErrorCodeTooLarge         ErrorCode = "too_large"
 	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
 	ErrorCodeUnavailable      ErrorCode = "unavailable"
@@ -46,11 +48,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInternal:
 		return true
+	case ErrorCodeKeyLimit:
+		return true
 	case ErrorCodeKeyReused:
 		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeNotFound:
+		return true
+	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
 		return true
@@ -125,15 +131,18 @@ func (e FieldIndex) Valid() bool {
 	}
 }
 
-// Defines values for HealthOk.
+// Defines values for HealthStore.
 const (
-	True HealthOk = true
+	Failed HealthStore = "failed"
+	Ok     HealthStore = "ok"
 )
 
-// Valid indicates whether the value is a known member of the HealthOk enum.
-func (e HealthOk) Valid() bool {
+// Valid indicates whether the value is a known member of the HealthStore enum.
+func (e HealthStore) Valid() bool {
 	switch e {
-	case True:
+	case Failed:
+		return true
+	case Ok:
 		return true
 	default:
 		return false
@@ -225,11 +234,18 @@ type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
-	Ok HealthOk `json:"ok"`
+	// Error Why the store failed; only while it is failed.
+	Error *string `json:"error,omitempty"`
+
+	// Ok Whether the store takes writes.
+	Ok bool `json:"ok"`
+
+	// Store The store's state.
+	Store HealthStore `json:"store"`
 }
 
-// HealthOk defines model for Health.Ok.
-type HealthOk bool
+// HealthStore The store's state.
+type HealthStore string
 
 // QueryRequest defines model for QueryRequest.
 type QueryRequest struct {
@@ -296,7 +312,10 @@ type BatchParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -311,7 +330,10 @@ type QueryParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 }
 
@@ -790,79 +812,86 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7bxtHkv8qhTkDlrJDakjJ2YTGAqtknbOT+LG2cgbOFDytmSKnrZnucXePKJ5A4D7NfbD7JIeqnhcf",
-	"kiivE9wdNn/EItWPetevqlo3QaKLUitUzgaTmyBDkaLhH39Chck7/Ew/p2gTI0sntQomwVmGkAonLoTF",
-	"xxaSTKg5gqqKCzQgZo7+DwY/V2gduEw4WBjtcBiEgU0yLAQdWUgli6oIJlEYuGWJwSSQyuEcTbBahcGL",
-	"FItSO1TuLZa5WGK6TUfsTIUxLDJU4DIEoewCDUjLn2bSWNd85zS4TFpoj02Wg19wGYKpT18nDhVR9iGg",
-	"C4LzlkDrjFTzYEUElsKIAl1fWO+FdNtUvpR5Li0mWqWW6Mh0noKAJBeygAMBsUUXgzYQp5jHhyAck2/R",
-	"XKGBRSZznCrpYKGrPAUnLhGUdplU8wkIWGQ6b2U/M7qAiC45jqIoGk5VEAaSiPB6DcJAiYI4YXoHTPCa",
-	"UsS1VwrvD/dWUrL8BZfbrI+IlPGTJ3CxdGiHcAoLIx2CQWckprCQLvPMigLhEpcgVNp9UZvQVB0U6DKd",
-	"hlAKl4VwodOlP9Kv15eoDkntXtmYbul/qsRcSBX6G+POuAaNdU2AjSnkE5lK24j5KR93icup4u2CvkfT",
-	"Wri0cDIeE3cGZ5XFej9cIpZ0CG0dwi+4tJDLK5yqeDCQPTt0Lo/hIMWZqHIH4xPIDpkKW5kreYXsS9YJ",
-	"4/wVwsttqgRL7FNlHZhK2Tu0vWH1myr/FdXcZcFk/OQJq7z5PNpp+AZtqZVFtvsfRPrWi4E+JVqRUOlH",
-	"UZa5TAQZwtEnS9ZwE+C1KMoc/cqUzr0Q6cdajEEYoDHaBJOg1FbSRjgZTQCvS0wckstcibzCEGa6UilM",
-	"g9U0CFZ9Vh4ZnAWT4F+Ouph25H9rj57x2czAdjBrNKkpcFknHBaoWLGFyGfaFJjCQSmMxRBIImSItfeH",
-	"4IXtrfJwSBT9qNUsl8k+IvkHiT/leKBAphxA/lop+ZlCIkvqaWPAsBCWbdKhYgJ/0uZCpimq35/CV9qB",
-	"yHO9IBEKsIkusXbZxxZMlaMlnwNdohFOG/pSVw5B2MsmQqxvC9khmNDHni30Yn+hHBol8j9C7N5XpeqF",
-	"aqbhF1y+RYoBvz8RZLgbjs2K5gg0I1Nej1NM3yvtfiL3+SJvVdp9ZOfr+Wqi8xwT9tZP+sJCJjjkzSTm",
-	"KYUl4b6Cj54qqNSl0gsFvfu0qa850MYbjbeDM61/FWaOf4wKOBlJCzldaQju9I3isYV4MCjE9YDWxUzf",
-	"b0pULtNG/gd+mR6q/gGdKgppLXn7BQrDkOcS1VcKkP0jOSzWV2lD0E7NCT31oOP79+8Hp5XLUDniBtdF",
-	"vZVTvEyuhMzFRf4Hqc06bRBmQuaYhsSH6+UBcqO5vEIFVVmrrED3hbqinZ2SCOSxp8QeFEMERi+sxx10",
-	"vzRoYfQ1nAbi+jxQMbOktIMC3W15ob2SdXg6m3HeZVbTlBOyyN8YCtROUvafidzi5q3P9QIKoZaQ6qSi",
-	"LGoJpDIeoliuK0dkucooqeZxVxiUvYNvAtG7/B4MWvOYElxvt3WQXV98woRj0CkjwW2Qetpl/McNhCSK",
-	"tMLXs2Dy4W7xv9ULG6zCuxe1slydr8LgB+GSrKPmTuGui8WgrXJfqEmHhb3PNupLVq00hDFiuSW25thd",
-	"UmNiexDvAdS2Yt2f4L9XaJbNbSsGoy/8vtE9PPQu28XGj7lOLl/qK9zW/7Nrkbh8CVoh6BnEIr0SKsGP",
-	"hY3hoNBXCFp5QE6Vmv/aojtct5EHyKW7gD4RvBTOG/W3J0HY1WDjJ8cn0fg4iv78Pf0XPsgTujt2iONh",
-	"amSmfz9S6/O3yTxv9PZKLx5oesrv2A77ThZIsO3Fu9eD776NRvDb2Y8eZBa9Mp1U24byYByNvx1ETwbR",
-	"8Vn0/WQcTcbRMIqifw82y6MwuB5oQ5XXZLwKiYjbBLchkt7G0aZ46lP4uN2m3SKiBwqpjdD3RNkNthhz",
-	"7e/SP9HyrRDUO/N41dSpN7fLc1sstCPs8dASdreM7AOFlKzv3IvlnkbuC73943cR7rP75GYzhOzoM71Q",
-	"ICA+uqCAHYeMZ6LBhaBqoCtp6w4FGfh+GifteCjTdcXWq/YNNDpra8twrWDwLZyP9FVdDwZ0cl0phy1Q",
-	"clp/ZCwdhMElLj8aX06FTByXd3xlixbP7/FCbCS4Lq33meACn+Fr3fXJ0DAW2d8K/eG1hHbpz1v/w0xO",
-	"qhSv+/K22jgWQSZsxuxTlR+EwRx1EKoqz8/DgP7x8NmZCu9gYk9/a07oyJCK9DPLtWA94TX9c6E1aYTi",
-	"qnWiKIMwYDDsibtbObtdmjeEtRR2yfQ5itxlDxSqvuyxQhLqTiYWUKgt39SXO69fwygPI4K7RnZ3ZuqD",
-	"0PjR6L//878eqZisca+Q828ir3A72oTBZ6J2+8bXCoF7wH//tRcdDgQ4I2ROtUH8NPagZzCIIdFFjeUN",
-	"Nu2cwzqI3NEtXJenJ2WXSN/eleD3ZHybP6MXIUhnIdF5VShLeZ9tDw5imcZ1g3imDcTfxIc9x18jzO6q",
-	"GAyKlDtVVLlx15BLnMe2bjB3Fc7eGiQZ7NCf52+bBLWEn9+9fuU7fXTJuv9zMYdJZaRbvqMbvCR9HX+L",
-	"AfYaFlzox3Awq/IcRJKgtYc1oz+/P4MrNHLWNPC5n/1p4QYWE9OMMvw3l7i03ooyzFM/hEHf9GOoPRiU",
-	"OpfJMp6qg1Qn9shfNSzSwyG8r8tFKiYpT8h5ZahWV7rrQyjEFFPf+WZBsj97JltZZs6VvkCWaqa3mWc/",
-	"4PFBW7S24y0vlRT0FRp4fnb2JgQyY+JdqsaDhnCWSTtVM5ljM32itUS2MyJxk/WOkL3EHJ1WLBm8QrOE",
-	"d3/75bGd0mplS20cO9ocFRrhMPWDHenCbj7ip0NXIpepcGgBRZJ1AxOedlgH0g2naqqe8R2crDyf5PKV",
-	"n54Ib0fcxopvpj6lTYMJTINpFUXHSYHWijnyB5wGIUw53U2DyVQ1ay6lSpsFq/hpD4jUt4o0tRBPA+Gm",
-	"wW3gZAinPOCZKlcnZ6Ud5NKSBCg318W5hZPoBOIWXPB99TLa32sdT5UADzxAOki1H+r4IVp32BOIt9FJ",
-	"3AyLTulzzHI8bTtEiTBmyc02TWt+9G2hgY+FdeA8I2XO0AyeqUSn3O4gK2mHVCdRBHEPS/ltPmApVTc5",
-	"k1xbTCcgoDT6eklWNzNaualKeB7I8yDag2RLuUVGMZttSGa9Zwr/+uysabPXUnj+7PRvICwsMM/DjcFc",
-	"z1rqJh9xkZInstkcCMi1SOFC5FR0kolnnKMhyTC5hEIsobIIKF2G5pDpqBMoHSDR5xW2w0UmHLkE3S5N",
-	"J9mzZYkxWLG0IVgNcVKZHAZpPFULbS5t11waPIfH/U0T2GzUPfbK/IGiNxo7hPiIU1OttsZw68lxKeY+",
-	"WpE4tJFzqZrmoNNTFc84erCYYTBItLEDvyqGA7wWiWs28awZKa7kPJpRCBfLqarnfodexTjL5TxzcBC/",
-	"fnP24vWrd3Ftha/rM4VKpyo+5Tg5ID6Nzge1MAcv2YrjQx8vbJVkPFrhrWvz0XF0Ek4VWzrn+jev3501",
-	"N53WaJ4FFocbKggh7mbHDTkbY4j4KVtkbdY1aGiurlPGBgfsZIOGyQMOAJ7uEBTbA+Xo3dw/uy61xcFz",
-	"b5oTH5UH7/BzCDsGvfEQTqeqkzSLinKMH5Z0wjqJjiFuq5l6Mtzna6o4CpAb/Pj67bt2EGh9mrvw9lWP",
-	"gb05N97Gl9Iisi62xphc8ijRyuoc4yaLfK6wQqi/DclCxBwZspSoyxzBCKaa3V1MVSmM87YqLZy+eTFp",
-	"8lfjHqLOnQfSUZi0fJZWeBhCpQgaialqFf6uBhCDNz5LewNRGqTKpULwSdQLhsKq4FFfo+F1x1B60DDn",
-	"03UuE1SWoU09pT4tRZLhYDyMGAhJl7cvFYIwuEJjfb6OhiO/RJeoRCmDSXA8jIbHQRhQ+Gegc/QxyXXC",
-	"mL/Udke1fMaWye29tdzMDaKLJWRCpZP1ZiAttpRHtAqnqm0GWnT07RB+YwHyaUvrsAAmwevCB1u2qhPP",
-	"vx94Sq1epMEkeKmvkHtdgcfMaN0POl0+bOTQbyyOoyiK9h4idO3R1TpqZyy5MfMfR9FXm9G0/b1bxjQs",
-	"wscE9BasGp7GnHgCdp3bEnrUe5nAW0b3b1kbzPGm4/s3dbN03nFy/452BksbRntc0Q40GdVXRSGopGOb",
-	"YXMrhKpEXpvbgVb5snbmzeTEC/zquuARc8ulbmmDczr96GPWVtdzP/JaN9S6+P4dTaK+4ba5nccz0vrR",
-	"XK/MCSYfzvvieZ9hHRs3dsErxNS2dcQtcijQGZnYWwXxsv79vZJweO2OylxIdc8YdBe7NRXDP8yG1yzs",
-	"jdEEjLGyDSFh8+aBuAK8bp/q+Bb3blkyoLojFPe7HxZMpbpK3dsxYSVv3HS1nybyZznzqXtGNQMW9cOt",
-	"wyG8mPEmiry+4xl6xJWjoCDOfY4Eu3rKVz2KMhGHeA+FhIt3BWueiQXrTwBvGRN2S466J4K3jQt7izde",
-	"1q3OvzAt+PGDkPmp8uHQNxM6Ff8kZA4CPukLX40qDzkI58w0g7KqDH2Vow0oD+EpHTd9if6U70PX4vow",
-	"DoPFaDL67mRMtXnhSo7funLBeduVCiw6/2zkRi8UmgmoisoP1sYEHh2HZA0fhZuA0ouDQ/gTjKIogm9A",
-	"OIdF6Wzvx5Vv4IJM4S/waMTs8Kn0cdzM1nm03iPzJnA6mJCx/rUW2TDRBQu8IbKsGiJLsaRCZwKPRhuU",
-	"hS0ZE4hWfEWzfd7wmOhK8VhrtXdeXpu+frXU3IMM7UT5Q3/oPuIRYf/jBzqUyJ+crM7PH0Z/M4XejnDP",
-	"RJLtmL6Hrf9vvCtpkf1t99Zrj9q3y2sviQf9p8R3bd/x+Jip//8EPKLv79/QPmRkpDLeh5EC3RfgmjA4",
-	"Ge9xfPe6bhUGT/ZRRvsmkDcc76WKdrS0ngzfVqqfpqjSoYjon9L0E1/d5+bUtzE+rJHEZjv55/dnbYdU",
-	"gO+JUu6ymV4oYEBHSap3GOWoQiy5/RNOFXf/2qYNe2rTsuje4fS27Mpq/RnpPxpW1tj+sDZqPukmyB/a",
-	"WReH/aYOrKNs18DlCygk1au7gVi9w4fibkM3jertWruDE0NvA167W9c2kX1tbn/r6mYkuHbyeftrygT+",
-	"acOeBVJPkrfVSN2SFp559OQyXMKCkmJiUDhMvxRHrjmCbyF2t9btQoYMrNmw7naQCHzbkAWFdjc8bEdU",
-	"u+Fh/ea9aZ1wB0Yv7NP2XVnzm/hm2iataTABtYp5ZtHsqJ/v94cz0Hv8BU3XuXnF7/+upf0zgF0+w7PA",
-	"/0NIUPiWSKfLUwUiuQxhkcl6fsDvD2uR9XFei5hGHbDrgaTmWePeIGwVBvwnMBv01H8XQ8EL/ZPi0M82",
-	"chTNw+bjCOxO0nYRtgUxt7Ab/Mn/uUwfw7X48k8waoCl3wR+4vGXeq93tPpXuSykg1EErYnBN8xpDas3",
-	"eSXUXf8q3clQjU5FKr4qOt0fgK4/yPvKALQxSQ/I+pW7cCDYMhvn7kunD0wbK9p9RG1MG24P38TbxxL+",
-	"beL8ZNQ+G/GhXab8nU8ak15d06SqyW2KCpvctOMZ2XH9jIyzAd28vMUXFAmDF/iGcI/q8/1VeTsM33x+",
-	"0L2B/Sf2/if2/t+CvfWuJys7cfd6U7B79fDhfBXeUOz07UAfYCuT128EJkdHo/Gfh9EwGo4m30XfRRxn",
-	"69M3UcnbSnEsaZ4AdGDUk0GZfeNlPPc1w66Txo1Jds6uD+V4uJzr5LJ3IkGl1fnqfwIAAP//",
+	"7Ft7bxtHkv8qhTkDlpIhNZTkbEJjgVWyztl52F5bOQPnETzNmaLY1rB73N0jimcQuE9zH+w+yaGqex58",
+	"yKK8Tu5usfkjFsnp7np11a8e8zHK9bzSCpWz0fhjNENRoOE/f0SF+Wv8QH8XaHMjKye1isbR+QyhEE5M",
+	"hMWHFvKZUJcIqp5P0ICYOvo/GPxQo3XgZsLBwmiHwyiObD7DuaAt51LJeT2PxkkcuWWF0TiSyuElmmi1",
+	"iqNnBc4r7VC5V1iVYonFNh2ZMzVmsJihAjdDEMou0IC0/GkqjXXNd06Dm0kL7bb5cvAzLmMwYfd14lAR",
+	"ZW8jOiC6aAm0zkh1Ga2IwEoYMUfXF9YbId02lb/KspQWc60KS3TMdFmAgLwUcg4HAjKLLgNtICuwzA5B",
+	"OCbforlGA4uZLDFV0sFC12UBTlwhKO1mUl2OQcBipstW9lOj55DQISdJkiTDVEVxJIkIr9cojpSYEydM",
+	"74AJXlOKuPFK4fXx3krKlz/jcpv1EZFy/OgRTJYO7RDOYGGkQzDojMQCFtLNPLNijnCFSxCq6L4IJpSq",
+	"gzm6mS5iqISbxTDRxdJv6Z/XV6gOSe1e2Vhs6T9V4lJIFfsTs864Bo11jYGNKeYdmUrbiPkxb3eFy1Tx",
+	"ckHfo2ktXFo4PT4m7gxOa4thPVwhVrQJLR3Cz7i0UMprTFU2GMieHTpXZnBQ4FTUpYPjU5gdMhW2Ntfy",
+	"GvkuWSeM80cIL7dUCZbY+9o6MLWyQ3hDttI3HjI1CxvHzcXN4AqXNqPlNlVkedtPsHgz0FPaT5ogRxuT",
+	"yTF3tSr4nitceNlI2/Afk+SIpiDvR8kJZFe4fFfKuXQZHDB3mgQnnWVrWMZQKyfLVOmS9iXSAG8qafDw",
+	"E2a8cZ03bfkXVJduFo2PHz1iW24+j3beaIO20soiX+jvRfHK65c+5VqRtdCfoqpKmQuy8KP3lsz8Y4Q3",
+	"Yl6V6J8saN+JKN4F+4jiCI3RJhpHlbaSFsLpaEzcYe6QfMG1KGuMYaprVUAardIoWvVZeWBwGo2jfznq",
+	"nPWR/9UePeG9mYFtL92YqCZNWScczlGxxc5FOdVmjgUcVMJYjIEkQjcsuLUYvLD9dTscEkU/aDUtZb6P",
+	"SP5O4s/Y0SmQBXvGv9RKfiBfz5J63NxMWAjL5uhQMYE/ajORRYHq96fwuXYgylIvSIQCbK4rDL7ooQVT",
+	"l0iXRYGu0AinDX2pa4cg7FXj+taXxXzTmdCHni30Yn+mHBolyj9C7N4JSdVzI0zDz7h8hXS5f38iyHA3",
+	"LjYrml3rlEx53QEzfc+1+5Guz2fdVqXdO758vbua67LEnG/rez2xMBPsy6cSy4J8m3Bf4I6eKajVldIL",
+	"Bb3ztAnHHGjjjcbbwbnWvwhziX+MCjjKSgslHWkIx/WN4iHHFY4UulhmTN9vStRupo38D/w8PdT9DTpV",
+	"zKW1dNsnKAxjuStUX8hB9rdktxiO0oYwq7okWNjDxG/evBmc1W6GyhE3uC7qrZjiZXItZCkm5R+kNuu0",
+	"QZgKWZJjCkhGGGzBCcdZYEBpriwwMHrchPVUtRjKar51FMp5z4JBifTfXEsrJyUexiQp14s0C2FTdSmv",
+	"UUFdwUFWd/xnh4853rdxyIIRCiph3ZphMUBqHxo4OUddu8wjMzTMYlURzCCSSVshHKTqIGvXvWvWHT5u",
+	"aFxDRYJioFpuehr6geH2XCzhoIdaDse8hwc/jWBMrQidsJ7n6D7T6GllZ+2UBrDLyXzaBAkYvbAemZKY",
+	"pUELoy/hfSAL+4HKWp7m6G4LsO2RfBnOplMGMMxqUTCyEeVLQxHPSYJRU1Fa3Dz1qV54yRc6r70ZNJiS",
+	"gqKuHZHlaqOkusy61LHqbfwxEr3D78hSAo8FJXTtsi6p05P3mLMzP2PT305jzjqTfdgkGUSRVvhiGo3f",
+	"flr8r/TCRqv40w+1slxdrOLoe+HyWUfNJ4W7LhaDti59Ki8dzu1dthEOWbXSEMaI5ZbYmm13SY2J7WHl",
+	"e1DbeYK9Cf5bjWbZnLZiVP/MrxvdwUPvsF1s/FDq/OpXfY3b+n9yI3JXLkErpIQoE8W1UDm+m9sMDub6",
+	"GkErn7JRLu+/tugO123kHnLpDqBPhNOF80b9zWkUd1n68aOT0+T4JEn+9B39F9/rJnRn7BDH/dTITP9+",
+	"pIb9t8m8aPT2XC/uaXrKr9iOnxQ2CP8+e/1i8O03yQh+O//Bo/V5r5BDqm1deXScHH8zSB4NkpPz5Lvx",
+	"cTI+ToZJkvx7tJlnxtHNQBtKYcfHq5iIuE1wGyLpLRxtiifswtvtNu0WWt5TSK2HvsPLbrDF4HX/K/0j",
+	"Pb7lgnp7nqyahP/j7fLcFgutiHs8tIR9Wkb2nkLK11fuxXJPI3e53v72uwj30X38cdOF7KhEPlMgIDua",
+	"kMPOYoYzyWAiCBR2tYEAE8nA99M4acdDma5uul7+2ID10zZJj9cyL1/ke0dfhcQ6op1DySFugZLT+h0n",
+	"JVEcET4zPi/1Hxiscbko5Mx8fAvB42gLIG7XdzfMGRsJr0vzzUxwJYXzhFA3nKFhrLK/lfrNgwR36dff",
+	"jvuZpFQF3vT1YbVxLKKZsDMWifxQkzQuUUexqsvyIo7oH5+nOFPjJ5jY8z42O3RkSEWqmZZasB7xhv6Z",
+	"aE1aIm1YJ+ZVFEcMlj1xn1bO7ivPC+IghV0yfYqidLN7CvVWM1j65KKXdz0Grcqlr91TpiVt+GHbNlZx",
+	"pK927Ypc4uh2duIKQ1XI9rYh6aHw6TA9tzuo8U8PQ+rFsStoRF+RQpi2XX2OdfHyw/6UXVJdg2b3ky1X",
+	"He1ttHfYO3sw+u///K8HKiMe9vK0/ybKGredbBx9IGq3T3yhELg58rdfek7xQIAzQpaUEmWPfSqaDQYZ",
+	"5HoeUhiDTTnwMPjOT1Sb1+XqSdkl0lefwjV7Mr7Nn9GLmDPxXJf1XFmCO3yl4CCTRRY6J1NtIPsqO+wZ",
+	"2xphdleiZFAUXOmkhJWrzmyxD23ovHSJ3d4aJBns0J/nb5sEtYSfXr947ivFdMi6W+McFvPaSLd8TSd4",
+	"Sfo60C0G2Ct4caEog4NpXZYg8hytPQyM/vTmHK7RyGnT2eI6xvuFG1jMTdPj89/4/gtZ0QzLwncn0ReN",
+	"OcMYDCpdynyZpeqg0Lk98kcN58XhEN6ELJlyaAqP8rI2vunS1bEUYoGF75ywINlXeCZbWc6cq3xdQKqp",
+	"3mae7wH31dpcve37eqkUoK/RwNPz85cxkBkT71I1N2gI5zNpUzVlP+jbsvQske2MyN14vaJor7BEpxVL",
+	"Bq/RLOH1X39+aFN6WtlKG8cX7RIVGuGw8B1P6eKucehrPNeilIVwaAFFPus6iVztsg6kG6YqVU/4DPbs",
+	"nk+68rVvKwpvR1wGzT6m3v+n0RjSKK2T5CSfo7XiEvkDplEMKUfxNBqnqnnmSqqieWCVPe7hr3CqKAoL",
+	"WRoJl0a3YbIhnHHnM1UuYA6lHZTSkgQIcjTdOThNTiFrMRWfFx6j9b3WQ6oEeLxF8anQvtvpu8vdZo8g",
+	"2wZlWdNFPaPPGcvxrK3/5cKYJRdrNT3zg6+GDbwvDI7znJQ5RTN4onJdcJWHrKStPJ4mCWQ9COmXeYel",
+	"VCiS56W2WIxBQGX0zZKsbmq0cqnKuVHOjVJag2RLpUUGZ5tlbGa9Zwr/+uS8adMEKTx9cvZXEBYWWJbx",
+	"Rse6Zy2hSExcFHQT2WwOBJRaFDARJeXaZOIzhh6QzzC/4hpjbRFQUrA/ZDpCAKUNZKjcsh0uZsLRlQj9",
+	"2Fay58sKM7BiaWOwGrK8NiUMiixVvr7b1tQGT+Fhf9EYNuuTD70yvyfvjcYOITvi0BTU1hhuGKmoxKX3",
+	"ViQObeSlVBZ85dfpVGVT9h4sZhgMcm3swD+VwQHeiNw1i3gIA8mvlNzaUwiTZapCQ/zQqxinpbycOTjI",
+	"Xrw8f/bi+essWOGLsKdQRaqyM/aTA+LT6HIQhDn4la04O/T+wtb5jFtzvHRtcOA4OY1TxZbOsf7li9fn",
+	"zUlnIYlhgWXxhgpiyLqhioacjeJy9jg0vJmqABqao0PI2OCAL9mgYfKAHYCnOwbF9kAxejf3T24qbXHw",
+	"1Jvm2HvlwWv8EMOOCYhsCGep6iTNoqIY45ttnbBOkxPI2iQujEz0+UoVewG6Bj+8ePW6bSRbH+Ym3r7C",
+	"fMTaeIE/lB4i62JrzOhKHuVaWV1i1kSRDzXWCOHbmCxEXCJDlgp1VSIYEfCzUCBSVQnjvK1KC2cvn42b",
+	"+NVcDxFi54F05CYt76UVHsbNpEOqWoW/DgBi8NJHaW8gSoNUpVQIPoh6wZBbFdwqbjS8fjGUHjTM+XBd",
+	"yhyVZWgTphzOKpHPcHA8TBgISVe2IzxRHF2jsT5eJ8ORf0RXqEQlo3F0MkyGJ1EckftnoHP0Li91zhlH",
+	"pe2OIsE5WyZXNddiM9fFJkuYCVWM12ug9LClOKJVnKq2BmrR0bdD+I0FyLstrcM5MAleF97ZslWdev59",
+	"w1xq9ayIxtGv+hq5xBd5zIzWfa+L5f06Lf166nGSJMnevZOuKrxaR+2MJTdmRo6T5Iv1+Nqy5i1tPhbh",
+	"Q8vjN6QabsCeegJ27dsSetSbbOElo7uXrDV2edHJ3Yu6WQxecXr3iraHTwtGexzRNsQZ1dfzuaCUjm2G",
+	"zW0uVC3KYG4HnJP7y7wZnPgB/3RIeMSl5ZS3stEF7X70btYWDS59p2/dUENN4Xc0iXDCbX1fj2ekhbpq",
+	"PfKu0sEqjh55/f1vUNU4eoJnNoZJ7XqENl1rAZRfpaqQ9oqHaJ4dvfB4+XAMe7a0KffAVAUCKqMnaHvl",
+	"FM4XenLxi8jBSWexnDaJl8FSiokspVty9pWqqJ9CRuO3F33TW6vb9HgfwnPEwrY52i02NkdnZG5vNbJf",
+	"w+93WpnDG3dUlUKqO0YUdiktUDH8w/zD2u19aTQlHVjbhpC4mUcirgBv2jE63zXZLUsGq58Ic/3KkgVT",
+	"q64K4n0E4VDvOLq+P3+WUw+LppSP4TwY0OEQnk150fogJO2CggIk15By7HJVn1EqivIcPj3MFC7bFQi5",
+	"zRqtzx3f0nnuHjnq5pJv60D3Ht4Y511dfGbI9R0tIcsz5UONL9R0Kv5RyBIEvNcTn+krD+fIEUw1A966",
+	"in0GqQ0onx4R1GlqPv3G8duufPj2OI4Wo/Ho29PjKI7s3FXQK/KHil9k0fmRro96odCMQdWU2rE2xvDg",
+	"JCZreCfcGJReHBzC1zBKkgS+AuEczitne3+ufM0fZAF/hgcjZod3pY/HzbgGT2v0yPwYOR2NyVj/EkQ2",
+	"zPWcBd4QWdUNkZVYUhI5hgejDcrilowxJCs+oll+2fCY61pxp3S1N+ZZa+h/MdjTg2PtkMLb/hzHiLvO",
+	"/Y9vaVMif3y6uri4H/3NYMO2h3si8tmOgY64vf8bM19t1nTbueHZo/aFibXXFwb99xc+tXzHGw9M/T8S",
+	"qEu+u3tBO2TMKPB4H0bm6D4DM8bR6fEe23eTr4yc9lBGO6/bQa07VdF2KNeD4ata9cMUZZHkEf10Vj/w",
+	"hR4Ch76NjnRAEpul+p/enLfVZwG+3kyxy870QvkGFgWp3mYQxuIIu8Wp4spqWxDjm9qUg7rRrt6SXVGt",
+	"33b/e93KGttv16YXTruhhLdte5TdfpNjBy/bFcf5AHJJ4emuhxpWeFfcLegamL1Va2dwYOgtwBt367ON",
+	"Z18bBbn16aaLvLbzRfszRQI/LbNn8tmT5G35Z/dIC888enIzXPo5zdygcFh8Lo5cuwi+PNudGkqxDBlY",
+	"s3GoJJEIfEmWBRWapVvwsG3/7YaH4UWbJlvh6pZe2HZOtv0l+5i2QSuNxqBWGfeDmhXhnaF+4wt684TQ",
+	"VPSbVMa/TNe+e7TrznCf9f8REhS+3NTp8kyByK9iWMxk6M3wSGsQWR/ntYhp1AG7HkhqJmX3BmGrOOL3",
+	"7jboCS/jkfNCP+4f+75RiaJ56eAkAbuTtF2EbUHMLewGX/t39PoYrsWXX8OoAZZ+Efhu0p/DWn/Rwk88",
+	"8QKjBFoTg6+Y0wCrN3kl1B1+KnYyFNCpKMQXRaf7A9D1Gc8vDEAbk/SArJ+5CweCLbO53H3p9IFpY0W7",
+	"twjGtHHt4atse1vCv42fH4/aSSPv2mXB3/mgMe7lNU2oGt+mqLiJTTsmE0/CZCJHAzp5ectdUCQMfsAX",
+	"23tUX+yvytth+OZoRzdW/U/s/U/s/X8Fe+td40A7cfd6UbCbKHl7sYo/ku/05UDvYGtThvmL8dHR6PhP",
+	"w2SYDEfjb5NvE/azYfdNVPKqVuxLmvGKDox6Miiyb7xswdXZuKukcWGSL2dXh3LcuC91ftXbkaDS6mL1",
+	"PwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
