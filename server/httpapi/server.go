@@ -5,9 +5,10 @@
 // nothing.
 //
 // A request goes through, in order: the route (404, 405), the token (401),
-// the body limit (413), the spec's validation (400), then its handler. A
-// JWT's access (package auth) goes with the request to the engine, which
-// holds its statements to it.
+// the body limit (413), the spec's validation (400), then its handler;
+// for /query and /batch the validation and the decoding are one pass
+// where the body allows (body.go). A JWT's access (package auth) goes with
+// the request to the engine, which holds its statements to it.
 package httpapi
 
 import (
