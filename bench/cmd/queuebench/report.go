@@ -205,7 +205,11 @@ func targets(figs []figure, n int) []target {
 			if f.Redis != nil && f.Redis.ServerCPU > 0 {
 				peers += ", Redis " + num(f.Redis.ServerCPU)
 			}
-			each = append(each, fmt.Sprintf("%s at %d (%s)", num(f.Fenec.ServerCPU), f.Workers, strings.TrimPrefix(peers, ", ")))
+			line := fmt.Sprintf("%s at %d", num(f.Fenec.ServerCPU), f.Workers)
+			if peers != "" {
+				line += " (" + strings.TrimPrefix(peers, ", ") + ")"
+			}
+			each = append(each, line)
 		}
 		if worst > 0 {
 			ts = append(ts, target{Aim: "Fenec's server CPU ≤ 12 µs a job, " + d.name,
