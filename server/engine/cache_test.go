@@ -1,20 +1,27 @@
 package engine
 
 import (
-	"github.com/fenecdb/fenec/server/fenecql"
 	"strconv"
 	"strings"
 	"testing"
 )
 
 func TestStatementCache(t *testing.T) {
-	c := &stmtCache{m: map[string]fenecql.Stmt{}}
+	c := &stmtCache{m: map[string]cached{}}
 	a, err := c.parse(`get jobs where id = $1`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := c.parse(`get jobs where id = $1`); b != a {
 		t.Error("the same text parsed twice")
+	}
+	// A body's bytes find the same parse, with its text, and copy nothing.
+	body := []byte(`get jobs where id = $1`)
+	if b, text, err := c.parseText(body, ""); b != a || text != string(body) || err != nil {
+		t.Errorf("the text as bytes: %v %q %v", b == a, text, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _, _ = c.parseText(body, "") }); n != 0 {
+		t.Errorf("a text seen before as bytes: %v allocations", n)
 	}
 	if _, err := c.parse(`get jobs where`); err == nil || len(c.m) != 1 {
 		t.Errorf("a bad text: %v, %d cached", err, len(c.m))

@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/tidwall/btree"
@@ -211,14 +212,19 @@ func decodeSchema(b []byte) ([]Field, error) {
 // encodeDoc is a document as persisted: a JSON object of id and the
 // non-null fields.
 func encodeDoc(d *Doc) []byte {
-	o := &fenecql.Object{Keys: []string{"id"}, Vals: []fenecql.Value{fenecql.Int(d.ID)}}
+	// The object {"id": …, field: value, …} (nulls left out) written
+	// straight into one buffer, sized for a small document, rather than
+	// built as a fenecql.Object first: one a written document.
+	b := make([]byte, 0, 256)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, d.ID, 10)
 	for i, v := range d.Vals {
 		if !v.IsNull() {
-			o.Keys = append(o.Keys, d.s.fields[i].Name)
-			o.Vals = append(o.Vals, v)
+			b = append(fenecql.AppendJSONText(append(b, ','), d.s.fields[i].Name), ':')
+			b = fenecql.AppendJSON(b, v)
 		}
 	}
-	return fenecql.AppendJSON(nil, fenecql.ObjectOf(o))
+	return append(b, '}')
 }
 
 func (c *Collection) decodeDoc(b []byte) (*Doc, error) {

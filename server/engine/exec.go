@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/fenecdb/fenec/server/fenecql"
@@ -371,11 +370,14 @@ func (t *tx) answer(c *Collection, verb string, ret *fenecql.Returning, req fene
 	} else {
 		r = affected(int64(len(docs)))
 	}
+	if req == nil {
+		return r, nil // no require: no message to make
+	}
 	did := "wrote"
 	if ret != nil {
 		did = "answered"
 	}
-	return r, checkRequire(req, env, fmt.Sprintf("%s %s", verb, c.Name), did, len(docs))
+	return r, checkRequire(req, env, verb+" "+c.Name, did, len(docs))
 }
 
 func checkRequire(req fenecql.Expr, env *fenecql.Env, what, did string, n int) error {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 )
@@ -158,7 +157,8 @@ func newPlan(c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error
 			return nil, err
 		}
 	}
-	terms := conjuncts(cl.Where, nil)
+	var room [4]fenecql.Expr // a worker's filters have a few terms: no allocation
+	terms := conjuncts(cl.Where, room[:0])
 
 	// Equality on id or a hash: the fewest rows.
 	var hashPick *cmpTerm
@@ -414,7 +414,7 @@ func idsOf(vs []fenecql.Value) []int64 {
 	return slices.Compact(ids)
 }
 
-func sortIDs(ids []int64) { sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] }) }
+func sortIDs(ids []int64) { slices.Sort(ids) }
 
 // short renders a value for an error message.
 func short(v fenecql.Value) string {

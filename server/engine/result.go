@@ -38,7 +38,7 @@ func (r *Result) AppendJSON(dst []byte) []byte {
 			}
 			// A JSON string, not strconv.AppendQuote: Go's \x01 is not JSON,
 			// and a column is named by its text, which may hold any character.
-			dst = fenecql.AppendJSON(dst, fenecql.Text(r.Columns[k]))
+			dst = fenecql.AppendJSONText(dst, r.Columns[k])
 			dst = append(dst, ':')
 			dst = fenecql.AppendJSON(dst, v)
 		}

@@ -57,7 +57,20 @@ func (t *tx) touch(name string) {
 	t.touched = append(t.touched, name)
 }
 
+// firstRoom is how many document steps a transaction makes room for at
+// its first: a claim or a /batch of acks writes ten, and slices grown
+// from nothing would be allocated five times over.
+const firstRoom = 10
+
+func (t *tx) room() {
+	if t.undo == nil {
+		t.undo = make([]undoStep, 0, firstRoom)
+		t.changes = make([]store.Change, 0, firstRoom)
+	}
+}
+
 func (t *tx) setDoc(c *Collection, d *Doc) {
+	t.room()
 	next := c.nextID
 	old := c.set(d)
 	t.undo = append(t.undo, undoStep{c: c, id: d.ID, old: old, oldNext: next})
@@ -74,6 +87,7 @@ func (t *tx) deleteDoc(c *Collection, id int64) {
 	if old == nil {
 		return
 	}
+	t.room()
 	t.undo = append(t.undo, undoStep{c: c, id: id, old: old, oldNext: c.nextID})
 	t.changes = append(t.changes, store.Change{Op: store.OpDelete, Coll: c.Name, ID: id})
 	t.touch(c.Name)

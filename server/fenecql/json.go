@@ -91,6 +91,10 @@ func (v Value) MarshalJSON() ([]byte, error) { return AppendJSON(nil, v), nil }
 // keeps a ".0" so that it reads back as a float, not an int.
 func AppendJSON(dst []byte, v Value) []byte { return appendValue(dst, v, false) }
 
+// AppendJSONText appends s as a JSON string, as AppendJSON(dst, Text(s))
+// does without making the Value.
+func AppendJSONText(dst []byte, s string) []byte { return appendString(dst, s) }
+
 // appendValue writes JSON; spaced puts a space after each , and : for
 // the short renderings in error messages, which read like FenecQL.
 func appendValue(dst []byte, v Value, spaced bool) []byte {
@@ -347,6 +351,21 @@ func CheckStrictJSON(data []byte) error {
 	return nil
 }
 
+// ParseStrictJSON reads one JSON value as ParseJSON does, but refuses
+// what CheckStrictJSON refuses: a request body is checked and read in one
+// pass. Any error answers a body that is not strict JSON, refused or not.
+func ParseStrictJSON(data []byte) (Value, error) {
+	p := jsonParser{data: data, strict: true}
+	v, err := p.value()
+	if err != nil {
+		return Null, err
+	}
+	if p.space(); p.i < len(p.data) {
+		return Null, p.errorf("unexpected %s after the value", p.found())
+	}
+	return v, nil
+}
+
 // jsonParser is a small recursive-descent scanner: encoding/json's
 // decoders either lose key order (maps) or allocate per token (Token),
 // and documents are parsed on every load.
@@ -545,19 +564,27 @@ func (p *jsonParser) string() (string, *Error) {
 }
 
 func (p *jsonParser) slowString() (string, *Error) {
-	var b []byte
+	b, err := p.slowBytes()
+	return string(b), err
+}
+
+// slowBytes reads a string with escapes or UTF-8 in it into new bytes.
+func (p *jsonParser) slowBytes() ([]byte, *Error) {
+	// Room for a statement's text at once (encoding/json writes < as
+	// \u003c, so a claim's text comes here), not grown from nothing.
+	b := make([]byte, 0, min(len(p.data)-p.i, 256))
 	for p.i < len(p.data) {
 		c := p.data[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
-			return "", p.errorf("control character %s in a string: escape it", strconv.QuoteRune(rune(c)))
+			return nil, p.errorf("control character %s in a string: escape it", strconv.QuoteRune(rune(c)))
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			b = utf8.AppendRune(b, r)
 		case c < utf8.RuneSelf:
@@ -566,13 +593,13 @@ func (p *jsonParser) slowString() (string, *Error) {
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
 			if r == utf8.RuneError && size == 1 {
-				return "", p.refuse("a string is not valid UTF-8")
+				return nil, p.refuse("a string is not valid UTF-8")
 			}
 			b = utf8.AppendRune(b, r)
 			p.i += size
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return nil, p.errorf("unterminated string")
 }
 
 var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
@@ -651,10 +678,129 @@ func (p *jsonParser) number() (Value, *Error) {
 			return Null, p.errorf("expected a digit in the exponent, found %s", p.found())
 		}
 	}
+	if n, ok := smallInt(p.data[start:p.i]); ok {
+		return Int(n), nil
+	}
 	v, err := numberValue(string(p.data[start:p.i]))
 	if err != nil {
 		p.i = start
 		return Null, p.errorf("%s", err.(*Error).Msg)
 	}
 	return v, nil
+}
+
+// smallInt reads a JSON integer of at most 18 digits, which int64 always
+// holds, without the string numberValue takes; ok is false for any other
+// number.
+func smallInt(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// A JSONReader reads one JSON document a piece at a time, strictly (it
+// refuses what CheckStrictJSON refuses, and anything that is not JSON),
+// for a caller that knows the shape it wants: a request body read straight
+// into what it holds, with no Value made for the objects around it. Each
+// method answers false, and reads no further, at anything else; the caller
+// then leaves the document to a reader that says what is wrong.
+type JSONReader struct{ p jsonParser }
+
+// NewJSONReader reads data.
+func NewJSONReader(data []byte) *JSONReader {
+	return &JSONReader{p: jsonParser{data: data, strict: true}}
+}
+
+// Open reads c, '{' or '[', the start of an object or array.
+func (r *JSONReader) Open(c byte) bool { return r.p.expect(c) }
+
+// Next reads on in an object or array closed by end, '}' or ']': the
+// end (more false), or, before any item but the first, a comma (more
+// true).
+func (r *JSONReader) Next(end byte, first bool) (more, ok bool) {
+	if r.p.expect(end) {
+		return false, true
+	}
+	if first {
+		return true, true
+	}
+	return true, r.p.expect(',')
+}
+
+// Key reads an object's key and its colon. A key is answered only when
+// written plainly — ASCII, without escapes — and as the document's own
+// bytes; ok is false for any other.
+func (r *JSONReader) Key() ([]byte, bool) {
+	p := &r.p
+	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	for i := start; i < len(p.data); i++ {
+		switch c := p.data[i]; {
+		case c == '"':
+			p.i = i + 1
+			return p.data[start:i], p.expect(':')
+		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// Text reads a string. Written without escapes, it is answered as the
+// document's own bytes, which the caller must copy to keep beyond data.
+func (r *JSONReader) Text() ([]byte, bool) {
+	p := &r.p
+	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
+		return nil, false
+	}
+	start := p.i + 1
+	plain := true
+	for i := start; i < len(p.data); i++ {
+		c := p.data[i]
+		if c == '"' {
+			if !plain && !utf8.Valid(p.data[start:i]) {
+				return nil, false
+			}
+			p.i = i + 1
+			return p.data[start:i], true
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		if c >= utf8.RuneSelf {
+			plain = false
+		}
+	}
+	p.i = start
+	b, err := p.slowBytes()
+	return b, err == nil
+}
+
+// Value reads any value, as ParseJSON would in strict mode.
+func (r *JSONReader) Value() (Value, bool) {
+	v, err := r.p.value()
+	return v, err == nil
+}
+
+// End reports whether nothing but space is left.
+func (r *JSONReader) End() bool {
+	r.p.space()
+	return r.p.i == len(r.p.data)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
@@ -29,21 +30,22 @@ type request struct {
 	scope string         // who asks, as far as access rules narrow the rows
 }
 
-// Query is POST /query. Fenec-Wait has been validated against the spec;
-// a held claim is the wait package's, which runs it on the engine each
-// turn.
+// Query is POST /query, as the full check and the generated wrapper
+// hand it over: a body the fast path (body.go) left to them. Fenec-Wait
+// has been validated against the spec; a held claim is the wait
+// package's, which runs it on the engine each turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
+	s.decoded(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
-// Batch is POST /batch.
+// Batch is POST /batch, as Query.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
-	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
+	s.decoded(w, r, true, params.IdempotencyKey, params.FenecWait)
 }
 
-// statements reads and parses the body of a /query or a /batch, then
+// decoded reads the body of a /query or a /batch with encoding/json, then
 // serves it.
-func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
+func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
@@ -65,12 +67,51 @@ func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, 
 		}
 		qrs = []gen.QueryRequest{qr}
 	}
-	req, e := s.parse(r, body, batch, qrs)
+	// The parameters are converted statement by statement, as each is
+	// parsed, so the first statement at fault is the one named.
+	req, e := s.parse(r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
+		params := deref(qrs[i].Params)
+		vals := make([]fenecql.Value, len(params))
+		for j, p := range params {
+			v, err := fenecql.FromGo(deref(p))
+			if err != nil {
+				name := fmt.Sprintf("params[%d]", j)
+				if batch {
+					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
+				}
+				e := badRequest("%s: %v", name, err)
+				if batch {
+					e.at = &i
+				}
+				return stmtIn{}, e
+			}
+			vals[j] = v
+		}
+		return stmtIn{query: qrs[i].Query, params: vals}, nil
+	})
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	s.run(w, r, body, req, key, held)
+}
+
+// statements serves a /query or /batch body read by the fast path.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, body []byte, batch bool, stmts []stmtIn, key *gen.IdempotencyKey, held *gen.FenecWait) {
+	req, e := s.parse(r, batch, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	s.run(w, r, body, req, key, held)
+}
+
+// run serves a parsed request with its headers.
+func (s *Server) run(w http.ResponseWriter, r *http.Request, body []byte, req *request, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	req.key = deref(key)
+	if req.key != "" {
+		req.fp = fingerprintOf(r, body)
+	}
 	req.wait = waitOf(held)
 	s.serve(w, r, req)
 }
@@ -97,38 +138,30 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// parse converts the parameters and parses the statements. Nothing has run
-// yet, so any error here writes nothing.
-func (s *Server) parse(r *http.Request, body []byte, batch bool, qrs []gen.QueryRequest) (*request, *apiError) {
+// parse parses the statements, stmt(i) the i-th with its parameters.
+// Nothing has run yet, so any error here writes nothing.
+func (s *Server) parse(r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, stmts: make([]engine.Parsed, len(qrs)), text: make([]string, len(qrs)), scope: a.Key}
-	for i, qr := range qrs {
-		params := deref(qr.Params)
-		vals := make([]fenecql.Value, len(params))
-		for j, p := range params {
-			v, err := fenecql.FromGo(deref(p))
-			if err != nil {
-				name := fmt.Sprintf("params[%d]", j)
-				if batch {
-					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
-				}
-				e := badRequest("%s: %v", name, err)
-				if batch {
-					e.at = &i
-				}
-				return nil, e
-			}
-			vals[j] = v
+	req := &request{batch: batch, stmts: make([]engine.Parsed, n), text: make([]string, n), scope: a.Key}
+	for i := range n {
+		in, e := stmt(i)
+		if e != nil {
+			return nil, e
 		}
-		st, err := engine.ParseStatement(qr.Query)
+		var st fenecql.Stmt
+		var err error
+		if in.raw != nil {
+			st, in.query, err = engine.ParseStatementText(in.raw)
+		} else {
+			st, err = engine.ParseStatement(in.query)
+		}
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: vals, Scope: a.Scope}, qr.Query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, in.query
 		req.write = req.write || engine.IsWrite(st)
 	}
-	req.fp = fingerprintOf(r, body)
 	return req, nil
 }
 
@@ -153,7 +186,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			writeError(w, engineError(err, req.batch))
 			return
 		}
-		writeAnswer(w, answerJSON(rs, req.batch), req.write, rs[0].Seq, false)
+		buf := answers.Get().(*[]byte)
+		*buf = appendAnswer((*buf)[:0], rs, req.batch)
+		writeAnswer(w, *buf, req.write, rs[0].Seq, false)
+		if cap(*buf) <= maxPooledAnswer {
+			answers.Put(buf)
+		}
 		return
 	}
 	// The check and the write that records the key happen under the key's
@@ -246,34 +284,53 @@ func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, 
 	}
 }
 
+// answers holds buffers that answers are written into and that go back
+// once written, so that a worker's next answer reuses one; an answer that
+// outlives its request (an idempotency key's) gets a buffer of its own.
+var answers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// maxPooledAnswer is the largest buffer kept for reuse: a read of a
+// million rows must not stay in memory as a buffer.
+const maxPooledAnswer = 1 << 20
+
 // answerJSON is the body of a successful request: the one answer of a
 // /query, or {"results": [...]} of a /batch.
-func answerJSON(rs []*engine.Result, batch bool) []byte {
+func answerJSON(rs []*engine.Result, batch bool) []byte { return appendAnswer(nil, rs, batch) }
+
+// appendAnswer appends answerJSON's body to dst.
+func appendAnswer(dst []byte, rs []*engine.Result, batch bool) []byte {
 	if !batch {
-		return rs[0].AppendJSON(nil)
+		return rs[0].AppendJSON(dst)
 	}
-	b := []byte(`{"results":[`)
+	dst = append(dst, `{"results":[`...)
 	for i, r := range rs {
 		if i > 0 {
-			b = append(b, ',')
+			dst = append(dst, ',')
 		}
-		b = r.AppendJSON(b)
+		dst = r.AppendJSON(dst)
 	}
-	return append(b, "]}"...)
+	return append(dst, "]}"...)
 }
+
+// jsonType is the answers' Content-Type, one slice for all: net/http only
+// reads it.
+var jsonType = []string{"application/json"}
+
+var newline = []byte{'\n'}
 
 func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, replayed bool) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)+1))
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = []string{strconv.Itoa(len(body) + 1)}
 	if write {
-		h.Set("Fenec-Seq", strconv.FormatUint(seq, 10))
+		h["Fenec-Seq"] = []string{strconv.FormatUint(seq, 10)}
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(body)
+	_, _ = w.Write(newline)
 }
 
 // brief shortens a statement for a log line.

@@ -5,9 +5,10 @@
 // nothing.
 //
 // A request goes through, in order: the route (404, 405), the token (401),
-// the body limit (413), the spec's validation (400), then its handler. A
-// JWT's access (package auth) goes with the request to the engine, which
-// holds its statements to it.
+// the body limit (413), the spec's validation (400), then its handler;
+// for /query and /batch the validation and the decoding are one pass
+// where the body allows (body.go). A JWT's access (package auth) goes with
+// the request to the engine, which holds its statements to it.
 package httpapi
 
 import (
@@ -87,6 +88,9 @@ type Server struct {
 	gate    *auth.Gate
 	hub     *wait.Hub
 	console http.Handler
+
+	// queryRoute and batchRoute are the spec's POST /query and POST /batch.
+	queryRoute, batchRoute *routers.Route
 }
 
 // DefaultMaxBody and DefaultIdempotencyTTL are the defaults docs/http.md
@@ -160,6 +164,12 @@ func New(cfg Config) (*Server, error) {
 		gate:    cfg.Gate,
 		console: console.Handler(),
 	}
+	for path, to := range map[string]**routers.Route{"/query": &s.queryRoute, "/batch": &s.batchRoute} {
+		req, _ := http.NewRequest(http.MethodPost, path, nil)
+		if *to, _, err = router.FindRoute(req); err != nil {
+			return nil, fmt.Errorf("httpapi: the embedded spec: POST %s: %w", path, err)
+		}
+	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
@@ -224,7 +234,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = admitted
 	}
-	if e := s.check(r, route); e != nil {
+	body, e := s.readBody(r)
+	if e != nil {
+		writeError(sw, e)
+		return
+	}
+	if route == s.queryRoute || route == s.batchRoute {
+		if held, key, ok := readHeaders(r); ok {
+			if stmts, ok := readStatements(body, route == s.batchRoute); ok {
+				s.statements(sw, r, body, route == s.batchRoute, stmts, key, held)
+				return
+			}
+		}
+	}
+	if e := s.check(r, route, body); e != nil {
 		writeError(sw, e)
 		return
 	}
@@ -234,6 +257,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // route finds the spec's operation for the request: 404 for an unknown
 // path, 405 (with Allow) for a method the path does not take.
 func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
+	if r.Method == http.MethodPost {
+		// The statements' routes, found without the router's walk.
+		switch r.URL.Path {
+		case "/query":
+			return s.queryRoute, nil
+		case "/batch":
+			return s.batchRoute, nil
+		}
+	}
 	find := r
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body (RFC 9110 §9.3.2): routed as GET,
@@ -262,18 +294,23 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
-// check runs the body limit and the spec's validation. The body is read
-// whole here, and left in r.Body for the handler.
-func (s *Server) check(r *http.Request, route *routers.Route) *apiError {
+// readBody reads the body whole, under the body limit.
+func (s *Server) readBody(r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{code: gen.ErrorCodeTooLarge,
+			return nil, &apiError{code: gen.ErrorCodeTooLarge,
 				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
 		}
-		return badRequest("reading the body: %v", err)
+		return nil, badRequest("reading the body: %v", err)
 	}
+	return body, nil
+}
+
+// check runs the spec's validation on a request and its body, read by
+// readBody, which it leaves in r.Body for the handler.
+func (s *Server) check(r *http.Request, route *routers.Route, body []byte) *apiError {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 	if len(body) > 0 {

@@ -116,6 +116,8 @@ func (q *engineQueue) fill(n int) error {
 // to go idle.
 func (q *engineQueue) settle() error { return quiet(os.Getpid()) }
 
+func (q *engineQueue) serverPID() int { return 0 }
+
 func (q *engineQueue) worker(i int) (worker, error) { return &engineWorker{q: q, id: i}, nil }
 
 type engineWorker struct {
@@ -200,6 +202,8 @@ func (q *httpQueue) fill(n int) error {
 }
 
 func (q *httpQueue) settle() error { return quiet(q.s.cmd.Process.Pid) }
+
+func (q *httpQueue) serverPID() int { return q.s.cmd.Process.Pid }
 
 func (q *httpQueue) worker(i int) (worker, error) { return &httpWorker{q: q, id: i}, nil }
 

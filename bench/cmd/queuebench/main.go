@@ -40,6 +40,10 @@ type result struct {
 	Value      float64 `json:"value,omitempty"`
 	Unit       string  `json:"unit,omitempty"`
 	Note       string  `json:"note,omitempty"`
+	// ServerCPU is the server's CPU time per job acked, in µs: its
+	// processes' user and system time over the run (/proc/<pid>/stat),
+	// divided by the jobs done.
+	ServerCPU float64 `json:"server_cpu_us_per_job,omitempty"`
 	// Samples are a latency distribution in milliseconds, sorted, for the
 	// chart.
 	Samples []float64 `json:"samples_ms,omitempty"`

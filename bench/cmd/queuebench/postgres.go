@@ -224,6 +224,10 @@ func (q *pgQueue) fill(n int) error {
 	return err
 }
 
+// serverPID is the postmaster: its children serve the connections and
+// write the WAL.
+func (q *pgQueue) serverPID() int { return q.s.cmd.Process.Pid }
+
 // settle has PostgreSQL write the load's pages now (CHECKPOINT, after
 // fill's VACUUM), rather than in a checkpoint during the run.
 func (q *pgQueue) settle() error {

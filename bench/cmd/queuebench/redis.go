@@ -99,6 +99,8 @@ func (q *redisQueue) fill(n int) error {
 	return err
 }
 
+func (q *redisQueue) serverPID() int { return q.s.cmd.Process.Pid }
+
 // settle waits for an append-only file rewrite the load set off (Redis
 // rewrites the file once it has doubled) to end.
 func (q *redisQueue) settle() error {

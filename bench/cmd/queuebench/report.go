@@ -118,6 +118,9 @@ func (r *result) cell() string {
 	if r.P50 > 0 || r.P99 > 0 {
 		parts = append(parts, fmt.Sprintf("p50 %s, p99 %s", num(r.P50), num(r.P99)))
 	}
+	if r.ServerCPU > 0 {
+		parts = append(parts, num(r.ServerCPU)+" µs server CPU/job")
+	}
 	if r.Unit != "" {
 		v := num(r.Value)
 		// Counts (rows read, jobs taken early) whole; rates as measured.
@@ -183,6 +186,34 @@ func targets(figs []figure, n int) []target {
 			ts = append(ts, target{Aim: "Fenec ≥ 2× PostgreSQL's jobs/s, " + d.name,
 				Stand: fmt.Sprintf("best %s against %s jobs/s, %.2f× (by workers: %s)", count(int(fen)), count(int(pg)), fen/pg, strings.Join(each, ", ")),
 				Met:   fen >= 2*pg})
+		}
+	}
+	// The server's CPU per job (claim 10 + a /batch ack, over HTTP): at
+	// most 12 µs, at every worker count, each durability.
+	for _, d := range durabilities {
+		var each []string
+		worst := 0.0
+		for _, f := range figs {
+			if f.Durability != d.name || f.Method != oneStatement || f.Fenec == nil || f.Fenec.ServerCPU == 0 {
+				continue
+			}
+			worst = max(worst, f.Fenec.ServerCPU)
+			peers := ""
+			if f.Postgres != nil && f.Postgres.ServerCPU > 0 {
+				peers += ", PostgreSQL " + num(f.Postgres.ServerCPU)
+			}
+			if f.Redis != nil && f.Redis.ServerCPU > 0 {
+				peers += ", Redis " + num(f.Redis.ServerCPU)
+			}
+			line := fmt.Sprintf("%s at %d", num(f.Fenec.ServerCPU), f.Workers)
+			if peers != "" {
+				line += " (" + strings.TrimPrefix(peers, ", ") + ")"
+			}
+			each = append(each, line)
+		}
+		if worst > 0 {
+			ts = append(ts, target{Aim: "Fenec's server CPU ≤ 12 µs a job, " + d.name,
+				Stand: "µs a job by workers: " + strings.Join(each, "; "), Met: worst <= 12})
 		}
 	}
 	for _, f := range figs {

@@ -22,6 +22,9 @@ type queue interface {
 	// worker answers the i-th worker: its own connection, where the system
 	// has connections.
 	worker(i int) (worker, error)
+	// serverPID answers the server's process, whose CPU time (with its
+	// children's) a run is charged; 0 when the queue runs in this process.
+	serverPID() int
 }
 
 // A worker takes one batch at a time and acks each job of it.
@@ -41,6 +44,7 @@ type tally struct {
 	read   int // read by claims, won or not
 	took   time.Duration
 	claims []time.Duration
+	cpu    time.Duration // the server's CPU time over the run; 0: not measured
 }
 
 // drive runs n workers of q for d, or until the queue is empty, and
@@ -70,6 +74,13 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 		wg    sync.WaitGroup
 	)
 	ctx := context.Background()
+	// The server's CPU is read once every worker holds its connection, as
+	// a user's pool would, and again before any lets it go.
+	pid := q.serverPID()
+	var cpu0 time.Duration
+	if pid > 0 {
+		cpu0 = treeCPU(pid)
+	}
 	start := time.Now()
 	deadline := start.Add(d)
 	for _, w := range ws {
@@ -101,6 +112,9 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 	}
 	wg.Wait()
 	total.took = time.Since(start)
+	if pid > 0 {
+		total.cpu = treeCPU(pid) - cpu0
+	}
 	return total, first
 }
 
@@ -110,6 +124,9 @@ func (r tally) result(lossy bool) *result {
 	p50, p99 := percentiles(r.claims)
 	res := &result{JobsPerSec: float64(r.jobs) / r.took.Seconds(), P50: p50, P99: p99,
 		Note: fmt.Sprintf("%d jobs in %.1f s", r.jobs, r.took.Seconds())}
+	if r.cpu > 0 && r.jobs > 0 {
+		res.ServerCPU = float64(r.cpu.Nanoseconds()) / 1e3 / float64(r.jobs)
+	}
 	if lossy && r.read > 0 {
 		res.Value = 100 * float64(r.read-r.jobs) / float64(r.read)
 		res.Unit = "% of jobs read lost to another worker"

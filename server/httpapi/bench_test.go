@@ -1,0 +1,288 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+// benchServeEnv, when set, makes the test binary a server for the
+// benchmarks below instead of running tests: a process of its own, so that
+// its CPU time and allocations are the server's alone, not the client's.
+const benchServeEnv = "FENEC_HTTPAPI_BENCH_SERVE"
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(benchServeEnv); dir != "" {
+		if err := benchServe(dir, os.Getenv("FENEC_HTTPAPI_BENCH_SYNC")); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// benchServe serves a database in dir on a loopback port it prints, until
+// its standard input closes.
+func benchServe(dir, sync string) error {
+	mode, err := store.ParseSync(sync)
+	if err != nil {
+		return err
+	}
+	m := NewMetrics()
+	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s, err := New(Config{DB: db, Metrics: m})
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(l.Addr().String())
+	// FENEC_HTTPAPI_BENCH_PROFILE names a file prefix for the server
+	// process's profiles of the measured requests alone (measure signals
+	// their start and end): <prefix>.cpu, and <prefix>.allocs0 and .allocs1
+	// to compare (go tool pprof -diff_base).
+	if prefix := os.Getenv("FENEC_HTTPAPI_BENCH_PROFILE"); prefix != "" {
+		sig := make(chan os.Signal, 2)
+		signal.Notify(sig, syscall.SIGUSR1)
+		go func() {
+			for i := 0; ; i++ {
+				<-sig
+				runtime.GC() // the profile is as of the last collection
+				if out, err := os.Create(fmt.Sprintf("%s.allocs%d", prefix, i)); err == nil {
+					_ = pprof.Lookup("allocs").WriteTo(out, 0)
+					out.Close()
+				}
+				if i == 0 {
+					if out, err := os.Create(prefix + ".cpu"); err == nil {
+						_ = pprof.StartCPUProfile(out)
+					}
+				} else {
+					pprof.StopCPUProfile()
+				}
+			}
+		}()
+	}
+	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
+	if err := http.Serve(l, s); !strings.Contains(fmt.Sprint(err), "closed") {
+		return err
+	}
+	return nil
+}
+
+// benchServer is a server process started by benchServe, and a client
+// keeping its connection alive as a worker's would.
+type benchServer struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	base string
+	c    *http.Client
+}
+
+func startBenchServer(b *testing.B, sync string) *benchServer {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), benchServeEnv+"="+b.TempDir(), "FENEC_HTTPAPI_BENCH_SYNC="+sync)
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	addr, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the server process: %v", err)
+	}
+	s := &benchServer{cmd: cmd, in: in, base: "http://" + strings.TrimSpace(addr), c: &http.Client{}}
+	b.Cleanup(func() {
+		in.Close()
+		_ = cmd.Wait()
+	})
+	return s
+}
+
+// post sends a body and answers the answer's body; any status but 200
+// fails the benchmark.
+func (s *benchServer) post(b *testing.B, path string, body []byte) []byte {
+	r, err := s.c.Post(s.base+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil || r.StatusCode != http.StatusOK {
+		b.Fatalf("%s: %d %s %v", path, r.StatusCode, out, err)
+	}
+	return out
+}
+
+func (s *benchServer) query(b *testing.B, q string, params ...any) []byte {
+	m := map[string]any{"query": q}
+	if len(params) > 0 {
+		m["params"] = params
+	}
+	body, err := json.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s.post(b, "/query", body)
+}
+
+// usage answers the server process's CPU time (/proc/<pid>/stat, user and
+// system) and its Go allocations so far (/_metrics' Go collector).
+func (s *benchServer) usage(b *testing.B) (cpu time.Duration, mallocs, bytes float64) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	cpu = time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+	r, err := s.c.Get(s.base + "/_metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Body.Close()
+	sc := bufio.NewScanner(r.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		switch {
+		case !ok:
+		case name == "go_memstats_mallocs_total":
+			mallocs, _ = strconv.ParseFloat(v, 64)
+		case name == "go_memstats_alloc_bytes_total":
+			bytes, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return cpu, mallocs, bytes
+}
+
+// measure runs n requests (one after the other, on one kept-alive
+// connection) and reports the server's CPU and allocations per request:
+// server-µs/op, server-allocs/op and server-B/op. -benchmem's own columns
+// are the client's (the benchmark's process), not the server's.
+func (s *benchServer) measure(b *testing.B, rows int, run func(i int)) {
+	profile := os.Getenv("FENEC_HTTPAPI_BENCH_PROFILE") != ""
+	cpu0, m0, b0 := s.usage(b)
+	if profile {
+		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(100 * time.Millisecond)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		run(i)
+	}
+	b.StopTimer()
+	cpu1, m1, b1 := s.usage(b)
+	if profile {
+		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
+		time.Sleep(time.Second)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "server-µs/op")
+	b.ReportMetric((m1-m0)/n, "server-allocs/op")
+	b.ReportMetric((b1-b0)/n, "server-B/op")
+	if rows > 0 {
+		b.ReportMetric((m1-m0)/n/float64(rows), "server-allocs/row")
+	}
+}
+
+const benchJobs = `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`
+
+// fillBench puts n ready jobs, oldest first, and waits until they are
+// committed (each put is answered once durable).
+func (s *benchServer) fillBench(b *testing.B, n int) {
+	for i := 0; i < n; i += 2000 {
+		docs := make([]any, 0, 2000)
+		for k := i; k < n && k < i+2000; k++ {
+			docs = append(docs, map[string]any{"payload": map[string]any{"to": fmt.Sprintf("u%d@example.com", k)},
+				"run_at": time.Now().Add(-time.Hour).UnixMilli() + int64(k), "attempts": 0})
+		}
+		s.query(b, `put jobs $1`, docs)
+	}
+}
+
+// BenchmarkHTTP is the whole HTTP path of the queue page's steps, from a
+// real client over loopback to a server process of its own, under
+// --sync always and off: a claim of ten returning its rows, a /batch acking ten
+// jobs, and a put of one job. Its figures are the server's CPU time and
+// allocations per request:
+//
+//	cd server && go test ./httpapi -run '^$' -bench BenchmarkHTTP -benchtime 3000x
+func BenchmarkHTTP(b *testing.B) {
+	for _, sync := range []string{"always", "off"} {
+		b.Run("sync="+sync, func(b *testing.B) { benchHTTP(b, sync) })
+	}
+}
+
+func benchHTTP(b *testing.B, sync string) {
+	claim := `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning *`
+	ack := `del jobs where id = $1 and owner = $2 require 1`
+
+	b.Run("claim10", func(b *testing.B) {
+		s := startBenchServer(b, sync)
+		s.query(b, benchJobs)
+		s.fillBench(b, b.N*10+10)
+		body, _ := json.Marshal(map[string]any{"query": claim, "params": []any{"w1"}})
+		s.measure(b, 10, func(int) {
+			if out := s.post(b, "/query", body); bytes.Count(out, []byte(`"id"`)) != 10 {
+				b.Fatalf("the claim took %s", out)
+			}
+		})
+	})
+
+	b.Run("batch-ack10", func(b *testing.B) {
+		s := startBenchServer(b, sync)
+		s.query(b, benchJobs)
+		s.fillBench(b, b.N*10)
+		// The jobs are claimed before the clock starts; acked while it runs.
+		s.query(b, `set jobs {owner: "w1"}`)
+		bodies := make([][]byte, b.N)
+		for i := range bodies {
+			stmts := make([]any, 10)
+			for k := range stmts {
+				stmts[k] = map[string]any{"query": ack, "params": []any{i*10 + k + 1, "w1"}}
+			}
+			bodies[i], _ = json.Marshal(map[string]any{"statements": stmts})
+		}
+		s.measure(b, 0, func(i int) { s.post(b, "/batch", bodies[i]) })
+	})
+
+	b.Run("put", func(b *testing.B) {
+		s := startBenchServer(b, sync)
+		s.query(b, benchJobs)
+		body, _ := json.Marshal(map[string]any{"query": `put jobs {payload: {"to": $1}, run_at: now(), attempts: 0}`, "params": []any{"someone@example.com"}})
+		s.measure(b, 0, func(int) { s.post(b, "/query", body) })
+	})
+}
