@@ -2,14 +2,12 @@ package httpapi
 
 import (
 	"errors"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 	"github.com/fenecdb/fenec/server/store"
@@ -19,27 +17,12 @@ import (
 // while *fail is set (the store's fault hook: SQLite and the engine run).
 func newFaultyServer(t *testing.T, file string, fail *atomic.Bool) *testServer {
 	t.Helper()
-	clk := clock.NewManual()
-	m := NewMetrics()
-	db, err := engine.Open(engine.Options{File: file, Clock: clk, OnCommit: m.OnCommit, StoreFault: func(at string) error {
+	return newTestServerOn(t, engine.Options{File: file, StoreFault: func(at string) error {
 		if at == store.FaultCommit && fail.Load() {
 			return errors.New("injected: database or disk is full")
 		}
 		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{DB: db, Clock: clk, Metrics: m})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		hs.Close()
-		db.Close()
-	})
-	return &testServer{Server: s, db: db, clock: clk, c: &apitest.Client{T: t, Base: hs.URL}}
+	}}, nil)
 }
 
 // metric answers the value of one unlabelled metric in /_metrics.

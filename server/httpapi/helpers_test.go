@@ -22,9 +22,17 @@ type testServer struct {
 // edit adjusts the config before the server is built.
 func newTestServer(t *testing.T, file string, edit func(*Config)) *testServer {
 	t.Helper()
+	return newTestServerOn(t, engine.Options{File: file}, edit)
+}
+
+// newTestServerOn is newTestServer over a database opened with opts, its
+// clock (manual) and commit metrics set here.
+func newTestServerOn(t *testing.T, opts engine.Options, edit func(*Config)) *testServer {
+	t.Helper()
 	clk := clock.NewManual()
 	m := NewMetrics()
-	db, err := engine.Open(engine.Options{File: file, Clock: clk, OnCommit: m.OnCommit})
+	opts.Clock, opts.OnCommit = clk, m.OnCommit
+	db, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -315,30 +315,10 @@ func checkCrashed(t *testing.T, path, syncFlag string, acked uint64) uint64 {
 	t.Helper()
 	got, seq, _, s := load(t, path, Options{}, defaultTuning)
 	defer s.Close()
-	c := got.colls["c"]
-	if c == nil {
+	if got.colls["c"] == nil {
 		t.Fatalf("sync %s: collection c is gone (seq %d): nothing was written before the kill", syncFlag, seq)
 	}
-	var k uint64
-	for i := uint64(2); ; i++ {
-		want := fmt.Sprintf("unit %d %s", i, strings.Repeat("x", 100))
-		a, okA := c.docs[int64(2*i)]
-		b, okB := c.docs[int64(2*i+1)]
-		m, okM := got.meta[fmt.Sprint("m", i)]
-		if !okA && !okB && !okM {
-			break
-		}
-		if !okA || !okB || !okM || a != want || b != want || string(m.Body) != want {
-			t.Fatalf("unit %d is half there: docs %v %v, meta %v", i, okA, okB, okM)
-		}
-		k = i
-	}
-	if n := uint64(len(c.docs)); n != 2*(k-1) {
-		t.Fatalf("units 2..%d present, but %d documents (a hole or a stray)", k, n)
-	}
-	if seq != k {
-		t.Fatalf("Load answered seq %d, units up to %d present", seq, k)
-	}
+	k := prefixOf(t, got, seq)
 	if syncFlag == "always" && k < acked {
 		t.Fatalf("unit %d was acknowledged, but only units up to %d survived", acked, k)
 	}
