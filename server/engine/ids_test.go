@@ -107,26 +107,12 @@ func TestIDRangeRestart(t *testing.T) {
 		})
 	}
 	t.Run("old file", func(t *testing.T) {
-		file := filepath.Join(t.TempDir(), "old.db")
-		st, err := store.Open(file, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := st.Load(func(store.Change) error { return nil }); err != nil {
-			t.Fatal(err)
-		}
-		err = st.Commit(1, []store.Change{
+		file := oldFile(t, []store.Change{
 			{Op: store.OpCreate, Coll: "c", ID: 1, Body: encodeSchema([]Field{{Name: "s", Type: fenecql.TypeText}})},
 			{Op: store.OpPut, Coll: "c", ID: 1<<63 - 1, Body: []byte(`{"id":9223372036854775807,"s":"max"}`)},
 			// What the wrap-round wrote before ids were held to a range.
 			{Op: store.OpPut, Coll: "c", ID: -1 << 63, Body: []byte(`{"id":-9223372036854775808,"s":"wrapped"}`)},
-		})()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Close(); err != nil {
-			t.Fatal(err)
-		}
+		})
 		for round := 0; round < 2; round++ {
 			db, err := Open(Options{File: file})
 			if err != nil {
@@ -193,26 +179,12 @@ func TestTimestampRange(t *testing.T) {
 // 0000..9999, which a server before the range stored, still opens, and
 // they read as they were.
 func TestOldFileTimestampsLoad(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "old.db")
-	st, err := store.Open(file, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Load(func(store.Change) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	err = st.Commit(1, []store.Change{
+	file := oldFile(t, []store.Change{
 		{Op: store.OpCreate, Coll: "ev", ID: 1, Body: encodeSchema([]Field{{Name: "at", Type: fenecql.TypeTimestamp}})},
 		{Op: store.OpPut, Coll: "ev", ID: 1, Body: []byte(`{"id":1,"at":"10000-02-29T00:00:00.000Z"}`)},
 		{Op: store.OpPut, Coll: "ev", ID: 2, Body: []byte(`{"id":2,"at":"-0001-12-31T23:59:59.999Z"}`)},
 		{Op: store.OpPut, Coll: "ev", ID: 3, Body: []byte(`{"id":3,"at":"2026-05-03T09:20:00.000Z"}`)},
-	})()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
+	})
 	db, err := Open(Options{File: file})
 	if err != nil {
 		t.Fatalf("a file with timestamps past the range: %v", err)
@@ -227,4 +199,25 @@ func TestOldFileTimestampsLoad(t *testing.T) {
 			t.Errorf("ParseStoredTime(%q) = %d, %v", s, ms, ok)
 		}
 	}
+}
+
+// oldFile writes changes straight to a new store file, as a server before
+// today's checks could have, and answers its path.
+func oldFile(t *testing.T, changes []store.Change) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "old.db")
+	st, err := store.Open(file, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Load(func(store.Change) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Commit(1, changes)(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }

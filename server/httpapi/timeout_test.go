@@ -18,16 +18,7 @@ import (
 func TestStatementTimeoutAnswer(t *testing.T) {
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.StatementTimeout = 5 * time.Millisecond })
 	ctx := context.Background()
-	if _, err := ts.db.Exec(ctx, `create collection big (n int, s text)`, nil); err != nil {
-		t.Fatal(err)
-	}
-	docs := make([]fenecql.Value, 200_000)
-	for i := range docs {
-		docs[i] = fenecql.ObjectOf(&fenecql.Object{Keys: []string{"n", "s"}, Vals: []fenecql.Value{fenecql.Int(int64(i)), fenecql.Text("x")}})
-	}
-	if _, err := ts.db.Exec(ctx, `put big $1`, []fenecql.Value{fenecql.List(docs)}); err != nil {
-		t.Fatal(err)
-	}
+	fillBig(t, ts)
 	seq := ts.db.Seq()
 	heavy := `where (n * 7 + 3) % 11 <> -1 and s <> "y" and coalesce(n, 0) >= 0`
 	for _, q := range []string{`get big ` + heavy + ` count`, `set big {s: "y"} ` + heavy, `del big ` + heavy} {
@@ -63,16 +54,7 @@ func TestStatementTimeoutAnswer(t *testing.T) {
 func TestClientGoneStopsStatement(t *testing.T) {
 	ts := newTestServer(t, ":memory:", nil)
 	ctx := context.Background()
-	if _, err := ts.db.Exec(ctx, `create collection big (n int, s text)`, nil); err != nil {
-		t.Fatal(err)
-	}
-	docs := make([]fenecql.Value, 200_000)
-	for i := range docs {
-		docs[i] = fenecql.ObjectOf(&fenecql.Object{Keys: []string{"n", "s"}, Vals: []fenecql.Value{fenecql.Int(int64(i)), fenecql.Text("x")}})
-	}
-	if _, err := ts.db.Exec(ctx, `put big $1`, []fenecql.Value{fenecql.List(docs)}); err != nil {
-		t.Fatal(err)
-	}
+	fillBig(t, ts)
 	q := `set big {s: "y"} where (n * 7 + 3) % 11 <> -1 and s <> "y" and coalesce(n, 0) >= 0`
 	// How long the set takes, undone by a require.
 	start := time.Now()
@@ -94,5 +76,22 @@ func TestClientGoneStopsStatement(t *testing.T) {
 	time.Sleep(3 * full)
 	if got := ts.db.Seq(); got != seq {
 		t.Fatalf("the set ran on after its client went: seq %d -> %d", seq, got)
+	}
+}
+
+// fillBig makes collection big of 200 000 documents {n, s: "x"}: enough
+// that a statement over all of them runs for a while.
+func fillBig(t *testing.T, ts *testServer) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := ts.db.Exec(ctx, `create collection big (n int, s text)`, nil); err != nil {
+		t.Fatal(err)
+	}
+	docs := make([]fenecql.Value, 200_000)
+	for i := range docs {
+		docs[i] = fenecql.ObjectOf(&fenecql.Object{Keys: []string{"n", "s"}, Vals: []fenecql.Value{fenecql.Int(int64(i)), fenecql.Text("x")}})
+	}
+	if _, err := ts.db.Exec(ctx, `put big $1`, []fenecql.Value{fenecql.List(docs)}); err != nil {
+		t.Fatal(err)
 	}
 }
