@@ -36,8 +36,10 @@ type DB struct {
 	made    uint64
 	seq     uint64
 	meta    map[string]Meta
+	opts    Options // as opened: a cluster node reopens the file to discard (replica.go)
 	broken  error // the store failed: writes are refused from then on
 	written subscribers
+	repl    replication // a cluster node's state (replica.go); zero when alone
 }
 
 // Open opens (or creates) the database file and rebuilds memory from it.
@@ -52,7 +54,7 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{clock: opts.Clock, st: st, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{}, keep: opts.File != ":memory:"}
+	db := &DB{clock: opts.Clock, st: st, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{}, keep: opts.File != ":memory:", opts: opts}
 	seq, err := st.Load(db.replay)
 	if err != nil {
 		st.Close()
@@ -206,6 +208,10 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 		db.mu.Unlock()
 		return nil, unavailableError(db.broken, "the store failed, writes are refused")
 	}
+	if err := db.writable(); err != nil {
+		db.mu.Unlock()
+		return nil, err
+	}
 	t := &tx{db: db, write: true}
 	rs, err := t.runAll(ps)
 	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
@@ -227,8 +233,7 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	}
 	var wait func() error
 	if len(t.changes) > 0 {
-		db.seq++
-		wait = db.st.Commit(db.seq, t.changes)
+		wait = db.commitLocked(t.changes)
 	}
 	seq := db.seq
 	db.mu.Unlock()
@@ -240,6 +245,9 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	}
 	if wait != nil {
 		if err := wait(); err != nil {
+			if isReplication(err) {
+				return nil, err
+			}
 			db.mu.Lock()
 			if db.broken == nil {
 				db.broken = err

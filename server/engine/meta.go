@@ -43,6 +43,12 @@ func (db *DB) MetaLen() int {
 // SweepMeta deletes every side record expired at now, and answers how many.
 func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
 	db.mu.Lock()
+	if db.writable() != nil {
+		// A cluster's followers drop expired records when the leader's
+		// sweep reaches them through the log.
+		db.mu.Unlock()
+		return 0, nil
+	}
 	var changes []store.Change
 	for k, m := range db.meta {
 		if m.Expires != 0 && m.Expires <= now {
@@ -54,8 +60,7 @@ func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
 		db.mu.Unlock()
 		return 0, nil
 	}
-	db.seq++
-	wait := db.st.Commit(db.seq, changes)
+	wait := db.commitLocked(changes)
 	db.mu.Unlock()
 	return len(changes), wait()
 }

@@ -72,6 +72,10 @@ func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, 
 	}
 	req.key = deref(key)
 	req.wait = waitOf(held)
+	if e := s.after(r); e != nil {
+		writeError(w, e)
+		return
+	}
 	s.serve(w, r, req)
 }
 
@@ -201,7 +205,9 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
 		took = time.Since(start)
 	} else {
-		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		rs, took, err = s.heldInTerm(ctx, func(ctx context.Context) ([]*engine.Result, time.Duration, error) {
+			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+		})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran
 		}

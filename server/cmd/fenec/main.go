@@ -74,6 +74,7 @@ type options struct {
 	insecure                       bool
 	noConsole                      bool
 	corsOrigins                    []string
+	cluster                        clusterFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.corsOrigins = append(o.corsOrigins, v)
 		return nil
 	})
+	o.cluster.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -126,6 +128,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
+	}
+	if err := o.cluster.check(o.file); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -160,17 +165,25 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
-		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
-		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
-		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole,
-	})
+	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		db.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", o.http)
+	node, err := startNode(o, db, ln.Addr().String(), metrics, log)
 	if err != nil {
+		ln.Close()
+		db.Close()
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
+		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole, Cluster: node.api(),
+	})
+	if err != nil {
+		node.shutdown()
+		ln.Close()
 		db.Close()
 		return err
 	}
@@ -206,6 +219,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api.Close()
 	stopSweep()
 	<-swept
+	node.shutdown()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", o.file, err)
 	}

@@ -20,9 +20,34 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ClusterStatusRole.
+const (
+	Candidate ClusterStatusRole = "candidate"
+	Follower  ClusterStatusRole = "follower"
+	Leader    ClusterStatusRole = "leader"
+	Shutdown  ClusterStatusRole = "shutdown"
+)
+
+// Valid indicates whether the value is a known member of the ClusterStatusRole enum.
+func (e ClusterStatusRole) Valid() bool {
+	switch e {
+	case Candidate:
+		return true
+	case Follower:
+		return true
+	case Leader:
+		return true
+	case Shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	ErrorCodeBadRequest       ErrorCode = "bad_request"
+	ErrorCodeBehind           ErrorCode = "behind"
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
@@ -39,6 +64,8 @@ const (
 func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeBadRequest:
+		return true
+	case ErrorCodeBehind:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -185,6 +212,65 @@ type ClockNow struct {
 	Now string `json:"now"`
 }
 
+// ClusterMember defines model for ClusterMember.
+type ClusterMember struct {
+	Id          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+
+	// Url the node's HTTP URL once it has led; else absent
+	Url    *string `json:"url,omitempty"`
+	Voter  bool    `json:"voter"`
+	Leader bool    `json:"leader"`
+}
+
+// ClusterMemberAdd defines model for ClusterMemberAdd.
+type ClusterMemberAdd struct {
+	Id string `json:"id"`
+
+	// RaftAddress host:port of the node's --raft
+	RaftAddress string `json:"raft_address"`
+
+	// Voter false adds a non-voting read replica
+	Voter *bool `json:"voter,omitempty"`
+}
+
+// ClusterStatus defines model for ClusterStatus.
+type ClusterStatus struct {
+	// Id this node
+	Id   string            `json:"id"`
+	Role ClusterStatusRole `json:"role"`
+
+	// LeaderId the leader as this node knows it; absent while none
+	LeaderId  *string `json:"leader_id,omitempty"`
+	LeaderUrl *string `json:"leader_url,omitempty"`
+	Term      int64   `json:"term"`
+
+	// CommitIndex the log's last entry known committed
+	CommitIndex int64 `json:"commit_index"`
+
+	// AppliedIndex the log's last entry applied here
+	AppliedIndex int64 `json:"applied_index"`
+
+	// LastIndex the log's last entry stored here
+	LastIndex int64 `json:"last_index"`
+
+	// Seq the last write applied here (a Fenec-Seq)
+	Seq int64 `json:"seq"`
+
+	// LeaderChanges leaders this node has seen since it started
+	LeaderChanges int64           `json:"leader_changes"`
+	Members       []ClusterMember `json:"members"`
+}
+
+// ClusterStatusRole defines model for ClusterStatus.Role.
+type ClusterStatusRole string
+
+// ClusterTransfer defines model for ClusterTransfer.
+type ClusterTransfer struct {
+	// Id the voter to hand leadership to; none lets raft pick
+	Id *string `json:"id,omitempty"`
+}
+
 // Collection defines model for Collection.
 type Collection struct {
 	Name      string  `json:"name"`
@@ -249,6 +335,9 @@ type Rows = []Row
 // Value Any JSON value.
 type Value = interface{}
 
+// FenecAfter defines model for FenecAfter.
+type FenecAfter = int64
+
 // FenecWait defines model for FenecWait.
 type FenecWait = int
 
@@ -257,6 +346,9 @@ type IdempotencyKey = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
+
+// Behind defines model for Behind.
+type Behind = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
@@ -298,6 +390,11 @@ type BatchParams struct {
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
 	// a key just runs.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // QueryParams defines parameters for Query.
@@ -313,10 +410,21 @@ type QueryParams struct {
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
 	// a key just runs.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // MoveClockJSONRequestBody defines body for MoveClock for application/json ContentType.
 type MoveClockJSONRequestBody = ClockMove
+
+// ClusterTransferLeaderJSONRequestBody defines body for ClusterTransferLeader for application/json ContentType.
+type ClusterTransferLeaderJSONRequestBody = ClusterTransfer
+
+// ClusterAddMemberJSONRequestBody defines body for ClusterAddMember for application/json ContentType.
+type ClusterAddMemberJSONRequestBody = ClusterMemberAdd
 
 // BatchJSONRequestBody defines body for Batch for application/json ContentType.
 type BatchJSONRequestBody = BatchRequest
@@ -453,6 +561,18 @@ type ServerInterface interface {
 	// MoveClock Move the manual clock (only under `fenec serve --clock manual`).
 	// (POST /_clock)
 	MoveClock(w http.ResponseWriter, r *http.Request)
+	// ClusterStatus This node's view of its cluster (docs/cluster.md).
+	// (GET /_cluster)
+	ClusterStatus(w http.ResponseWriter, r *http.Request)
+	// ClusterTransferLeader Hand leadership to another voter (on the leader only).
+	// (POST /_cluster/leader)
+	ClusterTransferLeader(w http.ResponseWriter, r *http.Request)
+	// ClusterAddMember Add a node as a voter, or as a non-voting read replica.
+	// (POST /_cluster/members)
+	ClusterAddMember(w http.ResponseWriter, r *http.Request)
+	// ClusterRemoveMember Remove a node from the cluster (on the leader only).
+	// (DELETE /_cluster/members/{id})
+	ClusterRemoveMember(w http.ResponseWriter, r *http.Request, id string)
 	// Health Whether the server is up. Needs no token.
 	// (GET /_health)
 	Health(w http.ResponseWriter, r *http.Request)
@@ -484,6 +604,74 @@ func (siw *ServerInterfaceWrapper) MoveClock(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MoveClock(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterStatus operation middleware
+func (siw *ServerInterfaceWrapper) ClusterStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterTransferLeader operation middleware
+func (siw *ServerInterfaceWrapper) ClusterTransferLeader(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterTransferLeader(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterAddMember operation middleware
+func (siw *ServerInterfaceWrapper) ClusterAddMember(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterAddMember(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterRemoveMember operation middleware
+func (siw *ServerInterfaceWrapper) ClusterRemoveMember(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterRemoveMember(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -570,6 +758,25 @@ func (siw *ServerInterfaceWrapper) Batch(w http.ResponseWriter, r *http.Request)
 
 	}
 
+	// ------------- Optional header parameter "Fenec-After" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Fenec-After")]; found {
+		var FenecAfter FenecAfter
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Fenec-After", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Fenec-After", valueList[0], &FenecAfter, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fenec-After", Err: err})
+			return
+		}
+
+		params.FenecAfter = &FenecAfter
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Batch(w, r, params)
 	}))
@@ -641,6 +848,25 @@ func (siw *ServerInterfaceWrapper) Query(w http.ResponseWriter, r *http.Request)
 		}
 
 		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	// ------------- Optional header parameter "Fenec-After" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Fenec-After")]; found {
+		var FenecAfter FenecAfter
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Fenec-After", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Fenec-After", valueList[0], &FenecAfter, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fenec-After", Err: err})
+			return
+		}
+
+		params.FenecAfter = &FenecAfter
 
 	}
 
@@ -781,6 +1007,10 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_metrics", wrapper.Metrics)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/collections", wrapper.Collections)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_clock", wrapper.MoveClock)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_cluster", wrapper.ClusterStatus)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/members", wrapper.ClusterAddMember)
+	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/_cluster/members/{id}", wrapper.ClusterRemoveMember)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/leader", wrapper.ClusterTransferLeader)
 
 	return m
 }
@@ -790,79 +1020,99 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7bxtHkv8qhTkDlrJDakjJ2YTGAqtknbOT+LG2cgbOFDytmSKnrZnucXePKJ5A4D7NfbD7JIeqnhcf",
-	"kiivE9wdNn/EItWPetevqlo3QaKLUitUzgaTmyBDkaLhH39Chck7/Ew/p2gTI0sntQomwVmGkAonLoTF",
-	"xxaSTKg5gqqKCzQgZo7+DwY/V2gduEw4WBjtcBiEgU0yLAQdWUgli6oIJlEYuGWJwSSQyuEcTbBahcGL",
-	"FItSO1TuLZa5WGK6TUfsTIUxLDJU4DIEoewCDUjLn2bSWNd85zS4TFpoj02Wg19wGYKpT18nDhVR9iGg",
-	"C4LzlkDrjFTzYEUElsKIAl1fWO+FdNtUvpR5Li0mWqWW6Mh0noKAJBeygAMBsUUXgzYQp5jHhyAck2/R",
-	"XKGBRSZznCrpYKGrPAUnLhGUdplU8wkIWGQ6b2U/M7qAiC45jqIoGk5VEAaSiPB6DcJAiYI4YXoHTPCa",
-	"UsS1VwrvD/dWUrL8BZfbrI+IlPGTJ3CxdGiHcAoLIx2CQWckprCQLvPMigLhEpcgVNp9UZvQVB0U6DKd",
-	"hlAKl4VwodOlP9Kv15eoDkntXtmYbul/qsRcSBX6G+POuAaNdU2AjSnkE5lK24j5KR93icup4u2CvkfT",
-	"Wri0cDIeE3cGZ5XFej9cIpZ0CG0dwi+4tJDLK5yqeDCQPTt0Lo/hIMWZqHIH4xPIDpkKW5kreYXsS9YJ",
-	"4/wVwsttqgRL7FNlHZhK2Tu0vWH1myr/FdXcZcFk/OQJq7z5PNpp+AZtqZVFtvsfRPrWi4E+JVqRUOlH",
-	"UZa5TAQZwtEnS9ZwE+C1KMoc/cqUzr0Q6cdajEEYoDHaBJOg1FbSRjgZTQCvS0wckstcibzCEGa6UilM",
-	"g9U0CFZ9Vh4ZnAWT4F+Ouph25H9rj57x2czAdjBrNKkpcFknHBaoWLGFyGfaFJjCQSmMxRBIImSItfeH",
-	"4IXtrfJwSBT9qNUsl8k+IvkHiT/leKBAphxA/lop+ZlCIkvqaWPAsBCWbdKhYgJ/0uZCpimq35/CV9qB",
-	"yHO9IBEKsIkusXbZxxZMlaMlnwNdohFOG/pSVw5B2MsmQqxvC9khmNDHni30Yn+hHBol8j9C7N5XpeqF",
-	"aqbhF1y+RYoBvz8RZLgbjs2K5gg0I1Nej1NM3yvtfiL3+SJvVdp9ZOfr+Wqi8xwT9tZP+sJCJjjkzSTm",
-	"KYUl4b6Cj54qqNSl0gsFvfu0qa850MYbjbeDM61/FWaOf4wKOBlJCzldaQju9I3isYV4MCjE9YDWxUzf",
-	"b0pULtNG/gd+mR6q/gGdKgppLXn7BQrDkOcS1VcKkP0jOSzWV2lD0E7NCT31oOP79+8Hp5XLUDniBtdF",
-	"vZVTvEyuhMzFRf4Hqc06bRBmQuaYhsSH6+UBcqO5vEIFVVmrrED3hbqinZ2SCOSxp8QeFEMERi+sxx10",
-	"vzRoYfQ1nAbi+jxQMbOktIMC3W15ob2SdXg6m3HeZVbTlBOyyN8YCtROUvafidzi5q3P9QIKoZaQ6qSi",
-	"LGoJpDIeoliuK0dkucooqeZxVxiUvYNvAtG7/B4MWvOYElxvt3WQXV98woRj0CkjwW2Qetpl/McNhCSK",
-	"tMLXs2Dy4W7xv9ULG6zCuxe1slydr8LgB+GSrKPmTuGui8WgrXJfqEmHhb3PNupLVq00hDFiuSW25thd",
-	"UmNiexDvAdS2Yt2f4L9XaJbNbSsGoy/8vtE9PPQu28XGj7lOLl/qK9zW/7Nrkbh8CVoh6BnEIr0SKsGP",
-	"hY3hoNBXCFp5QE6Vmv/aojtct5EHyKW7gD4RvBTOG/W3J0HY1WDjJ8cn0fg4iv78Pf0XPsgTujt2iONh",
-	"amSmfz9S6/O3yTxv9PZKLx5oesrv2A77ThZIsO3Fu9eD776NRvDb2Y8eZBa9Mp1U24byYByNvx1ETwbR",
-	"8Vn0/WQcTcbRMIqifw82y6MwuB5oQ5XXZLwKiYjbBLchkt7G0aZ46lP4uN2m3SKiBwqpjdD3RNkNthhz",
-	"7e/SP9HyrRDUO/N41dSpN7fLc1sstCPs8dASdreM7AOFlKzv3IvlnkbuC73943cR7rP75GYzhOzoM71Q",
-	"ICA+uqCAHYeMZ6LBhaBqoCtp6w4FGfh+GifteCjTdcXWq/YNNDpra8twrWDwLZyP9FVdDwZ0cl0phy1Q",
-	"clp/ZCwdhMElLj8aX06FTByXd3xlixbP7/FCbCS4Lq33meACn+Fr3fXJ0DAW2d8K/eG1hHbpz1v/w0xO",
-	"qhSv+/K22jgWQSZsxuxTlR+EwRx1EKoqz8/DgP7x8NmZCu9gYk9/a07oyJCK9DPLtWA94TX9c6E1aYTi",
-	"qnWiKIMwYDDsibtbObtdmjeEtRR2yfQ5itxlDxSqvuyxQhLqTiYWUKgt39SXO69fwygPI4K7RnZ3ZuqD",
-	"0PjR6L//878eqZisca+Q828ir3A72oTBZ6J2+8bXCoF7wH//tRcdDgQ4I2ROtUH8NPagZzCIIdFFjeUN",
-	"Nu2cwzqI3NEtXJenJ2WXSN/eleD3ZHybP6MXIUhnIdF5VShLeZ9tDw5imcZ1g3imDcTfxIc9x18jzO6q",
-	"GAyKlDtVVLlx15BLnMe2bjB3Fc7eGiQZ7NCf52+bBLWEn9+9fuU7fXTJuv9zMYdJZaRbvqMbvCR9HX+L",
-	"AfYaFlzox3Awq/IcRJKgtYc1oz+/P4MrNHLWNPC5n/1p4QYWE9OMMvw3l7i03ooyzFM/hEHf9GOoPRiU",
-	"OpfJMp6qg1Qn9shfNSzSwyG8r8tFKiYpT8h5ZahWV7rrQyjEFFPf+WZBsj97JltZZs6VvkCWaqa3mWc/",
-	"4PFBW7S24y0vlRT0FRp4fnb2JgQyY+JdqsaDhnCWSTtVM5ljM32itUS2MyJxk/WOkL3EHJ1WLBm8QrOE",
-	"d3/75bGd0mplS20cO9ocFRrhMPWDHenCbj7ip0NXIpepcGgBRZJ1AxOedlgH0g2naqqe8R2crDyf5PKV",
-	"n54Ib0fcxopvpj6lTYMJTINpFUXHSYHWijnyB5wGIUw53U2DyVQ1ay6lSpsFq/hpD4jUt4o0tRBPA+Gm",
-	"wW3gZAinPOCZKlcnZ6Ud5NKSBCg318W5hZPoBOIWXPB99TLa32sdT5UADzxAOki1H+r4IVp32BOIt9FJ",
-	"3AyLTulzzHI8bTtEiTBmyc02TWt+9G2hgY+FdeA8I2XO0AyeqUSn3O4gK2mHVCdRBHEPS/ltPmApVTc5",
-	"k1xbTCcgoDT6eklWNzNaualKeB7I8yDag2RLuUVGMZttSGa9Zwr/+uysabPXUnj+7PRvICwsMM/DjcFc",
-	"z1rqJh9xkZInstkcCMi1SOFC5FR0kolnnKMhyTC5hEIsobIIKF2G5pDpqBMoHSDR5xW2w0UmHLkE3S5N",
-	"J9mzZYkxWLG0IVgNcVKZHAZpPFULbS5t11waPIfH/U0T2GzUPfbK/IGiNxo7hPiIU1OttsZw68lxKeY+",
-	"WpE4tJFzqZrmoNNTFc84erCYYTBItLEDvyqGA7wWiWs28awZKa7kPJpRCBfLqarnfodexTjL5TxzcBC/",
-	"fnP24vWrd3Ftha/rM4VKpyo+5Tg5ID6Nzge1MAcv2YrjQx8vbJVkPFrhrWvz0XF0Ek4VWzrn+jev3501",
-	"N53WaJ4FFocbKggh7mbHDTkbY4j4KVtkbdY1aGiurlPGBgfsZIOGyQMOAJ7uEBTbA+Xo3dw/uy61xcFz",
-	"b5oTH5UH7/BzCDsGvfEQTqeqkzSLinKMH5Z0wjqJjiFuq5l6Mtzna6o4CpAb/Pj67bt2EGh9mrvw9lWP",
-	"gb05N97Gl9Iisi62xphc8ijRyuoc4yaLfK6wQqi/DclCxBwZspSoyxzBCKaa3V1MVSmM87YqLZy+eTFp",
-	"8lfjHqLOnQfSUZi0fJZWeBhCpQgaialqFf6uBhCDNz5LewNRGqTKpULwSdQLhsKq4FFfo+F1x1B60DDn",
-	"03UuE1SWoU09pT4tRZLhYDyMGAhJl7cvFYIwuEJjfb6OhiO/RJeoRCmDSXA8jIbHQRhQ+Gegc/QxyXXC",
-	"mL/Udke1fMaWye29tdzMDaKLJWRCpZP1ZiAttpRHtAqnqm0GWnT07RB+YwHyaUvrsAAmwevCB1u2qhPP",
-	"vx94Sq1epMEkeKmvkHtdgcfMaN0POl0+bOTQbyyOoyiK9h4idO3R1TpqZyy5MfMfR9FXm9G0/b1bxjQs",
-	"wscE9BasGp7GnHgCdp3bEnrUe5nAW0b3b1kbzPGm4/s3dbN03nFy/452BksbRntc0Q40GdVXRSGopGOb",
-	"YXMrhKpEXpvbgVb5snbmzeTEC/zquuARc8ulbmmDczr96GPWVtdzP/JaN9S6+P4dTaK+4ba5nccz0vrR",
-	"XK/MCSYfzvvieZ9hHRs3dsErxNS2dcQtcijQGZnYWwXxsv79vZJweO2OylxIdc8YdBe7NRXDP8yG1yzs",
-	"jdEEjLGyDSFh8+aBuAK8bp/q+Bb3blkyoLojFPe7HxZMpbpK3dsxYSVv3HS1nybyZznzqXtGNQMW9cOt",
-	"wyG8mPEmiry+4xl6xJWjoCDOfY4Eu3rKVz2KMhGHeA+FhIt3BWueiQXrTwBvGRN2S466J4K3jQt7izde",
-	"1q3OvzAt+PGDkPmp8uHQNxM6Ff8kZA4CPukLX40qDzkI58w0g7KqDH2Vow0oD+EpHTd9if6U70PX4vow",
-	"DoPFaDL67mRMtXnhSo7funLBeduVCiw6/2zkRi8UmgmoisoP1sYEHh2HZA0fhZuA0ouDQ/gTjKIogm9A",
-	"OIdF6Wzvx5Vv4IJM4S/waMTs8Kn0cdzM1nm03iPzJnA6mJCx/rUW2TDRBQu8IbKsGiJLsaRCZwKPRhuU",
-	"hS0ZE4hWfEWzfd7wmOhK8VhrtXdeXpu+frXU3IMM7UT5Q3/oPuIRYf/jBzqUyJ+crM7PH0Z/M4XejnDP",
-	"RJLtmL6Hrf9vvCtpkf1t99Zrj9q3y2sviQf9p8R3bd/x+Jip//8EPKLv79/QPmRkpDLeh5EC3RfgmjA4",
-	"Ge9xfPe6bhUGT/ZRRvsmkDcc76WKdrS0ngzfVqqfpqjSoYjon9L0E1/d5+bUtzE+rJHEZjv55/dnbYdU",
-	"gO+JUu6ymV4oYEBHSap3GOWoQiy5/RNOFXf/2qYNe2rTsuje4fS27Mpq/RnpPxpW1tj+sDZqPukmyB/a",
-	"WReH/aYOrKNs18DlCygk1au7gVi9w4fibkM3jertWruDE0NvA167W9c2kX1tbn/r6mYkuHbyeftrygT+",
-	"acOeBVJPkrfVSN2SFp559OQyXMKCkmJiUDhMvxRHrjmCbyF2t9btQoYMrNmw7naQCHzbkAWFdjc8bEdU",
-	"u+Fh/ea9aZ1wB0Yv7NP2XVnzm/hm2iataTABtYp5ZtHsqJ/v94cz0Hv8BU3XuXnF7/+upf0zgF0+w7PA",
-	"/0NIUPiWSKfLUwUiuQxhkcl6fsDvD2uR9XFei5hGHbDrgaTmWePeIGwVBvwnMBv01H8XQ8EL/ZPi0M82",
-	"chTNw+bjCOxO0nYRtgUxt7Ab/Mn/uUwfw7X48k8waoCl3wR+4vGXeq93tPpXuSykg1EErYnBN8xpDas3",
-	"eSXUXf8q3clQjU5FKr4qOt0fgK4/yPvKALQxSQ/I+pW7cCDYMhvn7kunD0wbK9p9RG1MG24P38TbxxL+",
-	"beL8ZNQ+G/GhXab8nU8ak15d06SqyW2KCpvctOMZ2XH9jIyzAd28vMUXFAmDF/iGcI/q8/1VeTsM33x+",
-	"0L2B/Sf2/if2/t+CvfWuJys7cfd6U7B79fDhfBXeUOz07UAfYCuT128EJkdHo/Gfh9EwGo4m30XfRRxn",
-	"69M3UcnbSnEsaZ4AdGDUk0GZfeNlPPc1w66Txo1Jds6uD+V4uJzr5LJ3IkGl1fnqfwIAAP//",
+	"7HyLbhs5svarFPofwPZsS27ZzlwULLCe2cw/2bkkm3j+AH9kpOnuksVxN6mQbMs6gYDzNOfBzpMcVJF9",
+	"kdS2pUxmsLtnd4GJJTXJYrEuX13YH6JMl3OtUDkbjT9EMxQ5Gv7zO1SYvcb39HeONjNy7qRW0Ti6mCHk",
+	"wokrYfHAQjYT6hpBVeUVGhBTR/8Fg+8rtA7cTDhYGO1wGMWRzWZYCpqylEqWVRmNkzhyyzlG40gqh9do",
+	"otUqjp7nWM61Q+Ve4bwQS8y36UidqTCFxQwVuBmCUHaBBqTlT1NprKu/cxrcTFpops2Wgx9wGYMJs68T",
+	"h4ooexvRAtFlQ6B1RqrraEUEzoURJbous85p69tknkPKPw9e4/vUk5EVEpWDhbCBQMzh8GoJQi1B6RxB",
+	"T0FAVlTWoTkaTxRtqOaoqZQFrTL0c/HzM5ppPi8k5jXHpcOJOjQo8sFSV2bA39BAEDDVRaEXaI5i0Myw",
+	"J8lZOLknYIcTFcWRJNq9PERxpERJHPAb8RvtMmyqTSmcP8MvzqL4sePled4I6bbZ9ZMsCmkx0yq3dG4z",
+	"XeTMDCFLOBSQWnQpkZ3mWKRHIBwft0VziwYWM1ngREkHC10VOThxg6C0m0l1PQYBi5kuGlmdGl1CQouc",
+	"JkmSPLpvJnhNiMWd3yWPj3cW6mz5Ay63tz4iUk6ePIGrpUM7hHN/jGDQGTrZhXQzv1lRItwgCUzefhEE",
+	"ZKIOS3QznccwF24Ww5XOl35K/7y+QXVEp97I3qa+TJS4FlLFfsW0VcZBrY1jYOWLecYgWoHNT3m6G1xO",
+	"FA8X9D2aRn6lhbOTE9qdwWllMYyHG8Q5TUJDh/ADLi0U8hYnKh0MZEdvnStSOMxxKqrCwckZzI6YCluZ",
+	"W3mLbHusE8b5JYTn20QJ5tivVVChB057w0psHvmPqK7dLBqfPHnCR15/HvUaCoN2rpVFthPfiPyVZwN9",
+	"yrQiptKfrLyZIEE4/tWSNHyI8E6U8wL9kznNeyXyd4GNURyhMdpE42iuraSBcDYaA97NMXNIKnMrigpj",
+	"mOpK5TCJVpMoWnW38pnBaTSO/s9x6wOO/a/2+BnPzRvYNv71SWoy9NYJhyWZM2mhFAWZAjJnc2EsxkAc",
+	"IUEM1jIGz2wvlUdDougbnEmV78CQ30x6ay5zktaOycQghGnHwqVA8mBZfKRiy0jkfqvVtJCZ+/0JPmfz",
+	"pUDmbO/+Uin5njweH+zTWt/YjRD1DhUT+J02VzLPUf3+FP5MTGRfkpNttpmeY7AwBxZMVaAlEwF6jkY4",
+	"behLXTkEYW9qg7Y+LGb9ZUIP/LbwiJzzJjIZ/OiVdsuIvlCt6/SnzQ6Rj967iiJIIJsfYqDw68SdXw8s",
+	"/PLqR48tbpReqHWAsKXnZN2VQ6NE8UfIhbd9UnVcHx/9D7h8hWRT/whtwk04xZLIFn1KpmHd7jN9P2v3",
+	"HZmjj7J+Srt3bMw6ti/TRYEZW79f9ZVlIKQ0TCUWOZl54T6BzTtXUCmWAuisp01Y5lAbL9XenF1o/aMw",
+	"1/jHHAE7d2mhoCUNyXpXKA4spINBKe4G9FzK9P2iROVm2sj/wI87h6o7QXsUpbSsTVcoDEPuG1SfyOF0",
+	"p2Q3E5bShkILdb1hIN68eTM4r9wMlaPd4Dqr+3T3FyVuhSzEVfEHHZt12iBMhSwwZxDeRfikRtfyFhVU",
+	"83BkJbqPPCsa2R4SgWbWlNQHZZCA0QvrcRytLw1aGH0KpYE0zAcq5S2R/S3R3ee4miX5DM+nU8YxvNU8",
+	"Z4AjipeGPImThKamorC4uer3egElhVG5zipCJba27uxsdOWILFcZJdV12gam887EHyLRWfwRTB/2mFO4",
+	"2AxrQ0Z99StmbIPOGVn3hYcNgjqoITlRpBW+mEbjtw+z/5Ve2GgVP/xQw8vVJcEt4bJZS82DzF1ni0Fb",
+	"FT5RIB2W9jHZCIusGm4IY8Ryi231tH1cY2I7kHkPahu27k7w3ys0y3q1FYP7537c6JE9dBbr28a3hc5u",
+	"ftK3uH3+z+5E5oolaMVhfyryW6EyfFfaFA5LfYuglQ9wKPL1X1t0R+sysgdf2gX6I/c6pj15cnqWnJwm",
+	"yZdf0//ivTShXaOHHfsdI2/69yM1zL9N5mV9bj/rxZ6ip/yIbbPvZIkE256/fjH46otkBL9cfOtRcNlJ",
+	"e9DRNqY8OklOvhgkTwbJ6UXy9fgkGZ8kwyRJ/n+0GW7G0d1AGwbFJ6uYiLiPcRss6QwcbbInzMLT3SPa",
+	"DLV/wvLKG5R1Vsh82+d21ktWcVQ0SD48dqV1gUJ1nzsjssTUvRN5btDaBycdreKoMsX2EZCTpZDgwML3",
+	"FxcvGeJzJk06Ro4F5k8BC4sgriz52UdYfKvdY4SfbjJUEmZa20o9T8OJR9l8nud7SqQ/hn2SFxuHtMn8",
+	"dcbOtHXjuTaOTFiHy4MBjfOq+jErj7pMDimfaOxMteX4edcg8pwcvtJqcKsdYQxOAIWAsj3OnoM6efyg",
+	"HjiX1064ym6Lf8gwvJMqx7t+gSz09QHhd+sAlTPLJisxQ4NRvI/2frGKo0yXpXR7LViHNjTQMabfY80n",
+	"qzhI1+ZKIdsSPSJZRMhe5DJ2/hj2fNkYm3e+aNEjyf53u5Fbt4gKrAymgrOL+/Lp63bxfnbVqQcQ3dXp",
+	"bCxI9zSYJJ/hJgnHx6xTWC1YwnsfPSWgw2Zld6C0bvQ3AV5Xgdl2aB+T1GWVos631nWIKI4yoXKZU7AW",
+	"R3ZWuVwv1HbpZcM02L7yFHOSpMXD/q42waGAphZztN/5fUW7RFPu6VDP+s0KcSTMt6Gy8YbNWFMQv+Ut",
+	"KW4P8AETdWGEstO9Qf99wspmmQs0hE2D2szkHJx+yuIJBToLZEBhLrObPZ3AatW3kyb7sucmmmjwkYhu",
+	"Q4M4v7O7VnxHjz+kDaRqvsbwIHrZhGA0Iu7soSHs8kEe2T2ZlK2P3M0QtCfyWJjXnb6PcJ9J2PagPTXC",
+	"5woEpMdXFBymPm2bDK6ExbxTjgjVpeHD1ciN0/Fpk9ZUrVdcNjJf0ybRHq8lJ3357R19FZLjrOShbBA3",
+	"SRmn9TvO20VxdIPLd8anbmMmjlPJvGSTmYqjK18quXzE8mPNynW2vQmJcM6ZhdIdmcVhFO8hjn7ywKq+",
+	"g/RqsKeVqf1/zXirg4udCTtjPsj3FbHgGnUUq6ooLuOI/vE5Ow8JH/RxOyhePUNLhuQgYFpowQeGd/QP",
+	"oUf6JEu0TpTzKI44A+eJe/hw+nWbB8SBC308/R5FQXZyL6bqm85WiEOXWwB4kx5907v8WmJkPyK49Gf7",
+	"w+Fu5iv9bPTf//lfn6mUpHEn2/P/RFHhttmJo/dEbV9lCL33//uPHTNxKMAZIQsKFtKnqc+0DAYp42Gf",
+	"QDRYF7mOgjV50G11+elJ6WPpq4eyCjtufHt/Ri9ikM5CpouqVBakApY9OExlnoYq/1QbSD9PjzqKv0aY",
+	"7UtTUiTF9buFjX3plwHWgQ1dAm1adecTJB70nJ/f3zYJagl/e/3iZ1//pEXW9Z8zyJhVRrrla1rBc9IX",
+	"D+4RwE6VhKsLKRxOq6IAkWVo7VHY6N/eXMAtGjmtuzC4KeHXhRtYzEzdj+K/ucGl9VI0wyL3nUfoS6Gc",
+	"3xsM5rqQ2TKdqMNcZ/bYLzUs86MhvAk5aqGWQA5DXlcG8xiUbosfCjHH3LcvMCNZn/0mG17OnJv7rLxU",
+	"U729edYD7gFpMuVNT5fnSg76Fg3nSWIgMaa9S1Vr0BAuZtJO1JSikdByxTmVTCtnRObG62Uoe4MFOq2Y",
+	"M3iLZgmv//rDgZ3Q08py7oAU7RoVGuEw99050sVtk4tv8bkVBQcKFlBks7brhVtWrAPphhM1Uc94DXZW",
+	"fp+WQ3SeTXg54tpZ+mHiXdokGsMkmlRJcpqVaK24Rv6AkyiGCbu7STSeqPqZG6ny+oFV+rSDSMKqnIxI",
+	"J5Fwk+g+lDKEc+7SmahulbqQ1tUhi68IWDhLziBtUAavFx6j8Z2C+kQJ8AiEYtVcY6h8i5vuZE8g3YYp",
+	"ad3xc06fU+bjeVOWyoQxS67waXrmW1+LGnhbGAxnHWQMnqlM51xjISlpOo3OkgTSDqjyw7zBUipUVrNC",
+	"W8zHIGBu9N2SpG5qtHITlXFTF+d0aAySLBUWGcVs1j556x1R+L/PLurmg8CF75+d/5Wi7QUWRbzRXdWR",
+	"llBZpF3kpIksNocCCi1yuBKFUBmL+Ix9NGQzzG6gFEuoLAJKN0NzxHQEB0oTSPR+heVwMROOVIJWl6bl",
+	"7MVyjilYsbQxWA1pVpkCBnk6UQttbmxb0Rp8DwfdQWPYrA4e+MP8hqw3GjuE9JhdUzi2WnBDu+RcXHtr",
+	"RezQRl5LVVcknZ6odMrWg9kMg0GmjR34p1I4xDuRuXoQN1gi2ZUCQ1R4tZyokMk78keM00Jezxwcpi9e",
+	"Xjx/8fPrNEjhizCnUPlEpedsJwe0T6OLQWDm4CeW4vTI2wtbZTNuOOGha01uJ8lZPFEs6ezrX754fVGv",
+	"dB5gPTMsjTeOIK7bgt4I6WpyNnof0qcskUGsA2iolw4uY2MHrGSDepOHbAA83TEolgfy0f27f3Y31xYH",
+	"33vRHLdZjRh6uvXSIZxPVMtpZhX5GN+h0TLrLDmFtAlrQntfd18TxVaA1ODbF69eN91c1ru5Ky9foZfP",
+	"i3OtbbwoPUTSxdKYkkoeZ1pZXWBae5H3FVYI4duYJERcI0OWOep5gWAEU83qLiZqLuq0s7Rw/vL5uPZf",
+	"tXqI4DsPpSMzaXkurfAohkpxwm2imgN/HQDE4KX30l5AlAapCqkQvBP1jOEWMm6Aqk94XTGUHtSb8+66",
+	"kBkqy9AmtBqez0U2w8HJMGEgJF3RtJtGcXSLxnp/nQxH/hE9RyXmMhpHp8NkeBrFEZl/BjrH77JCZ4z5",
+	"59r2hM0XLJlcU1zzzVyVulpyJme8XoGkhy35Ea3iiWoqkBYdfTuEX5iBPNvSOiyBSfBn4Y0tS9WZ379v",
+	"A5NaPc+jcfSTvkUusEUeM6N13+h8uV+fQ7eaeZIkSbJz50Jbk12to3bGkhuNmydJ8skaQ5qi4j29IczC",
+	"AwJ6Cz4abgE58wT0zdsQetxpL+Uho8eHrHUD8aDTxwe1HYY84uzxEU3jFw0Y7bBE00XFqL4qS0EhHcsM",
+	"i1spVCWKIG6HWhXLoMybzokf8E+HgEdcWw515za6pNlJbzhDSlRdo+uLHLlAz5WlHOv8f/AdpOc5DmTA",
+	"ZOTjAgDpQLfhRP2MmFvoRBd9OrFeTvpdhbC70D2SSBvz4aTRBXpnoHK8QxuvdVLygfgM9PAfV/LWBKlp",
+	"Bj6wcCtxQR6EYWjoHPWxWfjEwVlHdGp5WRef47aQ3W9/37C8SILZHBYK57PoT2tXFdfhok+uc+58KlVO",
+	"Rts6qOYT5TTFaTiE8yBc4SYIggvQmyxuzt0khmtXvsnsAWGrMfuPdVnmo42xpFnVSbSHDV4vTfzhlngH",
+	"Jaglwt+P6XL6f7lhjqMnu9DU7a1c18HvtypHTdOwV4BDrTp2BsjK76KHnWpmvyK+2JqW4rm6Gtmx26fB",
+	"xndbzlMK5mrrCGVFAR2CqZTinsYNn1DnE0mX04AaOXt0pbWzzog5Rw6QUQCGFqp5QOdglZjbGUHMkP/w",
+	"hXAnZDGcqPM8963rfrPemuCdJIS3du0mNC+QNbDVdGrENU5UKBz6XMl9duE8z0OB9zebhLPNVopxNEqG",
+	"9P+z8ZdJkjQ9MLXK76W/bVPMP7L9aAx1uDApbdty8W9L8tssyXme1+BMWBDefPjk7QP9QLubkuMPMl95",
+	"O1KgbyjvVZlXSAFTozXdS6JvP/jLZhSutVfNfDfAmsB+/G2zy38iUf/HlNvfKIb++GtJbBIeDabcz53N",
+	"mppfCErWRS6UBH/HMw8r3HeFwQc50vpbCp3iSzR+e9lly5sZhozNxijwMVFd3bgnOivRGZnZexnxU/j9",
+	"UU44vHPH80JI9ciNkL7tBir+OPFdk6yXRpfExMrWhMT19S/aFeBdcwvUNyf185LTvA8kiLo1WUuYpq0f",
+	"+uia+3o45G7vTPJnOfUJxSlfVi/DneCjITyf8iBp64aMuO4OErdIxtkZkWFb5fG1GOWvXkoXAJVwaR9S",
+	"4esB24a2j8ftI8ft7fP7bk50Ht64tL3DiM7LALxJ/gjo5Pu2hSzOlff3viDaCsR3QhYg4Fd95StqyqdN",
+	"KYT1OHZQzWNfqdEGlC9DEMyqa6vd6xFv2zL925M4WozGo6/OTqI4sqWbcw5KVy66bCrrkUXn79t90AuF",
+	"ZgyqKorYn90YPjuNSXbeCTcGpReHR/AnGCVJAp+DcA7LubOdP1e+CQVkDn+Gz0a8HZ6VPp7Ul5L4TlKH",
+	"zA+R09GYRPsvgWXDTJfM8JrIeVUTORfLQot8DJ+NNiiLGzLGkKx4iXr4db3HTFeK7wOsdgama9dWPhko",
+	"7cDq5irO2+5tpRHfreh+fEuTEvnjs9Xl5X7019d3tu3hM5HNeq4txY216L2xG14m0rduePa4eenI2itA",
+	"Bt13gDw0vOetIUz9vxKyTr5+fEBzRZ2h+MkuGynRfRRwPzvZYfr2WjJjrB0Oo7lM/VGgjMbswNfw4oEN",
+	"DFeprg8URcEG1F9Z7HrV0NrDfnWjdbI3iXzObSR1U4gA3wZCjtHO9EL5NATDxXYycoClWHLUEk8UNzw0",
+	"dWpW7LpK29537AzpDe47pP5WK7S27bdrbbZnbffs26a9j71EHfoEo9z2rPACZMHC020PYBjhLXc7oG3A",
+	"64xaW4P9SGcA3rl7n60dwVo7971P112QazNfNj+T4/BXyHYMrzqcvC+4ah9psJ+HZm6GS1iQD80Mit8Q",
+	"Y60pgu+aaFcNHRKMMPhk41DgJRbYbnGgH3s2XXn92DO8q6XOvfmiw8I+be7v1r+kHyaNj5tEY1Cr1L/G",
+	"KIwIr53p9qNB55Jt8zqI+u0zdS6sVvEeneH2x39ZmCl8zbiTTVEgspsYFjMZGqz4VnhgcBdENnBs1KLG",
+	"DgKrL5vvjPBWccQvetqgJ7z9iUwd+hc9xL75q0BRv27iNAHbS1ofYVv4dQsYwp/8S6G6ALEBr3+CUY1a",
+	"/SDwLWF/DmO9WoafCllKB6MEGoGEz3mnAbNv7pUgffgp791QgL4iF58U+u6ObtevSX9idFuLpEd73SSC",
+	"cCBYMmtT0OVOF/XWUtQ/RRCmDSMBn6fb0xK4rr3CeNT01XtHIHP+zruYcSdoqh3b+L6DimtP1nO59zRc",
+	"7mXfQSsv79EFRczgB3zHTIfqy92P8n6Mv9mf3b6Z4N/A/t/A/p8U2Ou+KwC9oH49ndl2kb+9XMUfyNT6",
+	"RKa3x3zFknuux8fHo5MvubI1Gn+VfJWwWQ6zb0KeV6FmWLdUt0jXk0EgYOP1JpyRjdscIKdUWZfbDJrj",
+	"Zt1CZzedGQmHbc93vvamrANbd3HARmW2txsizFxnrVeXq/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
