@@ -124,11 +124,17 @@ func (s *Server) ClusterAddMember(w http.ResponseWriter, r *http.Request) {
 	s.clusterAnswer(w, s.cfg.Cluster.AddMember(body.Id, body.RaftAddress, voter))
 }
 
-// ClusterRemoveMember is DELETE /_cluster/members/{id}.
-func (s *Server) ClusterRemoveMember(w http.ResponseWriter, r *http.Request, id string) {
-	if s.clusterOr404(w, r, "DELETE /_cluster/members/{id}") {
-		s.clusterAnswer(w, s.cfg.Cluster.RemoveMember(id))
+// ClusterRemoveMember is POST /_cluster/remove.
+func (s *Server) ClusterRemoveMember(w http.ResponseWriter, r *http.Request) {
+	if !s.clusterOr404(w, r, "POST /_cluster/remove") {
+		return
 	}
+	var body gen.ClusterMemberRemove
+	if err := decodeBody(r, &body); err != nil {
+		writeError(w, badRequest("the body: %v", err))
+		return
+	}
+	s.clusterAnswer(w, s.cfg.Cluster.RemoveMember(body.Id))
 }
 
 // ClusterTransferLeader is POST /_cluster/leader.

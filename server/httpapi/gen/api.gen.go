@@ -217,7 +217,7 @@ type ClusterMember struct {
 	Id          string `json:"id"`
 	RaftAddress string `json:"raft_address"`
 
-	// Url the node's HTTP URL once it has led; else absent
+	// Url the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
 	Url    *string `json:"url,omitempty"`
 	Voter  bool    `json:"voter"`
 	Leader bool    `json:"leader"`
@@ -232,6 +232,11 @@ type ClusterMemberAdd struct {
 
 	// Voter false adds a non-voting read replica
 	Voter *bool `json:"voter,omitempty"`
+}
+
+// ClusterMemberRemove defines model for ClusterMemberRemove.
+type ClusterMemberRemove struct {
+	Id string `json:"id"`
 }
 
 // ClusterStatus defines model for ClusterStatus.
@@ -426,6 +431,9 @@ type ClusterTransferLeaderJSONRequestBody = ClusterTransfer
 // ClusterAddMemberJSONRequestBody defines body for ClusterAddMember for application/json ContentType.
 type ClusterAddMemberJSONRequestBody = ClusterMemberAdd
 
+// ClusterRemoveMemberJSONRequestBody defines body for ClusterRemoveMember for application/json ContentType.
+type ClusterRemoveMemberJSONRequestBody = ClusterMemberRemove
+
 // BatchJSONRequestBody defines body for Batch for application/json ContentType.
 type BatchJSONRequestBody = BatchRequest
 
@@ -571,8 +579,8 @@ type ServerInterface interface {
 	// (POST /_cluster/members)
 	ClusterAddMember(w http.ResponseWriter, r *http.Request)
 	// ClusterRemoveMember Remove a node from the cluster (on the leader only).
-	// (DELETE /_cluster/members/{id})
-	ClusterRemoveMember(w http.ResponseWriter, r *http.Request, id string)
+	// (POST /_cluster/remove)
+	ClusterRemoveMember(w http.ResponseWriter, r *http.Request)
 	// Health Whether the server is up. Needs no token.
 	// (GET /_health)
 	Health(w http.ResponseWriter, r *http.Request)
@@ -658,20 +666,8 @@ func (siw *ServerInterfaceWrapper) ClusterAddMember(w http.ResponseWriter, r *ht
 // ClusterRemoveMember operation middleware
 func (siw *ServerInterfaceWrapper) ClusterRemoveMember(w http.ResponseWriter, r *http.Request) {
 
-	var err error
-	_ = err
-
-	// ------------- Path parameter "id" -------------
-	var id string
-
-	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
-	if err != nil {
-		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
-		return
-	}
-
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.ClusterRemoveMember(w, r, id)
+		siw.Handler.ClusterRemoveMember(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1009,7 +1005,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_clock", wrapper.MoveClock)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_cluster", wrapper.ClusterStatus)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/members", wrapper.ClusterAddMember)
-	m.HandleFunc(http.MethodDelete+" "+options.BaseURL+"/_cluster/members/{id}", wrapper.ClusterRemoveMember)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/remove", wrapper.ClusterRemoveMember)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/leader", wrapper.ClusterTransferLeader)
 
 	return m
@@ -1020,99 +1016,100 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7HyLbhs5svarFPofwPZsS27ZzlwULLCe2cw/2bkkm3j+AH9kpOnuksVxN6mQbMs6gYDzNOfBzpMcVJF9",
-	"kdS2pUxmsLtnd4GJJTXJYrEuX13YH6JMl3OtUDkbjT9EMxQ5Gv7zO1SYvcb39HeONjNy7qRW0Ti6mCHk",
-	"wokrYfHAQjYT6hpBVeUVGhBTR/8Fg+8rtA7cTDhYGO1wGMWRzWZYCpqylEqWVRmNkzhyyzlG40gqh9do",
-	"otUqjp7nWM61Q+Ve4bwQS8y36UidqTCFxQwVuBmCUHaBBqTlT1NprKu/cxrcTFpops2Wgx9wGYMJs68T",
-	"h4ooexvRAtFlQ6B1RqrraEUEzoURJbous85p69tknkPKPw9e4/vUk5EVEpWDhbCBQMzh8GoJQi1B6RxB",
-	"T0FAVlTWoTkaTxRtqOaoqZQFrTL0c/HzM5ppPi8k5jXHpcOJOjQo8sFSV2bA39BAEDDVRaEXaI5i0Myw",
-	"J8lZOLknYIcTFcWRJNq9PERxpERJHPAb8RvtMmyqTSmcP8MvzqL4sePled4I6bbZ9ZMsCmkx0yq3dG4z",
-	"XeTMDCFLOBSQWnQpkZ3mWKRHIBwft0VziwYWM1ngREkHC10VOThxg6C0m0l1PQYBi5kuGlmdGl1CQouc",
-	"JkmSPLpvJnhNiMWd3yWPj3cW6mz5Ay63tz4iUk6ePIGrpUM7hHN/jGDQGTrZhXQzv1lRItwgCUzefhEE",
-	"ZKIOS3QznccwF24Ww5XOl35K/7y+QXVEp97I3qa+TJS4FlLFfsW0VcZBrY1jYOWLecYgWoHNT3m6G1xO",
-	"FA8X9D2aRn6lhbOTE9qdwWllMYyHG8Q5TUJDh/ADLi0U8hYnKh0MZEdvnStSOMxxKqrCwckZzI6YCluZ",
-	"W3mLbHusE8b5JYTn20QJ5tivVVChB057w0psHvmPqK7dLBqfPHnCR15/HvUaCoN2rpVFthPfiPyVZwN9",
-	"yrQiptKfrLyZIEE4/tWSNHyI8E6U8wL9kznNeyXyd4GNURyhMdpE42iuraSBcDYaA97NMXNIKnMrigpj",
-	"mOpK5TCJVpMoWnW38pnBaTSO/s9x6wOO/a/2+BnPzRvYNv71SWoy9NYJhyWZM2mhFAWZAjJnc2EsxkAc",
-	"IUEM1jIGz2wvlUdDougbnEmV78CQ30x6ay5zktaOycQghGnHwqVA8mBZfKRiy0jkfqvVtJCZ+/0JPmfz",
-	"pUDmbO/+Uin5njweH+zTWt/YjRD1DhUT+J02VzLPUf3+FP5MTGRfkpNttpmeY7AwBxZMVaAlEwF6jkY4",
-	"behLXTkEYW9qg7Y+LGb9ZUIP/LbwiJzzJjIZ/OiVdsuIvlCt6/SnzQ6Rj967iiJIIJsfYqDw68SdXw8s",
-	"/PLqR48tbpReqHWAsKXnZN2VQ6NE8UfIhbd9UnVcHx/9D7h8hWRT/whtwk04xZLIFn1KpmHd7jN9P2v3",
-	"HZmjj7J+Srt3bMw6ti/TRYEZW79f9ZVlIKQ0TCUWOZl54T6BzTtXUCmWAuisp01Y5lAbL9XenF1o/aMw",
-	"1/jHHAE7d2mhoCUNyXpXKA4spINBKe4G9FzK9P2iROVm2sj/wI87h6o7QXsUpbSsTVcoDEPuG1SfyOF0",
-	"p2Q3E5bShkILdb1hIN68eTM4r9wMlaPd4Dqr+3T3FyVuhSzEVfEHHZt12iBMhSwwZxDeRfikRtfyFhVU",
-	"83BkJbqPPCsa2R4SgWbWlNQHZZCA0QvrcRytLw1aGH0KpYE0zAcq5S2R/S3R3ee4miX5DM+nU8YxvNU8",
-	"Z4AjipeGPImThKamorC4uer3egElhVG5zipCJba27uxsdOWILFcZJdV12gam887EHyLRWfwRTB/2mFO4",
-	"2AxrQ0Z99StmbIPOGVn3hYcNgjqoITlRpBW+mEbjtw+z/5Ve2GgVP/xQw8vVJcEt4bJZS82DzF1ni0Fb",
-	"FT5RIB2W9jHZCIusGm4IY8Ryi231tH1cY2I7kHkPahu27k7w3ys0y3q1FYP7537c6JE9dBbr28a3hc5u",
-	"ftK3uH3+z+5E5oolaMVhfyryW6EyfFfaFA5LfYuglQ9wKPL1X1t0R+sysgdf2gX6I/c6pj15cnqWnJwm",
-	"yZdf0//ivTShXaOHHfsdI2/69yM1zL9N5mV9bj/rxZ6ip/yIbbPvZIkE256/fjH46otkBL9cfOtRcNlJ",
-	"e9DRNqY8OklOvhgkTwbJ6UXy9fgkGZ8kwyRJ/n+0GW7G0d1AGwbFJ6uYiLiPcRss6QwcbbInzMLT3SPa",
-	"DLV/wvLKG5R1Vsh82+d21ktWcVQ0SD48dqV1gUJ1nzsjssTUvRN5btDaBycdreKoMsX2EZCTpZDgwML3",
-	"FxcvGeJzJk06Ro4F5k8BC4sgriz52UdYfKvdY4SfbjJUEmZa20o9T8OJR9l8nud7SqQ/hn2SFxuHtMn8",
-	"dcbOtHXjuTaOTFiHy4MBjfOq+jErj7pMDimfaOxMteX4edcg8pwcvtJqcKsdYQxOAIWAsj3OnoM6efyg",
-	"HjiX1064ym6Lf8gwvJMqx7t+gSz09QHhd+sAlTPLJisxQ4NRvI/2frGKo0yXpXR7LViHNjTQMabfY80n",
-	"qzhI1+ZKIdsSPSJZRMhe5DJ2/hj2fNkYm3e+aNEjyf53u5Fbt4gKrAymgrOL+/Lp63bxfnbVqQcQ3dXp",
-	"bCxI9zSYJJ/hJgnHx6xTWC1YwnsfPSWgw2Zld6C0bvQ3AV5Xgdl2aB+T1GWVos631nWIKI4yoXKZU7AW",
-	"R3ZWuVwv1HbpZcM02L7yFHOSpMXD/q42waGAphZztN/5fUW7RFPu6VDP+s0KcSTMt6Gy8YbNWFMQv+Ut",
-	"KW4P8AETdWGEstO9Qf99wspmmQs0hE2D2szkHJx+yuIJBToLZEBhLrObPZ3AatW3kyb7sucmmmjwkYhu",
-	"Q4M4v7O7VnxHjz+kDaRqvsbwIHrZhGA0Iu7soSHs8kEe2T2ZlK2P3M0QtCfyWJjXnb6PcJ9J2PagPTXC",
-	"5woEpMdXFBymPm2bDK6ExbxTjgjVpeHD1ciN0/Fpk9ZUrVdcNjJf0ybRHq8lJ3357R19FZLjrOShbBA3",
-	"SRmn9TvO20VxdIPLd8anbmMmjlPJvGSTmYqjK18quXzE8mPNynW2vQmJcM6ZhdIdmcVhFO8hjn7ywKq+",
-	"g/RqsKeVqf1/zXirg4udCTtjPsj3FbHgGnUUq6ooLuOI/vE5Ow8JH/RxOyhePUNLhuQgYFpowQeGd/QP",
-	"oUf6JEu0TpTzKI44A+eJe/hw+nWbB8SBC308/R5FQXZyL6bqm85WiEOXWwB4kx5907v8WmJkPyK49Gf7",
-	"w+Fu5iv9bPTf//lfn6mUpHEn2/P/RFHhttmJo/dEbV9lCL33//uPHTNxKMAZIQsKFtKnqc+0DAYp42Gf",
-	"QDRYF7mOgjV50G11+elJ6WPpq4eyCjtufHt/Ri9ikM5CpouqVBakApY9OExlnoYq/1QbSD9PjzqKv0aY",
-	"7UtTUiTF9buFjX3plwHWgQ1dAm1adecTJB70nJ/f3zYJagl/e/3iZ1//pEXW9Z8zyJhVRrrla1rBc9IX",
-	"D+4RwE6VhKsLKRxOq6IAkWVo7VHY6N/eXMAtGjmtuzC4KeHXhRtYzEzdj+K/ucGl9VI0wyL3nUfoS6Gc",
-	"3xsM5rqQ2TKdqMNcZ/bYLzUs86MhvAk5aqGWQA5DXlcG8xiUbosfCjHH3LcvMCNZn/0mG17OnJv7rLxU",
-	"U729edYD7gFpMuVNT5fnSg76Fg3nSWIgMaa9S1Vr0BAuZtJO1JSikdByxTmVTCtnRObG62Uoe4MFOq2Y",
-	"M3iLZgmv//rDgZ3Q08py7oAU7RoVGuEw99050sVtk4tv8bkVBQcKFlBks7brhVtWrAPphhM1Uc94DXZW",
-	"fp+WQ3SeTXg54tpZ+mHiXdokGsMkmlRJcpqVaK24Rv6AkyiGCbu7STSeqPqZG6ny+oFV+rSDSMKqnIxI",
-	"J5Fwk+g+lDKEc+7SmahulbqQ1tUhi68IWDhLziBtUAavFx6j8Z2C+kQJ8AiEYtVcY6h8i5vuZE8g3YYp",
-	"ad3xc06fU+bjeVOWyoQxS67waXrmW1+LGnhbGAxnHWQMnqlM51xjISlpOo3OkgTSDqjyw7zBUipUVrNC",
-	"W8zHIGBu9N2SpG5qtHITlXFTF+d0aAySLBUWGcVs1j556x1R+L/PLurmg8CF75+d/5Wi7QUWRbzRXdWR",
-	"llBZpF3kpIksNocCCi1yuBKFUBmL+Ix9NGQzzG6gFEuoLAJKN0NzxHQEB0oTSPR+heVwMROOVIJWl6bl",
-	"7MVyjilYsbQxWA1pVpkCBnk6UQttbmxb0Rp8DwfdQWPYrA4e+MP8hqw3GjuE9JhdUzi2WnBDu+RcXHtr",
-	"RezQRl5LVVcknZ6odMrWg9kMg0GmjR34p1I4xDuRuXoQN1gi2ZUCQ1R4tZyokMk78keM00Jezxwcpi9e",
-	"Xjx/8fPrNEjhizCnUPlEpedsJwe0T6OLQWDm4CeW4vTI2wtbZTNuOOGha01uJ8lZPFEs6ezrX754fVGv",
-	"dB5gPTMsjTeOIK7bgt4I6WpyNnof0qcskUGsA2iolw4uY2MHrGSDepOHbAA83TEolgfy0f27f3Y31xYH",
-	"33vRHLdZjRh6uvXSIZxPVMtpZhX5GN+h0TLrLDmFtAlrQntfd18TxVaA1ODbF69eN91c1ru5Ky9foZfP",
-	"i3OtbbwoPUTSxdKYkkoeZ1pZXWBae5H3FVYI4duYJERcI0OWOep5gWAEU83qLiZqLuq0s7Rw/vL5uPZf",
-	"tXqI4DsPpSMzaXkurfAohkpxwm2imgN/HQDE4KX30l5AlAapCqkQvBP1jOEWMm6Aqk94XTGUHtSb8+66",
-	"kBkqy9AmtBqez0U2w8HJMGEgJF3RtJtGcXSLxnp/nQxH/hE9RyXmMhpHp8NkeBrFEZl/BjrH77JCZ4z5",
-	"59r2hM0XLJlcU1zzzVyVulpyJme8XoGkhy35Ea3iiWoqkBYdfTuEX5iBPNvSOiyBSfBn4Y0tS9WZ379v",
-	"A5NaPc+jcfSTvkUusEUeM6N13+h8uV+fQ7eaeZIkSbJz50Jbk12to3bGkhuNmydJ8skaQ5qi4j29IczC",
-	"AwJ6Cz4abgE58wT0zdsQetxpL+Uho8eHrHUD8aDTxwe1HYY84uzxEU3jFw0Y7bBE00XFqL4qS0EhHcsM",
-	"i1spVCWKIG6HWhXLoMybzokf8E+HgEdcWw515za6pNlJbzhDSlRdo+uLHLlAz5WlHOv8f/AdpOc5DmTA",
-	"ZOTjAgDpQLfhRP2MmFvoRBd9OrFeTvpdhbC70D2SSBvz4aTRBXpnoHK8QxuvdVLygfgM9PAfV/LWBKlp",
-	"Bj6wcCtxQR6EYWjoHPWxWfjEwVlHdGp5WRef47aQ3W9/37C8SILZHBYK57PoT2tXFdfhok+uc+58KlVO",
-	"Rts6qOYT5TTFaTiE8yBc4SYIggvQmyxuzt0khmtXvsnsAWGrMfuPdVnmo42xpFnVSbSHDV4vTfzhlngH",
-	"Jaglwt+P6XL6f7lhjqMnu9DU7a1c18HvtypHTdOwV4BDrTp2BsjK76KHnWpmvyK+2JqW4rm6Gtmx26fB",
-	"xndbzlMK5mrrCGVFAR2CqZTinsYNn1DnE0mX04AaOXt0pbWzzog5Rw6QUQCGFqp5QOdglZjbGUHMkP/w",
-	"hXAnZDGcqPM8963rfrPemuCdJIS3du0mNC+QNbDVdGrENU5UKBz6XMl9duE8z0OB9zebhLPNVopxNEqG",
-	"9P+z8ZdJkjQ9MLXK76W/bVPMP7L9aAx1uDApbdty8W9L8tssyXme1+BMWBDefPjk7QP9QLubkuMPMl95",
-	"O1KgbyjvVZlXSAFTozXdS6JvP/jLZhSutVfNfDfAmsB+/G2zy38iUf/HlNvfKIb++GtJbBIeDabcz53N",
-	"mppfCErWRS6UBH/HMw8r3HeFwQc50vpbCp3iSzR+e9lly5sZhozNxijwMVFd3bgnOivRGZnZexnxU/j9",
-	"UU44vHPH80JI9ciNkL7tBir+OPFdk6yXRpfExMrWhMT19S/aFeBdcwvUNyf185LTvA8kiLo1WUuYpq0f",
-	"+uia+3o45G7vTPJnOfUJxSlfVi/DneCjITyf8iBp64aMuO4OErdIxtkZkWFb5fG1GOWvXkoXAJVwaR9S",
-	"4esB24a2j8ftI8ft7fP7bk50Ht64tL3DiM7LALxJ/gjo5Pu2hSzOlff3viDaCsR3QhYg4Fd95StqyqdN",
-	"KYT1OHZQzWNfqdEGlC9DEMyqa6vd6xFv2zL925M4WozGo6/OTqI4sqWbcw5KVy66bCrrkUXn79t90AuF",
-	"ZgyqKorYn90YPjuNSXbeCTcGpReHR/AnGCVJAp+DcA7LubOdP1e+CQVkDn+Gz0a8HZ6VPp7Ul5L4TlKH",
-	"zA+R09GYRPsvgWXDTJfM8JrIeVUTORfLQot8DJ+NNiiLGzLGkKx4iXr4db3HTFeK7wOsdgama9dWPhko",
-	"7cDq5irO2+5tpRHfreh+fEuTEvnjs9Xl5X7019d3tu3hM5HNeq4txY216L2xG14m0rduePa4eenI2itA",
-	"Bt13gDw0vOetIUz9vxKyTr5+fEBzRZ2h+MkuGynRfRRwPzvZYfr2WjJjrB0Oo7lM/VGgjMbswNfw4oEN",
-	"DFeprg8URcEG1F9Z7HrV0NrDfnWjdbI3iXzObSR1U4gA3wZCjtHO9EL5NATDxXYycoClWHLUEk8UNzw0",
-	"dWpW7LpK29537AzpDe47pP5WK7S27bdrbbZnbffs26a9j71EHfoEo9z2rPACZMHC020PYBjhLXc7oG3A",
-	"64xaW4P9SGcA3rl7n60dwVo7971P112QazNfNj+T4/BXyHYMrzqcvC+4ah9psJ+HZm6GS1iQD80Mit8Q",
-	"Y60pgu+aaFcNHRKMMPhk41DgJRbYbnGgH3s2XXn92DO8q6XOvfmiw8I+be7v1r+kHyaNj5tEY1Cr1L/G",
-	"KIwIr53p9qNB55Jt8zqI+u0zdS6sVvEeneH2x39ZmCl8zbiTTVEgspsYFjMZGqz4VnhgcBdENnBs1KLG",
-	"DgKrL5vvjPBWccQvetqgJ7z9iUwd+hc9xL75q0BRv27iNAHbS1ofYVv4dQsYwp/8S6G6ALEBr3+CUY1a",
-	"/SDwLWF/DmO9WoafCllKB6MEGoGEz3mnAbNv7pUgffgp791QgL4iF58U+u6ObtevSX9idFuLpEd73SSC",
-	"cCBYMmtT0OVOF/XWUtQ/RRCmDSMBn6fb0xK4rr3CeNT01XtHIHP+zruYcSdoqh3b+L6DimtP1nO59zRc",
-	"7mXfQSsv79EFRczgB3zHTIfqy92P8n6Mv9mf3b6Z4N/A/t/A/p8U2Ou+KwC9oH49ndl2kb+9XMUfyNT6",
-	"RKa3x3zFknuux8fHo5MvubI1Gn+VfJWwWQ6zb0KeV6FmWLdUt0jXk0EgYOP1JpyRjdscIKdUWZfbDJrj",
-	"Zt1CZzedGQmHbc93vvamrANbd3HARmW2txsizFxnrVeXq/8JAAD//w==",
+	"7FwLbxtHkv4rhbkAkrJDavRwHjQWWCbrXLx5OGsrZ+BMwdOaKYodzXTT3T2ieAaB+zX3w+6XHKq650Fy",
+	"JJGOE+ztZheIRXK6u7q6Hl89et5HmS7nWqFyNhq9j2YocjT85zeoMHuF7+jvHG1m5NxJraJRdDFDyIUT",
+	"V8LigYVsJtQ1gqrKKzQgpo7+CwbfVWgduJlwsDDa4TCKI5vNsBQ0ZSmVLKsyGiVx5JZzjEaRVA6v0USr",
+	"VRw9z7Gca4fKvcR5IZaYb9OROlNhCosZKnAzBKHsAg1Iy5+m0lhXf+c0uJm00EybLQff4TIGE2ZfJw4V",
+	"UfYmogWiy4ZA64xU19GKCJwLI0p0XWaNaevbZI4h5Z8Hr/Bd6snIConKwULYQCDmcHi1BKGWoHSOoKcg",
+	"ICsq69AcjSaKNlRz1FTKglYZ+rn4+RnNNJ8XEvOa49LhRB0aFPlgqSsz4G9oIAiY6qLQCzRHMWhm2JPk",
+	"PJzcE7DDiYriSBLtXh6iOFKiJA74jfiNdhk21aYUzp/hZ+dR/Njx8jyvhXTb7PpBFoW0mGmVWzq3mS5y",
+	"ZoaQJRwKSC26lMhOcyzSIxCOj9uiuUUDi5kscKKkg4WuihycuEFQ2s2kuh6BgMVMF42sTo0uIaFFzpIk",
+	"SR7dNxO8JsTizu+Sx8c7C3W2/A6X21s/IVJOnzyBq6VDO4SxP0Yw6Ayd7EK6md+sKBFukAQmb78IAjJR",
+	"hyW6mc5jmAs3i+FK50s/pX9e36A6olNvZG9TXyZKXAupYr9i2irjoNbGEbDyxTxjEK3A5qc83Q0uJ4qH",
+	"C/oeTSO/0sL56SntzuC0shjGww3inCahoUP4DpcWCnmLE5UOBrKjt84VKRzmOBVV4eD0HGZHTIWtzK28",
+	"RbY91gnj/BLC822iBHPslyqo0AOnvWElNo/8e1TXbhaNTp884SOvP5/0GgqDdq6VRbYTX4n8pWcDfcq0",
+	"IqbSn6y8mSBBOP7FkjS8j/BOlPMC/ZM5zXsl8reBjVEcoTHaRKNorq2kgXB+MgK8m2PmkFTmVhQVxjDV",
+	"lcphEq0mUbTqbuUTg9NoFP3bcesDjv2v9vgZz80b2Db+9UlqMvTWCYclmTNpoRQFmQIyZ3NhLMZAHCFB",
+	"DNYyBs9sL5VHQ6LoK5xJle/AkF9Nemsuc5LWjsnEIIRpx8KlQPJgWXykYstI5H6t1bSQmfvtCR6z+VIg",
+	"c7Z3f6mUfEcejw/2aa1v7EaIeoeKCfxGmyuZ56h+ewp/JCayL8nJNttMzzFYmAMLpirQkokAPUcjnDb0",
+	"pa4cgrA3tUFbHxaz/jKhB35beETOeROZDL73SrtlRF+o1nX602aHyEfvXUURJJDNDzFQ+HXizq8HFn5+",
+	"+b3HFjdKL9Q6QNjSc7LuyqFRovg95MLbPqk6ro+P/jtcvkSyqb+HNuEmnGJJZIs+JdOwbveZvh+1+4bM",
+	"0QdZP6XdWzZmHduX6aLAjK3fL/rKMhBSGqYSi5zMvHAfweaNFVSKpQA662kTljnUxku1N2cXWn8vzDX+",
+	"PkfAzl1aKGhJQ7LeFYoDC+lgUIq7AT2XMn0/K1G5mTbyv/DDzqHqTtAeRSkta9MVCsOQ+wbVR3I43SnZ",
+	"zYSltKHQQl1vGIjXr18PxpWboXK0G1xndZ/u/qzErZCFuCp+p2OzThuEqZAF5gzCuwif1Oha3qKCah6O",
+	"rET3gWdFI9tDItDMmpL6oAwSMHphPY6j9aVBCycfQ2kgDfOBSnlLZH9LdPc5rmZJPsPxdMo4hrea5wxw",
+	"RPGTIU/iJKGpqSgsbq76rV5ASWFUrrOKUImtrTs7G105IstVRkl1nbaB6bwz8ftIdBZ/BNOHPeYULjbD",
+	"2pBRX/2CGdugMSPrvvCwQVAHNSQnirTCF9No9OZh9r/UCxut4ocfani5uiS4JVw2a6l5kLnrbDFoq8In",
+	"CqTD0j4mG2GRVcMNYYxYbrGtnraPa0xsBzLvQW3D1t0J/nuFZlmvtmJw/9yPO3lkD53F+rbxdaGzmx/0",
+	"LW6f/7M7kbliCVpx2J+K/FaoDN+WNoXDUt8iaOUDHIp8/dcW3dG6jOzBl3aB/si9jmlPn5ydJ6dnSfL5",
+	"l/S/eC9NaNfoYcd+x8ib/u1IDfNvk3lZn9uPerGn6Ck/YtvsO1kiwbbnr14MvvgsOYGfL772KLjspD3o",
+	"aBtTHp0mp58NkieD5Owi+XJ0moxOk2GSJP8ZbYabcXQ30IZB8ekqJiLuY9wGSzoDTzbZE2bh6e4RbYba",
+	"P2B55Q3KOitkvu1zO+slqzgqGiQfHrvSukChus+dE1li6t6KPDdo7YOTnqziqDLF9hGQk6WQ4MDCtxcX",
+	"P7UQv82kEcyzIB2FM/yFwUybnL6yQAiQn5eO4wR79BSwsAjiypJbfuREbrV7bJ9nm/yXBLHWdl7P0zDu",
+	"0VMZ5/meAuxPbZ9cx8aZbp7V+jnMtHWjuTaOLF7nUAYDGuc1+0NWPukyOWSIopEz1RZO4F2DyHPCB0qr",
+	"wa12BEk4XxTiz/Y4ew7q9PGDevRcXmIZXMJvejQ9lD5A2isnXGW3FTnkSt5KleNdv2oV+vqAIhHrAJUz",
+	"yya/MkODUbyPHfpsFUeZLkvp9lqwDtJooOPoZI81n6ziwN3NlYJxiB4ReiJkL3I5CvgQ9nzemM23vvzS",
+	"o2T+d7tRJbCICqxUGZIR4zzpvnz6sl28n111EgWE7bGsT4O19Ll6Uj58zHCG1YJNv/fRM4JsrFm7Q751",
+	"97UJVbu2hc2a9tFVXSAq6sxxXVGJ4igTKpc5hZ1xZGeVy/VCbReRNqyW7Su0MSdJWnwA09Umck9NVelo",
+	"v/P7gnaJptwTGpz3WzziSJhvQ2XjDZuxpiB+y1tS3B7gAybqwghlp3uHL/cJK3sMLjURyg5qM5NzcPop",
+	"iycU6CyQbYe5zG729E+rVd9OmjzSnpto4tpHYtMNDeJM1e5a8Q09/pA2kKr5asmDOGwTTNKIuLOHhrDL",
+	"B3lk92RStj5yN0PQnshjAWt3+j7CfU5k24P2VDufKxCQHl9RmJv6BHQyuBIW805hJdTJhg/XVTdOxyeA",
+	"WlO1XjvayOFNm5JBvJZm9YXEt/RVSPOzkocCSNykl5zWbzkDGcXRDS7fGp+Ejpk4Torzkk2OLY6ufNHn",
+	"8hHLjzUr19n2OqT0OfsXipBkFodRvIc4+skDq/oO0qvBnlam9v81460OLnYm7Iz5IN9VxIJr1FGsqqK4",
+	"jCP6x2cfPVp90MftoHj1DC0ZkuOTaaEFHxje0T8EbOmTLNE6Uc6jOOJcoifu4cPp120eEAcu9PH0WxQF",
+	"2cm9mKpvOlshDl1uYfNNevRN7/JrKZ79iOAipu0P7Ls5vPSTk//97//5RKUkjTvZnv8QRYXbZieO3hG1",
+	"fTUu9N7/7993zMShAGeELCiOSZ+mPmc0GKSMh30q1GBdrjsK1mTnqMGT0sfSlw/lR3bc+Pb+jF7EHHRn",
+	"uqhKZUEqYNmDw1TmaehXmGoD6afpUUfx1wizfQlXCvK4ErmwsS9iM8A6sKHfoU0Q73yCxIOe8/P72yZB",
+	"LeFvr1786Cu5tMi6/nMuHLPKSLd8RSt4TvoyyD0C2Kn3cJ0khcNpVRQgsgytPQob/dvrC7hFI6d1Pwm3",
+	"V/yycAOLmak7a/w3N7i0XopmWOS+hwp9UZczlYPBXBcyW6YTdZjrzB77pYZlfjSE1yHbLtQSyGHI68pg",
+	"HoPSbRlHIeaY+0YMZiTrs99kw8uZc3NfX5Bqqrc3z3rA3SxNzr/pTvNcyUHfouGMTwwkxrR3qWoNGsLF",
+	"TNqJmlI0EprHODuUaeWMyNxovaBmb7BApxVzBm/RLOHVX787sBN6WllOa5CiXaNCIxzmvs9Iurht1/HN",
+	"Srei4EDBAops1vbvcPONdSDdcKIm6hmvwc7K79NyiM6zCS9HXAVM30+8S5tEI5hEkypJzrISrRXXyB9w",
+	"EsUwYXc3iUYTVT9zI1VeP7BKn3YQSViV8yTpJBJuEt2HUoYw5n6jierW2wtpXR2y+NqGhfPkHNIGZfB6",
+	"4TEa32kNmCgBHoFQrJprDDV8cdOd7Amk2zAlrXuXxvQ5ZT6OmwJbJoxZcq1S0zNf+6rawNvCYDjrIGPw",
+	"TGU652oRSUnTM3WeJJB2QJUf5g2WUqFGnBXaYj4CAXOj75YkdVOjlZuojNvTON1EY5BkqbDIKGazistb",
+	"74jCvz+7qNsoAhe+fTb+K0XbCyyKeKNPrCMtoUZKu8hJE1lsDgUUWuRwJQqhMhbxGftoyGaY3UApllBZ",
+	"BJRuhuaI6QgOlCaQ6P0Ky+FiJhypBK0uTcvZi+UcU7BiaWOwGtKsMgUM8nSiFtrc2LY2N/gWDrqDRrBZ",
+	"5zzwh/kVWW80dgjpMbumcGy14IbGz7m49taK2KGNvJaqrq06PVHplK0HsxkGg0wbO/BPpXCIdyJz9SBu",
+	"FUWyKwWGqPBqOVEhyXjkjxinhbyeOThMX/x08fzFj6/SIIUvwpxC5ROVjtlODmifRheDwMzBDyzF6ZG3",
+	"F7bKZtw6w0PX2vVOk/N4oljS2df/9OLVRb3SOMB6ZlgabxxBXDc4vRbS1eRsdHGkT1kig1gH0FAvHVzG",
+	"xg5YyQb1Jg/ZAHi6Y1AsD+Sj+3f/7G6uLQ6+9aI5arMaMfT0HaZDGE9Uy2lmFfkY32vSMus8OYO0CWtC",
+	"o2J3XxPFVoDU4OsXL181fWnWu7krL1+hK9GLc61tvCg9RNLF0piSSh5nWlldYFp7kXcVVgjh25gkRFwj",
+	"Q5Y56nmBYARTzeouJmou6oy4tDD+6fmo9l+1eojgOw+lIzNpeS6t8CiGSnHCbaKaA38VAMTgJ++lvYAo",
+	"DVIVUiF4J+oZw81w3MpVn/C6Yig9qDfn3XUhM1SWoU1omhzPRTbDwekwYSAkXdE0zkZxdIvGen+dDE/8",
+	"I3qOSsxlNIrOhsnwLIojMv8MdI7fZoXOGPPPte0Jmy9YMrk6uuabub52teRMzmi9lkoPc2FHq3iimlqq",
+	"RUffDuFnZiDPtrQOS2AS/Fl4Y8tSde737xvapFbP82gU/aBvkUuFkcfMaN1XOl/u17HRrcueJkmS7NyD",
+	"0VaXV+uonbHkRgvqaZJ8tBaXpjx6T5cLs/CAgN6Cj4abWc49AX3zNoQedxplecjJ40PW+pp40Nnjg9pe",
+	"SR5x/viIpoWNBpzssETTD8aovipLQSEdywyLWylUJYogbodaFcugzJvOiR/wT4eAR1xbDnXnNrqk2Ulv",
+	"OENKVF2j64scudUAQnEz5P+D7yA9z3EgAyYjHxcASAe6DSfqR8TcQie66NOJ9XLSbyqE3YXukUTamA8n",
+	"jS7QOwOV4x3aeK0nlA/EZ6CH/7iStyZITVvzgYVbiQvyIAxDQw+sj83CJw7OOqJTy8u6+By3Jfl++/ua",
+	"5UUSzOawUDifRX9au6q4Dhd9cp1z51OpcjLa1kE1nyinKU7DIYyDcIU7LQguQG+yuDn3xRiuXfl2uQeE",
+	"rcbs39dlmQ82xpJmVafRHjZ4vTTxu1viHZSglgh/06fL6X9xwxxHT3ahqdsluq6D325Vjpr2Z68Ah1p1",
+	"7AyQld9FDzvVzH5FfLE1LcVzdTWyY7fPgo3vNs+nFMzV1hHKigI6BFMpxd2ZGz6hzieSLqcBNXL26Epr",
+	"Z50Rc44cIKMADC1U84DOwSoxtzOCmCH/4QvhTshiOFHjPPdN+H6z3prgnSSEt3aBKPRVkDWw1XRqxDVO",
+	"VCgc+lzJfXZhnOehwPurTcL5ZpfHKDpJhvT/89HnSZI07Tm1yu+lv22/zj+y/WgMdbj6KW3bcvGHJfl1",
+	"lmSc5zU4ExaENx8+eftAq9IOpsQ0zUb9lmQMOfK1qJwP1D+e+/hnIZZwhVNtMITQ80JkzaUvkeeY1zng",
+	"Ls6AMd9davOBtYrfH0kFOfSdUR9LZ8+iD9PD0J/1hyr+a6qiP/5aG5ukT4Or93Pps6buGQKzdcEPZdHf",
+	"UK7CCvddSPGBnrT+zkmnABWN3lx22fJ6hiFrtTEKfFxYV3juiVBLdEZm9l5G/BB+f5QTDu/c8bwQUj1y",
+	"v6dvu4GK3y/GW5Osn4wuiYmVrQmJ68t8tCvAu+ZOr2/Q6uclp7ofSJJ169KWcF1bQ/UZBu5t4rRDewOW",
+	"P8upT6pO+dUDZbjhfTSE51MexA6Cm1LiukNK3CI5KGdEhm2ly9ejlL9IK10AlcKlfcafL3tE6+9WuOf+",
+	"S/vIcfsugfvuwXQe3riCv8OIzqsdVpcf6Ip8F76QxVh5Q+uLwq1AfCNkAQJ+0Ve+qqh86picrcfyg2oe",
+	"+2qVNqB8KYagZl1f7l52edO2Krw5jaPFyejki/PTKI5s6each9OViy6b7oLIovO3J9/rhUIzAlUVRezP",
+	"bgSfnMUkO2+FG4HSi8Mj+BOcJEkCn4JwDsu5s50/V74Rh/z+n+GTE94Oz0ofT+srZnzDrEPm+8jpaESi",
+	"/ZfAsmGmS2Z4TeS8qomci2WhRT6CT042KIsbMkaQrHiJevh1vcdMV4pvd6x2BgVrl5A+GhrowJTmYtWb",
+	"7t2zE74p0/34hiYl8kfnq8vL/eivL2Nt28NnIpv1XEKLG2vRe/86vBqmb93w7HHzCpm1F7oMum90eWh4",
+	"zztgmPp/JkiTfPn4gOaFA4yBTnfZSInugxDT+ekO07eXzBlj7XAYzdX4DwJlNGYHvobXSGxguEp1faAo",
+	"Cjag/gJq16uG9ib2qxvto72J9DG30tSNMQJ8Kww5RjvTC+VTMQwX28nIAZZiyZFbPFHc9NHU6lmx60p1",
+	"e3u1M6Q3XuqQ+mut0Nq236y1Gp+3HcRvmhZH9hJ1+S8Y5bZvhxcgCxaebvsgwwhvudsBbRNiZ9TaGuxH",
+	"OgPwzt37bO0I1lra73267gRdm/my+Zkch78QuGMI1+HkfQFc+0iD/Tw0czNcwoJ8aGZQtHHc3hZsTRF8",
+	"50i7augSYYTBJxuHIjexwHYLJP3Ys+lMvC+bwOmJOv/oCy8L+7S5jV3/kr6fND5uEo1ArVL/UqowIrxE",
+	"qNuTB50r001yoX6XUJ0PrFW8R2e4BfSfFmYKXzfvZJQUiOwmhsVMhiYzvuMfGNwFkQ0cO2lRYweB1a8O",
+	"2BnhreKIX9u1QU94lxeZOvSv7Yh9A1yBon55yFkCtpe0PsK28OsWMIQ/+Vd8dQFiA17/BCc1avWDwLfF",
+	"/TmM9WoZfipkKR2cJNAIJHzKOw2YfXOvBOnDT3nvhgL0Fbn4qNB3d3S7fun9I6PbWiQ92usmEYQDwZJZ",
+	"m4Iud7qot5ai/imCMG0YCfg03Z6WwHXtFUYnzd0C7whkzt95FzPqBE21Yxvdd1Bx7cl6rmqfhava7Dto",
+	"5eU9uqCIGfyA7xrqUH25+1Hej/E3e9Tb90z8Aez/APb/T4G97rsG0Qvq19OZbSf9m8tV/J5MrU9kenvM",
+	"10y573x0fHxy+jlX905GXyRfJGyWw+ybkOdlqJvWbeUt0vVkEAjYeFkNZ2TjNgfIKVXW5TaD5rhhudDZ",
+	"TWdGwmHb843X3nt2YOtOFtioTvd2hISZ66z16nL1fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

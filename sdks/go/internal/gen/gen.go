@@ -16,9 +16,34 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ClusterStatusRole.
+const (
+	Candidate ClusterStatusRole = "candidate"
+	Follower  ClusterStatusRole = "follower"
+	Leader    ClusterStatusRole = "leader"
+	Shutdown  ClusterStatusRole = "shutdown"
+)
+
+// Valid indicates whether the value is a known member of the ClusterStatusRole enum.
+func (e ClusterStatusRole) Valid() bool {
+	switch e {
+	case Candidate:
+		return true
+	case Follower:
+		return true
+	case Leader:
+		return true
+	case Shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	ErrorCodeBadRequest       ErrorCode = "bad_request"
+	ErrorCodeBehind           ErrorCode = "behind"
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
@@ -35,6 +60,8 @@ const (
 func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeBadRequest:
+		return true
+	case ErrorCodeBehind:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -181,6 +208,70 @@ type ClockNow struct {
 	Now string `json:"now"`
 }
 
+// ClusterMember defines model for ClusterMember.
+type ClusterMember struct {
+	Id          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+
+	// Url the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
+	Url    *string `json:"url,omitempty"`
+	Voter  bool    `json:"voter"`
+	Leader bool    `json:"leader"`
+}
+
+// ClusterMemberAdd defines model for ClusterMemberAdd.
+type ClusterMemberAdd struct {
+	Id string `json:"id"`
+
+	// RaftAddress host:port of the node's --raft
+	RaftAddress string `json:"raft_address"`
+
+	// Voter false adds a non-voting read replica
+	Voter *bool `json:"voter,omitempty"`
+}
+
+// ClusterMemberRemove defines model for ClusterMemberRemove.
+type ClusterMemberRemove struct {
+	Id string `json:"id"`
+}
+
+// ClusterStatus defines model for ClusterStatus.
+type ClusterStatus struct {
+	// Id this node
+	Id   string            `json:"id"`
+	Role ClusterStatusRole `json:"role"`
+
+	// LeaderId the leader as this node knows it; absent while none
+	LeaderId  *string `json:"leader_id,omitempty"`
+	LeaderUrl *string `json:"leader_url,omitempty"`
+	Term      int64   `json:"term"`
+
+	// CommitIndex the log's last entry known committed
+	CommitIndex int64 `json:"commit_index"`
+
+	// AppliedIndex the log's last entry applied here
+	AppliedIndex int64 `json:"applied_index"`
+
+	// LastIndex the log's last entry stored here
+	LastIndex int64 `json:"last_index"`
+
+	// Seq the last write applied here (a Fenec-Seq)
+	Seq int64 `json:"seq"`
+
+	// LeaderChanges leaders this node has seen since it started
+	LeaderChanges int64           `json:"leader_changes"`
+	Members       []ClusterMember `json:"members"`
+}
+
+// ClusterStatusRole defines model for ClusterStatus.Role.
+type ClusterStatusRole string
+
+// ClusterTransfer defines model for ClusterTransfer.
+type ClusterTransfer struct {
+	// Id the voter to hand leadership to; none lets raft pick
+	Id *string `json:"id,omitempty"`
+}
+
 // Collection defines model for Collection.
 type Collection struct {
 	Name      string  `json:"name"`
@@ -245,6 +336,9 @@ type Rows = []Row
 // Value Any JSON value.
 type Value = interface{}
 
+// FenecAfter defines model for FenecAfter.
+type FenecAfter = int64
+
 // FenecWait defines model for FenecWait.
 type FenecWait = int
 
@@ -253,6 +347,9 @@ type IdempotencyKey = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
+
+// Behind defines model for Behind.
+type Behind = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
@@ -294,6 +391,11 @@ type BatchParams struct {
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
 	// a key just runs.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // QueryParams defines parameters for Query.
@@ -309,10 +411,24 @@ type QueryParams struct {
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
 	// a key just runs.
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // MoveClockJSONRequestBody defines body for MoveClock for application/json ContentType.
 type MoveClockJSONRequestBody = ClockMove
+
+// ClusterTransferLeaderJSONRequestBody defines body for ClusterTransferLeader for application/json ContentType.
+type ClusterTransferLeaderJSONRequestBody = ClusterTransfer
+
+// ClusterAddMemberJSONRequestBody defines body for ClusterAddMember for application/json ContentType.
+type ClusterAddMemberJSONRequestBody = ClusterMemberAdd
+
+// ClusterRemoveMemberJSONRequestBody defines body for ClusterRemoveMember for application/json ContentType.
+type ClusterRemoveMemberJSONRequestBody = ClusterMemberRemove
 
 // BatchJSONRequestBody defines body for Batch for application/json ContentType.
 type BatchJSONRequestBody = BatchRequest
@@ -538,6 +654,80 @@ type ClientInterface interface {
 	// Corresponds with POST /_clock (the `MoveClock` operationId).
 	MoveClock(ctx context.Context, body MoveClockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ClusterStatus This node's view of its cluster (docs/cluster.md).
+	//
+	// Only on a node started with `--node-id`; a lone server answers 404.
+	// Needs full access.
+	//
+	// Corresponds with GET /_cluster (the `ClusterStatus` operationId).
+	ClusterStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterTransferLeaderWithBody Hand leadership to another voter (on the leader only).
+	//
+	// With `id`, to that voter; without, to the voter raft finds most up
+	// to date. Answers once the transfer is done or has failed.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+	ClusterTransferLeaderWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterTransferLeader Hand leadership to another voter (on the leader only).
+	//
+	// With `id`, to that voter; without, to the voter raft finds most up
+	// to date. Answers once the transfer is done or has failed.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+	ClusterTransferLeader(ctx context.Context, body ClusterTransferLeaderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterAddMemberWithBody Add a node as a voter, or as a non-voting read replica.
+	//
+	// On the leader only (a follower answers 403 with `Fenec-Leader`).
+	// The node must be running with `--node-id` and `--raft` and no
+	// `--bootstrap`; it catches up from a snapshot and the log's tail.
+	// Adding a member that exists with another address or suffrage
+	// changes it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+	ClusterAddMemberWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterAddMember Add a node as a voter, or as a non-voting read replica.
+	//
+	// On the leader only (a follower answers 403 with `Fenec-Leader`).
+	// The node must be running with `--node-id` and `--raft` and no
+	// `--bootstrap`; it catches up from a snapshot and the log's tail.
+	// Adding a member that exists with another address or suffrage
+	// changes it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+	ClusterAddMember(ctx context.Context, body ClusterAddMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterRemoveMemberWithBody Remove a node from the cluster (on the leader only).
+	//
+	// A dead node is removed this way before its replacement is added
+	// (docs/cluster.md). An id that is no member is 404.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+	ClusterRemoveMemberWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClusterRemoveMember Remove a node from the cluster (on the leader only).
+	//
+	// A dead node is removed this way before its replacement is added
+	// (docs/cluster.md). An id that is no member is 404.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+	ClusterRemoveMember(ctx context.Context, body ClusterRemoveMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// Health Whether the server is up. Needs no token.
 	//
 	// Corresponds with GET /_health (the `Health` operationId).
@@ -629,6 +819,150 @@ func (c *Client) MoveClockWithBody(ctx context.Context, contentType string, body
 // Corresponds with POST /_clock (the `MoveClock` operationId).
 func (c *Client) MoveClock(ctx context.Context, body MoveClockJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMoveClockRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterStatus This node's view of its cluster (docs/cluster.md).
+//
+// Only on a node started with `--node-id`; a lone server answers 404.
+// Needs full access.
+//
+// Corresponds with GET /_cluster (the `ClusterStatus` operationId).
+func (c *Client) ClusterStatus(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterStatusRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterTransferLeaderWithBody Hand leadership to another voter (on the leader only).
+//
+// With `id`, to that voter; without, to the voter raft finds most up
+// to date. Answers once the transfer is done or has failed.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+func (c *Client) ClusterTransferLeaderWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterTransferLeaderRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterTransferLeader Hand leadership to another voter (on the leader only).
+//
+// With `id`, to that voter; without, to the voter raft finds most up
+// to date. Answers once the transfer is done or has failed.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+func (c *Client) ClusterTransferLeader(ctx context.Context, body ClusterTransferLeaderJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterTransferLeaderRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterAddMemberWithBody Add a node as a voter, or as a non-voting read replica.
+//
+// On the leader only (a follower answers 403 with `Fenec-Leader`).
+// The node must be running with `--node-id` and `--raft` and no
+// `--bootstrap`; it catches up from a snapshot and the log's tail.
+// Adding a member that exists with another address or suffrage
+// changes it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+func (c *Client) ClusterAddMemberWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterAddMemberRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterAddMember Add a node as a voter, or as a non-voting read replica.
+//
+// On the leader only (a follower answers 403 with `Fenec-Leader`).
+// The node must be running with `--node-id` and `--raft` and no
+// `--bootstrap`; it catches up from a snapshot and the log's tail.
+// Adding a member that exists with another address or suffrage
+// changes it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+func (c *Client) ClusterAddMember(ctx context.Context, body ClusterAddMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterAddMemberRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterRemoveMemberWithBody Remove a node from the cluster (on the leader only).
+//
+// A dead node is removed this way before its replacement is added
+// (docs/cluster.md). An id that is no member is 404.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+func (c *Client) ClusterRemoveMemberWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterRemoveMemberRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClusterRemoveMember Remove a node from the cluster (on the leader only).
+//
+// A dead node is removed this way before its replacement is added
+// (docs/cluster.md). An id that is no member is 404.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+func (c *Client) ClusterRemoveMember(ctx context.Context, body ClusterRemoveMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClusterRemoveMemberRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -809,6 +1143,153 @@ func NewMoveClockRequestWithBody(server string, contentType string, body io.Read
 	return req, nil
 }
 
+// NewClusterStatusRequest constructs an http.Request for the ClusterStatus method
+func NewClusterStatusRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/_cluster")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewClusterTransferLeaderRequest calls the generic ClusterTransferLeader builder with application/json body
+func NewClusterTransferLeaderRequest(server string, body ClusterTransferLeaderJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClusterTransferLeaderRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewClusterTransferLeaderRequestWithBody constructs an http.Request for the ClusterTransferLeader method, with any body, and a specified content type
+func NewClusterTransferLeaderRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/_cluster/leader")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewClusterAddMemberRequest calls the generic ClusterAddMember builder with application/json body
+func NewClusterAddMemberRequest(server string, body ClusterAddMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClusterAddMemberRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewClusterAddMemberRequestWithBody constructs an http.Request for the ClusterAddMember method, with any body, and a specified content type
+func NewClusterAddMemberRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/_cluster/members")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewClusterRemoveMemberRequest calls the generic ClusterRemoveMember builder with application/json body
+func NewClusterRemoveMemberRequest(server string, body ClusterRemoveMemberJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClusterRemoveMemberRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewClusterRemoveMemberRequestWithBody constructs an http.Request for the ClusterRemoveMember method, with any body, and a specified content type
+func NewClusterRemoveMemberRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/_cluster/remove")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewHealthRequest constructs an http.Request for the Health method
 func NewHealthRequest(server string) (*http.Request, error) {
 	var err error
@@ -924,6 +1405,17 @@ func NewBatchRequestWithBody(server string, params *BatchParams, contentType str
 			req.Header.Set("Idempotency-Key", headerParam1)
 		}
 
+		if params.FenecAfter != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Fenec-After", *params.FenecAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Fenec-After", headerParam2)
+		}
+
 	}
 
 	return req, nil
@@ -1017,6 +1509,17 @@ func NewQueryRequestWithBody(server string, params *QueryParams, contentType str
 			req.Header.Set("Idempotency-Key", headerParam1)
 		}
 
+		if params.FenecAfter != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "Fenec-After", *params.FenecAfter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Fenec-After", headerParam2)
+		}
+
 	}
 
 	return req, nil
@@ -1085,6 +1588,82 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /_clock (the `MoveClock` operationId).
 	MoveClockWithResponse(ctx context.Context, body MoveClockJSONRequestBody, reqEditors ...RequestEditorFn) (*MoveClockResponse, error)
+
+	// ClusterStatusWithResponse This node's view of its cluster (docs/cluster.md).
+	//
+	// Only on a node started with `--node-id`; a lone server answers 404.
+	// Needs full access.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /_cluster (the `ClusterStatus` operationId).
+	ClusterStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ClusterStatusResponse, error)
+
+	// ClusterTransferLeaderWithBodyWithResponse Hand leadership to another voter (on the leader only).
+	//
+	// With `id`, to that voter; without, to the voter raft finds most up
+	// to date. Answers once the transfer is done or has failed.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+	ClusterTransferLeaderWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterTransferLeaderResponse, error)
+
+	// ClusterTransferLeaderWithResponse Hand leadership to another voter (on the leader only).
+	//
+	// With `id`, to that voter; without, to the voter raft finds most up
+	// to date. Answers once the transfer is done or has failed.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+	ClusterTransferLeaderWithResponse(ctx context.Context, body ClusterTransferLeaderJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterTransferLeaderResponse, error)
+
+	// ClusterAddMemberWithBodyWithResponse Add a node as a voter, or as a non-voting read replica.
+	//
+	// On the leader only (a follower answers 403 with `Fenec-Leader`).
+	// The node must be running with `--node-id` and `--raft` and no
+	// `--bootstrap`; it catches up from a snapshot and the log's tail.
+	// Adding a member that exists with another address or suffrage
+	// changes it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+	ClusterAddMemberWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterAddMemberResponse, error)
+
+	// ClusterAddMemberWithResponse Add a node as a voter, or as a non-voting read replica.
+	//
+	// On the leader only (a follower answers 403 with `Fenec-Leader`).
+	// The node must be running with `--node-id` and `--raft` and no
+	// `--bootstrap`; it catches up from a snapshot and the log's tail.
+	// Adding a member that exists with another address or suffrage
+	// changes it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+	ClusterAddMemberWithResponse(ctx context.Context, body ClusterAddMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterAddMemberResponse, error)
+
+	// ClusterRemoveMemberWithBodyWithResponse Remove a node from the cluster (on the leader only).
+	//
+	// A dead node is removed this way before its replacement is added
+	// (docs/cluster.md). An id that is no member is 404.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+	ClusterRemoveMemberWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterRemoveMemberResponse, error)
+
+	// ClusterRemoveMemberWithResponse Remove a node from the cluster (on the leader only).
+	//
+	// A dead node is removed this way before its replacement is added
+	// (docs/cluster.md). An id that is no member is 404.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+	ClusterRemoveMemberWithResponse(ctx context.Context, body ClusterRemoveMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterRemoveMemberResponse, error)
 
 	// HealthWithResponse Whether the server is up. Needs no token.
 	//
@@ -1158,6 +1737,11 @@ type MoveClockResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// MoveClockResponse403Headers the declared response headers of an HTTP 403 response for MoveClock
+type MoveClockResponse403Headers struct {
+	FenecLeader *string
+}
+
 type MoveClockResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1175,6 +1759,8 @@ type MoveClockResponse struct {
 	JSON413 *TooLarge
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MoveClockResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MoveClockResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1236,6 +1822,373 @@ func (r MoveClockResponse) ContentType() string {
 	return ""
 }
 
+// ClusterStatusResponse401Headers the declared response headers of an HTTP 401 response for ClusterStatus
+type ClusterStatusResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ClusterStatusResponse403Headers the declared response headers of an HTTP 403 response for ClusterStatus
+type ClusterStatusResponse403Headers struct {
+	FenecLeader *string
+}
+
+type ClusterStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClusterStatusResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClusterStatusResponse403Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClusterStatusResponse) GetJSON200() *ClusterStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClusterStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClusterStatusResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClusterStatusResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ClusterStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClusterStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClusterStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClusterStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ClusterTransferLeaderResponse401Headers the declared response headers of an HTTP 401 response for ClusterTransferLeader
+type ClusterTransferLeaderResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ClusterTransferLeaderResponse403Headers the declared response headers of an HTTP 403 response for ClusterTransferLeader
+type ClusterTransferLeaderResponse403Headers struct {
+	FenecLeader *string
+}
+
+type ClusterTransferLeaderResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClusterTransferLeaderResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClusterTransferLeaderResponse403Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON200() *ClusterStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ClusterTransferLeaderResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ClusterTransferLeaderResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClusterTransferLeaderResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClusterTransferLeaderResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClusterTransferLeaderResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ClusterAddMemberResponse401Headers the declared response headers of an HTTP 401 response for ClusterAddMember
+type ClusterAddMemberResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ClusterAddMemberResponse403Headers the declared response headers of an HTTP 403 response for ClusterAddMember
+type ClusterAddMemberResponse403Headers struct {
+	FenecLeader *string
+}
+
+type ClusterAddMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClusterAddMemberResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClusterAddMemberResponse403Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON200() *ClusterStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ClusterAddMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ClusterAddMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClusterAddMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClusterAddMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClusterAddMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ClusterRemoveMemberResponse401Headers the declared response headers of an HTTP 401 response for ClusterRemoveMember
+type ClusterRemoveMemberResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// ClusterRemoveMemberResponse403Headers the declared response headers of an HTTP 403 response for ClusterRemoveMember
+type ClusterRemoveMemberResponse403Headers struct {
+	FenecLeader *string
+}
+
+type ClusterRemoveMemberResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ClusterStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Forbidden
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *TooLarge
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ClusterRemoveMemberResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ClusterRemoveMemberResponse403Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON200() *ClusterStatus {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON403() *Forbidden {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON413() *TooLarge {
+	return r.JSON413
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ClusterRemoveMemberResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ClusterRemoveMemberResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClusterRemoveMemberResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClusterRemoveMemberResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClusterRemoveMemberResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type HealthResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1282,6 +2235,11 @@ type MetricsResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// MetricsResponse403Headers the declared response headers of an HTTP 403 response for Metrics
+type MetricsResponse403Headers struct {
+	FenecLeader *string
+}
+
 type MetricsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1291,6 +2249,8 @@ type MetricsResponse struct {
 	JSON403 *Forbidden
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MetricsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *MetricsResponse403Headers
 }
 
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
@@ -1343,6 +2303,11 @@ type BatchResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// BatchResponse403Headers the declared response headers of an HTTP 403 response for Batch
+type BatchResponse403Headers struct {
+	FenecLeader *string
+}
+
 type BatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1368,10 +2333,14 @@ type BatchResponse struct {
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *Behind
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *BatchResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *BatchResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *BatchResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1427,6 +2396,11 @@ func (r BatchResponse) GetJSON500() *Internal {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r BatchResponse) GetJSON503() *Unavailable {
 	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r BatchResponse) GetJSON504() *Behind {
+	return r.JSON504
 }
 
 // GetBody returns the raw response body bytes
@@ -1524,6 +2498,11 @@ type QueryResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// QueryResponse403Headers the declared response headers of an HTTP 403 response for Query
+type QueryResponse403Headers struct {
+	FenecLeader *string
+}
+
 type QueryResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1549,10 +2528,14 @@ type QueryResponse struct {
 	JSON500 *Internal
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// JSON504 the response for an HTTP 504 `application/json` response
+	JSON504 *Behind
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *QueryResponse200Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *QueryResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *QueryResponse403Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -1608,6 +2591,11 @@ func (r QueryResponse) GetJSON500() *Internal {
 // GetJSON503 returns the response for an HTTP 503 `application/json` response
 func (r QueryResponse) GetJSON503() *Unavailable {
 	return r.JSON503
+}
+
+// GetJSON504 returns the response for an HTTP 504 `application/json` response
+func (r QueryResponse) GetJSON504() *Behind {
+	return r.JSON504
 }
 
 // GetBody returns the raw response body bytes
@@ -1669,6 +2657,124 @@ func (c *ClientWithResponses) MoveClockWithResponse(ctx context.Context, body Mo
 		return nil, err
 	}
 	return ParseMoveClockResponse(rsp)
+}
+
+// ClusterStatusWithResponse This node's view of its cluster (docs/cluster.md).
+//
+// Only on a node started with `--node-id`; a lone server answers 404.
+// Needs full access.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /_cluster (the `ClusterStatus` operationId).
+func (c *ClientWithResponses) ClusterStatusWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ClusterStatusResponse, error) {
+	rsp, err := c.ClusterStatus(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterStatusResponse(rsp)
+}
+
+// ClusterTransferLeaderWithBodyWithResponse Hand leadership to another voter (on the leader only).
+//
+// With `id`, to that voter; without, to the voter raft finds most up
+// to date. Answers once the transfer is done or has failed.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+func (c *ClientWithResponses) ClusterTransferLeaderWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterTransferLeaderResponse, error) {
+	rsp, err := c.ClusterTransferLeaderWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterTransferLeaderResponse(rsp)
+}
+
+// ClusterTransferLeaderWithResponse Hand leadership to another voter (on the leader only).
+//
+// With `id`, to that voter; without, to the voter raft finds most up
+// to date. Answers once the transfer is done or has failed.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/leader (the `ClusterTransferLeader` operationId).
+func (c *ClientWithResponses) ClusterTransferLeaderWithResponse(ctx context.Context, body ClusterTransferLeaderJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterTransferLeaderResponse, error) {
+	rsp, err := c.ClusterTransferLeader(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterTransferLeaderResponse(rsp)
+}
+
+// ClusterAddMemberWithBodyWithResponse Add a node as a voter, or as a non-voting read replica.
+//
+// On the leader only (a follower answers 403 with `Fenec-Leader`).
+// The node must be running with `--node-id` and `--raft` and no
+// `--bootstrap`; it catches up from a snapshot and the log's tail.
+// Adding a member that exists with another address or suffrage
+// changes it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+func (c *ClientWithResponses) ClusterAddMemberWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterAddMemberResponse, error) {
+	rsp, err := c.ClusterAddMemberWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterAddMemberResponse(rsp)
+}
+
+// ClusterAddMemberWithResponse Add a node as a voter, or as a non-voting read replica.
+//
+// On the leader only (a follower answers 403 with `Fenec-Leader`).
+// The node must be running with `--node-id` and `--raft` and no
+// `--bootstrap`; it catches up from a snapshot and the log's tail.
+// Adding a member that exists with another address or suffrage
+// changes it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/members (the `ClusterAddMember` operationId).
+func (c *ClientWithResponses) ClusterAddMemberWithResponse(ctx context.Context, body ClusterAddMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterAddMemberResponse, error) {
+	rsp, err := c.ClusterAddMember(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterAddMemberResponse(rsp)
+}
+
+// ClusterRemoveMemberWithBodyWithResponse Remove a node from the cluster (on the leader only).
+//
+// A dead node is removed this way before its replacement is added
+// (docs/cluster.md). An id that is no member is 404.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+func (c *ClientWithResponses) ClusterRemoveMemberWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClusterRemoveMemberResponse, error) {
+	rsp, err := c.ClusterRemoveMemberWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterRemoveMemberResponse(rsp)
+}
+
+// ClusterRemoveMemberWithResponse Remove a node from the cluster (on the leader only).
+//
+// A dead node is removed this way before its replacement is added
+// (docs/cluster.md). An id that is no member is 404.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /_cluster/remove (the `ClusterRemoveMember` operationId).
+func (c *ClientWithResponses) ClusterRemoveMemberWithResponse(ctx context.Context, body ClusterRemoveMemberJSONRequestBody, reqEditors ...RequestEditorFn) (*ClusterRemoveMemberResponse, error) {
+	rsp, err := c.ClusterRemoveMember(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClusterRemoveMemberResponse(rsp)
 }
 
 // HealthWithResponse Whether the server is up. Needs no token.
@@ -1848,6 +2954,359 @@ func ParseMoveClockResponse(rsp *http.Response) (*MoveClockResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MoveClockResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClusterStatusResponse parses an HTTP response from a ClusterStatusWithResponse call
+func ParseClusterStatusResponse(rsp *http.Response) (*ClusterStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClusterStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ClusterStatusResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClusterStatusResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClusterTransferLeaderResponse parses an HTTP response from a ClusterTransferLeaderWithResponse call
+func ParseClusterTransferLeaderResponse(rsp *http.Response) (*ClusterTransferLeaderResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClusterTransferLeaderResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ClusterTransferLeaderResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClusterTransferLeaderResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClusterAddMemberResponse parses an HTTP response from a ClusterAddMemberWithResponse call
+func ParseClusterAddMemberResponse(rsp *http.Response) (*ClusterAddMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClusterAddMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ClusterAddMemberResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClusterAddMemberResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseClusterRemoveMemberResponse parses an HTTP response from a ClusterRemoveMemberWithResponse call
+func ParseClusterRemoveMemberResponse(rsp *http.Response) (*ClusterRemoveMemberResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClusterRemoveMemberResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ClusterStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest TooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ClusterRemoveMemberResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ClusterRemoveMemberResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -1920,6 +3379,16 @@ func ParseMetricsResponse(rsp *http.Response) (*MetricsResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers MetricsResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -2016,6 +3485,13 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest Behind
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
 	}
 
 	switch {
@@ -2046,6 +3522,16 @@ func ParseBatchResponse(rsp *http.Response) (*BatchResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers BatchResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
@@ -2188,6 +3674,13 @@ func ParseQueryResponse(rsp *http.Response) (*QueryResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 504:
+		var dest Behind
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON504 = &dest
+
 	}
 
 	switch {
@@ -2218,6 +3711,16 @@ func ParseQueryResponse(rsp *http.Response) (*QueryResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers QueryResponse403Headers
+		if values := rsp.Header.Values("Fenec-Leader"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Fenec-Leader", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.FenecLeader = &value
+		}
+		response.Headers403 = &headers
 	}
 
 	return response, nil
