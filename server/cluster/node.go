@@ -126,8 +126,10 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	if rc.SnapshotThreshold == 0 {
 		rc.SnapshotThreshold = 8192
 	}
-	rc.SnapshotInterval = 30 * time.Second
-	rc.TrailingLogs = 1024
+	// How often raft looks whether SnapshotThreshold entries have passed:
+	// the look is cheap, the snapshot is taken only then.
+	rc.SnapshotInterval = 5 * time.Second
+	rc.TrailingLogs = min(1024, rc.SnapshotThreshold)
 	// The store's file is this node's state already: restoring the latest
 	// snapshot over it at every start would only move it back.
 	rc.NoSnapshotRestoreOnStart = true

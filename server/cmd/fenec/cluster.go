@@ -18,6 +18,7 @@ import (
 // no --node-id the server is alone, as before, and none of this runs.
 type clusterFlags struct {
 	id, raft, advertise, dir, bootstrap, url string
+	snapshotEvery                            uint64
 	peers                                    []cluster.Peer
 }
 
@@ -27,6 +28,7 @@ func (c *clusterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.advertise, "raft-advertise", "", "the `host:port` other nodes reach --raft at (default --raft)")
 	fs.StringVar(&c.dir, "raft-dir", "", "the `directory` of a cluster node's raft log and snapshots (default <file>.raft)")
 	fs.StringVar(&c.bootstrap, "bootstrap", "", "the first voters, `id=host:port,...` (this node among them); used only on the first start, when --raft-dir is empty")
+	fs.Uint64Var(&c.snapshotEvery, "raft-snapshot-every", 8192, "snapshot a cluster node's file, and truncate its log, after this many `entries`")
 	fs.StringVar(&c.url, "advertise-http", "", "the `URL` clients reach this node's API at, named to them by followers (default http://<the --http address>)")
 }
 
@@ -39,6 +41,9 @@ func (c *clusterFlags) check(file string) error {
 	}
 	if c.raft == "" {
 		return errors.New("--node-id needs --raft")
+	}
+	if c.snapshotEvery == 0 {
+		return errors.New("--raft-snapshot-every 0: want 1 or more entries")
 	}
 	if file == ":memory:" {
 		return errors.New("a cluster node needs a --file: the log's snapshots are copies of it")
@@ -76,7 +81,7 @@ func startNode(o options, db *engine.DB, httpAddr string, metrics *httpapi.Metri
 		url = "http://" + httpAddr
 	}
 	n, err := cluster.Start(db, cluster.Config{ID: c.id, RaftAddr: c.raft, Advertise: c.advertise, HTTPURL: strings.TrimSuffix(url, "/"),
-		Dir: c.dir, Bootstrap: c.peers, Log: log})
+		Dir: c.dir, Bootstrap: c.peers, Log: log, SnapshotThreshold: c.snapshotEvery})
 	if err != nil {
 		return nil, err
 	}

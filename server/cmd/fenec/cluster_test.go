@@ -1,0 +1,428 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/cluster/history"
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
+)
+
+// The cluster's tests run three real `fenec serve` nodes on loopback
+// ports and kill them with SIGKILL (docs/cluster.md, Tests).
+
+type clusterNode struct {
+	id, http, raft, file string
+	p                    *apitest.Process // nil while down
+}
+
+type testCluster struct {
+	t         *testing.T
+	nodes     []*clusterNode
+	bootstrap string
+	extra     []string
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func newCluster(t *testing.T, n int, extra ...string) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &testCluster{t: t, extra: extra}
+	var peers []string
+	for i := 1; i <= n; i++ {
+		nd := &clusterNode{id: fmt.Sprintf("n%d", i), http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(dir, fmt.Sprintf("n%d.db", i))}
+		c.nodes = append(c.nodes, nd)
+		peers = append(peers, nd.id+"="+nd.raft)
+	}
+	c.bootstrap = strings.Join(peers, ",")
+	for _, nd := range c.nodes {
+		c.start(nd)
+	}
+	c.leader(20 * time.Second)
+	return c
+}
+
+func (c *testCluster) start(nd *clusterNode) {
+	c.t.Helper()
+	args := append([]string{"--http", nd.http, "--file", nd.file, "--node-id", nd.id, "--raft", nd.raft, "--bootstrap", c.bootstrap}, c.extra...)
+	nd.p = apitest.Start(c.t, bin, args...)
+}
+
+func (nd *clusterNode) url() string { return "http://" + nd.http }
+
+func (c *testCluster) client(nd *clusterNode) *apitest.Client {
+	return &apitest.Client{T: c.t, Base: nd.url(), HTTP: &http.Client{Timeout: 10 * time.Second}}
+}
+
+type clusterStatus struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	LeaderURL string `json:"leader_url"`
+	Seq       int64  `json:"seq"`
+	Members   []struct {
+		ID    string `json:"id"`
+		Voter bool   `json:"voter"`
+	} `json:"members"`
+}
+
+func (c *testCluster) status(nd *clusterNode) (clusterStatus, bool) {
+	var st clusterStatus
+	if nd.p == nil {
+		return st, false
+	}
+	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
+	if err != nil || r.Status != 200 {
+		return st, false
+	}
+	r.JSON(c.t, &st)
+	return st, true
+}
+
+// leader waits for a node that leads and takes writes, and answers it.
+func (c *testCluster) leader(within time.Duration) *clusterNode {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.nodes {
+			if st, ok := c.status(nd); ok && st.Role == "leader" {
+				w, err := c.client(nd).Do("POST", "/query", map[string]any{"query": "create collection if not exists probes (k int)"}, nil)
+				if err == nil && w.Status == 200 {
+					return nd
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader took writes within %v", within)
+	return nil
+}
+
+// converge waits until every running node has applied the leader's seq.
+func (c *testCluster) converge(within time.Duration) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var seqs []int64
+		for _, nd := range c.nodes {
+			if st, ok := c.status(nd); ok {
+				seqs = append(seqs, st.Seq)
+			} else if nd.p != nil {
+				seqs = append(seqs, -1)
+			}
+		}
+		same := len(seqs) > 0
+		for _, s := range seqs {
+			same = same && s == seqs[0] && s > 0
+		}
+		if same {
+			return seqs[0]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("the nodes did not converge within %v", within)
+	return 0
+}
+
+// TestClusterFollowers: a follower refuses writes, plain and held claims
+// included, with 403 naming the leader; it serves reads, and Fenec-After
+// reads its client's writes; a held claim on a leader that hands its
+// leadership on is answered at once; a claim retried under its
+// Idempotency-Key on the next leader, after the first was SIGKILLed, is
+// answered the first answer.
+func TestClusterFollowers(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader(10 * time.Second)
+	lc := c.client(lead)
+	lc.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+	r := lc.MustQuery("put jobs [{n: 1, run_at: now(), attempts: 0}, {n: 2, run_at: now(), attempts: 0}]")
+	seq := r.Header.Get("Fenec-Seq")
+	var follower *clusterNode
+	for _, nd := range c.nodes {
+		if nd != lead {
+			follower = nd
+		}
+	}
+	fc := c.client(follower)
+	claim := "set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n"
+	for _, h := range []map[string]string{nil, {"Fenec-Wait": "2000"}} {
+		start := time.Now()
+		r, err := fc.Do("POST", "/query", map[string]any{"query": claim, "params": []any{"w"}}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 403 || r.Code() != "forbidden" || r.Header.Get("Fenec-Leader") != lead.url() || !strings.Contains(string(r.Body), lead.url()) {
+			t.Errorf("a claim (%v) on a follower: %d %s Fenec-Leader %q; want 403 naming %s", h, r.Status, r.Body, r.Header.Get("Fenec-Leader"), lead.url())
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the follower's refusal (%v) took %v", h, took)
+		}
+	}
+	r, err := fc.Do("POST", "/query", map[string]any{"query": "get jobs count"}, map[string]string{"Fenec-After": seq})
+	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"count":2`) {
+		t.Fatalf("a read with Fenec-After %s on a follower: %v %v", seq, err, r)
+	}
+	r, err = fc.Do("POST", "/query", map[string]any{"query": "get jobs count"}, map[string]string{"Fenec-After": "999999"})
+	if err != nil || r.Status != 504 || r.Code() != "behind" {
+		t.Fatalf("a read with Fenec-After past the log: %v %v, want 504 behind", err, r)
+	}
+
+	// A held claim on an empty line, then the leader hands leadership on.
+	lc.MustQuery("create collection empty (run_at timestamp @sorted, owner text)")
+	held := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := lc.Do("POST", "/query", map[string]any{"query": "set empty {owner: 'w'} where run_at <= now() order run_at limit 1 returning id"}, map[string]string{"Fenec-Wait": "25000"})
+		if err != nil {
+			t.Error(err)
+		}
+		held <- r
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	tr, err := lc.Do("POST", "/_cluster/leader", map[string]any{}, nil)
+	if err != nil || tr.Status != 200 {
+		t.Fatalf("POST /_cluster/leader: %v %v", err, tr)
+	}
+	select {
+	case r := <-held:
+		if r == nil || r.Status != 403 {
+			t.Errorf("the held claim of a leader that handed on: %v, want 403", r)
+		}
+		t.Logf("held claim answered %v after the transfer began: %d %s", time.Since(start).Round(time.Millisecond), r.Status, r.Body)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held claim was not answered within 5 s of the leader's transfer")
+	}
+
+	// A claim under a key, answered; its leader SIGKILLed; the same claim
+	// on the next leader is answered the same jobs, replayed.
+	lead = c.leader(10 * time.Second)
+	lc = c.client(lead)
+	body := map[string]any{"query": claim, "params": []any{"w-key"}}
+	first, err := lc.Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
+	if err != nil || first.Status != 200 {
+		t.Fatalf("the first claim: %v %v", err, first)
+	}
+	lead.p.Kill()
+	lead.p = nil
+	next := c.leader(15 * time.Second)
+	again, err := c.client(next).Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
+	if err != nil || again.Status != 200 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the claim retried on the next leader: %v %v, want %s replayed", err, again, first.Body)
+	}
+	// The killed node restarts from its files and rejoins.
+	c.start(lead)
+	c.converge(20 * time.Second)
+}
+
+// TestClusterFailover: clients put, claim and ack jobs through the leader
+// while it is SIGKILLed (FENEC_CLUSTER_KILLS times, default 1), each time
+// restarted to rejoin; each client's operations are recorded as it saw
+// them and checked (package history). FENEC_HISTORY names a file to keep
+// the history in.
+func TestClusterFailover(t *testing.T) {
+	kills := 1
+	if v := os.Getenv("FENEC_CLUSTER_KILLS"); v != "" {
+		kills, _ = strconv.Atoi(v)
+	}
+	const clients = 16
+	c := newCluster(t, 3)
+	lead := c.leader(10 * time.Second)
+	c.client(lead).MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+
+	var mu sync.Mutex
+	var ops []history.Op
+	record := func(op history.Op) {
+		mu.Lock()
+		ops = append(ops, op)
+		mu.Unlock()
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runClient(c, w, stop, record)
+		}()
+	}
+	var toLeader []time.Duration
+	for k := 0; k < kills; k++ {
+		time.Sleep(1500 * time.Millisecond)
+		lead := c.leader(15 * time.Second)
+		killed := time.Now()
+		lead.p.Kill()
+		lead.p = nil
+		next := c.leader(15 * time.Second)
+		toLeader = append(toLeader, time.Since(killed))
+		t.Logf("kill %d: %s SIGKILLed, %s took writes after %v", k+1, lead.id, next.id, toLeader[k].Round(time.Millisecond))
+		c.start(lead)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	c.converge(30 * time.Second)
+
+	// The final state, read on every node: the same everywhere.
+	var finals [][]int64
+	for _, nd := range c.nodes {
+		r := c.client(nd).MustQuery("get jobs select n order n")
+		var rows []struct{ N int64 }
+		r.JSON(t, &rows)
+		ns := make([]int64, len(rows))
+		for i, row := range rows {
+			ns[i] = row.N
+		}
+		finals = append(finals, ns)
+	}
+	for i := 1; i < len(finals); i++ {
+		if fmt.Sprint(finals[i]) != fmt.Sprint(finals[0]) {
+			t.Errorf("%s holds %d jobs, %s %d: the nodes disagree", c.nodes[0].id, len(finals[0]), c.nodes[i].id, len(finals[i]))
+		}
+	}
+	ops = append(ops, history.Op{Kind: "final", Result: "ok", Jobs: finals[0]})
+	if path := os.Getenv("FENEC_HISTORY"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(f)
+		for _, op := range ops {
+			_ = enc.Encode(op)
+		}
+		f.Close()
+	}
+	counts := map[string]int{}
+	for _, op := range ops {
+		counts[op.Kind+" "+op.Result]++
+	}
+	sort.Slice(toLeader, func(i, j int) bool { return toLeader[i] < toLeader[j] })
+	t.Logf("%d operations %v; time to a new leader over %d kills: p50 %v, max %v", len(ops), counts, kills,
+		toLeader[len(toLeader)/2].Round(time.Millisecond), toLeader[len(toLeader)-1].Round(time.Millisecond))
+	if counts["put ok"] == 0 || counts["claim ok"] == 0 || counts["ack ok"] == 0 {
+		t.Errorf("the load did too little to check: %v", counts)
+	}
+	for _, v := range history.Check(ops) {
+		t.Error(v)
+	}
+}
+
+// leaseMS is the clients' lease: short, so leases lapse during a run.
+const leaseMS = 3000
+
+// runClient puts a job, claims up to 10, and acks each, until stop; every
+// write carries an Idempotency-Key and is retried under it on the next
+// node when its outcome is unknown.
+func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.Op)) {
+	cur := c.nodes[w%len(c.nodes)].url()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	// send answers the final status and body, and whether an earlier try's
+	// outcome was unknown.
+	send := func(query string, params []any, key string) (int, []byte, bool) {
+		uncertain := false
+		body, _ := json.Marshal(map[string]any{"query": query, "params": params})
+		deadline := time.Now().Add(20 * time.Second)
+		for try := 0; try < 200 && time.Now().Before(deadline); try++ {
+			cl := &apitest.Client{T: c.t, Base: cur, HTTP: hc}
+			r, err := cl.Do("POST", "/query", body, map[string]string{"Idempotency-Key": key})
+			switch {
+			case err != nil || r.Status == 503:
+				// The node is down, or the write's outcome is unknown: the
+				// next node, the same key.
+				if err == nil || !strings.Contains(err.Error(), "connection refused") {
+					uncertain = true
+				}
+				cur = c.nodes[(try+w)%len(c.nodes)].url()
+				time.Sleep(20 * time.Millisecond)
+			case r.Status == 403 && r.Header.Get("Fenec-Leader") != "":
+				cur = r.Header.Get("Fenec-Leader")
+			case r.Status == 403:
+				cur = c.nodes[(try+w)%len(c.nodes)].url()
+				time.Sleep(20 * time.Millisecond)
+			default:
+				return r.Status, r.Body, uncertain
+			}
+		}
+		return 0, nil, uncertain
+	}
+	result := func(status int, uncertain bool) string {
+		switch {
+		case status == 200:
+			return "ok"
+		case status == 0 && uncertain:
+			return "info"
+		}
+		return "fail"
+	}
+	for op := 0; op < 100000; op++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n := int64(w)*1_000_000 + int64(op)
+		start := time.Now().UnixNano()
+		st, b, unc := send("put jobs {n: $1, run_at: now(), attempts: 0}", []any{n}, fmt.Sprintf("put-%d", n))
+		if st != 200 && st != 0 {
+			c.t.Errorf("client %d put: %d %s", w, st, b)
+			return
+		}
+		record(history.Op{Client: w, Kind: "put", Result: result(st, unc), Jobs: []int64{n}, Invoke: start, Done: time.Now().UnixNano()})
+
+		owner := fmt.Sprintf("c%d-%d", w, op)
+		start = time.Now().UnixNano()
+		st, b, unc = send("set jobs {owner: $1, run_at: now() + $2, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n, run_at",
+			[]any{owner, leaseMS}, "claim-"+owner)
+		claim := history.Op{Client: w, Kind: "claim", Result: result(st, unc), Owner: owner, Invoke: start, Done: time.Now().UnixNano()}
+		var rows []struct {
+			ID    int64
+			N     int64
+			RunAt string `json:"run_at"`
+		}
+		if st == 200 {
+			if err := json.Unmarshal(b, &rows); err != nil {
+				c.t.Errorf("client %d claim: %v %s", w, err, b)
+				return
+			}
+			for _, row := range rows {
+				end, err := time.Parse(time.RFC3339Nano, row.RunAt)
+				if err != nil {
+					c.t.Errorf("client %d claim: run_at %q: %v", w, row.RunAt, err)
+					return
+				}
+				claim.Jobs = append(claim.Jobs, row.N)
+				claim.Leases = append(claim.Leases, [2]int64{end.UnixMilli() - leaseMS, end.UnixMilli()})
+			}
+		} else if st != 0 {
+			c.t.Errorf("client %d claim: %d %s", w, st, b)
+			return
+		}
+		record(claim)
+		for _, row := range rows {
+			start = time.Now().UnixNano()
+			st, b, unc = send("del jobs where id = $1 and owner = $2 require 1", []any{row.ID, owner}, fmt.Sprintf("ack-%s-%d", owner, row.ID))
+			if st != 200 && st != 412 && st != 0 {
+				c.t.Errorf("client %d ack: %d %s", w, st, b)
+				return
+			}
+			record(history.Op{Client: w, Kind: "ack", Result: result(st, unc), Owner: owner, Jobs: []int64{row.N}, Invoke: start, Done: time.Now().UnixNano()})
+		}
+	}
+}
