@@ -59,7 +59,7 @@ var ErrReplication = errors.New("the write's outcome in the cluster is unknown")
 // ReplicationError wraps a cause in an unavailable error with
 // ErrReplication in its chain.
 func ReplicationError(cause error, what string) error {
-	return unavailableError(errors.Join(ErrReplication, cause), what)
+	return unavailableError(fmt.Errorf("%w (%w)", ErrReplication, cause), what)
 }
 
 func isReplication(err error) bool {

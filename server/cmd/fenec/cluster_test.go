@@ -31,7 +31,15 @@ type testCluster struct {
 	nodes     []*clusterNode
 	bootstrap string
 	extra     []string
+	token     string
+	// binOf answers the program that runs a node: bin, or a script that
+	// runs bin in the node's network namespace.
+	binOf func(*clusterNode) string
 }
+
+// noProxy is a transport that never goes through $http_proxy: the nodes'
+// addresses are this machine's (loopback, or the test's namespaces).
+var noProxy = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -45,12 +53,21 @@ func freeAddr(t *testing.T) string {
 
 func newCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
-	dir := t.TempDir()
-	c := &testCluster{t: t, extra: extra}
-	var peers []string
+	var nodes []*clusterNode
 	for i := 1; i <= n; i++ {
-		nd := &clusterNode{id: fmt.Sprintf("n%d", i), http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(dir, fmt.Sprintf("n%d.db", i))}
-		c.nodes = append(c.nodes, nd)
+		nodes = append(nodes, &clusterNode{id: fmt.Sprintf("n%d", i), http: freeAddr(t), raft: freeAddr(t)})
+	}
+	return startCluster(t, &testCluster{t: t, extra: extra, nodes: nodes, binOf: func(*clusterNode) string { return bin }})
+}
+
+// startCluster starts c's nodes, whose addresses are set, and waits for a
+// leader.
+func startCluster(t *testing.T, c *testCluster) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	var peers []string
+	for _, nd := range c.nodes {
+		nd.file = filepath.Join(dir, nd.id+".db")
 		peers = append(peers, nd.id+"="+nd.raft)
 	}
 	c.bootstrap = strings.Join(peers, ",")
@@ -64,13 +81,16 @@ func newCluster(t *testing.T, n int, extra ...string) *testCluster {
 func (c *testCluster) start(nd *clusterNode) {
 	c.t.Helper()
 	args := append([]string{"--http", nd.http, "--file", nd.file, "--node-id", nd.id, "--raft", nd.raft, "--bootstrap", c.bootstrap}, c.extra...)
-	nd.p = apitest.Start(c.t, bin, args...)
+	if c.token != "" {
+		args = append(args, "--token", c.token)
+	}
+	nd.p = apitest.Start(c.t, c.binOf(nd), args...)
 }
 
 func (nd *clusterNode) url() string { return "http://" + nd.http }
 
 func (c *testCluster) client(nd *clusterNode) *apitest.Client {
-	return &apitest.Client{T: c.t, Base: nd.url(), HTTP: &http.Client{Timeout: 10 * time.Second}}
+	return &apitest.Client{T: c.t, Base: nd.url(), Token: c.token, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: noProxy}}
 }
 
 type clusterStatus struct {
@@ -247,22 +267,7 @@ func TestClusterFailover(t *testing.T) {
 	lead := c.leader(10 * time.Second)
 	c.client(lead).MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
 
-	var mu sync.Mutex
-	var ops []history.Op
-	record := func(op history.Op) {
-		mu.Lock()
-		ops = append(ops, op)
-		mu.Unlock()
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runClient(c, w, stop, record)
-		}()
-	}
+	load := startLoad(c, clients)
 	var toLeader []time.Duration
 	for k := 0; k < kills; k++ {
 		time.Sleep(1500 * time.Millisecond)
@@ -276,9 +281,50 @@ func TestClusterFailover(t *testing.T) {
 		c.start(lead)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	ops := load.stop()
 	c.converge(30 * time.Second)
+	ops = checkFinal(t, c, ops)
+	sort.Slice(toLeader, func(i, j int) bool { return toLeader[i] < toLeader[j] })
+	t.Logf("time to a new leader over %d kills: p50 %v, max %v", kills,
+		toLeader[len(toLeader)/2].Round(time.Millisecond), toLeader[len(toLeader)-1].Round(time.Millisecond))
+}
+
+// load is clients running runClient until stopped.
+type load struct {
+	mu      sync.Mutex
+	ops     []history.Op
+	stopped chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startLoad(c *testCluster, clients int) *load {
+	l := &load{stopped: make(chan struct{})}
+	for w := range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			runClient(c, w, l.stopped, l.record)
+		}()
+	}
+	return l
+}
+
+func (l *load) record(op history.Op) {
+	l.mu.Lock()
+	l.ops = append(l.ops, op)
+	l.mu.Unlock()
+}
+
+func (l *load) stop() []history.Op {
+	close(l.stopped)
+	l.wg.Wait()
+	return l.ops
+}
+
+// checkFinal reads the jobs on every node, which must agree, adds the
+// final read to the history, keeps it in $FENEC_HISTORY, and checks it.
+func checkFinal(t *testing.T, c *testCluster, ops []history.Op) []history.Op {
+	t.Helper()
 
 	// The final state, read on every node: the same everywhere.
 	var finals [][]int64
@@ -313,15 +359,14 @@ func TestClusterFailover(t *testing.T) {
 	for _, op := range ops {
 		counts[op.Kind+" "+op.Result]++
 	}
-	sort.Slice(toLeader, func(i, j int) bool { return toLeader[i] < toLeader[j] })
-	t.Logf("%d operations %v; time to a new leader over %d kills: p50 %v, max %v", len(ops), counts, kills,
-		toLeader[len(toLeader)/2].Round(time.Millisecond), toLeader[len(toLeader)-1].Round(time.Millisecond))
+	t.Logf("%d operations %v", len(ops), counts)
 	if counts["put ok"] == 0 || counts["claim ok"] == 0 || counts["ack ok"] == 0 {
 		t.Errorf("the load did too little to check: %v", counts)
 	}
 	for _, v := range history.Check(ops) {
 		t.Error(v)
 	}
+	return ops
 }
 
 // leaseMS is the clients' lease: short, so leases lapse during a run.
@@ -332,7 +377,7 @@ const leaseMS = 3000
 // node when its outcome is unknown.
 func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.Op)) {
 	cur := c.nodes[w%len(c.nodes)].url()
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: noProxy}
 	// send answers the final status and body, and whether an earlier try's
 	// outcome was unknown.
 	send := func(query string, params []any, key string) (int, []byte, bool) {
@@ -340,7 +385,7 @@ func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.
 		body, _ := json.Marshal(map[string]any{"query": query, "params": params})
 		deadline := time.Now().Add(20 * time.Second)
 		for try := 0; try < 200 && time.Now().Before(deadline); try++ {
-			cl := &apitest.Client{T: c.t, Base: cur, HTTP: hc}
+			cl := &apitest.Client{T: c.t, Base: cur, HTTP: hc, Token: c.token}
 			r, err := cl.Do("POST", "/query", body, map[string]string{"Idempotency-Key": key})
 			switch {
 			case err != nil || r.Status == 503:
