@@ -471,3 +471,59 @@ func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.
 		}
 	}
 }
+
+// TestClusterReplicaFromSnapshot: a non-voting replica added after the
+// log was snapshotted and truncated catches up from a snapshot (a copy of
+// the leader's SQLite file) and the log's tail, and serves reads.
+func TestClusterReplicaFromSnapshot(t *testing.T) {
+	const writes = 600
+	c := newCluster(t, 3, "--raft-snapshot-every", "100")
+	lead := c.leader(10 * time.Second)
+	lc := c.client(lead)
+	lc.MustQuery("create collection notes (n int)")
+	var seq string
+	for i := 0; i < writes; i++ {
+		seq = lc.MustQuery("put notes {n: $1}", i).Header.Get("Fenec-Seq")
+	}
+	// raft looks every 5 to 10 s whether a snapshot is due.
+	snapped := func(nd *clusterNode) bool {
+		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
+		return len(m) > 0
+	}
+	deadline := time.Now().Add(25 * time.Second)
+	for !snapped(lead) && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !snapped(lead) {
+		t.Fatalf("the leader took no snapshot in 25 s after %d writes", writes)
+	}
+	lc.MustQuery("put notes {n: $1}", writes) // a tail past the snapshot
+	seq = lc.MustQuery("put notes {n: $1}", writes+1).Header.Get("Fenec-Seq")
+
+	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
+	replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
+	r, err := lc.Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("adding the replica: %v %v", err, r)
+	}
+	rc := c.client(replica)
+	r, err = rc.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq})
+	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), fmt.Sprintf(`"count":%d`, writes+2)) {
+		t.Fatalf("the replica's count after Fenec-After %s: %v %v", seq, err, r)
+	}
+	if !snapped(replica) {
+		t.Errorf("the replica caught up without a snapshot: the log was not truncated")
+	}
+	w, err := rc.Do("POST", "/query", map[string]any{"query": "put notes {n: 0}"}, nil)
+	if err != nil || w.Status != 403 || w.Header.Get("Fenec-Leader") != lead.url() {
+		t.Errorf("a write on the replica: %v %v, want 403 naming %s", err, w, lead.url())
+	}
+	var st clusterStatus
+	r, _ = rc.Do("GET", "/_cluster", nil, nil)
+	r.JSON(t, &st)
+	for _, m := range st.Members {
+		if m.ID == "r1" && m.Voter {
+			t.Errorf("the replica is a voter: %+v", st.Members)
+		}
+	}
+}
