@@ -152,10 +152,12 @@ var (
 	descLast    = prometheus.NewDesc("fenec_cluster_last_index", "The log's last entry stored on this node.", nil, nil)
 	descChanges = prometheus.NewDesc("fenec_cluster_leader_changes_total", "Leaders this node has seen since it started.", nil, nil)
 	descContact = prometheus.NewDesc("fenec_cluster_last_contact_seconds", "On a follower, the time since it last heard from the leader.", nil, nil)
+	descWrites  = prometheus.NewDesc("fenec_cluster_log_writes_total", "Batches of entries this node wrote to its raft log: one transaction, one fsync each.", nil, nil)
+	descEntries = prometheus.NewDesc("fenec_cluster_log_entries_total", "Entries this node wrote to its raft log (each a write's changes, or raft's own).", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descTerm, descCommit, descApplied, descLast, descChanges, descContact} {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descCommit, descApplied, descLast, descChanges, descContact, descWrites, descEntries} {
 		ch <- d
 	}
 }
@@ -175,6 +177,8 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descLast, prometheus.GaugeValue, float64(r.LastIndex()))
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(c.n.changes.Load()))
+	ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(c.n.logs.writes.Load()))
+	ch <- prometheus.MustNewConstMetric(descEntries, prometheus.CounterValue, float64(c.n.logs.entries.Load()))
 	if state == "follower" {
 		if last := r.LastContact(); !last.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descContact, prometheus.GaugeValue, time.Since(last).Seconds())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -17,6 +18,9 @@ import (
 // group commit lands.
 type logStore struct {
 	db *sql.DB
+	// writes and entries count StoreLogs calls and the entries they
+	// stored: their ratio is the group commit's batch (metrics).
+	writes, entries atomic.Uint64
 }
 
 func openLogStore(path string) (*logStore, error) {
@@ -80,7 +84,12 @@ func (s *logStore) StoreLogs(logs []*raft.Log) error {
 			return err
 		}
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.writes.Add(1)
+	s.entries.Add(uint64(len(logs)))
+	return nil
 }
 
 func (s *logStore) DeleteRange(min, max uint64) error {

@@ -32,7 +32,7 @@ func (c *clusterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.url, "advertise-http", "", "the `URL` clients reach this node's API at, named to them by followers (default http://<the --http address>)")
 }
 
-func (c *clusterFlags) check(file string) error {
+func (c *clusterFlags) check(file, sync string) error {
 	if c.id == "" {
 		if c.raft != "" || c.bootstrap != "" || c.advertise != "" || c.dir != "" || c.url != "" {
 			return errors.New("--raft, --raft-advertise, --raft-dir, --bootstrap and --advertise-http need --node-id")
@@ -47,6 +47,11 @@ func (c *clusterFlags) check(file string) error {
 	}
 	if file == ":memory:" {
 		return errors.New("a cluster node needs a --file: the log's snapshots are copies of it")
+	}
+	if sync == "off" {
+		// A crash could leave the file behind the last snapshot, whose log
+		// entries are gone: docs/cluster.md.
+		return errors.New("a cluster node needs --sync always or an interval, not off")
 	}
 	if c.dir == "" {
 		c.dir = file + ".raft"

@@ -527,3 +527,86 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterThroughput measures jobs/s with 16 workers, each claiming 10
+// and acking each (every write durable: --sync always), through a 3-node
+// cluster's leader and through a lone server on the same machine, and the
+// leader's raft log entries per fsync. It runs under make cluster-check
+// (FENEC_CLUSTER_BENCH=1); figures in docs/cluster.md.
+func TestClusterThroughput(t *testing.T) {
+	if os.Getenv("FENEC_CLUSTER_BENCH") == "" {
+		t.Skip("a measurement: FENEC_CLUSTER_BENCH=1 (make cluster-check)")
+	}
+	const (
+		workers = 16
+		jobs    = 40000
+		runFor  = 8 * time.Second
+	)
+	measure := func(c *apitest.Client) float64 {
+		c.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+		for i := 0; i < jobs; i += 1000 {
+			docs := make([]any, 1000)
+			for j := range docs {
+				docs[j] = map[string]any{"n": i + j, "attempts": 0}
+			}
+			c.MustQuery("put jobs $1", docs)
+		}
+		c.MustQuery("set jobs {run_at: now()}")
+		var done sync.WaitGroup
+		var mu sync.Mutex
+		acked := 0
+		end := time.Now().Add(runFor)
+		start := time.Now()
+		for w := range workers {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				cl := &apitest.Client{T: t, Base: c.Base, Token: c.Token, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: noProxy}}
+				me := fmt.Sprintf("w%d", w)
+				for time.Now().Before(end) {
+					r := cl.MustQuery("set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id", me)
+					var rows []struct{ ID int64 }
+					r.JSON(t, &rows)
+					if len(rows) == 0 {
+						return
+					}
+					for _, row := range rows {
+						cl.MustQuery("del jobs where id = $1 and owner = $2 require 1", row.ID, me)
+					}
+					mu.Lock()
+					acked += len(rows)
+					mu.Unlock()
+				}
+			}()
+		}
+		done.Wait()
+		return float64(acked) / time.Since(start).Seconds()
+	}
+	_, lone := start(t, "--file", filepath.Join(t.TempDir(), "lone.db"), "--sync", "always")
+	single := measure(lone)
+	c := newCluster(t, 3, "--sync", "always")
+	lead := c.leader(10 * time.Second)
+	before := logCounts(t, c.client(lead))
+	clustered := measure(c.client(lead))
+	after := logCounts(t, c.client(lead))
+	perWrite := (after[1] - before[1]) / max(1, after[0]-before[0])
+	t.Logf("%d workers, claim 10 + ack each, --sync always: lone server %.0f jobs/s; 3-node cluster %.0f jobs/s; leader's raft log: %.1f entries per fsync",
+		workers, single, clustered, perWrite)
+}
+
+// logCounts answers the node's raft log writes and entries.
+func logCounts(t *testing.T, c *apitest.Client) [2]float64 {
+	r, err := c.Do("GET", "/_metrics", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("/_metrics: %v %v", err, r)
+	}
+	var out [2]float64
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		for i, name := range []string{"fenec_cluster_log_writes_total ", "fenec_cluster_log_entries_total "} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				out[i], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return out
+}

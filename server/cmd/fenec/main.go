@@ -129,7 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
 	}
-	if err := o.cluster.check(o.file); err != nil {
+	if err := o.cluster.check(o.file, o.sync); err != nil {
 		return o, err
 	}
 	return o, nil
