@@ -18,8 +18,10 @@ const (
 	CodeUnmet            = "unmet"              // 412: a require n was not met
 	CodeTooLarge         = "too_large"          // 413: the body is over the server's --max-body
 	CodeKeyReused        = "key_reused"         // 422: an Idempotency-Key used for another request
+	CodeKeyLimit         = "key_limit"          // 503: as many Idempotency-Keys held as the server may; the write was not run
 	CodeInternal         = "internal"           // 500: a fault in the server
 	CodeUnavailable      = "unavailable"        // 503: the store failed, or the request was given up
+	CodeStatementTimeout = "statement_timeout"  // 503: the statements ran past the server's --statement-timeout
 )
 
 // Error is a refusal answered by the server. A refused statement, or a

@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -55,5 +57,27 @@ func TestSystemAtMS(t *testing.T) {
 		}
 	case <-time.After(2 * time.Second):
 		t.Fatal("never called")
+	}
+}
+
+// Times far from now — the last FenecQL timestamp, or one whose distance
+// from now overflows a Duration — neither fire at once nor wrap around.
+func TestSystemAtMSFarAway(t *testing.T) {
+	var s System
+	var fired atomic.Int32
+	for _, at := range []int64{253402300799999, math.MaxInt64} {
+		stop := s.AtMS(at, func() { fired.Add(1) })
+		defer stop()
+	}
+	past := make(chan struct{})
+	s.AtMS(math.MinInt64, func() { close(past) })
+	select {
+	case <-past:
+	case <-time.After(2 * time.Second):
+		t.Fatal("a time long past was never called")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := fired.Load(); n != 0 {
+		t.Fatalf("far-future calls fired %d times", n)
 	}
 }

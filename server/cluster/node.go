@@ -314,6 +314,15 @@ func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
 	}
 }
 
+// StoreFailed implements engine.Replicator: a node whose file no longer
+// follows the log stops taking part, so it acknowledges no entry it cannot
+// keep; restarted, it replays the log from its file.
+func (n *Node) StoreFailed(err error) {
+	n.ready.Store(false)
+	n.log.Error("cluster: the store failed: this node stops taking part until restarted", "err", err)
+	go func() { _ = n.raft.Shutdown().Error() }()
+}
+
 // Shutdown stops raft and closes its files; the engine is the caller's.
 func (n *Node) Shutdown() error {
 	err := n.raft.Shutdown().Error()

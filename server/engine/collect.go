@@ -6,9 +6,9 @@ import (
 	"github.com/fenecdb/fenec/server/fenecql"
 )
 
-// collect answers the documents the plan picks, in the statement's order,
-// with its offset and limit applied. rowsRead counts every document it
-// tested.
+// collect answers the documents the plan picks, in the statement's order, with
+// its offset and limit applied. rowsRead counts every document it tested
+// that the scope admits.
 func (p *plan) collect() ([]*Doc, error) {
 	want := -1
 	if p.limit >= 0 {
@@ -20,11 +20,19 @@ func (p *plan) collect() ([]*Doc, error) {
 	var out []*Doc
 	var err error
 	visit := func(d *Doc) bool {
-		if d == nil {
+		if p.visited++; p.visited%checkEvery == 0 {
+			if err = stopped(p.ctx); err != nil {
+				return false
+			}
+		}
+		if d == nil || !p.admits(d) {
 			return true
 		}
 		p.rowsRead++
 		ok, e := p.match(d)
+		if ok && p.ordered && p.accept != nil {
+			ok, e = p.accept(d)
+		}
 		if e != nil {
 			err = e
 			return false
@@ -71,6 +79,27 @@ func (p *plan) collect() ([]*Doc, error) {
 		if out, err = p.sort(out); err != nil {
 			return nil, err
 		}
+		if p.accept != nil {
+			kept := out[:0]
+			for i, d := range out {
+				if want >= 0 && len(kept) >= want {
+					break
+				}
+				if i%checkEvery == checkEvery-1 {
+					if err := stopped(p.ctx); err != nil {
+						return nil, err
+					}
+				}
+				ok, err := p.accept(d)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					kept = append(kept, d)
+				}
+			}
+			out = kept
+		}
 	}
 	if p.offset > 0 {
 		if p.offset >= len(out) {
@@ -82,6 +111,23 @@ func (p *plan) collect() ([]*Doc, error) {
 		out = out[:p.limit]
 	}
 	return out, nil
+}
+
+// admits reports whether the scope lets the statement see d: whether one
+// of its rules admits it. A rule whose filter fails on the row (a type
+// error) does not: its error would tell of a row the token may not see.
+func (p *plan) admits(d *Doc) bool {
+	if p.scope == nil {
+		return true
+	}
+	p.env.Row = d
+	defer func() { p.env.Row = nil }()
+	for _, f := range p.scope {
+		if v, err := fenecql.Eval(f, p.env); err == nil && v.Kind() == fenecql.KindBool && v.Bool() {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *plan) match(d *Doc) (bool, error) {
@@ -109,6 +155,12 @@ func (p *plan) sort(docs []*Doc) ([]*Doc, error) {
 	}
 	keys := make([][]fenecql.Value, len(docs))
 	for i, d := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(p.ctx); err != nil {
+				p.env.Row = nil
+				return nil, err
+			}
+		}
 		p.env.Row = d
 		keys[i] = make([]fenecql.Value, len(p.order))
 		for k, o := range p.order {

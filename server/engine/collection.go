@@ -50,6 +50,11 @@ func (d *Doc) Field(name string) fenecql.Value {
 	return fenecql.Null
 }
 
+// MaxID is the highest id a document may have: 2^53 - 1, the largest
+// integer every JSON client reads exactly (docs/fenecql.md, Types). A new
+// id one past it is refused, never wrapped round.
+const MaxID = 1<<53 - 1
+
 // Collection is a named set of documents with their indexes.
 type Collection struct {
 	Name    string
@@ -121,8 +126,11 @@ func (c *Collection) set(d *Doc) *Doc {
 		}
 		x.add(d)
 	}
-	if d.ID >= c.nextID {
-		c.nextID = d.ID + 1
+	if d.ID >= c.nextID && c.nextID <= MaxID {
+		// A document loaded from an older file may hold an id past MaxID;
+		// the next id then stays past it, and a put without an id is
+		// refused rather than wrapped round.
+		c.nextID = min(d.ID, MaxID) + 1
 	}
 	return old
 }
@@ -233,10 +241,18 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 			return nil, fmt.Errorf("bad document in %s: no field %s", c.Name, k)
 		}
 		if d.Vals[f], err = fenecql.Coerce(o.Vals[i], c.s.fields[f].Type); err != nil {
+			// A timestamp past the years 0000..9999, written before they
+			// were refused, loads as it was: the file still opens.
+			if ms, ok := fenecql.ParseStoredTime(o.Vals[i].Text()); ok && c.s.fields[f].Type == fenecql.TypeTimestamp {
+				d.Vals[f] = fenecql.Time(ms)
+				continue
+			}
 			return nil, fmt.Errorf("bad document in %s: %w", c.Name, err)
 		}
 	}
-	if d.ID <= 0 {
+	if d.ID == 0 {
+		// Any other id is loaded as stored: a file written before ids
+		// were held to 1..MaxID still opens.
 		return nil, fmt.Errorf("bad document in %s: no id", c.Name)
 	}
 	return d, nil

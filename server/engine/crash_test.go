@@ -56,6 +56,11 @@ func TestMain(m *testing.M) {
 		crashChild(file)
 		return
 	}
+	if v := os.Getenv("FENEC_IDS_CHILD"); v != "" {
+		how, file, _ := strings.Cut(v, ":")
+		idsChild(file, how)
+		return
+	}
 	os.Exit(m.Run())
 }
 

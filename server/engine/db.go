@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
@@ -23,7 +24,20 @@ type Options struct {
 	Sync     store.SyncMode
 	Clock    clock.Clock // default: the system clock
 	OnCommit func(d time.Duration, changes int, fsync bool)
+	// Log receives a line at each change of the store's state (failed,
+	// working again). Default: discarded.
+	Log *slog.Logger
+	// StoreFault is the store's fault hook (store.Options.Fault): tests
+	// make the store's writes fail with it.
+	StoreFault func(at string) error
 }
+
+// A failed store is probed again after storeRetryMin, then at doubling
+// intervals up to storeRetryMax, until a probe succeeds.
+const (
+	storeRetryMin = 50 * time.Millisecond
+	storeRetryMax = 5 * time.Second
+)
 
 // DB is an open database.
 type DB struct {
@@ -36,10 +50,23 @@ type DB struct {
 	made    uint64
 	seq     uint64
 	meta    map[string]Meta
-	opts    Options // as opened: a cluster node reopens the file to discard (replica.go)
-	broken  error // the store failed: writes are refused from then on
+	metaB   int64 // bytes of meta keys and bodies held
+	broken  error // the store failed: writes are refused until it works again
+	// pending is the undo of each unit committed to the store but not yet
+	// written to the file, oldest first: when the store fails, the units
+	// it lost are undone, so memory never holds a write the file does not.
+	pending []pendingUnit
 	written subscribers
+	opts    Options     // as opened: a cluster node reopens the file to discard (replica.go)
 	repl    replication // a cluster node's state (replica.go); zero when alone
+	log     *slog.Logger
+	closed  chan struct{}
+}
+
+type pendingUnit struct {
+	seq     uint64
+	undo    []undoStep
+	touched []string
 }
 
 // Open opens (or creates) the database file and rebuilds memory from it.
@@ -50,11 +77,16 @@ func Open(opts Options) (*DB, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.System{}
 	}
-	st, err := store.Open(opts.File, store.Options{Sync: opts.Sync, OnCommit: opts.OnCommit})
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	db := &DB{clock: opts.Clock, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{},
+		keep: opts.File != ":memory:", log: opts.Log, closed: make(chan struct{}), opts: opts}
+	st, err := store.Open(opts.File, db.storeOptions())
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{clock: opts.Clock, st: st, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{}, keep: opts.File != ":memory:", opts: opts}
+	db.st = st
 	seq, err := st.Load(db.replay)
 	if err != nil {
 		st.Close()
@@ -62,6 +94,13 @@ func Open(opts Options) (*DB, error) {
 	}
 	db.seq = seq
 	return db, nil
+}
+
+// storeOptions are the store's options, at Open and when a cluster node
+// reopens its file (replica.go).
+func (db *DB) storeOptions() store.Options {
+	o := db.opts
+	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log}
 }
 
 // replay applies one persisted change while the file is opened.
@@ -82,9 +121,9 @@ func (db *DB) replay(ch store.Change) error {
 		delete(db.colls, ch.Coll)
 		delete(db.created, ch.Coll)
 	case store.OpMetaPut:
-		db.meta[ch.Key] = Meta{Body: ch.Body, Expires: ch.Expires}
+		db.setMeta(ch.Key, Meta{Body: ch.Body, Expires: ch.Expires})
 	case store.OpMetaDelete:
-		delete(db.meta, ch.Key)
+		db.deleteMeta(ch.Key)
 	case store.OpPut, store.OpDelete:
 		c := db.colls[ch.Coll]
 		if c == nil {
@@ -107,6 +146,11 @@ func (db *DB) replay(ch store.Change) error {
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	select {
+	case <-db.closed:
+	default:
+		close(db.closed)
+	}
 	return db.st.Close()
 }
 
@@ -186,8 +230,13 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, unavailableError(err, "request given up")
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	if err := stopped(ctx); err != nil {
+		return nil, err
 	}
 	write := opts.Meta != nil
 	now := db.clock.NowMS()
@@ -200,64 +249,173 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	if !write {
 		db.mu.RLock()
 		defer db.mu.RUnlock()
-		t := &tx{db: db}
+		t := &tx{db: db, ctx: ctx}
 		return t.runAll(ps)
 	}
+	return db.commit(ctx, func(t *tx) ([]*Result, error) {
+		rs, err := t.runAll(ps)
+		if err == nil {
+			// The last look before the commit: past it, the write is answered.
+			err = stopped(ctx)
+		}
+		if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
+			err = ErrNothingTaken
+		}
+		if err != nil {
+			return nil, err
+		}
+		if opts.Meta != nil {
+			// The records commit with the write as change number seq+1;
+			// Meta sees it on the results, since a record often keeps the
+			// answer and its Fenec-Seq.
+			for _, r := range rs {
+				r.Seq = db.seq + 1
+			}
+			t.putMeta(opts.Meta(rs))
+		}
+		return rs, nil
+	})
+}
+
+// commit is the one path every write takes: under the write lock, body
+// changes memory through t (each change noted for undo and for the store);
+// a refusal undoes it; otherwise its changes go to the store as one unit,
+// and the answer waits until the store has them (per the sync mode). A
+// unit the store fails to write is undone in memory (storeFailed) and
+// answered unavailable, never as a success.
+func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) ([]*Result, error) {
 	db.mu.Lock()
 	if db.broken != nil {
 		db.mu.Unlock()
-		return nil, unavailableError(db.broken, "the store failed, writes are refused")
+		return nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
 	}
 	if err := db.writable(); err != nil {
 		db.mu.Unlock()
 		return nil, err
 	}
-	t := &tx{db: db, write: true}
-	rs, err := t.runAll(ps)
-	if opts.OnlyIfTakes && t.taken == 0 && (err == nil || fenecql.CodeOf(err) == fenecql.CodeUnmet) {
-		err = ErrNothingTaken
-	}
+	t := &tx{db: db, write: true, ctx: ctx}
+	rs, err := body(t)
 	if err != nil {
 		t.rollback()
 		db.mu.Unlock()
 		return nil, err
 	}
-	if opts.Meta != nil {
-		// The records commit with the write as change number seq+1; Meta
-		// sees it on the results, since a record often keeps the answer
-		// and its change number.
-		for _, r := range rs {
-			r.Seq = db.seq + 1
-		}
-		t.putMeta(opts.Meta(rs))
-	}
 	var wait func() error
 	if len(t.changes) > 0 {
-		wait = db.commitLocked(t.changes)
+		if db.repl.r != nil {
+			wait = db.proposeLocked(t.changes)
+		} else {
+			db.seq++
+			if db.keep {
+				durable := db.st.Durable()
+				i := 0
+				for i < len(db.pending) && db.pending[i].seq <= durable {
+					i++
+				}
+				db.pending = append(db.pending[:0], db.pending[i:]...)
+				db.pending = append(db.pending, pendingUnit{seq: db.seq, undo: t.undo, touched: t.touched})
+			}
+			wait = db.st.Commit(db.seq, t.changes)
+		}
 	}
 	seq := db.seq
 	db.mu.Unlock()
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	if len(t.touched) > 0 {
-		db.written.tell(t.touched)
-	}
+	db.notify(t.touched)
 	if wait != nil {
 		if err := wait(); err != nil {
 			if isReplication(err) {
 				return nil, err
 			}
-			db.mu.Lock()
-			if db.broken == nil {
-				db.broken = err
-			}
-			db.mu.Unlock()
+			db.storeFailed(err)
 			return nil, unavailableError(err, "the write was not stored")
 		}
 	}
 	return rs, nil
 }
+
+// notify tells the subscribers which collections a write (or an undo)
+// changed, after the write lock is released.
+func (db *DB) notify(touched []string) {
+	if len(touched) > 0 {
+		db.written.tell(touched)
+	}
+}
+
+// storeFailed undoes, newest first, every unit the store lost (those after
+// its Durable seq), refuses writes from then on, and starts the probes that
+// end the failure. It is the store's OnFail, and is called by each write
+// whose wait failed; a call for a failure already handled (or over) does
+// nothing.
+func (db *DB) storeFailed(err error) {
+	db.mu.Lock()
+	if db.broken != nil || db.st.Failed() == nil {
+		db.mu.Unlock()
+		return
+	}
+	if r := db.repl.r; r != nil {
+		db.broken = err
+		db.mu.Unlock()
+		db.log.Error("the store failed: this cluster node leaves the cluster until restarted, and replays the log then", "err", err)
+		r.StoreFailed(err)
+		return
+	}
+	durable := db.st.Durable()
+	var touched []string
+	undone := 0
+	for i := len(db.pending) - 1; i >= 0 && db.pending[i].seq > durable; i-- {
+		undoSteps(db, db.pending[i].undo)
+		touched = append(touched, db.pending[i].touched...)
+		undone++
+	}
+	db.pending = nil
+	lost := db.seq - durable
+	db.seq = durable
+	db.broken = err
+	db.mu.Unlock()
+	db.log.Error("the store failed: writes are refused until it works again", "err", err,
+		"units_undone", undone, "seqs_lost", lost, "seq", durable)
+	db.notify(touched)
+	go db.recoverStore()
+}
+
+// recoverStore probes the failed store at growing intervals (bounded by
+// storeRetryMax) until a probe succeeds, then takes writes again.
+func (db *DB) recoverStore() {
+	delay := storeRetryMin
+	for tries := 1; ; tries++ {
+		select {
+		case <-db.closed:
+			return
+		case <-time.After(delay):
+		}
+		err := db.st.Probe()
+		if errors.Is(err, store.ErrClosed) {
+			return
+		}
+		if err == nil {
+			db.mu.Lock()
+			db.st.Resume()
+			db.broken = nil
+			db.mu.Unlock()
+			db.log.Info("the store works again: writes are taken", "probes", tries)
+			return
+		}
+		delay = min(2*delay, storeRetryMax)
+	}
+}
+
+// StoreErr answers the store's failure while writes are refused, else nil.
+func (db *DB) StoreErr() error {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.broken
+}
+
+// StoreFailures answers how many times the store has failed since Open.
+func (db *DB) StoreFailures() uint64 { return db.st.Stats().Failures }
 
 // CollectionInfo describes one collection for listings.
 type CollectionInfo struct {

@@ -39,3 +39,7 @@ func (e *scopeEnded) Error() string {
 	return fmt.Sprintf("token expired (exp %s) before the statement ran", fenecql.FormatTime(e.until))
 }
 func (e *scopeEnded) Unwrap() error { return ErrScopeEnded }
+
+// ErrStatementTimeout is in the chain of the error of a statement stopped
+// at its context's deadline: it wrote nothing.
+var ErrStatementTimeout = errors.New("the statement ran past its time limit and was stopped; nothing was written")

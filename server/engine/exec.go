@@ -94,6 +94,11 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		verb = "insert"
 	}
 	for i, dv := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(t.ctx); err != nil {
+				return nil, err
+			}
+		}
 		o := dv.Object()
 		if o == nil {
 			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
@@ -102,8 +107,8 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		for k, key := range o.Keys {
 			if key == "id" {
 				id := o.Vals[k]
-				if id.Kind() != fenecql.KindInt || id.Int() <= 0 {
-					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1, found %s", i+1, short(id))
+				if id.Kind() != fenecql.KindInt || id.Int() <= 0 || id.Int() > MaxID {
+					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1 to %d, found %s", i+1, int64(MaxID), short(id))
 				}
 				d.ID = id.Int()
 				continue
@@ -117,6 +122,9 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 			}
 		}
 		if d.ID == 0 {
+			if c.nextID > MaxID {
+				return nil, fenecql.CodeErrorf(fenecql.CodeTaken, s.Docs.Position(), "%s has no new id left: ids reached %d, the highest", c.Name, int64(MaxID))
+			}
 			d.ID = c.nextID
 		} else if s.Insert && c.get(d.ID) != nil {
 			return nil, fenecql.CodeErrorf(fenecql.CodeTaken, s.Docs.Position(), "%s: id %d is taken", c.Name, d.ID)
@@ -129,7 +137,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := checkUnique(c, d, s.Docs.Position()); err != nil {
+		if err := t.checkUnique(c, d, s.Docs.Position(), env); err != nil {
 			return nil, err
 		}
 		t.setDoc(c, d)
@@ -146,11 +154,15 @@ func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecq
 }
 
 // checkUnique refuses d when a @unique field of it holds a value another
-// live document holds.
-func checkUnique(c *Collection, d *Doc, pos fenecql.Pos) error {
+// live document holds. The holder is named only to a token that may read
+// it.
+func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.Env) error {
 	for f, x := range c.byField {
 		if h, ok := x.(*hashIndex); ok && h.unique && !d.Vals[f].IsNull() {
 			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
+				if !t.canRead(c, c.get(other), env) {
+					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(d.Vals[f]))
+				}
 				return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(d.Vals[f]), other)
 			}
 		}
@@ -160,7 +172,10 @@ func checkUnique(c *Collection, d *Doc, pos fenecql.Pos) error {
 
 // pick plans and runs the row-picking clauses of a get, set or del.
 // A scoped statement picks only among the rows its rules granting g admit.
-func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos) (*plan, []*Doc, error) {
+//
+// accept, if given, is asked of each row in the statement's order before
+// offset and limit count it: a row it refuses is not picked.
+func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, accept func(*Doc) (bool, error)) (*plan, []*Doc, error) {
 	if err := checkExpr(c, cl.Where); err != nil {
 		return nil, nil, err
 	}
@@ -169,19 +184,25 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 			return nil, nil, err
 		}
 	}
-	extra, err := t.scopeFilter(c, g, pos)
+	terms, err := t.scopeTerms(c, g, pos)
 	if err != nil {
 		return nil, nil, err
 	}
+	extra, _ := t.scopeFilter(c, g, pos)
+	planned := cl
 	if extra != nil {
+		// The policy's terms may choose the index; the rows are then
+		// held to the policy before the statement's own where, order and
+		// patch run on them (see plan.scope).
 		scoped := *cl
-		scoped.Where = and(cl.Where, extra)
-		cl = &scoped
+		scoped.Where = and(extra, cl.Where)
+		planned = &scoped
 	}
-	p, err := newPlan(c, cl, env)
+	p, err := newPlan(c, planned, env)
 	if err != nil {
 		return nil, nil, err
 	}
+	p.where, p.scope, p.accept, p.ctx = cl.Where, terms, accept, t.ctx
 	docs, err := p.collect()
 	return p, docs, err
 }
@@ -191,6 +212,51 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	if err != nil {
 		return nil, err
 	}
+	fields, err := setFields(c, s)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkColumns(c, s.Returning); err != nil {
+		return nil, err
+	}
+	sp := t.setPicker(c, s, fields, env)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos, sp.accept)
+	if err != nil {
+		return nil, err
+	}
+	if dry {
+		return explainResult(p, len(docs)), nil
+	}
+	t.taken += len(docs)
+	written := make([]*Doc, len(docs))
+	for i, d := range docs {
+		if i%checkEvery == checkEvery-1 {
+			if err := stopped(t.ctx); err != nil {
+				return nil, err
+			}
+		}
+		nd := sp.patched[d]
+		if nd == nil {
+			if nd, err = patch(c, s, fields, d, env); err != nil {
+				return nil, err
+			}
+		}
+		if err := t.checkUnique(c, nd, s.Pos, env); err != nil {
+			return nil, err
+		}
+		t.setDoc(c, nd)
+		written[i] = nd
+	}
+	r, err := t.answer(c, "set", s.Returning, s.Require, written, env)
+	if sp.skipped != "" && fenecql.CodeOf(err) == fenecql.CodeUnmet {
+		// Say why a row the token could see was not taken.
+		err = fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "%s; skipped a row: %s", err.Error(), sp.skipped)
+	}
+	return r, err
+}
+
+// setFields checks a set's patch and answers the field each entry writes.
+func setFields(c *Collection, s *fenecql.Set) ([]int, error) {
 	fields := make([]int, len(s.Patch))
 	for i, a := range s.Patch {
 		if a.Path[0] == "id" {
@@ -208,51 +274,63 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		}
 		fields[i] = f
 	}
-	if err := checkColumns(c, s.Returning); err != nil {
-		return nil, err
+	return fields, nil
+}
+
+// setPicker is how a scoped set picks its rows: only a row some update
+// rule admits together with what the set writes to it (docs/access.md,
+// How rules combine). A row no rule lets it write so is skipped, not
+// refused: a worker's lapsed job of another queue must not stop its
+// claims.
+type setPicker struct {
+	accept  func(*Doc) (bool, error) // nil for a token with full access
+	patched map[*Doc]*Doc            // the rows accepted, as written
+	skipped string                   // why the first skipped row was
+}
+
+func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql.Env) *setPicker {
+	sp := &setPicker{patched: map[*Doc]*Doc{}}
+	if t.scope == nil {
+		return sp
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos)
-	if err != nil {
-		return nil, err
-	}
-	if dry {
-		return explainResult(p, len(docs)), nil
-	}
-	t.taken += len(docs)
-	written := make([]*Doc, len(docs))
-	for i, d := range docs {
-		nd := &Doc{ID: d.ID, Vals: append([]fenecql.Value(nil), d.Vals...), s: c.s}
-		env.Row = d
-		for k, a := range s.Patch {
-			v, err := fenecql.Eval(a.Value, env)
-			if err != nil {
-				env.Row = nil
-				return nil, err
-			}
-			f := fields[k]
-			if len(a.Path) > 1 {
-				var ok bool
-				if v, ok = setPath(nd.Vals[f], a.Path[1:], v); !ok {
-					env.Row = nil
-					return nil, fenecql.Errorf(a.Pos, "document %d: %s runs through a value that is not an object", d.ID, strings.Join(a.Path, "."))
-				}
-			}
-			if nd.Vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
-				env.Row = nil
-				return nil, err
-			}
+	sp.accept = func(d *Doc) (bool, error) {
+		nd, err := patch(c, s, fields, d, env)
+		if err != nil {
+			return false, err
 		}
-		env.Row = nil
-		if err := t.checkWrite(c, GrantUpdate, d, nd, env); err != nil {
+		ok, why, err := t.writeAdmitted(c, GrantUpdate, d, nd, env)
+		if ok {
+			sp.patched[d] = nd
+		} else if sp.skipped == "" {
+			sp.skipped = why
+		}
+		return ok, err
+	}
+	return sp
+}
+
+// patch answers d as set s writes it.
+func patch(c *Collection, s *fenecql.Set, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
+	nd := &Doc{ID: d.ID, Vals: append([]fenecql.Value(nil), d.Vals...), s: c.s}
+	env.Row = d
+	defer func() { env.Row = nil }()
+	for k, a := range s.Patch {
+		v, err := fenecql.Eval(a.Value, env)
+		if err != nil {
 			return nil, err
 		}
-		if err := checkUnique(c, nd, s.Pos); err != nil {
+		f := fields[k]
+		if len(a.Path) > 1 {
+			var ok bool
+			if v, ok = setPath(nd.Vals[f], a.Path[1:], v); !ok {
+				return nil, fenecql.Errorf(a.Pos, "document %d: %s runs through a value that is not an object", d.ID, strings.Join(a.Path, "."))
+			}
+		}
+		if nd.Vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
 			return nil, err
 		}
-		t.setDoc(c, nd)
-		written[i] = nd
 	}
-	return t.answer(c, "set", s.Returning, s.Require, written, env)
+	return nd, nil
 }
 
 func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error) {
@@ -263,7 +341,7 @@ func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, s.Returning); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -332,7 +410,7 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, &fenecql.Returning{Columns: s.Columns}); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -209,7 +209,15 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		if p.Scope != nil {
 			env.Claims = p.Scope.Claims
 		}
-		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position())
+		var accept func(*Doc) (bool, error)
+		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
+			fields, err := setFields(c, set)
+			if err != nil {
+				return Bid{Err: err}
+			}
+			accept = t.setPicker(c, set, fields, env).accept
+		}
+		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position(), accept)
 		if err != nil {
 			return Bid{Err: err}
 		}

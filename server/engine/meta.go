@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"context"
+	"time"
 
 	"github.com/fenecdb/fenec/server/store"
 )
@@ -23,6 +25,9 @@ type RunOptions struct {
 	// row — even one refused only by its require — and answers
 	// ErrNothingTaken: a held claim stays held.
 	OnlyIfTakes bool
+	// Timeout, when positive, bounds the run: past it the statements stop
+	// and answer ErrStatementTimeout, writing nothing.
+	Timeout time.Duration
 }
 
 // GetMeta answers a side record.
@@ -40,36 +45,67 @@ func (db *DB) MetaLen() int {
 	return len(db.meta)
 }
 
-// SweepMeta deletes every side record expired at now, and answers how many.
+// MetaBytes answers the bytes of the side records held (keys and bodies).
+func (db *DB) MetaBytes() int64 {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.metaB
+}
+
+// SweepMeta deletes every side record expired at now, and answers how
+// many. It is a write like any other (commit): refused while the store is
+// failed, undone if the store loses it.
 func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
-	db.mu.Lock()
-	if db.writable() != nil {
-		// A cluster's followers drop expired records when the leader's
-		// sweep reaches them through the log.
-		db.mu.Unlock()
-		return 0, nil
-	}
-	var changes []store.Change
-	for k, m := range db.meta {
-		if m.Expires != 0 && m.Expires <= now {
-			delete(db.meta, k)
-			changes = append(changes, store.Change{Op: store.OpMetaDelete, Key: k})
+	n := 0
+	_, err := db.commit(ctx, func(t *tx) ([]*Result, error) {
+		for k, m := range db.meta {
+			if m.Expires != 0 && m.Expires <= now {
+				t.deleteMeta(k)
+				n++
+			}
 		}
-	}
-	if len(changes) == 0 {
-		db.mu.Unlock()
+		return nil, nil
+	})
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		// A cluster's followers drop expired records when the leader's
+		// sweep reaches them through the log (docs/cluster.md).
 		return 0, nil
 	}
-	wait := db.commitLocked(changes)
-	db.mu.Unlock()
-	return len(changes), wait()
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+func (db *DB) setMeta(k string, m Meta) {
+	db.deleteMeta(k)
+	db.meta[k] = m
+	db.metaB += int64(len(k) + len(m.Body))
+}
+
+func (db *DB) deleteMeta(k string) {
+	if old, ok := db.meta[k]; ok {
+		db.metaB -= int64(len(k) + len(old.Body))
+		delete(db.meta, k)
+	}
 }
 
 func (t *tx) putMeta(recs map[string]Meta) {
 	for k, m := range recs {
 		old, had := t.db.meta[k]
-		t.db.meta[k] = m
+		t.db.setMeta(k, m)
 		t.undo = append(t.undo, undoStep{metaKey: k, oldMeta: old, hadMeta: had})
 		t.changes = append(t.changes, store.Change{Op: store.OpMetaPut, Key: k, Body: m.Body, Expires: m.Expires})
 	}
+}
+
+func (t *tx) deleteMeta(k string) {
+	old, had := t.db.meta[k]
+	if !had {
+		return
+	}
+	t.db.deleteMeta(k)
+	t.undo = append(t.undo, undoStep{metaKey: k, oldMeta: old, hadMeta: true})
+	t.changes = append(t.changes, store.Change{Op: store.OpMetaDelete, Key: k})
 }

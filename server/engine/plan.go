@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -26,8 +27,18 @@ var accessNames = [...]string{"scan", "id", "hash", "range", "walk", "nearest", 
 // plan is how one statement picks its rows: the access path, whether that
 // path already yields the statement's order, and the counts explain shows.
 type plan struct {
-	c      *Collection
-	where  fenecql.Expr
+	c     *Collection
+	where fenecql.Expr
+	// scope is the policy's filter for a scoped token, one term per rule
+	// (nil: none). A row no term admits is hidden: as PostgreSQL's row security does, it
+	// is decided before any of the statement's own expressions run on
+	// the row, so no error, count or explain figure depends on a hidden
+	// row (docs/access.md, How rules combine).
+	scope []fenecql.Expr
+	// accept, if set, has the last word on a row that matches, before
+	// offset and limit count it (a scoped set: does a rule admit the
+	// write?).
+	accept func(*Doc) (bool, error)
 	order  []fenecql.OrderKey
 	limit  int // -1: none
 	offset int
@@ -43,7 +54,9 @@ type plan struct {
 	boxMax  [2]float64
 	ordered bool // the access path yields rows in the statement's order
 
-	rowsRead int
+	rowsRead int             // the rows tested that the scope admits
+	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
+	visited  int
 }
 
 // conjuncts splits a filter on its top-level ands.
@@ -421,6 +434,10 @@ func (p *plan) describe() string {
 	case accIDs:
 		return fmt.Sprintf("id lookup %s (%d ids)", p.c.Name, len(p.ids))
 	case accHash:
+		if p.scope != nil {
+			// The index's count would include rows the token may not see.
+			return fmt.Sprintf("hash %s.%s", p.c.Name, p.c.s.fields[p.field].Name)
+		}
 		return fmt.Sprintf("hash %s.%s (%d ids)", p.c.Name, p.c.s.fields[p.field].Name, len(p.ids))
 	}
 	s := fmt.Sprintf("%s %s.%s", name, p.c.Name, p.c.s.fields[p.field].Name)

@@ -34,6 +34,10 @@ type Replicator interface {
 	// writes'; mark names the memory that made them (see Apply). The
 	// answer blocks until they are committed and applied here.
 	Propose(seq, mark uint64, changes []store.Change) (wait func() error)
+	// StoreFailed is told the store failed: the file no longer follows
+	// the log, so the node stops taking part (docs/cluster.md). A restart
+	// replays the log from what the file holds.
+	StoreFailed(err error)
 }
 
 // NotLeaderError refuses a write on a node that is not its cluster's
@@ -105,13 +109,10 @@ func (db *DB) writable() error {
 	return db.repl.r.Writable()
 }
 
-// commitLocked numbers a write's changes and hands them on: to the store
-// when alone, to the log in a cluster. Under the write lock.
-func (db *DB) commitLocked(changes []store.Change) (wait func() error) {
+// proposeLocked numbers a cluster node's write and hands its changes to
+// the log. Under the write lock.
+func (db *DB) proposeLocked(changes []store.Change) (wait func() error) {
 	db.seq++
-	if db.repl.r == nil {
-		return db.st.Commit(db.seq, changes)
-	}
 	db.moved(db.seq)
 	return db.repl.r.Propose(db.seq, db.repl.mark, changes)
 }
@@ -213,13 +214,13 @@ func (db *DB) discardLocked() error {
 // reopenLocked opens the closed store's file again and rebuilds memory
 // from it.
 func (db *DB) reopenLocked() error {
-	st, err := store.Open(db.opts.File, store.Options{Sync: db.opts.Sync, OnCommit: db.opts.OnCommit})
+	st, err := store.Open(db.opts.File, db.storeOptions())
 	if err != nil {
 		db.broken = err
 		return err
 	}
 	db.st = st
-	db.colls, db.created, db.made, db.meta = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}
+	db.colls, db.created, db.made, db.meta, db.metaB, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, nil
 	seq, err := st.Load(db.replay)
 	if err != nil {
 		db.broken = err

@@ -105,6 +105,22 @@ func and(a, b fenecql.Expr) fenecql.Expr {
 // collection no rule names is not there for the token (404); one it may
 // not do g to is 403, or 404 for reads.
 func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr, error) {
+	terms, err := t.scopeTerms(c, g, pos)
+	var or fenecql.Expr
+	for _, f := range terms {
+		if or == nil {
+			or = f
+		} else {
+			or = &fenecql.Binary{Pos: f.Position(), Op: fenecql.OpOr, L: or, R: f}
+		}
+	}
+	return or, err
+}
+
+// scopeTerms answers scopeFilter's terms, one per rule granting g on c (for
+// an update, the part that reads the row before: pickFilter); nil when a
+// rule admits every row.
+func (t *tx) scopeTerms(c *Collection, g Grant, pos fenecql.Pos) ([]fenecql.Expr, error) {
 	if t.scope == nil {
 		return nil, nil
 	}
@@ -115,7 +131,7 @@ func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr,
 		}
 		return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, pos, "no policy rule lets this token %s %s", grantVerbs[g], c.Name)
 	}
-	var or fenecql.Expr
+	var terms []fenecql.Expr
 	for _, r := range rules {
 		f := r.Filter
 		if g == GrantUpdate {
@@ -124,13 +140,9 @@ func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr,
 		if f == nil {
 			return nil, nil
 		}
-		if or == nil {
-			or = f
-		} else {
-			or = &fenecql.Binary{Pos: f.Position(), Op: fenecql.OpOr, L: or, R: f}
-		}
+		terms = append(terms, f)
 	}
-	return or, nil
+	return terms, nil
 }
 
 // admits evaluates a rule's filter over the row before (nil for an insert)
@@ -158,8 +170,18 @@ func admits(r *Rule, env *fenecql.Env, before, after *Doc) (bool, error) {
 // granting g admits it: an update's rule must admit the row before, the
 // row as written, and every field it changes; an insert's the new row.
 func (t *tx) checkWrite(c *Collection, g Grant, before, after *Doc, env *fenecql.Env) error {
+	ok, why, err := t.writeAdmitted(c, g, before, after, env)
+	if err != nil || ok {
+		return err
+	}
+	return fenecql.CodeErrorf(fenecql.CodeForbidden, 0, "%s", why)
+}
+
+// writeAdmitted reports whether some rule granting g admits the write of
+// after (over before, nil for an insert), and if none does, why not.
+func (t *tx) writeAdmitted(c *Collection, g Grant, before, after *Doc, env *fenecql.Env) (bool, string, error) {
 	if t.scope == nil {
-		return nil
+		return true, "", nil
 	}
 	var changed []string
 	if before != nil {
@@ -175,7 +197,7 @@ func (t *tx) checkWrite(c *Collection, g Grant, before, after *Doc, env *fenecql
 			if pf := pickFilter(r.Filter); pf != nil {
 				ok, err := admits(&Rule{Filter: pf}, env, before, nil)
 				if err != nil {
-					return err
+					return false, "", err
 				}
 				if !ok {
 					continue
@@ -184,7 +206,7 @@ func (t *tx) checkWrite(c *Collection, g Grant, before, after *Doc, env *fenecql
 		}
 		ok, err := admits(r, env, before, after)
 		if err != nil {
-			return err
+			return false, "", err
 		}
 		if !ok {
 			if why == "" {
@@ -200,12 +222,12 @@ func (t *tx) checkWrite(c *Collection, g Grant, before, after *Doc, env *fenecql
 				continue
 			}
 		}
-		return nil
+		return true, "", nil
 	}
 	if why == "" {
 		why = fmt.Sprintf("no policy rule lets this token %s %s", grantVerbs[g], c.Name)
 	}
-	return fenecql.CodeErrorf(fenecql.CodeForbidden, 0, "%s", why)
+	return false, why, nil
 }
 
 func outside(changed, allowed []string) string {
@@ -223,19 +245,26 @@ func (t *tx) readable(c *Collection, docs []*Doc, env *fenecql.Env) ([]*Doc, err
 	if t.scope == nil {
 		return docs, nil
 	}
-	rules := t.scope.on(c.Name, GrantRead)
 	out := docs[:0:0]
 	for _, d := range docs {
-		for _, r := range rules {
-			ok, err := admits(r, env, d, nil)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				out = append(out, d)
-				break
-			}
+		if t.canRead(c, d, env) {
+			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// canRead reports whether a read rule admits d. A rule whose filter fails
+// on d does not admit it: the error would tell of a row the token may not
+// read.
+func (t *tx) canRead(c *Collection, d *Doc, env *fenecql.Env) bool {
+	if t.scope == nil {
+		return true
+	}
+	for _, r := range t.scope.on(c.Name, GrantRead) {
+		if ok, err := admits(r, env, d, nil); err == nil && ok {
+			return true
+		}
+	}
+	return false
 }

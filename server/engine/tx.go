@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"context"
+	"errors"
+
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/store"
 )
@@ -10,6 +13,7 @@ import (
 // trace, and a store change, committed as one unit when all succeed.
 type tx struct {
 	db      *DB
+	ctx     context.Context // the request's: nil in a held claim's look
 	write   bool
 	undo    []undoStep
 	changes []store.Change
@@ -93,21 +97,27 @@ func (t *tx) drop(c *Collection) {
 
 // rollback undoes every step, last first.
 func (t *tx) rollback() {
-	for i := len(t.undo) - 1; i >= 0; i-- {
-		u := t.undo[i]
+	undoSteps(t.db, t.undo)
+	t.undo, t.changes, t.touched = nil, nil, nil
+}
+
+// undoSteps undoes steps, last first (under the write lock).
+func undoSteps(db *DB, steps []undoStep) {
+	for i := len(steps) - 1; i >= 0; i-- {
+		u := steps[i]
 		switch {
 		case u.metaKey != "":
 			if u.hadMeta {
-				t.db.meta[u.metaKey] = u.oldMeta
+				db.setMeta(u.metaKey, u.oldMeta)
 			} else {
-				delete(t.db.meta, u.metaKey)
+				db.deleteMeta(u.metaKey)
 			}
 		case u.created != "":
-			delete(t.db.colls, u.created)
-			delete(t.db.created, u.created)
+			delete(db.colls, u.created)
+			delete(db.created, u.created)
 		case u.dropped != nil:
-			t.db.colls[u.dropped.Name] = u.dropped
-			t.db.created[u.dropped.Name] = u.order
+			db.colls[u.dropped.Name] = u.dropped
+			db.created[u.dropped.Name] = u.order
 		default:
 			if u.old != nil {
 				u.c.set(u.old)
@@ -117,7 +127,6 @@ func (t *tx) rollback() {
 			u.c.nextID = u.oldNext
 		}
 	}
-	t.undo, t.changes, t.touched = nil, nil, nil
 }
 
 // coll answers the named collection, or not_found.
@@ -128,3 +137,23 @@ func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	}
 	return c, nil
 }
+
+// stopped answers why the request's statements must stop — its client went
+// away, or it ran past its time limit — or nil. Long loops ask it every
+// checkEvery rows: a context's Err takes a lock, too dear for every row.
+func stopped(ctx context.Context) error {
+	if ctx == nil {
+		return nil
+	}
+	switch err := ctx.Err(); {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrStatementTimeout
+	default:
+		return unavailableError(err, "request given up")
+	}
+}
+
+// checkEvery is how many rows a loop goes between asks of stopped.
+const checkEvery = 256

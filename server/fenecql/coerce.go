@@ -2,6 +2,7 @@ package fenecql
 
 import (
 	"math"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -46,10 +47,17 @@ func Coerce(v Value, t Type) (Value, error) {
 		case KindTime:
 			return v, nil
 		case KindInt:
+			if err := checkTime(0, v.Int()); err != nil {
+				return Null, err
+			}
 			return Time(v.Int()), nil
 		case KindText:
-			if ms, err := ParseTime(v.Text()); err == nil {
+			ms, err := ParseTime(v.Text())
+			if err == nil {
 				return Time(ms), nil
+			}
+			if strings.Contains(err.Error(), timeRange) {
+				return Null, err // a timestamp, but out of range: say so
 			}
 			return Null, Errorf(0, "timestamp expected as epoch milliseconds or ISO-8601 text (2026-05-03T09:20:00Z), found text %s", short(v))
 		}

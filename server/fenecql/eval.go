@@ -2,6 +2,7 @@ package fenecql
 
 import (
 	"math"
+	"strings"
 )
 
 // Truthy reports whether v passes a filter or a case arm: only true does.
@@ -97,12 +98,10 @@ func evalRef(e *Ref, env *Env) Value {
 
 func evalObject(e *ObjectLit, env *Env) (Value, *Error) {
 	o := &Object{Keys: make([]string, 0, len(e.Keys)), Vals: make([]Value, 0, len(e.Keys))}
+	var keys nameSet
 	for i, k := range e.Keys {
-		// Objects are small; a linear scan beats a map for them.
-		for _, seen := range o.Keys {
-			if seen == k {
-				return Null, Errorf(e.Pos, "duplicate key %q in object", k)
-			}
+		if !keys.add(k) {
+			return Null, Errorf(e.Pos, "duplicate key %q in object", k)
 		}
 		v, err := eval(e.Vals[i], env)
 		if err != nil {
@@ -258,6 +257,9 @@ func arith(pos Pos, op Op, l, r Value) (Value, *Error) {
 	case l.kind == KindTime && r.kind == KindInt && (op == OpAdd || op == OpSub),
 		l.kind == KindInt && r.kind == KindTime && op == OpAdd:
 		n, err := intOp(pos, op, int64(l.n), int64(r.n))
+		if err == nil {
+			err = checkTime(pos, n)
+		}
 		return Time(n), err
 	case l.kind == KindTime && r.kind == KindTime && op == OpSub:
 		n, err := intOp(pos, op, l.Time(), r.Time())
@@ -392,6 +394,9 @@ func compare(pos Pos, op Op, l, r Value) (Value, *Error) {
 func textAsTime(pos Pos, v Value) (Value, *Error) {
 	ms, err := ParseTime(v.Text())
 	if err != nil {
+		if strings.Contains(err.Error(), timeRange) {
+			return Null, Errorf(pos, "cannot compare text %s with timestamp: %s", short(v), timeRange)
+		}
 		return Null, Errorf(pos, "cannot compare text %s with timestamp: not an ISO-8601 timestamp", short(v))
 	}
 	return Time(ms), nil

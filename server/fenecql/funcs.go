@@ -157,6 +157,11 @@ func fnBucket(c *Call, args []Value, _ *Env) (Value, *Error) {
 	if n-r > n {
 		return Null, Errorf(c.Pos, "integer overflow: bucket(%d, %d)", n, ms)
 	}
+	if t.kind == KindTime {
+		if err := checkTime(c.Pos, n-r); err != nil {
+			return Null, err
+		}
+	}
 	return Value{kind: t.kind, n: uint64(n - r)}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -33,10 +34,53 @@ var timeInputs = []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02"}
 func ParseTime(s string) (int64, error) {
 	for _, layout := range timeInputs {
 		if t, err := time.Parse(layout, s); err == nil {
+			// An offset can carry 0000-01-01 or 9999-12-31 past the range.
+			if err := checkTime(0, t.UnixMilli()); err != nil {
+				return 0, Errorf(0, "timestamp %s is out of range: %s", strconv.Quote(cut(s, 40)), timeRange)
+			}
 			return t.UnixMilli(), nil
 		}
 	}
 	return 0, Errorf(0, "invalid timestamp %s: expected ISO-8601 such as 2026-05-03T09:20:00Z or 2026-05-03", strconv.Quote(cut(s, 40)))
+}
+
+// ParseStoredTime reads what FormatTime wrote for any year, which a file
+// written before timestamps were held to MinTime..MaxTime may hold
+// ("10000-01-01T00:00:00.000Z", "-0001-12-31T00:00:00.000Z"): such a file
+// still opens. ok is false for anything else.
+func ParseStoredTime(s string) (ms int64, ok bool) {
+	i := strings.IndexByte(s[min(1, len(s)):], '-') + 1 // past a sign
+	if i <= 0 || len(s)-i != len(timeLayout)-4 {
+		return 0, false
+	}
+	year, err := strconv.Atoi(s[:i])
+	if err != nil {
+		return 0, false
+	}
+	// Year 2000 is a leap year, as a stored February 29 may need.
+	t, err := time.Parse(timeLayout, "2000"+s[i:])
+	if err != nil {
+		return 0, false
+	}
+	return time.Date(year, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC).UnixMilli(), true
+}
+
+// MinTime and MaxTime bound a timestamp, in epoch milliseconds: the years
+// 0000 to 9999, what ISO-8601 text without an expanded year can say, so
+// every timestamp answered reads back (docs/fenecql.md, Timestamps).
+const (
+	MinTime int64 = -62167219200000 // 0000-01-01T00:00:00.000Z
+	MaxTime int64 = 253402300799999 // 9999-12-31T23:59:59.999Z
+)
+
+const timeRange = "timestamps run from 0000-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z"
+
+// checkTime refuses epoch milliseconds outside MinTime..MaxTime.
+func checkTime(pos Pos, ms int64) *Error {
+	if ms < MinTime || ms > MaxTime {
+		return Errorf(pos, "timestamp %d ms is out of range: %s", ms, timeRange)
+	}
+	return nil
 }
 
 // MarshalJSON writes v as JSON; see AppendJSON.
@@ -201,6 +245,9 @@ func FromGo(x any) (Value, error) {
 	case json.Number:
 		return numberValue(string(x))
 	case time.Time:
+		if err := checkTime(0, x.UnixMilli()); err != nil {
+			return Null, err
+		}
 		return Time(x.UnixMilli()), nil
 	case []any:
 		l := make([]Value, len(x))
@@ -269,8 +316,9 @@ const maxJSONDepth = 10000
 
 // ParseJSON reads one JSON value. Objects keep their keys in the order
 // written; a key written twice keeps the place of the first and the value
-// of the last. Numbers read as in FromGo. Invalid UTF-8 in strings becomes
-// U+FFFD, as with encoding/json.
+// of the last. Numbers read as in FromGo. A string of invalid UTF-8 or
+// with a lone UTF-16 surrogate (\ud800) is refused, as a FenecQL literal
+// is: encoding/json's silent U+FFFD would store what was not sent.
 func ParseJSON(data []byte) (Value, error) {
 	p := jsonParser{data: data}
 	v, err := p.value()
@@ -289,7 +337,8 @@ func ParseJSON(data []byte) (Value, error) {
 // (the first key's value or the last's; the bytes or U+FFFD), so a body
 // holding one is refused rather than read one way. Data that is not JSON
 // at all answers nil: the decoder that reads it says so in its own words.
-// ParseJSON, which reads what the server itself wrote, forgives all three.
+// ParseJSON, which reads what the server itself wrote, forgives a key twice
+// (the last wins) and refuses the other two.
 func CheckStrictJSON(data []byte) error {
 	p := jsonParser{data: data, strict: true}
 	if _, err := p.value(); err != nil && p.refused {
@@ -305,11 +354,12 @@ type jsonParser struct {
 	data    []byte
 	i       int
 	depth   int
-	strict  bool // refuse duplicate keys, invalid UTF-8 and lone surrogates
-	refused bool // the error is one of those
+	strict  bool // refuse duplicate keys too
+	refused bool // the error is one CheckStrictJSON answers: a key twice, invalid UTF-8, a lone surrogate
 }
 
-// refuse is errorf for what only strict parsing refuses.
+// refuse is errorf for what JSON's grammar allows and a value may not
+// hold (CheckStrictJSON answers these).
 func (p *jsonParser) refuse(format string, args ...any) *Error {
 	p.refused = true
 	return p.errorf(format, args...)
@@ -515,10 +565,10 @@ func (p *jsonParser) slowString() (string, *Error) {
 			p.i++
 		default:
 			r, size := utf8.DecodeRune(p.data[p.i:])
-			if r == utf8.RuneError && size == 1 && p.strict {
-				return "", p.refuse("invalid UTF-8 in a string")
+			if r == utf8.RuneError && size == 1 {
+				return "", p.refuse("a string is not valid UTF-8")
 			}
-			b = utf8.AppendRune(b, r) // RuneError for invalid bytes
+			b = utf8.AppendRune(b, r)
 			p.i += size
 		}
 	}
@@ -528,7 +578,7 @@ func (p *jsonParser) slowString() (string, *Error) {
 var simpleEscapes = map[byte]rune{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // escape reads one backslash escape, joining a UTF-16 surrogate pair
-// into one rune; a lone surrogate becomes U+FFFD.
+// into one rune; a lone surrogate is refused.
 func (p *jsonParser) escape() (rune, *Error) {
 	if p.i+1 >= len(p.data) {
 		return 0, p.errorf("unterminated string")
@@ -551,10 +601,8 @@ func (p *jsonParser) escape() (rune, *Error) {
 		}
 		p.i = save
 	}
-	if p.strict {
-		return 0, p.refuse("lone UTF-16 surrogate \\u%04x in a string", r)
-	}
-	return utf8.RuneError, nil
+	p.i -= 6
+	return 0, p.refuse("lone UTF-16 surrogate %s in a string", p.data[p.i:p.i+6])
 }
 
 // hex4 reads a \u escape and its four hex digits at p.i, advancing past

@@ -236,16 +236,15 @@ func (p *parser) create() Stmt {
 	}
 	s.Name = p.name("a collection name")
 	p.expectP("(")
+	var fieldNames nameSet
 	for {
 		f := FieldDef{Pos: p.tok.pos}
 		if p.tok.kind == tokIdent && p.tok.val == "id" {
 			p.fail(f.Pos, "id is automatic")
 		}
 		f.Name = p.name("a field name")
-		for _, g := range s.Fields {
-			if g.Name == f.Name {
-				p.fail(f.Pos, "field %s given twice", f.Name)
-			}
+		if !fieldNames.add(f.Name) {
+			p.fail(f.Pos, "field %s given twice", f.Name)
 		}
 		f.Type = p.fieldType()
 		if p.isP("@") {
@@ -339,6 +338,7 @@ func (p *parser) set() Stmt {
 	p.next()
 	s.Coll = p.name("a collection name")
 	p.expectP("{")
+	var patched pathSet
 	for {
 		a := Assign{Pos: p.tok.pos}
 		switch p.tok.kind {
@@ -353,10 +353,8 @@ func (p *parser) set() Stmt {
 		case a.Path[0] == "id":
 			p.fail(a.Pos, "id cannot be set")
 		}
-		for _, b := range s.Patch {
-			if overlaps(a.Path, b.Path) {
-				p.fail(a.Pos, "%s is set twice", p.tok.val)
-			}
+		if !patched.add(a.Path) {
+			p.fail(a.Pos, "%s is set twice", p.tok.val)
 		}
 		p.next()
 		p.expectP(":")
@@ -375,9 +373,70 @@ func (p *parser) set() Stmt {
 
 // overlaps reports whether one path is a prefix of the other, so writing
 // both would make the result depend on their order.
-func overlaps(a, b []string) bool {
-	n := min(len(a), len(b))
-	return slices.Equal(a[:n], b[:n])
+// pathSet is the paths a patch sets. Two overlap when one is a prefix of
+// the other (a and a.b): it notes every path and every proper prefix of
+// one, so each new path is checked in time of its own length.
+type pathSet struct {
+	whole, prefix map[string]bool
+}
+
+// add notes path, or answers false when it overlaps one noted before.
+func (s *pathSet) add(path []string) bool {
+	if s.whole == nil {
+		s.whole, s.prefix = map[string]bool{}, map[string]bool{}
+	}
+	// The key of each prefix is a prefix of the path's key: no copies.
+	key := strings.Join(path, "\x00")
+	ends := make([]int, 0, len(path))
+	end := 0
+	for _, p := range path[:len(path)-1] {
+		end += len(p)
+		ends = append(ends, end)
+		end++ // the separator
+	}
+	if s.whole[key] || s.prefix[key] {
+		return false
+	}
+	for _, e := range ends {
+		if s.whole[key[:e]] {
+			return false
+		}
+	}
+	s.whole[key] = true
+	for _, e := range ends {
+		s.prefix[key[:e]] = true
+	}
+	return true
+}
+
+// nameSet is names given so far, to refuse one given twice: a scan while
+// they are few, a map past indexFrom, so n names cost O(n), not O(n²).
+type nameSet struct {
+	names []string
+	index map[string]bool
+}
+
+// add notes name, or answers false when it was noted before.
+func (s *nameSet) add(name string) bool {
+	if s.index != nil {
+		if s.index[name] {
+			return false
+		}
+		s.index[name] = true
+		return true
+	}
+	if slices.Contains(s.names, name) {
+		return false
+	}
+	s.names = append(s.names, name)
+	if len(s.names) == indexFrom {
+		s.index = make(map[string]bool, 2*indexFrom)
+		for _, n := range s.names {
+			s.index[n] = true
+		}
+		s.names = nil
+	}
+	return true
 }
 
 func (p *parser) get() Stmt {
@@ -484,6 +543,7 @@ func (p *parser) order() []OrderKey {
 // named by its own text, as written.
 func (p *parser) columns() []Column {
 	var cols []Column
+	var colNames nameSet
 	for {
 		pos, start := p.tok.pos, int(p.tok.pos)-1
 		c := Column{Expr: p.expr()}
@@ -496,10 +556,8 @@ func (p *parser) columns() []Column {
 			pos, c.Name = p.tok.pos, p.tok.val
 			p.next()
 		}
-		for _, d := range cols {
-			if d.Name == c.Name {
-				p.fail(pos, "column %s given twice", c.Name)
-			}
+		if !colNames.add(c.Name) {
+			p.fail(pos, "column %s given twice", c.Name)
 		}
 		cols = append(cols, c)
 		if !p.isP(",") {
@@ -789,6 +847,7 @@ func (p *parser) list() Expr {
 func (p *parser) object() Expr {
 	o := &ObjectLit{Pos: p.tok.pos}
 	p.next()
+	var keys nameSet
 	for !p.isP("}") {
 		if len(o.Keys) > 0 {
 			p.expectP(",", "}")
@@ -796,7 +855,7 @@ func (p *parser) object() Expr {
 		if p.tok.kind != tokIdent && p.tok.kind != tokString {
 			p.failFound("a key")
 		}
-		if slices.Contains(o.Keys, p.tok.val) {
+		if !keys.add(p.tok.val) {
 			p.fail(p.tok.pos, "key %s given twice", strconv.Quote(p.tok.val))
 		}
 		o.Keys = append(o.Keys, p.tok.val)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // show prints a statement or expression compactly, as a Lisp-like tree,
@@ -478,5 +479,76 @@ func TestChainLimit(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "expression too long") {
 			t.Errorf("%q chain of %d: %v", op, maxChain+1, err)
 		}
+	}
+}
+
+// TestManyNamesParseInLinearTime: names checked for repeats (object keys,
+// select columns, create fields, set paths) are looked up, not scanned, so
+// 100 000 of them parse in well under a second (~0.1 s alone); a scan made
+// it minutes. The bound is 5 s: `make test` runs every package at once on
+// a small machine.
+func TestManyNamesParseInLinearTime(t *testing.T) {
+	const n = 100_000
+	// list joins f(0..n-1); with repeat, the last is f(0) again.
+	list := func(f func(i int) string, repeat bool) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = f(i)
+		}
+		if repeat {
+			parts[n-1] = f(0)
+		}
+		return strings.Join(parts, ", ")
+	}
+	key := func(i int) string { return fmt.Sprintf("k%d: %d", i, i) }
+	for _, c := range []struct {
+		name          string
+		before, after string
+		f             func(i int) string
+	}{
+		{"object keys", `put t {`, `}`, key},
+		{"columns", `get t select `, ``, func(i int) string { return fmt.Sprintf("a as c%d", i) }},
+		{"fields", `create collection t (`, `)`, func(i int) string { return fmt.Sprintf("f%d int", i) }},
+		{"set paths", `set t {`, `}`, func(i int) string { return fmt.Sprintf("j.p%d.q: 1", i) }},
+		{"set paths, prefix later", `set t {`, `}`, func(i int) string {
+			if i == n-1 {
+				return "j.p0: 1"
+			}
+			return fmt.Sprintf("j.p%d.q: 1", i)
+		}},
+	} {
+		q := c.before + list(c.f, false) + c.after
+		start := time.Now()
+		_, err := Parse(q)
+		took := time.Since(start)
+		t.Logf("%s: %d names in %v", c.name, n, took)
+		if took > 5*time.Second {
+			t.Errorf("%s: %d names took %v", c.name, n, took)
+		}
+		if strings.Contains(c.name, "prefix") {
+			// j.p0 after j.p0.q overlaps it.
+			if err == nil || !strings.Contains(err.Error(), "j.p0 is set twice") {
+				t.Errorf("%s: %v", c.name, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		// The repeat is still found, however late it comes.
+		if _, err := Parse(c.before + list(c.f, true) + c.after); err == nil || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%s: a repeat: %v", c.name, err)
+		}
+	}
+	e, err := ParseExpr(`{` + list(key, false) + `}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := Eval(e, &Env{}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("evaluating %d keys took %v", n, took)
 	}
 }

@@ -33,6 +33,8 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeKeyReused:        http.StatusUnprocessableEntity,
 	gen.ErrorCodeInternal:         http.StatusInternalServerError,
 	gen.ErrorCodeUnavailable:      http.StatusServiceUnavailable,
+	gen.ErrorCodeStatementTimeout: http.StatusServiceUnavailable,
+	gen.ErrorCodeKeyLimit:         http.StatusServiceUnavailable,
 	gen.ErrorCodeBehind:           http.StatusGatewayTimeout,
 }
 
@@ -60,6 +62,9 @@ func errorCode(err error) gen.ErrorCode {
 	}
 	if errors.Is(err, engine.ErrScopeEnded) {
 		return gen.ErrorCodeUnauthorized
+	}
+	if errors.Is(err, engine.ErrStatementTimeout) {
+		return gen.ErrorCodeStatementTimeout
 	}
 	return gen.ErrorCodeInternal
 }
@@ -98,6 +103,9 @@ func engineError(err error, batch bool) *apiError {
 			at := be.At
 			e.at = &at
 		}
+	}
+	if e.code == gen.ErrorCodeStatementTimeout {
+		e.msg += " (fenec serve --statement-timeout)" // the limit is the server's flag
 	}
 	return e
 }

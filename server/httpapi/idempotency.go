@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
 // An Idempotency-Key is kept as the engine's side record "idem:<key>",
@@ -63,6 +64,20 @@ func (s *Server) lookupKey(key string) (keyRecordBody, bool, error) {
 		return keyRecordBody{}, false, fmt.Errorf("the record of Idempotency-Key %q is unreadable: %w", key, err)
 	}
 	return rec, true, nil
+}
+
+// keyLimit refuses a new key while the keys held reach either cap: the
+// write is not run, so its retry (refused the same way until older keys
+// expire) can never run it twice. Requests in flight may each add one
+// record past the cap.
+func (s *Server) keyLimit(key string) *apiError {
+	n, b := s.db.MetaLen(), s.db.MetaBytes()
+	if n < s.cfg.IdempotencyMaxKeys && b < s.cfg.IdempotencyMaxBytes {
+		return nil
+	}
+	return &apiError{code: gen.ErrorCodeKeyLimit, msg: fmt.Sprintf(
+		"Idempotency-Key %q is refused and the write was not run: the server holds %d keys with %d bytes of answers, at its limit (--idempotency-max-keys %d, --idempotency-max-bytes %d); send it again once older keys expire, or without a key",
+		key, n, b, s.cfg.IdempotencyMaxKeys, s.cfg.IdempotencyMaxBytes)}
 }
 
 // keyLocks serializes the requests that carry one Idempotency-Key.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +121,17 @@ func TestIdempotencyKey(t *testing.T) {
 				t.Fatalf("an expired key replayed: %s", r.Body)
 			}
 		}},
+		{"an expired key is not replayed, before any sweep", func(t *testing.T, ts *testServer) {
+			first := send(t, ts.c, "/query", claim, "x")
+			ts.clock.Advance(time.Hour.Milliseconds())
+			if ts.db.MetaLen() != 1 {
+				t.Fatal("the record went before the sweep: this case checks the lookup itself")
+			}
+			r := send(t, ts.c, "/query", claim, "x")
+			if r.Header.Get("Idempotent-Replayed") != "" || string(r.Body) == string(first.Body) {
+				t.Fatalf("an expired, unswept key replayed: %s", r.Body)
+			}
+		}},
 		{"retries at once run the write once", func(t *testing.T, ts *testServer) {
 			var wg sync.WaitGroup
 			bodies := make([]string, 8)
@@ -168,5 +181,54 @@ func TestIdempotencyKeySurvivesRestart(t *testing.T) {
 	again := send(t, ts.c, "/query", claim, "k")
 	if string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("after a restart: %v %s, first %s", again.Header, again.Body, first.Body)
+	}
+}
+
+// TestIdempotencyKeyLimit: past either cap a write under a new key is
+// refused with key_limit and not run — nor is its retry — while held keys
+// still replay; once keys expire, new ones are taken again.
+func TestIdempotencyKeyLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		keys  int
+		bytes int64
+	}{{"count", 2, 1 << 20}, {"bytes", 1000, 100}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTestServer(t, ":memory:", func(c *Config) {
+				c.IdempotencyTTL = time.Hour
+				c.IdempotencyMaxKeys, c.IdempotencyMaxBytes = tc.keys, tc.bytes
+			})
+			withJobs(t, ts, 6)
+			const put = `{"query": "put jobs {n: 100, run_at: now()}"}`
+			count := func() string { return string(ts.c.MustQuery(`get jobs where n = 100 count`).Body) }
+			k1 := send(t, ts.c, "/query", put, "k1")
+			if k1.Status != 200 {
+				t.Fatalf("k1: %d %s", k1.Status, k1.Body)
+			}
+			taken := 1
+			if tc.name == "count" {
+				if r := send(t, ts.c, "/query", put, "k2"); r.Status != 200 {
+					t.Fatalf("k2: %d %s", r.Status, r.Body)
+				}
+				taken++
+			}
+			for try := range 2 {
+				r := send(t, ts.c, "/query", put, "k3")
+				if r.Status != 503 || r.Code() != "key_limit" || !strings.Contains(string(r.Body), "the write was not run") {
+					t.Fatalf("try %d of a key past the cap: %d %s", try, r.Status, r.Body)
+				}
+			}
+			if want := fmt.Sprintf(`[{"count":%d}]`+"\n", taken); count() != want {
+				t.Fatalf("a refused key's write ran: %s, want %s", count(), want)
+			}
+			if r := send(t, ts.c, "/query", put, "k1"); r.Header.Get("Idempotent-Replayed") != "true" || string(r.Body) != string(k1.Body) {
+				t.Fatalf("a held key no longer replays: %d %s", r.Status, r.Body)
+			}
+			ts.clock.Advance(time.Hour.Milliseconds())
+			sweepOnce(ts)
+			if r := send(t, ts.c, "/query", put, "k3"); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "" {
+				t.Fatalf("k3 once older keys expired: %d %s", r.Status, r.Body)
+			}
+		})
 	}
 }

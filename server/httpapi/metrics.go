@@ -82,6 +82,23 @@ func (m *Metrics) watch(db *engine.DB) {
 			Name: "fenec_idempotency_keys",
 			Help: "Idempotency keys held, with their answers.",
 		}, func() float64 { return float64(db.MetaLen()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_idempotency_bytes",
+			Help: "Bytes of the idempotency keys and answers held in memory.",
+		}, func() float64 { return float64(db.MetaBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_store_up",
+			Help: "1 while the store takes writes, 0 while it is failed (writes refused until a probe succeeds).",
+		}, func() float64 {
+			if db.StoreErr() != nil {
+				return 0
+			}
+			return 1
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fenec_store_failures_total",
+			Help: "Times the store failed (each undoing the writes it had not stored, and refusing writes until it worked again).",
+		}, func() float64 { return float64(db.StoreFailures()) }),
 	)
 }
 

@@ -17,9 +17,20 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
-// Health is GET /_health.
+// Health is GET /_health: 200 while the store takes writes, 503 while it
+// is failed (reads are still answered; the engine probes the store and
+// takes writes again by itself).
 func (s *Server) Health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, gen.Health{Ok: true})
+	if err := s.db.StoreErr(); err != nil {
+		msg := err.Error()
+		b, _ := json.Marshal(gen.Health{Ok: false, Store: gen.Failed, Error: &msg})
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write(append(b, '\n'))
+		return
+	}
+	writeJSON(w, gen.Health{Ok: true, Store: gen.Ok})
 }
 
 // Metrics is GET /_metrics.

@@ -179,6 +179,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		writeAnswer(w, rec.Answer, true, rec.Seq, true)
 		return
 	}
+	if e := s.keyLimit(req.key); e != nil {
+		writeError(w, e)
+		return
+	}
 	var answer []byte
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
@@ -202,11 +206,11 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 	var err error
 	if req.wait == nil {
 		start := time.Now()
-		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta})
+		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
 		took = time.Since(start)
 	} else {
 		rs, took, err = s.heldInTerm(ctx, func(ctx context.Context) ([]*engine.Result, time.Duration, error) {
-			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta})
+			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
 		})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran

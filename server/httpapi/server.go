@@ -50,8 +50,18 @@ type Config struct {
 	Gate *auth.Gate
 	// IdempotencyTTL is how long an Idempotency-Key and its answer are kept.
 	IdempotencyTTL time.Duration
+	// IdempotencyMaxKeys and IdempotencyMaxBytes cap the keys held (all in
+	// memory, as well as in the file) and the bytes of their records: at
+	// either, a write under a new key is refused, unrun, with key_limit
+	// (docs/reliability.md).
+	IdempotencyMaxKeys  int
+	IdempotencyMaxBytes int64
 	// MaxBody is the largest request body accepted, in bytes.
 	MaxBody int64
+	// StatementTimeout bounds each run of a request's statements (a held
+	// claim's waiting excluded); past it they stop, write nothing and are
+	// answered 503 statement_timeout. 0: DefaultStatementTimeout.
+	StatementTimeout time.Duration
 	// Slow is the run time from which a request is logged; 0 logs none.
 	Slow    time.Duration
 	Metrics *Metrics
@@ -86,6 +96,12 @@ type Server struct {
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
+	// DefaultStatementTimeout is fenec serve's --statement-timeout.
+	DefaultStatementTimeout = 30 * time.Second
+	// A key's record is its answer and ~100 bytes: 100 000 small answers
+	// take ~30 MB; the byte cap holds a few large ones.
+	DefaultIdempotencyMaxKeys  = 100_000
+	DefaultIdempotencyMaxBytes = 128 << 20
 )
 
 // New builds the server. It registers the database's gauges on
@@ -99,6 +115,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.IdempotencyTTL <= 0 {
 		cfg.IdempotencyTTL = DefaultIdempotencyTTL
+	}
+	if cfg.StatementTimeout <= 0 {
+		cfg.StatementTimeout = DefaultStatementTimeout
+	}
+	if cfg.IdempotencyMaxKeys <= 0 {
+		cfg.IdempotencyMaxKeys = DefaultIdempotencyMaxKeys
+	}
+	if cfg.IdempotencyMaxBytes <= 0 {
+		cfg.IdempotencyMaxBytes = DefaultIdempotencyMaxBytes
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

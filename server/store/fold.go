@@ -99,8 +99,9 @@ func (f *foldSet) apply(c Change) {
 
 // write applies f to the tables, records the folded seq and deletes the
 // folded log rows, all in tx: a crash leaves either the log rows or their
-// folded effect, never both or neither.
-func (f *foldSet) write(ctx context.Context, tx *sql.Tx) error {
+// folded effect, never both or neither. midway is asked between the
+// documents and the meta records (Options.Fault's FaultFold).
+func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) error {
 	names := slices.Sorted(maps.Keys(f.colls))
 	for _, name := range names {
 		if !f.colls[name].reset {
@@ -163,6 +164,9 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 
+	if err := midway(); err != nil {
+		return err
+	}
 	for _, key := range slices.Sorted(maps.Keys(f.meta)) {
 		m := f.meta[key]
 		if m.del {

@@ -17,8 +17,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,7 +106,26 @@ type Options struct {
 	// changes in the group, and whether the commit was fsync'd. It must be
 	// quick: the next group waits for it.
 	OnCommit func(d time.Duration, changes int, fsync bool)
+	// OnFail, if set, is called (on a goroutine of its own) when a write
+	// to the file fails: from then on the store refuses every Commit, and
+	// the units written after Durable are lost, until Probe succeeds and
+	// Resume is called. The engine undoes those units in memory.
+	OnFail func(err error)
+	// Fault, if set, is asked before each write to the file with what the
+	// write is (FaultCommit: a group or a probe; FaultFold: a fold, asked
+	// midway through it); an error it answers fails that write as if SQLite
+	// had answered it. Tests inject failures at the store's boundary with it.
+	Fault func(at string) error
+	// Log receives what opening the file found (a torn log tail dropped).
+	// Default: discarded.
+	Log *slog.Logger
 }
+
+// The points at which Options.Fault is asked.
+const (
+	FaultCommit = "commit"
+	FaultFold   = "fold"
+)
 
 // Stats are the store's counters since Open.
 type Stats struct {
@@ -112,7 +134,8 @@ type Stats struct {
 	Changes  uint64 // changes written to SQLite
 	Folds    uint64 // folds of the log into the tables
 	LogBytes int64  // size of the log rows not yet folded
-	Failed   error  // the SQLite error that stopped the store, if any
+	Failed   error  // the error that stopped the store, while it is stopped
+	Failures uint64 // times the store stopped on an error
 }
 
 // ErrClosed answers the waits of units committed after Close.
@@ -138,13 +161,14 @@ CREATE TABLE meta(key TEXT PRIMARY KEY, body BLOB, expires INTEGER NOT NULL);
 type tuning struct {
 	foldBytes  int64         // fold once the unfolded log holds this much
 	foldAge    time.Duration // or once its oldest row is this old
+	foldChunk  int64         // fold at most this much of the log in one transaction
 	maxPending int64         // under interval/off, write early once this much is queued
 	// busyTimeout is how long Open waits for another process to let go of
 	// the file (a server restarting while the old one still closes).
 	busyTimeout time.Duration
 }
 
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 1 << 20, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
@@ -152,6 +176,10 @@ type Store struct {
 	mem      bool // ":memory:": keep nothing
 	mode     SyncMode
 	onCommit func(time.Duration, int, bool)
+	onFail   func(error)
+	fault    func(string) error
+	log      *slog.Logger
+	tornTail bool // the WAL ended in a torn write: Load says where it recovered to
 	tune     tuning
 	db       *sql.DB
 	conn     *sql.Conn // the one connection; the committer's once Load is done
@@ -160,29 +188,32 @@ type Store struct {
 	mu        sync.Mutex
 	cur       *group // units queued for the next group
 	lastSeq   uint64
-	committed bool // Commit was called: too late for Load
-	loaded    bool // Load ran: the committer may fold
+	durable   uint64 // the last seq written to the file
+	committed bool   // Commit was called: too late for Load
+	loaded    bool   // Load ran: the committer may fold
 	closed    bool
 	failed    error
 	stats     Stats
 
 	wake      chan struct{} // "write the queued units now"; capacity 1
+	probe     chan chan error
 	closing   chan struct{}
 	stopped   chan struct{} // the committer has returned
 	closeOnce sync.Once
 	closeErr  error
 
 	// Owned by the committer goroutine (by Load before it hands over).
-	fold *foldSet
-	buf  []byte
+	folds []*foldSet // the unfolded log rows, in chunks, oldest first
+	buf   []byte
 }
 
 // group is the units queued between two commits: one log row, one fsync.
 type group struct {
 	changes []Change
 	units   int
-	seq     uint64 // the last unit's
-	size    int64  // rough bytes held, to bound memory under interval/off
+	seq     uint64    // the last unit's
+	size    int64     // rough bytes held, to bound memory under interval/off
+	since   time.Time // when its first unit was queued (under interval)
 	done    chan struct{}
 	err     error // set before done is closed
 }
@@ -228,14 +259,27 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 		"synchronous(" + synchronous + ")",
 		"journal_size_limit(67108864)",
 	}}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// SQLite's recovery drops a torn last commit silently; say what it drops.
+	tail, err := scanWAL(path + "-wal")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: reading its WAL: %w", path, err)
+	}
+	if tail.frames > 0 {
+		log.Warn("the store's WAL ends in a write that never completed (a crash in the middle of a commit or a damaged tail); recovering up to the last complete commit",
+			"file", path, "dropped_frames", tail.frames, "dropped_bytes", tail.bytes, "kept_frames", tail.kept)
+	}
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &Store{mode: mode, onCommit: opts.OnCommit, tune: tune, db: db, cur: newGroup(), fold: newFoldSet(),
-		wake: make(chan struct{}, 1), closing: make(chan struct{}), stopped: make(chan struct{})}
+	s := &Store{log: log, tornTail: tail.frames > 0, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
+		wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.prepare(path); err != nil {
 		if s.conn != nil {
 			s.conn.Close()
@@ -275,6 +319,13 @@ func (s *Store) prepare(path string) error {
 		return fmt.Errorf("store: %s is a SQLite database but not a Fenec store", path)
 	case version != formatVersion:
 		return fmt.Errorf("store: %s has Fenec format version %d; this build reads only version %d", path, version, formatVersion)
+	default:
+		// A damaged file could load in part, with nothing said: check its
+		// structure (every page, every B-tree, the schema) before loading.
+		// It reads the whole file once.
+		if err := quickCheck(ctx, conn); err != nil {
+			return fmt.Errorf("store: %s is damaged and was not opened (%w); restore it from a backup, or recover what can be read with the sqlite3 shell's .recover command", path, err)
+		}
 	}
 	var jm string
 	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode = WAL`).Scan(&jm); err != nil {
@@ -295,6 +346,32 @@ func (s *Store) prepare(path string) error {
 	return nil
 }
 
+// quickCheck runs PRAGMA quick_check and answers its findings as an error.
+func quickCheck(ctx context.Context, conn *sql.Conn) error {
+	var found []string
+	rows, err := conn.QueryContext(ctx, `PRAGMA quick_check(10)`)
+	if err != nil {
+		return fmt.Errorf("PRAGMA quick_check: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return fmt.Errorf("PRAGMA quick_check: %w", err)
+		}
+		if line != "ok" {
+			found = append(found, line)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("PRAGMA quick_check: %w", err)
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("PRAGMA quick_check: %s", strings.Join(found, "; "))
+	}
+	return nil
+}
+
 func describeOpenError(path string, err error) error {
 	var se *sqlite.Error
 	if errors.As(err, &se) {
@@ -303,6 +380,8 @@ func describeOpenError(path string, err error) error {
 			return fmt.Errorf("store: %s is not a Fenec store (not a SQLite database file)", path)
 		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED
 			return fmt.Errorf("store: %s is in use by another process", path)
+		case 11: // SQLITE_CORRUPT
+			return fmt.Errorf("store: %s is damaged and was not opened (%v); restore it from a backup, or recover what can be read with the sqlite3 shell's .recover command", path, err)
 		}
 	}
 	return fmt.Errorf("store: open %s: %w", path, err)
@@ -343,10 +422,14 @@ func (s *Store) Load(fn func(Change) error) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if s.tornTail {
+		s.log.Warn("the store recovered to the last complete commit", "seq", seq)
+	}
 	s.mu.Lock()
 	s.loaded = true
 	s.lastSeq = seq
-	s.stats.LogBytes = s.fold.bytes
+	s.durable = seq
+	s.stats.LogBytes = s.unfolded()
 	s.mu.Unlock()
 	return seq, nil
 }
@@ -416,7 +499,7 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			return err
 		}
 		seq = uint64(rowSeq)
-		s.fold.add(changes, seq, len(body))
+		s.addFold(changes, seq, len(body))
 		return nil
 	})
 	return seq, err
@@ -477,6 +560,9 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	s.lastSeq = seq
 	s.committed = true
 	g := s.cur
+	if s.mode.Kind == SyncInterval && g.units == 0 {
+		g.since = time.Now()
+	}
 	g.changes = append(g.changes, changes...)
 	g.units++
 	g.seq = seq
@@ -491,11 +577,24 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	}
 	// Under interval and off the engine may outrun the disk; once the queue
 	// holds twice the early-write bound, its waits block until it is written,
-	// so memory stays bounded and requests slow down instead.
-	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending {
+	// so memory stays bounded and requests slow down instead. Under an
+	// interval a group still queued an interval after its first unit means
+	// the committer is behind: its waits block too, so an acknowledged unit
+	// is never more than about an interval (plus the write before it) from
+	// the disk — the loss bound docs/reliability.md states.
+	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending ||
+		(s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
 		return g.wait
 	}
 	return s.failure
+}
+
+// Failed answers the store's failure while it refuses Commits, else nil.
+func (s *Store) Failed() error {
+	if s.mem {
+		return nil
+	}
+	return s.failure()
 }
 
 func (s *Store) failure() error {
@@ -534,7 +633,15 @@ func (s *Store) Close() error {
 }
 
 // run is the committer: it owns the connection after Load, writes groups
-// and folds the log, until Close or a failure.
+// and folds the log, until Close. After a failure it writes nothing (Commit
+// refuses every unit) but answers probes, until Resume.
+//
+// Folds stay off the commit path: the log is folded in chunks of at most
+// foldChunk bytes of log rows, one chunk per turn of the loop, and every
+// turn first writes the units queued (under always and interval), so a
+// committed unit waits for at most one chunk's fold before it is written.
+// Under an interval that bounds what a crash can lose to the units of the
+// last interval plus one chunk's fold (docs/reliability.md).
 func (s *Store) run() {
 	defer close(s.stopped)
 	var tick <-chan time.Time
@@ -554,31 +661,52 @@ func (s *Store) run() {
 		case <-tick:
 			write = true
 		case <-foldTimer.C:
+		case answer := <-s.probe:
+			answer <- s.tryWrite()
+			continue
 		case <-s.closing:
 			write, closing = true, true
 		}
 		s.mu.Lock()
-		loaded := s.loaded
+		loaded, failed := s.loaded, s.failed != nil
 		var g *group
-		if write && s.cur.units > 0 {
+		if (write || s.mode.Kind != SyncOff) && s.cur.units > 0 {
 			g = s.cur
 			s.cur = newGroup()
 		}
 		s.mu.Unlock()
+		if failed {
+			// Commit refuses while the store is failed: nothing is queued.
+			if closing {
+				return
+			}
+			continue
+		}
 		if g != nil {
 			if err := s.writeGroup(g, loaded); err != nil {
 				s.fail(err, g)
-				return
+				if closing {
+					return
+				}
+				continue
 			}
 		}
 		// Fold only once Load has handed over the log's unfolded rows;
 		// before that the fold set does not cover the whole log.
-		if loaded && !s.fold.empty() {
-			age := time.Since(s.fold.since)
-			if closing || s.fold.bytes >= s.tune.foldBytes || age >= s.tune.foldAge {
-				if err := s.foldLog(); err != nil {
-					s.fail(err, nil)
-					return
+		if loaded && len(s.folds) > 0 {
+			age := time.Since(s.folds[0].since)
+			if closing || s.unfolded() >= s.tune.foldBytes || age >= s.tune.foldAge {
+				for {
+					if err := s.foldLog(); err != nil {
+						s.fail(err, nil)
+						break
+					}
+					if !closing || len(s.folds) == 0 {
+						break
+					}
+				}
+				if len(s.folds) > 0 && !closing {
+					foldTimer.Reset(0) // the next chunk, after the queued units
 				}
 			} else {
 				foldTimer.Reset(s.tune.foldAge - age)
@@ -590,10 +718,30 @@ func (s *Store) run() {
 	}
 }
 
+// unfolded answers the size of the log rows not yet folded.
+func (s *Store) unfolded() int64 {
+	var n int64
+	for _, f := range s.folds {
+		n += f.bytes
+	}
+	return n
+}
+
+// addFold adds one log row's changes to the chunks waiting for a fold.
+func (s *Store) addFold(changes []Change, seq uint64, size int) {
+	if len(s.folds) == 0 || s.folds[len(s.folds)-1].bytes >= s.tune.foldChunk {
+		s.folds = append(s.folds, newFoldSet())
+	}
+	s.folds[len(s.folds)-1].add(changes, seq, size)
+}
+
 // writeGroup writes g as one log row, in one autocommit transaction (one
 // fsync under always), then releases its waiters.
 func (s *Store) writeGroup(g *group, loaded bool) error {
 	start := time.Now()
+	if err := s.faultAt(FaultCommit); err != nil {
+		return err
+	}
 	s.buf = appendChanges(s.buf[:0], g.changes)
 	if _, err := s.insert.Exec(int64(g.seq), s.buf); err != nil {
 		return err
@@ -601,6 +749,7 @@ func (s *Store) writeGroup(g *group, loaded bool) error {
 	d := time.Since(start)
 	fsync := s.mode.Kind != SyncOff
 	s.mu.Lock()
+	s.durable = g.seq
 	s.stats.Commits += uint64(g.units)
 	s.stats.Changes += uint64(len(g.changes))
 	s.stats.LogBytes += int64(len(s.buf))
@@ -613,19 +762,29 @@ func (s *Store) writeGroup(g *group, loaded bool) error {
 		s.onCommit(d, len(g.changes), fsync)
 	}
 	if loaded {
-		s.fold.add(g.changes, g.seq, len(s.buf))
+		s.addFold(g.changes, g.seq, len(s.buf))
 	}
 	return nil
 }
 
-// foldLog folds the unfolded log rows into the tables in one transaction.
+func (s *Store) faultAt(at string) error {
+	if s.fault == nil {
+		return nil
+	}
+	return s.fault(at)
+}
+
+// foldLog folds the oldest chunk of unfolded log rows into the tables in
+// one transaction. A failure rolls it back whole: the rows stay in the log
+// and the chunk stays queued for the next try.
 func (s *Store) foldLog() error {
 	ctx := context.Background()
+	f := s.folds[0]
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
-	if err := s.fold.write(ctx, tx); err != nil {
+	if err := f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }); err != nil {
 		tx.Rollback()
 		return err
 	}
@@ -634,19 +793,23 @@ func (s *Store) foldLog() error {
 	}
 	s.mu.Lock()
 	s.stats.Folds++
-	s.stats.LogBytes -= s.fold.bytes
+	s.stats.LogBytes -= f.bytes
 	s.mu.Unlock()
-	s.fold = newFoldSet()
+	s.folds = s.folds[1:]
 	return nil
 }
 
 // fail records err as the store's failure and answers it to the waiters of
-// g and of every unit still queued; later Commits answer it at once.
+// g and of every unit still queued; Commits answer it at once until
+// Resume. The units after the last one written are lost: the next Commit
+// may reuse their seqs.
 func (s *Store) fail(err error, g *group) {
 	err = fmt.Errorf("store: %w", err)
 	s.mu.Lock()
 	s.failed = err
 	s.stats.Failed = err
+	s.stats.Failures++
+	s.lastSeq = s.durable
 	pending := s.cur
 	s.cur = newGroup()
 	s.mu.Unlock()
@@ -656,4 +819,67 @@ func (s *Store) fail(err error, g *group) {
 			close(p.done)
 		}
 	}
+	if s.onFail != nil {
+		go s.onFail(err)
+	}
+}
+
+// probeRows is the size of the probe's write: enough that a disk with no
+// room left fails it, as it failed the write that stopped the store.
+const probeRows = 64 << 10
+
+// tryWrite is a probe, run by the committer: it folds what is left to fold
+// and writes (and deletes) a row in one transaction, synced as commits are.
+func (s *Store) tryWrite() error {
+	if err := s.faultAt(FaultCommit); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	for len(s.folds) > 0 {
+		if err := s.foldLog(); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	if err := s.exec(context.Background(), "BEGIN IMMEDIATE",
+		"INSERT INTO log(seq, body) VALUES (0, zeroblob("+strconv.Itoa(probeRows)+"))",
+		"DELETE FROM log WHERE seq = 0", "COMMIT"); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	return nil
+}
+
+// Probe tries a write to the file (and any fold left to do) and answers
+// its error: nil when the store works again. It writes nothing the engine
+// sees; Resume then lets Commits in.
+func (s *Store) Probe() error {
+	if s.mem {
+		return nil
+	}
+	answer := make(chan error, 1)
+	select {
+	case s.probe <- answer:
+		return <-answer
+	case <-s.stopped:
+		return ErrClosed
+	}
+}
+
+// Resume ends a failure: Commits are taken again, from seq Durable()+1.
+// The engine calls it once it has undone the lost units and a Probe
+// succeeded.
+func (s *Store) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failed = nil
+	s.stats.Failed = nil
+}
+
+// Durable answers the seq of the last unit written to the file (under
+// always and interval: synced). Units after it are lost if the store fails.
+func (s *Store) Durable() uint64 {
+	if s.mem {
+		return math.MaxUint64 // nothing is kept, and nothing can fail
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.durable
 }

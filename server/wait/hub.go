@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -31,6 +32,9 @@ type Request struct {
 	// Meta, when set, adds records committed with the write that answers
 	// the claim (engine.RunOptions.Meta: an idempotency key).
 	Meta func([]*engine.Result) map[string]engine.Meta
+	// Timeout bounds each run of the claim's statements
+	// (engine.RunOptions.Timeout); the waiting between runs is not theirs.
+	Timeout time.Duration
 }
 
 // Hub keeps the held claims of one database.
@@ -52,9 +56,10 @@ type Hub struct {
 	timer *time.Timer
 	done  chan struct{}
 
-	alarmAt     int64  // clock ms the clock is to call timeMoved at; 0: none
-	stopAlarm   func() // cancels that call
-	unsubscribe func() // from the database's writes
+	alarmAt     int64        // clock ms the clock is to call timeMoved at; 0: none
+	stopAlarm   func()       // cancels that call
+	unsubscribe func()       // from the database's writes
+	rounds      atomic.Int64 // rounds the loop has run: a loop that spins shows here
 }
 
 // line is the held claims that would take the same rows, oldest first.
@@ -200,7 +205,7 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 // would take no row is undone and answers engine.ErrNothingTaken.
 func (h *Hub) try(ctx context.Context, req *Request, onlyIfTakes bool) ([]*engine.Result, time.Duration, error) {
 	start := time.Now()
-	rs, err := h.db.RunWith(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes})
+	rs, err := h.db.RunWith(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes, Timeout: req.Timeout})
 	return rs, time.Since(start), err
 }
 

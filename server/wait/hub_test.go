@@ -13,6 +13,8 @@ import (
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 type fixture struct {
@@ -351,4 +353,48 @@ func TestManyHeldIdle(t *testing.T) {
 		t.Errorf("%d claims took the one job", took)
 	}
 	f.settle(0)
+}
+
+// TestFarDueDoesNotSpin: a job whose run_at is a "never" value past the
+// year 2262 (beyond a time.Duration from now) leaves a held claim asleep,
+// not looking again in a loop; the claim still takes a job put meanwhile
+// and ends its wait on time.
+func TestFarDueDoesNotSpin(t *testing.T) {
+	for _, runAt := range []string{`"9999-12-31T23:59:59Z"`, `"2400-01-01T00:00:00Z"`} {
+		reg := prometheus.NewRegistry()
+		m := NewMetrics(reg)
+		db, err := engine.Open(engine.Options{File: ":memory:"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub := New(db, m)
+		f := &fixture{t: t, db: db, hub: hub}
+		f.exec(jobs)
+		f.exec(`put jobs {run_at: ` + runAt + `, attempts: 0}`)
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		rounds0 := hub.rounds.Load()
+		h := f.hold(1500*time.Millisecond, claim, "w1")
+		f.settle(1)
+		time.Sleep(700 * time.Millisecond)
+		f.exec(`put jobs {run_at: now(), attempts: 0}`)
+		if o := h.answer(t, time.Second); o.err != nil || o.answer != `[{"id":2}]` {
+			t.Fatalf("%s: %+v", runAt, o)
+		}
+		start := time.Now()
+		h = f.hold(time.Second, claim, "w1")
+		if o := h.answer(t, 3*time.Second); o.err != nil || o.answer != `[]` || o.at.Sub(start) < time.Second {
+			t.Fatalf("%s: the wait's end: %+v after %v", runAt, o, o.at.Sub(start))
+		}
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		looks, rounds := testutil.ToFloat64(m.looks), hub.rounds.Load()-rounds0
+		cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
+		t.Logf("%s: %d rounds, %v looks, %v CPU over ~1.7 s held", runAt, rounds, looks, cpu)
+		// A few rounds: each hold's start and end, the put, its run.
+		if rounds > 20 || looks > 20 {
+			t.Errorf("%s: %d rounds, %v looks while held ~1.7 s: the loop spins", runAt, rounds, looks)
+		}
+		hub.Close()
+		db.Close()
+	}
 }

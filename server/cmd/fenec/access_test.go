@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,10 +113,14 @@ func TestWorkerToken(t *testing.T) {
 	all := func() string { return body(admin.MustQuery(`get jobs`)) }
 	before := all()
 
-	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"to": "eve@example.com"}} where run_at <= now() order run_at limit 10`, 403, "policy line 3 lets this token change only owner, run_at, attempts of jobs, and this changes payload")
-	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10`, 403, "and this changes error")
-	refused(t, w1, `set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, 403, "document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
-	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`, 403, "breaks policy line 3")
+	// A claim no rule lets it write picks no row; with require, the 412
+	// says why a row was skipped.
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"to": "eve@example.com"}} where run_at <= now() order run_at limit 10 require 1`, 412, "skipped a row: policy line 3 lets this token change only owner, run_at, attempts of jobs, and this changes payload")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10 require 1`, 412, "and this changes error")
+	refused(t, w1, `set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 require 1`, 412, "skipped a row: document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
+	if got := body(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`)); got != `{"affected":0}` {
+		t.Errorf("a claim that resets attempts: %s", got)
+	}
 	if after := all(); after != before {
 		t.Fatalf("refused claims wrote:\n%s\n%s", before, after)
 	}
@@ -363,5 +368,41 @@ func TestAccessFlagsRefused(t *testing.T) {
 			cmd.Process.Kill()
 			t.Errorf("%v: the server started", c.args)
 		}
+	}
+}
+
+// TestHiddenRowsOverHTTP is issue 15's oracle against a real `fenec
+// serve`: a mail worker guessing an sms job's phone number is answered
+// the same whether the guess is right or wrong, whatever the statement.
+func TestHiddenRowsOverHTTP(t *testing.T) {
+	admin := startWithPolicy(t)
+	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`))
+	admin.MustQuery(`create collection jobs (queue text, payload json, dest text @hash, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	admin.MustQuery(`put jobs [{queue: "mail", payload: {"to": "ada@example.com"}, dest: "ada@example.com", run_at: now(), owner: "w1", attempts: 0}, {queue: "sms", payload: {"to": "+15550100"}, dest: "+15550100", run_at: now(), owner: "w2", attempts: 0}]`)
+	before := body(admin.MustQuery(`get jobs`))
+	guess := `case when payload.to = $1 then 1/0 = 1 else false end`
+	for _, q := range []string{
+		`get jobs where ` + guess,
+		`get jobs count where ` + guess,
+		`explain get jobs where ` + guess,
+		`explain get jobs where dest = $1`,
+		`set jobs {run_at: now() + 1000} where ` + guess,
+		`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1} where ` + guess + ` order run_at limit 10 returning id`,
+		`del jobs where ` + guess,
+	} {
+		var answers []string
+		for _, g := range []string{"+15550100", "+15550199"} {
+			r, err := w1.Do("POST", "/query", map[string]any{"query": q, "params": []any{g}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			answers = append(answers, fmt.Sprintf("%d %s", r.Status, body(r)))
+		}
+		if answers[0] != answers[1] {
+			t.Errorf("%s answers by the hidden row:\nright guess: %s\nwrong guess: %s", q, answers[0], answers[1])
+		}
+	}
+	if after := body(admin.MustQuery(`get jobs`)); after != before {
+		t.Errorf("the guesses wrote:\n%s\n%s", before, after)
 	}
 }

@@ -68,7 +68,9 @@ const (
 type options struct {
 	http, file, sync, token, clock string
 	jwtSecret, jwtKeys, policy     string
-	idemTTL                        time.Duration
+	idemTTL, statementTimeout      time.Duration
+	idemKeys                       int
+	idemBytes                      int64
 	maxBody                        int64
 	slowMS                         int
 	insecure                       bool
@@ -90,7 +92,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.policy, "policy", "", "the policy `file` JWTs are held to (docs/access.md)")
 	fs.StringVar(&o.clock, "clock", "system", "the engine's clock: system, or manual (starts at 2026-05-03T09:20:00Z, moved by POST /_clock)")
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
+	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
+	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
+	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
@@ -124,8 +129,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--clock %q: want system or manual", o.clock)
 	case o.idemTTL <= 0:
 		return o, fmt.Errorf("--idempotency-ttl %v: want a positive duration", o.idemTTL)
+	case o.idemKeys <= 0:
+		return o, fmt.Errorf("--idempotency-max-keys %d: want a positive number", o.idemKeys)
+	case o.idemBytes <= 0:
+		return o, fmt.Errorf("--idempotency-max-bytes %d: want a positive number of bytes", o.idemBytes)
 	case o.maxBody <= 0:
 		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
+	case o.statementTimeout <= 0:
+		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
 	}
@@ -161,7 +172,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit})
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log})
 	if err != nil {
 		return err
 	}
@@ -177,8 +188,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	api, err := httpapi.New(httpapi.Config{
-		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, MaxBody: o.maxBody,
-		Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
+		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole, Cluster: node.api(),
 	})
 	if err != nil {

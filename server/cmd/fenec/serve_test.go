@@ -38,6 +38,7 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--clock", "sundial", "--file", ":memory:"}, "--clock"},
 		{[]string{"--max-body", "0", "--file", ":memory:"}, "--max-body"},
 		{[]string{"--idempotency-ttl", "-1s", "--file", ":memory:"}, "--idempotency-ttl"},
+		{[]string{"--statement-timeout", "0s", "--file", ":memory:"}, "--statement-timeout"},
 		{[]string{"--nope"}, "flag provided but not defined"},
 		{[]string{"--cors-origin", "*", "--file", ":memory:"}, `invalid value "*" for flag -cors-origin: "*" is not an origin`},
 		{[]string{"--cors-origin", "https://app.example.com/", "--file", ":memory:"}, `a browser sends this origin as "https://app.example.com"`},

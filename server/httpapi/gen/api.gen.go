@@ -51,9 +51,11 @@ const (
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
+	ErrorCodeKeyLimit         ErrorCode = "key_limit"
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
+	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
 	ErrorCodeTooLarge         ErrorCode = "too_large"
 	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
 	ErrorCodeUnavailable      ErrorCode = "unavailable"
@@ -73,11 +75,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInternal:
 		return true
+	case ErrorCodeKeyLimit:
+		return true
 	case ErrorCodeKeyReused:
 		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeNotFound:
+		return true
+	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
 		return true
@@ -152,15 +158,18 @@ func (e FieldIndex) Valid() bool {
 	}
 }
 
-// Defines values for HealthOk.
+// Defines values for HealthStore.
 const (
-	True HealthOk = true
+	Failed HealthStore = "failed"
+	Ok     HealthStore = "ok"
 )
 
-// Valid indicates whether the value is a known member of the HealthOk enum.
-func (e HealthOk) Valid() bool {
+// Valid indicates whether the value is a known member of the HealthStore enum.
+func (e HealthStore) Valid() bool {
 	switch e {
-	case True:
+	case Failed:
+		return true
+	case Ok:
 		return true
 	default:
 		return false
@@ -316,11 +325,18 @@ type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
-	Ok HealthOk `json:"ok"`
+	// Error Why the store failed; only while it is failed.
+	Error *string `json:"error,omitempty"`
+
+	// Ok Whether the store takes writes.
+	Ok bool `json:"ok"`
+
+	// Store The store's state.
+	Store HealthStore `json:"store"`
 }
 
-// HealthOk defines model for Health.Ok.
-type HealthOk bool
+// HealthStore The store's state.
+type HealthStore string
 
 // QueryRequest defines model for QueryRequest.
 type QueryRequest struct {
@@ -393,7 +409,10 @@ type BatchParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
@@ -413,7 +432,10 @@ type QueryParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
@@ -1016,100 +1038,106 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7FwLbxtHkv4rhbkAkrJDavRwHjQWWCbrXLx5OGsrZ+BMwdOaKYodzXTT3T2ieAaB+zX3w+6XHKq650Fy",
-	"JJGOE+ztZheIRXK6u7q6Hl89et5HmS7nWqFyNhq9j2YocjT85zeoMHuF7+jvHG1m5NxJraJRdDFDyIUT",
-	"V8LigYVsJtQ1gqrKKzQgpo7+CwbfVWgduJlwsDDa4TCKI5vNsBQ0ZSmVLKsyGiVx5JZzjEaRVA6v0USr",
-	"VRw9z7Gca4fKvcR5IZaYb9OROlNhCosZKnAzBKHsAg1Iy5+m0lhXf+c0uJm00EybLQff4TIGE2ZfJw4V",
-	"UfYmogWiy4ZA64xU19GKCJwLI0p0XWaNaevbZI4h5Z8Hr/Bd6snIConKwULYQCDmcHi1BKGWoHSOoKcg",
-	"ICsq69AcjSaKNlRz1FTKglYZ+rn4+RnNNJ8XEvOa49LhRB0aFPlgqSsz4G9oIAiY6qLQCzRHMWhm2JPk",
-	"PJzcE7DDiYriSBLtXh6iOFKiJA74jfiNdhk21aYUzp/hZ+dR/Njx8jyvhXTb7PpBFoW0mGmVWzq3mS5y",
-	"ZoaQJRwKSC26lMhOcyzSIxCOj9uiuUUDi5kscKKkg4WuihycuEFQ2s2kuh6BgMVMF42sTo0uIaFFzpIk",
-	"SR7dNxO8JsTizu+Sx8c7C3W2/A6X21s/IVJOnzyBq6VDO4SxP0Yw6Ayd7EK6md+sKBFukAQmb78IAjJR",
-	"hyW6mc5jmAs3i+FK50s/pX9e36A6olNvZG9TXyZKXAupYr9i2irjoNbGEbDyxTxjEK3A5qc83Q0uJ4qH",
-	"C/oeTSO/0sL56SntzuC0shjGww3inCahoUP4DpcWCnmLE5UOBrKjt84VKRzmOBVV4eD0HGZHTIWtzK28",
-	"RbY91gnj/BLC822iBHPslyqo0AOnvWElNo/8e1TXbhaNTp884SOvP5/0GgqDdq6VRbYTX4n8pWcDfcq0",
-	"IqbSn6y8mSBBOP7FkjS8j/BOlPMC/ZM5zXsl8reBjVEcoTHaRKNorq2kgXB+MgK8m2PmkFTmVhQVxjDV",
-	"lcphEq0mUbTqbuUTg9NoFP3bcesDjv2v9vgZz80b2Db+9UlqMvTWCYclmTNpoRQFmQIyZ3NhLMZAHCFB",
-	"DNYyBs9sL5VHQ6LoK5xJle/AkF9Nemsuc5LWjsnEIIRpx8KlQPJgWXykYstI5H6t1bSQmfvtCR6z+VIg",
-	"c7Z3f6mUfEcejw/2aa1v7EaIeoeKCfxGmyuZ56h+ewp/JCayL8nJNttMzzFYmAMLpirQkokAPUcjnDb0",
-	"pa4cgrA3tUFbHxaz/jKhB35beETOeROZDL73SrtlRF+o1nX602aHyEfvXUURJJDNDzFQ+HXizq8HFn5+",
-	"+b3HFjdKL9Q6QNjSc7LuyqFRovg95MLbPqk6ro+P/jtcvkSyqb+HNuEmnGJJZIs+JdOwbveZvh+1+4bM",
-	"0QdZP6XdWzZmHduX6aLAjK3fL/rKMhBSGqYSi5zMvHAfweaNFVSKpQA662kTljnUxku1N2cXWn8vzDX+",
-	"PkfAzl1aKGhJQ7LeFYoDC+lgUIq7AT2XMn0/K1G5mTbyv/DDzqHqTtAeRSkta9MVCsOQ+wbVR3I43SnZ",
-	"zYSltKHQQl1vGIjXr18PxpWboXK0G1xndZ/u/qzErZCFuCp+p2OzThuEqZAF5gzCuwif1Oha3qKCah6O",
-	"rET3gWdFI9tDItDMmpL6oAwSMHphPY6j9aVBCycfQ2kgDfOBSnlLZH9LdPc5rmZJPsPxdMo4hrea5wxw",
-	"RPGTIU/iJKGpqSgsbq76rV5ASWFUrrOKUImtrTs7G105IstVRkl1nbaB6bwz8ftIdBZ/BNOHPeYULjbD",
-	"2pBRX/2CGdugMSPrvvCwQVAHNSQnirTCF9No9OZh9r/UCxut4ocfani5uiS4JVw2a6l5kLnrbDFoq8In",
-	"CqTD0j4mG2GRVcMNYYxYbrGtnraPa0xsBzLvQW3D1t0J/nuFZlmvtmJw/9yPO3lkD53F+rbxdaGzmx/0",
-	"LW6f/7M7kbliCVpx2J+K/FaoDN+WNoXDUt8iaOUDHIp8/dcW3dG6jOzBl3aB/si9jmlPn5ydJ6dnSfL5",
-	"l/S/eC9NaNfoYcd+x8ib/u1IDfNvk3lZn9uPerGn6Ck/YtvsO1kiwbbnr14MvvgsOYGfL772KLjspD3o",
-	"aBtTHp0mp58NkieD5Owi+XJ0moxOk2GSJP8ZbYabcXQ30IZB8ekqJiLuY9wGSzoDTzbZE2bh6e4RbYba",
-	"P2B55Q3KOitkvu1zO+slqzgqGiQfHrvSukChus+dE1li6t6KPDdo7YOTnqziqDLF9hGQk6WQ4MDCtxcX",
-	"P7UQv82kEcyzIB2FM/yFwUybnL6yQAiQn5eO4wR79BSwsAjiypJbfuREbrV7bJ9nm/yXBLHWdl7P0zDu",
-	"0VMZ5/meAuxPbZ9cx8aZbp7V+jnMtHWjuTaOLF7nUAYDGuc1+0NWPukyOWSIopEz1RZO4F2DyHPCB0qr",
-	"wa12BEk4XxTiz/Y4ew7q9PGDevRcXmIZXMJvejQ9lD5A2isnXGW3FTnkSt5KleNdv2oV+vqAIhHrAJUz",
-	"yya/MkODUbyPHfpsFUeZLkvp9lqwDtJooOPoZI81n6ziwN3NlYJxiB4ReiJkL3I5CvgQ9nzemM23vvzS",
-	"o2T+d7tRJbCICqxUGZIR4zzpvnz6sl28n111EgWE7bGsT4O19Ll6Uj58zHCG1YJNv/fRM4JsrFm7Q751",
-	"97UJVbu2hc2a9tFVXSAq6sxxXVGJ4igTKpc5hZ1xZGeVy/VCbReRNqyW7Su0MSdJWnwA09Umck9NVelo",
-	"v/P7gnaJptwTGpz3WzziSJhvQ2XjDZuxpiB+y1tS3B7gAybqwghlp3uHL/cJK3sMLjURyg5qM5NzcPop",
-	"iycU6CyQbYe5zG729E+rVd9OmjzSnpto4tpHYtMNDeJM1e5a8Q09/pA2kKr5asmDOGwTTNKIuLOHhrDL",
-	"B3lk92RStj5yN0PQnshjAWt3+j7CfU5k24P2VDufKxCQHl9RmJv6BHQyuBIW805hJdTJhg/XVTdOxyeA",
-	"WlO1XjvayOFNm5JBvJZm9YXEt/RVSPOzkocCSNykl5zWbzkDGcXRDS7fGp+Ejpk4Torzkk2OLY6ufNHn",
-	"8hHLjzUr19n2OqT0OfsXipBkFodRvIc4+skDq/oO0qvBnlam9v81460OLnYm7Iz5IN9VxIJr1FGsqqK4",
-	"jCP6x2cfPVp90MftoHj1DC0ZkuOTaaEFHxje0T8EbOmTLNE6Uc6jOOJcoifu4cPp120eEAcu9PH0WxQF",
-	"2cm9mKpvOlshDl1uYfNNevRN7/JrKZ79iOAipu0P7Ls5vPSTk//97//5RKUkjTvZnv8QRYXbZieO3hG1",
-	"fTUu9N7/7993zMShAGeELCiOSZ+mPmc0GKSMh30q1GBdrjsK1mTnqMGT0sfSlw/lR3bc+Pb+jF7EHHRn",
-	"uqhKZUEqYNmDw1TmaehXmGoD6afpUUfx1wizfQlXCvK4ErmwsS9iM8A6sKHfoU0Q73yCxIOe8/P72yZB",
-	"LeFvr1786Cu5tMi6/nMuHLPKSLd8RSt4TvoyyD0C2Kn3cJ0khcNpVRQgsgytPQob/dvrC7hFI6d1Pwm3",
-	"V/yycAOLmak7a/w3N7i0XopmWOS+hwp9UZczlYPBXBcyW6YTdZjrzB77pYZlfjSE1yHbLtQSyGHI68pg",
-	"HoPSbRlHIeaY+0YMZiTrs99kw8uZc3NfX5Bqqrc3z3rA3SxNzr/pTvNcyUHfouGMTwwkxrR3qWoNGsLF",
-	"TNqJmlI0EprHODuUaeWMyNxovaBmb7BApxVzBm/RLOHVX787sBN6WllOa5CiXaNCIxzmvs9Iurht1/HN",
-	"Srei4EDBAops1vbvcPONdSDdcKIm6hmvwc7K79NyiM6zCS9HXAVM30+8S5tEI5hEkypJzrISrRXXyB9w",
-	"EsUwYXc3iUYTVT9zI1VeP7BKn3YQSViV8yTpJBJuEt2HUoYw5n6jierW2wtpXR2y+NqGhfPkHNIGZfB6",
-	"4TEa32kNmCgBHoFQrJprDDV8cdOd7Amk2zAlrXuXxvQ5ZT6OmwJbJoxZcq1S0zNf+6rawNvCYDjrIGPw",
-	"TGU652oRSUnTM3WeJJB2QJUf5g2WUqFGnBXaYj4CAXOj75YkdVOjlZuojNvTON1EY5BkqbDIKGazistb",
-	"74jCvz+7qNsoAhe+fTb+K0XbCyyKeKNPrCMtoUZKu8hJE1lsDgUUWuRwJQqhMhbxGftoyGaY3UApllBZ",
-	"BJRuhuaI6QgOlCaQ6P0Ky+FiJhypBK0uTcvZi+UcU7BiaWOwGtKsMgUM8nSiFtrc2LY2N/gWDrqDRrBZ",
-	"5zzwh/kVWW80dgjpMbumcGy14IbGz7m49taK2KGNvJaqrq06PVHplK0HsxkGg0wbO/BPpXCIdyJz9SBu",
-	"FUWyKwWGqPBqOVEhyXjkjxinhbyeOThMX/x08fzFj6/SIIUvwpxC5ROVjtlODmifRheDwMzBDyzF6ZG3",
-	"F7bKZtw6w0PX2vVOk/N4oljS2df/9OLVRb3SOMB6ZlgabxxBXDc4vRbS1eRsdHGkT1kig1gH0FAvHVzG",
-	"xg5YyQb1Jg/ZAHi6Y1AsD+Sj+3f/7G6uLQ6+9aI5arMaMfT0HaZDGE9Uy2lmFfkY32vSMus8OYO0CWtC",
-	"o2J3XxPFVoDU4OsXL181fWnWu7krL1+hK9GLc61tvCg9RNLF0piSSh5nWlldYFp7kXcVVgjh25gkRFwj",
-	"Q5Y56nmBYARTzeouJmou6oy4tDD+6fmo9l+1eojgOw+lIzNpeS6t8CiGSnHCbaKaA38VAMTgJ++lvYAo",
-	"DVIVUiF4J+oZw81w3MpVn/C6Yig9qDfn3XUhM1SWoU1omhzPRTbDwekwYSAkXdE0zkZxdIvGen+dDE/8",
-	"I3qOSsxlNIrOhsnwLIojMv8MdI7fZoXOGPPPte0Jmy9YMrk6uuabub52teRMzmi9lkoPc2FHq3iimlqq",
-	"RUffDuFnZiDPtrQOS2AS/Fl4Y8tSde737xvapFbP82gU/aBvkUuFkcfMaN1XOl/u17HRrcueJkmS7NyD",
-	"0VaXV+uonbHkRgvqaZJ8tBaXpjx6T5cLs/CAgN6Cj4abWc49AX3zNoQedxplecjJ40PW+pp40Nnjg9pe",
-	"SR5x/viIpoWNBpzssETTD8aovipLQSEdywyLWylUJYogbodaFcugzJvOiR/wT4eAR1xbDnXnNrqk2Ulv",
-	"OENKVF2j64scudUAQnEz5P+D7yA9z3EgAyYjHxcASAe6DSfqR8TcQie66NOJ9XLSbyqE3YXukUTamA8n",
-	"jS7QOwOV4x3aeK0nlA/EZ6CH/7iStyZITVvzgYVbiQvyIAxDQw+sj83CJw7OOqJTy8u6+By3Jfl++/ua",
-	"5UUSzOawUDifRX9au6q4Dhd9cp1z51OpcjLa1kE1nyinKU7DIYyDcIU7LQguQG+yuDn3xRiuXfl2uQeE",
-	"rcbs39dlmQ82xpJmVafRHjZ4vTTxu1viHZSglgh/06fL6X9xwxxHT3ahqdsluq6D325Vjpr2Z68Ah1p1",
-	"7AyQld9FDzvVzH5FfLE1LcVzdTWyY7fPgo3vNs+nFMzV1hHKigI6BFMpxd2ZGz6hzieSLqcBNXL26Epr",
-	"Z50Rc44cIKMADC1U84DOwSoxtzOCmCH/4QvhTshiOFHjPPdN+H6z3prgnSSEt3aBKPRVkDWw1XRqxDVO",
-	"VCgc+lzJfXZhnOehwPurTcL5ZpfHKDpJhvT/89HnSZI07Tm1yu+lv22/zj+y/WgMdbj6KW3bcvGHJfl1",
-	"lmSc5zU4ExaENx8+eftAq9IOpsQ0zUb9lmQMOfK1qJwP1D+e+/hnIZZwhVNtMITQ80JkzaUvkeeY1zng",
-	"Ls6AMd9davOBtYrfH0kFOfSdUR9LZ8+iD9PD0J/1hyr+a6qiP/5aG5ukT4Or93Pps6buGQKzdcEPZdHf",
-	"UK7CCvddSPGBnrT+zkmnABWN3lx22fJ6hiFrtTEKfFxYV3juiVBLdEZm9l5G/BB+f5QTDu/c8bwQUj1y",
-	"v6dvu4GK3y/GW5Osn4wuiYmVrQmJ68t8tCvAu+ZOr2/Q6uclp7ofSJJ169KWcF1bQ/UZBu5t4rRDewOW",
-	"P8upT6pO+dUDZbjhfTSE51MexA6Cm1LiukNK3CI5KGdEhm2ly9ejlL9IK10AlcKlfcafL3tE6+9WuOf+",
-	"S/vIcfsugfvuwXQe3riCv8OIzqsdVpcf6Ip8F76QxVh5Q+uLwq1AfCNkAQJ+0Ve+qqh86picrcfyg2oe",
-	"+2qVNqB8KYagZl1f7l52edO2Krw5jaPFyejki/PTKI5s6each9OViy6b7oLIovO3J9/rhUIzAlUVRezP",
-	"bgSfnMUkO2+FG4HSi8Mj+BOcJEkCn4JwDsu5s50/V74Rh/z+n+GTE94Oz0ofT+srZnzDrEPm+8jpaESi",
-	"/ZfAsmGmS2Z4TeS8qomci2WhRT6CT042KIsbMkaQrHiJevh1vcdMV4pvd6x2BgVrl5A+GhrowJTmYtWb",
-	"7t2zE74p0/34hiYl8kfnq8vL/eivL2Nt28NnIpv1XEKLG2vRe/86vBqmb93w7HHzCpm1F7oMum90eWh4",
-	"zztgmPp/JkiTfPn4gOaFA4yBTnfZSInugxDT+ekO07eXzBlj7XAYzdX4DwJlNGYHvobXSGxguEp1faAo",
-	"Cjag/gJq16uG9ib2qxvto72J9DG30tSNMQJ8Kww5RjvTC+VTMQwX28nIAZZiyZFbPFHc9NHU6lmx60p1",
-	"e3u1M6Q3XuqQ+mut0Nq236y1Gp+3HcRvmhZH9hJ1+S8Y5bZvhxcgCxaebvsgwwhvudsBbRNiZ9TaGuxH",
-	"OgPwzt37bO0I1lra73267gRdm/my+Zkch78QuGMI1+HkfQFc+0iD/Tw0czNcwoJ8aGZQtHHc3hZsTRF8",
-	"50i7augSYYTBJxuHIjexwHYLJP3Ys+lMvC+bwOmJOv/oCy8L+7S5jV3/kr6fND5uEo1ArVL/UqowIrxE",
-	"qNuTB50r001yoX6XUJ0PrFW8R2e4BfSfFmYKXzfvZJQUiOwmhsVMhiYzvuMfGNwFkQ0cO2lRYweB1a8O",
-	"2BnhreKIX9u1QU94lxeZOvSv7Yh9A1yBon55yFkCtpe0PsK28OsWMIQ/+Vd8dQFiA17/BCc1avWDwLfF",
-	"/TmM9WoZfipkKR2cJNAIJHzKOw2YfXOvBOnDT3nvhgL0Fbn4qNB3d3S7fun9I6PbWiQ92usmEYQDwZJZ",
-	"m4Iud7qot5ai/imCMG0YCfg03Z6WwHXtFUYnzd0C7whkzt95FzPqBE21Yxvdd1Bx7cl6rmqfhava7Dto",
-	"5eU9uqCIGfyA7xrqUH25+1Hej/E3e9Tb90z8Aez/APb/T4G97rsG0Qvq19OZbSf9m8tV/J5MrU9kenvM",
-	"10y573x0fHxy+jlX905GXyRfJGyWw+ybkOdlqJvWbeUt0vVkEAjYeFkNZ2TjNgfIKVXW5TaD5rhhudDZ",
-	"TWdGwmHb843X3nt2YOtOFtioTvd2hISZ66z16nL1fwEAAP//",
+	"7HwLbyM3kv9XKfQ/gO1sS5Yfk4cGC6yTnfwzm8dkZ5wb4KaNaaq7ZDFukRqSbVk3EHCf5j7YfZJDFdkv",
+	"qW1Lk0lubzcJkFhSkywW6/GrB/t9lOn5QitUzkbj99EMRY6G//wGFWav8B39naPNjFw4qVU0ji5nCLlw",
+	"YiIsHljIZkJdI6hyPkEDYurov2DwXYnWgZsJB0ujHQ6jOLLZDOeCppxLJeflPBqP4sitFhiNI6kcXqOJ",
+	"1us4ep7jfKEdKvcSF4VYYb5NR+pMiSksZ6jAzRCEsks0IC1/mkpjXfWd0+Bm0kI9bbYafIerGEyYvUsc",
+	"KqLsTUQLRFc1gdYZqa6jNRG4EEbM0bWZdUFb3ybzAlL+efAK36WejKyQqBwshQ0EYg6HkxUItQKlcwQ9",
+	"BQFZUVqH5micKNpQxVFTKgtaZejn4udnNNNiUUjMK45Lh4k6NCjywUqXZsDf0EAQMNVFoZdojmLQzLAn",
+	"o/Nwck/ADhMVxZEk2r08RHGkxJw44DfiN9pm2FSbuXD+DD87j+LHjpfneS2k22bXD7IopMVMq9zSuc10",
+	"kTMzhJzDoYDUokuJ7DTHIj0C4fi4LZpbNLCcyQITJR0sdVnk4MQNgtJuJtX1GAQsZ7qoZXVq9BxGtMjZ",
+	"aDQaPbpvJrgjxOLO75LHxzsLdbb6DlfbWz8hUk6fPIHJyqEdwoU/RjDoDJ3sUrqZ36yYI9wgCUzefBEE",
+	"JFGHc3QzncewEG4Ww0TnKz+lf17foDqiU69lb1NfEiWuhVSxXzFtlHFQaeMYWPlinjGIVmDzU57uBleJ",
+	"4uGCvkdTy6+0cH56SrszOC0thvFwg7igSWjoEL7DlYVC3mKi0sFAtvTWuSKFwxynoiwcnJ7D7IipsKW5",
+	"lbfItsc6YZxfQni+JUowx34pgwoN4TXJSlt4SNQsbCw3F3eDG1zZlIbbRJHkbT/B7E1Jb90MpQl8tDGJ",
+	"HO+uVDnbRYVLzxtpq/3HxDmiKfD7yegM0htcvS3kXLoUDnl3mhgnnWVpWMVQKieLROmC5iXSAO8W0uDR",
+	"A2K8Yf42Zfl7VNduFo1PnzxhWa4+n/RaQIN2oZVFNoBfifylP1/6lGlF0kJ/slXKBEn48S+WxPx9hHdi",
+	"vijQP5nTvBORvw3yEcURGqNNNI4W2koaCOcnY9odZg7JFtyKosQYprpUOSTROomidXsrnxicRuPo/x03",
+	"zu3Y/2qPn/HcvIFtr1aJqKaTsk44nJOdlhbmoiAbR3Z6IYzFGIgjpGHBDcTgme3V7WhIFH2FM6nyHRjy",
+	"q0lv/EDOwtT4Agzyl7ZMdwokD5alTSo2+UTu11pNC5m5357gC7bLCmTOhvwvpZLvyJXzwT6tDAn7R6Le",
+	"oWICv9FmIvMc1W9P4Y/ERHaSOTkdm+kFBtN5YMGUBZJuK9ALNMJpQ1/q0iEIe1NZ6u6wmA0TE3rgt4VH",
+	"hDo2Idfge6+0W97hhWowgT9t9vR89N4HFkEC2a4QA4PxiVu/Hlj4+eX3HjTdKL1UXeSzpefktpRDo0Tx",
+	"e8iFN+pStcwyH/13uHqJZCx/D23CTZzIksiuakqmoevQmL4ftfuGzNEHWT+l3Vs2Zi3bl+miwIyt3y96",
+	"YhnhKQ1TiUVOvkK4j2DzLhSUiqUAWutpE5Y51MZLtTdnl1p/L8w1/j5HwKhFWihoSUOy3haKA/bT7Hl1",
+	"vkqZvp+VKN1MG/kf+GHnULYnaI5iLi1r0wSF4VjiBtVHcjjtKdnNhKW0oZhJXW8YiNevXw8uSjdD5Wg3",
+	"2GV1n+7+rMStkIWYFL/TsVmnDcJUyIIsZ0CGwmAN9hi3AAN0c2OBgebTylIlqsakVrPWkW3jOXMGecHa",
+	"3UorJwX6+KUdHC2FTdS1vEUF5QIO07LZf3r0lPFT7dctGKFgIazrCBYDzvqhgZNz1KVLPdJFw1tcLAi2",
+	"Ecl0WsFfJeowrce9rcYdPa1o7KBMQZhCrTYtDf3A4ctcrOCwhQKPxi1nXjHGlIrQHp/zHN0HCj2NbKSd",
+	"wio2OakP22EERi+tR/rEZmnQwsnHsD6QhvlApfWe5ujuQwD1kqwMF9MpA0Leap4zUhTFT4ZcspMES6ei",
+	"sLi56rd66Tmf66z0YlBhdPLaunREliuNkuo6bVIXi9bE7yPRWvyRqC/sMY/Gb5phTVJBT37BjI35BYt+",
+	"XwKhlqqDKmgjirTCF9No/OZh9r/USxut44cfqnm5viLcKlw2a6h5kLldthi0ZeFTSdLh3D4mG2GRdc0N",
+	"YYxYbbGtmraPa0xsK/bYg9rGEuxM8N9LNKtqtTVHSc/9uJNH9tBarG8bXxc6u/lB3+L2+T+7E5krVqAV",
+	"J4ZSkd8KleHbuU3hcK5vEbTyIXBq0fmvLbqjrozswZdmgf7cTpX1OH1ydj46PRuNPv+S/on30oRmjR52",
+	"7HeMvOnfjtQw/zaZV9W5/aiXe4qe8iO2/Se5DcK/z1+9GHzx2egEfr782ocT81ZijI62NuXR6ej0s8Ho",
+	"yWB0djn6cnw6Gp+OhqPR6N+jzbg9ju4G2nB0cbqOiYj7GLfBktbAk032hFl4untEm2OWH3A+8QalywqZ",
+	"b4OX1nqjdRwVdUgUHptoXaBQ7efOiSwxdW9Fnhu09sFJT9ZxVJpi+wjIx1JsdWDh28vLn5pYqcm1El62",
+	"BGAOhf/CYKZN7pMzBKX5eek44LJHTwELiyAmltzyIydyq91j+zzb5L8krNrZeTVPzbhHT+Uiz/cUYH9q",
+	"+ySNNs5086y65zDT1o0X2riQUqsOZTCgcV6zP2TlkzaTQw4xGjtTbuEE3jWInLAaKK0Gt5rBHmcUQyDf",
+	"HGfPQZ0+flCPnstLnAeX8JseTQ+lD5D2yglX2m1FDkmnt1LleNevWoW+PqCQzjpA5cyqTlTN0GAU72OH",
+	"PlvHUabnc+n2WrCKdmmg4zBvjzWfrOPA3c2VgnGIHhF6ImQvckPosz97Pq/N5ltfoOtRMv+73agjWUQF",
+	"VqoMyYhxJn1fPn3ZLN7PriobRWHQtmV9Gqylr+aQ8uFjhjOsFmz6vY+eEWRjzdod8nXd1yZUbdsWNmva",
+	"R1dVCbGoUvBVzS2Ko0yoXOYUv8eRnZUu10u1XWbcsFq2rxTLnCRp8QFMW5vIPdV1x6P9zu8L2iWa+Z7Q",
+	"4Lzf4hFHwnwbKhtv2IyOgvgtb0lxc4APmKhLI5Sd7h2+3Ces7DG4GEkoO6jNTC7A6acsnlAgpxOmDhYy",
+	"u9nTP63XfTupE3J7bqKOax+JTTc0iFN+u2vFN/T4Q9pAqubLTg/isE0wSSPi1h5qwq4e5JHdk0lZd+Ru",
+	"hqA5kccC1vb0fYT7nMi2B+2phz9XICA9nlCYm/pM/mgwERbzVoUqJNeGD1feN07HJ4AaU9Utwm0kQ6d1",
+	"7SXu5Kt9qfktfRXqJazkoZIU1+klp/VbTuVGcXSDq7fGZ/P9B05xcdEyVBp4+TpxGUdbabUojia+unb1",
+	"iGfAitVdtr4OtRNOs4YyNpnNYRTvIa5+8sDKvoP2arKnFarwQXUwVgcXPBN2xryR70piyzXqKFZlUVzF",
+	"Ef3Pp3k9mn3QB+6gmNUMDRmS45dpoQUfKN7xKWhNx0XHYp2YL6I44lyjJ+7hw+nXfR4QBy708fRbFAXZ",
+	"0b2Yeq8YrHxutpW2fgpaFasAPiRLif9hWzbWcaRv+mZFrhA1Mztxg6HqZ4fbYQP5d3quPyfAPx2EzDWH",
+	"/uFENHkaT1tfm1KXvfywX6WPq53M1n685SK4vY/2JnWZfnLy3//5X5+olPawk8n9N1GUuG1t4+gdUdtX",
+	"I0UPev7+fcs6HgpwRsiCwrf0qc/kp4NBymGAzwAbrMq9R8GI7hwseVL6WPryobTQjhvf3p/Ry5hzDZku",
+	"yrmyIBWwSsFhKvM0NPJMtYH00/SoJWwdwmxfnpliW65kL23smyBYYg9saARq8uI7nyDxoOf8/P62SVAr",
+	"+NurFz/6TgBapGvWuASAWWmkW72iFTwnfRntHgFs1Qu5zpbC4bQsChBZhtYehY3+7fUl3KKR06rRistA",
+	"vyzdwGJmqpYz/41vByIpmmGR++ZC9E0BnKAdDBa6kNkqTdRhrjN77JcazvOjIbwORQahVkB+Ul6XxvcA",
+	"NWVAhZhj7ht5mJFsK/wma17OnFv4sopUU729edYDbvOqSx1126bnSg76Fg0numIgMaa9S1Vp0BAuZ9Im",
+	"asp20HdVclIs08oZkblxtyBrb7BApxVzBm/RrODVX787sAk9rSxnc0jRrlGhEQ5z34AnXdz0sfkS2a0o",
+	"OD6ygCKbNY1tXCy0DqQbJipRz3gNtux+n5YzEzyb8HLEVeT0feLtfxKNIYmScjQ6y+ZorbhG/oBJFEPC",
+	"XjyJxomqnrmRKq8eWKdPW0AsrMrpoTSJhEui+8DZEC64ES9R7X6NQlpXRWqhWQzOR+eQ1uCK1wuP0fhW",
+	"a0miBHjgRf4p1xh6QMRNe7InkG6js7Rq6rugzynz8aIun2bCmBXXujU987UvJg68LQyGs4qtBs9UpnMu",
+	"kpGU1IXb89EI0haW9MO8wVIq9BhkhbaYj0HAwui7FUnd1GjlEpVx3yZn2WgMkiwVFhmcbXYB8NZbovD/",
+	"n11WbTiBC98+u/grCAtLLIp4o4GyJS2hxk67yEkTWWwOBRRa5DARhVAZi/iMoQdkM8xuuERbWgSU5OyP",
+	"mI7gQGkCGQrfLIfLmXCkEqE9sObs5WqBKVixsjFYDWlWmgIGeZooXx6vS5KDb+GgPWgMm+XdA3+YX5H1",
+	"RmOHkB6zawrHVglu6IheiGtvrYgd2shrqSz4wrnTiUqnbD2YzTAYZNrYgX8qhUO8E5mrBnEPNZJdKTAE",
+	"w5NVokJu9cgfMU4LeT1zcJi++Ony+YsfX6VBCl+EOYXKE5VesJ0c0D6NLgaBmYMfWIrTI28vbJnNuPWK",
+	"h3b6WE9H53GiWNLZ1//04tVltdJFiGaYYWm8cQRx1SD3WkhXkbNRm0+fhv5LpiqAhmrp4DI2dsBKNqg2",
+	"ecgGwNMdg2J5IB/dv/tndwttcfCtF81xk8yJoachNx3CRaIaTjOryMf4XqWGWeejM0jraC508Lb3lSi2",
+	"AqQGX794+arua7TezU28fIV23U63q1+UHiLpYmlMSSWPM62sLjCtvMi7EkuE8G1MEiKukSHLAvWiQDAi",
+	"4GehQCRqIapCgLRw8dPzceW/KvUQwXceSkdm0vJcWuFRXDXeJqo+8FcBQAx+8l7aC4jSIFUhFYJ3op4x",
+	"3EzJrYDVCXcVQ+lBtTnvrguZobIMbULT7cVCZDMcnA5HDISkK+qO8iiObtFY769HwxP/iF6gEgsZjaOz",
+	"4Wh4FsURmX8GOsdvs0JnHHEstO3JFlyyZHJRuOObuaw4WXECa9wtIdPDXM/SKk5UXUK26OjbIfzMDOTZ",
+	"VtbhHJgEfxbe2LJUnfv9+4ZIqdXzPBpHP+hb5App5DEzWveVzlf7Naq0y9Gno9FotHPrSVNUX3dRO2PJ",
+	"jRbm09Hoo7VI1VXhe7qkmIUHlrvB6Wi4f+3cE9A3b03ocavRmoecPD6k0xfHg84eH9T02vKI88dH1C2Q",
+	"NOBkhyXqfkJG9eV8LiikY5lhcZsLVYoiiNshx+RemTedEz/gnw4Bj7i2HPIubHRFs5PecGKYqLpG1xc5",
+	"cocFhJpuKHsE30F6nuNABkxGPi4AkBZ0GybqR8TcQiu66NOJbhXtNxXC9kL3SCJtzIeTRhfonYHK8Q5t",
+	"3Okp5gPxiffhP67kdQSpbos/sHArcUkehGFo6KH2sVn4xMFZS3QqeemKz3HTidBvf1+zvEiC2RwWCueL",
+	"B08rVxVX4aKvKXDJYCpVTkbbOigXiXKa4jQcwkUQrnDZC8EF6E0WN+d2IMMlu5Ceul/YKsz+fVWN+mBj",
+	"LGlWdRrtYYO7FZnf3RLvoASVRPgrcG1O/4sb5jh6sgtN7S7jrg5+u1Uwq9vnvQIcatWyM5x53UUPW0Xc",
+	"fkV8sTUtxXNVEbZlt8+CjW9fvkgpmKusI8xLCugQTKkUN6Vu+IQqn0i6nAbUyNmjidbOOiMWHDlARgEY",
+	"WigXAZ2DVWJhZwQxQ/7D1/+dkMUwURd57i9x+M16a4J3khBe52ZdaCcha2DL6dSIa0xUqJf6XMl9duEi",
+	"z0Nd+1ebhPPN5pZxdDIa0r/n489Ho1HdlVSp/F7627Qp/SPbj9pQhzvR0jadJn9Ykl9nSS7yvAJnwoLw",
+	"5sMnbx/o0NrBlJi6x6rfklxAjnytLucD9Y/nPv5ZihVMcKoNhhB6UYisvjQo8hzzKgfcxhlwwXffmnxg",
+	"peL3R1JBDn1D2MfS2bPow/QwtKX9oYr/mqroj7/SxjrpU+Pq/Vz6rC7nhsCsK/ih2vsbylVY4b4LTT7Q",
+	"k+y3q1xZX1G34ev/BlUVoCHjZ2OYlK5FaHUdS3Bsmqhc2hu+vvr8+IWvZByNYce7WkO4nGGiAgELoydo",
+	"W4VuRjItvvhBMFkROVhMK3NosJBiIgvpVmwSExW1i3vR+M1VW+Q6FfXW3ofgY+6qenZP9D9HZ2Rm7xWy",
+	"H8Lvj0qZwzt3vCiEVI/cves7tEDF7xc/d7T2J6PnxMTSVoTE1UVb2hXgXX3f3vf89fOSywgPJCDbNX9L",
+	"mLmpT/vsDbfLcUqnudDGn+XUJ6yn/L6TeRCgoyE8n/Kg7hsTuOlO3JKEUbSWYVNF9LU+5S+5k/QyYBcu",
+	"7XOsfH8o6r7Q5Z4rVc0jx80LTO67WtV6eOO9HzuMaL1PZn31gW7eX+wQsrhQ3on5gnsjEN8IWYCAX/TE",
+	"V2yVT8uT2fBx0qBcxL4SqA0oX+YiGF/V7tv3p940bSBvTuNoeTI++eL8NIojO3cLqLq2rurOjcii8zeb",
+	"3+ulQjMGVRZF7M9uDJ+cxSQ7b4Ubg9LLwyP4E5yMRiP4FIRzOF842/pz7Xu3CFP9GT454e3wrPTxtLq1",
+	"yJcWW2S+j5yOxiTafwksG2Z6zgyviFyUFZELsSq0yMfwyckGZXFNxhhGa16iGn5d7THTpeILQ+udAVfn",
+	"XttHQ1otCFjf1XvTvs54wpev2h/f0KRE/vh8fXW1H/3V/b5te/hMZLOee41xbS16340Q3kfVt2549rh+",
+	"b1XnLVKD9mukHhre8+Ippv6fCS6Ovnx8QP0yEMaXp7tsZI7ug9Do+ekO0zcvgGCctcNh1K+t+CDAS2N2",
+	"4Gt4xcsGPi5V2weKomAD6u80t71qaB1jv7rRkdxbpLjgNqWq6UiAbzMix2hneql8mouheDMZhMvkBAzj",
+	"RHFDTd0HwYpddQE0F6JbQ3pj0Rapv9YKdbb9ptO9ft40pb+pu2LZS1Sl1WCUm54oXoAsWHi6aZ0NI7zl",
+	"bgY0fautUZ012I+0BuCdu/fZyhF0bknc+3TVPNyZ+ar+mRyHv2O6Y3jc4uR9wXHzSI39PDRzM1z5txtk",
+	"BkUTI+9twTqK4LtymlVDBw4jDD7ZODQQEAtsu/jUjz3rrs/7MjWc+qlCIV/UWtr67RL1L+n7pPZxSTQG",
+	"tU79m/DCiPDmsna/I7Ru4deJmypOqnKtlYr36Ay31/7TwkzhexJa2ToFIruJYTmToYGPXxsRGNwGkTUc",
+	"O2lQYwuBVW+j2BnhreOI3xW4QU94gSCZOvSv1Il9c2GBonqxz9kIbC9pfYRt4dctYAh/8u8VbAPEGrz+",
+	"CU4q1OoHgW85/HMY69Uy/MT3I+BkBLVAwqe804DZN/dKkD78lPduKEBfkYuPCn13R7fd9yh8ZHRbiaRH",
+	"e+0kgnAgWDIrU9DmThv1VlLUP0UQpg0jAZ+m29MSuK68wvikvo7iHYHM+TvvYsatoKlybOP7DiquPFnP",
+	"7f+zcPuffQetvLpHFxQxgx/wHVktqq92P8r7Mf5m/3/z6pI/gP0fwP7/KLDXfVdMekF9N53Z3FJ4c7WO",
+	"35Op9YlMb4/55jL39I+Pj09OP+fK6cn4i9EXIzbLYfZNyPMy1KSrlv0G6XoyCARsvP+I88pxkwPklCrr",
+	"cpNBc9wMXujspjUj4bDt+S467yQ8sFWXEGxU/nu7bcLMVUVgfbX+nwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

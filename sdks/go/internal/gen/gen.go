@@ -47,9 +47,11 @@ const (
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
+	ErrorCodeKeyLimit         ErrorCode = "key_limit"
 	ErrorCodeKeyReused        ErrorCode = "key_reused"
 	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
 	ErrorCodeNotFound         ErrorCode = "not_found"
+	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
 	ErrorCodeTooLarge         ErrorCode = "too_large"
 	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
 	ErrorCodeUnavailable      ErrorCode = "unavailable"
@@ -69,11 +71,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeInternal:
 		return true
+	case ErrorCodeKeyLimit:
+		return true
 	case ErrorCodeKeyReused:
 		return true
 	case ErrorCodeMethodNotAllowed:
 		return true
 	case ErrorCodeNotFound:
+		return true
+	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
 		return true
@@ -148,15 +154,18 @@ func (e FieldIndex) Valid() bool {
 	}
 }
 
-// Defines values for HealthOk.
+// Defines values for HealthStore.
 const (
-	True HealthOk = true
+	Failed HealthStore = "failed"
+	Ok     HealthStore = "ok"
 )
 
-// Valid indicates whether the value is a known member of the HealthOk enum.
-func (e HealthOk) Valid() bool {
+// Valid indicates whether the value is a known member of the HealthStore enum.
+func (e HealthStore) Valid() bool {
 	switch e {
-	case True:
+	case Failed:
+		return true
+	case Ok:
 		return true
 	default:
 		return false
@@ -312,11 +321,18 @@ type FieldIndex string
 
 // Health defines model for Health.
 type Health struct {
-	Ok HealthOk `json:"ok"`
+	// Error Why the store failed; only while it is failed.
+	Error *string `json:"error,omitempty"`
+
+	// Ok Whether the store takes writes.
+	Ok bool `json:"ok"`
+
+	// Store The store's state.
+	Store HealthStore `json:"store"`
 }
 
-// HealthOk defines model for Health.Ok.
-type HealthOk bool
+// HealthStore The store's state.
+type HealthStore string
 
 // QueryRequest defines model for QueryRequest.
 type QueryRequest struct {
@@ -389,7 +405,10 @@ type BatchParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
@@ -409,7 +428,10 @@ type QueryParams struct {
 	// again, with `Idempotent-Replayed: true`, and writes nothing; the key
 	// with another request is 422. A refused write keeps no key. Keys live
 	// `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-	// a key just runs.
+	// a key just runs. While the server holds `--idempotency-max-keys` keys
+	// or `--idempotency-max-bytes` of their answers, a write under a new key
+	// is refused, not run, with 503 `key_limit` (and so is its retry, until
+	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
 
 	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
@@ -2194,11 +2216,18 @@ type HealthResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Health
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r HealthResponse) GetJSON200() *Health {
 	return r.JSON200
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r HealthResponse) GetJSON503() *Health {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -3332,6 +3361,13 @@ func ParseHealthResponse(rsp *http.Response) (*HealthResponse, error) {
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
 
 	}
 

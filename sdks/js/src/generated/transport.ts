@@ -34,7 +34,10 @@ export const HEADER_FENEC_WAIT = "Fenec-Wait";
  * again, with `Idempotent-Replayed: true`, and writes nothing; the key
  * with another request is 422. A refused write keeps no key. Keys live
  * `--idempotency-ttl` (default 24 h) and survive a restart. A read with
- * a key just runs.
+ * a key just runs. While the server holds `--idempotency-max-keys` keys
+ * or `--idempotency-max-bytes` of their answers, a write under a new key
+ * is refused, not run, with 503 `key_limit` (and so is its retry, until
+ * older keys expire).
  */
 export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 
@@ -44,7 +47,7 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
 /** The `code` of an error answer. */
-export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable", "behind"] as const;
+export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind"] as const;
 
 /** The `code` of an error answer. */
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -166,7 +169,7 @@ export interface ErrorBody {
    * In a `/batch`, the 0-based statement refused.
    */
   at?: number;
-  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "internal" | "unavailable" | "behind";
+  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "internal" | "unavailable" | "statement_timeout" | "behind";
   /**
    * What is wrong, and where.
    */
@@ -180,7 +183,18 @@ export interface Field {
 }
 
 export interface Health {
-  ok: true;
+  /**
+   * Why the store failed; only while it is failed.
+   */
+  error?: string;
+  /**
+   * Whether the store takes writes.
+   */
+  ok: boolean;
+  /**
+   * The store's state.
+   */
+  store: "ok" | "failed";
 }
 
 export interface QueryRequest {
@@ -388,7 +402,10 @@ export interface BatchHeaders {
    * again, with `Idempotent-Replayed: true`, and writes nothing; the key
    * with another request is 422. A refused write keeps no key. Keys live
    * `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-   * a key just runs.
+   * a key just runs. While the server holds `--idempotency-max-keys` keys
+   * or `--idempotency-max-bytes` of their answers, a write under a new key
+   * is refused, not run, with 503 `key_limit` (and so is its retry, until
+   * older keys expire).
    */
   idempotencyKey?: string;
   /**
@@ -452,7 +469,10 @@ export interface QueryHeaders {
    * again, with `Idempotent-Replayed: true`, and writes nothing; the key
    * with another request is 422. A refused write keeps no key. Keys live
    * `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-   * a key just runs.
+   * a key just runs. While the server holds `--idempotency-max-keys` keys
+   * or `--idempotency-max-bytes` of their answers, a write under a new key
+   * is refused, not run, with 503 `key_limit` (and so is its retry, until
+   * older keys expire).
    */
   idempotencyKey?: string;
   /**

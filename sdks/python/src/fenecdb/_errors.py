@@ -68,12 +68,21 @@ class KeyReused(FenecError):
     """422 ``key_reused``: the Idempotency-Key was used for another request."""
 
 
+class KeyLimit(FenecError):
+    """503 ``key_limit``: the server holds as many Idempotency-Keys as it may;
+    the write was not run. Send it again once older keys expire."""
+
+
 class Internal(FenecError):
     """500 ``internal``: a fault in the server."""
 
 
 class Unavailable(FenecError):
     """503 ``unavailable``: the store failed, or the request was given up."""
+
+
+class StatementTimeout(FenecError):
+    """503 ``statement_timeout``: the statements ran past the server's ``--statement-timeout``; nothing was written."""
 
 
 ERRORS: Dict[str, Type[FenecError]] = {code: globals()[name] for code, name in _generated.ERROR_CLASS_NAMES.items()}

@@ -38,7 +38,10 @@ HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
 again, with `Idempotent-Replayed: true`, and writes nothing; the key
 with another request is 422. A refused write keeps no key. Keys live
 `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-a key just runs."""
+a key just runs. While the server holds `--idempotency-max-keys` keys
+or `--idempotency-max-bytes` of their answers, a write under a new key
+is refused, not run, with 503 `key_limit` (and so is its retry, until
+older keys expire)."""
 
 HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
 """`true` when the answer is the first answer to this Idempotency-Key, replayed."""
@@ -53,8 +56,10 @@ ERROR_CLASS_NAMES: Dict[str, str] = {
     "unmet": "Unmet",
     "too_large": "TooLarge",
     "key_reused": "KeyReused",
+    "key_limit": "KeyLimit",
     "internal": "Internal",
     "unavailable": "Unavailable",
+    "statement_timeout": "StatementTimeout",
     "behind": "Behind",
 }
 """Each error ``code`` of the contract, and the name of its exception class."""
@@ -158,7 +163,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "internal", "unavailable", "behind"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind"]
     # What is wrong, and where.
     error: str
 
@@ -174,8 +179,16 @@ class Field(TypedDict):
     type: Literal["int", "float", "text", "bool", "timestamp", "json", "geo"]
 
 
-class Health(TypedDict):
-    ok: Literal[True]
+class _HealthRequired(TypedDict):
+    # Whether the store takes writes.
+    ok: bool
+    # The store's state.
+    store: Literal["ok", "failed"]
+
+
+class Health(_HealthRequired, total=False):
+    # Why the store failed; only while it is failed.
+    error: str
 
 
 class _QueryRequestRequired(TypedDict):
@@ -548,7 +561,10 @@ class BatchHeaders(TypedDict, total=False):
     # again, with `Idempotent-Replayed: true`, and writes nothing; the key
     # with another request is 422. A refused write keeps no key. Keys live
     # `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-    # a key just runs.
+    # a key just runs. While the server holds `--idempotency-max-keys` keys
+    # or `--idempotency-max-bytes` of their answers, a write under a new key
+    # is refused, not run, with 503 `key_limit` (and so is its retry, until
+    # older keys expire).
     idempotency_key: str
     # A `Fenec-Seq` this client was answered (by any node of a cluster):
     # the request runs once this node has applied that write
@@ -659,7 +675,10 @@ class QueryHeaders(TypedDict, total=False):
     # again, with `Idempotent-Replayed: true`, and writes nothing; the key
     # with another request is 422. A refused write keeps no key. Keys live
     # `--idempotency-ttl` (default 24 h) and survive a restart. A read with
-    # a key just runs.
+    # a key just runs. While the server holds `--idempotency-max-keys` keys
+    # or `--idempotency-max-bytes` of their answers, a write under a new key
+    # is refused, not run, with 503 `key_limit` (and so is its retry, until
+    # older keys expire).
     idempotency_key: str
     # A `Fenec-Seq` this client was answered (by any node of a cluster):
     # the request runs once this node has applied that write

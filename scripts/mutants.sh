@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# make mutants: apply each failure-path mutation of docs/reliability.md to a
+# temporary copy of the repository, run the packages that should catch it,
+# and report caught or survived. A mutation whose text is no longer in the
+# file is reported "stale" (the code moved: update its line here).
+#
+#   scripts/mutants.sh            every mutation
+#   scripts/mutants.sh 3 5        only mutations 3 and 5
+#
+# Exit status 1 when a mutation survived or is stale.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# Each mutation: name @@ file (under server/) @@ text @@ replacement @@
+# packages.
+# The text must occur exactly once in the file.
+mutations=(
+  "engine: skip the 'store failed, refuse writes' check@@engine/db.go@@	if db.broken != nil {
+		db.mu.Unlock()
+		return nil, unavailableError(db.broken, \"the store failed, writes are refused@@	if false {
+		db.mu.Unlock()
+		return nil, unavailableError(db.broken, \"the store failed, writes are refused@@./engine ./httpapi"
+  "engine: ignore a failed commit (answer an unsaved write as success)@@engine/db.go@@		if err := wait(); err != nil {@@		if err := wait(); false \&\& err != nil {@@./engine ./httpapi"
+  "store: flush interval x100 under --sync <ms>@@store/store.go@@t := time.NewTicker(s.mode.Interval)@@t := time.NewTicker(s.mode.Interval * 100)@@./store"
+  "httpapi: drop the key-expiry check@@httpapi/idempotency.go@@if !ok || (m.Expires != 0 \&\& m.Expires <= s.db.Clock().NowMS()) {@@if !ok {@@./httpapi"
+  "store: commit instead of roll back when a fold fails@@store/store.go@@		tx.Rollback()
+		return err@@		tx.Commit()
+		return err@@./store ./engine"
+  "engine: combine a token's update rules with AND instead of OR@@engine/scope.go@@Op: fenecql.OpOr, L: or, R: f}@@Op: fenecql.OpAnd, L: or, R: f}@@./engine ./httpapi ./auth"
+  "engine: keep in memory the units the store lost (no undo)@@engine/db.go@@		undoSteps(db, db.pending[i].undo)@@		_ = undoSteps@@./engine ./httpapi"
+  "engine: never end a store failure (no recovery)@@engine/db.go@@		if err == nil {
+			db.mu.Lock()
+			db.st.Resume()@@		if false {
+			db.mu.Lock()
+			db.st.Resume()@@./engine ./httpapi"
+  "store: no sync of the WAL under --sync always@@store/store.go@@		synchronous = \"FULL\"@@		synchronous = \"NORMAL\"@@./store"
+  "store: no structure check of the file on open@@store/store.go@@		if err := quickCheck(ctx, conn); err != nil {@@		if err := error(nil); err != nil {@@./store"
+  "store: nothing logged of a torn WAL tail@@store/store.go@@	if tail.frames > 0 {
+		log.Warn(@@	if false {
+		log.Warn(@@./store"
+  "httpapi: no cap on the Idempotency-Keys held@@httpapi/idempotency.go@@	if n < s.cfg.IdempotencyMaxKeys \&\& b < s.cfg.IdempotencyMaxBytes {@@	if n >= 0 || b >= 0 {@@./httpapi"
+)
+
+only=("$@")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# The copy: tracked and untracked-but-not-ignored files of the working tree.
+(cd "$root" && git ls-files -z --cached --others --exclude-standard -- server conformance openapi.yaml docs |
+  xargs -0 cp --parents -t "$tmp" 2>/dev/null || true)
+cp -a "$tmp" "$tmp.clean"
+trap 'rm -rf "$tmp" "$tmp.clean"' EXIT
+
+bad=0
+printf '%-3s %-66s %s\n' "#" "mutation" "result"
+for i in "${!mutations[@]}"; do
+  n=$((i + 1))
+  if [ ${#only[@]} -gt 0 ] && [[ ! " ${only[*]} " == *" $n "* ]]; then continue; fi
+  rec=${mutations[$i]}
+  name=${rec%%@@*} && rec=${rec#*@@}
+  file=${rec%%@@*} && rec=${rec#*@@}
+  text=${rec%%@@*} && rec=${rec#*@@}
+  repl=${rec%%@@*} && pkgs=${rec#*@@}
+  rm -rf "$tmp" && cp -a "$tmp.clean" "$tmp"
+  if ! python3 - "$tmp/server/$file" "$text" "$repl" <<'PY'
+import sys
+path, text, repl = sys.argv[1], sys.argv[2], sys.argv[3].replace('\\&', '&')
+text = text.replace('\\&', '&')
+s = open(path).read()
+if s.count(text) != 1:
+    sys.exit(1)
+open(path, 'w').write(s.replace(text, repl))
+PY
+  then
+    printf '%-3s %-66s %s\n' "$n" "$name" "stale (text not found once in server/$file)"
+    bad=1
+    continue
+  fi
+  if ! (cd "$tmp/server" && go vet $pkgs >"$tmp.log" 2>&1); then
+    printf '%-3s %-66s %s\n' "$n" "$name" "broken (does not build: $(grep -m1 -v '^#' "$tmp.log"))"
+    bad=1
+    continue
+  fi
+  if (cd "$tmp/server" && go test -count=1 $pkgs >"$tmp.log" 2>&1); then
+    printf '%-3s %-66s %s\n' "$n" "$name" "SURVIVED ($pkgs)"
+    bad=1
+  else
+    caught=$(grep -m3 -E '^\s*--- FAIL: ' "$tmp.log" | sed -E 's/^\s*--- FAIL: ([^ ]+).*/\1/' | paste -sd, -)
+    printf '%-3s %-66s %s\n' "$n" "$name" "caught by ${caught:-a failing build of the tests}"
+  fi
+done
+rm -f "$tmp.log"
+exit $bad

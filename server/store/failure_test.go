@@ -1,0 +1,151 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var errInjected = errors.New("injected: database or disk is full")
+
+// switchable answers an Options.Fault that fails commits while commit is
+// set and folds while fold is set.
+func switchable(commit, fold *atomic.Bool) func(string) error {
+	return func(at string) error {
+		if (at == FaultCommit && commit.Load()) || (at == FaultFold && fold.Load()) {
+			return errInjected
+		}
+		return nil
+	}
+}
+
+// TestRecover: a store whose write failed refuses Commits, answers probes
+// with the failure while it lasts, and takes Commits again after a probe
+// succeeds and Resume — from the seq after the last one written, which is
+// all the file holds.
+func TestRecover(t *testing.T) {
+	for _, mode := range []SyncMode{{Kind: SyncAlways}, {Kind: SyncInterval, Interval: time.Millisecond}} {
+		t.Run(mode.String(), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f.db")
+			var failCommit, failFold atomic.Bool
+			var failed atomic.Int32
+			_, _, _, s := load(t, path, Options{Sync: mode, Fault: switchable(&failCommit, &failFold), OnFail: func(error) { failed.Add(1) }}, defaultTuning)
+			put := func(k string) []Change { return []Change{{Op: OpMetaPut, Key: k, Body: []byte("v")}} }
+			if err := s.Commit(1, put("a"))(); err != nil {
+				t.Fatal(err)
+			}
+			for s.Durable() != 1 {
+				time.Sleep(time.Millisecond)
+			}
+			failCommit.Store(true)
+			wait := s.Commit(2, put("b"))
+			if mode.Kind == SyncAlways {
+				if err := wait(); !errors.Is(err, errInjected) {
+					t.Fatalf("wait answered %v", err)
+				}
+			}
+			for s.Failed() == nil {
+				time.Sleep(time.Millisecond)
+			}
+			if err := s.Commit(2, put("c"))(); !errors.Is(err, errInjected) {
+				t.Fatalf("a Commit to a failed store answered %v", err)
+			}
+			if s.Durable() != 1 {
+				t.Fatalf("Durable %d after the failure", s.Durable())
+			}
+			if err := s.Probe(); !errors.Is(err, errInjected) {
+				t.Fatalf("a probe while writes fail answered %v", err)
+			}
+			failCommit.Store(false)
+			if err := s.Probe(); err != nil {
+				t.Fatalf("a probe once writes work answered %v", err)
+			}
+			if s.Failed() == nil {
+				t.Fatal("a probe alone ended the failure: the engine has not undone the lost units yet")
+			}
+			s.Resume()
+			if err := s.Commit(2, put("d"))(); err != nil {
+				t.Fatal(err)
+			}
+			if st := s.Stats(); st.Failures != 1 || st.Failed != nil || failed.Load() != 1 {
+				t.Fatalf("stats %+v, OnFail called %d times", st, failed.Load())
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			got, seq, _, s2 := load(t, path, Options{}, defaultTuning)
+			defer s2.Close()
+			if keys := strings.Join(mapKeysSorted(got.meta), ","); keys != "a,d" || seq != 2 {
+				t.Fatalf("the file holds %s at seq %d, want a,d at 2", keys, seq)
+			}
+		})
+	}
+}
+
+func mapKeysSorted(m map[string]Change) []string {
+	var out []string
+	for k := range mapKeys(m) {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestFoldFailsMidway: a fold that fails halfway (after writing the
+// documents, before the meta records) is rolled back whole — the tables
+// hold nothing of it, the log keeps every row — and the next open has
+// everything. Then folds in small chunks leave the same state.
+func TestFoldFailsMidway(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	units, want := script(5, 200)
+	var failCommit, failFold atomic.Bool
+	noFold := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{Fault: switchable(&failCommit, &failFold)}, noFold)
+	commitAll(t, s, 1, units)
+	failFold.Store(true)
+	if err := s.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close with a failing fold answered %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs, meta, logRows, folded int
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT count(*) FROM log), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &logRows, &folded)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs != 0 || meta != 0 || folded != 0 || logRows == 0 {
+		t.Fatalf("after a failed fold: %d docs, %d meta records, folded_seq %d, %d log rows: the fold was not rolled back whole", docs, meta, folded, logRows)
+	}
+	got, seq, _, s2 := load(t, path, Options{}, tuning{foldBytes: 1, foldAge: time.Millisecond, foldChunk: 4 << 10, maxPending: 64 << 20, busyTimeout: time.Second})
+	if seq != 200 {
+		t.Fatalf("seq %d, want 200", seq)
+	}
+	sameState(t, "after a failed fold", got, want)
+	// The replayed log folds in chunks of 4 KB, each its own transaction.
+	more, _ := script(6, 100)
+	for _, u := range more {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	commitAll(t, s2, 201, more)
+	for s2.Stats().Folds < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, _, _, s3 := load(t, path, Options{}, defaultTuning)
+	defer s3.Close()
+	sameState(t, "folded in chunks", got, want)
+}
