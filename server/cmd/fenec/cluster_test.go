@@ -32,6 +32,7 @@ type testCluster struct {
 	bootstrap string
 	extra     []string
 	token     string
+	last      *clusterNode // the leader write last found
 	// binOf answers the program that runs a node: bin, or a script that
 	// runs bin in the node's network namespace.
 	binOf func(*clusterNode) string
@@ -84,7 +85,14 @@ func (c *testCluster) start(nd *clusterNode) {
 	if c.token != "" {
 		args = append(args, "--token", c.token)
 	}
-	nd.p = apitest.Start(c.t, c.binOf(nd), args...)
+	p := apitest.Start(c.t, c.binOf(nd), args...)
+	nd.p = p
+	c.t.Cleanup(func() {
+		// A binary built with -race reports as it goes.
+		if strings.Contains(p.Log(), "DATA RACE") {
+			c.t.Errorf("%s reported a data race:\n%s", nd.id, p.Log())
+		}
+	})
 }
 
 func (nd *clusterNode) url() string { return "http://" + nd.http }
@@ -134,6 +142,34 @@ func (c *testCluster) leader(within time.Duration) *clusterNode {
 	}
 	c.t.Fatalf("no leader took writes within %v", within)
 	return nil
+}
+
+// write runs a write on the leader, retried under one Idempotency-Key on
+// whichever node leads while an election (a slow machine's) refuses it or
+// leaves its outcome unknown; it answers the Fenec-Seq.
+func (c *testCluster) write(key, query string, params ...any) string {
+	c.t.Helper()
+	if params == nil {
+		params = []any{}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.last == nil {
+			c.last = c.leader(15 * time.Second)
+		}
+		nd := c.last
+		r, err := c.client(nd).Do("POST", "/query", map[string]any{"query": query, "params": params}, map[string]string{"Idempotency-Key": key})
+		if err == nil && r.Status == 200 {
+			return r.Header.Get("Fenec-Seq")
+		}
+		if err == nil && r.Status != 503 && r.Status != 403 {
+			c.t.Fatalf("%s: %d %s", query, r.Status, r.Body)
+		}
+		c.last = nil
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("%s: not taken within 20 s", query)
+	return ""
 }
 
 // converge waits until every running node has applied the leader's seq.
@@ -478,13 +514,11 @@ func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.
 func TestClusterReplicaFromSnapshot(t *testing.T) {
 	const writes = 600
 	c := newCluster(t, 3, "--raft-snapshot-every", "100")
-	lead := c.leader(10 * time.Second)
-	lc := c.client(lead)
-	lc.MustQuery("create collection notes (n int)")
-	var seq string
+	c.write("create", "create collection notes (n int)")
 	for i := 0; i < writes; i++ {
-		seq = lc.MustQuery("put notes {n: $1}", i).Header.Get("Fenec-Seq")
+		c.write(fmt.Sprintf("put-%d", i), "put notes {n: $1}", i)
 	}
+	lead := c.leader(10 * time.Second)
 	// raft looks every 5 to 10 s whether a snapshot is due.
 	snapped := func(nd *clusterNode) bool {
 		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
@@ -497,8 +531,10 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	if !snapped(lead) {
 		t.Fatalf("the leader took no snapshot in 25 s after %d writes", writes)
 	}
-	lc.MustQuery("put notes {n: $1}", writes) // a tail past the snapshot
-	seq = lc.MustQuery("put notes {n: $1}", writes+1).Header.Get("Fenec-Seq")
+	c.write("tail-1", "put notes {n: $1}", writes) // a tail past the snapshot
+	seq := c.write("tail-2", "put notes {n: $1}", writes+1)
+	lead = c.leader(10 * time.Second)
+	lc := c.client(lead)
 
 	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
 	replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
