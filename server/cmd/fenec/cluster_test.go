@@ -618,16 +618,46 @@ func TestClusterThroughput(t *testing.T) {
 		done.Wait()
 		return float64(acked) / time.Since(start).Seconds()
 	}
+	// wake answers the p50 and p99 of put → a held worker's answer, over
+	// samples puts each awaited by one held claim.
+	wake := func(c *apitest.Client) (time.Duration, time.Duration) {
+		const samples = 200
+		c.MustQuery("create collection wakes (run_at timestamp @sorted, owner text)")
+		var took []time.Duration
+		for i := 0; i < samples; i++ {
+			got := make(chan time.Time, 1)
+			go func() {
+				r, err := c.Do("POST", "/query", map[string]any{"query": "set wakes {owner: 'w', run_at: now() + 60000} where run_at <= now() order run_at limit 1 returning id"},
+					map[string]string{"Fenec-Wait": "10000"})
+				if err != nil || r.Status != 200 || len(r.Body) < 4 {
+					t.Errorf("the held claim: %v %v", err, r)
+				}
+				got <- time.Now()
+			}()
+			for deadline := time.Now().Add(10 * time.Second); heldNow(t, c) < 1 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			sent := time.Now()
+			c.MustQuery("put wakes {run_at: now()}")
+			took = append(took, (<-got).Sub(sent))
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		return took[samples/2], took[samples*99/100]
+	}
 	_, lone := start(t, "--file", filepath.Join(t.TempDir(), "lone.db"), "--sync", "always")
 	single := measure(lone)
+	w50, w99 := wake(lone)
 	c := newCluster(t, 3, "--sync", "always")
 	lead := c.leader(10 * time.Second)
 	before := logCounts(t, c.client(lead))
 	clustered := measure(c.client(lead))
 	after := logCounts(t, c.client(lead))
+	c50, c99 := wake(c.client(lead))
 	perWrite := (after[1] - before[1]) / max(1, after[0]-before[0])
 	t.Logf("%d workers, claim 10 + ack each, --sync always: lone server %.0f jobs/s; 3-node cluster %.0f jobs/s; leader's raft log: %.1f entries per fsync",
 		workers, single, clustered, perWrite)
+	t.Logf("put → held worker: lone server p50 %v p99 %v; 3-node cluster p50 %v p99 %v",
+		w50.Round(10*time.Microsecond), w99.Round(10*time.Microsecond), c50.Round(10*time.Microsecond), c99.Round(10*time.Microsecond))
 }
 
 // logCounts answers the node's raft log writes and entries.
