@@ -319,7 +319,7 @@ func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
 // keep; restarted, it replays the log from its file.
 func (n *Node) StoreFailed(err error) {
 	n.ready.Store(false)
-	n.log.Error("cluster: the store failed: this node stops taking part until restarted", "err", err)
+	n.log.Error("cluster: this node can no longer follow the log and stops taking part until restarted", "err", err)
 	go func() { _ = n.raft.Shutdown().Error() }()
 }
 
@@ -356,19 +356,20 @@ type fsm Node
 func (f *fsm) Apply(l *raft.Log) any {
 	n := (*Node)(f)
 	seq, mark, changes, err := decodeEntry(l.Data)
-	if err != nil {
-		n.log.Error("cluster: log entry", "index", l.Index, "err", err)
-		return applied{err: err}
-	}
-	wait, err := n.db.Apply(seq, mark, changes)
-	if err != nil {
-		n.log.Error("cluster: applying", "index", l.Index, "seq", seq, "err", err)
-		return applied{err: err}
-	}
-	for _, c := range changes {
-		if c.Op == store.OpMetaPut && strings.HasPrefix(c.Key, addrPrefix) {
-			n.addrs.Store(c.Key[len(addrPrefix):], string(c.Body))
+	if err == nil {
+		var wait func() error
+		if wait, err = n.db.Apply(seq, mark, changes); err == nil {
+			for _, c := range changes {
+				if c.Op == store.OpMetaPut && strings.HasPrefix(c.Key, addrPrefix) {
+					n.addrs.Store(c.Key[len(addrPrefix):], string(c.Body))
+				}
+			}
+			return applied{wait: wait}
 		}
 	}
-	return applied{wait: wait}
+	// This node cannot follow the log any more (an entry it cannot read,
+	// or its memory and the log disagree): like a failed store, it stops
+	// taking part, and a restart replays the log from its file.
+	n.StoreFailed(fmt.Errorf("applying log entry %d: %w", l.Index, err))
+	return applied{err: engine.ReplicationError(err, "this node could not apply the write")}
 }
