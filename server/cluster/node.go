@@ -158,6 +158,12 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 		n.close()
 		return nil, err
 	}
+	if seq := db.Seq(); !existing && seq > 0 {
+		// The log numbers writes from the file's first: a file that
+		// already holds some would disagree with every other node's.
+		n.close()
+		return nil, fmt.Errorf("cluster: the file holds %d writes but %s holds no raft state: a node starts from an empty file, or restarts with its raft directory (docs/cluster.md)", seq, cfg.Dir)
+	}
 	// The engine learns of the cluster before raft replays its log, so the
 	// replay skips what the file already holds.
 	db.SetReplicator(n)
@@ -323,8 +329,16 @@ func (n *Node) StoreFailed(err error) {
 	go func() { _ = n.raft.Shutdown().Error() }()
 }
 
-// Shutdown stops raft and closes its files; the engine is the caller's.
+// Shutdown stops raft and closes its files; the engine is the caller's. A
+// leader first hands its leadership on, so the cluster writes on without
+// waiting out an election.
 func (n *Node) Shutdown() error {
+	if n.raft.State() == raft.Leader {
+		n.ready.Store(false)
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("cluster: handing leadership on before stopping", "err", err)
+		}
+	}
 	err := n.raft.Shutdown().Error()
 	n.raft.DeregisterObserver(n.obs)
 	close(n.obsCh)

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -252,7 +253,7 @@ func TestClusterFollowers(t *testing.T) {
 		held <- r
 	}()
 	time.Sleep(300 * time.Millisecond)
-	start := time.Now()
+	began := time.Now()
 	tr, err := lc.Do("POST", "/_cluster/leader", map[string]any{}, nil)
 	if err != nil || tr.Status != 200 {
 		t.Fatalf("POST /_cluster/leader: %v %v", err, tr)
@@ -262,7 +263,7 @@ func TestClusterFollowers(t *testing.T) {
 		if r == nil || r.Status != 403 {
 			t.Errorf("the held claim of a leader that handed on: %v, want 403", r)
 		}
-		t.Logf("held claim answered %v after the transfer began: %d %s", time.Since(start).Round(time.Millisecond), r.Status, r.Body)
+		t.Logf("held claim answered %v after the transfer began: %d %s", time.Since(began).Round(time.Millisecond), r.Status, r.Body)
 	case <-time.After(5 * time.Second):
 		t.Fatal("the held claim was not answered within 5 s of the leader's transfer")
 	}
@@ -286,6 +287,39 @@ func TestClusterFollowers(t *testing.T) {
 	// The killed node restarts from its files and rejoins.
 	c.start(lead)
 	c.converge(20 * time.Second)
+
+	// SIGTERM on the leader hands leadership on before it stops.
+	lead = c.leader(10 * time.Second)
+	stopped := time.Now()
+	if err := lead.p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("the leader's SIGTERM: %v\n%s", err, lead.p.Log())
+	}
+	lead.p = nil
+	next = c.leader(15 * time.Second)
+	t.Logf("SIGTERM of %s: %s took writes %v after the signal", lead.id, next.id, time.Since(stopped).Round(time.Millisecond))
+	if !strings.Contains(string(mustStatus(t, c, next)), `"role":"leader"`) {
+		t.Errorf("%s is not the leader", next.id)
+	}
+
+	// A file that holds writes and no raft directory is refused.
+	lone := filepath.Join(t.TempDir(), "lone.db")
+	lp, lc1 := start(t, "--file", lone)
+	lc1.MustQuery("create collection notes (s text)")
+	if err := lp.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--file", lone, "--node-id", "x", "--raft", freeAddr(t)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "holds no raft state") {
+		t.Errorf("a node on a lone server's file: %v %s; want a refusal", err, out)
+	}
+}
+
+func mustStatus(t *testing.T, c *testCluster, nd *clusterNode) []byte {
+	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("/_cluster: %v %v", err, r)
+	}
+	return r.Body
 }
 
 // TestClusterFailover: clients put, claim and ack jobs through the leader
