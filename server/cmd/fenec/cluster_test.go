@@ -542,48 +542,74 @@ func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.
 	}
 }
 
-// TestClusterReplicaFromSnapshot: a non-voting replica added after the
-// log was snapshotted and truncated catches up from a snapshot (a copy of
-// the leader's SQLite file) and the log's tail, and serves reads.
+// TestClusterReplicaFromSnapshot: a non-voting replica, down while the
+// cluster takes FENEC_CLUSTER_WRITES writes (default 600) and snapshots
+// and truncates its log, catches up when it restarts from a snapshot (a
+// copy of the leader's SQLite file) and the log's tail, and serves reads.
 func TestClusterReplicaFromSnapshot(t *testing.T) {
-	const writes = 600
+	writes := 600
+	if v := os.Getenv("FENEC_CLUSTER_WRITES"); v != "" {
+		writes, _ = strconv.Atoi(v)
+	}
 	c := newCluster(t, 3, "--raft-snapshot-every", "100")
 	c.write("create", "create collection notes (n int)")
-	for i := 0; i < writes; i++ {
-		c.write(fmt.Sprintf("put-%d", i), "put notes {n: $1}", i)
-	}
 	lead := c.leader(10 * time.Second)
-	// raft looks every 5 to 10 s whether a snapshot is due.
-	snapped := func(nd *clusterNode) bool {
-		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
-		return len(m) > 0
-	}
-	deadline := time.Now().Add(25 * time.Second)
-	for !snapped(lead) && time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-	}
-	if !snapped(lead) {
-		t.Fatalf("the leader took no snapshot in 25 s after %d writes", writes)
-	}
-	c.write("tail-1", "put notes {n: $1}", writes) // a tail past the snapshot
-	seq := c.write("tail-2", "put notes {n: $1}", writes+1)
-	lead = c.leader(10 * time.Second)
-	lc := c.client(lead)
-
 	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
-	replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
-	r, err := lc.Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
+	startReplica := func() {
+		replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
+	}
+	startReplica()
+	r, err := c.client(lead).Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
 	if err != nil || r.Status != 200 {
 		t.Fatalf("adding the replica: %v %v", err, r)
 	}
+	seq := c.write("first", "put notes {n: -1}")
 	rc := c.client(replica)
+	if r, err := rc.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq}); err != nil || r.Status != 200 {
+		t.Fatalf("the replica's first read: %v %v", err, r)
+	}
+	replica.p.Kill()
+	replica.p = nil
+
+	// The writes it misses, from 16 writers, each under its key.
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wc := &testCluster{t: t, nodes: c.nodes, binOf: c.binOf}
+			for i := w; i < writes; i += 16 {
+				wc.write(fmt.Sprintf("put-%d", i), "put notes {n: $1}", i)
+			}
+		}()
+	}
+	wg.Wait()
+	seq = c.write("last", "put notes {n: $1}", writes)
+	// raft looks every 5 to 10 s whether a snapshot is due.
+	snapshots := func(nd *clusterNode) []string {
+		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
+		return m
+	}
+	deadline := time.Now().Add(25 * time.Second)
+	lead = c.leader(10 * time.Second)
+	for len(snapshots(lead)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(snapshots(lead)) == 0 {
+		t.Fatalf("the leader took no snapshot in 25 s after %d writes", writes)
+	}
+	before := len(snapshots(replica))
+	caught := time.Now()
+	startReplica()
 	r, err = rc.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq})
 	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), fmt.Sprintf(`"count":%d`, writes+2)) {
 		t.Fatalf("the replica's count after Fenec-After %s: %v %v", seq, err, r)
 	}
-	if !snapped(replica) {
-		t.Errorf("the replica caught up without a snapshot: the log was not truncated")
+	t.Logf("the replica, down for %d writes, caught up %v after its restart", writes, time.Since(caught).Round(time.Millisecond))
+	if after := len(snapshots(replica)); after <= before {
+		t.Errorf("the replica caught up without a snapshot (%d before, %d after): the log was not truncated", before, after)
 	}
+	lead = c.leader(10 * time.Second)
 	w, err := rc.Do("POST", "/query", map[string]any{"query": "put notes {n: 0}"}, nil)
 	if err != nil || w.Status != 403 || w.Header.Get("Fenec-Leader") != lead.url() {
 		t.Errorf("a write on the replica: %v %v, want 403 naming %s", err, w, lead.url())
