@@ -16,13 +16,12 @@ build:
 run: build
 	./bin/fenec serve --file fenec.db --http 127.0.0.1:8080
 
-# Everything generated: the server skeleton and the Go SDK's transport (from
+# Everything generated: the server skeleton and every SDK's transport (from
 # openapi.yaml), and the conformance cases (from docs/).
 generate:
 	cd server && $(GO) tool oapi-codegen -config httpapi/gen/config.yaml ../openapi.yaml
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases
 	$(MAKE) generate-sdks
-	cd sdks/go && $(GO) generate ./...
 	$(MAKE) generate-console
 
 # Fails when a generated file is not what `make generate` makes now.
@@ -33,14 +32,9 @@ check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.p
 	if ! diff -u server/httpapi/gen/api.gen.go "$$tmp/api.gen.go" >/dev/null; then \
 		echo "server/httpapi/gen/api.gen.go is stale: run make generate" >&2; exit 1; fi
 	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases -check
-	@# The Go SDK's transport: its //go:generate line, run into a temp file.
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	cmd=$$(sed -n 's#^//go:generate ##p' sdks/go/internal/gen/doc.go) && \
-	sed "s#^output: .*#output: $$tmp/gen.go#" sdks/go/internal/gen/config.yaml >"$$tmp/config.yaml" && \
-	(cd sdks/go/internal/gen && $${cmd/-config config.yaml/-config $$tmp/config.yaml}) && \
-	if ! diff -u sdks/go/internal/gen/gen.go "$$tmp/gen.go" >/dev/null; then \
-		echo "sdks/go/internal/gen/gen.go is stale: run make generate" >&2; exit 1; fi
 	cd tools/sdkgen && $(GO) run . -root ../.. -check
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py --check
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	(cd console && node build.mjs "$$tmp/console.js") && \
@@ -110,6 +104,8 @@ sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lo
 generate-sdks: sdks/js/node_modules/.package-lock.json
 	cd tools/sdkgen && $(GO) run . -root ../..
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js
+	$(MAKE) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/python scripts/unasync_clients.py
 
 fuzz-api: build
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \

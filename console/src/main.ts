@@ -206,7 +206,7 @@ async function fromQueries(): Promise<Map<string, Counts>> {
   if (stmts.length === 0) return out;
   const answers = await db!.batch(stmts);
   queues.forEach((q, i) => {
-    const a = answers.slice(i * 6, i * 6 + 6) as Row[][];
+    const a = answers.slice(i * 6, i * 6 + 6).map((r) => r.rows ?? []);
     const jobs = Object.fromEntries(STATES.map((s, k) => [s, Number(a[k]![0]!['count'])])) as Record<State, number>;
     const oldest = a[5]![0];
     out.set(q.name, { jobs, oldestAgeS: oldest ? Number(oldest['age']) / 1000 : null });
@@ -350,7 +350,7 @@ async function renderJobs(gen: number): Promise<void> {
     // further (ties in id order); the others by id, the scan's own order
     // oldest first, and a sort of them all newest first.
     const order = key === 'run_at' ? ` order run_at ${v.desc ? 'desc' : 'asc'}` : v.desc ? ' order id desc' : '';
-    rows = (await db!.query(`get ${q.name} where ${where}${order} limit ${PAGE + 1} offset ${v.page * PAGE}`)) as Row[];
+    rows = (await db!.query(`get ${q.name} where ${where}${order} limit ${PAGE + 1} offset ${v.page * PAGE}`)).rows ?? [];
   }
   if (gen !== generation || v !== view) return;
   ui.jobs.hidden = false;
@@ -419,7 +419,7 @@ async function act(statement: string, params: unknown[], confirmText?: string): 
   if (confirmText !== undefined && !window.confirm(confirmText)) return;
   try {
     const answer = await db!.query(statement, params);
-    const n = Array.isArray(answer) ? answer.length : answer.affected;
+    const n = answer.rows?.length ?? answer.affected;
     ui.status.textContent = `${n} job${n === 1 ? '' : 's'} changed: ${statement}`;
     showError(null);
     ui.detail.hidden = true;

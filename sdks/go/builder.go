@@ -11,7 +11,7 @@ import (
 )
 
 // Collection is an immutable query over one collection, started by
-// [DB.From]. Each method answers a new Collection and leaves its receiver
+// [Client.From]. Each method answers a new Collection and leaves its receiver
 // as it was, so a Collection can be kept, shared between goroutines and
 // extended in several ways:
 //
@@ -23,7 +23,7 @@ import (
 // [Collection.Update], [Collection.Delete]) send it; the Render methods only
 // render it. A mistake made along the chain is returned by either.
 type Collection struct {
-	db      *DB
+	db      *Client
 	name    string
 	conds   []cond
 	orders  []string
@@ -42,12 +42,17 @@ type cond struct {
 }
 
 // Statement is one FenecQL statement and its parameters $1..$n, as the
-// Render methods answer it and [DB.Batch] takes it.
+// Render methods answer it and [Client.Batch] takes it.
 type Statement struct {
 	// Query is the statement's text.
 	Query string
 	// Params are the values of $1..$n, in order.
 	Params []any
+	// rowsOf is the collection whose rows the statement answers, when the
+	// builder rendered it: its rows are typed by its fields. A statement
+	// written as text has none, and its rows are as the JSON says
+	// (docs/sdks.md).
+	rowsOf string
 }
 
 var (
@@ -58,7 +63,7 @@ var (
 // operators are the comparisons [Collection.WhereOp] takes.
 var operators = []string{"=", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
-func newCollection(db *DB, name string) Collection {
+func newCollection(db *Client, name string) Collection {
 	c := Collection{db: db, name: name, limit: -1, offset: -1}
 	if !identRE.MatchString(name) {
 		c.err = fmt.Errorf("fenecdb: collection name %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", name)
@@ -68,7 +73,7 @@ func newCollection(db *DB, name string) Collection {
 
 func checkField(name string) error {
 	if !pathRE.MatchString(name) {
-		return fmt.Errorf("fenecdb: field %q is not a field name or a dotted path of them", name)
+		return fmt.Errorf("fenecdb: field %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*) or a dotted path of identifiers", name)
 	}
 	return nil
 }
@@ -99,18 +104,20 @@ func (c Collection) with(err error) Collection {
 }
 
 // Where adds the condition field = value, or field is null when value is
-// nil. Several conditions are joined with and. An [Expression] value
-// renders as its text; any other value is sent as a parameter.
+// nil or a nil pointer. Several conditions are joined with and. An
+// [Expression] value renders as its text; any other value is sent as a
+// parameter.
 func (c Collection) Where(field string, value any) Collection {
-	if value == nil {
+	if isNull(value) {
 		return c.addCond(cond{field: field, op: "is null"})
 	}
 	return c.addCond(cond{field: field, op: "=", value: value})
 }
 
 // WhereOp adds the condition field op value, op being one of =, !=, <, <=,
-// >, >=, in and not in. For in and not in, value is a slice, sent as one
-// parameter:
+// >, >=, in and not in; a nil value is a parameter (field = $1 matches
+// nothing: write [Collection.Where] for is null). For in and not in, value
+// is a slice of at least one value, sent as one parameter:
 //
 //	jobs.WhereOp("attempts", ">=", 5)
 //	jobs.WhereOp("id", "in", []int{1, 2, 3})
@@ -119,8 +126,12 @@ func (c Collection) WhereOp(field, op string, value any) Collection {
 		return c.with(fmt.Errorf("fenecdb: operator %q is not one of %s", op, strings.Join(operators, ", ")))
 	}
 	if op == "in" || op == "not in" {
-		if k := reflect.ValueOf(value).Kind(); k != reflect.Slice && k != reflect.Array {
+		rv := reflect.ValueOf(value)
+		if k := rv.Kind(); k != reflect.Slice && k != reflect.Array {
 			return c.with(fmt.Errorf("fenecdb: %s needs a list of values for %s, not %T", op, field, value))
+		}
+		if rv.Len() == 0 {
+			return c.with(fmt.Errorf("fenecdb: where %s %s: an empty list (it would match nothing, or everything)", field, op))
 		}
 	}
 	return c.addCond(cond{field: field, op: op, value: value})
@@ -154,6 +165,18 @@ func (c Collection) Order(field string) Collection { return c.addOrder(field, ""
 
 // OrderDesc adds a sort key, descending.
 func (c Collection) OrderDesc(field string) Collection { return c.addOrder(field, " desc") }
+
+// OrderBy adds a sort key in the direction dir, "asc" or "desc" (for a
+// direction that comes as text, such as a sort parameter).
+func (c Collection) OrderBy(field, dir string) Collection {
+	switch dir {
+	case "asc":
+		return c.Order(field)
+	case "desc":
+		return c.OrderDesc(field)
+	}
+	return c.with(fmt.Errorf("fenecdb: order %s: the direction %q is neither asc nor desc", field, dir))
+}
 
 func (c Collection) addOrder(field, dir string) Collection {
 	if err := checkField(field); err != nil {
@@ -193,15 +216,15 @@ func (c Collection) Select(columns ...string) Collection {
 }
 
 // Rows sends the read and answers its rows.
-func (c Collection) Rows(ctx context.Context) ([]Row, error) {
-	res, err := c.send(ctx, c.RenderRows, false)
+func (c Collection) Rows(ctx context.Context, opts ...CallOption) ([]Row, error) {
+	res, err := c.send(ctx, c.RenderRows, false, opts)
 	return res.Rows, err
 }
 
 // First sends the read with limit 1 and answers its row, or nil when it
 // answers none.
-func (c Collection) First(ctx context.Context) (*Row, error) {
-	res, err := c.send(ctx, c.RenderFirst, false)
+func (c Collection) First(ctx context.Context, opts ...CallOption) (*Row, error) {
+	res, err := c.send(ctx, c.RenderFirst, false, opts)
 	if err != nil || len(res.Rows) == 0 {
 		return nil, err
 	}
@@ -209,8 +232,8 @@ func (c Collection) First(ctx context.Context) (*Row, error) {
 }
 
 // Count answers how many documents the read matches.
-func (c Collection) Count(ctx context.Context) (int64, error) {
-	res, err := c.send(ctx, c.RenderCount, false)
+func (c Collection) Count(ctx context.Context, opts ...CallOption) (int64, error) {
+	res, err := c.send(ctx, c.RenderCount, false, opts)
 	if err != nil {
 		return 0, err
 	}
@@ -219,20 +242,20 @@ func (c Collection) Count(ctx context.Context) (int64, error) {
 	}
 	n, ok := res.Rows[0].Get("count").(json.Number)
 	if !ok {
-		return 0, fmt.Errorf("fenecdb: a count answered %v", res.Rows[0].Values)
+		return 0, &Error{Code: CodeUnexpected, At: -1, Message: fmt.Sprintf("a count answered %v", res.Rows[0].Values)}
 	}
 	return n.Int64()
 }
 
 // Insert writes doc as a new document; a taken id or @unique value is
 // refused with [CodeConflict], and nothing is written.
-func (c Collection) Insert(ctx context.Context, doc Doc) (Result, error) {
-	return c.send(ctx, func() (Statement, error) { return c.RenderInsert(doc) }, false)
+func (c Collection) Insert(ctx context.Context, doc Doc, opts ...CallOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderInsert(doc) }, false, opts)
 }
 
 // InsertMany writes docs as new documents, all or none.
-func (c Collection) InsertMany(ctx context.Context, docs []Doc) (Result, error) {
-	return c.send(ctx, func() (Statement, error) { return c.RenderInsertMany(docs) }, false)
+func (c Collection) InsertMany(ctx context.Context, docs []Doc, opts ...CallOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderInsertMany(docs) }, false, opts)
 }
 
 // Update writes patch to the rows the chain picks: every row its
@@ -240,22 +263,31 @@ func (c Collection) InsertMany(ctx context.Context, docs []Doc) (Result, error) 
 // exactly the rows a read of the same chain would answer, under the
 // server's write lock. Patch values read the row before the write
 // ([Inc], [Expr] naming fields). With [Returning] it answers the rows as
-// written; through a [DB.Wait] copy it is held at the server until it
-// takes a row.
-func (c Collection) Update(ctx context.Context, patch Doc, opts ...WriteOption) (Result, error) {
-	return c.send(ctx, func() (Statement, error) { return c.RenderUpdate(patch, opts...) }, true)
+// written — a claim: through a [Client.Wait] copy it is held at the server
+// until it takes a row.
+func (c Collection) Update(ctx context.Context, patch Doc, opts ...CallOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderUpdate(patch, opts...) }, true, opts)
 }
 
 // Delete removes the rows the chain picks, as [Collection.Update] picks
 // them; with [Returning] it answers them as they were.
-func (c Collection) Delete(ctx context.Context, opts ...WriteOption) (Result, error) {
-	return c.send(ctx, func() (Statement, error) { return c.RenderDelete(opts...) }, true)
+func (c Collection) Delete(ctx context.Context, opts ...CallOption) (Result, error) {
+	return c.send(ctx, func() (Statement, error) { return c.RenderDelete(opts...) }, true, opts)
 }
 
-func (c Collection) send(ctx context.Context, render func() (Statement, error), held bool) (Result, error) {
+// send renders the chain and sends it with the call's options (Returning
+// and Require were read by the render).
+func (c Collection) send(ctx context.Context, render func() (Statement, error), write bool, opts []CallOption) (Result, error) {
 	s, err := render()
 	if err != nil {
 		return Result{}, err
 	}
-	return c.db.query(ctx, s, held)
+	o := readOptions(opts)
+	if !write && (o.returning != nil || o.require >= 0) {
+		o.fail(fmt.Errorf("fenecdb: Returning and Require are options of Update and Delete"))
+	}
+	if o.err != nil {
+		return Result{}, o.err
+	}
+	return c.db.run(ctx, s, o)
 }

@@ -2,35 +2,39 @@ package fenecdb
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
-
-	"github.com/fenecdb/fenec/sdks/go/internal/gen"
 )
 
-// DefaultTimeout is how long a request may take, unless [WithTimeout] says
-// otherwise; a request sent with [DB.Wait] may take as much longer as the
-// wait.
+// DefaultTimeout is how long a call may take unless [WithTimeout] or
+// [Timeout] says otherwise; a held claim may take as much longer as its
+// wait. It is the same in every Fenec SDK (docs/sdks.md).
 const DefaultTimeout = 30 * time.Second
 
 // MaxWait is the longest wait the server holds a claim for.
 const MaxWait = 30 * time.Second
 
-// DB is a connection to one Fenec server. It is safe for concurrent use;
-// [DB.Wait] and [DB.IdempotencyKey] answer changed copies and leave it as
-// it was.
-type DB struct {
-	c       *gen.Client
+// Client is a connection to one Fenec server. It is safe for concurrent
+// use. It holds what is the same for every call (the URL, the token, the
+// HTTP client, the default timeout); what belongs to one call (an
+// idempotency key, a timeout) is a [CallOption] of that call.
+type Client struct {
+	t       *apiTransport
+	host    string // host:port, for messages
 	timeout time.Duration
-	wait    time.Duration
-	key     string
+	wait    time.Duration // sent with claims alone; see Wait
+	waitErr error
+	schema  *schemas // shared by every copy Wait makes
 }
 
-// Option configures [New].
+// DB is the former name of [Client].
+type DB = Client
+
+// Option configures [Connect].
 type Option func(*config)
 
 type config struct {
@@ -43,10 +47,11 @@ type config struct {
 // request: the server's --token, or a JWT.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
-// WithTimeout bounds each request, from sending it to reading its whole
-// answer, to d plus the request's [DB.Wait] (default [DefaultTimeout]; 0 or
-// less: no bound but the context's). The bound is the request context's
-// deadline, so it never changes the HTTP client.
+// WithTimeout sets the default bound of each call, from sending it to
+// reading its whole answer (default [DefaultTimeout]; 0 or less: no bound
+// but the context's). A held claim's bound is the timeout plus its wait.
+// The bound is the request context's deadline, so it never changes the HTTP
+// client.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithHTTPClient sends requests through hc instead of a client of its own,
@@ -55,173 +60,266 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // [WithTimeout].
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client = hc } }
 
-// New answers a DB for the server at url (such as "http://127.0.0.1:8080").
-// It sends nothing: a wrong url or token shows at the first request.
-func New(url string, opts ...Option) (*DB, error) {
+// Connect answers a Client for the server at rawURL, such as
+// "http://127.0.0.1:8080". A URL without the scheme http or https, or
+// without a host, is an error here; nothing is sent until the first call.
+func Connect(rawURL string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("fenecdb: %q is not a server URL: it needs the scheme http or https and a host, as in http://127.0.0.1:8080", rawURL)
+	}
 	cfg := config{timeout: DefaultTimeout, client: &http.Client{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	genOpts := []gen.ClientOption{gen.WithHTTPClient(cfg.client)}
-	if cfg.token != "" {
-		bearer := "Bearer " + cfg.token
-		genOpts = append(genOpts, gen.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", bearer)
-			return nil
-		}))
+	host := u.Host
+	if u.Port() == "" {
+		host += map[string]string{"http": ":80", "https": ":443"}[u.Scheme]
 	}
-	c, err := gen.NewClient(url, genOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("fenecdb: %w", err)
-	}
-	return &DB{c: c, timeout: cfg.timeout}, nil
+	return &Client{
+		t:       &apiTransport{baseURL: strings.TrimRight(rawURL, "/"), client: cfg.client, token: cfg.token},
+		host:    host,
+		timeout: cfg.timeout,
+		schema:  &schemas{},
+	}, nil
 }
 
-// Wait answers a copy of db whose writes are held at the server for up to
+// New is [Connect].
+func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
+
+// Wait answers a copy of c whose claims are held at the server for up to
 // d while they would take nothing (the Fenec-Wait header, in whole
-// milliseconds; d at most [MaxWait], 0 for no wait). An update or delete
-// sent through the copy is answered the moment it takes a row, or at the
-// end of the wait with what it answers on an empty queue: no row, a count
-// of 0, or a [Require]'s 412. Each request's timeout is extended by d.
-//
-// The header goes with [Collection.Update], [Collection.Delete],
-// [DB.Query] and [DB.Batch]; the server refuses it (400) on a request that
-// holds no update or delete. The builder's reads and inserts never send
-// it.
-func (db *DB) Wait(d time.Duration) *DB {
-	cp := *db
-	cp.wait = max(d, 0)
-	return &cp
-}
-
-// IdempotencyKey answers a copy of db that sends key (1 to 255 bytes) as
-// the Idempotency-Key of its requests. A write retried with the same key
-// and the same request is answered its first answer again, with
-// [Result.Replayed] set, and writes nothing; the key sent with another
-// request is refused with [CodeKeyReused]. A refused write keeps no key. A
-// held claim retried after a timeout is answered the jobs the first try
-// took.
-func (db *DB) IdempotencyKey(key string) *DB {
-	cp := *db
-	cp.key = key
+// milliseconds; d from 0 to [MaxWait]). A claim is an update with
+// [Returning] ([Collection.Update]), a raw `set … returning …` ([Client.Query]),
+// or a [Client.Batch] holding one: it is answered the moment it takes a
+// row, or at the end of the wait with no row (or a [Require]'s 412), and
+// its timeout is extended by d. Every other call through the copy is sent
+// exactly as through c. A d out of range is the error of every call
+// through the copy.
+func (c *Client) Wait(d time.Duration) *Client {
+	cp := *c
+	cp.wait, cp.waitErr = d, nil
+	if d < 0 || d > MaxWait {
+		cp.wait, cp.waitErr = 0, fmt.Errorf("fenecdb: Wait(%v): a wait is a duration from 0 to %v (sent in whole milliseconds)", d, MaxWait)
+	}
 	return &cp
 }
 
 // From starts a query over the named collection.
-func (db *DB) From(collection string) Collection { return newCollection(db, collection) }
+func (c *Client) From(collection string) Collection { return newCollection(c, collection) }
+
+// Collection is [Client.From].
+func (c *Client) Collection(collection string) Collection { return c.From(collection) }
+
+// CallOption shapes one call: [IdempotencyKey] and [Timeout] go with any
+// call; [Returning] and [Require] with [Collection.Update] and
+// [Collection.Delete].
+type CallOption func(*callOptions)
+
+// WriteOption is the former name of [CallOption].
+type WriteOption = CallOption
+
+type callOptions struct {
+	key       string
+	timeout   *time.Duration
+	returning []string // nil: none
+	require   int      // -1: none
+	err       error
+}
+
+func (o *callOptions) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+func readOptions(opts []CallOption) callOptions {
+	o := callOptions{require: -1}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return o
+}
+
+// IdempotencyKey sends key (1 to 255 bytes) as the call's Idempotency-Key.
+// A write retried with the same key and the same request is answered its
+// first answer again, with [Result.Replayed] set, and writes nothing; the
+// key sent with another request is refused with [ErrKeyReused]. A refused
+// write keeps no key. A held claim retried after a timeout is answered the
+// jobs the first try took.
+func IdempotencyKey(key string) CallOption {
+	return func(o *callOptions) {
+		if len(key) < 1 || len(key) > 255 {
+			o.fail(fmt.Errorf("fenecdb: an idempotency key is 1 to 255 bytes, not %d", len(key)))
+			return
+		}
+		o.key = key
+	}
+}
+
+// Timeout bounds this call to d instead of the client's timeout (0 or
+// less: no bound but the context's); a held claim's bound is d plus its
+// wait.
+func Timeout(d time.Duration) CallOption {
+	return func(o *callOptions) { o.timeout = &d }
+}
 
 // Query sends one FenecQL statement with its parameters $1..$n, and
-// answers what it answered:
+// answers what it answered. [CallOption] values among args are the call's
+// options, not parameters:
 //
-//	res, err := db.Query(ctx, "del jobs where id = $1 and owner = $2 require 1", id, owner)
-func (db *DB) Query(ctx context.Context, query string, params ...any) (Result, error) {
-	return db.query(ctx, Statement{Query: query, Params: params}, true)
+//	res, err := db.Query(ctx, "del jobs where id = $1 and owner = $2 require 1", id, owner,
+//		fenecdb.IdempotencyKey(key))
+func (c *Client) Query(ctx context.Context, query string, args ...any) (Result, error) {
+	var ps []any
+	var opts []CallOption
+	for _, a := range args {
+		if o, ok := a.(CallOption); ok {
+			opts = append(opts, o)
+		} else {
+			ps = append(ps, a)
+		}
+	}
+	o := readOptions(opts)
+	if o.returning != nil || o.require >= 0 {
+		o.fail(fmt.Errorf("fenecdb: Returning and Require are options of Update and Delete; write them in the statement"))
+	}
+	if o.err != nil {
+		return Result{}, o.err
+	}
+	res, err := c.run(ctx, Statement{Query: query, Params: ps}, o)
+	if err == nil && schemaChange(query) {
+		c.schema.forget()
+	}
+	return res, err
 }
 
 // Batch sends statements to run in order, all or nothing, under one lock,
 // and answers each one's result. If one is refused, none leaves a trace,
 // and the [*Error]'s At names the one refused. Every result carries the
-// batch's Seq and Replayed.
-func (db *DB) Batch(ctx context.Context, statements ...Statement) ([]Result, error) {
-	req := gen.BatchRequest{Statements: make([]gen.QueryRequest, len(statements))}
-	for i, s := range statements {
-		req.Statements[i] = queryRequest(s)
+// batch's Seq and Replayed. Through a [Client.Wait] copy, a batch holding
+// a claim is held.
+func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...CallOption) ([]Result, error) {
+	o := readOptions(opts)
+	if o.returning != nil || o.require >= 0 {
+		o.fail(fmt.Errorf("fenecdb: Returning and Require are options of Update and Delete; write them in the statement"))
 	}
-	ctx, cancel := db.deadline(ctx, true)
-	defer cancel()
-	resp, err := db.c.Batch(ctx, &gen.BatchParams{FenecWait: db.waitMS(true), IdempotencyKey: db.keyParam()}, req)
-	body, err := answer(resp, err)
+	if o.err != nil {
+		return nil, o.err
+	}
+	if len(statements) == 0 {
+		return nil, fmt.Errorf("fenecdb: a batch needs at least one statement")
+	}
+	req := apiBatchRequest{Statements: make([]apiQueryRequest, len(statements))}
+	claim := false
+	for i, s := range statements {
+		ps, err := params(s.Params)
+		if err != nil {
+			return nil, fmt.Errorf("fenecdb: batch statement %d: %w", i, err)
+		}
+		req.Statements[i] = apiQueryRequest{Query: s.Query, Params: ps}
+		claim = claim || isClaim(s.Query)
+		if err := c.schema.prepare(ctx, c, s, o); err != nil {
+			return nil, err
+		}
+	}
+	reply, err := c.send(ctx, "POST /batch", claim, o, func(ctx context.Context, h batchHeaders) (apiReply, error) {
+		return c.t.batch(ctx, req, h)
+	})
 	if err != nil {
 		return nil, err
 	}
-	var b struct {
-		Results []json.RawMessage `json:"results"`
+	answers, err := parseBatch(reply.body)
+	if err != nil || len(answers) != len(statements) {
+		return nil, unexpected(c.host, "POST /batch", reply.status, reply.body)
 	}
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, fmt.Errorf("fenecdb: the batch's answer is not {\"results\": [...]}: %w", err)
-	}
-	seq, replayed := headers(resp)
-	results := make([]Result, len(b.Results))
-	for i, raw := range b.Results {
-		if results[i], err = parseAnswer(raw); err != nil {
+	results := make([]Result, len(answers))
+	for i, raw := range answers {
+		if results[i], err = c.result(ctx, o, statements[i], reply, raw); err != nil {
 			return nil, err
 		}
-		results[i].Seq, results[i].Replayed = seq, replayed
+	}
+	for _, s := range statements {
+		if schemaChange(s.Query) {
+			c.schema.forget()
+		}
 	}
 	return results, nil
 }
 
-// query sends s; held says whether it may carry the wait.
-func (db *DB) query(ctx context.Context, s Statement, held bool) (Result, error) {
-	ctx, cancel := db.deadline(ctx, held)
+// run sends one statement.
+func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, error) {
+	ps, err := params(s.Params)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.schema.prepare(ctx, c, s, o); err != nil {
+		return Result{}, err
+	}
+	req := apiQueryRequest{Query: s.Query, Params: ps}
+	reply, err := c.send(ctx, "POST /query", isClaim(s.Query), o, func(ctx context.Context, h batchHeaders) (apiReply, error) {
+		return c.t.query(ctx, req, queryHeaders(h))
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return c.result(ctx, o, s, reply, reply.body)
+}
+
+// send makes one request under the call's deadline, with the wait when
+// it is a claim, and turns every failure into the call's error.
+func (c *Client) send(ctx context.Context, what string, claim bool, o callOptions, do func(context.Context, batchHeaders) (apiReply, error)) (apiReply, error) {
+	var h batchHeaders
+	timeout := c.timeout
+	if o.timeout != nil {
+		timeout = *o.timeout
+	}
+	bound := fmt.Sprintf("%v (the call's timeout)", timeout)
+	if claim {
+		if c.waitErr != nil {
+			return apiReply{}, c.waitErr
+		}
+		if ms := c.wait.Milliseconds(); ms > 0 {
+			h.FenecWait = &ms
+			if timeout > 0 { // no timeout stays none
+				bound = fmt.Sprintf("%v (the call's timeout of %v plus the wait of %v)", timeout+c.wait, timeout, c.wait)
+				timeout += c.wait
+			}
+		}
+	}
+	if o.key != "" {
+		h.IdempotencyKey = &o.key
+	}
+	reqCtx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	}
 	defer cancel()
-	params := &gen.QueryParams{FenecWait: db.waitMS(held), IdempotencyKey: db.keyParam()}
-	resp, err := db.c.Query(ctx, params, queryRequest(s))
-	body, err := answer(resp, err)
+	reply, err := do(reqCtx, h)
 	if err != nil {
-		return Result{}, err
+		return apiReply{}, sendFailure(ctx, reqCtx, what, c.host, bound, err)
 	}
-	res, err := parseAnswer(body)
+	if reply.status < 200 || reply.status > 299 {
+		return apiReply{}, refusal(c.host, what, reply.status, reply.body)
+	}
+	return reply, nil
+}
+
+// result reads one statement's answer, the rows of a builder's statement
+// typed by the declared field types of its collection.
+func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply apiReply, raw []byte) (Result, error) {
+	res, err := parseAnswer(raw)
 	if err != nil {
-		return Result{}, err
+		return Result{}, unexpected(c.host, "POST /query", reply.status, reply.body)
 	}
-	res.Seq, res.Replayed = headers(resp)
+	res.Seq, _ = strconv.ParseInt(reply.header.Get(headerFenecSeq), 10, 64)
+	res.Replayed = reply.header.Get(headerIdempotentReplayed) == "true"
+	if res.Rows != nil {
+		if err := c.schema.decode(ctx, c, o, s, res.Rows); err != nil {
+			return Result{}, err
+		}
+	}
 	return res, nil
-}
-
-// deadline bounds ctx by the timeout, extended by the wait when the
-// request carries it.
-func (db *DB) deadline(ctx context.Context, held bool) (context.Context, context.CancelFunc) {
-	if db.timeout <= 0 {
-		return context.WithCancel(ctx)
-	}
-	d := db.timeout
-	if held {
-		d += db.wait
-	}
-	return context.WithTimeout(ctx, d)
-}
-
-func (db *DB) waitMS(held bool) *int {
-	ms := int(db.wait.Milliseconds())
-	if !held || ms == 0 {
-		return nil
-	}
-	return &ms
-}
-
-func (db *DB) keyParam() *string {
-	if db.key == "" {
-		return nil
-	}
-	return &db.key
-}
-
-func queryRequest(s Statement) gen.QueryRequest {
-	params := make([]*gen.Value, len(s.Params))
-	for i := range s.Params {
-		params[i] = &s.Params[i]
-	}
-	return gen.QueryRequest{Query: s.Query, Params: &params}
-}
-
-// answer reads a response's body, or turns a refusal into an *Error.
-func answer(resp *http.Response, err error) ([]byte, error) {
-	if err != nil {
-		return nil, fmt.Errorf("fenecdb: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("fenecdb: reading the answer: %w", err)
-	}
-	if resp.StatusCode >= 300 {
-		return nil, errorOf(resp.StatusCode, body)
-	}
-	return body, nil
-}
-
-func headers(resp *http.Response) (seq int64, replayed bool) {
-	seq, _ = strconv.ParseInt(resp.Header.Get("Fenec-Seq"), 10, 64)
-	return seq, resp.Header.Get("Idempotent-Replayed") == "true"
 }

@@ -1,6 +1,7 @@
 package fenecdb_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,7 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +18,28 @@ import (
 
 // stub serves one canned answer and records the requests it was sent.
 type stub struct {
-	status  int
-	body    string
-	headers map[string]string
-	hold    time.Duration
-	got     chan *http.Request
-	bodies  chan string
+	collections string // the answer to GET /collections
+	batch       string // the answer to POST /batch, if not body
+	status      int
+	body        string
+	headers     map[string]string
+	hold        time.Duration
+	got         chan *http.Request
+	bodies      chan string
 }
 
 func (s *stub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	s.got <- r
 	s.bodies <- string(b)
+	if r.URL.Path == "/collections" {
+		io.WriteString(w, cmp.Or(s.collections, `{"collections": []}`))
+		return
+	}
+	if r.URL.Path == "/batch" && s.batch != "" {
+		io.WriteString(w, s.batch)
+		return
+	}
 	if s.hold > 0 {
 		select {
 		case <-time.After(s.hold):
@@ -51,61 +62,30 @@ func newStub(t *testing.T, status int, body string) (*stub, string) {
 	return s, srv.URL
 }
 
-func connect(t *testing.T, url string, opts ...fenecdb.Option) *fenecdb.DB {
-	t.Helper()
-	db, err := fenecdb.New(url, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
-func TestErrorMapping(t *testing.T) {
-	for _, tc := range []struct {
-		status int
-		code   string
-	}{
-		{400, fenecdb.CodeBadRequest}, {401, fenecdb.CodeUnauthorized}, {403, fenecdb.CodeForbidden},
-		{404, fenecdb.CodeNotFound}, {409, fenecdb.CodeConflict}, {412, fenecdb.CodeUnmet},
-		{422, fenecdb.CodeKeyReused},
-	} {
-		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
-			_, url := newStub(t, tc.status, `{"error": "what went wrong", "code": "`+tc.code+`"}`)
-			_, err := connect(t, url).Query(context.Background(), "get jobs")
-			var fe *fenecdb.Error
-			if !errors.As(err, &fe) {
-				t.Fatalf("got %v, want a *fenecdb.Error", err)
-			}
-			want := fenecdb.Error{Status: tc.status, Code: tc.code, Message: "what went wrong", At: -1}
-			if *fe != want {
-				t.Fatalf("got %+v, want %+v", *fe, want)
-			}
-		})
-	}
-}
-
-func TestBatchErrorAt(t *testing.T) {
-	_, url := newStub(t, 412, `{"error": "unmet", "code": "unmet", "at": 1}`)
-	_, err := connect(t, url).Batch(context.Background(),
-		fenecdb.Statement{Query: "get jobs"}, fenecdb.Statement{Query: "del jobs require 1"})
-	var fe *fenecdb.Error
-	if !errors.As(err, &fe) || fe.At != 1 || fe.Status != 412 {
-		t.Fatalf("got %v, want a 412 at statement 1", err)
-	}
-}
-
-func TestErrorWithoutJSONBody(t *testing.T) {
-	_, url := newStub(t, 502, "bad gateway\n")
+// TestProxyErrorIsUnexpected: a proxy's 502 with an HTML body is an
+// *Error of code unexpected, with the status and the start of the body.
+func TestProxyErrorIsUnexpected(t *testing.T) {
+	_, url := newStub(t, 502, "<html><body>502 Bad Gateway</body></html>\n")
 	_, err := connect(t, url).Query(context.Background(), "get jobs")
 	var fe *fenecdb.Error
-	if !errors.As(err, &fe) || fe.Status != 502 || fe.Code != "" || fe.Message != "bad gateway" {
+	if !errors.As(err, &fe) || fe.Status != 502 || !errors.Is(err, fenecdb.ErrUnexpected) ||
+		!strings.Contains(fe.Message, "502") || !strings.Contains(fe.Message, "<html><body>502 Bad Gateway") {
 		t.Fatalf("got %#v", err)
+	}
+	_, url = newStub(t, 418, `{"error": "short and stout", "code": "teapot"}`)
+	if _, err := connect(t, url).Query(context.Background(), "get jobs"); !errors.Is(err, fenecdb.ErrUnexpected) || !strings.Contains(err.Error(), "teapot") {
+		t.Fatalf("an error code openapi.yaml lacks: got %v", err)
+	}
+	_, url = newStub(t, 200, "OK")
+	if _, err := connect(t, url).Query(context.Background(), "get jobs"); !errors.Is(err, fenecdb.ErrUnexpected) {
+		t.Fatalf("a 200 that is not JSON: got %v", err)
 	}
 }
 
 func TestRowsKeepColumnOrder(t *testing.T) {
 	s, url := newStub(t, 200, `[{"id": 9007199254740993, "run_at": "2026-05-03T09:20:30.000Z", "attempts": 1, "payload": {"to": "ada"}}]`)
 	s.headers = map[string]string{"Fenec-Seq": "42"}
+	s.collections = `{"collections": [{"name": "jobs", "documents": 1, "fields": [{"name": "run_at", "type": "timestamp", "index": "sorted"}, {"name": "attempts", "type": "int", "index": null}, {"name": "payload", "type": "json", "index": null}]}]}`
 	res, err := connect(t, url).From("jobs").Update(context.Background(), fenecdb.D("attempts", fenecdb.Inc(1)), fenecdb.Returning("*"))
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +97,7 @@ func TestRowsKeepColumnOrder(t *testing.T) {
 	if got, want := row.Columns, []string{"id", "run_at", "attempts", "payload"}; !slices.Equal(got, want) {
 		t.Fatalf("columns %v, want %v", got, want)
 	}
-	if row.Get("id") != json.Number("9007199254740993") || row.Get("nope") != nil {
+	if row.Get("id") != int64(9007199254740993) || row.Get("nope") != nil || row.Get("run_at") != time.UnixMilli(1777800030000).UTC() {
 		t.Fatalf("Get: %v %v", row.Get("id"), row.Get("nope"))
 	}
 	var job struct {
@@ -142,7 +122,7 @@ func TestRowsKeepColumnOrder(t *testing.T) {
 func TestAffectedAndReplayed(t *testing.T) {
 	s, url := newStub(t, 200, `{"affected": 3}`)
 	s.headers = map[string]string{"Fenec-Seq": "7", "Idempotent-Replayed": "true"}
-	res, err := connect(t, url).IdempotencyKey("k1").From("jobs").Delete(context.Background())
+	res, err := connect(t, url).From("jobs").Delete(context.Background(), fenecdb.IdempotencyKey("k1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,35 +134,67 @@ func TestAffectedAndReplayed(t *testing.T) {
 	}
 }
 
+// TestHeaders: a Wait copy sends Fenec-Wait with claims alone; a key goes
+// with the one call that names it.
 func TestHeaders(t *testing.T) {
 	s, url := newStub(t, 200, `[]`)
+	s.batch = `{"results": [[], []]}`
 	base := connect(t, url, fenecdb.WithToken("s3cret"))
 	waiting := base.Wait(1500 * time.Millisecond)
 	ctx := context.Background()
-
-	if _, err := waiting.From("jobs").Update(ctx, fenecdb.D("owner", "w1")); err != nil {
+	jobs := waiting.From("jobs")
+	for _, tc := range []struct {
+		name, wait, key string
+		call            func() error
+	}{
+		{"claim", "1500", "", func() error {
+			_, err := jobs.Update(ctx, fenecdb.D("owner", "w1"), fenecdb.Returning("*"))
+			return err
+		}},
+		{"raw claim", "1500", "k", func() error {
+			_, err := waiting.Query(ctx, "set jobs {owner: $1} -- returning\n returning id", "w1", fenecdb.IdempotencyKey("k"))
+			return err
+		}},
+		{"batch with a claim", "1500", "", func() error {
+			_, err := waiting.Batch(ctx, []fenecdb.Statement{{Query: "get jobs"}, {Query: "SET jobs {owner: 'x'} RETURNING *"}})
+			return err
+		}},
+		{"update without returning", "", "", func() error { _, err := jobs.Update(ctx, fenecdb.D("owner", "w1")); return err }},
+		{"delete", "", "", func() error { _, err := jobs.Delete(ctx, fenecdb.Returning("*")); return err }},
+		{"read", "", "", func() error { _, err := jobs.Rows(ctx); return err }},
+		{"raw get", "", "", func() error { _, err := waiting.Query(ctx, "get jobs where owner = 'set x returning'"); return err }},
+		{"string returning", "", "", func() error { _, err := waiting.Query(ctx, "set jobs {error: 'returning'}"); return err }},
+		{"the next call has no key", "", "", func() error {
+			_, err := waiting.Query(ctx, "set jobs {owner: $1} returning id", "w1", fenecdb.Timeout(0))
+			return err
+		}},
+	} {
+		if tc.name == "the next call has no key" {
+			tc.wait = "1500"
+		}
+		if err := tc.call(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for r := range len(s.got) {
+			_ = r
+			got := <-s.got
+			<-s.bodies
+			if got.URL.Path == "/collections" {
+				continue
+			}
+			if w, k := got.Header.Get("Fenec-Wait"), got.Header.Get("Idempotency-Key"); w != tc.wait || k != tc.key || got.Header.Get("Authorization") != "Bearer s3cret" {
+				t.Errorf("%s: Fenec-Wait %q Idempotency-Key %q, want %q %q", tc.name, w, k, tc.wait, tc.key)
+			}
+		}
+	}
+	if _, err := base.From("jobs").Where("owner", "w1").Update(ctx, fenecdb.D("owner", nil), fenecdb.Returning("*")); err != nil {
 		t.Fatal(err)
 	}
-	r := <-s.got
-	if r.Header.Get("Authorization") != "Bearer s3cret" || r.Header.Get("Fenec-Wait") != "1500" {
-		t.Fatalf("headers %v", r.Header)
-	}
-	if body := <-s.bodies; body != `{"params":["w1"],"query":"set jobs {owner: $1}"}` {
-		t.Fatalf("body %s", body)
-	}
-	// Reads never carry the wait; the copy left its original as it was.
-	if _, err := waiting.From("jobs").Rows(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-s.got; r.Header.Get("Fenec-Wait") != "" {
-		t.Fatalf("a read sent Fenec-Wait %q", r.Header.Get("Fenec-Wait"))
-	}
-	<-s.bodies
-	if _, err := base.Query(ctx, "del jobs"); err != nil {
-		t.Fatal(err)
-	}
-	if r := <-s.got; r.Header.Get("Fenec-Wait") != "" || r.Header.Get("Idempotency-Key") != "" {
-		t.Fatalf("the original DB changed: %v", r.Header)
+	for len(s.got) > 0 {
+		if r := <-s.got; r.URL.Path == "/query" && r.Header.Get("Fenec-Wait") != "" {
+			t.Fatalf("the original client sent Fenec-Wait %q", r.Header.Get("Fenec-Wait"))
+		}
+		<-s.bodies
 	}
 }
 
@@ -191,11 +203,15 @@ func TestWaitExtendsTimeout(t *testing.T) {
 	s.hold = 300 * time.Millisecond
 	db := connect(t, url, fenecdb.WithTimeout(100*time.Millisecond))
 	ctx := context.Background()
-	if _, err := db.Query(ctx, "del jobs limit 1"); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := db.Query(ctx, "set jobs {owner: 'x'} limit 1 returning id"); !errors.Is(err, fenecdb.ErrTimeout) {
 		t.Fatalf("without a wait: got %v, want the timeout", err)
 	}
-	if _, err := db.Wait(time.Second).Query(ctx, "del jobs limit 1"); err != nil {
+	if _, err := db.Wait(time.Second).Query(ctx, "set jobs {owner: 'x'} limit 1 returning id"); err != nil {
 		t.Fatalf("with a wait: %v", err)
+	}
+	// No timeout stays none: the wait does not become the bound.
+	if _, err := db.Wait(100*time.Millisecond).Query(ctx, "set jobs {owner: 'x'} limit 1 returning id", fenecdb.Timeout(0)); err != nil {
+		t.Fatalf("without a timeout, with a wait: %v", err)
 	}
 }
 
@@ -205,7 +221,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-s.got; cancel() }()
 	start := time.Now()
-	_, err := connect(t, url).Wait(30 * time.Second).From("jobs").Limit(1).Delete(ctx)
+	_, err := connect(t, url).Wait(30*time.Second).From("jobs").Limit(1).Update(ctx, fenecdb.D("owner", "x"), fenecdb.Returning("id"))
 	if !errors.Is(err, context.Canceled) || time.Since(start) > 10*time.Second {
 		t.Fatalf("got %v after %v, want context.Canceled at once", err, time.Since(start))
 	}
@@ -224,16 +240,43 @@ func TestBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := db.Batch(context.Background(), fail, count)
+	results, err := db.Batch(context.Background(), []fenecdb.Statement{fail, count})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(results) != 2 || results[0].Affected != 1 || results[0].Seq != 5 || results[1].Rows[0].Get("count") != json.Number("4") {
 		t.Fatalf("got %+v", results)
 	}
-	<-s.got
-	want := `{"statements":[{"params":[2],"query":"set jobs {owner: null} where id = $1 require 1"},{"params":[],"query":"get jobs count"}]}`
+	for r := <-s.got; r.URL.Path != "/batch"; r = <-s.got {
+		<-s.bodies
+	}
+	want := `{"statements":[{"params":[2],"query":"set jobs {owner: null} where id = $1 require 1"},{"query":"get jobs count"}]}`
 	if body := <-s.bodies; body != want {
 		t.Fatalf("body\n got %s\nwant %s", body, want)
+	}
+}
+
+// TestUndeclaredColumnReadsTheSchemaOnce: a column no field declares (an
+// expression) makes the client read GET /collections again once, not on
+// every answer.
+func TestUndeclaredColumnReadsTheSchemaOnce(t *testing.T) {
+	s, url := newStub(t, 200, `[{"id": 1, "attempts + 1": 2}]`)
+	s.collections = `{"collections": [{"name": "jobs", "documents": 1, "fields": [{"name": "attempts", "type": "int", "index": null}]}]}`
+	db := connect(t, url)
+	for range 3 {
+		rows, err := db.From("jobs").Select("attempts").Rows(context.Background())
+		if err != nil || rows[0].Get("id") != int64(1) || rows[0].Get("attempts + 1") != json.Number("2") {
+			t.Fatalf("got %v, %v", rows, err)
+		}
+	}
+	reads := 0
+	for len(s.got) > 0 {
+		if (<-s.got).URL.Path == "/collections" {
+			reads++
+		}
+		<-s.bodies
+	}
+	if reads != 2 {
+		t.Fatalf("GET /collections sent %d times, want 2 (the first read and one again)", reads)
 	}
 }

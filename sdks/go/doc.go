@@ -1,16 +1,16 @@
 // Package fenecdb is the Go client of Fenec, a document database served over
-// HTTP and queried in FenecQL.
+// HTTP and queried in FenecQL. It follows the SDK contract of docs/sdks.md
+// and runs queues with the worker of docs/workers.md.
 //
-// Connect with [New], then build statements with the immutable query
-// builder that [DB.From] starts, or send FenecQL text with [DB.Query] and
-// [DB.Batch]:
+// Connect with [Connect], then build statements with the immutable query
+// builder that [Client.From] starts, or send FenecQL text with
+// [Client.Query] and [Client.Batch]:
 //
-//	db, err := fenecdb.New("http://127.0.0.1:8080", fenecdb.WithToken(token))
+//	db, err := fenecdb.Connect("http://127.0.0.1:8080", fenecdb.WithToken(token))
 //	if err != nil {
 //		return err
 //	}
-//	jobs := db.Wait(30 * time.Second).From("jobs")
-//	claimed, err := jobs.
+//	claimed, err := db.Wait(30 * time.Second).From("jobs").
 //		WhereRaw(fenecdb.Raw("run_at <= now()")).
 //		Order("run_at").
 //		Limit(10).
@@ -20,29 +20,36 @@
 //			"attempts", fenecdb.Inc(1),
 //		), fenecdb.Returning("*"))
 //
+// or let a [Worker] ([NewWorker]) run the claim, the handler, the lease
+// extensions, the acks, the fails with backoff and the dead letters.
+//
 // # Rendering
 //
 // The builder renders the same FenecQL text as every other Fenec SDK for the
 // same chain: values become parameters $1..$n, numbered left to right in the
 // rendered text; names of collections and fields are checked against
 // FenecQL's identifier rule, so no value or name can change the statement's
-// shape. A mistake in a chain (a bad name, a negative limit) is kept and
-// returned by the call that ends the chain. The Render methods
-// ([Collection.RenderUpdate] and its siblings) answer the text and
-// parameters without sending them, for logs, tests and [DB.Batch].
+// shape. A mistake in a chain (a bad name, a negative limit, a NaN) is kept
+// and returned by the call that ends the chain, before anything is sent.
+// The Render methods ([Collection.RenderUpdate] and its siblings) answer
+// the text and parameters without sending them, for logs, tests and
+// [Client.Batch].
 //
-// # Waiting, idempotency and cancellation
+// # Per client and per call
 //
-// [DB.Wait] and [DB.IdempotencyKey] answer copies of a DB that send the
-// Fenec-Wait and Idempotency-Key headers. A claim sent with a wait is held
-// at the server until it takes a job or the wait ends, and the request's
-// timeout is extended by the wait. Every call takes a [context.Context] and
-// gives the request up when the context is done; a held claim given up is
-// dropped by the server and takes no job.
+// A [Client] holds the URL, the token, the HTTP client and the default
+// timeout. What belongs to one call is a [CallOption] of that call:
+// [IdempotencyKey] and [Timeout]. [Client.Wait] answers a copy whose claims
+// (an update with [Returning]) are held at the server for up to the wait,
+// their timeout extended by it; every other call through the copy is sent
+// as through the client. Every call takes a [context.Context] and gives the
+// request up when the context is done; a held claim given up takes no job.
 //
 // # Errors
 //
-// A statement the server refuses is returned as an [*Error], carrying the
-// HTTP status, the error code (see [CodeUnmet] and its siblings) and, for
-// [DB.Batch], the statement refused; reach it with [errors.As].
+// A call that reached the wire and failed answers an [*Error]: the HTTP
+// status, the code (one of openapi.yaml's, or [CodeNetwork],
+// [CodeTimeout], [CodeUnexpected]), the message, and, for [Client.Batch],
+// the statement refused. Match codes with errors.Is and the sentinels
+// [ErrUnmet], [ErrNotFound], [ErrNetwork] and their siblings.
 package fenecdb

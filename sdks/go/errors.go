@@ -1,76 +1,158 @@
 package fenecdb
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
+	"syscall"
+	"unicode/utf8"
 )
 
-// The codes of [Error.Code]: what kind of refusal the server answered.
+// The client's own codes, beside the API's (generated in api.gen.go from
+// openapi.yaml): docs/sdks.md names them for every SDK.
 const (
-	CodeBadRequest       = "bad_request"        // 400: a parse, type, parameter or header error
-	CodeUnauthorized     = "unauthorized"       // 401: a missing or wrong token
-	CodeForbidden        = "forbidden"          // 403: not allowed by the token's rules, or a replica's write
-	CodeNotFound         = "not_found"          // 404: an unknown collection or field
-	CodeMethodNotAllowed = "method_not_allowed" // 405
-	CodeConflict         = "conflict"           // 409: a taken id or @unique value
-	CodeUnmet            = "unmet"              // 412: a require n was not met
-	CodeTooLarge         = "too_large"          // 413: the body is over the server's --max-body
-	CodeKeyReused        = "key_reused"         // 422: an Idempotency-Key used for another request
-	CodeKeyLimit         = "key_limit"          // 503: as many Idempotency-Keys held as the server may; the write was not run
-	CodeInternal         = "internal"           // 500: a fault in the server
-	CodeUnavailable      = "unavailable"        // 503: the store failed, or the request was given up
-	CodeStatementTimeout = "statement_timeout"  // 503: the statements ran past the server's --statement-timeout
+	// CodeNetwork: no answer came: the connection was refused or reset,
+	// or the host is unknown. The message names host:port and the cause.
+	CodeNetwork ErrorCode = "network"
+	// CodeTimeout: no whole answer came within the call's timeout (plus
+	// its wait, for a held claim). The message says how long.
+	CodeTimeout ErrorCode = "timeout"
+	// CodeUnexpected: an answer that is not the API's JSON, such as a
+	// proxy's 502 with an HTML body. The message has the status and the
+	// start of the body.
+	CodeUnexpected ErrorCode = "unexpected"
 )
 
-// Error is a refusal answered by the server. A refused statement, or a
-// refused batch, changed nothing.
+// Sentinels of the client's own codes, for errors.Is.
+var (
+	ErrNetwork    = &Error{Code: CodeNetwork, At: -1}
+	ErrTimeout    = &Error{Code: CodeTimeout, At: -1}
+	ErrUnexpected = &Error{Code: CodeUnexpected, At: -1}
+)
+
+// Error is every error a call answers, but for the caller's own context
+// being cancelled or done (which answers ctx's error, wrapped) and a
+// mistake along a builder chain (answered before anything is sent): a
+// refusal of the server (Status and one of the API's codes), or one of
+// [CodeNetwork], [CodeTimeout] and [CodeUnexpected]. A refused statement,
+// or a refused batch, changed nothing. Match a code with errors.Is:
 //
-//	var fe *fenecdb.Error
-//	if errors.As(err, &fe) && fe.Code == fenecdb.CodeUnmet {
+//	if errors.Is(err, fenecdb.ErrUnmet) {
 //		// the job is no longer ours
 //	}
+//
+// and read the fields with errors.As.
 type Error struct {
-	// Status is the HTTP status, 400 to 599.
+	// Status is the HTTP status, or 0 when no answer came.
 	Status int
-	// Code is the kind of refusal, one of the Code constants.
-	Code string
-	// Message says what is wrong and where, as the server wrote it.
+	// Code is the kind of error.
+	Code ErrorCode
+	// Message says what is wrong and where.
 	Message string
-	// At is, for a refused [DB.Batch], the 0-based index of the statement
-	// refused; -1 otherwise.
+	// At is, for a refused [Client.Batch], the 0-based index of the
+	// statement refused; -1 otherwise.
 	At int
+	// Cause is the error underneath (a network error, the deadline), or nil.
+	Cause error
 }
 
 // Error implements the error interface.
 func (e *Error) Error() string {
-	at := ""
-	if e.At >= 0 {
-		at = fmt.Sprintf(" (statement %d)", e.At)
+	var b strings.Builder
+	b.WriteString("fenecdb: ")
+	if e.Status != 0 {
+		fmt.Fprintf(&b, "%d ", e.Status)
 	}
-	return fmt.Sprintf("fenecdb: %d %s%s: %s", e.Status, e.Code, at, e.Message)
+	b.WriteString(string(e.Code))
+	if e.At >= 0 {
+		fmt.Fprintf(&b, " (statement %d)", e.At)
+	}
+	if e.Message != "" {
+		b.WriteString(": " + e.Message)
+	}
+	return b.String()
 }
 
-// errorOf reads a refusal's body: {"error", "code"[, "at"]}. A body that is
-// not one keeps its text as the message.
-func errorOf(status int, body []byte) *Error {
-	var b struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-		At    *int   `json:"at"`
-	}
-	e := &Error{Status: status, At: -1}
-	if json.Unmarshal(body, &b) == nil && b.Code != "" {
-		e.Code, e.Message = b.Code, b.Error
+// Unwrap answers the cause.
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Is reports whether target is an *Error of the same code: the sentinels
+// [ErrUnmet] and its siblings match every error of their code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// refusal reads an answer that is not a 2xx: the API's error body
+// {"error", "code"[, "at"]}, or anything else as [CodeUnexpected].
+func refusal(host, what string, status int, body []byte) *Error {
+	var b apiError
+	if json.Unmarshal(body, &b) == nil && slices.Contains(apiErrorCodes, ErrorCode(b.Code)) {
+		e := &Error{Status: status, Code: ErrorCode(b.Code), Message: b.Error, At: -1}
 		if b.At != nil {
-			e.At = *b.At
+			e.At = int(*b.At)
 		}
 		return e
 	}
-	e.Message = strings.TrimSpace(string(body))
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
+	return unexpected(host, what, status, body)
+}
+
+// unexpected is an answer that is not the API's.
+func unexpected(host, what string, status int, body []byte) *Error {
+	start := strings.TrimSpace(string(body))
+	if len(start) > 200 {
+		start = start[:200]
+		for !utf8.ValidString(start) {
+			start = start[:len(start)-1]
+		}
+		start += "…"
 	}
-	return e
+	if start == "" {
+		start = "(empty)"
+	}
+	return &Error{Status: status, Code: CodeUnexpected, At: -1,
+		Message: fmt.Sprintf("unexpected answer from %s to %s, not the API's JSON: HTTP %d %s: %s", host, what, status, http.StatusText(status), start)}
+}
+
+// errTimedOut is the cause of a request context the call's own timeout
+// ended, told apart from the caller's context ending.
+var errTimedOut = errors.New("the call's timeout")
+
+// sendFailure turns a failure to get an answer into the error a call
+// answers: the caller's context error (wrapped), a [CodeTimeout] or a
+// [CodeNetwork].
+func sendFailure(caller, req context.Context, what, host, bound string, err error) error {
+	if caller.Err() != nil {
+		return fmt.Errorf("fenecdb: %s: %w", what, context.Cause(caller))
+	}
+	if errors.Is(context.Cause(req), errTimedOut) {
+		return &Error{Code: CodeTimeout, At: -1, Cause: context.DeadlineExceeded,
+			Message: fmt.Sprintf("%s: no answer from %s in %s", what, host, bound)}
+	}
+	return &Error{Code: CodeNetwork, At: -1, Cause: err,
+		Message: fmt.Sprintf("%s: cannot reach %s: %s", what, host, networkCause(err))}
+}
+
+// networkCause names what went wrong on the wire in a few words:
+// "connection refused", "no such host", "connection reset by peer".
+func networkCause(err error) string {
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return dns.Err
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno.Error()
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
 }

@@ -11,10 +11,16 @@ import (
 type renderer struct {
 	b      strings.Builder
 	params []any
+	err    error // the first value refused
 }
 
-func (r *renderer) param(v any) {
-	r.params = append(r.params, v)
+// param writes v as the next parameter, as it is sent (see param).
+func (r *renderer) param(what string, v any) {
+	pv, err := param(v)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("fenecdb: %s: %w", what, err)
+	}
+	r.params = append(r.params, pv)
 	r.b.WriteString("$" + strconv.Itoa(len(r.params)))
 }
 
@@ -41,7 +47,7 @@ func (r *renderer) fragment(f fragment) error {
 			return fmt.Errorf("fenecdb: %s(%q): write ? for a value, not %s…", f.helper, f.text, f.text[i:i+2])
 		case ch == '?':
 			if next < len(f.args) {
-				r.param(f.args[next])
+				r.param(f.helper, f.args[next])
 			}
 			next++
 		default:
@@ -65,7 +71,7 @@ func (r *renderer) value(what string, v any) error {
 	case Increment:
 		return fmt.Errorf("fenecdb: %s: inc is a patch value of Update alone", what)
 	default:
-		r.param(v)
+		r.param(what, v)
 	}
 	return nil
 }
@@ -81,8 +87,8 @@ func (r *renderer) doc(endpoint string, d Doc) error {
 		return fmt.Errorf("fenecdb: update: an empty patch")
 	}
 	for _, name := range d.names {
-		if err := checkField(name); err != nil {
-			return err
+		if !identRE.MatchString(name) {
+			return fmt.Errorf("fenecdb: %s: key %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*): a document's keys are plain field names, never paths", endpoint, name)
 		}
 	}
 	r.b.WriteByte('{')
@@ -94,7 +100,7 @@ func (r *renderer) doc(endpoint string, d Doc) error {
 		switch v := d.values[i].(type) {
 		case nil:
 			if !patch {
-				r.param(nil)
+				r.param(endpoint+" "+name, nil)
 				continue
 			}
 			r.b.WriteString("null")
@@ -102,11 +108,8 @@ func (r *renderer) doc(endpoint string, d Doc) error {
 			if !patch {
 				return fmt.Errorf("fenecdb: insert %s: inc is not a document value", name)
 			}
-			if err := v.check(); err != nil {
-				return err
-			}
 			r.b.WriteString(name + " + ")
-			r.param(v.by)
+			r.param("inc "+name, v.by)
 		default:
 			if err := r.value(endpoint+" "+name, v); err != nil {
 				return err
@@ -163,11 +166,16 @@ func (r *renderer) pick(c Collection) {
 	}
 }
 
-func (r *renderer) statement() Statement {
+// statement answers what was rendered; rowsOf names the collection whose
+// rows it answers, if it answers rows, to type them by.
+func (r *renderer) statement(rowsOf string) (Statement, error) {
+	if r.err != nil {
+		return Statement{}, r.err
+	}
 	if r.params == nil {
 		r.params = []any{}
 	}
-	return Statement{Query: r.b.String(), Params: r.params}
+	return Statement{Query: r.b.String(), Params: r.params, rowsOf: rowsOf}, nil
 }
 
 // refuse answers an error if c uses one of clauses, which endpoint does
@@ -203,7 +211,7 @@ func (c Collection) RenderRows() (Statement, error) {
 		return Statement{}, err
 	}
 	r.pick(c)
-	return r.statement(), nil
+	return r.statement(c.name)
 }
 
 // RenderFirst renders what [Collection.First] sends: the read with limit 1.
@@ -221,7 +229,7 @@ func (c Collection) RenderCount() (Statement, error) {
 		return Statement{}, err
 	}
 	r.b.WriteString(" count")
-	return r.statement(), nil
+	return r.statement("")
 }
 
 // RenderInsert renders what [Collection.Insert] sends: insert c {…}.
@@ -234,7 +242,7 @@ func (c Collection) RenderInsert(doc Doc) (Statement, error) {
 	if err := r.doc("insert", doc); err != nil {
 		return Statement{}, err
 	}
-	return r.statement(), nil
+	return r.statement("")
 }
 
 // RenderInsertMany renders what [Collection.InsertMany] sends:
@@ -257,30 +265,27 @@ func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
 		}
 	}
 	r.b.WriteByte(']')
-	return r.statement(), nil
+	return r.statement("")
 }
 
 // RenderUpdate renders what [Collection.Update] sends:
 // set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n].
-func (c Collection) RenderUpdate(patch Doc, opts ...WriteOption) (Statement, error) {
+func (c Collection) RenderUpdate(patch Doc, opts ...CallOption) (Statement, error) {
 	return c.write("update", &patch, opts)
 }
 
 // RenderDelete renders what [Collection.Delete] sends:
 // del c [where …] [order …] [limit n] [returning …] [require n].
-func (c Collection) RenderDelete(opts ...WriteOption) (Statement, error) {
+func (c Collection) RenderDelete(opts ...CallOption) (Statement, error) {
 	return c.write("delete", nil, opts)
 }
 
 // write renders an update (set) or a delete (del).
-func (c Collection) write(endpoint string, patch *Doc, opts []WriteOption) (Statement, error) {
+func (c Collection) write(endpoint string, patch *Doc, opts []CallOption) (Statement, error) {
 	if err := c.refuse(endpoint, "offset", "select"); err != nil {
 		return Statement{}, err
 	}
-	o := writeOptions{require: -1}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := readOptions(opts)
 	if o.err != nil {
 		return Statement{}, o.err
 	}
@@ -303,5 +308,9 @@ func (c Collection) write(endpoint string, patch *Doc, opts []WriteOption) (Stat
 	if o.require >= 0 {
 		r.b.WriteString(" require " + strconv.Itoa(o.require))
 	}
-	return r.statement(), nil
+	rowsOf := ""
+	if o.returning != nil {
+		rowsOf = c.name
+	}
+	return r.statement(rowsOf)
 }

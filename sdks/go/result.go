@@ -29,11 +29,13 @@ type Result struct {
 // them: for "*", id and then the collection's fields as declared; otherwise
 // the order of the select or returning list.
 //
-// Values are decoded as encoding/json decodes into an any, except that
-// numbers are [json.Number], so no integer loses precision: a value is nil,
-// a bool, a json.Number, a string (timestamps are ISO-8601 text such as
-// "2026-05-03T09:20:00.000Z"), a []any or a map[string]any. To read a row
-// into typed fields, use [Row.Decode].
+// Values are typed by the declared field types of the collection
+// (docs/sdks.md), never guessed from their shape: an int field (and id, and
+// a count) is an int64, a float a float64, a timestamp a [time.Time] (UTC),
+// text a string, bool a bool, and json or geo what encoding/json decodes
+// into an any but with numbers as [json.Number], so no integer loses
+// precision; null is nil. A path into a json field (payload.to) is as
+// JSON decodes it. To read a row into typed fields, use [Row.Decode].
 type Row struct {
 	// Columns are the columns' names, in order.
 	Columns []string
@@ -69,6 +71,15 @@ func (r Row) Decode(v any) error {
 
 // MarshalJSON encodes the row as a JSON object in its column order.
 func (r Row) MarshalJSON() ([]byte, error) { return marshalObject(r.Columns, r.Values) }
+
+// parseBatch splits a batch's answer into its statements' answers.
+func parseBatch(body []byte) ([]json.RawMessage, error) {
+	var b apiBatchAnswer
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, err
+	}
+	return b.Results, nil
+}
 
 // parseAnswer decodes one statement's answer: an array of row objects, or
 // {"affected": n}.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
+	"time"
 )
 
 // Condition is a condition written in FenecQL, made by [Raw].
@@ -111,7 +113,11 @@ func marshalObject(names []string, values []any) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		v, err := json.Marshal(values[i])
+		pv, err := param(values[i])
+		if err != nil {
+			return nil, fmt.Errorf("fenecdb: field %s: %w", name, err)
+		}
+		v, err := json.Marshal(pv)
 		if err != nil {
 			return nil, fmt.Errorf("fenecdb: field %s: %w", name, err)
 		}
@@ -123,21 +129,11 @@ func marshalObject(names []string, values []any) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WriteOption shapes an [Collection.Update] or [Collection.Delete]: see
-// [Returning] and [Require].
-type WriteOption func(*writeOptions)
-
-type writeOptions struct {
-	returning []string // nil: none
-	require   int      // -1: none
-	err       error
-}
-
 // Returning makes a write answer the rows it wrote (an update) or removed (a
 // delete), in [Result.Rows]: Returning("*") answers id and every field,
 // Returning("id", "payload.to") those columns.
-func Returning(columns ...string) WriteOption {
-	return func(o *writeOptions) {
+func Returning(columns ...string) CallOption {
+	return func(o *callOptions) {
 		if err := checkColumns("returning", columns); err != nil {
 			o.fail(err)
 			return
@@ -149,8 +145,8 @@ func Returning(columns ...string) WriteOption {
 // Require makes a write refused unless it writes (or, with [Returning],
 // answers) exactly n rows: the server answers 412 ([CodeUnmet]) and the
 // write leaves no trace.
-func Require(n int) WriteOption {
-	return func(o *writeOptions) {
+func Require(n int) CallOption {
+	return func(o *callOptions) {
 		if n < 0 {
 			o.fail(fmt.Errorf("fenecdb: require must be a non-negative integer, not %d", n))
 			return
@@ -159,24 +155,104 @@ func Require(n int) WriteOption {
 	}
 }
 
-func (o *writeOptions) fail(err error) {
-	if o.err == nil {
-		o.err = err
+// timestampLayout is how a time is sent: ISO-8601 in UTC with
+// milliseconds, as every SDK sends it (docs/sdks.md).
+const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// param answers a value as it is sent: a time as ISO-8601 UTC text with
+// milliseconds, a pointer as what it points to (nil as null), lists and
+// maps with their elements so, and a non-finite number refused.
+func param(v any) (any, error) {
+	switch x := v.(type) {
+	case nil, string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, json.Number, json.RawMessage:
+		return v, nil
+	case float64:
+		return v, finite(x)
+	case float32:
+		return v, finite(float64(x))
+	case time.Time:
+		return x.UTC().Format(timestampLayout), nil
+	case Doc:
+		for _, dv := range x.values {
+			if _, err := param(dv); err != nil {
+				return nil, err
+			}
+		}
+		return x, x.err
+	case json.Marshaler:
+		return v, nil
 	}
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		return param(rv.Elem().Interface())
+	case reflect.Slice, reflect.Array:
+		if rv.Kind() == reflect.Slice && rv.IsNil() {
+			return nil, nil
+		}
+		if rv.Type().Elem().Kind() == reflect.Uint8 {
+			return v, nil // []byte: base64, as encoding/json sends it
+		}
+		out := make([]any, rv.Len())
+		for i := range out {
+			e, err := param(rv.Index(i).Interface())
+			if err != nil {
+				return nil, err
+			}
+			out[i] = e
+		}
+		return out, nil
+	case reflect.Map:
+		if rv.IsNil() {
+			return nil, nil
+		}
+		if rv.Type().Key().Kind() != reflect.String {
+			return v, nil
+		}
+		out := make(map[string]any, rv.Len())
+		for it := rv.MapRange(); it.Next(); {
+			e, err := param(it.Value().Interface())
+			if err != nil {
+				return nil, err
+			}
+			out[it.Key().String()] = e
+		}
+		return out, nil
+	case reflect.Float32, reflect.Float64:
+		return v, finite(rv.Float())
+	}
+	return v, nil
 }
 
-func (i Increment) check() error {
-	var f float64
-	switch n := i.by.(type) {
-	case float64:
-		f = n
-	case float32:
-		f = float64(n)
-	default:
-		return nil
+// params answers a statement's parameters as they are sent.
+func params(ps []any) ([]any, error) {
+	out := make([]any, len(ps))
+	for i, p := range ps {
+		v, err := param(p)
+		if err != nil {
+			return nil, fmt.Errorf("fenecdb: parameter $%d: %w", i+1, err)
+		}
+		out[i] = v
 	}
+	return out, nil
+}
+
+func finite(f float64) error {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return fmt.Errorf("fenecdb: inc needs a finite number, not %v", f)
+		return fmt.Errorf("%v is not a finite number", f)
 	}
 	return nil
+}
+
+// isNull reports whether v is nil or a nil pointer: a where on it is
+// "is null".
+func isNull(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

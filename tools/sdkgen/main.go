@@ -14,6 +14,7 @@ import (
 	"embed"
 	"flag"
 	"fmt"
+	"go/format"
 	"os"
 	"path/filepath"
 	"text/template"
@@ -25,6 +26,8 @@ type Language struct {
 	Name     string
 	Template string
 	Out      string
+	// Format, if set, rewrites the rendered file (gofmt for Go).
+	Format func([]byte) ([]byte, error)
 }
 
 // languages are every SDK's generated transports. Add a language with a
@@ -32,6 +35,7 @@ type Language struct {
 var languages = []Language{
 	{Name: "ts", Template: "ts.tmpl", Out: "sdks/js/src/generated/transport.ts"},
 	{Name: "python", Template: "python.tmpl", Out: "sdks/python/src/fenecdb/_generated.py"},
+	{Name: "go", Template: "go.tmpl", Out: "sdks/go/api.gen.go", Format: format.Source},
 }
 
 //go:embed templates/*.tmpl
@@ -99,6 +103,13 @@ func Render(l Language, m *Model) ([]byte, error) {
 	var b bytes.Buffer
 	if err := t.Execute(&b, m); err != nil {
 		return nil, fmt.Errorf("%s: %w", l.Name, err)
+	}
+	if l.Format != nil {
+		out, err := l.Format(b.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("%s: formatting: %w", l.Name, err)
+		}
+		return out, nil
 	}
 	return b.Bytes(), nil
 }

@@ -1,5 +1,6 @@
 /**
- * `@fenecdb/web/client`: Fenec's client over fetch.
+ * `@fenecdb/web/client`: Fenec's client over fetch. The contract it keeps is
+ * docs/sdks.md; its worker is docs/workers.md.
  *
  * @example
  * import { connect, expr, inc, raw } from '@fenecdb/web/client';
@@ -15,79 +16,121 @@
 import { FenecError } from './errors.js';
 import * as api from './generated/transport.js';
 import type { Answer } from './generated/transport.js';
-import { Query, type RequestOptions, type Row } from './query.js';
+import { parse, stringify } from './json.js';
+import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 
-export { FenecError, type FenecErrorCode } from './errors.js';
+export { FENEC_ERROR_CODES, FenecError, type FenecErrorCode } from './errors.js';
 export type { Answer, ErrorCode } from './generated/transport.js';
-export type { Doc, InsertOptions, ReadOptions, RequestOptions, Returning, Row, WriteOptions } from './query.js';
-export { Query } from './query.js';
+export type {
+  Doc, Field, InsertOptions, Patch, ReadOptions, RequestOptions, Result, Returning, Row, WriteOptions,
+} from './query.js';
+export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
+export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
 
-/** How {@link connect} reaches the server. */
+/** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
 export interface ConnectOptions {
   /** A bearer token, sent as `Authorization: Bearer <token>`. */
-  token?: string;
+  token?: string | undefined;
   /** Milliseconds to wait for an answer (default 30000); a request's `wait` is added to it. */
-  timeout?: number;
+  timeout?: number | undefined;
   /** The fetch to send with (default `globalThis.fetch`). */
-  fetch?: typeof fetch;
+  fetch?: typeof fetch | undefined;
 }
 
-const DEFAULT_TIMEOUT = 30_000;
+/** The client's timeout when none is given: 30 s, in every Fenec SDK (docs/sdks.md). */
+export const DEFAULT_TIMEOUT = 30_000;
+
+/** The longest `wait` the server holds a claim: 30 s (openapi.yaml's Fenec-Wait). */
+export const MAX_WAIT = 30_000;
+
+/** How long a collection's field types are trusted before a row with an unknown field reloads them. */
+const SCHEMA_FRESH_MS = 1000;
+
+type FieldType = api.Field['type'];
+
+interface Schema {
+  readonly types: ReadonlyMap<string, FieldType>;
+  readonly at: number;
+}
 
 /**
- * A connection to a Fenec server. Nothing is sent until a query is: it holds
- * the URL, the token and the fetch.
+ * A client of a Fenec server. Nothing is sent until a query is: it holds
+ * the URL, the token, the fetch and the default timeout; what belongs to
+ * one request (wait, idempotency key, timeout, signal) is that call's option.
  */
-export class Db {
+export class Client {
   readonly #transport: api.Transport;
   readonly #timeout: number;
+  readonly #host: string;
+  readonly #schemas = new Map<string, Promise<Schema | undefined>>();
 
   /** Use {@link connect}. */
   constructor(url: string, opts: ConnectOptions = {}) {
+    const u = checkURL(url);
+    this.#host = `${u.hostname}:${u.port || (u.protocol === 'https:' ? '443' : '80')}`;
     const fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
-    this.#transport = opts.token === undefined ? { baseUrl: url, fetch } : { baseUrl: url, fetch, token: opts.token };
+    this.#transport = { baseUrl: url, fetch, token: opts.token, json: { stringify, parse } };
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
+    if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
   }
 
-  /** A query builder on the collection `name` (an identifier, else this throws). */
-  from<T extends Row = Row>(name: string): Query<T> {
+  /**
+   * A query builder on the collection `name` (an identifier, else this
+   * throws). With a row type, field names are checked: `from<Job>('jobs')`.
+   */
+  from<T extends object = Row>(name: string): Query<T> {
     return new Query<T>(this, name);
   }
 
   /**
-   * Runs one FenecQL statement, its values as `$1…$n` in `params`. Answers
-   * the rows of a read (or of a write with `returning`), or
-   * `{affected: n}` for a write.
+   * Runs one FenecQL statement, its values as `$1…$n` in `params` — or a
+   * statement a builder rendered (`jobs.toQuery(…)`), whose rows decode by
+   * their collection's field types. Answers a {@link Result}: the rows or
+   * the count written, and the request's `seq` and `replayed`.
    */
-  async query(text: string, params: readonly unknown[] = [], opts: RequestOptions = {}): Promise<Answer> {
-    return this.run({ query: text, params: [...params] }, opts);
+  query(statement: Statement, opts?: RequestOptions): Promise<Result>;
+  query(text: string, params?: readonly unknown[], opts?: RequestOptions): Promise<Result>;
+  async query(first: string | Statement, second?: readonly unknown[] | RequestOptions, third?: RequestOptions): Promise<Result> {
+    if (typeof first === 'string') return this.run({ query: first, params: [...((second as readonly unknown[] | undefined) ?? [])] }, third ?? {});
+    return this.run(first, (second as RequestOptions | undefined) ?? {});
   }
 
   /**
    * Runs statements all or nothing, in order, under one lock; answers each
-   * statement's answer. A refusal names the statement in `FenecError.at`.
+   * statement's result. A refusal names the statement in `FenecError.at`.
    * Builders render statements with `toQuery`:
    * `db.batch([jobs.where('id', 1).toQuery('delete', { require: 1 }), …])`.
    */
-  async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Answer[]> {
+  async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Result[]> {
     const body = { statements: statements.map((s) => ({ query: s.query, params: s.params })) };
-    return (await this.#send((signal) => api.batch(this.#transport, body, headers(opts), signal), opts)).results;
+    await Promise.all(statements.map((s) => this.#schema(s.collection, opts)));
+    const reply = await this.#send((signal) => api.batch(this.#transport, body, headers(opts), signal), opts);
+    return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
   }
 
   /** Sends one statement; what builders call. */
-  run(statement: Statement, opts: RequestOptions): Promise<Answer> {
-    return this.#send((signal) => api.query(this.#transport, statement, headers(opts), signal), opts);
+  async run(statement: Statement, opts: RequestOptions): Promise<Result> {
+    await this.#schema(statement.collection, opts);
+    const body = { query: statement.query, params: statement.params };
+    const reply = await this.#send((signal) => api.query(this.#transport, body, headers(opts), signal), opts);
+    return this.#result(statement.collection, reply.body, reply.headers, opts);
   }
 
   /**
    * Sends a call under the request's signal and a timeout of the client's
-   * (or the request's) plus its wait; maps a refusal to a FenecError.
+   * (or the request's) plus its wait; maps every failure to a FenecError
+   * (a given-up signal rejects with the signal's reason, as fetch does).
    */
-  async #send<T>(call: (signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<T> {
-    const limit = milliseconds('timeout', opts.timeout ?? this.#timeout) + milliseconds('wait', opts.wait ?? 0);
+  async #send<T>(call: (signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<{ body: T; headers: Headers }> {
+    const timeout = milliseconds('timeout', opts.timeout ?? this.#timeout);
+    const wait = opts.wait ?? 0;
+    if (!Number.isSafeInteger(wait) || wait < 0 || wait > MAX_WAIT) {
+      throw new TypeError(`wait must be a whole number of milliseconds from 0 to ${MAX_WAIT}, not ${String(wait)}`);
+    }
+    const limit = timeout + wait;
     const timer = AbortSignal.timeout(limit);
     const signal = opts.signal ? AbortSignal.any([opts.signal, timer]) : timer;
     let reply: api.Reply<T>;
@@ -95,21 +138,91 @@ export class Db {
       reply = await call(signal);
     } catch (err) {
       if (opts.signal?.aborted) throw opts.signal.reason;
-      if (timer.aborted) throw new FenecError(`no answer in ${limit} ms`, 0, 'timeout', undefined, { cause: err });
-      throw new FenecError(`request failed: ${(err as Error).message}`, 0, 'network', undefined, { cause: err });
+      if (timer.aborted) {
+        const which = opts.timeout === undefined ? `the client's timeout of ${timeout} ms` : `the request's timeout of ${timeout} ms`;
+        const why = wait > 0 ? `${which} plus the wait of ${wait} ms` : which;
+        throw new FenecError(`timeout: no answer from ${this.#host} in ${limit} ms (${why})`, 0, 'timeout', undefined, { cause: err });
+      }
+      throw new FenecError(`network: cannot reach ${this.#host}: ${cause(err)}`, 0, 'network', undefined, { cause: err });
     }
-    if (!reply.ok) throw FenecError.fromAnswer(reply.status, reply.body, reply.text);
-    return reply.body;
+    if (!reply.ok) throw FenecError.fromAnswer(reply.status, reply.body, reply.text, this.#host);
+    return { body: reply.body, headers: reply.headers };
+  }
+
+  /** An answer as a Result, its rows decoded by their collection's field types. */
+  async #result(collection: string | undefined, answer: Answer, h: Headers, opts: RequestOptions): Promise<Result> {
+    const seq = Number(h.get(api.HEADER_FENEC_SEQ) ?? 0);
+    const replayed = h.get(api.HEADER_IDEMPOTENT_REPLAYED) === 'true';
+    if (!Array.isArray(answer)) {
+      if (typeof answer?.affected !== 'number') throw FenecError.unexpected(200, stringify(answer), this.#host);
+      return { rows: undefined, affected: answer.affected, seq, replayed };
+    }
+    let schema = collection === undefined ? undefined : await this.#schemas.get(collection);
+    if (collection !== undefined && schema !== undefined && unknownField(answer, schema) && Date.now() - schema.at > SCHEMA_FRESH_MS) {
+      this.#schemas.delete(collection);
+      schema = await this.#schema(collection, opts).catch(() => schema);
+    }
+    const rows = answer.map((row) => decodeRow(row, schema?.types));
+    return { rows, affected: rows.length, seq, replayed };
+  }
+
+  /**
+   * A collection's field types, from `GET /collections`, loaded once (and
+   * again when a row holds a field they lack). Loaded before the statement
+   * is sent, so a failure here never loses an answer (a claim's jobs).
+   */
+  #schema(collection: string | undefined, opts: RequestOptions): Promise<Schema | undefined> {
+    if (collection === undefined) return Promise.resolve(undefined);
+    let s = this.#schemas.get(collection);
+    if (s === undefined) {
+      const sendOpts = opts.signal ? { signal: opts.signal } : {};
+      s = this.#send((signal) => api.collections(this.#transport, signal), sendOpts).then(({ body }) => {
+        if (!Array.isArray(body?.collections)) throw FenecError.unexpected(200, stringify(body), this.#host);
+        const at = Date.now();
+        for (const c of body.collections) {
+          const types = new Map(c.fields.map((f) => [f.name, f.type] as const));
+          if (c.name !== collection) this.#schemas.set(c.name, Promise.resolve({ types, at }));
+        }
+        const mine = body.collections.find((c) => c.name === collection);
+        return { types: new Map(mine?.fields.map((f) => [f.name, f.type] as const) ?? []), at };
+      });
+      this.#schemas.set(collection, s);
+      s.catch(() => this.#schemas.delete(collection));
+    }
+    return s;
   }
 }
 
 /**
- * Connects to a Fenec server at `url` (such as `http://127.0.0.1:8080`).
+ * The old name of {@link Client}.
+ *
+ * @deprecated Use `Client` (docs/sdks.md names it so in every SDK).
+ */
+export type Db = Client;
+/** @deprecated Use `Client`. */
+export const Db = Client;
+
+/**
+ * Connects to a Fenec server at `url` (such as `http://127.0.0.1:8080`): an
+ * http or https URL with a host, else this throws at once.
  *
  * @example const db = connect('http://127.0.0.1:8080', { token: process.env.FENEC_TOKEN });
  */
-export function connect(url: string, opts: ConnectOptions = {}): Db {
-  return new Db(url, opts);
+export function connect(url: string, opts: ConnectOptions = {}): Client {
+  return new Client(url, opts);
+}
+
+function checkURL(url: string): URL {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new TypeError(`url ${JSON.stringify(url)} is not a URL: write it as http://host:port`);
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.hostname === '') {
+    throw new TypeError(`url ${JSON.stringify(url)} needs the scheme http or https and a host`);
+  }
+  return u;
 }
 
 function headers(opts: RequestOptions): api.QueryHeaders {
@@ -122,4 +235,58 @@ function headers(opts: RequestOptions): api.QueryHeaders {
 function milliseconds(what: string, n: number): number {
   if (!Number.isSafeInteger(n) || n < 0) throw new TypeError(`${what} must be a whole number of milliseconds, not ${n}`);
   return n;
+}
+
+/** What went wrong under fetch's "fetch failed": the system's words and code. */
+function cause(err: unknown): string {
+  const words: Record<string, string> = {
+    ECONNREFUSED: 'connection refused',
+    ECONNRESET: 'connection reset',
+    ENOTFOUND: 'host not found',
+    EAI_AGAIN: 'host lookup failed',
+    ETIMEDOUT: 'connect timed out',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    EPIPE: 'connection closed',
+    UND_ERR_SOCKET: 'connection closed',
+  };
+  const parts: string[] = [];
+  for (let e = err as { message?: unknown; code?: unknown; cause?: unknown } | undefined; e && parts.length < 4; e = e.cause as typeof e) {
+    const code = typeof e.code === 'string' ? e.code : undefined;
+    if (code && words[code]) return `${words[code]} (${code}${typeof e.message === 'string' ? `: ${e.message}` : ''})`;
+    if (typeof e.message === 'string' && e.message !== 'fetch failed') parts.push(e.message);
+  }
+  return parts.join(': ') || String(err);
+}
+
+/** Whether a row holds a plain field its collection's types lack (the schema changed). */
+function unknownField(rows: readonly Row[], s: Schema): boolean {
+  const row = rows[0];
+  if (row === undefined) return false;
+  return Object.keys(row).some((k) => k !== 'id' && /^[A-Za-z_][A-Za-z0-9_]*$/.test(k) && !s.types.has(k));
+}
+
+/**
+ * A row by its fields' declared types (docs/sdks.md, "Rows"): a timestamp
+ * becomes a Date, an int stays exact (a bigint beyond ±2^53), a float or
+ * a JSON value is a number. A column no field declares (a path, an
+ * expression, `count`) is left as the JSON said.
+ */
+function decodeRow(row: Row, types: ReadonlyMap<string, FieldType> | undefined): Row {
+  if (types === undefined) return row;
+  const out: Row = {};
+  for (const [k, v] of Object.entries(row)) {
+    const type = k === 'id' ? 'int' : types.get(k);
+    out[k] = v === null || type === undefined || type === 'int' ? v
+      : type === 'timestamp' && typeof v === 'string' ? new Date(v)
+      : doubles(v);
+  }
+  return out;
+}
+
+function doubles(v: unknown): unknown {
+  if (typeof v === 'bigint') return Number(v);
+  if (Array.isArray(v)) return v.map(doubles);
+  if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, doubles(x)]));
+  return v;
 }

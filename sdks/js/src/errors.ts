@@ -1,17 +1,26 @@
-import type { ErrorCode } from './generated/transport.js';
+import { ERROR_CODES, type ErrorCode } from './generated/transport.js';
 
 /**
- * The codes of a {@link FenecError}: the server's (`bad_request` 400,
+ * The codes of a {@link FenecError} (docs/sdks.md, "Errors"): the server's,
+ * generated from openapi.yaml's `ErrorCode` (`bad_request` 400,
  * `unauthorized` 401, `forbidden` 403, `not_found` 404, `conflict` 409,
  * `unmet` 412, `too_large` 413, `key_reused` 422, `internal` 500,
- * `unavailable` 503, …) and the client's own: `timeout` (no answer within
- * the timeout plus the wait), `network` (the request could not be sent or
- * its answer read) and `unknown` (a refusal whose body is not a Fenec error,
- * from a proxy, say).
+ * `unavailable` 503, …), and the client's own:
+ * - `network`: the request could not be sent or its answer read (the
+ *   message names host:port and the cause, such as "connection refused");
+ * - `timeout`: no answer within the timeout (plus the wait); the message
+ *   says which and how long;
+ * - `unexpected`: an answer that is not the API's JSON (a proxy's 502 page,
+ *   say); the message holds the status and the start of the body.
  */
-export type FenecErrorCode = ErrorCode | 'timeout' | 'network' | 'unknown';
+export type FenecErrorCode = ErrorCode | 'network' | 'timeout' | 'unexpected';
 
-/** A request Fenec refused, or one that got no answer. */
+/** Every code a {@link FenecError} can carry. */
+export const FENEC_ERROR_CODES: readonly FenecErrorCode[] = [...ERROR_CODES, 'network', 'timeout', 'unexpected'];
+
+const SERVER_CODES: ReadonlySet<string> = new Set(ERROR_CODES);
+
+/** A request Fenec refused, or one that got no answer, or no answer of Fenec's. */
 export class FenecError extends Error {
   override readonly name = 'FenecError';
   /** The HTTP status; 0 when there was no answer (`timeout`, `network`). */
@@ -28,14 +37,25 @@ export class FenecError extends Error {
     this.at = at;
   }
 
-  /** The error a refusal's status and body describe. */
-  static fromAnswer(status: number, body: unknown, text: string): FenecError {
+  /**
+   * The error an answer's status and body describe: the server's error when
+   * the body is one (`{"error": …, "code": …}` with a code openapi.yaml
+   * knows), else `unexpected`, naming the status and the start of the body.
+   */
+  static fromAnswer(status: number, body: unknown, text: string, from = 'the server'): FenecError {
     if (typeof body === 'object' && body !== null) {
       const { error, code, at } = body as Record<string, unknown>;
-      if (typeof error === 'string' && typeof code === 'string') {
+      if (typeof error === 'string' && typeof code === 'string' && SERVER_CODES.has(code)) {
         return new FenecError(error, status, code as ErrorCode, typeof at === 'number' ? at : undefined);
       }
     }
-    return new FenecError(text.trim() || `HTTP ${status}`, status, 'unknown');
+    return FenecError.unexpected(status, text, from);
+  }
+
+  /** An answer that is not the API's: the status and the start of the body. */
+  static unexpected(status: number, text: string, from = 'the server'): FenecError {
+    const start = text.replace(/\s+/g, ' ').trim();
+    const shown = start.length > 200 ? `${start.slice(0, 200)}…` : start;
+    return new FenecError(`unexpected answer from ${from}: HTTP ${status}${shown ? `: ${shown}` : ', no body'}`, status, 'unexpected');
   }
 }

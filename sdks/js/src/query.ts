@@ -1,5 +1,5 @@
 import { FenecError } from './errors.js';
-import type { Answer } from './generated/transport.js';
+import { stringify } from './json.js';
 import {
   condition,
   type Direction,
@@ -14,28 +14,45 @@ import {
   type Statement,
   type WriteClauses,
 } from './render.js';
-import { collectionName, fieldName, nonNegative, type Raw } from './values.js';
+import { collectionName, type Expr, fieldName, type Inc, nonNegative, type Raw } from './values.js';
 
 /** A row as answered: its columns in order (`id` first for `*`). */
 export type Row = Record<string, unknown>;
 
-/** A document or a patch: field names (paths in a patch) to values, `expr(…)` or, in a patch, `inc(n)`. */
-export type Doc = Record<string, unknown>;
+/**
+ * A dotted path into a JSON field (`payload.to`), for a builder with a row
+ * type, whose field names are its keys: `where(path('payload.to'), x)`.
+ */
+export type Path = string & { readonly __fenecPath: true };
 
-/** How one request is sent. */
+/** Marks a dotted path into a JSON field, which a row type's keys do not list. */
+export function path(p: string): Path {
+  return fieldName(p) as Path;
+}
+
+/** A field name of rows of type T (any string for the default {@link Row}). */
+export type Field<T> = Extract<keyof T, string>;
+
+/** A document to insert: T's fields, each a value, `expr(…)` or `null`. */
+export type Doc<T = Row> = { [K in keyof T]?: T[K] | Expr | null };
+
+/** A patch: T's fields, each a value, `expr(…)`, `inc(n)` or `null` (which clears it). */
+export type Patch<T = Row> = { [K in keyof T]?: T[K] | Expr | Inc | null };
+
+/** How one request is sent. Every option may be left out or `undefined`. */
 export interface RequestOptions {
   /** Gives the request up when aborted: the call rejects with the signal's reason. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   /** Milliseconds to wait for the answer, instead of the client's timeout. */
-  timeout?: number;
+  timeout?: number | undefined;
   /**
    * Milliseconds the server may hold a claim (a `set` or `del`) while it
    * would take nothing (`Fenec-Wait`, 0–30000). The client waits this much
    * longer than its timeout.
    */
-  wait?: number;
+  wait?: number | undefined;
   /** Sent as `Idempotency-Key`: a retry with the same key is answered the first answer, and writes nothing. */
-  idempotencyKey?: string;
+  idempotencyKey?: string | undefined;
 }
 
 /** Options of a read. */
@@ -50,10 +67,22 @@ export interface WriteOptions extends WriteClauses, RequestOptions {}
 /** A write that answers rows: `returning: true` or a list of fields. */
 export type Returning = WriteOptions & { returning: true | readonly string[] };
 
-/** What a builder sends its statements through (a {@link Db}). */
+/** What a statement answered, and how (docs/sdks.md, "Results"). */
+export interface Result<T = Row> {
+  /** The rows of a read or of a write with `returning`; `undefined` when a write answered its count. */
+  rows: T[] | undefined;
+  /** How many rows the write wrote (or the rows answered). */
+  affected: number;
+  /** The database's change number after a request that wrote (`Fenec-Seq`); 0 when it wrote nothing. */
+  seq: number;
+  /** The answer is the first answer to this request's `Idempotency-Key`, replayed: nothing was written. */
+  replayed: boolean;
+}
+
+/** What a builder sends its statements through (a {@link Client}). */
 export interface Runner {
-  /** Sends one statement and answers its answer. */
-  run(statement: Statement, opts: RequestOptions): Promise<Answer>;
+  /** Sends one statement and answers its result. */
+  run(statement: Statement, opts: RequestOptions): Promise<Result>;
 }
 
 /**
@@ -66,7 +95,7 @@ export interface Runner {
  * checked against `[A-Za-z_][A-Za-z0-9_]*` (dotted paths allowed for
  * fields), and a builder method throws a `TypeError` on anything else.
  */
-export class Query<T extends Row = Row> {
+export class Query<T extends object = Row> {
   readonly #runner: Runner;
   readonly #state: State;
 
@@ -88,14 +117,14 @@ export class Query<T extends Row = Row> {
    * - `where(raw('text with ? marks', …args))`: the text, each `?` a parameter.
    */
   where(condition: Raw): Query<T>;
-  where(field: string, value: unknown): Query<T>;
-  where(field: string, op: Operator, value: unknown): Query<T>;
+  where(field: Field<T> | Path, value: unknown): Query<T>;
+  where(field: Field<T> | Path, op: Operator, value: unknown): Query<T>;
   where(...args: unknown[]): Query<T> {
     return this.#with({ where: Object.freeze([...this.#state.where, condition(args)]) });
   }
 
   /** Orders by a field (ascending unless `'desc'`); several calls order by several keys. */
-  order(field: string, direction: Direction = 'asc'): Query<T> {
+  order(field: Field<T> | Path, direction: Direction = 'asc'): Query<T> {
     if (direction !== 'asc' && direction !== 'desc') {
       throw new TypeError(`order direction ${JSON.stringify(direction)} is not asc or desc`);
     }
@@ -112,8 +141,8 @@ export class Query<T extends Row = Row> {
     return this.#with({ offset: nonNegative('offset', n) });
   }
 
-  /** Answers these fields (paths allowed) rather than every field. */
-  select(...fields: string[]): Query<T> {
+  /** Answers these fields (paths allowed) rather than every field; a second `select` replaces the first. */
+  select(...fields: (Field<T> | Path | '*')[]): Query<T> {
     return this.#with({ select: fieldList('select', fields) });
   }
 
@@ -121,8 +150,8 @@ export class Query<T extends Row = Row> {
   toQuery(): Statement;
   /** Renders what an endpoint sends, without sending it (for `db.batch`, logs and tests). */
   toQuery(endpoint: 'rows' | 'first' | 'count'): Statement;
-  toQuery(endpoint: 'insert', docs: Doc | readonly Doc[]): Statement;
-  toQuery(endpoint: 'update', patch: Doc, opts?: WriteClauses): Statement;
+  toQuery(endpoint: 'insert', docs: Doc<T> | readonly Doc<T>[]): Statement;
+  toQuery(endpoint: 'update', patch: Patch<T>, opts?: WriteClauses): Statement;
   toQuery(endpoint: 'delete', opts?: WriteClauses): Statement;
   toQuery(endpoint = 'rows', arg?: unknown, opts?: WriteClauses): Statement {
     switch (endpoint) {
@@ -161,7 +190,7 @@ export class Query<T extends Row = Row> {
   }
 
   /** Inserts a document, or several at once; answers how many were written. A taken id is 409. */
-  async insert(docs: Doc | readonly Doc[], opts: InsertOptions = {}): Promise<number> {
+  async insert(docs: Doc<T> | readonly Doc<T>[], opts: InsertOptions = {}): Promise<number> {
     return affected(await this.#runner.run(this.toQuery('insert', docs), opts));
   }
 
@@ -173,10 +202,10 @@ export class Query<T extends Row = Row> {
    * it while it would write nothing; `require: n` refuses (412) unless
    * exactly n rows are written.
    */
-  update(patch: Doc, opts: Returning): Promise<T[]>;
-  update(patch: Doc, opts?: WriteOptions & { returning?: false }): Promise<number>;
-  update(patch: Doc, opts?: WriteOptions): Promise<T[] | number>;
-  async update(patch: Doc, opts: WriteOptions = {}): Promise<T[] | number> {
+  update(patch: Patch<T>, opts: Returning): Promise<T[]>;
+  update(patch: Patch<T>, opts?: WriteOptions & { returning?: false | undefined }): Promise<number>;
+  update(patch: Patch<T>, opts?: WriteOptions): Promise<T[] | number>;
+  async update(patch: Patch<T>, opts: WriteOptions = {}): Promise<T[] | number> {
     return written<T>(await this.#runner.run(this.toQuery('update', patch, opts), opts), opts);
   }
 
@@ -186,27 +215,27 @@ export class Query<T extends Row = Row> {
    * were, else how many were deleted. `wait` and `require` as for `update`.
    */
   delete(opts: Returning): Promise<T[]>;
-  delete(opts?: WriteOptions & { returning?: false }): Promise<number>;
+  delete(opts?: WriteOptions & { returning?: false | undefined }): Promise<number>;
   delete(opts?: WriteOptions): Promise<T[] | number>;
   async delete(opts: WriteOptions = {}): Promise<T[] | number> {
     return written<T>(await this.#runner.run(this.toQuery('delete', opts), opts), opts);
   }
 }
 
-function written<T>(answer: Answer, opts: WriteClauses): T[] | number {
-  return opts.returning === undefined || opts.returning === false ? affected(answer) : rows<T>(answer);
+function written<T>(r: Result, opts: WriteClauses): T[] | number {
+  return opts.returning === undefined || opts.returning === false ? affected(r) : rows<T>(r);
 }
 
-function rows<T>(answer: Answer): T[] {
-  if (!Array.isArray(answer)) throw unexpected(answer);
-  return answer as T[];
+function rows<T>(r: Result): T[] {
+  if (r.rows === undefined) throw unexpected(r.affected);
+  return r.rows as T[];
 }
 
-function affected(answer: Answer): number {
-  if (Array.isArray(answer) || typeof answer?.affected !== 'number') throw unexpected(answer);
-  return answer.affected;
+function affected(r: Result): number {
+  if (r.rows !== undefined) throw unexpected(r.rows);
+  return r.affected;
 }
 
 function unexpected(answer: unknown): FenecError {
-  return new FenecError(`unexpected answer: ${JSON.stringify(answer)}`, 200, 'unknown');
+  return FenecError.unexpected(200, stringify(answer));
 }

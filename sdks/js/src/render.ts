@@ -4,12 +4,18 @@
  * conformance/builder-golden.json.
  */
 
-import { Expr, fieldName, Inc, nonNegative, paramValue, Params, Raw } from './values.js';
+import { Expr, fieldName, Inc, keyName, nonNegative, paramValue, Params, Raw } from './values.js';
 
 /** One FenecQL statement and its parameters: what `POST /query` is sent. */
 export interface Statement {
   query: string;
   params: unknown[];
+  /**
+   * For a statement that answers rows (a read, a write with `returning`),
+   * the collection a builder rendered it on: the rows decode by that
+   * collection's declared field types (docs/sdks.md, "Rows").
+   */
+  collection?: string;
 }
 
 /** The comparison operators of `where(field, op, value)`. */
@@ -38,9 +44,9 @@ export interface State {
 /** The options that change a write's text. */
 export interface WriteClauses {
   /** `true` answers every field (`returning *`); a list answers those fields. */
-  returning?: boolean | readonly string[];
+  returning?: boolean | readonly string[] | undefined;
   /** Refuse (412, nothing written) unless exactly this many rows are written. */
-  require?: number;
+  require?: number | undefined;
 }
 
 /** Makes the condition of `where(field, value)`, `where(field, op, value)` or `where(raw(…))`. */
@@ -60,13 +66,15 @@ export function condition(args: readonly unknown[]): Condition {
     throw new TypeError(`operator ${JSON.stringify(second)} is not one of ${[...OPERATORS].join(', ')}`);
   }
   const op = second as Operator;
-  if ((op === 'in' || op === 'not in') && !Array.isArray(third)) {
-    throw new TypeError(`${op} needs a list of values for ${field}`);
+  if (op === 'in' || op === 'not in') {
+    if (!Array.isArray(third)) throw new TypeError(`${op} needs a list of values for ${field}`);
+    if (third.length === 0) throw new TypeError(`${field} ${op}: an empty list (it would match ${op === 'in' ? 'nothing' : 'everything'})`);
   }
   return { field, op, value: whereValue(field, third) };
 }
 
 function whereValue(field: string, v: unknown): unknown {
+  if (v instanceof Expr) return v;
   if (v instanceof Raw || v instanceof Inc) {
     throw new TypeError(`where ${field}: ${v instanceof Raw ? 'raw' : 'inc'} is not a value (use expr)`);
   }
@@ -78,7 +86,7 @@ export function renderRows(s: State): Statement {
   const p = new Params();
   const select = s.select ? ` select ${s.select.join(', ')}` : '';
   const query = `get ${s.collection}${select}${where(s, p)}${order(s)}${limits(s, true)}`;
-  return { query, params: p.values };
+  return { query, params: p.values, collection: s.collection };
 }
 
 /** `get c [where …] count`. */
@@ -109,7 +117,7 @@ export function renderUpdate(s: State, patch: unknown, opts: WriteClauses = {}):
   const p = new Params();
   const set = entries.map(([k, v]) => `${k}: ${patchValue(k, v, p)}`).join(', ');
   const query = `set ${s.collection} {${set}}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
-  return { query, params: p.values };
+  return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
 /** `del c [where …] [order …] [limit n] [returning …] [require n]`. */
@@ -117,7 +125,7 @@ export function renderDelete(s: State, opts: WriteClauses = {}): Statement {
   refuse(s, 'delete', ['offset', 'select']);
   const p = new Params();
   const query = `del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
-  return { query, params: p.values };
+  return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
 /** Checks a `select` or `returning` list: fields and paths, or `*` alone. */
@@ -157,6 +165,10 @@ function limits(s: State, withOffset: boolean): string {
   return withOffset && s.offset !== undefined ? `${limit} offset ${s.offset}` : limit;
 }
 
+function answersRows(opts: WriteClauses): boolean {
+  return opts.returning !== undefined && opts.returning !== false;
+}
+
 function writeTail(opts: WriteClauses): string {
   let out = '';
   if (opts.returning === true) out += ' returning *';
@@ -173,7 +185,7 @@ function fields(what: string, obj: unknown): [string, unknown][] {
     throw new TypeError(`${what} takes an object of fields`);
   }
   const entries = Object.entries(obj);
-  for (const [k] of entries) fieldName(k);
+  for (const [k] of entries) keyName(what, k);
   return entries;
 }
 

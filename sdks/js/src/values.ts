@@ -1,11 +1,13 @@
 /**
  * The pieces a statement is rendered from: identifiers (checked — this is the
  * injection boundary), parameters (numbered `$1…$n` left to right), and the
- * helpers `raw`, `expr` and `inc`.
+ * helpers `raw`, `expr` and `inc`. The rules are docs/sdks.md's.
  */
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const PATH = /^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$/;
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
 
 /** Throws unless `name` is a collection name: `[A-Za-z_][A-Za-z0-9_]*`. */
 export function collectionName(name: unknown): string {
@@ -23,6 +25,20 @@ export function fieldName(name: unknown): string {
   return name;
 }
 
+/**
+ * Throws unless `name` is a plain field name: the keys of a document or a
+ * patch name fields, and a dotted key would name a path the server refuses.
+ */
+export function keyName(what: string, name: unknown): string {
+  if (typeof name === 'string' && PATH.test(name) && !IDENTIFIER.test(name)) {
+    throw new TypeError(`${what}: field ${show(name)} is a dotted path; a key must be a plain identifier`);
+  }
+  if (typeof name !== 'string' || !IDENTIFIER.test(name)) {
+    throw new TypeError(`${what}: field ${show(name)} is not an identifier`);
+  }
+  return name;
+}
+
 /** Throws unless `n` is a non-negative safe integer; `what` names it in the message. */
 export function nonNegative(what: string, n: unknown): number {
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
@@ -31,10 +47,41 @@ export function nonNegative(what: string, n: unknown): number {
   return n;
 }
 
-/** A value for a `$n` parameter: `undefined` has no JSON form, so it is refused. */
+/**
+ * A value for a `$n` parameter, as the request body will carry it: a `Date`
+ * becomes its ISO-8601 UTC text with milliseconds, a `bigint` stays exact (in
+ * int64), and what JSON cannot carry is refused here, at the call that took
+ * it — `undefined`, `NaN` and ±Infinity (which `JSON.stringify` would turn
+ * into `null`), an invalid `Date`, a helper in a value. `where` names the
+ * place in the message.
+ */
 export function paramValue(where: string, v: unknown): unknown {
-  if (v === undefined) throw new TypeError(`${where} is undefined`);
-  return v;
+  switch (typeof v) {
+    case 'undefined':
+      throw new TypeError(`${where} is undefined`);
+    case 'number':
+      if (!Number.isFinite(v)) throw new TypeError(`${where}: ${v} is not a finite number`);
+      return v;
+    case 'bigint':
+      if (v < INT64_MIN || v > INT64_MAX) throw new TypeError(`${where}: ${v} is outside int64`);
+      return v;
+    case 'string':
+    case 'boolean':
+      return v;
+    case 'object':
+      if (v === null) return v;
+      if (v instanceof Date) {
+        if (Number.isNaN(v.getTime())) throw new TypeError(`${where}: an invalid Date`);
+        return v.toISOString();
+      }
+      if (v instanceof Fragment || v instanceof Inc) {
+        throw new TypeError(`${where}: ${v.constructor.name.toLowerCase()}(…) is not a value here`);
+      }
+      if (Array.isArray(v)) return v.map((x, i) => paramValue(`${where}[${i}]`, x));
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, paramValue(`${where}.${k}`, x)]));
+    default:
+      throw new TypeError(`${where}: a ${typeof v} is not a value`);
+  }
 }
 
 function show(v: unknown): string {
@@ -45,7 +92,7 @@ function show(v: unknown): string {
 export class Params {
   readonly values: unknown[] = [];
 
-  /** Adds a value and answers its mark, `$n`. */
+  /** Adds a checked value (see {@link paramValue}) and answers its mark, `$n`. */
   add(v: unknown): string {
     this.values.push(v);
     return `$${this.values.length}`;
@@ -112,13 +159,13 @@ export class Expr extends Fragment {}
 /** A patch value that adds to the field's own value; made by {@link inc}. */
 export class Inc {
   /** How much to add (negative to subtract). */
-  readonly by: number;
+  readonly by: number | bigint;
 
   constructor(by: unknown) {
-    if (typeof by !== 'number' || !Number.isFinite(by)) {
+    if (!((typeof by === 'number' && Number.isFinite(by)) || typeof by === 'bigint')) {
       throw new TypeError(`inc needs a finite number, not ${show(by)}`);
     }
-    this.by = by;
+    this.by = paramValue('inc', by) as number | bigint;
   }
 }
 
@@ -145,6 +192,6 @@ export function expr(text: string, ...args: unknown[]): Expr {
  * A patch value that adds `n` to the field: `{attempts: inc(1)}` renders
  * `attempts: attempts + $1`.
  */
-export function inc(n = 1): Inc {
+export function inc(n: number | bigint = 1): Inc {
   return new Inc(n);
 }

@@ -10,8 +10,8 @@ describe('the builder', () => {
     const jobs = db.from('jobs');
     const mine = jobs.where('owner', 'w1');
     mine.order('run_at').limit(3);
-    assert.deepEqual(jobs.toQuery(), { query: 'get jobs', params: [] });
-    assert.deepEqual(mine.toQuery(), { query: 'get jobs where owner = $1', params: ['w1'] });
+    assert.deepEqual(jobs.toQuery(), { query: 'get jobs', params: [], collection: 'jobs' });
+    assert.deepEqual(mine.toQuery(), { query: 'get jobs where owner = $1', params: ['w1'], collection: 'jobs' });
   });
 
   test('puts values in parameters, never in the text', () => {
@@ -85,7 +85,10 @@ describe('requests', () => {
     const db = connect('http://db.test', { fetch });
     const jobs = db.from('jobs');
     const results = await db.batch([jobs.where('id', 1).toQuery('delete', { require: 1 }), jobs.toQuery('count')]);
-    assert.deepEqual(results, [{ affected: 1 }, [{ count: 1 }]]);
+    assert.deepEqual(results, [
+      { rows: undefined, affected: 1, seq: 0, replayed: false },
+      { rows: [{ count: 1 }], affected: 1, seq: 0, replayed: false },
+    ]);
     assert.equal(sent[0]?.url, 'http://db.test/batch');
     assert.deepEqual(sent[0]?.body, {
       statements: [{ query: 'del jobs where id = $1 require 1', params: [1] }, { query: 'get jobs count', params: [] }],
@@ -114,18 +117,30 @@ describe('requests', () => {
     assert.equal(err.at, 1);
   });
 
-  test('map a refusal that is not Fenec error to unknown', async () => {
+  test('map a refusal that is not a Fenec error to unexpected, with the status and the body', async () => {
     const { fetch } = fakeFetch(() => new Response('Bad Gateway', { status: 502 }));
     const err = await connect('http://db.test', { fetch }).query('get jobs').catch((e: unknown) => e);
     assert.ok(err instanceof FenecError);
-    assert.deepEqual([err.status, err.code, err.message], [502, 'unknown', 'Bad Gateway']);
+    assert.deepEqual([err.status, err.code, err.message], [502, 'unexpected', 'unexpected answer from db.test:80: HTTP 502: Bad Gateway']);
   });
 
-  test('map a failure to send to network', async () => {
-    const fetch = () => Promise.reject(new TypeError('fetch failed'));
-    const err = await connect('http://db.test', { fetch }).query('get jobs').catch((e: unknown) => e);
+  test('map an error body with a code openapi.yaml lacks, and a 2xx that is not JSON, to unexpected', async () => {
+    for (const res of [json(418, { error: 'teapot', code: 'teapot' }), new Response('<html>ok</html>', { status: 200 })]) {
+      const { fetch } = fakeFetch(() => res);
+      const err = await connect('https://db.test', { fetch }).query('get jobs').catch((e: unknown) => e);
+      assert.ok(err instanceof FenecError);
+      assert.equal(err.code, 'unexpected');
+      assert.match(err.message, /^unexpected answer from db\.test:443: HTTP (418|200): /);
+    }
+  });
+
+  test('map a failure to send to network, naming host:port and the cause', async () => {
+    const cause = Object.assign(new Error('getaddrinfo ENOTFOUND db.test'), { code: 'ENOTFOUND' });
+    const fetch = () => Promise.reject(new TypeError('fetch failed', { cause }));
+    const err = await connect('http://db.test:8080', { fetch }).query('get jobs').catch((e: unknown) => e);
     assert.ok(err instanceof FenecError);
     assert.deepEqual([err.status, err.code], [0, 'network']);
+    assert.equal(err.message, 'network: cannot reach db.test:8080: host not found (ENOTFOUND: getaddrinfo ENOTFOUND db.test)');
   });
 
   test('time out after the timeout', async () => {
@@ -160,7 +175,76 @@ describe('requests', () => {
 
   test('refuse a wait that is not a whole number of milliseconds', async () => {
     const db = connect('http://db.test', { fetch: fakeFetch(never).fetch });
-    await assert.rejects(db.from('jobs').delete({ wait: -1 }), /wait/);
+    await assert.rejects(db.from('jobs').delete({ wait: -1 }), /wait must be a whole number of milliseconds from 0 to 30000, not -1/);
+    await assert.rejects(db.from('jobs').delete({ wait: 30001 }), /milliseconds/);
+    await assert.rejects(db.from('jobs').delete({ wait: 1.5 }), /milliseconds/);
     assert.throws(() => connect('http://db.test', { timeout: 1.5 }), /timeout/);
+  });
+
+  test('refuse a URL without an http(s) scheme and a host when the client is made', () => {
+    for (const url of ['127.0.0.1:8080', 'ftp://db.test', 'db.test', '', 'http://']) {
+      assert.throws(() => connect(url), /url .* (needs the scheme http or https and a host|is not a URL)/, url);
+    }
+    connect('https://db.test:8443/');
+  });
+
+  test('take undefined for every option (exactOptionalPropertyTypes)', async () => {
+    const { fetch, sent } = fakeFetch(() => json(200, { affected: 1 }));
+    const db = connect('http://db.test', { token: undefined, timeout: undefined, fetch });
+    await db.from('jobs').where('id', 1).delete({ wait: undefined, idempotencyKey: undefined, signal: undefined, timeout: undefined });
+    assert.deepEqual(Object.keys(sent[0]?.headers ?? {}), ['content-type']);
+  });
+
+  test('answer seq and replayed with the result', async () => {
+    const { fetch } = fakeFetch(() => json(200, { affected: 2 }, { 'Fenec-Seq': '41', 'Idempotent-Replayed': 'true' }));
+    const r = await connect('http://db.test', { fetch }).query('del jobs', [], { idempotencyKey: 'k' });
+    assert.deepEqual(r, { rows: undefined, affected: 2, seq: 41, replayed: true });
+  });
+
+  test('decode rows by declared field type, never by the shape of a string', async () => {
+    const schema = { collections: [{ name: 'jobs', documents: 1, fields: [
+      { name: 'run_at', type: 'timestamp', index: 'sorted' }, { name: 'note', type: 'text', index: null },
+      { name: 'big', type: 'int', index: null }, { name: 'score', type: 'float', index: null },
+    ] }] };
+    const body = '[{"id":9007199254740993,"run_at":"2026-05-03T09:20:20.000Z","note":"2026-05-03T09:20:20.000Z","big":-9223372036854775808,"score":1e300,"payload.at":"2026-05-03T09:20:20.000Z"}]';
+    const { fetch } = fakeFetch(() => new Response(body, { status: 200 }), schema);
+    const [row] = await connect('http://db.test', { fetch }).from('jobs').rows();
+    assert.deepEqual(row, {
+      id: 9007199254740993n, run_at: new Date('2026-05-03T09:20:20.000Z'), note: '2026-05-03T09:20:20.000Z',
+      big: -9223372036854775808n, score: 1e300, 'payload.at': '2026-05-03T09:20:20.000Z',
+    });
+  });
+
+  test('send int64 exactly', async () => {
+    const { fetch } = fakeFetch(() => json(200, { affected: 1 }));
+    let body = '';
+    const spy: typeof fetch = (input, init) => {
+      body = String(init?.body);
+      return fetch(input, init);
+    };
+    await connect('http://db.test', { fetch: spy }).from('jobs').insert({ n: 9223372036854775807n, at: new Date(Date.UTC(2026, 4, 3, 9, 20, 20)) });
+    assert.equal(body, '{"query":"insert jobs {n: $1, at: $2}","params":[9223372036854775807,"2026-05-03T09:20:20.000Z"]}');
+  });
+});
+
+describe('what only JS can pass the builder (not in the golden file)', () => {
+  const jobs = connect('http://x.invalid').from('jobs');
+  const loose = jobs as unknown as Record<string, (...a: unknown[]) => unknown>;
+
+  test('a fractional limit, a text offset, a bigint beyond int64', () => {
+    assert.throws(() => jobs.limit(1.5), /limit must be a non-negative integer, not 1.5/);
+    assert.throws(() => loose['offset']!('10'), /offset must be a non-negative integer, not "10"/);
+    assert.throws(() => jobs.where('n', 2n ** 63n), /outside int64/);
+  });
+
+  test('a raw condition as a patch value, returning false, an invalid Date, a function', () => {
+    assert.throws(() => jobs.toQuery('update', { run_at: raw('now()') }), /raw is not a value/);
+    assert.equal(jobs.toQuery('update', { a: 1 }, { returning: false }).query, 'set jobs {a: $1}');
+    assert.throws(() => jobs.where('run_at', new Date(Number.NaN)), /invalid Date/);
+    assert.throws(() => jobs.toQuery('insert', { f: () => 1 }), /a function is not a value/);
+  });
+
+  test('NaN deep inside a JSON value, which JSON.stringify would send as null', () => {
+    assert.throws(() => jobs.toQuery('insert', { payload: { scores: [1, Number.NaN] } }), /insert payload.scores\[1\]: NaN is not a finite number/);
   });
 });

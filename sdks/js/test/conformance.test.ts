@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { type Answer, connect, FenecError } from '../src/client.js';
+import { connect, FenecError, type Result } from '../src/client.js';
 import { moveClock } from '../src/generated/transport.js';
 import { startServer } from './server.js';
 
@@ -26,7 +26,13 @@ interface Page {
 
 const CASES = new URL('../../../../conformance/cases/', import.meta.url);
 
-for (const file of readdirSync(CASES).filter((f) => f.endsWith('.json')).sort()) {
+const FILES = readdirSync(CASES).filter((f) => f.endsWith('.json')).sort();
+
+test('conformance/cases/ holds case files', () => {
+  assert.ok(FILES.length >= 2, `${FILES.length} case files in ${CASES.pathname}`);
+});
+
+for (const file of FILES) {
   const page = JSON.parse(readFileSync(new URL(file, CASES), 'utf8')) as Page;
   test(`conformance: ${page.source}`, async (t) => {
     const server = await startServer();
@@ -39,7 +45,7 @@ for (const file of readdirSync(CASES).filter((f) => f.endsWith('.json')).sort())
         assert.ok(reply.ok, `${at}: ${reply.status}`);
         continue;
       }
-      let answer: Answer | undefined;
+      let answer: Result | undefined;
       let refused: FenecError | undefined;
       try {
         answer = await db.query(step.query ?? '', step.params ?? []);
@@ -52,7 +58,8 @@ for (const file of readdirSync(CASES).filter((f) => f.endsWith('.json')).sort())
   });
 }
 
-function check(at: string, expect: Step['expect'], answer: Answer | undefined, refused: FenecError | undefined): void {
+function check(at: string, expect: Step['expect'], result: Result | undefined, refused: FenecError | undefined): void {
+  const answer = result?.rows ?? (result === undefined ? undefined : { affected: result.affected });
   if (expect?.refused !== undefined) {
     assert.equal(refused?.status, expect.refused, `${at}: answered ${JSON.stringify(answer)}, not refused ${expect.refused}`);
     return;

@@ -10,10 +10,15 @@ export interface Sent {
 /** Answers a request; may wait on its signal. */
 export type Answerer = (req: Sent, signal: AbortSignal | undefined) => Response | Promise<Response>;
 
-/** A fetch over `answer`, and the requests it was sent. */
-export function fakeFetch(answer: Answerer): { fetch: typeof fetch; sent: Sent[] } {
+/**
+ * A fetch over `answer`, and the requests it was sent. `GET /collections`
+ * (which the client sends before a statement that answers rows, for the
+ * field types) is answered `schema` and not recorded.
+ */
+export function fakeFetch(answer: Answerer, schema: unknown = { collections: [] }): { fetch: typeof fetch; sent: Sent[] } {
   const sent: Sent[] = [];
   const fetcher = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    if (String(input).endsWith('/collections')) return json(200, schema);
     const req: Sent = {
       url: String(input),
       method: init.method ?? 'GET',

@@ -1,6 +1,7 @@
 /**
- * A real `fenec serve --clock manual --file :memory:` for a test: started on
- * a free port, stopped when the test is done.
+ * A real `fenec serve` for a test: by default `--clock manual --file
+ * :memory:` on a free port; {@link launch} picks the clock, the file and the
+ * address (to start a server again where it was).
  */
 
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -15,16 +16,33 @@ export const FENEC_BIN = process.env['FENEC_BIN'] ?? fileURLToPath(new URL('../.
 export interface Server {
   /** Its URL, such as `http://127.0.0.1:40123`. */
   url: string;
+  /** Its address, such as `127.0.0.1:40123`. */
+  addr: string;
   /** Stops it (SIGTERM) and waits for it to exit. */
   stop(): Promise<void>;
 }
 
+/** How {@link launch} starts a server. */
+export interface Launch {
+  clock?: 'manual' | 'system';
+  file?: string;
+  /** The address to listen on (default a free port on 127.0.0.1). */
+  http?: string;
+  args?: string[];
+}
+
 /** Starts a fresh server with a manual clock; `args` are more flags (`--token`, …). */
-export async function startServer(...args: string[]): Promise<Server> {
+export function startServer(...args: string[]): Promise<Server> {
+  return launch({ args });
+}
+
+/** Starts a server as `how` says. */
+export async function launch(how: Launch = {}): Promise<Server> {
   if (!existsSync(FENEC_BIN)) throw new Error(`${FENEC_BIN} is missing: run make build`);
-  const child = spawn(FENEC_BIN, ['serve', '--clock', 'manual', '--http', '127.0.0.1:0', '--file', ':memory:', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(FENEC_BIN, [
+    'serve', '--clock', how.clock ?? 'manual', '--http', how.http ?? '127.0.0.1:0', '--file', how.file ?? ':memory:',
+    '--slow-ms', '0', ...(how.args ?? []),
+  ], { stdio: ['ignore', 'pipe', 'pipe'] });
   const stderr: string[] = [];
   child.stderr?.on('data', (b: Buffer) => stderr.push(b.toString()));
   const addr = await new Promise<string>((resolve, reject) => {
@@ -38,7 +56,7 @@ export async function startServer(...args: string[]): Promise<Server> {
       }
     });
   });
-  return { url: `http://${addr}`, stop: () => stop(child) };
+  return { url: `http://${addr}`, addr, stop: () => stop(child) };
 }
 
 function stop(child: ChildProcess): Promise<void> {

@@ -1,43 +1,317 @@
 /**
- * examples/worker.ts against a real server: four workers, holding their
- * claims with `wait`, drain 500 jobs put while they wait; each is acked once.
+ * The worker (docs/workers.md, "Tests every SDK has") against a real
+ * `fenec serve` on the system clock: many jobs with seeded failures and a
+ * dead letter, a slow job extended, a lost lease, a stop under load, a
+ * server restarted mid-run; and the throughput of one worker.
  */
 
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { connect, expr, type Row } from '../src/client.js';
-import { work } from '../examples/worker.js';
-import { startServer } from './server.js';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
+import { start, type Job } from '../examples/worker.js';
+import { launch, type Server } from './server.js';
 
-const JOBS = 500;
+/** Every worker a test starts, closed after the last test even when one fails (a running worker keeps the process up). */
+const live = new Set<{ close(): Promise<void> }>();
+after(() => Promise.all([...live].map((w) => w.close())).then(() => undefined));
 
-test('four waiting workers drain 500 jobs, each acked once', { timeout: 60_000 }, async (t) => {
-  const server = await startServer();
+function worker<T extends object>(jobs: Query<T>, handler: Handler<T>, opts: WorkerOptions = {}): Worker<T> {
+  const w = startWorker(jobs, handler, { grace: 2000, ...opts });
+  live.add(w);
+  return w;
+}
+
+const QUEUE = 'create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)';
+
+/** A fresh system-clock server with the queue, stopped after the test. */
+async function queue(t: { after(fn: () => Promise<void>): void }, file?: string): Promise<{ server: Server; db: Client }> {
+  const server = await launch({ clock: 'system', ...(file === undefined ? {} : { file }) });
   t.after(() => server.stop());
   const db = connect(server.url);
-  await db.query('create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)');
+  await db.query(QUEUE);
+  return { server, db };
+}
 
-  const runs = new Map<number, number>();
-  const send = async (job: Row) => {
-    const n = (job.payload as { n: number }).n;
-    runs.set(n, (runs.get(n) ?? 0) + 1);
-  };
-  const stop = new AbortController();
-  const workers = Array.from({ length: 4 }, () => work(db, send, stop.signal));
-  await sleep(200); // every worker's first claim is held by now
-
-  const jobs = db.from('jobs');
-  for (let n = 0; n < JOBS; n += 25) {
-    const batch = Array.from({ length: 25 }, (_, i) => ({ payload: { n: n + i }, run_at: expr('now()'), attempts: 0 }));
-    await jobs.insert(batch);
+/** Enqueues jobs `0…n-1` (`payload.n`), ready now, 250 to an insert. */
+async function enqueue(db: Client, n: number, from = 0): Promise<void> {
+  for (let i = 0; i < n; i += 250) {
+    const docs = Array.from({ length: Math.min(250, n - i) }, (_, k) => ({ payload: { n: from + i + k }, run_at: expr('now()'), attempts: 0 }));
+    await db.from('jobs').insert(docs);
   }
-  const deadline = Date.now() + 30_000;
-  while ((await jobs.count()) > 0 && Date.now() < deadline) await sleep(50);
+}
 
-  stop.abort();
-  await Promise.all(workers);
-  assert.equal(await jobs.count(), 0, 'jobs left in the queue');
-  assert.equal(runs.size, JOBS, 'jobs run');
-  assert.deepEqual([...runs.values()].filter((c) => c !== 1), [], 'jobs run more than once');
+/** Polls `done` every 20 ms until it holds or `ms` pass. */
+async function until(what: string, ms: number, done: () => boolean | Promise<boolean>): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await done())) {
+    if (Date.now() > end) assert.fail(`${what}: not within ${ms} ms`);
+    await sleep(20);
+  }
+}
+
+/** A seeded PRNG (mulberry32), so a run's failures can be had again. */
+function seeded(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A fetch that records each statement it sends. */
+function recording(): { fetch: typeof fetch; sent: { query: string; params: unknown[] }[] } {
+  const sent: { query: string; params: unknown[] }[] = [];
+  const f: typeof fetch = (input, init) => {
+    if (typeof init?.body === 'string' && String(input).endsWith('/query')) sent.push(JSON.parse(init.body));
+    return fetch(input, init);
+  };
+  return { fetch: f, sent };
+}
+
+const quiet = (errors: [WorkerStep, unknown][]) => (err: unknown, step: WorkerStep) => void errors.push([step, err]);
+
+test('1 000 jobs, two workers of concurrency 8, 10 % seeded failures: each succeeds once; a poison job is a dead letter', { timeout: 60_000 }, async (t) => {
+  const { db } = await queue(t);
+  await enqueue(db, 1000);
+  await db.from('jobs').insert({ payload: { n: -1 }, run_at: expr('now()'), attempts: 0 });
+  const random = seeded(18);
+  const succeeded = new Map<number, number>();
+  let runs = 0;
+  let inFlight = 0;
+  let most = 0;
+  const handler = async (job: Job) => {
+    const n = (job.payload as unknown as { n: number }).n;
+    runs++;
+    most = Math.max(most, ++inFlight);
+    try {
+      await sleep(1);
+      if (n === -1) throw new Error('poison: always fails');
+      if (random() < 0.1) throw new Error(`seeded failure of job ${n}`);
+      succeeded.set(n, (succeeded.get(n) ?? 0) + 1);
+    } finally {
+      inFlight--;
+    }
+  };
+  const errors: [WorkerStep, unknown][] = [];
+  const opts = { concurrency: 8, maxAttempts: 3, backoff: () => 20, onError: quiet(errors) };
+  const workers = [worker(db.from<Job>('jobs'), handler, opts), worker(db.from<Job>('jobs'), handler, opts)];
+  await until('every job acked but the poison one', 45_000, async () => (await db.from('jobs').count()) === 1
+    && (await db.from('jobs').where('run_at', null).count()) === 1);
+  await Promise.all(workers.map((w) => w.close()));
+
+  assert.equal(succeeded.size, 1000, 'jobs that succeeded');
+  assert.deepEqual([...succeeded].filter(([, c]) => c !== 1), [], 'jobs that succeeded more than once');
+  assert.ok(runs > 1000 + 3, `${runs} runs: the seeded failures ran again`);
+  assert.ok(most <= 16 && most > 8, `${most} handlers at once`);
+  const [dead] = await db.from<Job>('jobs').rows();
+  assert.deepEqual([dead?.payload, dead?.owner, dead?.run_at, dead?.attempts, dead?.error],
+    [{ n: -1 }, null, null, 3, 'poison: always fails']);
+  assert.equal(await db.from('jobs').where(raw('owner is not null')).count(), 0, 'jobs left leased');
+  assert.deepEqual(errors, [], 'faults reported');
+});
+
+test('a slow job (lease 1 s, 2.5 s of work) is extended and run once, never by the second worker', { timeout: 20_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const { fetch, sent } = recording();
+  const client = connect(server.url, { fetch });
+  const runs: string[] = [];
+  const slow = (name: string) => async (job: Job, signal: AbortSignal) => {
+    runs.push(`${name}:${job.id}`);
+    await sleep(2500, undefined, { signal });
+  };
+  const a = worker(client.from<Job>('jobs'), slow('a'), { lease: 1000, wait: 500, concurrency: 1 });
+  await enqueue(db, 1);
+  await until('a runs the job', 5000, () => runs.length === 1);
+  const b = worker(db.from<Job>('jobs'), slow('b'), { lease: 1000, wait: 500, concurrency: 1 });
+  await until('the job is acked', 8000, async () => (await db.from('jobs').count()) === 0);
+  await Promise.all([a.close(), b.close()]);
+  assert.deepEqual(runs.map((r) => r.split(':')[0]), ['a']);
+  const extends_ = sent.filter((s) => s.query.startsWith('set jobs {run_at: now() + $1} where id = $2 and owner = $3 require 1'));
+  assert.ok(extends_.length >= 3, `${extends_.length} extensions in 2.5 s at a lease of 1 s`);
+});
+
+test('a lost lease cancels the handler, and no ack or fail is sent for the job', { timeout: 20_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const { fetch, sent } = recording();
+  const client = connect(server.url, { fetch });
+  let started = 0;
+  let cancelled: unknown;
+  const errors: [WorkerStep, unknown][] = [];
+  const w = worker(client.from<Job>('jobs'), async (_job, signal) => {
+    started = Date.now();
+    await sleep(10_000, undefined, { signal }).catch((err: unknown) => {
+      cancelled = signal.reason;
+      throw err;
+    });
+  }, { lease: 1000, wait: 500, concurrency: 1, onError: quiet(errors) });
+  t.after(() => w.close());
+  await enqueue(db, 1);
+  await until('the handler starts', 5000, () => started > 0);
+  await db.query('set jobs {owner: $1}', ['the test']);
+  const moved = Date.now();
+  await until('the handler is cancelled', 3000, () => cancelled !== undefined);
+  assert.ok(Date.now() - moved <= 1500, `cancelled ${Date.now() - moved} ms after the move`);
+  assert.match(String(cancelled), /lease lost/);
+  assert.deepEqual(errors.map(([step, err]) => [step, (err as { code?: string }).code]), [['extend', 'unmet']]);
+  await sleep(300);
+  const settled = sent.filter((s) => s.query.startsWith('del jobs') || s.query.startsWith('set jobs {owner: null'));
+  assert.deepEqual(settled, [], 'an ack or fail was sent');
+  const [job] = await db.from<Job>('jobs').rows();
+  assert.equal(job?.owner, 'the test');
+});
+
+test('stop under load: running handlers finish, and no job waits on the stopped worker', { timeout: 30_000 }, async (t) => {
+  const { db } = await queue(t);
+  await enqueue(db, 300);
+  const running = new Set<number>();
+  const finished = new Map<number, string>();
+  const handler = (name: string) => async (job: Job) => {
+    running.add(job.id);
+    await sleep(40);
+    running.delete(job.id);
+    finished.set(job.id, name);
+  };
+  const a = worker(db.from<Job>('jobs'), handler('a'), { concurrency: 8 });
+  const b = worker(db.from<Job>('jobs'), handler('b'), { concurrency: 8 });
+  await until('a has run 40 jobs', 10_000, () => [...finished.values()].filter((n) => n === 'a').length >= 40);
+  const runningInA = [...running];
+  const stopped = Date.now();
+  const closing = a.close();
+  await sleep(200);
+  // 200 ms after the stop, every job leased to a is one it is still running.
+  const leased = (await db.from<Job>('jobs').where(raw('owner is not null')).rows()).filter((j) => j.owner?.startsWith(`${a.owner}:`));
+  for (const j of leased) assert.ok(running.has(j.id), `job ${j.id} still leased to the stopped worker, not running`);
+  await closing;
+  for (const id of runningInA) assert.ok(finished.has(id), `job ${id}, running at the stop, did not finish`);
+  await until('b drains the queue', 20_000, async () => (await db.from('jobs').count()) === 0);
+  await b.close();
+  assert.equal(finished.size, 300);
+  assert.ok(Date.now() - stopped > 0);
+
+  // An idle worker's held claim, given up at the stop, takes nothing: a job put after goes to the other worker at once.
+  const idle = worker(db.from<Job>('jobs'), handler('idle'), { concurrency: 2 });
+  const other = worker(db.from<Job>('jobs'), handler('other'), { concurrency: 2 });
+  await sleep(200);
+  await idle.close();
+  const put = Date.now();
+  await enqueue(db, 1, 1000);
+  await until('the other worker takes the job within 200 ms', 2000, async () => (await db.from('jobs').count()) === 0);
+  assert.ok(Date.now() - put < 250, `taken after ${Date.now() - put} ms`);
+  await other.close();
+  assert.equal([...finished.values()].filter((n) => n === 'idle').length, 0);
+});
+
+test('the server stopped for 2 s and started again on its file: the worker carries on', { timeout: 60_000 }, async (t) => {
+  const dir = mkdtempSync(join(tmpdir(), 'fenec-js-worker-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const file = join(dir, 'queue.db');
+  let server = await launch({ clock: 'system', file });
+  t.after(() => server.stop());
+  const db = connect(server.url, { timeout: 2000 });
+  await db.query(QUEUE);
+  await enqueue(db, 400);
+  const runs = new Map<number, number>();
+  const errors: [WorkerStep, unknown][] = [];
+  const w = worker(db.from<Job>('jobs'), async (job) => {
+    const n = (job.payload as unknown as { n: number }).n;
+    runs.set(n, (runs.get(n) ?? 0) + 1);
+    await sleep(5);
+  }, { concurrency: 4, lease: 3000, onError: quiet(errors) });
+  await until('100 jobs run', 20_000, () => runs.size >= 100);
+  await server.stop();
+  await sleep(2000);
+  server = await launch({ clock: 'system', file, http: server.addr });
+  await until('every job run and acked', 40_000, async () => runs.size === 400
+    && (await db.from('jobs').count().catch(() => -1)) === 0);
+  await w.close();
+  assert.ok(errors.length > 0, 'the worker saw no fault');
+  // Faults only — and a 412 on an ack or fail whose first try went through before its answer was lost.
+  const expected = ([step, err]: [WorkerStep, unknown]) => {
+    const code = (err as { code?: string }).code ?? '';
+    return ['network', 'timeout'].includes(code) || (code === 'unmet' && (step === 'ack' || step === 'fail'));
+  };
+  assert.deepEqual(errors.filter((e) => !expected(e)).map(([s, e]) => `${s}: ${String(e)}`), []);
+  const twice = [...runs].filter(([, c]) => c > 1).length;
+  assert.ok(twice <= 8, `${twice} jobs run twice (at least once allows the ones in flight at the stop)`);
+});
+
+test("a proxy answering 5xx pages to every third statement: the worker retries and runs every job once", { timeout: 30_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  await enqueue(db, 40);
+  let n = 0;
+  // A proxy in front of the server: /query answers a 503 page every third time, before it reaches the server.
+  const upstream = new URL(server.url);
+  const proxy = http.createServer((req, res) => {
+    if (req.url === '/query' && ++n % 3 === 0) {
+      req.resume();
+      req.on('end', () => res.writeHead(503, { 'Content-Type': 'text/html' }).end('<html><body>503 Service Temporarily Unavailable</body></html>'));
+      return;
+    }
+    const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    forward.on('error', () => res.destroy());
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    proxy.closeAllConnections();
+    proxy.close();
+  });
+  const runs = new Map<number, number>();
+  const errors: [WorkerStep, unknown][] = [];
+  const rec = recording();
+  const w = worker(connect(`http://127.0.0.1:${(proxy.address() as AddressInfo).port}`, { fetch: rec.fetch }).from<Job>('jobs'), (job) => {
+    const k = (job.payload as unknown as { n: number }).n;
+    runs.set(k, (runs.get(k) ?? 0) + 1);
+  }, { concurrency: 4, backoff: () => 0, onError: quiet(errors) });
+  t.after(() => w.close());
+  await until('every job acked', 25_000, async () => (await db.from('jobs').count()) === 0).catch(async (err: Error) => {
+    const left = await db.from<Job>('jobs').rows();
+    assert.fail(`${err.message}: ${runs.size} run, ${w.running} running, last sent ${JSON.stringify(rec.sent.slice(-4))}; left ${JSON.stringify(left.slice(0, 3))}; faults ${errors.slice(0, 5).map(([s, e]) => `${s}: ${String(e)}`).join('; ')}`);
+  });
+  await w.close();
+  assert.equal(runs.size, 40);
+  const steps = new Set(errors.map(([step]) => step));
+  assert.ok(steps.has('claim') && steps.has('ack'), `faults reported: ${[...steps].join(', ')}`);
+  for (const [, err] of errors) {
+    assert.ok(err instanceof FenecError && err.code === 'unexpected' && err.status === 503, String(err));
+  }
+  // An ack refused by the proxy never reached the server, so no job ran twice.
+  assert.deepEqual([...runs].filter(([, c]) => c !== 1), []);
+});
+
+test('throughput: one worker of concurrency 10, an empty handler', { timeout: 60_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const jobs = Number(process.env['FENEC_WORKER_JOBS'] ?? 3000);
+  await enqueue(db, jobs);
+  const { fetch, sent } = recording();
+  let done = 0;
+  const started = performance.now();
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), () => void done++, { concurrency: 10 });
+  await until('every job acked', 50_000, async () => done === jobs && (await db.from('jobs').count()) === 0);
+  const took = (performance.now() - started) / 1000;
+  await w.close();
+  const claims = sent.filter((s) => s.query.startsWith('set jobs {owner: $1')).length;
+  t.diagnostic(`${jobs} jobs in ${took.toFixed(2)} s: ${Math.round(jobs / took)} jobs/s through one worker of concurrency 10 (${claims} claims)`);
+});
+
+test('examples/worker.ts runs its jobs', { timeout: 20_000 }, async (t) => {
+  const { db } = await queue(t);
+  await enqueue(db, 20);
+  const sent: string[] = [];
+  await db.query('set jobs {payload: {to: "ada@example.com"}}');
+  const w = start(db, async (to) => void sent.push(to));
+  live.add(w);
+  await until('20 mails sent', 10_000, () => sent.length === 20);
+  await w.close();
+  assert.equal(await db.from('jobs').count(), 0);
 });

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import http.server
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import httpx
 import pytest
@@ -113,3 +115,68 @@ def server(start_server: StartServer) -> Server:
 
 JOBS = "create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)"
 """The seed page's queue."""
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """The async tests (marked ``anyio``) run on asyncio."""
+    return "asyncio"
+
+
+class Proxy:
+    """A local HTTP server that answers every request as a broken proxy
+    would — a 502 with an HTML page — and keeps what it was sent."""
+
+    def __init__(self) -> None:
+        seen: List[Tuple[str, Dict[str, str], bytes]] = []
+        self.seen = seen
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                seen.append((self.path, dict(self.headers.items()), body))
+                page = b"<html><head><title>502 Bad Gateway</title></head><body>upstream gone</body></html>"
+                self.send_response(502)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
+            do_GET = do_POST
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[Proxy]:
+    p = Proxy()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def silent_url() -> Iterator[str]:
+    """The URL of a socket that takes connections and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def refused_url() -> str:
+    """The URL of a port nothing listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

@@ -1,5 +1,6 @@
-"""The client against a real ``fenec serve --clock manual``: errors, tokens,
-timestamps, idempotency, and claims held with ``wait``."""
+"""Claims held with ``wait`` against a real ``fenec serve --clock manual``:
+woken by a write, by time, and given up when an asyncio task is cancelled
+(the rest of the client: tests/_async/test_client.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import httpx
 import pytest
 
 import fenecdb
+from fenecdb import _calls as calls
+from fenecdb import _generated as api
 from fenecdb import expr, inc, raw
 
 from .conftest import JOBS, Server, StartServer
@@ -34,74 +38,6 @@ def claim(db: fenecdb.Client, owner: str, wait: float = 0) -> "list[fenecdb.Row]
         .limit(10)
         .update({"owner": owner, "run_at": expr("now() + ?", 30000), "attempts": inc(1)}, returning=True, wait=wait)
     )
-
-
-def test_errors(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    with pytest.raises(fenecdb.Unmet) as unmet:
-        jobs.where("id", 1).where("owner", "w1").delete(require=1)
-    assert (unmet.value.status, unmet.value.code, unmet.value.at) == (412, "unmet", None)
-    assert "requires 1" in unmet.value.message
-    with pytest.raises(fenecdb.NotFound) as nf:
-        db.collection("jbos").rows()
-    assert nf.value.status == 404
-    with pytest.raises(fenecdb.BadRequest):
-        db.query("get jobs where")
-    db.query("create collection accounts (email text @unique)")
-    accounts = db.collection("accounts")
-    assert accounts.insert({"email": "ada@example.com"}) == 1
-    with pytest.raises(fenecdb.Conflict) as conflict:
-        accounts.insert({"email": "ada@example.com"})
-    assert conflict.value.status == 409
-    with pytest.raises(fenecdb.Conflict) as batch:
-        db.batch([jobs.render_insert({"attempts": 0}), accounts.render_insert({"email": "ada@example.com"})])
-    assert batch.value.at == 1
-    assert jobs.count() == 0  # the batch left no trace
-    with pytest.raises(fenecdb.BadRequest, match="Fenec-Wait"):
-        claim(db, "w1", wait=31)
-    with pytest.raises(fenecdb.BadRequest, match="Fenec-Wait"):
-        db.query("put jobs {attempts: 0}", wait=1)
-
-
-def test_token(start_server: StartServer) -> None:
-    server = start_server("--token", "s3cret")
-    with fenecdb.connect(server.url) as anonymous:
-        assert anonymous.health() is True
-        with pytest.raises(fenecdb.Unauthorized) as info:
-            anonymous.collections()
-        assert (info.value.status, info.value.code) == (401, "unauthorized")
-    with fenecdb.connect(server.url, token="s3cret") as db:
-        db.query(JOBS)
-        assert [c["name"] for c in db.collections()] == ["jobs"]
-
-
-def test_timestamps_and_batch(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    later = START + timedelta(hours=1, milliseconds=250)
-    in_istanbul = later.astimezone(timezone(timedelta(hours=3)))
-    assert jobs.insert([{"run_at": START, "attempts": 0}, {"run_at": in_istanbul}]) == 2
-    rows = jobs.select("id", "run_at").order("id").rows()
-    assert rows == [{"id": 1, "run_at": START}, {"id": 2, "run_at": later}]
-    assert jobs.where("run_at", ">", START).first() == {
-        "id": 2,
-        "payload": None,
-        "run_at": later,
-        "owner": None,
-        "attempts": None,
-        "error": None,
-    }
-    assert db.batch(["get jobs count", jobs.where("id", 2).render_delete()]) == [[{"count": 2}], 1]
-    assert jobs.where("id", "in", [1, 2]).count() == 1
-
-
-def test_idempotency_key(db: fenecdb.Client) -> None:
-    jobs = db.collection("jobs")
-    jobs.insert([{"run_at": expr("now()"), "attempts": 0}] * 3)
-    first = jobs.where(raw("run_at <= now()")).limit(2).update({"owner": "w1"}, returning=["id"], idempotency_key="c-1")
-    again = jobs.where(raw("run_at <= now()")).limit(2).update({"owner": "w1"}, returning=["id"], idempotency_key="c-1")
-    assert first == again == [{"id": 1}, {"id": 2}]
-    with pytest.raises(fenecdb.KeyReused):
-        jobs.where("id", 3).update({"owner": "w2"}, idempotency_key="c-1")
 
 
 def test_held_claim_woken_by_a_write(server: Server, db: fenecdb.Client) -> None:
@@ -133,12 +69,6 @@ def test_held_claim_woken_by_time(server: Server, db: fenecdb.Client) -> None:
     assert job["id"] == 1 and job["run_at"] == START + timedelta(seconds=90)
 
 
-def test_held_claim_ends_empty(db: fenecdb.Client) -> None:
-    began = time.monotonic()
-    assert claim(db, "w1", wait=0.3) == []
-    assert 0.25 < time.monotonic() - began < 5
-
-
 def test_cancelling_a_held_claim_frees_it(server: Server, db: fenecdb.Client) -> None:
     async def run() -> None:
         async with fenecdb.connect_async(server.url) as adb:
@@ -156,3 +86,29 @@ def test_cancelling_a_held_claim_frees_it(server: Server, db: fenecdb.Client) ->
     db.collection("jobs").insert({"run_at": expr("now()"), "attempts": 0})
     (job,) = claim(db, "alive")
     assert job["owner"] == "alive" and job["attempts"] == 1
+
+
+def test_every_code_maps_to_its_class(start_server: StartServer) -> None:
+    """The server's answers, each mapped to the class generated for its
+    code (the codes a test can make a server answer without a policy)."""
+    server = start_server("--max-body", "200")
+    with fenecdb.connect(server.url) as db:
+        db.query(JOBS)
+        with pytest.raises(fenecdb.TooLarge) as big:
+            db.from_("jobs").insert({"error": "x" * 300})
+        assert (big.value.status, big.value.code) == (413, "too_large")
+        # No call of the client sends a GET to /query: ask by hand, map the answer.
+        with httpx.Client(base_url=server.url) as http:
+            reply = api._reply(http.get("/query"), text=False)
+        call = db._settings.call(api.QUERY)
+        with pytest.raises(fenecdb.MethodNotAllowed) as wrong:
+            calls.answered(call, reply)
+        assert (wrong.value.status, wrong.value.code) == (405, "method_not_allowed")
+    for code, cls in api.ERRORS.items():
+        assert cls.__name__ == "".join(w.title() for w in code.split("_")) and issubclass(cls, fenecdb.FenecError)
+        assert getattr(fenecdb, cls.__name__) is cls
+
+
+def test_namespace_is_clean() -> None:
+    assert sorted(n for n in dir(fenecdb) if not n.startswith("_") and n not in fenecdb.__all__) == []
+    assert all(hasattr(fenecdb, n) for n in fenecdb.__all__)

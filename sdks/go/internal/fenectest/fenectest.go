@@ -5,9 +5,10 @@ package fenectest
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +19,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/fenecdb/fenec/sdks/go/internal/gen"
 )
 
 var (
@@ -74,63 +73,123 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
+// Server is a running fenec serve.
+type Server struct {
+	// URL is the server's URL, such as http://127.0.0.1:40123.
+	URL  string
+	t    testing.TB
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+	log  *lockedBuffer
+}
+
 // Start starts `fenec serve --clock manual --file :memory: --http
 // 127.0.0.1:0` with extra flags, and answers its URL. The server is
 // stopped (SIGTERM) when the test ends.
 func Start(t testing.TB, flags ...string) string {
 	t.Helper()
-	args := append([]string{"serve", "--clock", "manual", "--file", ":memory:", "--http", "127.0.0.1:0"}, flags...)
-	cmd := exec.Command(binary(t), args...)
+	return StartServer(t, append([]string{"--clock", "manual", "--file", ":memory:"}, flags...)...).URL
+}
+
+// StartServer starts `fenec serve --http 127.0.0.1:0` with flags, which
+// name its clock and file. [Server.Stop] and [Server.Restart] stop and
+// start it again on the same address; it is stopped when the test ends.
+func StartServer(t testing.TB, flags ...string) *Server {
+	t.Helper()
+	s := &Server{t: t, args: append([]string{"serve"}, flags...)}
+	s.start("127.0.0.1:0")
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start(addr string) {
+	s.t.Helper()
+	cmd := exec.Command(binary(s.t), append(s.args, "--http", addr)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	stderr := new(lockedBuffer)
-	cmd.Stderr = stderr
+	s.log = new(lockedBuffer)
+	cmd.Stderr = s.log
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := make(chan string, 1)
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() { cmd.Wait(); close(s.done) }()
+	found := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if a, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
-				addr <- a
+				found <- a
 			}
 		}
 	}()
 	select {
-	case a := <-addr:
-		return "http://" + a
+	case a := <-found:
+		s.URL = "http://" + a
+	case <-s.done:
+		s.t.Fatalf("fenec serve exited; stderr:\n%s", s.log.String())
 	case <-time.After(30 * time.Second):
-		t.Fatalf("fenec serve did not print its address in 30 s; stderr:\n%s", stderr.String())
-		return ""
+		s.t.Fatalf("fenec serve did not print its address in 30 s; stderr:\n%s", s.log.String())
 	}
+}
+
+// Stop stops the server (SIGTERM, then SIGKILL after 10 s).
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	s.cmd.Process.Signal(syscall.SIGCONT)
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+	s.cmd = nil
+}
+
+// Pause freezes the server (SIGSTOP): it accepts connections and answers
+// nothing until [Server.Resume].
+func (s *Server) Pause() {
+	s.cmd.Process.Signal(syscall.SIGSTOP)
+	stat := fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(stat)
+		// The state is the field after the command's ")".
+		if i := strings.LastIndexByte(string(b), ')'); err == nil && i > 0 && i+2 < len(b) && b[i+2] == 'T' {
+			return
+		}
+	}
+	s.t.Fatal("the server did not stop on SIGSTOP")
+}
+
+// Resume thaws a paused server (SIGCONT).
+func (s *Server) Resume() { s.cmd.Process.Signal(syscall.SIGCONT) }
+
+// Restart starts the stopped server again, with the same flags, on the
+// same address.
+func (s *Server) Restart() {
+	s.t.Helper()
+	addr := strings.TrimPrefix(s.URL, "http://")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.Listen("tcp", addr); err == nil {
+			c.Close()
+			break
+		} else if time.Now().After(deadline) {
+			s.t.Fatalf("the address %s stays taken: %v", addr, err)
+		}
+	}
+	s.start(addr)
 }
 
 // Advance moves the manual clock of the server at url on by ms
 // milliseconds (POST /_clock).
 func Advance(url string, ms int64) error {
-	api, err := gen.NewClient(url)
-	if err != nil {
-		return err
-	}
-	var move gen.ClockMove
-	if err := move.FromClockMove0(gen.ClockMove0{AdvanceMs: ms}); err != nil {
-		return err
-	}
-	resp, err := api.MoveClock(context.Background(), move)
+	resp, err := http.Post(url+"/_clock", "application/json", strings.NewReader(fmt.Sprintf(`{"advance_ms": %d}`, ms)))
 	if err != nil {
 		return err
 	}
@@ -144,11 +203,7 @@ func Advance(url string, ms int64) error {
 // HeldClaims reads the fenec_held_claims gauge of the server at url: how
 // many claims it holds for Fenec-Wait now.
 func HeldClaims(url string) (int, error) {
-	api, err := gen.NewClient(url)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := api.Metrics(context.Background())
+	resp, err := http.Get(url + "/_metrics")
 	if err != nil {
 		return 0, err
 	}

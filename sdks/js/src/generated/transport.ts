@@ -230,10 +230,15 @@ export interface Transport {
   /** The fetch to send with. */
   readonly fetch: typeof fetch;
   /** The bearer token, sent to every operation that takes one. */
-  readonly token?: string;
+  readonly token?: string | undefined;
+  /** How bodies are written and read (default `JSON`): the SDK's keeps int64 exact. */
+  readonly json?: { stringify(value: unknown): string; parse(text: string): unknown } | undefined;
 }
 
-/** A call's answer: the parsed body of a 2xx, or the status and body of a refusal. */
+/**
+ * A call's answer: the parsed body of a 2xx, or the status and body (parsed
+ * when it is JSON) of a refusal — or of a 2xx whose body is not JSON.
+ */
 export type Reply<T> =
   | { readonly ok: true; readonly status: number; readonly headers: Headers; readonly body: T }
   | { readonly ok: false; readonly status: number; readonly headers: Headers; readonly body: unknown; readonly text: string };
@@ -518,23 +523,20 @@ async function call<T>(t: Transport, route: Route, c: Call): Promise<Reply<T>> {
     if (value !== undefined) headers[name] = String(value);
   }
   if (c.auth && t.token) headers[HEADER_AUTHORIZATION] = `Bearer ${t.token}`;
-  const init: RequestInit = { method: route.method, headers, signal: c.signal };
+  const init: RequestInit = { method: route.method, headers, signal: c.signal ?? null };
   if (c.body !== undefined) {
     headers["Content-Type"] = "application/json";
-    init.body = JSON.stringify(c.body);
+    init.body = (t.json ?? JSON).stringify(c.body);
   }
   const res = await t.fetch(t.baseUrl.replace(/\/+$/, '') + route.path, init);
   const text = await res.text();
-  if (!res.ok) {
-    return { ok: false, status: res.status, headers: res.headers, body: parseJSON(text), text };
-  }
-  return { ok: true, status: res.status, headers: res.headers, body: (c.text ? text : JSON.parse(text)) as T };
-}
-
-function parseJSON(text: string): unknown {
+  if (res.ok && c.text) return { ok: true, status: res.status, headers: res.headers, body: text as T };
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = (t.json ?? JSON).parse(text);
   } catch {
-    return undefined;
+    return { ok: false, status: res.status, headers: res.headers, body: undefined, text };
   }
+  if (!res.ok) return { ok: false, status: res.status, headers: res.headers, body, text };
+  return { ok: true, status: res.status, headers: res.headers, body: body as T };
 }

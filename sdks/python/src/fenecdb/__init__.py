@@ -1,11 +1,12 @@
 """Fenec's Python client: ``connect`` (blocking) or ``connect_async`` (asyncio),
-and a query builder that renders FenecQL.
+a query builder that renders FenecQL, and a job worker (``Worker`` on
+threads, ``AsyncWorker`` on asyncio).
 
     import fenecdb
     from fenecdb import expr, inc, raw
 
     db = fenecdb.connect("http://127.0.0.1:8080", token="a worker token")
-    jobs = db.collection("jobs")
+    jobs = db.from_("jobs")
     claimed = (
         jobs.where(raw("run_at <= now()")).order("run_at").limit(10)
         .update({"owner": owner, "run_at": expr("now() + ?", 30000), "attempts": inc(1)},
@@ -13,17 +14,15 @@ and a query builder that renders FenecQL.
     )
 """
 
-from __future__ import annotations
-
-from typing import Optional
-
+from ._async.client import AsyncClient, AsyncCollection
 from ._builder import Expr, Inc, Query, Raw, Returning, Statement, expr, inc, raw
-from ._client import DEFAULT_TIMEOUT, AsyncClient, AsyncCollection, Client, Collection
-from ._codec import Answer, Row
-from ._errors import (
+from ._calls import DEFAULT_TIMEOUT
+from ._codec import Affected, Answer, Results, Row, Rows
+from ._connect import connect, connect_async
+from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
+from ._generated import (
     BadRequest,
     Conflict,
-    FenecError,
     Forbidden,
     Internal,
     KeyLimit,
@@ -36,11 +35,20 @@ from ._errors import (
     Unavailable,
     Unmet,
 )
+from ._sync.client import Client, Collection
+from ._worker import Backoff, OnError, default_backoff
+from ._worker_async import AsyncHandler, AsyncWorker
+from ._worker_sync import Handler, Worker
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
+    "Affected",
     "Answer",
     "AsyncClient",
     "AsyncCollection",
+    "AsyncHandler",
+    "AsyncWorker",
+    "Backoff",
     "BadRequest",
     "Client",
     "Collection",
@@ -48,40 +56,34 @@ __all__ = [
     "Expr",
     "FenecError",
     "Forbidden",
+    "Handler",
     "Inc",
     "Internal",
     "KeyLimit",
     "KeyReused",
     "MethodNotAllowed",
+    "NetworkError",
     "NotFound",
+    "OnError",
     "Query",
     "Raw",
+    "Results",
     "Returning",
     "Row",
+    "Rows",
     "Statement",
     "StatementTimeout",
+    "Timeout",
     "TooLarge",
     "Unauthorized",
     "Unavailable",
+    "UnexpectedAnswer",
     "Unmet",
+    "Worker",
     "connect",
     "connect_async",
+    "default_backoff",
     "expr",
     "inc",
     "raw",
 ]
-
-
-def connect(url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Client:
-    """A blocking client of the Fenec server at ``url``.
-
-    ``token`` is sent as ``Authorization: Bearer <token>``; ``timeout`` is the
-    seconds a request may take (``None``: no limit), and a request sent with
-    ``wait=`` may take that much longer."""
-    return Client(url, token=token, timeout=timeout)
-
-
-def connect_async(url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> AsyncClient:
-    """An asyncio client of the Fenec server at ``url``; use it with
-    ``async with``. Arguments as :func:`connect`."""
-    return AsyncClient(url, token=token, timeout=timeout)

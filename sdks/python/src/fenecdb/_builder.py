@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
+from ._codec import check_finite
+
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PATH = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 _OPS = ("=", "!=", "<", "<=", ">", ">=", "in", "not in")
@@ -21,6 +23,10 @@ class Statement:
 
     query: str
     params: Tuple[Any, ...] = ()
+    collection: Optional[str] = field(default=None, compare=False)
+    """The collection a builder rendered it for: its rows decode by that
+    collection's declared field types (text statements' rows are left as
+    the JSON says)."""
 
 
 @dataclass(frozen=True, init=False)
@@ -31,6 +37,9 @@ class _Fragment:
     def __init__(self, text: str, *args: Any) -> None:
         if not isinstance(text, str):
             raise TypeError(f"{type(self).__name__.lower()}() takes its text first, got {text!r}")
+        what = f"{type(self).__name__.lower()}({text!r})"
+        for arg in args:
+            check_finite(arg, what)
         object.__setattr__(self, "text", text)
         object.__setattr__(self, "args", args)
 
@@ -70,7 +79,8 @@ def inc(by: Union[int, float] = 1) -> Inc:
     """A patch value adding ``by`` to the field's own value:
     ``{"attempts": inc(1)}`` renders ``attempts: attempts + $n``."""
     if isinstance(by, bool) or not isinstance(by, (int, float)):
-        raise TypeError(f"inc() takes a number, got {by!r}")
+        raise ValueError(f"inc() takes a finite number, got {by!r}")
+    check_finite(by, "inc()")
     return Inc(by)
 
 
@@ -88,6 +98,7 @@ class _Params:
             raise TypeError("inc() stands only as a value of an update's patch")
         if isinstance(value, Expr):
             raise TypeError("expr() cannot stand here")
+        check_finite(value, "a value")
         self.values.append(value)
         return f"${len(self.values)}"
 
@@ -115,7 +126,7 @@ class _Params:
             elif ch in "'\"":
                 quote = ch
             elif ch == "$" and fragment.text[i + 1 : i + 2].isdigit():
-                raise ValueError(f"{what} has a parameter of its own: mark each value with ? instead")
+                raise ValueError(f"{what} has a $n parameter of its own: mark each value with ? instead")
             elif ch == "?":
                 arg = next(args, _MISSING)
                 if arg is _MISSING:
@@ -161,7 +172,7 @@ def _patch_text(patch: Mapping[str, Any], params: _Params) -> str:
         raise ValueError(f"update takes a patch (a dict) of one or more fields, got an empty {patch!r}")
     items = []
     for key, value in patch.items():
-        key = _name("field", key)
+        key = _name("field", key, _IDENT)
         if value is None:
             text = "null"
         elif isinstance(value, Inc):
@@ -225,12 +236,17 @@ class Query(Generic[_DB]):
             raise TypeError("where() takes a field and a value, a field, an operator and a value, or raw(...)")
         elif value is _MISSING:
             op = "is null" if op_or_value is None else "="
+            check_finite(op_or_value, f"where({field_or_raw!r})")
             cond = _Cond(_name("field", field_or_raw), op, op_or_value)
         else:
             if op_or_value not in _OPS:
                 raise ValueError(f"where() operator {op_or_value!r} is not one of {', '.join(_OPS)}")
-            if op_or_value in ("in", "not in") and not isinstance(value, (list, tuple)):
-                raise TypeError(f"where() operator {op_or_value!r} takes a list, got {value!r}")
+            if op_or_value in ("in", "not in"):
+                if not isinstance(value, (list, tuple)):
+                    raise TypeError(f"where() operator {op_or_value!r} takes a list, got {value!r}")
+                if not value:
+                    raise ValueError(f"where({field_or_raw!r}, {op_or_value!r}, …) got an empty list: it would match nothing")
+            check_finite(value, f"where({field_or_raw!r})")
             cond = _Cond(_name("field", field_or_raw), op_or_value, value)
         return replace(self, _where=self._where + (cond,))
 
@@ -251,9 +267,10 @@ class Query(Generic[_DB]):
         return replace(self, _offset=_count("offset", n))
 
     def select(self: _Q, *fields: str) -> _Q:
-        """Answer these fields (or paths, ``payload.to``) of each row;
-        ``select("*")`` answers every field, as no select does."""
-        return replace(self, _select=_fields("select", self._select + fields))
+        """Answer these fields (or paths, ``payload.to``) of each row,
+        replacing an earlier select; ``select("*")`` answers every field, as
+        no select does."""
+        return replace(self, _select=_fields("select", fields))
 
     def render_rows(self) -> Statement:
         """The statement :meth:`rows` sends."""
@@ -262,7 +279,7 @@ class Query(Generic[_DB]):
         if self._select:
             parts.append("select " + ", ".join(self._select))
         parts += self._tail(params)
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_first(self) -> Statement:
         """The statement :meth:`first` sends: :meth:`render_rows` with ``limit 1``."""
@@ -272,7 +289,7 @@ class Query(Generic[_DB]):
         """The statement :meth:`count` sends."""
         params = _Params()
         parts = [f"get {self.name}", *self._conditions(params), "count"]
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_insert(self, docs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> Statement:
         """The statement :meth:`insert` sends: one document, or a list of them."""
@@ -284,7 +301,7 @@ class Query(Generic[_DB]):
             if isinstance(docs, (str, bytes)) or not docs:
                 raise ValueError(f"insert takes a document or a list of one or more, got an empty {docs!r}")
             text = "[" + ", ".join(_doc_text(d, params) for d in docs) + "]"
-        return Statement(f"insert {self.name} {text}", tuple(params.values))
+        return Statement(f"insert {self.name} {text}", tuple(params.values), self.name)
 
     def render_update(
         self, patch: Mapping[str, Any], *, returning: Returning = False, require: Optional[int] = None
@@ -295,14 +312,14 @@ class Query(Generic[_DB]):
         parts = [f"set {self.name} {_patch_text(patch, params)}"]
         parts += self._tail(params)
         parts += self._write_tail(returning, require)
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_delete(self, *, returning: Returning = False, require: Optional[int] = None) -> Statement:
         """The statement :meth:`delete` sends."""
         self._refuse("delete", "offset", "select")
         params = _Params()
         parts = [f"del {self.name}", *self._tail(params), *self._write_tail(returning, require)]
-        return Statement(" ".join(parts), tuple(params.values))
+        return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def _refuse(self, endpoint: str, *clauses: str) -> None:
         for clause in clauses:

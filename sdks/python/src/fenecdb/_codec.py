@@ -1,22 +1,67 @@
 """Values on the wire: parameters go as JSON with datetimes as ISO-8601 UTC
-text; answers come back with timestamps as timezone-aware datetimes."""
+text; answers come back as :class:`Rows` or :class:`Affected`, carrying the
+answer's ``Fenec-Seq`` and ``Idempotent-Replayed``, with each column that
+the collection declares ``timestamp`` (``GET /collections``) made a
+timezone-aware datetime — by the declared type, never by a string's shape
+(docs/sdks.md)."""
 
 from __future__ import annotations
 
-import re
+import math
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Mapping, Sequence, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
 
 Row = Dict[str, Any]
 """One row: its columns in the order the server sent them."""
 
-Answer = Union[List[Row], int]
-"""A statement's answer: its rows, or how many documents a write without
-``returning`` wrote."""
 
-# The one shape the server writes timestamps in (docs/http.md, Time): UTC,
-# milliseconds.
-_TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\Z")
+class Rows(List[Row]):
+    """A statement's rows (a read's, or a write's with ``returning``): a
+    list, carrying the result as docs/sdks.md names it — ``rows`` (itself),
+    ``affected`` (how many rows), ``seq`` (``Fenec-Seq``: the database's
+    change number after a request that wrote, else 0) and ``replayed``
+    (``True`` when this is the first answer to the request's
+    Idempotency-Key, replayed: nothing was written)."""
+
+    seq: int = 0
+    replayed: bool = False
+
+    @property
+    def rows(self) -> "Rows":
+        return self
+
+    @property
+    def affected(self) -> int:
+        return len(self)
+
+
+class Affected(int):
+    """How many documents a write without ``returning`` wrote: an ``int``,
+    with ``rows`` (``None``), ``affected`` (itself), ``seq`` and
+    ``replayed`` as :class:`Rows` has them."""
+
+    seq: int = 0
+    replayed: bool = False
+
+    @property
+    def rows(self) -> None:
+        return None
+
+    @property
+    def affected(self) -> int:
+        return int(self)
+
+
+Answer = Union[Rows, Affected]
+"""A statement's answer: its rows, or how many documents a write wrote."""
+
+
+class Results(List[Answer]):
+    """A ``/batch``'s answers, one per statement, with the ``seq`` and
+    ``replayed`` of the whole batch."""
+
+    seq: int = 0
+    replayed: bool = False
 
 
 def timestamp_text(value: datetime) -> str:
@@ -26,6 +71,19 @@ def timestamp_text(value: datetime) -> str:
         raise ValueError(f"{value!r} is naive: give it a timezone (datetime.timezone.utc) so it names one moment")
     text = value.astimezone(timezone.utc).isoformat(timespec="milliseconds")
     return text.replace("+00:00", "Z")
+
+
+def check_finite(value: Any, where: str) -> None:
+    """Refuses NaN and ±infinity at any depth of ``value``: JSON has no such
+    number, and the call that takes one is where it is wrong."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value!r} is not a finite number (JSON has no NaN or infinity)")
+    if isinstance(value, Mapping):
+        for v in value.values():
+            check_finite(v, where)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            check_finite(v, where)
 
 
 def to_json(value: Any) -> Any:
@@ -39,24 +97,31 @@ def to_json(value: Any) -> Any:
     return value
 
 
-def _value(value: Any) -> Any:
-    if isinstance(value, str) and _TIMESTAMP.match(value):
-        try:
-            return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-        except ValueError:  # the shape, but no such moment (month 13): keep the text
-            return value
-    return value
+def parse_timestamp(text: str) -> datetime:
+    """A timestamp as the server writes it (ISO-8601 UTC), as an aware datetime."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
 
 
-def decode_rows(rows: Sequence[Row]) -> List[Row]:
-    """The rows, each column holding a timestamp's text made an aware datetime."""
-    return [{k: _value(v) for k, v in row.items()} for row in rows]
+Types = Dict[str, Dict[str, str]]
+"""Each collection's fields and their declared types, as ``/collections`` says."""
 
 
-def decode_answer(body: Any) -> Answer:
-    """A ``/query`` answer: rows (decoded), or a write's ``affected`` count."""
-    if isinstance(body, list):
-        return decode_rows(body)
-    if isinstance(body, dict) and isinstance(body.get("affected"), int):
-        return int(body["affected"])
-    raise ValueError(f"not a Fenec answer: {body!r}")
+def missing(types: Types, collection: Optional[str], rows: Any) -> Set[str]:
+    """The columns of these rows the collection's known types lack: fields
+    added (or a collection made) since they were loaded — or columns no
+    field declares (``count``, a path), which the caller learns to skip."""
+    if collection is None or not isinstance(rows, list):
+        return set()
+    known = types.get(collection, {})
+    return {k for row in rows if isinstance(row, dict) for k in row if k not in known}
+
+
+def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) -> List[Row]:
+    """The rows, each column its collection declares ``timestamp`` made an
+    aware datetime; every other column — and every column of a statement
+    sent as text — as the JSON said."""
+    fields = types.get(collection, {}) if collection else {}
+    stamps = {name for name, kind in fields.items() if kind == "timestamp"}
+    if not stamps:
+        return list(rows)
+    return [{k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()} for row in rows]

@@ -1,0 +1,54 @@
+/**
+ * JSON with exact int64 (docs/sdks.md, "Values"): `stringify` writes a
+ * `bigint` as its digits, and `parse` reads an integer outside ±2^53 as a
+ * `bigint`, where `JSON.parse` would round it to the nearest double.
+ */
+
+/** `JSON.stringify`, with a `bigint` written as a JSON number. */
+export function stringify(v: unknown): string {
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v !== 'object' || v === null) return JSON.stringify(v) ?? 'null';
+  const j = (v as { toJSON?: () => unknown }).toJSON;
+  if (typeof j === 'function') return stringify(j.call(v));
+  if (Array.isArray(v)) return `[${v.map((x) => (x === undefined || typeof x === 'function' ? 'null' : stringify(x))).join(',')}]`;
+  const parts: string[] = [];
+  for (const [k, x] of Object.entries(v)) {
+    if (x !== undefined && typeof x !== 'function') parts.push(`${JSON.stringify(k)}:${stringify(x)}`);
+  }
+  return `{${parts.join(',')}}`;
+}
+
+const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
+
+/**
+ * `JSON.parse`, with an integer that a double cannot hold exactly read as a
+ * `bigint`. Such numbers are put in quotes under a mark the text does not
+ * hold, and turned back by the reviver.
+ */
+export function parse(text: string): unknown {
+  let mark = 'fenec-int64:';
+  while (text.includes(mark)) mark += '~';
+  let out = '';
+  let last = 0;
+  let big = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === '"') {
+      for (i++; i < text.length && text[i] !== '"'; i++) if (text[i] === '\\') i++;
+    } else if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) {
+      NUMBER.lastIndex = i;
+      const m = NUMBER.exec(text);
+      if (!m) break; // not JSON: JSON.parse says where
+      const n = m[0];
+      if (/^-?[0-9]+$/.test(n) && !Number.isSafeInteger(Number(n))) {
+        out += `${text.slice(last, i)}"${mark}${n}"`;
+        last = i + n.length;
+        big = true;
+      }
+      i += n.length - 1;
+    }
+  }
+  if (!big) return JSON.parse(text);
+  return JSON.parse(out + text.slice(last), (_k, v: unknown) =>
+    typeof v === 'string' && v.startsWith(mark) ? BigInt(v.slice(mark.length)) : v);
+}

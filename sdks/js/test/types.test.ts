@@ -1,0 +1,61 @@
+/**
+ * The types a user compiles against, checked by `tsc` when this file is
+ * built (strict, exactOptionalPropertyTypes, noUncheckedIndexedAccess): each
+ * `@ts-expect-error` below fails the build if its line compiles. The test
+ * then runs the lines that should compile.
+ */
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { connect, expr, inc, path, raw } from '../src/client.js';
+
+/** A row type written as an interface (no index signature). */
+interface Job {
+  id: number;
+  payload: { to: string };
+  run_at: Date | null;
+  owner: string | null;
+  attempts: number;
+  error: string | null;
+}
+
+test('a row type checks field names; options take undefined', () => {
+  const env: Record<string, string | undefined> = {};
+  const db = connect('http://127.0.0.1:1', { token: env['FENEC_TOKEN'], timeout: undefined });
+  const jobs = db.from<Job>('jobs');
+
+  const ok = [
+    jobs.where('owner', 'w1').where('attempts', '<', 5).order('run_at', 'desc').select('id', 'payload').toQuery(),
+    jobs.where(path('payload.to'), 'ada@example.com').order(path('payload.to')).select(path('payload.to')).select('*').toQuery(),
+    jobs.where(raw('run_at <= now()')).toQuery('update', { owner: 'w1', run_at: expr('now() + ?', 1000), attempts: inc(1), error: null }),
+    jobs.toQuery('insert', { payload: { to: 'x' }, run_at: expr('now()'), attempts: 0 }),
+  ];
+  assert.equal(ok.length, 4);
+
+  // Compiled, never run: each line is a mistake tsc must refuse.
+  const mistakes = () => {
+    // @ts-expect-error a field the row type lacks
+    jobs.where('ownr', 'w1');
+    // @ts-expect-error a dotted path needs path(…)
+    jobs.where('payload.to', 'x');
+    // @ts-expect-error order by a field the row type lacks
+    jobs.order('runat');
+    // @ts-expect-error select a field the row type lacks
+    jobs.select('id', 'ownr');
+    // @ts-expect-error a patch key the row type lacks
+    jobs.toQuery('update', { ownr: 'w1' });
+    // @ts-expect-error a patch value of the wrong type
+    jobs.toQuery('update', { attempts: 'one' });
+    // @ts-expect-error inc(…) is not a document value
+    jobs.toQuery('insert', { attempts: inc(1) });
+  };
+  void mistakes;
+
+  // Without a row type, any field name is taken (and checked at run time).
+  db.from('jobs').where('anything', 1).order('payload.to').select('x.y');
+
+  const rows: Promise<Job[]> = jobs.rows().catch(() => []);
+  const first: Promise<Job | null> = jobs.first().catch(() => null);
+  void rows;
+  void first;
+});

@@ -1,0 +1,1 @@
+"""The asyncio client, written once; ``_sync`` is generated from it."""

@@ -1,0 +1,260 @@
+"""The asyncio client (``AsyncClient``) and its collection builder. Written
+once: the blocking twin ``fenecdb/_sync/client.py`` is generated from this
+file by unasync (``make generate``); what both share is in ``_calls.py``."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, List, Literal, Mapping, Optional, Sequence, Type, Union, overload
+
+import httpx
+
+from .. import _calls as calls
+from .. import _generated as api
+from .._builder import Query, Returning
+from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
+from .._codec import Affected, Answer, Results, Row, Rows
+from .._errors import FenecError
+
+Doc = Mapping[str, Any]
+
+
+class AsyncClient:
+    """A connection to a Fenec server; make one with
+    :func:`fenecdb.connect_async` and use it with ``async with``.
+
+    ``url`` is ``http(s)://host[:port]`` (checked now); ``token`` is sent as
+    ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
+    take (default 30; ``None``: no limit), which a call's own ``timeout=``
+    replaces; ``transport`` replaces httpx's. Cancelling a task gives its
+    request up: a claim held at the server is released."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT,
+        transport: Optional[httpx.AsyncBaseTransport] = None,
+    ) -> None:
+        self._settings = calls.Settings(url, token, timeout)
+        self._http = httpx.AsyncClient(base_url=url, transport=transport, timeout=self._settings.timeout)
+
+    def collection(self, name: str) -> AsyncCollection:
+        """A query on the collection ``name`` (an identifier)."""
+        return AsyncCollection(name, self)
+
+    def from_(self, name: str) -> AsyncCollection:
+        """A query on the collection ``name``; as :meth:`collection`."""
+        return AsyncCollection(name, self)
+
+    async def query(
+        self,
+        statement: StatementLike,
+        params: Sequence[Any] = (),
+        *,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Answer:
+        """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
+        :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
+        0 to 30) holds a claim at the server while it would take nothing."""
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        body, collection = calls.query_body(statement, params)
+        if calls.to_load(self._settings, [collection]):
+            await self.collections(timeout=timeout)
+            calls.loaded(self._settings, [collection])
+        try:
+            reply = await api.query_async(
+                self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
+            )
+        except httpx.HTTPError as e:
+            call.fail(e)
+        got = calls.answered(call, reply)
+        await self._reload([body["query"]], [collection], [got], timeout)
+        return calls.answer(self._settings, collection, got, call, reply)
+
+    async def batch(
+        self,
+        statements: Sequence[StatementLike],
+        *,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Results:
+        """Run statements all or nothing, under one lock; answers each one's
+        answer. A refusal's :class:`FenecError` names the statement in ``at``."""
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        if calls.to_load(self._settings, collections):
+            await self.collections(timeout=timeout)
+            calls.loaded(self._settings, collections)
+        try:
+            reply = await api.batch_async(
+                self._http,
+                {"statements": list(bodies)},
+                call.headers,
+                token=self._settings.token,
+                timeout=call.httpx_timeout,
+            )
+        except httpx.HTTPError as e:
+            call.fail(e)
+        got = calls.answered(call, reply)
+        results = got.get("results") if isinstance(got, dict) else None
+        if isinstance(results, list):
+            await self._reload([b["query"] for b in bodies], collections, results, timeout)
+        return calls.batch_results(self._settings, collections, got, call, reply)
+
+    async def health(self, *, timeout: Optional[float] = DEFAULT) -> bool:
+        """Whether the server is up."""
+        call = self._settings.call(api.HEALTH, timeout=timeout)
+        try:
+            reply = await api.health_async(self._http, timeout=call.httpx_timeout)
+        except httpx.HTTPError as e:
+            call.fail(e)
+        return bool(calls.answered(call, reply).get("ok"))
+
+    async def collections(self, *, timeout: Optional[float] = DEFAULT) -> List[api.Collection]:
+        """Every collection, with its fields, their types and indexes."""
+        call = self._settings.call(api.COLLECTIONS, timeout=timeout)
+        try:
+            reply = await api.collections_async(self._http, token=self._settings.token, timeout=call.httpx_timeout)
+        except httpx.HTTPError as e:
+            call.fail(e)
+        got: List[api.Collection] = calls.answered(call, reply)["collections"]
+        calls.learn(self._settings, got)
+        return got
+
+    async def _reload(
+        self, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any], timeout: Optional[float]
+    ) -> None:
+        """Loads the field types again when rows hold a column not seen yet,
+        so they decode by type. The answer is in hand: a failure to load
+        leaves its rows as the JSON says rather than losing them."""
+        if calls.to_reload(self._settings, queries, collections, answers):
+            try:
+                await self.collections(timeout=timeout)
+            except FenecError:
+                return
+            calls.learnt(self._settings, collections, answers)
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.aclose()
+
+
+class AsyncCollection(Query[AsyncClient]):
+    """A query on one collection: immutable, each method answers a new one.
+    Its endpoints send the statement it renders; each takes ``timeout=``
+    (seconds) for that call."""
+
+    async def rows(self, *, timeout: Optional[float] = DEFAULT) -> Rows:
+        """The rows: ``get c [select …] [where …] [order …] [limit n] [offset n]``."""
+        return calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout))
+
+    async def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[Row]:
+        """The first row, or ``None``."""
+        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout))
+        return rows[0] if rows else None
+
+    async def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+        """How many rows match."""
+        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout))
+
+    async def insert(
+        self,
+        docs: Union[Doc, Sequence[Doc]],
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected:
+        """Insert a document or a list of them; answers how many. A taken id
+        or ``@unique`` value raises :class:`Conflict` and writes nothing."""
+        stmt = self.render_insert(docs)
+        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+
+    @overload
+    async def update(
+        self,
+        patch: Doc,
+        *,
+        returning: Literal[False] = False,
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected: ...
+
+    @overload
+    async def update(
+        self,
+        patch: Doc,
+        *,
+        returning: Union[Literal[True], Sequence[str]],
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Rows: ...
+
+    async def update(
+        self,
+        patch: Doc,
+        *,
+        returning: Returning = False,
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Answer:
+        """Write ``patch`` into the matching rows (``set``): values, ``None``,
+        ``expr(...)`` or ``inc(n)``. Answers the count, or with ``returning``
+        the rows as written. ``require=n`` raises :class:`Unmet` unless exactly
+        n rows; ``wait`` (seconds, 0 to 30) holds the claim at the server
+        while it would take nothing."""
+        stmt = self.render_update(patch, returning=returning, require=require)
+        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+
+    @overload
+    async def delete(
+        self,
+        *,
+        returning: Literal[False] = False,
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected: ...
+
+    @overload
+    async def delete(
+        self,
+        *,
+        returning: Union[Literal[True], Sequence[str]],
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Rows: ...
+
+    async def delete(
+        self,
+        *,
+        returning: Returning = False,
+        require: Optional[int] = None,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Answer:
+        """Delete the matching rows (``del``); options as :meth:`update`."""
+        stmt = self.render_delete(returning=returning, require=require)
+        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)

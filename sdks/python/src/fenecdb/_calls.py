@@ -1,0 +1,297 @@
+"""What the blocking and the asyncio client share: checking a call's
+settings, building its headers, body and timeout, and turning its answer —
+or httpx's exception — into a result or a :class:`FenecError`. The clients
+only send (``_async/client.py``, and ``_sync/client.py`` generated from it)."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union
+from urllib.parse import urlsplit
+
+import httpx
+
+from . import _generated as api
+from ._builder import Statement
+from ._codec import Affected, Answer, Results, Rows, Types, check_finite, decode_rows, missing, to_json
+from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
+
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a call may take, unless the client or the call says otherwise."""
+
+MAX_WAIT = 30.0
+"""The longest ``wait=`` the server holds a claim, in seconds."""
+
+StatementLike = Union[Statement, str]
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Any = _Default()
+"""A call's ``timeout=`` left to the client's."""
+
+
+def check_url(url: str) -> str:
+    """``url`` when it is ``http(s)://host[:port][/path]``; else a ValueError now,
+    not at the first call."""
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"the server URL {url!r} is not http(s)://host[:port]")
+    try:
+        parts.port
+    except ValueError as e:
+        raise ValueError(f"the server URL {url!r} has a bad port: {e}") from None
+    return url
+
+
+def check_timeout(timeout: Optional[float], what: str = "timeout") -> Optional[float]:
+    """Seconds, > 0, or ``None`` (no limit)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"{what} is a number of seconds above 0 (or None: no limit), got {timeout!r}")
+    return float(timeout)
+
+
+def check_wait(wait: Optional[float]) -> Optional[int]:
+    """``wait`` (seconds, 0 to 30) as Fenec-Wait's milliseconds."""
+    if wait is None:
+        return None
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not (0 <= wait <= MAX_WAIT):
+        raise ValueError(f"wait is a number of seconds from 0 to {MAX_WAIT:g}, got {wait!r}")
+    return round(wait * 1000)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request's settings, checked: what it sends and how long it may take."""
+
+    route: api.Route
+    host: str
+    headers: api.QueryHeaders
+    timeout: Optional[float]
+    wait: float
+    timeout_is_client: bool
+
+    @property
+    def httpx_timeout(self) -> httpx.Timeout:
+        """The timeout; a held claim's answer is awaited as much longer as
+        it may be held (timeout + wait)."""
+        if self.timeout is None:
+            return httpx.Timeout(None)
+        return httpx.Timeout(self.timeout, read=self.timeout + self.wait)
+
+    def fail(self, e: httpx.HTTPError) -> NoReturn:
+        """httpx's exception as a FenecError, httpx's as its cause."""
+        if isinstance(e, httpx.TimeoutException):
+            whose = "the client's timeout" if self.timeout_is_client else "the call's timeout="
+            if self.wait and isinstance(e, httpx.ReadTimeout) and self.timeout is not None:
+                limit = f"{self.timeout + self.wait:g} s ({whose} of {self.timeout:g} s plus the wait of {self.wait:g} s)"
+            else:
+                limit = f"{self.timeout:g} s ({whose})"
+            phase = "" if isinstance(e, httpx.ReadTimeout) else f", {_PHASES.get(type(e), 'waiting')}"
+            raise Timeout(f"no answer from {self.host} in {limit}{phase}", code="timeout") from e
+        if isinstance(e, httpx.TransportError):
+            raise NetworkError(f"cannot reach {self.host}: {_reason(e)} ({self.route.method} {self.route.path})", code="network") from e
+        raise UnexpectedAnswer(f"unexpected answer from {self.host}: {type(e).__name__}: {e}", code="unexpected") from e
+
+
+_PHASES = {
+    httpx.ConnectTimeout: "connecting",
+    httpx.WriteTimeout: "sending",
+    httpx.PoolTimeout: "waiting for a free connection",
+}
+
+
+def _reason(e: BaseException) -> str:
+    """The cause in words: ``connection refused`` rather than
+    ``[Errno 111] Connection refused`` or anyio's "All connection attempts
+    failed" (whose cause is the refusal)."""
+    seen = set()
+    todo = [e]
+    while todo:
+        inner = todo.pop(0)
+        if id(inner) in seen:
+            continue
+        seen.add(id(inner))
+        if isinstance(inner, OSError) and (inner.errno or inner.strerror):
+            # asyncio's strerror is "Connect call failed (…)": the errno says why.
+            text = os.strerror(inner.errno) if inner.errno else str(inner.strerror)
+            return text[:1].lower() + text[1:]
+        todo += [x for x in (inner.__cause__, inner.__context__) if x is not None]
+        todo += list(getattr(inner, "exceptions", ()))
+    text = str(e) or type(e).__name__
+    text = text.split("] ", 1)[-1] if text.startswith("[Errno") else text
+    return text[:1].lower() + text[1:]
+
+
+class Settings:
+    """A client's fixed settings and the statement types it has learnt."""
+
+    def __init__(self, url: str, token: Optional[str], timeout: Optional[float]) -> None:
+        parts = urlsplit(check_url(url))
+        self.url = url
+        self.host = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+        self.token = token
+        self.timeout = check_timeout(timeout)
+        self.types: Types = {}
+        self.not_fields: Dict[str, Set[str]] = {}
+
+    def call(
+        self,
+        route: api.Route,
+        *,
+        wait: Optional[float] = None,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Call:
+        headers: api.QueryHeaders = {}
+        ms = check_wait(wait)
+        if ms is not None:
+            headers["fenec_wait"] = ms
+        if idempotency_key is not None:
+            if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.encode()) <= 255:
+                raise ValueError(f"idempotency_key is 1 to 255 bytes of text, got {idempotency_key!r}")
+            headers["idempotency_key"] = idempotency_key
+        is_client = timeout is DEFAULT
+        seconds = self.timeout if is_client else check_timeout(timeout)
+        return Call(route, self.host, headers, seconds, float(wait or 0), is_client)
+
+
+def query_body(statement: StatementLike, params: Sequence[Any] = ()) -> Tuple[api.QueryRequest, Optional[str]]:
+    """A ``/query`` body (or one statement of a ``/batch``), and the
+    collection a builder rendered it for."""
+    if isinstance(statement, Statement):
+        if params:
+            raise TypeError("a Statement carries its own params")
+        text, values, collection = statement.query, list(statement.params), statement.collection
+    elif isinstance(statement, str):
+        text, values, collection = statement, list(params), None
+    else:
+        raise TypeError(f"a statement is FenecQL text or a Statement, got {statement!r}")
+    check_finite(values, "params")
+    return {"query": text, "params": to_json(values)}, collection
+
+
+def answered(call: Call, reply: api.Reply[Any]) -> Any:
+    """The body of a 2xx; else the error for it: the server's (a class per
+    code) when the body is the API's error JSON, else ``unexpected``."""
+    body = reply.body
+    if reply.ok and body is not None:
+        return body
+    if isinstance(body, dict) and isinstance(body.get("error"), str) and body.get("code") in api.ERRORS:
+        at = body.get("at")
+        cls = api.ERRORS[body["code"]]
+        raise cls(body["error"], status=reply.status, code=body["code"], at=at if isinstance(at, int) and not isinstance(at, bool) else None)
+    raise unexpected(call, reply)
+
+
+def unexpected(call: Call, reply: api.Reply[Any]) -> UnexpectedAnswer:
+    """An answer that is not the API's JSON: its status and the first 200
+    characters of its body."""
+    start = " ".join(reply.text.split())[:200]
+    return UnexpectedAnswer(
+        f"unexpected answer from {call.host}: HTTP {reply.status}: {start or '(an empty body)'}",
+        status=reply.status,
+        code="unexpected",
+    )
+
+
+def seq_of(reply: api.Reply[Any]) -> int:
+    text = reply.headers.get(api.HEADER_FENEC_SEQ, "")
+    return int(text) if text.isdigit() else 0
+
+
+def replayed_of(reply: api.Reply[Any]) -> bool:
+    return bool(reply.headers.get(api.HEADER_IDEMPOTENT_REPLAYED, "").lower() == "true")
+
+
+def to_load(settings: Settings, collections: Sequence[Optional[str]]) -> bool:
+    """Whether to load the field types before sending: a statement of a
+    collection not loaded yet (loaded first, so a failure to load them never
+    loses an answer, such as a claim's jobs)."""
+    return any(c is not None and c not in settings.types for c in collections)
+
+
+def loaded(settings: Settings, collections: Sequence[Optional[str]]) -> None:
+    """After the load before sending: a collection ``/collections`` did not
+    list (not made yet, or one the token may not read) has no types to
+    decode by, and is not asked about again before each statement."""
+    for c in collections:
+        if c is not None:
+            settings.types.setdefault(c, {})
+
+
+def to_reload(settings: Settings, queries: Sequence[str], collections: Sequence[Optional[str]], answers: Sequence[Any]) -> bool:
+    """Whether to load the field types again after an answer: a statement
+    changed the schema, or rows hold a column not seen yet."""
+    if any(_changes_schema(q) for q in queries):
+        settings.types.clear()
+        settings.not_fields.clear()
+        return False
+    return any(missing(settings.types, c, a) - settings.not_fields.get(c or "", set()) for c, a in zip(collections, answers))
+
+
+def _changes_schema(query: str) -> bool:
+    word = query.lstrip().split(None, 1)[:1]
+    return bool(word) and word[0].lower() in ("create", "drop", "alter")
+
+
+def learn(settings: Settings, collections: List[api.Collection]) -> None:
+    settings.types = {c["name"]: {f["name"]: f["type"] for f in c["fields"]} for c in collections}
+
+
+def learnt(settings: Settings, collections: Sequence[Optional[str]], answers: Sequence[Any]) -> None:
+    """After a load: collections it did not list are known to have no
+    fields yet, and columns still unknown (``count``, ``payload.to``) are
+    no fields — neither is asked about again."""
+    for c, a in zip(collections, answers):
+        if c is not None:
+            settings.types.setdefault(c, {})
+            settings.not_fields.setdefault(c, set()).update(missing(settings.types, c, a))
+
+
+def answer(settings: Settings, collection: Optional[str], body: Any, call: Call, reply: api.Reply[Any]) -> Answer:
+    """One statement's answer, decoded: its rows or its count."""
+    if isinstance(body, list) and all(isinstance(r, dict) for r in body):
+        rows = Rows(decode_rows(settings.types, collection, body))
+        rows.seq, rows.replayed = seq_of(reply), replayed_of(reply)
+        return rows
+    if isinstance(body, dict) and isinstance(body.get("affected"), int):
+        n = Affected(body["affected"])
+        n.seq, n.replayed = seq_of(reply), replayed_of(reply)
+        return n
+    raise unexpected(call, reply)
+
+
+def batch_results(
+    settings: Settings, collections: Sequence[Optional[str]], body: Any, call: Call, reply: api.Reply[Any]
+) -> Results:
+    results = body.get("results") if isinstance(body, dict) else None
+    if not isinstance(results, list) or len(results) != len(collections):
+        raise unexpected(call, reply)
+    out = Results(answer(settings, c, r, call, reply) for c, r in zip(collections, results))
+    out.seq, out.replayed = seq_of(reply), replayed_of(reply)
+    return out
+def rows_of(a: Answer) -> Rows:
+    if not isinstance(a, Rows):
+        raise UnexpectedAnswer("expected rows, got a count", code="unexpected")
+    return a
+
+
+def affected_of(a: Answer) -> Affected:
+    if not isinstance(a, Affected):
+        raise UnexpectedAnswer("expected a count, got rows", code="unexpected")
+    return a
+
+
+def count_of(a: Answer) -> int:
+    rows = rows_of(a)
+    if not rows or not isinstance(rows[0].get("count"), int):
+        raise UnexpectedAnswer(f"expected a count row, got {rows!r}", code="unexpected")
+    return int(rows[0]["count"])

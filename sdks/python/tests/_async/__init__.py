@@ -1,0 +1,1 @@
+"""Tests written once against AsyncClient; ``tests/_sync`` is generated from them."""
