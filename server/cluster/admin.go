@@ -185,4 +185,3 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
-

@@ -92,6 +92,26 @@ type Node struct {
 	termMu     sync.Mutex
 	termCtx    context.Context // ends when this node's term as leader does
 	termCancel context.CancelFunc
+
+	// Proposals go to raft from a goroutine of their own, in the order
+	// the engine made them: raft.Apply can block while raft waits for
+	// this node's state machine, which waits for the engine's write lock,
+	// under which the engine proposes. A proposal made by memory since
+	// discarded (its mark is not the engine's now) is refused, never
+	// appended; sendMu keeps a discard from falling between that check
+	// and raft.Apply.
+	propMu   sync.Mutex
+	queue    []*proposal
+	propWake chan struct{}
+	propStop chan struct{}
+	propDone chan struct{}
+	sendMu   sync.RWMutex
+}
+
+type proposal struct {
+	data []byte
+	mark uint64
+	sent chan raft.ApplyFuture // nil when refused
 }
 
 // Start makes db a node of a cluster and starts raft. db serves no write
@@ -109,7 +129,8 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, db: db, log: cfg.Log, notify: make(chan bool, 16), obsCh: make(chan raft.Observation, 64), done: make(chan struct{})}
+	n := &Node{cfg: cfg, db: db, log: cfg.Log, notify: make(chan bool, 16), obsCh: make(chan raft.Observation, 64), done: make(chan struct{}),
+		propWake: make(chan struct{}, 1), propStop: make(chan struct{}), propDone: make(chan struct{})}
 	n.termCtx, n.termCancel = context.WithCancel(context.Background())
 	n.termCancel()
 	n.addrs.Store(cfg.ID, cfg.HTTPURL)
@@ -177,6 +198,7 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 		return ok
 	})
 	n.raft.RegisterObserver(n.obs)
+	go n.propose()
 	if !existing && len(cfg.Bootstrap) > 0 {
 		var servers []raft.Server
 		for _, p := range cfg.Bootstrap {
@@ -189,6 +211,38 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	}
 	go n.watch()
 	return n, nil
+}
+
+// propose hands queued proposals to raft, in order, until Shutdown.
+func (n *Node) propose() {
+	defer close(n.propDone)
+	for {
+		select {
+		case <-n.propWake:
+		case <-n.propStop:
+			n.propMu.Lock()
+			for _, p := range n.queue {
+				p.sent <- nil
+			}
+			n.queue = nil
+			n.propMu.Unlock()
+			return
+		}
+		n.propMu.Lock()
+		batch := n.queue
+		n.queue = nil
+		n.propMu.Unlock()
+		for _, p := range batch {
+			n.sendMu.RLock()
+			if p.mark != n.db.Mark() {
+				n.sendMu.RUnlock()
+				p.sent <- nil
+				continue
+			}
+			p.sent <- n.raft.Apply(p.data, 0)
+			n.sendMu.RUnlock()
+		}
+	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -260,9 +314,11 @@ func (n *Node) leaveOffice() {
 	n.termMu.Lock()
 	n.termCancel()
 	n.termMu.Unlock()
+	n.sendMu.Lock()
 	if err := n.db.Discard(); err != nil {
 		n.log.Error("cluster: discarding the writes not committed", "err", err)
 	}
+	n.sendMu.Unlock()
 	n.log.Info("cluster: following")
 }
 
@@ -304,8 +360,19 @@ func (n *Node) LeaderURL() string {
 // leader takes every entry queued while it writes the last batch into its
 // next one, so writes share the log's fsync as they share the store's.
 func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
-	f := n.raft.Apply(encodeEntry(seq, mark, changes), 0)
+	p := &proposal{data: encodeEntry(seq, mark, changes), mark: mark, sent: make(chan raft.ApplyFuture, 1)}
+	n.propMu.Lock()
+	n.queue = append(n.queue, p)
+	n.propMu.Unlock()
+	select {
+	case n.propWake <- struct{}{}:
+	default: // already woken: the proposer takes this one too
+	}
 	return func() error {
+		f := <-p.sent
+		if f == nil {
+			return &engine.NotLeaderError{Leader: n.LeaderURL()}
+		}
 		if err := f.Error(); err != nil {
 			if errors.Is(err, raft.ErrNotLeader) {
 				return &engine.NotLeaderError{Leader: n.LeaderURL()}
@@ -340,6 +407,8 @@ func (n *Node) Shutdown() error {
 		}
 	}
 	err := n.raft.Shutdown().Error()
+	close(n.propStop)
+	<-n.propDone
 	n.raft.DeregisterObserver(n.obs)
 	close(n.obsCh)
 	<-n.done

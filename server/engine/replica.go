@@ -74,8 +74,9 @@ func isReplication(err error) bool {
 // replication is a DB's cluster state; the zero value is a lone server.
 type replication struct {
 	r      Replicator
-	mark   uint64 // this memory's name; a new one each time memory is rebuilt
-	stored uint64 // the last seq handed to the store: what the log committed
+	mark   uint64        // this memory's name; a new one each time memory is rebuilt
+	markA  atomic.Uint64 // mark, for Mark without the lock
+	stored uint64        // the last seq handed to the store: what the log committed
 
 	applied atomic.Uint64 // seq as readers see it, for WaitSeq
 	waiters atomic.Int32
@@ -89,10 +90,19 @@ func (db *DB) SetReplicator(r Replicator) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.repl.r = r
-	db.repl.mark = newMark()
+	db.setMark(newMark())
 	db.repl.stored = db.seq
 	db.repl.applied.Store(db.seq)
 }
+
+func (db *DB) setMark(m uint64) {
+	db.repl.mark = m
+	db.repl.markA.Store(m)
+}
+
+// Mark answers the name of this node's memory now: a write proposed with
+// another was made by memory since discarded, and must not be logged.
+func (db *DB) Mark() uint64 { return db.repl.markA.Load() }
 
 func newMark() uint64 {
 	var b [8]byte
@@ -200,7 +210,7 @@ func (db *DB) Discard() error {
 // Memory gets a new mark either way, so a write proposed before is
 // applied as a foreign one if the log commits it after all.
 func (db *DB) discardLocked() error {
-	db.repl.mark = newMark()
+	db.setMark(newMark())
 	if db.seq == db.repl.stored {
 		return nil
 	}
@@ -322,7 +332,7 @@ func (db *DB) Restore(path string) error {
 }
 
 func (db *DB) restoreLocked(path string) error {
-	db.repl.mark = newMark()
+	db.setMark(newMark())
 	if err := db.st.Close(); err != nil {
 		db.broken = err
 		return err
