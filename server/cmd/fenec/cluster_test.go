@@ -93,6 +93,13 @@ func (c *testCluster) start(nd *clusterNode) {
 		if strings.Contains(p.Log(), "DATA RACE") {
 			c.t.Errorf("%s reported a data race:\n%s", nd.id, p.Log())
 		}
+		if c.t.Failed() {
+			log := p.Log()
+			if len(log) > 8000 {
+				log = log[len(log)-8000:]
+			}
+			c.t.Logf("%s's log, its end:\n%s", nd.id, log)
+		}
 	})
 }
 
@@ -163,7 +170,7 @@ func (c *testCluster) write(key, query string, params ...any) string {
 		if err == nil && r.Status == 200 {
 			return r.Header.Get("Fenec-Seq")
 		}
-		if err == nil && r.Status != 503 && r.Status != 403 {
+		if err == nil && (r.Status != 503 && r.Status != 403 || r.Code() == "key_limit") {
 			c.t.Fatalf("%s: %d %s", query, r.Status, r.Body)
 		}
 		c.last = nil
@@ -551,7 +558,8 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	if v := os.Getenv("FENEC_CLUSTER_WRITES"); v != "" {
 		writes, _ = strconv.Atoi(v)
 	}
-	c := newCluster(t, 3, "--raft-snapshot-every", "100")
+	// Every write is under a key of its own: more than the default cap.
+	c := newCluster(t, 3, "--raft-snapshot-every", "100", "--idempotency-max-keys", "1000000")
 	c.write("create", "create collection notes (n int)")
 	lead := c.leader(10 * time.Second)
 	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
