@@ -204,10 +204,7 @@ class ClusterStatus(_ClusterStatusRequired, total=False):
     leader_url: str
 
 
-class _ClusterTransferRequired(TypedDict):
-
-
-class ClusterTransfer(_ClusterTransferRequired, total=False):
+class ClusterTransfer(TypedDict, total=False):
     # the voter to hand leadership to; none lets raft pick
     id: str
 
