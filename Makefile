@@ -8,7 +8,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: cluster-check test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -42,7 +42,8 @@ check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.p
 		echo "server/console/assets/console.js is stale: run make generate" >&2; exit 1; fi
 
 test: check-tracked check-generated test-venv test-tools
-	cd server && $(GO) vet ./... && $(GO) test ./...
+	cd server && $(GO) vet ./... && FENEC_HISTORY=$(CLUSTER_HISTORY) $(GO) test ./...
+	cd server && $(GO) run ./cmd/histcheck $(CLUSTER_HISTORY)
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
 	cd bench && $(GO) vet ./... && $(GO) test ./...
 	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
@@ -164,3 +165,17 @@ test-console: build console/node_modules/.package-lock.json
 console/node_modules/.package-lock.json: console/package.json console/package-lock.json
 	cd console && $(NPM) ci --no-audit --no-fund
 	touch $@
+
+# The cluster's history (docs/cluster.md, Tests): make test keeps the short
+# one its cluster tests record and checks it with cmd/histcheck;
+# cluster-check runs ten SIGKILLs of the leader under 16 clients and a
+# partition in network namespaces (root), checks both histories, has a
+# replica catch up after 100 000 writes from a snapshot, and measures the cluster's jobs/s and wake latency beside a lone server's.
+CLUSTER_HISTORY ?= $${TMPDIR:-/tmp}/fenec-cluster-history.jsonl
+cluster-check:
+	cd server && FENEC_CLUSTER_KILLS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-kills.jsonl $(GO) test ./cmd/fenec -run '^TestClusterFailover$$' -count=1 -v -timeout 20m
+	cd server && $(GO) run ./cmd/histcheck $${TMPDIR:-/tmp}/fenec-cluster-kills.jsonl
+	cd server && FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-partition.jsonl $(GO) test ./cmd/fenec -run '^TestClusterPartition$$' -count=1 -v -timeout 10m
+	cd server && $(GO) run ./cmd/histcheck $${TMPDIR:-/tmp}/fenec-cluster-partition.jsonl
+	cd server && FENEC_CLUSTER_WRITES=100000 $(GO) test ./cmd/fenec -run '^TestClusterReplicaFromSnapshot$$' -count=1 -v -timeout 20m
+	cd server && FENEC_CLUSTER_BENCH=1 $(GO) test ./cmd/fenec -run '^TestClusterThroughput$$' -count=1 -v -timeout 10m

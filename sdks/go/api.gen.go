@@ -22,6 +22,10 @@ const (
 	// `--jwt-secret` or `--jwt-keys` and held to the rules of `--policy`
 	// (docs/access.md). Without any configured, no token is needed.
 	headerAuthorization = "Authorization"
+	// A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	headerFenecAfter = "Fenec-After"
 	// The database's change number after a request that wrote.
 	headerFenecSeq = "Fenec-Seq"
 	// Milliseconds to hold a claim (a `set` or `del`) at the server while
@@ -61,10 +65,11 @@ const (
 	CodeInternal         ErrorCode = "internal"
 	CodeUnavailable      ErrorCode = "unavailable"
 	CodeStatementTimeout ErrorCode = "statement_timeout"
+	CodeBehind           ErrorCode = "behind"
 )
 
 // apiErrorCodes are the codes of the API, as openapi.yaml declares them.
-var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout}
+var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind}
 
 // Sentinels of the API's codes, for errors.Is: an [*Error] is one of them
 // when its Code is theirs.
@@ -82,6 +87,7 @@ var (
 	ErrInternal         = &Error{Code: CodeInternal, At: -1}
 	ErrUnavailable      = &Error{Code: CodeUnavailable, At: -1}
 	ErrStatementTimeout = &Error{Code: CodeStatementTimeout, At: -1}
+	ErrBehind           = &Error{Code: CodeBehind, At: -1}
 )
 
 // apiAffected is openapi.yaml's Affected.
@@ -116,6 +122,58 @@ type apiClockNow struct {
 	// The time in ISO-8601 UTC with milliseconds.
 	Now   string `json:"now"`
 	NowMs int64  `json:"now_ms"`
+}
+
+// apiClusterMember is openapi.yaml's ClusterMember.
+type apiClusterMember struct {
+	Id          string `json:"id"`
+	Leader      bool   `json:"leader"`
+	RaftAddress string `json:"raft_address"`
+	// the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
+	Url   *string `json:"url,omitempty"`
+	Voter bool    `json:"voter"`
+}
+
+// apiClusterMemberAdd is openapi.yaml's ClusterMemberAdd.
+type apiClusterMemberAdd struct {
+	Id string `json:"id"`
+	// host:port of the node's --raft
+	RaftAddress string `json:"raft_address"`
+	// false adds a non-voting read replica
+	Voter *bool `json:"voter,omitempty"`
+}
+
+// apiClusterMemberRemove is openapi.yaml's ClusterMemberRemove.
+type apiClusterMemberRemove struct {
+	Id string `json:"id"`
+}
+
+// apiClusterStatus is openapi.yaml's ClusterStatus.
+type apiClusterStatus struct {
+	// the log's last entry applied here
+	AppliedIndex int64 `json:"applied_index"`
+	// the log's last entry known committed
+	CommitIndex int64 `json:"commit_index"`
+	// this node
+	Id string `json:"id"`
+	// the log's last entry stored here
+	LastIndex int64 `json:"last_index"`
+	// leaders this node has seen since it started
+	LeaderChanges int64 `json:"leader_changes"`
+	// the leader as this node knows it; absent while none
+	LeaderId  *string            `json:"leader_id,omitempty"`
+	LeaderUrl *string            `json:"leader_url,omitempty"`
+	Members   []apiClusterMember `json:"members"`
+	Role      string             `json:"role"`
+	// the last write applied here (a Fenec-Seq)
+	Seq  int64 `json:"seq"`
+	Term int64 `json:"term"`
+}
+
+// apiClusterTransfer is openapi.yaml's ClusterTransfer.
+type apiClusterTransfer struct {
+	// the voter to hand leadership to; none lets raft pick
+	Id *string `json:"id,omitempty"`
 }
 
 // apiCollection is openapi.yaml's Collection.
@@ -198,6 +256,57 @@ func (t *apiTransport) moveClock(ctx context.Context, body apiClockMove) (apiRep
 	return t.call(ctx, routeMoveClock, body, headers)
 }
 
+// routeClusterStatus: This node's view of its cluster (docs/cluster.md).
+var routeClusterStatus = apiRoute{"GET", "/_cluster", true}
+
+// clusterStatus sends GET /_cluster: This node's view of its cluster (docs/cluster.md).
+//
+// Only on a node started with `--node-id`; a lone server answers 404.
+// Needs full access.
+func (t *apiTransport) clusterStatus(ctx context.Context) (apiReply, error) {
+	headers := map[string]string{}
+	return t.call(ctx, routeClusterStatus, nil, headers)
+}
+
+// routeClusterTransferLeader: Hand leadership to another voter (on the leader only).
+var routeClusterTransferLeader = apiRoute{"POST", "/_cluster/leader", true}
+
+// clusterTransferLeader sends POST /_cluster/leader: Hand leadership to another voter (on the leader only).
+//
+// With `id`, to that voter; without, to the voter raft finds most up
+// to date. Answers once the transfer is done or has failed.
+func (t *apiTransport) clusterTransferLeader(ctx context.Context, body apiClusterTransfer) (apiReply, error) {
+	headers := map[string]string{}
+	return t.call(ctx, routeClusterTransferLeader, body, headers)
+}
+
+// routeClusterAddMember: Add a node as a voter, or as a non-voting read replica.
+var routeClusterAddMember = apiRoute{"POST", "/_cluster/members", true}
+
+// clusterAddMember sends POST /_cluster/members: Add a node as a voter, or as a non-voting read replica.
+//
+// On the leader only (a follower answers 403 with `Fenec-Leader`).
+// The node must be running with `--node-id` and `--raft` and no
+// `--bootstrap`; it catches up from a snapshot and the log's tail.
+// Adding a member that exists with another address or suffrage
+// changes it.
+func (t *apiTransport) clusterAddMember(ctx context.Context, body apiClusterMemberAdd) (apiReply, error) {
+	headers := map[string]string{}
+	return t.call(ctx, routeClusterAddMember, body, headers)
+}
+
+// routeClusterRemoveMember: Remove a node from the cluster (on the leader only).
+var routeClusterRemoveMember = apiRoute{"POST", "/_cluster/remove", true}
+
+// clusterRemoveMember sends POST /_cluster/remove: Remove a node from the cluster (on the leader only).
+//
+// A dead node is removed this way before its replacement is added
+// (docs/cluster.md). An id that is no member is 404.
+func (t *apiTransport) clusterRemoveMember(ctx context.Context, body apiClusterMemberRemove) (apiReply, error) {
+	headers := map[string]string{}
+	return t.call(ctx, routeClusterRemoveMember, body, headers)
+}
+
 // routeHealth: Whether the server is up. Needs no token.
 var routeHealth = apiRoute{"GET", "/_health", false}
 
@@ -234,6 +343,10 @@ type batchHeaders struct {
 	// is refused, not run, with 503 `key_limit` (and so is its retry, until
 	// older keys expire).
 	IdempotencyKey *string
+	// A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *int64
 }
 
 // batch sends POST /batch: Run statements all or nothing.
@@ -248,6 +361,9 @@ func (t *apiTransport) batch(ctx context.Context, body apiBatchRequest, h batchH
 	}
 	if h.IdempotencyKey != nil {
 		headers["Idempotency-Key"] = *h.IdempotencyKey
+	}
+	if h.FenecAfter != nil {
+		headers["Fenec-After"] = strconv.FormatInt(*h.FenecAfter, 10)
 	}
 	return t.call(ctx, routeBatch, body, headers)
 }
@@ -282,6 +398,10 @@ type queryHeaders struct {
 	// is refused, not run, with 503 `key_limit` (and so is its retry, until
 	// older keys expire).
 	IdempotencyKey *string
+	// A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *int64
 }
 
 // query sends POST /query: Run one FenecQL statement.
@@ -295,6 +415,9 @@ func (t *apiTransport) query(ctx context.Context, body apiQueryRequest, h queryH
 	}
 	if h.IdempotencyKey != nil {
 		headers["Idempotency-Key"] = *h.IdempotencyKey
+	}
+	if h.FenecAfter != nil {
+		headers["Fenec-After"] = strconv.FormatInt(*h.FenecAfter, 10)
 	}
 	return t.call(ctx, routeQuery, body, headers)
 }

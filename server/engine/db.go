@@ -57,6 +57,8 @@ type DB struct {
 	// it lost are undone, so memory never holds a write the file does not.
 	pending []pendingUnit
 	written subscribers
+	opts    Options     // as opened: a cluster node reopens the file to discard (replica.go)
+	repl    replication // a cluster node's state (replica.go); zero when alone
 	log     *slog.Logger
 	closed  chan struct{}
 }
@@ -79,8 +81,8 @@ func Open(opts Options) (*DB, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	db := &DB{clock: opts.Clock, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{},
-		keep: opts.File != ":memory:", log: opts.Log, closed: make(chan struct{})}
-	st, err := store.Open(opts.File, store.Options{Sync: opts.Sync, OnCommit: opts.OnCommit, OnFail: db.storeFailed, Fault: opts.StoreFault, Log: opts.Log})
+		keep: opts.File != ":memory:", log: opts.Log, closed: make(chan struct{}), opts: opts}
+	st, err := store.Open(opts.File, db.storeOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +94,13 @@ func Open(opts Options) (*DB, error) {
 	}
 	db.seq = seq
 	return db, nil
+}
+
+// storeOptions are the store's options, at Open and when a cluster node
+// reopens its file (replica.go).
+func (db *DB) storeOptions() store.Options {
+	o := db.opts
+	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log}
 }
 
 // replay applies one persisted change while the file is opened.
@@ -280,6 +289,10 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 		db.mu.Unlock()
 		return nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
 	}
+	if err := db.writable(); err != nil {
+		db.mu.Unlock()
+		return nil, err
+	}
 	t := &tx{db: db, write: true, ctx: ctx}
 	rs, err := body(t)
 	if err != nil {
@@ -289,17 +302,21 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	}
 	var wait func() error
 	if len(t.changes) > 0 {
-		db.seq++
-		if db.keep {
-			durable := db.st.Durable()
-			i := 0
-			for i < len(db.pending) && db.pending[i].seq <= durable {
-				i++
+		if db.repl.r != nil {
+			wait = db.proposeLocked(t.changes)
+		} else {
+			db.seq++
+			if db.keep {
+				durable := db.st.Durable()
+				i := 0
+				for i < len(db.pending) && db.pending[i].seq <= durable {
+					i++
+				}
+				db.pending = append(db.pending[:0], db.pending[i:]...)
+				db.pending = append(db.pending, pendingUnit{seq: db.seq, undo: t.undo, touched: t.touched})
 			}
-			db.pending = append(db.pending[:0], db.pending[i:]...)
-			db.pending = append(db.pending, pendingUnit{seq: db.seq, undo: t.undo, touched: t.touched})
+			wait = db.st.Commit(db.seq, t.changes)
 		}
-		wait = db.st.Commit(db.seq, t.changes)
 	}
 	seq := db.seq
 	db.mu.Unlock()
@@ -309,6 +326,9 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	db.notify(t.touched)
 	if wait != nil {
 		if err := wait(); err != nil {
+			if isReplication(err) {
+				return nil, err
+			}
 			db.storeFailed(err)
 			return nil, unavailableError(err, "the write was not stored")
 		}
@@ -333,6 +353,13 @@ func (db *DB) storeFailed(err error) {
 	db.mu.Lock()
 	if db.broken != nil || db.st.Failed() == nil {
 		db.mu.Unlock()
+		return
+	}
+	if r := db.repl.r; r != nil {
+		db.broken = err
+		db.mu.Unlock()
+		db.log.Error("the store failed: this cluster node leaves the cluster until restarted, and replays the log then", "err", err)
+		r.StoreFailed(err)
 		return
 	}
 	durable := db.st.Durable()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fenecdb/fenec/server/store"
@@ -65,6 +66,12 @@ func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
 		}
 		return nil, nil
 	})
+	var nl *NotLeaderError
+	if errors.As(err, &nl) {
+		// A cluster's followers drop expired records when the leader's
+		// sweep reaches them through the log (docs/cluster.md).
+		return 0, nil
+	}
 	if err != nil {
 		return 0, err
 	}

@@ -35,6 +35,7 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeUnavailable:      http.StatusServiceUnavailable,
 	gen.ErrorCodeStatementTimeout: http.StatusServiceUnavailable,
 	gen.ErrorCodeKeyLimit:         http.StatusServiceUnavailable,
+	gen.ErrorCodeBehind:           http.StatusGatewayTimeout,
 }
 
 // fenecqlCodes is the API's code for each kind of FenecQL error.
@@ -56,6 +57,9 @@ func errorCode(err error) gen.ErrorCode {
 	if errors.Is(err, engine.ErrUnavailable) {
 		return gen.ErrorCodeUnavailable
 	}
+	if _, ok := leaderOf(err); ok {
+		return gen.ErrorCodeForbidden
+	}
 	if errors.Is(err, engine.ErrScopeEnded) {
 		return gen.ErrorCodeUnauthorized
 	}
@@ -71,6 +75,9 @@ type apiError struct {
 	msg   string
 	at    *int   // the refused statement of a batch
 	allow string // the Allow header of a 405
+	// leader is the Fenec-Leader header of a cluster follower's refusal
+	// (docs/cluster.md); "" when none is known.
+	leader string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -88,6 +95,7 @@ func badRequest(format string, args ...any) *apiError {
 // only the one, so it is left out.
 func engineError(err error, batch bool) *apiError {
 	e := &apiError{msg: err.Error(), code: errorCode(err)}
+	e.leader, _ = leaderOf(err)
 	var be *engine.BatchError
 	if errors.As(err, &be) {
 		e.msg = be.Err.Error()
@@ -116,6 +124,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	h.Set("Content-Length", strconv.Itoa(len(b)+1))
 	if e.allow != "" {
 		h.Set("Allow", e.allow)
+	}
+	if e.leader != "" {
+		h.Set("Fenec-Leader", e.leader)
 	}
 	w.WriteHeader(statuses[e.code])
 	_, _ = w.Write(append(b, '\n'))

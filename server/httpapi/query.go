@@ -113,6 +113,10 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request, body []byte, req *r
 		req.fp = fingerprintOf(r, body)
 	}
 	req.wait = waitOf(held)
+	if e := s.after(r); e != nil {
+		writeError(w, e)
+		return
+	}
 	s.serve(w, r, req)
 }
 
@@ -243,7 +247,9 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
 		took = time.Since(start)
 	} else {
-		rs, took, err = s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
+		rs, took, err = s.heldInTerm(ctx, func(ctx context.Context) ([]*engine.Result, time.Duration, error) {
+			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
+		})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran
 		}

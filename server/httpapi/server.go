@@ -73,6 +73,8 @@ type Config struct {
 	CORSOrigins []string
 	// NoConsole leaves /console unserved.
 	NoConsole bool
+	// Cluster is the node's cluster (cluster.go); nil on a lone server.
+	Cluster Cluster
 }
 
 // Server is the HTTP API over one database. It is an http.Handler.

@@ -41,7 +41,7 @@ func TestModel(t *testing.T) {
 	if !ok || q.Method != "POST" || q.Path != "/query" || q.Body == nil || q.Body.Ref != "QueryRequest" || q.Answer.Ref != "Answer" {
 		t.Errorf("query: %+v", q)
 	}
-	if len(q.Headers) != 2 || q.Headers[0].Name != "Fenec-Wait" || q.Headers[1].Name != "Idempotency-Key" {
+	if len(q.Headers) != 3 || q.Headers[0].Name != "Fenec-Wait" || q.Headers[1].Name != "Idempotency-Key" || q.Headers[2].Name != "Fenec-After" {
 		t.Errorf("query headers: %+v", q.Headers)
 	}
 	if h := ids["health"]; h.Auth || !ids["query"].Auth {
@@ -54,7 +54,7 @@ func TestModel(t *testing.T) {
 	for _, h := range m.Headers {
 		names = append(names, h.Name)
 	}
-	want := []string{"Authorization", "Fenec-Seq", "Fenec-Wait", "Idempotency-Key", "Idempotent-Replayed"}
+	want := []string{"Authorization", "Fenec-After", "Fenec-Seq", "Fenec-Wait", "Idempotency-Key", "Idempotent-Replayed"}
 	if len(names) != len(want) {
 		t.Fatalf("headers %v, want %v", names, want)
 	}

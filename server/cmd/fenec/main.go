@@ -76,6 +76,7 @@ type options struct {
 	insecure                       bool
 	noConsole                      bool
 	corsOrigins                    []string
+	cluster                        clusterFlags
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -105,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		o.corsOrigins = append(o.corsOrigins, v)
 		return nil
 	})
+	o.cluster.define(fs)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -137,6 +139,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
+	}
+	if err := o.cluster.check(o.file, o.sync); err != nil {
+		return o, err
 	}
 	return o, nil
 }
@@ -171,17 +176,25 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	api, err := httpapi.New(httpapi.Config{
-		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
-		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
-		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole,
-	})
+	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		db.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", o.http)
+	node, err := startNode(o, db, ln.Addr().String(), metrics, log)
 	if err != nil {
+		ln.Close()
+		db.Close()
+		return err
+	}
+	api, err := httpapi.New(httpapi.Config{
+		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
+		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole, Cluster: node.api(),
+	})
+	if err != nil {
+		node.shutdown()
+		ln.Close()
 		db.Close()
 		return err
 	}
@@ -217,6 +230,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api.Close()
 	stopSweep()
 	<-swept
+	node.shutdown()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", o.file, err)
 	}

@@ -17,7 +17,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin, err = apitest.Build(dir)
+	// FENEC_TEST_BIN runs the tests against a binary of one's own, such as
+	// one built with -race (docs/cluster.md, Tests).
+	if bin = os.Getenv("FENEC_TEST_BIN"); bin == "" {
+		bin, err = apitest.Build(dir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building fenec:", err)
 		os.RemoveAll(dir)

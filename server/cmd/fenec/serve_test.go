@@ -42,6 +42,12 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--nope"}, "flag provided but not defined"},
 		{[]string{"--cors-origin", "*", "--file", ":memory:"}, `invalid value "*" for flag -cors-origin: "*" is not an origin`},
 		{[]string{"--cors-origin", "https://app.example.com/", "--file", ":memory:"}, `a browser sends this origin as "https://app.example.com"`},
+		{[]string{"--raft", "127.0.0.1:0", "--file", ":memory:"}, "need --node-id"},
+		{[]string{"--node-id", "n1", "--file", ":memory:"}, "--node-id needs --raft"},
+		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", ":memory:"}, "a cluster node needs a --file"},
+		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--sync", "off"}, "not off"},
+		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--bootstrap", "n2=127.0.0.1:1"}, "does not name this node"},
+		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--bootstrap", "n1"}, "want id=host:port"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

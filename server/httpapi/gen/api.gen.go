@@ -20,9 +20,34 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for ClusterStatusRole.
+const (
+	Candidate ClusterStatusRole = "candidate"
+	Follower  ClusterStatusRole = "follower"
+	Leader    ClusterStatusRole = "leader"
+	Shutdown  ClusterStatusRole = "shutdown"
+)
+
+// Valid indicates whether the value is a known member of the ClusterStatusRole enum.
+func (e ClusterStatusRole) Valid() bool {
+	switch e {
+	case Candidate:
+		return true
+	case Follower:
+		return true
+	case Leader:
+		return true
+	case Shutdown:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorCode.
 const (
 	ErrorCodeBadRequest       ErrorCode = "bad_request"
+	ErrorCodeBehind           ErrorCode = "behind"
 	ErrorCodeConflict         ErrorCode = "conflict"
 	ErrorCodeForbidden        ErrorCode = "forbidden"
 	ErrorCodeInternal         ErrorCode = "internal"
@@ -41,6 +66,8 @@ const (
 func (e ErrorCode) Valid() bool {
 	switch e {
 	case ErrorCodeBadRequest:
+		return true
+	case ErrorCodeBehind:
 		return true
 	case ErrorCodeConflict:
 		return true
@@ -194,6 +221,70 @@ type ClockNow struct {
 	Now string `json:"now"`
 }
 
+// ClusterMember defines model for ClusterMember.
+type ClusterMember struct {
+	Id          string `json:"id"`
+	RaftAddress string `json:"raft_address"`
+
+	// Url the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
+	Url    *string `json:"url,omitempty"`
+	Voter  bool    `json:"voter"`
+	Leader bool    `json:"leader"`
+}
+
+// ClusterMemberAdd defines model for ClusterMemberAdd.
+type ClusterMemberAdd struct {
+	Id string `json:"id"`
+
+	// RaftAddress host:port of the node's --raft
+	RaftAddress string `json:"raft_address"`
+
+	// Voter false adds a non-voting read replica
+	Voter *bool `json:"voter,omitempty"`
+}
+
+// ClusterMemberRemove defines model for ClusterMemberRemove.
+type ClusterMemberRemove struct {
+	Id string `json:"id"`
+}
+
+// ClusterStatus defines model for ClusterStatus.
+type ClusterStatus struct {
+	// Id this node
+	Id   string            `json:"id"`
+	Role ClusterStatusRole `json:"role"`
+
+	// LeaderId the leader as this node knows it; absent while none
+	LeaderId  *string `json:"leader_id,omitempty"`
+	LeaderUrl *string `json:"leader_url,omitempty"`
+	Term      int64   `json:"term"`
+
+	// CommitIndex the log's last entry known committed
+	CommitIndex int64 `json:"commit_index"`
+
+	// AppliedIndex the log's last entry applied here
+	AppliedIndex int64 `json:"applied_index"`
+
+	// LastIndex the log's last entry stored here
+	LastIndex int64 `json:"last_index"`
+
+	// Seq the last write applied here (a Fenec-Seq)
+	Seq int64 `json:"seq"`
+
+	// LeaderChanges leaders this node has seen since it started
+	LeaderChanges int64           `json:"leader_changes"`
+	Members       []ClusterMember `json:"members"`
+}
+
+// ClusterStatusRole defines model for ClusterStatus.Role.
+type ClusterStatusRole string
+
+// ClusterTransfer defines model for ClusterTransfer.
+type ClusterTransfer struct {
+	// Id the voter to hand leadership to; none lets raft pick
+	Id *string `json:"id,omitempty"`
+}
+
 // Collection defines model for Collection.
 type Collection struct {
 	Name      string  `json:"name"`
@@ -265,6 +356,9 @@ type Rows = []Row
 // Value Any JSON value.
 type Value = interface{}
 
+// FenecAfter defines model for FenecAfter.
+type FenecAfter = int64
+
 // FenecWait defines model for FenecWait.
 type FenecWait = int
 
@@ -273,6 +367,9 @@ type IdempotencyKey = string
 
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
+
+// Behind defines model for Behind.
+type Behind = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
@@ -317,6 +414,11 @@ type BatchParams struct {
 	// is refused, not run, with 503 `key_limit` (and so is its retry, until
 	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // QueryParams defines parameters for Query.
@@ -335,10 +437,24 @@ type QueryParams struct {
 	// is refused, not run, with 503 `key_limit` (and so is its retry, until
 	// older keys expire).
 	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+
+	// FenecAfter A `Fenec-Seq` this client was answered (by any node of a cluster):
+	// the request runs once this node has applied that write
+	// (read-your-writes on a follower), or is 504 after 5 s.
+	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
 
 // MoveClockJSONRequestBody defines body for MoveClock for application/json ContentType.
 type MoveClockJSONRequestBody = ClockMove
+
+// ClusterTransferLeaderJSONRequestBody defines body for ClusterTransferLeader for application/json ContentType.
+type ClusterTransferLeaderJSONRequestBody = ClusterTransfer
+
+// ClusterAddMemberJSONRequestBody defines body for ClusterAddMember for application/json ContentType.
+type ClusterAddMemberJSONRequestBody = ClusterMemberAdd
+
+// ClusterRemoveMemberJSONRequestBody defines body for ClusterRemoveMember for application/json ContentType.
+type ClusterRemoveMemberJSONRequestBody = ClusterMemberRemove
 
 // BatchJSONRequestBody defines body for Batch for application/json ContentType.
 type BatchJSONRequestBody = BatchRequest
@@ -475,6 +591,18 @@ type ServerInterface interface {
 	// MoveClock Move the manual clock (only under `fenec serve --clock manual`).
 	// (POST /_clock)
 	MoveClock(w http.ResponseWriter, r *http.Request)
+	// ClusterStatus This node's view of its cluster (docs/cluster.md).
+	// (GET /_cluster)
+	ClusterStatus(w http.ResponseWriter, r *http.Request)
+	// ClusterTransferLeader Hand leadership to another voter (on the leader only).
+	// (POST /_cluster/leader)
+	ClusterTransferLeader(w http.ResponseWriter, r *http.Request)
+	// ClusterAddMember Add a node as a voter, or as a non-voting read replica.
+	// (POST /_cluster/members)
+	ClusterAddMember(w http.ResponseWriter, r *http.Request)
+	// ClusterRemoveMember Remove a node from the cluster (on the leader only).
+	// (POST /_cluster/remove)
+	ClusterRemoveMember(w http.ResponseWriter, r *http.Request)
 	// Health Whether the server is up. Needs no token.
 	// (GET /_health)
 	Health(w http.ResponseWriter, r *http.Request)
@@ -506,6 +634,62 @@ func (siw *ServerInterfaceWrapper) MoveClock(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MoveClock(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterStatus operation middleware
+func (siw *ServerInterfaceWrapper) ClusterStatus(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterStatus(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterTransferLeader operation middleware
+func (siw *ServerInterfaceWrapper) ClusterTransferLeader(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterTransferLeader(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterAddMember operation middleware
+func (siw *ServerInterfaceWrapper) ClusterAddMember(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterAddMember(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ClusterRemoveMember operation middleware
+func (siw *ServerInterfaceWrapper) ClusterRemoveMember(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ClusterRemoveMember(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -592,6 +776,25 @@ func (siw *ServerInterfaceWrapper) Batch(w http.ResponseWriter, r *http.Request)
 
 	}
 
+	// ------------- Optional header parameter "Fenec-After" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Fenec-After")]; found {
+		var FenecAfter FenecAfter
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Fenec-After", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Fenec-After", valueList[0], &FenecAfter, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fenec-After", Err: err})
+			return
+		}
+
+		params.FenecAfter = &FenecAfter
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Batch(w, r, params)
 	}))
@@ -663,6 +866,25 @@ func (siw *ServerInterfaceWrapper) Query(w http.ResponseWriter, r *http.Request)
 		}
 
 		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	// ------------- Optional header parameter "Fenec-After" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Fenec-After")]; found {
+		var FenecAfter FenecAfter
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Fenec-After", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Fenec-After", valueList[0], &FenecAfter, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fenec-After", Err: err})
+			return
+		}
+
+		params.FenecAfter = &FenecAfter
 
 	}
 
@@ -803,6 +1025,10 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_metrics", wrapper.Metrics)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/collections", wrapper.Collections)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_clock", wrapper.MoveClock)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_cluster", wrapper.ClusterStatus)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/members", wrapper.ClusterAddMember)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/remove", wrapper.ClusterRemoveMember)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_cluster/leader", wrapper.ClusterTransferLeader)
 
 	return m
 }
@@ -812,86 +1038,106 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Ft7bxtHkv8qhTkDlpIhNZTkbEJjgVWyztl52F5bOQPnETzNmaLY1rB73N0jimcQuE9zH+w+yaGqex58",
-	"yKK8Tu5usfkjFsnp7np11a8e8zHK9bzSCpWz0fhjNENRoOE/f0SF+Wv8QH8XaHMjKye1isbR+QyhEE5M",
-	"hMWHFvKZUJcIqp5P0ICYOvo/GPxQo3XgZsLBwmiHwyiObD7DuaAt51LJeT2PxkkcuWWF0TiSyuElmmi1",
-	"iqNnBc4r7VC5V1iVYonFNh2ZMzVmsJihAjdDEMou0IC0/GkqjXXNd06Dm0kL7bb5cvAzLmMwYfd14lAR",
-	"ZW8jOiC6aAm0zkh1Ga2IwEoYMUfXF9YbId02lb/KspQWc60KS3TMdFmAgLwUcg4HAjKLLgNtICuwzA5B",
-	"OCbforlGA4uZLDFV0sFC12UBTlwhKO1mUl2OQcBipstW9lOj55DQISdJkiTDVEVxJIkIr9cojpSYEydM",
-	"74AJXlOKuPFK4fXx3krKlz/jcpv1EZFy/OgRTJYO7RDOYGGkQzDojMQCFtLNPLNijnCFSxCq6L4IJpSq",
-	"gzm6mS5iqISbxTDRxdJv6Z/XV6gOSe1e2Vhs6T9V4lJIFfsTs864Bo11jYGNKeYdmUrbiPkxb3eFy1Tx",
-	"ckHfo2ktXFo4PT4m7gxOa4thPVwhVrQJLR3Cz7i0UMprTFU2GMieHTpXZnBQ4FTUpYPjU5gdMhW2Ntfy",
-	"GvkuWSeM80cIL7dUCZbY+9o6MLWyQ3hDttI3HjI1CxvHzcXN4AqXNqPlNlVkedtPsHgz0FPaT5ogRxuT",
-	"yTF3tSr4nitceNlI2/Afk+SIpiDvR8kJZFe4fFfKuXQZHDB3mgQnnWVrWMZQKyfLVOmS9iXSAG8qafDw",
-	"E2a8cZ03bfkXVJduFo2PHz1iW24+j3beaIO20soiX+jvRfHK65c+5VqRtdCfoqpKmQuy8KP3lsz8Y4Q3",
-	"Yl6V6J8saN+JKN4F+4jiCI3RJhpHlbaSFsLpaEzcYe6QfMG1KGuMYaprVUAardIoWvVZeWBwGo2jfznq",
-	"nPWR/9UePeG9mYFtL92YqCZNWScczlGxxc5FOdVmjgUcVMJYjIEkQjcsuLUYvLD9dTscEkU/aDUtZb6P",
-	"SP5O4s/Y0SmQBXvGv9RKfiBfz5J63NxMWAjL5uhQMYE/ajORRYHq96fwuXYgylIvSIQCbK4rDL7ooQVT",
-	"l0iXRYGu0AinDX2pa4cg7FXj+taXxXzTmdCHni30Yn+mHBolyj9C7N4JSdVzI0zDz7h8hXS5f38iyHA3",
-	"LjYrml3rlEx53QEzfc+1+5Guz2fdVqXdO758vbua67LEnG/rez2xMBPsy6cSy4J8m3Bf4I6eKajVldIL",
-	"Bb3ztAnHHGjjjcbbwbnWvwhziX+MCjjKSgslHWkIx/WN4iHHFY4UulhmTN9vStRupo38D/w8PdT9DTpV",
-	"zKW1dNsnKAxjuStUX8hB9rdktxiO0oYwq7okWNjDxG/evBmc1W6GyhE3uC7qrZjiZXItZCkm5R+kNuu0",
-	"QZgKWZJjCkhGGGzBCcdZYEBpriwwMHrchPVUtRjKar51FMp5z4JBifTfXEsrJyUexiQp14s0C2FTdSmv",
-	"UUFdwUFWd/xnh4853rdxyIIRCiph3ZphMUBqHxo4OUddu8wjMzTMYlURzCCSSVshHKTqIGvXvWvWHT5u",
-	"aFxDRYJioFpuehr6geH2XCzhoIdaDse8hwc/jWBMrQidsJ7n6D7T6GllZ+2UBrDLyXzaBAkYvbAemZKY",
-	"pUELoy/hfSAL+4HKWp7m6G4LsO2RfBnOplMGMMxqUTCyEeVLQxHPSYJRU1Fa3Dz1qV54yRc6r70ZNJiS",
-	"gqKuHZHlaqOkusy61LHqbfwxEr3D78hSAo8FJXTtsi6p05P3mLMzP2PT305jzjqTfdgkGUSRVvhiGo3f",
-	"flr8r/TCRqv40w+1slxdrOLoe+HyWUfNJ4W7LhaDti59Ki8dzu1dthEOWbXSEMaI5ZbYmm13SY2J7WHl",
-	"e1DbeYK9Cf5bjWbZnLZiVP/MrxvdwUPvsF1s/FDq/OpXfY3b+n9yI3JXLkErpIQoE8W1UDm+m9sMDub6",
-	"GkErn7JRLu+/tugO123kHnLpDqBPhNOF80b9zWkUd1n68aOT0+T4JEn+9B39F9/rJnRn7BDH/dTITP9+",
-	"pIb9t8m8aPT2XC/uaXrKr9iOnxQ2CP8+e/1i8O03yQh+O//Bo/V5r5BDqm1deXScHH8zSB4NkpPz5Lvx",
-	"cTI+ToZJkvx7tJlnxtHNQBtKYcfHq5iIuE1wGyLpLRxtiifswtvtNu0WWt5TSK2HvsPLbrDF4HX/K/0j",
-	"Pb7lgnp7nqyahP/j7fLcFgutiHs8tIR9Wkb2nkLK11fuxXJPI3e53v72uwj30X38cdOF7KhEPlMgIDua",
-	"kMPOYoYzyWAiCBR2tYEAE8nA99M4acdDma5uul7+2ID10zZJj9cyL1/ke0dfhcQ6op1DySFugZLT+h0n",
-	"JVEcET4zPi/1Hxiscbko5Mx8fAvB42gLIG7XdzfMGRsJr0vzzUxwJYXzhFA3nKFhrLK/lfrNgwR36dff",
-	"jvuZpFQF3vT1YbVxLKKZsDMWifxQkzQuUUexqsvyIo7oH5+nOFPjJ5jY8z42O3RkSEWqmZZasB7xhv6Z",
-	"aE1aIm1YJ+ZVFEcMlj1xn1bO7ivPC+IghV0yfYqidLN7CvVWM1j65KKXdz0Grcqlr91TpiVt+GHbNlZx",
-	"pK927Ypc4uh2duIKQ1XI9rYh6aHw6TA9tzuo8U8PQ+rFsStoRF+RQpi2XX2OdfHyw/6UXVJdg2b3ky1X",
-	"He1ttHfYO3sw+u///K8HKiMe9vK0/ybKGredbBx9IGq3T3yhELg58rdfek7xQIAzQpaUEmWPfSqaDQYZ",
-	"5HoeUhiDTTnwMPjOT1Sb1+XqSdkl0lefwjV7Mr7Nn9GLmDPxXJf1XFmCO3yl4CCTRRY6J1NtIPsqO+wZ",
-	"2xphdleiZFAUXOmkhJWrzmyxD23ovHSJ3d4aJBns0J/nb5sEtYSfXr947ivFdMi6W+McFvPaSLd8TSd4",
-	"Sfo60C0G2Ct4caEog4NpXZYg8hytPQyM/vTmHK7RyGnT2eI6xvuFG1jMTdPj89/4/gtZ0QzLwncn0ReN",
-	"OcMYDCpdynyZpeqg0Lk98kcN58XhEN6ELJlyaAqP8rI2vunS1bEUYoGF75ywINlXeCZbWc6cq3xdQKqp",
-	"3mae7wH31dpcve37eqkUoK/RwNPz85cxkBkT71I1N2gI5zNpUzVlP+jbsvQske2MyN14vaJor7BEpxVL",
-	"Bq/RLOH1X39+aFN6WtlKG8cX7RIVGuGw8B1P6eKucehrPNeilIVwaAFFPus6iVztsg6kG6YqVU/4DPbs",
-	"nk+68rVvKwpvR1wGzT6m3v+n0RjSKK2T5CSfo7XiEvkDplEMKUfxNBqnqnnmSqqieWCVPe7hr3CqKAoL",
-	"WRoJl0a3YbIhnHHnM1UuYA6lHZTSkgQIcjTdOThNTiFrMRWfFx6j9b3WQ6oEeLxF8anQvtvpu8vdZo8g",
-	"2wZlWdNFPaPPGcvxrK3/5cKYJRdrNT3zg6+GDbwvDI7znJQ5RTN4onJdcJWHrKStPJ4mCWQ9COmXeYel",
-	"VCiS56W2WIxBQGX0zZKsbmq0cqnKuVHOjVJag2RLpUUGZ5tlbGa9Zwr/+uS8adMEKTx9cvZXEBYWWJbx",
-	"Rse6Zy2hSExcFHQT2WwOBJRaFDARJeXaZOIzhh6QzzC/4hpjbRFQUrA/ZDpCAKUNZKjcsh0uZsLRlQj9",
-	"2Fay58sKM7BiaWOwGrK8NiUMiixVvr7b1tQGT+Fhf9EYNuuTD70yvyfvjcYOITvi0BTU1hhuGKmoxKX3",
-	"ViQObeSlVBZ85dfpVGVT9h4sZhgMcm3swD+VwQHeiNw1i3gIA8mvlNzaUwiTZapCQ/zQqxinpbycOTjI",
-	"Xrw8f/bi+essWOGLsKdQRaqyM/aTA+LT6HIQhDn4la04O/T+wtb5jFtzvHRtcOA4OY1TxZbOsf7li9fn",
-	"zUlnIYlhgWXxhgpiyLqhioacjeJy9jg0vJmqABqao0PI2OCAL9mgYfKAHYCnOwbF9kAxejf3T24qbXHw",
-	"1Jvm2HvlwWv8EMOOCYhsCGep6iTNoqIY45ttnbBOkxPI2iQujEz0+UoVewG6Bj+8ePW6bSRbH+Ym3r7C",
-	"fMTaeIE/lB4i62JrzOhKHuVaWV1i1kSRDzXWCOHbmCxEXCJDlgp1VSIYEfCzUCBSVQnjvK1KC2cvn42b",
-	"+NVcDxFi54F05CYt76UVHsbNpEOqWoW/DgBi8NJHaW8gSoNUpVQIPoh6wZBbFdwqbjS8fjGUHjTM+XBd",
-	"yhyVZWgTphzOKpHPcHA8TBgISVe2IzxRHF2jsT5eJ8ORf0RXqEQlo3F0MkyGJ1EckftnoHP0Li91zhlH",
-	"pe2OIsE5WyZXNddiM9fFJkuYCVWM12ug9LClOKJVnKq2BmrR0bdD+I0FyLstrcM5MAleF97ZslWdev59",
-	"w1xq9ayIxtGv+hq5xBd5zIzWfa+L5f06Lf166nGSJMnevZOuKrxaR+2MJTdmRo6T5Iv1+Nqy5i1tPhbh",
-	"Q8vjN6QabsCeegJ27dsSetSbbOElo7uXrDV2edHJ3Yu6WQxecXr3iraHTwtGexzRNsQZ1dfzuaCUjm2G",
-	"zW0uVC3KYG4HnJP7y7wZnPgB/3RIeMSl5ZS3stEF7X70btYWDS59p2/dUENN4Xc0iXDCbX1fj2ekhbpq",
-	"PfKu0sEqjh55/f1vUNU4eoJnNoZJ7XqENl1rAZRfpaqQ9oqHaJ4dvfB4+XAMe7a0KffAVAUCKqMnaHvl",
-	"FM4XenLxi8jBSWexnDaJl8FSiokspVty9pWqqJ9CRuO3F33TW6vb9HgfwnPEwrY52i02NkdnZG5vNbJf",
-	"w+93WpnDG3dUlUKqO0YUdiktUDH8w/zD2u19aTQlHVjbhpC4mUcirgBv2jE63zXZLUsGq58Ic/3KkgVT",
-	"q64K4n0E4VDvOLq+P3+WUw+LppSP4TwY0OEQnk150fogJO2CggIk15By7HJVn1EqivIcPj3MFC7bFQi5",
-	"zRqtzx3f0nnuHjnq5pJv60D3Ht4Y511dfGbI9R0tIcsz5UONL9R0Kv5RyBIEvNcTn+krD+fIEUw1A966",
-	"in0GqQ0onx4R1GlqPv3G8duufPj2OI4Wo/Ho29PjKI7s3FXQK/KHil9k0fmRro96odCMQdWU2rE2xvDg",
-	"JCZreCfcGJReHBzC1zBKkgS+AuEczitne3+ufM0fZAF/hgcjZod3pY/HzbgGT2v0yPwYOR2NyVj/EkQ2",
-	"zPWcBd4QWdUNkZVYUhI5hgejDcrilowxJCs+oll+2fCY61pxp3S1N+ZZa+h/MdjTg2PtkMLb/hzHiLvO",
-	"/Y9vaVMif3y6uri4H/3NYMO2h3si8tmOgY64vf8bM19t1nTbueHZo/aFibXXFwb99xc+tXzHGw9M/T8S",
-	"qEu+u3tBO2TMKPB4H0bm6D4DM8bR6fEe23eTr4yc9lBGO6/bQa07VdF2KNeD4ata9cMUZZHkEf10Vj/w",
-	"hR4Ch76NjnRAEpul+p/enLfVZwG+3kyxy870QvkGFgWp3mYQxuIIu8Wp4spqWxDjm9qUg7rRrt6SXVGt",
-	"33b/e93KGttv16YXTruhhLdte5TdfpNjBy/bFcf5AHJJ4emuhxpWeFfcLegamL1Va2dwYOgtwBt367ON",
-	"Z18bBbn16aaLvLbzRfszRQI/LbNn8tmT5G35Z/dIC888enIzXPo5zdygcFh8Lo5cuwi+PNudGkqxDBlY",
-	"s3GoJJEIfEmWBRWapVvwsG3/7YaH4UWbJlvh6pZe2HZOtv0l+5i2QSuNxqBWGfeDmhXhnaF+4wt684TQ",
-	"VPSbVMa/TNe+e7TrznCf9f8REhS+3NTp8kyByK9iWMxk6M3wSGsQWR/ntYhp1AG7HkhqJmX3BmGrOOL3",
-	"7jboCS/jkfNCP+4f+75RiaJ56eAkAbuTtF2EbUHMLewGX/t39PoYrsWXX8OoAZZ+Efhu0p/DWn/Rwk88",
-	"8QKjBFoTg6+Y0wCrN3kl1B1+KnYyFNCpKMQXRaf7A9D1Gc8vDEAbk/SArJ+5CweCLbO53H3p9IFpY0W7",
-	"twjGtHHt4atse1vCv42fH4/aSSPv2mXB3/mgMe7lNU2oGt+mqLiJTTsmE0/CZCJHAzp5ectdUCQMfsAX",
-	"23tUX+yvytth+OZoRzdW/U/s/U/s/X8Fe+td40A7cfd6UbCbKHl7sYo/ku/05UDvYGtThvmL8dHR6PhP",
-	"w2SYDEfjb5NvE/azYfdNVPKqVuxLmvGKDox6Miiyb7xswdXZuKukcWGSL2dXh3LcuC91ftXbkaDS6mL1",
-	"PwEAAP//",
+	"7HwLbyM3kv9XKfQ/gO1sS5Yfk4cGC6yTnfwzm8dkZ5wb4KaNaaq7ZDFukRqSbVk3EHCf5j7YfZJDFdkv",
+	"qW1Lk0lubzcJkFhSkywW6/GrB/t9lOn5QitUzkbj99EMRY6G//wGFWav8B39naPNjFw4qVU0ji5nCLlw",
+	"YiIsHljIZkJdI6hyPkEDYurov2DwXYnWgZsJB0ujHQ6jOLLZDOeCppxLJeflPBqP4sitFhiNI6kcXqOJ",
+	"1us4ep7jfKEdKvcSF4VYYb5NR+pMiSksZ6jAzRCEsks0IC1/mkpjXfWd0+Bm0kI9bbYafIerGEyYvUsc",
+	"KqLsTUQLRFc1gdYZqa6jNRG4EEbM0bWZdUFb3ybzAlL+efAK36WejKyQqBwshQ0EYg6HkxUItQKlcwQ9",
+	"BQFZUVqH5micKNpQxVFTKgtaZejn4udnNNNiUUjMK45Lh4k6NCjywUqXZsDf0EAQMNVFoZdojmLQzLAn",
+	"o/Nwck/ADhMVxZEk2r08RHGkxJw44DfiN9pm2FSbuXD+DD87j+LHjpfneS2k22bXD7IopMVMq9zSuc10",
+	"kTMzhJzDoYDUokuJ7DTHIj0C4fi4LZpbNLCcyQITJR0sdVnk4MQNgtJuJtX1GAQsZ7qoZXVq9BxGtMjZ",
+	"aDQaPbpvJrgjxOLO75LHxzsLdbb6DlfbWz8hUk6fPIHJyqEdwoU/RjDoDJ3sUrqZ36yYI9wgCUzefBEE",
+	"JFGHc3QzncewEG4Ww0TnKz+lf17foDqiU69lb1NfEiWuhVSxXzFtlHFQaeMYWPlinjGIVmDzU57uBleJ",
+	"4uGCvkdTy6+0cH56SrszOC0thvFwg7igSWjoEL7DlYVC3mKi0sFAtvTWuSKFwxynoiwcnJ7D7IipsKW5",
+	"lbfItsc6YZxfQni+JUowx34pgwoN4TXJSlt4SNQsbCw3F3eDG1zZlIbbRJHkbT/B7E1Jb90MpQl8tDGJ",
+	"HO+uVDnbRYVLzxtpq/3HxDmiKfD7yegM0htcvS3kXLoUDnl3mhgnnWVpWMVQKieLROmC5iXSAO8W0uDR",
+	"A2K8Yf42Zfl7VNduFo1PnzxhWa4+n/RaQIN2oZVFNoBfifylP1/6lGlF0kJ/slXKBEn48S+WxPx9hHdi",
+	"vijQP5nTvBORvw3yEcURGqNNNI4W2koaCOcnY9odZg7JFtyKosQYprpUOSTROomidXsrnxicRuPo/x03",
+	"zu3Y/2qPn/HcvIFtr1aJqKaTsk44nJOdlhbmoiAbR3Z6IYzFGIgjpGHBDcTgme3V7WhIFH2FM6nyHRjy",
+	"q0lv/EDOwtT4Agzyl7ZMdwokD5alTSo2+UTu11pNC5m5357gC7bLCmTOhvwvpZLvyJXzwT6tDAn7R6Le",
+	"oWICv9FmIvMc1W9P4Y/ERHaSOTkdm+kFBtN5YMGUBZJuK9ALNMJpQ1/q0iEIe1NZ6u6wmA0TE3rgt4VH",
+	"hDo2Idfge6+0W97hhWowgT9t9vR89N4HFkEC2a4QA4PxiVu/Hlj4+eX3HjTdKL1UXeSzpefktpRDo0Tx",
+	"e8iFN+pStcwyH/13uHqJZCx/D23CTZzIksiuakqmoevQmL4ftfuGzNEHWT+l3Vs2Zi3bl+miwIyt3y96",
+	"YhnhKQ1TiUVOvkK4j2DzLhSUiqUAWutpE5Y51MZLtTdnl1p/L8w1/j5HwKhFWihoSUOy3haKA/bT7Hl1",
+	"vkqZvp+VKN1MG/kf+GHnULYnaI5iLi1r0wSF4VjiBtVHcjjtKdnNhKW0oZhJXW8YiNevXw8uSjdD5Wg3",
+	"2GV1n+7+rMStkIWYFL/TsVmnDcJUyIIsZ0CGwmAN9hi3AAN0c2OBgebTylIlqsakVrPWkW3jOXMGecHa",
+	"3UorJwX6+KUdHC2FTdS1vEUF5QIO07LZf3r0lPFT7dctGKFgIazrCBYDzvqhgZNz1KVLPdJFw1tcLAi2",
+	"Ecl0WsFfJeowrce9rcYdPa1o7KBMQZhCrTYtDf3A4ctcrOCwhQKPxi1nXjHGlIrQHp/zHN0HCj2NbKSd",
+	"wio2OakP22EERi+tR/rEZmnQwsnHsD6QhvlApfWe5ujuQwD1kqwMF9MpA0Leap4zUhTFT4ZcspMES6ei",
+	"sLi56rd66Tmf66z0YlBhdPLaunREliuNkuo6bVIXi9bE7yPRWvyRqC/sMY/Gb5phTVJBT37BjI35BYt+",
+	"XwKhlqqDKmgjirTCF9No/OZh9r/USxut44cfqnm5viLcKlw2a6h5kLldthi0ZeFTSdLh3D4mG2GRdc0N",
+	"YYxYbbGtmraPa0xsK/bYg9rGEuxM8N9LNKtqtTVHSc/9uJNH9tBarG8bXxc6u/lB3+L2+T+7E5krVqAV",
+	"J4ZSkd8KleHbuU3hcK5vEbTyIXBq0fmvLbqjrozswZdmgf7cTpX1OH1ydj46PRuNPv+S/on30oRmjR52",
+	"7HeMvOnfjtQw/zaZV9W5/aiXe4qe8iO2/Se5DcK/z1+9GHzx2egEfr782ocT81ZijI62NuXR6ej0s8Ho",
+	"yWB0djn6cnw6Gp+OhqPR6N+jzbg9ju4G2nB0cbqOiYj7GLfBktbAk032hFl4untEm2OWH3A+8QalywqZ",
+	"b4OX1nqjdRwVdUgUHptoXaBQ7efOiSwxdW9Fnhu09sFJT9ZxVJpi+wjIx1JsdWDh28vLn5pYqcm1El62",
+	"BGAOhf/CYKZN7pMzBKX5eek44LJHTwELiyAmltzyIydyq91j+zzb5L8krNrZeTVPzbhHT+Uiz/cUYH9q",
+	"+ySNNs5086y65zDT1o0X2riQUqsOZTCgcV6zP2TlkzaTQw4xGjtTbuEE3jWInLAaKK0Gt5rBHmcUQyDf",
+	"HGfPQZ0+flCPnstLnAeX8JseTQ+lD5D2yglX2m1FDkmnt1LleNevWoW+PqCQzjpA5cyqTlTN0GAU72OH",
+	"PlvHUabnc+n2WrCKdmmg4zBvjzWfrOPA3c2VgnGIHhF6ImQvckPosz97Pq/N5ltfoOtRMv+73agjWUQF",
+	"VqoMyYhxJn1fPn3ZLN7PriobRWHQtmV9Gqylr+aQ8uFjhjOsFmz6vY+eEWRjzdod8nXd1yZUbdsWNmva",
+	"R1dVCbGoUvBVzS2Ko0yoXOYUv8eRnZUu10u1XWbcsFq2rxTLnCRp8QFMW5vIPdV1x6P9zu8L2iWa+Z7Q",
+	"4Lzf4hFHwnwbKhtv2IyOgvgtb0lxc4APmKhLI5Sd7h2+3Ces7DG4GEkoO6jNTC7A6acsnlAgpxOmDhYy",
+	"u9nTP63XfTupE3J7bqKOax+JTTc0iFN+u2vFN/T4Q9pAqubLTg/isE0wSSPi1h5qwq4e5JHdk0lZd+Ru",
+	"hqA5kccC1vb0fYT7nMi2B+2phz9XICA9nlCYm/pM/mgwERbzVoUqJNeGD1feN07HJ4AaU9Utwm0kQ6d1",
+	"7SXu5Kt9qfktfRXqJazkoZIU1+klp/VbTuVGcXSDq7fGZ/P9B05xcdEyVBp4+TpxGUdbabUojia+unb1",
+	"iGfAitVdtr4OtRNOs4YyNpnNYRTvIa5+8sDKvoP2arKnFarwQXUwVgcXPBN2xryR70piyzXqKFZlUVzF",
+	"Ef3Pp3k9mn3QB+6gmNUMDRmS45dpoQUfKN7xKWhNx0XHYp2YL6I44lyjJ+7hw+nXfR4QBy708fRbFAXZ",
+	"0b2Yeq8YrHxutpW2fgpaFasAPiRLif9hWzbWcaRv+mZFrhA1Mztxg6HqZ4fbYQP5d3quPyfAPx2EzDWH",
+	"/uFENHkaT1tfm1KXvfywX6WPq53M1n685SK4vY/2JnWZfnLy3//5X5+olPawk8n9N1GUuG1t4+gdUdtX",
+	"I0UPev7+fcs6HgpwRsiCwrf0qc/kp4NBymGAzwAbrMq9R8GI7hwseVL6WPryobTQjhvf3p/Ry5hzDZku",
+	"yrmyIBWwSsFhKvM0NPJMtYH00/SoJWwdwmxfnpliW65kL23smyBYYg9saARq8uI7nyDxoOf8/P62SVAr",
+	"+NurFz/6TgBapGvWuASAWWmkW72iFTwnfRntHgFs1Qu5zpbC4bQsChBZhtYehY3+7fUl3KKR06rRistA",
+	"vyzdwGJmqpYz/41vByIpmmGR++ZC9E0BnKAdDBa6kNkqTdRhrjN77JcazvOjIbwORQahVkB+Ul6XxvcA",
+	"NWVAhZhj7ht5mJFsK/wma17OnFv4sopUU729edYDbvOqSx1126bnSg76Fg0numIgMaa9S1Vp0BAuZ9Im",
+	"asp20HdVclIs08oZkblxtyBrb7BApxVzBm/RrODVX787sAk9rSxnc0jRrlGhEQ5z34AnXdz0sfkS2a0o",
+	"OD6ygCKbNY1tXCy0DqQbJipRz3gNtux+n5YzEzyb8HLEVeT0feLtfxKNIYmScjQ6y+ZorbhG/oBJFEPC",
+	"XjyJxomqnrmRKq8eWKdPW0AsrMrpoTSJhEui+8DZEC64ES9R7X6NQlpXRWqhWQzOR+eQ1uCK1wuP0fhW",
+	"a0miBHjgRf4p1xh6QMRNe7InkG6js7Rq6rugzynz8aIun2bCmBXXujU987UvJg68LQyGs4qtBs9UpnMu",
+	"kpGU1IXb89EI0haW9MO8wVIq9BhkhbaYj0HAwui7FUnd1GjlEpVx3yZn2WgMkiwVFhmcbXYB8NZbovD/",
+	"n11WbTiBC98+u/grCAtLLIp4o4GyJS2hxk67yEkTWWwOBRRa5DARhVAZi/iMoQdkM8xuuERbWgSU5OyP",
+	"mI7gQGkCGQrfLIfLmXCkEqE9sObs5WqBKVixsjFYDWlWmgIGeZooXx6vS5KDb+GgPWgMm+XdA3+YX5H1",
+	"RmOHkB6zawrHVglu6IheiGtvrYgd2shrqSz4wrnTiUqnbD2YzTAYZNrYgX8qhUO8E5mrBnEPNZJdKTAE",
+	"w5NVokJu9cgfMU4LeT1zcJi++Ony+YsfX6VBCl+EOYXKE5VesJ0c0D6NLgaBmYMfWIrTI28vbJnNuPWK",
+	"h3b6WE9H53GiWNLZ1//04tVltdJFiGaYYWm8cQRx1SD3WkhXkbNRm0+fhv5LpiqAhmrp4DI2dsBKNqg2",
+	"ecgGwNMdg2J5IB/dv/tndwttcfCtF81xk8yJoachNx3CRaIaTjOryMf4XqWGWeejM0jraC508Lb3lSi2",
+	"AqQGX794+arua7TezU28fIV23U63q1+UHiLpYmlMSSWPM62sLjCtvMi7EkuE8G1MEiKukSHLAvWiQDAi",
+	"4GehQCRqIapCgLRw8dPzceW/KvUQwXceSkdm0vJcWuFRXDXeJqo+8FcBQAx+8l7aC4jSIFUhFYJ3op4x",
+	"3EzJrYDVCXcVQ+lBtTnvrguZobIMbULT7cVCZDMcnA5HDISkK+qO8iiObtFY769HwxP/iF6gEgsZjaOz",
+	"4Wh4FsURmX8GOsdvs0JnHHEstO3JFlyyZHJRuOObuaw4WXECa9wtIdPDXM/SKk5UXUK26OjbIfzMDOTZ",
+	"VtbhHJgEfxbe2LJUnfv9+4ZIqdXzPBpHP+hb5App5DEzWveVzlf7Naq0y9Gno9FotHPrSVNUX3dRO2PJ",
+	"jRbm09Hoo7VI1VXhe7qkmIUHlrvB6Wi4f+3cE9A3b03ocavRmoecPD6k0xfHg84eH9T02vKI88dH1C2Q",
+	"NOBkhyXqfkJG9eV8LiikY5lhcZsLVYoiiNshx+RemTedEz/gnw4Bj7i2HPIubHRFs5PecGKYqLpG1xc5",
+	"cocFhJpuKHsE30F6nuNABkxGPi4AkBZ0GybqR8TcQiu66NOJbhXtNxXC9kL3SCJtzIeTRhfonYHK8Q5t",
+	"3Okp5gPxiffhP67kdQSpbos/sHArcUkehGFo6KH2sVn4xMFZS3QqeemKz3HTidBvf1+zvEiC2RwWCueL",
+	"B08rVxVX4aKvKXDJYCpVTkbbOigXiXKa4jQcwkUQrnDZC8EF6E0WN+d2IMMlu5Ceul/YKsz+fVWN+mBj",
+	"LGlWdRrtYYO7FZnf3RLvoASVRPgrcG1O/4sb5jh6sgtN7S7jrg5+u1Uwq9vnvQIcatWyM5x53UUPW0Xc",
+	"fkV8sTUtxXNVEbZlt8+CjW9fvkgpmKusI8xLCugQTKkUN6Vu+IQqn0i6nAbUyNmjidbOOiMWHDlARgEY",
+	"WigXAZ2DVWJhZwQxQ/7D1/+dkMUwURd57i9x+M16a4J3khBe52ZdaCcha2DL6dSIa0xUqJf6XMl9duEi",
+	"z0Nd+1ebhPPN5pZxdDIa0r/n489Ho1HdlVSp/F7627Qp/SPbj9pQhzvR0jadJn9Ykl9nSS7yvAJnwoLw",
+	"5sMnbx/o0NrBlJi6x6rfklxAjnytLucD9Y/nPv5ZihVMcKoNhhB6UYisvjQo8hzzKgfcxhlwwXffmnxg",
+	"peL3R1JBDn1D2MfS2bPow/QwtKX9oYr/mqroj7/SxjrpU+Pq/Vz6rC7nhsCsK/ih2vsbylVY4b4LTT7Q",
+	"k+y3q1xZX1G34ev/BlUVoCHjZ2OYlK5FaHUdS3Bsmqhc2hu+vvr8+IWvZByNYce7WkO4nGGiAgELoydo",
+	"W4VuRjItvvhBMFkROVhMK3NosJBiIgvpVmwSExW1i3vR+M1VW+Q6FfXW3ofgY+6qenZP9D9HZ2Rm7xWy",
+	"H8Lvj0qZwzt3vCiEVI/cves7tEDF7xc/d7T2J6PnxMTSVoTE1UVb2hXgXX3f3vf89fOSywgPJCDbNX9L",
+	"mLmpT/vsDbfLcUqnudDGn+XUJ6yn/L6TeRCgoyE8n/Kg7hsTuOlO3JKEUbSWYVNF9LU+5S+5k/QyYBcu",
+	"7XOsfH8o6r7Q5Z4rVc0jx80LTO67WtV6eOO9HzuMaL1PZn31gW7eX+wQsrhQ3on5gnsjEN8IWYCAX/TE",
+	"V2yVT8uT2fBx0qBcxL4SqA0oX+YiGF/V7tv3p940bSBvTuNoeTI++eL8NIojO3cLqLq2rurOjcii8zeb",
+	"3+ulQjMGVRZF7M9uDJ+cxSQ7b4Ubg9LLwyP4E5yMRiP4FIRzOF842/pz7Xu3CFP9GT454e3wrPTxtLq1",
+	"yJcWW2S+j5yOxiTafwksG2Z6zgyviFyUFZELsSq0yMfwyckGZXFNxhhGa16iGn5d7THTpeILQ+udAVfn",
+	"XttHQ1otCFjf1XvTvs54wpev2h/f0KRE/vh8fXW1H/3V/b5te/hMZLOee41xbS16340Q3kfVt2549rh+",
+	"b1XnLVKD9mukHhre8+Ippv6fCS6Ovnx8QP0yEMaXp7tsZI7ug9Do+ekO0zcvgGCctcNh1K+t+CDAS2N2",
+	"4Gt4xcsGPi5V2weKomAD6u80t71qaB1jv7rRkdxbpLjgNqWq6UiAbzMix2hneql8mouheDMZhMvkBAzj",
+	"RHFDTd0HwYpddQE0F6JbQ3pj0Rapv9YKdbb9ptO9ft40pb+pu2LZS1Sl1WCUm54oXoAsWHi6aZ0NI7zl",
+	"bgY0fautUZ012I+0BuCdu/fZyhF0bknc+3TVPNyZ+ar+mRyHv2O6Y3jc4uR9wXHzSI39PDRzM1z5txtk",
+	"BkUTI+9twTqK4LtymlVDBw4jDD7ZODQQEAtsu/jUjz3rrs/7MjWc+qlCIV/UWtr67RL1L+n7pPZxSTQG",
+	"tU79m/DCiPDmsna/I7Ru4deJmypOqnKtlYr36Ay31/7TwkzhexJa2ToFIruJYTmToYGPXxsRGNwGkTUc",
+	"O2lQYwuBVW+j2BnhreOI3xW4QU94gSCZOvSv1Il9c2GBonqxz9kIbC9pfYRt4dctYAh/8u8VbAPEGrz+",
+	"CU4q1OoHgW85/HMY69Uy/MT3I+BkBLVAwqe804DZN/dKkD78lPduKEBfkYuPCn13R7fd9yh8ZHRbiaRH",
+	"e+0kgnAgWDIrU9DmThv1VlLUP0UQpg0jAZ+m29MSuK68wvikvo7iHYHM+TvvYsatoKlybOP7DiquPFnP",
+	"7f+zcPuffQetvLpHFxQxgx/wHVktqq92P8r7Mf5m/3/z6pI/gP0fwP7/KLDXfVdMekF9N53Z3FJ4c7WO",
+	"35Op9YlMb4/55jL39I+Pj09OP+fK6cn4i9EXIzbLYfZNyPMy1KSrlv0G6XoyCARsvP+I88pxkwPklCrr",
+	"cpNBc9wMXujspjUj4bDt+S467yQ8sFWXEGxU/nu7bcLMVUVgfbX+nwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

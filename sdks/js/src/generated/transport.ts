@@ -11,6 +11,13 @@ export const API_VERSION = "0.1.0";
 export const HEADER_AUTHORIZATION = "Authorization";
 
 /**
+ * A `Fenec-Seq` this client was answered (by any node of a cluster):
+ * the request runs once this node has applied that write
+ * (read-your-writes on a follower), or is 504 after 5 s.
+ */
+export const HEADER_FENEC_AFTER = "Fenec-After";
+
+/**
  * The database's change number after a request that wrote.
  */
 export const HEADER_FENEC_SEQ = "Fenec-Seq";
@@ -40,7 +47,7 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
 /** The `code` of an error answer. */
-export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout"] as const;
+export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind"] as const;
 
 /** The `code` of an error answer. */
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -78,6 +85,75 @@ export interface ClockNow {
   now_ms: number;
 }
 
+export interface ClusterMember {
+  id: string;
+  leader: boolean;
+  raft_address: string;
+  /**
+   * the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
+   */
+  url?: string;
+  voter: boolean;
+}
+
+export interface ClusterMemberAdd {
+  id: string;
+  /**
+   * host:port of the node's --raft
+   */
+  raft_address: string;
+  /**
+   * false adds a non-voting read replica
+   */
+  voter?: boolean;
+}
+
+export interface ClusterMemberRemove {
+  id: string;
+}
+
+export interface ClusterStatus {
+  /**
+   * the log's last entry applied here
+   */
+  applied_index: number;
+  /**
+   * the log's last entry known committed
+   */
+  commit_index: number;
+  /**
+   * this node
+   */
+  id: string;
+  /**
+   * the log's last entry stored here
+   */
+  last_index: number;
+  /**
+   * leaders this node has seen since it started
+   */
+  leader_changes: number;
+  /**
+   * the leader as this node knows it; absent while none
+   */
+  leader_id?: string;
+  leader_url?: string;
+  members: ClusterMember[];
+  role: "leader" | "follower" | "candidate" | "shutdown";
+  /**
+   * the last write applied here (a Fenec-Seq)
+   */
+  seq: number;
+  term: number;
+}
+
+export interface ClusterTransfer {
+  /**
+   * the voter to hand leadership to; none lets raft pick
+   */
+  id?: string;
+}
+
 export interface Collection {
   documents: number;
   fields: Field[];
@@ -93,7 +169,7 @@ export interface ErrorBody {
    * In a `/batch`, the 0-based statement refused.
    */
   at?: number;
-  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "internal" | "unavailable" | "statement_timeout";
+  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "internal" | "unavailable" | "statement_timeout" | "behind";
   /**
    * What is wrong, and where.
    */
@@ -176,6 +252,10 @@ export interface Route {
 /** Every operation, by its operationId. */
 export const ROUTES = {
   moveClock: { method: "POST", path: "/_clock" },
+  clusterStatus: { method: "GET", path: "/_cluster" },
+  clusterTransferLeader: { method: "POST", path: "/_cluster/leader" },
+  clusterAddMember: { method: "POST", path: "/_cluster/members" },
+  clusterRemoveMember: { method: "POST", path: "/_cluster/remove" },
   health: { method: "GET", path: "/_health" },
   metrics: { method: "GET", path: "/_metrics" },
   batch: { method: "POST", path: "/batch" },
@@ -195,6 +275,87 @@ export function moveClock(
   signal?: AbortSignal,
 ): Promise<Reply<ClockNow>> {
   return call(t, ROUTES.moveClock, {
+    auth: true,
+    text: false,
+    body,
+    headers: {},
+    signal,
+  });
+}
+
+/**
+ * This node's view of its cluster (docs/cluster.md).
+ *
+ * Only on a node started with `--node-id`; a lone server answers 404.
+ * Needs full access.
+ */
+export function clusterStatus(
+  t: Transport,
+  signal?: AbortSignal,
+): Promise<Reply<ClusterStatus>> {
+  return call(t, ROUTES.clusterStatus, {
+    auth: true,
+    text: false,
+    headers: {},
+    signal,
+  });
+}
+
+/**
+ * Hand leadership to another voter (on the leader only).
+ *
+ * With `id`, to that voter; without, to the voter raft finds most up
+ * to date. Answers once the transfer is done or has failed.
+ */
+export function clusterTransferLeader(
+  t: Transport,
+  body: ClusterTransfer,
+  signal?: AbortSignal,
+): Promise<Reply<ClusterStatus>> {
+  return call(t, ROUTES.clusterTransferLeader, {
+    auth: true,
+    text: false,
+    body,
+    headers: {},
+    signal,
+  });
+}
+
+/**
+ * Add a node as a voter, or as a non-voting read replica.
+ *
+ * On the leader only (a follower answers 403 with `Fenec-Leader`).
+ * The node must be running with `--node-id` and `--raft` and no
+ * `--bootstrap`; it catches up from a snapshot and the log's tail.
+ * Adding a member that exists with another address or suffrage
+ * changes it.
+ */
+export function clusterAddMember(
+  t: Transport,
+  body: ClusterMemberAdd,
+  signal?: AbortSignal,
+): Promise<Reply<ClusterStatus>> {
+  return call(t, ROUTES.clusterAddMember, {
+    auth: true,
+    text: false,
+    body,
+    headers: {},
+    signal,
+  });
+}
+
+/**
+ * Remove a node from the cluster (on the leader only).
+ *
+ * A dead node is removed this way before its replacement is added
+ * (docs/cluster.md). An id that is no member is 404.
+ */
+export function clusterRemoveMember(
+  t: Transport,
+  body: ClusterMemberRemove,
+  signal?: AbortSignal,
+): Promise<Reply<ClusterStatus>> {
+  return call(t, ROUTES.clusterRemoveMember, {
     auth: true,
     text: false,
     body,
@@ -252,6 +413,12 @@ export interface BatchHeaders {
    * older keys expire).
    */
   idempotencyKey?: string;
+  /**
+   * A `Fenec-Seq` this client was answered (by any node of a cluster):
+   * the request runs once this node has applied that write
+   * (read-your-writes on a follower), or is 504 after 5 s.
+   */
+  fenecAfter?: number;
 }
 
 /**
@@ -271,7 +438,7 @@ export function batch(
     auth: true,
     text: false,
     body,
-    headers: { "Fenec-Wait": headers.fenecWait, "Idempotency-Key": headers.idempotencyKey },
+    headers: { "Fenec-Wait": headers.fenecWait, "Idempotency-Key": headers.idempotencyKey, "Fenec-After": headers.fenecAfter },
     signal,
   });
 }
@@ -313,6 +480,12 @@ export interface QueryHeaders {
    * older keys expire).
    */
   idempotencyKey?: string;
+  /**
+   * A `Fenec-Seq` this client was answered (by any node of a cluster):
+   * the request runs once this node has applied that write
+   * (read-your-writes on a follower), or is 504 after 5 s.
+   */
+  fenecAfter?: number;
 }
 
 /**
@@ -331,7 +504,7 @@ export function query(
     auth: true,
     text: false,
     body,
-    headers: { "Fenec-Wait": headers.fenecWait, "Idempotency-Key": headers.idempotencyKey },
+    headers: { "Fenec-Wait": headers.fenecWait, "Idempotency-Key": headers.idempotencyKey, "Fenec-After": headers.fenecAfter },
     signal,
   });
 }

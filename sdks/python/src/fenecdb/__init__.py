@@ -22,6 +22,7 @@ from ._connect import connect, connect_async
 from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
 from ._generated import (
     BadRequest,
+    Behind,
     Conflict,
     Forbidden,
     Internal,
@@ -50,6 +51,7 @@ __all__ = [
     "AsyncWorker",
     "Backoff",
     "BadRequest",
+    "Behind",
     "Client",
     "Collection",
     "Conflict",

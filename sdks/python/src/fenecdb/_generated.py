@@ -22,6 +22,11 @@ HEADER_AUTHORIZATION = "Authorization"
 `--jwt-secret` or `--jwt-keys` and held to the rules of `--policy`
 (docs/access.md). Without any configured, no token is needed."""
 
+HEADER_FENEC_AFTER = "Fenec-After"
+"""A `Fenec-Seq` this client was answered (by any node of a cluster):
+the request runs once this node has applied that write
+(read-your-writes on a follower), or is 504 after 5 s."""
+
 HEADER_FENEC_SEQ = "Fenec-Seq"
 """The database's change number after a request that wrote."""
 
@@ -97,6 +102,10 @@ class StatementTimeout(FenecError):
     """The server's ``statement_timeout`` error; ``code`` is ``"statement_timeout"``."""
 
 
+class Behind(FenecError):
+    """The server's ``behind`` error; ``code`` is ``"behind"``."""
+
+
 ERRORS: Dict[str, Type[FenecError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
@@ -111,6 +120,7 @@ ERRORS: Dict[str, Type[FenecError]] = {
     "internal": Internal,
     "unavailable": Unavailable,
     "statement_timeout": StatementTimeout,
+    "behind": Behind,
 }
 """Each error ``code`` of the contract, and its exception class."""
 
@@ -143,6 +153,62 @@ class ClockNow(TypedDict):
     now_ms: int
 
 
+class _ClusterMemberRequired(TypedDict):
+    id: str
+    leader: bool
+    raft_address: str
+    voter: bool
+
+
+class ClusterMember(_ClusterMemberRequired, total=False):
+    # the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
+    url: str
+
+
+class _ClusterMemberAddRequired(TypedDict):
+    id: str
+    # host:port of the node's --raft
+    raft_address: str
+
+
+class ClusterMemberAdd(_ClusterMemberAddRequired, total=False):
+    # false adds a non-voting read replica
+    voter: bool
+
+
+class ClusterMemberRemove(TypedDict):
+    id: str
+
+
+class _ClusterStatusRequired(TypedDict):
+    # the log's last entry applied here
+    applied_index: int
+    # the log's last entry known committed
+    commit_index: int
+    # this node
+    id: str
+    # the log's last entry stored here
+    last_index: int
+    # leaders this node has seen since it started
+    leader_changes: int
+    members: List["ClusterMember"]
+    role: Literal["leader", "follower", "candidate", "shutdown"]
+    # the last write applied here (a Fenec-Seq)
+    seq: int
+    term: int
+
+
+class ClusterStatus(_ClusterStatusRequired, total=False):
+    # the leader as this node knows it; absent while none
+    leader_id: str
+    leader_url: str
+
+
+class ClusterTransfer(TypedDict, total=False):
+    # the voter to hand leadership to; none lets raft pick
+    id: str
+
+
 class Collection(TypedDict):
     documents: int
     fields: List["Field"]
@@ -154,7 +220,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind"]
     # What is wrong, and where.
     error: str
 
@@ -213,6 +279,10 @@ class Route:
 
 
 MOVE_CLOCK = Route("POST", "/_clock")
+CLUSTER_STATUS = Route("GET", "/_cluster")
+CLUSTER_TRANSFER_LEADER = Route("POST", "/_cluster/leader")
+CLUSTER_ADD_MEMBER = Route("POST", "/_cluster/members")
+CLUSTER_REMOVE_MEMBER = Route("POST", "/_cluster/remove")
 HEALTH = Route("GET", "/_health")
 METRICS = Route("GET", "/_metrics")
 BATCH = Route("POST", "/batch")
@@ -279,6 +349,186 @@ async def move_clock_async(
     request = _request(
         http,
         MOVE_CLOCK,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(await http.send(request), text=False)
+
+
+def cluster_status(
+    http: httpx.Client,
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """This node's view of its cluster (docs/cluster.md).
+
+    Only on a node started with `--node-id`; a lone server answers 404.
+    Needs full access."""
+    request = _request(
+        http,
+        CLUSTER_STATUS,
+        None,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(http.send(request), text=False)
+
+
+async def cluster_status_async(
+    http: httpx.AsyncClient,
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """This node's view of its cluster (docs/cluster.md).
+
+    Only on a node started with `--node-id`; a lone server answers 404.
+    Needs full access."""
+    request = _request(
+        http,
+        CLUSTER_STATUS,
+        None,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(await http.send(request), text=False)
+
+
+def cluster_transfer_leader(
+    http: httpx.Client,
+    body: "ClusterTransfer",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Hand leadership to another voter (on the leader only).
+
+    With `id`, to that voter; without, to the voter raft finds most up
+    to date. Answers once the transfer is done or has failed."""
+    request = _request(
+        http,
+        CLUSTER_TRANSFER_LEADER,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(http.send(request), text=False)
+
+
+async def cluster_transfer_leader_async(
+    http: httpx.AsyncClient,
+    body: "ClusterTransfer",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Hand leadership to another voter (on the leader only).
+
+    With `id`, to that voter; without, to the voter raft finds most up
+    to date. Answers once the transfer is done or has failed."""
+    request = _request(
+        http,
+        CLUSTER_TRANSFER_LEADER,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(await http.send(request), text=False)
+
+
+def cluster_add_member(
+    http: httpx.Client,
+    body: "ClusterMemberAdd",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Add a node as a voter, or as a non-voting read replica.
+
+    On the leader only (a follower answers 403 with `Fenec-Leader`).
+    The node must be running with `--node-id` and `--raft` and no
+    `--bootstrap`; it catches up from a snapshot and the log's tail.
+    Adding a member that exists with another address or suffrage
+    changes it."""
+    request = _request(
+        http,
+        CLUSTER_ADD_MEMBER,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(http.send(request), text=False)
+
+
+async def cluster_add_member_async(
+    http: httpx.AsyncClient,
+    body: "ClusterMemberAdd",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Add a node as a voter, or as a non-voting read replica.
+
+    On the leader only (a follower answers 403 with `Fenec-Leader`).
+    The node must be running with `--node-id` and `--raft` and no
+    `--bootstrap`; it catches up from a snapshot and the log's tail.
+    Adding a member that exists with another address or suffrage
+    changes it."""
+    request = _request(
+        http,
+        CLUSTER_ADD_MEMBER,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(await http.send(request), text=False)
+
+
+def cluster_remove_member(
+    http: httpx.Client,
+    body: "ClusterMemberRemove",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Remove a node from the cluster (on the leader only).
+
+    A dead node is removed this way before its replacement is added
+    (docs/cluster.md). An id that is no member is 404."""
+    request = _request(
+        http,
+        CLUSTER_REMOVE_MEMBER,
+        body,
+        {},
+        token,
+        timeout,
+    )
+    return _reply(http.send(request), text=False)
+
+
+async def cluster_remove_member_async(
+    http: httpx.AsyncClient,
+    body: "ClusterMemberRemove",
+    *,
+    token: Optional[str] = None,
+    timeout: Union[httpx.Timeout, float, httpx._client.UseClientDefault, None] = httpx.USE_CLIENT_DEFAULT,
+) -> Reply["ClusterStatus"]:
+    """Remove a node from the cluster (on the leader only).
+
+    A dead node is removed this way before its replacement is added
+    (docs/cluster.md). An id that is no member is 404."""
+    request = _request(
+        http,
+        CLUSTER_REMOVE_MEMBER,
         body,
         {},
         token,
@@ -373,6 +623,10 @@ class BatchHeaders(TypedDict, total=False):
     # is refused, not run, with 503 `key_limit` (and so is its retry, until
     # older keys expire).
     idempotency_key: str
+    # A `Fenec-Seq` this client was answered (by any node of a cluster):
+    # the request runs once this node has applied that write
+    # (read-your-writes on a follower), or is 504 after 5 s.
+    fenec_after: int
 
 
 def batch(
@@ -393,7 +647,7 @@ def batch(
         http,
         BATCH,
         body,
-        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key")},
+        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key"), "Fenec-After": sent.get("fenec_after")},
         token,
         timeout,
     )
@@ -418,7 +672,7 @@ async def batch_async(
         http,
         BATCH,
         body,
-        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key")},
+        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key"), "Fenec-After": sent.get("fenec_after")},
         token,
         timeout,
     )
@@ -483,6 +737,10 @@ class QueryHeaders(TypedDict, total=False):
     # is refused, not run, with 503 `key_limit` (and so is its retry, until
     # older keys expire).
     idempotency_key: str
+    # A `Fenec-Seq` this client was answered (by any node of a cluster):
+    # the request runs once this node has applied that write
+    # (read-your-writes on a follower), or is 504 after 5 s.
+    fenec_after: int
 
 
 def query(
@@ -502,7 +760,7 @@ def query(
         http,
         QUERY,
         body,
-        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key")},
+        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key"), "Fenec-After": sent.get("fenec_after")},
         token,
         timeout,
     )
@@ -526,7 +784,7 @@ async def query_async(
         http,
         QUERY,
         body,
-        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key")},
+        {"Fenec-Wait": sent.get("fenec_wait"), "Idempotency-Key": sent.get("idempotency_key"), "Fenec-After": sent.get("fenec_after")},
         token,
         timeout,
     )

@@ -1,0 +1,458 @@
+// Package cluster makes a Fenec server one node of a cluster replicated by
+// hashicorp/raft (docs/cluster.md). It sits at the store's boundary: the
+// engine's leader runs statements as a lone server does and hands each
+// write's changes — computed values — to the log here; every node writes
+// its store from the committed log alone.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/store"
+)
+
+// Peer is a voter of the first configuration: a node's id and raft address.
+type Peer struct {
+	ID, Addr string
+}
+
+// ParsePeers parses --bootstrap: id=host:port, comma-separated.
+func ParsePeers(s string) ([]Peer, error) {
+	var out []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("%q: want id=host:port", part)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%q: %v", part, err)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("node id %q twice", id)
+		}
+		seen[id] = true
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	return out, nil
+}
+
+// Config configures a node.
+type Config struct {
+	ID        string // the node's name, unique in its cluster, kept for life
+	RaftAddr  string // host:port the raft transport listens on
+	Advertise string // host:port others reach the transport at; default RaftAddr
+	HTTPURL   string // the URL clients reach this node's API at
+	Dir       string // the raft log and snapshots
+	Bootstrap []Peer // the first voters; used only when Dir holds no state
+	Log       *slog.Logger
+	// Timings; zero picks docs/cluster.md's defaults.
+	Heartbeat, Election, LeaderLease time.Duration
+	// SnapshotThreshold: log entries between snapshots; zero picks 8192.
+	SnapshotThreshold uint64
+}
+
+// addrPrefix is the side record (engine.Meta) a leader keeps its HTTP URL
+// under, so followers can name it: written through the log like any write.
+const addrPrefix = "cluster:http:"
+
+// Node is a running cluster node.
+type Node struct {
+	cfg   Config
+	db    *engine.DB
+	log   *slog.Logger
+	raft  *raft.Raft
+	logs  *logStore
+	trans *raft.NetworkTransport
+	snaps *raft.FileSnapshotStore
+
+	ready   atomic.Bool // the leader has applied every earlier term's write
+	addrs   sync.Map    // node id → HTTP URL
+	changes atomic.Uint64
+	notify  chan bool
+	obsCh   chan raft.Observation
+	obs     *raft.Observer
+	done    chan struct{}
+
+	termMu     sync.Mutex
+	termCtx    context.Context // ends when this node's term as leader does
+	termCancel context.CancelFunc
+
+	// Proposals go to raft from a goroutine of their own, in the order
+	// the engine made them: raft.Apply can block while raft waits for
+	// this node's state machine, which waits for the engine's write lock,
+	// under which the engine proposes. A proposal made by memory since
+	// discarded (its mark is not the engine's now) is refused, never
+	// appended; sendMu keeps a discard from falling between that check
+	// and raft.Apply.
+	propMu   sync.Mutex
+	queue    []*proposal
+	propWake chan struct{}
+	propStop chan struct{}
+	propDone chan struct{}
+	sendMu   sync.RWMutex
+}
+
+type proposal struct {
+	data []byte
+	mark uint64
+	sent chan raft.ApplyFuture // nil when refused
+}
+
+// Start makes db a node of a cluster and starts raft. db serves no write
+// until this node is the leader.
+func Start(db *engine.DB, cfg Config) (*Node, error) {
+	if cfg.ID == "" || cfg.RaftAddr == "" || cfg.Dir == "" {
+		return nil, errors.New("cluster: a node needs an id, a raft address and a directory")
+	}
+	if cfg.Advertise == "" {
+		cfg.Advertise = cfg.RaftAddr
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, db: db, log: cfg.Log, notify: make(chan bool, 16), obsCh: make(chan raft.Observation, 64), done: make(chan struct{}),
+		propWake: make(chan struct{}, 1), propStop: make(chan struct{}), propDone: make(chan struct{})}
+	n.termCtx, n.termCancel = context.WithCancel(context.Background())
+	n.termCancel()
+	n.addrs.Store(cfg.ID, cfg.HTTPURL)
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = orDefault(cfg.Heartbeat, 500*time.Millisecond)
+	rc.ElectionTimeout = orDefault(cfg.Election, 500*time.Millisecond)
+	rc.LeaderLeaseTimeout = orDefault(cfg.LeaderLease, 250*time.Millisecond)
+	rc.CommitTimeout = 20 * time.Millisecond
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	if rc.SnapshotThreshold == 0 {
+		rc.SnapshotThreshold = 8192
+	}
+	// How often raft looks whether SnapshotThreshold entries have passed:
+	// the look is cheap, the snapshot is taken only then.
+	rc.SnapshotInterval = 5 * time.Second
+	rc.TrailingLogs = min(1024, rc.SnapshotThreshold)
+	// The store's file is this node's state already: restoring the latest
+	// snapshot over it at every start would only move it back.
+	rc.NoSnapshotRestoreOnStart = true
+	rc.NotifyCh = n.notify
+	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+
+	var err error
+	if n.logs, err = openLogStore(filepath.Join(cfg.Dir, "raft.db")); err != nil {
+		return nil, err
+	}
+	if n.snaps, err = raft.NewFileSnapshotStore(cfg.Dir, 2, os.Stderr); err != nil {
+		n.logs.Close()
+		return nil, err
+	}
+	adv, err := net.ResolveTCPAddr("tcp", cfg.Advertise)
+	if err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: --raft-advertise %s: %w", cfg.Advertise, err)
+	}
+	if n.trans, err = raft.NewTCPTransport(cfg.RaftAddr, adv, 4, 5*time.Second, os.Stderr); err != nil {
+		n.logs.Close()
+		return nil, fmt.Errorf("cluster: --raft %s: %w", cfg.RaftAddr, err)
+	}
+	existing, err := raft.HasExistingState(n.logs, n.logs, n.snaps)
+	if err != nil {
+		n.close()
+		return nil, err
+	}
+	if seq := db.Seq(); !existing && seq > 0 {
+		// The log numbers writes from the file's first: a file that
+		// already holds some would disagree with every other node's.
+		n.close()
+		return nil, fmt.Errorf("cluster: the file holds %d writes but %s holds no raft state: a node starts from an empty file, or restarts with its raft directory (docs/cluster.md)", seq, cfg.Dir)
+	}
+	// The engine learns of the cluster before raft replays its log, so the
+	// replay skips what the file already holds.
+	db.SetReplicator(n)
+	n.learnAddrs()
+	if n.raft, err = raft.NewRaft(rc, (*fsm)(n), n.logs, n.logs, n.snaps, n.trans); err != nil {
+		n.close()
+		return nil, err
+	}
+	n.obs = raft.NewObserver(n.obsCh, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(n.obs)
+	go n.propose()
+	if !existing && len(cfg.Bootstrap) > 0 {
+		var servers []raft.Server
+		for _, p := range cfg.Bootstrap {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr), Suffrage: raft.Voter})
+		}
+		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			n.Shutdown()
+			return nil, fmt.Errorf("cluster: bootstrap: %w", err)
+		}
+	}
+	go n.watch()
+	return n, nil
+}
+
+// propose hands queued proposals to raft, in order, until Shutdown.
+func (n *Node) propose() {
+	defer close(n.propDone)
+	for {
+		select {
+		case <-n.propWake:
+		case <-n.propStop:
+			n.propMu.Lock()
+			for _, p := range n.queue {
+				p.sent <- nil
+			}
+			n.queue = nil
+			n.propMu.Unlock()
+			return
+		}
+		n.propMu.Lock()
+		batch := n.queue
+		n.queue = nil
+		n.propMu.Unlock()
+		for _, p := range batch {
+			n.sendMu.RLock()
+			if p.mark != n.db.Mark() {
+				n.sendMu.RUnlock()
+				p.sent <- nil
+				continue
+			}
+			p.sent <- n.raft.Apply(p.data, 0)
+			n.sendMu.RUnlock()
+		}
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// learnAddrs reads the HTTP URLs leaders have recorded.
+func (n *Node) learnAddrs() {
+	for _, m := range n.db.MetaWithPrefix(addrPrefix) {
+		n.addrs.Store(m.Key[len(addrPrefix):], string(m.Body))
+	}
+}
+
+// watch follows this node's leadership: a new leader serves writes once
+// it has applied every write of the terms before (a barrier), so its
+// memory is the log's; a leader that loses its term stops writing at once,
+// ends its held claims, and discards what it had not committed.
+func (n *Node) watch() {
+	defer close(n.done)
+	for {
+		select {
+		case o, ok := <-n.obsCh:
+			if !ok {
+				return
+			}
+			if _, isLeader := o.Data.(raft.LeaderObservation); isLeader {
+				n.changes.Add(1)
+			}
+		case leader, ok := <-n.notify:
+			if !ok {
+				return
+			}
+			if leader {
+				n.takeOffice()
+			} else {
+				n.leaveOffice()
+			}
+		}
+	}
+}
+
+func (n *Node) takeOffice() {
+	if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+		n.log.Warn("cluster: elected, but the barrier failed", "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.termMu.Lock()
+	n.termCtx, n.termCancel = ctx, cancel
+	n.termMu.Unlock()
+	n.ready.Store(true)
+	n.log.Info("cluster: leading", "term", n.raft.CurrentTerm())
+	if m, ok := n.db.GetMeta(addrPrefix + n.cfg.ID); ok && string(m.Body) == n.cfg.HTTPURL {
+		return
+	}
+	_, err := n.db.RunWith(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
+		return map[string]engine.Meta{addrPrefix + n.cfg.ID: {Body: []byte(n.cfg.HTTPURL)}}
+	}})
+	if err != nil {
+		n.log.Warn("cluster: recording this leader's URL", "err", err)
+	}
+}
+
+func (n *Node) leaveOffice() {
+	n.ready.Store(false)
+	n.termMu.Lock()
+	n.termCancel()
+	n.termMu.Unlock()
+	n.sendMu.Lock()
+	if err := n.db.Discard(); err != nil {
+		n.log.Error("cluster: discarding the writes not committed", "err", err)
+	}
+	n.sendMu.Unlock()
+	n.log.Info("cluster: following")
+}
+
+// TermContext answers a context that ends when this node's current term
+// as leader does (already ended on a follower): held claims wait under it.
+func (n *Node) TermContext() context.Context {
+	n.termMu.Lock()
+	defer n.termMu.Unlock()
+	return n.termCtx
+}
+
+// Writable implements engine.Replicator.
+func (n *Node) Writable() error {
+	if n.ready.Load() {
+		return nil
+	}
+	if n.raft != nil && n.raft.State() == raft.Leader {
+		return engine.ReplicationError(errors.New("elected, applying the earlier terms' writes"), "this node is taking office as leader: retry shortly")
+	}
+	return &engine.NotLeaderError{Leader: n.LeaderURL()}
+}
+
+// LeaderURL answers the leader's HTTP URL; "" while unknown.
+func (n *Node) LeaderURL() string {
+	if n.raft == nil {
+		return ""
+	}
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return ""
+	}
+	if v, ok := n.addrs.Load(string(id)); ok {
+		return v.(string)
+	}
+	return ""
+}
+
+// Propose implements engine.Replicator: one write, one log entry. raft's
+// leader takes every entry queued while it writes the last batch into its
+// next one, so writes share the log's fsync as they share the store's.
+func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
+	p := &proposal{data: encodeEntry(seq, mark, changes), mark: mark, sent: make(chan raft.ApplyFuture, 1)}
+	n.propMu.Lock()
+	n.queue = append(n.queue, p)
+	n.propMu.Unlock()
+	select {
+	case n.propWake <- struct{}{}:
+	default: // already woken: the proposer takes this one too
+	}
+	return func() error {
+		f := <-p.sent
+		if f == nil {
+			return &engine.NotLeaderError{Leader: n.LeaderURL()}
+		}
+		if err := f.Error(); err != nil {
+			if errors.Is(err, raft.ErrNotLeader) {
+				return &engine.NotLeaderError{Leader: n.LeaderURL()}
+			}
+			return engine.ReplicationError(err, "the write was not committed")
+		}
+		a, _ := f.Response().(applied)
+		if a.err != nil {
+			return a.err
+		}
+		return a.wait()
+	}
+}
+
+// StoreFailed implements engine.Replicator: a node whose file no longer
+// follows the log stops taking part, so it acknowledges no entry it cannot
+// keep; restarted, it replays the log from its file.
+func (n *Node) StoreFailed(err error) {
+	n.ready.Store(false)
+	n.log.Error("cluster: this node can no longer follow the log and stops taking part until restarted", "err", err)
+	go func() { _ = n.raft.Shutdown().Error() }()
+}
+
+// Shutdown stops raft and closes its files; the engine is the caller's. A
+// leader first hands its leadership on, so the cluster writes on without
+// waiting out an election.
+func (n *Node) Shutdown() error {
+	if n.raft.State() == raft.Leader {
+		n.ready.Store(false)
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.log.Warn("cluster: handing leadership on before stopping", "err", err)
+		}
+	}
+	err := n.raft.Shutdown().Error()
+	close(n.propStop)
+	<-n.propDone
+	n.raft.DeregisterObserver(n.obs)
+	close(n.obsCh)
+	<-n.done
+	n.ready.Store(false)
+	n.termMu.Lock()
+	n.termCancel()
+	n.termMu.Unlock()
+	n.close()
+	return err
+}
+
+func (n *Node) close() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	n.logs.Close()
+}
+
+// applied is an entry's answer to the leader that proposed it.
+type applied struct {
+	wait func() error
+	err  error
+}
+
+// fsm is the node as raft's state machine.
+type fsm Node
+
+func (f *fsm) Apply(l *raft.Log) any {
+	n := (*Node)(f)
+	seq, mark, changes, err := decodeEntry(l.Data)
+	if err == nil {
+		var wait func() error
+		if wait, err = n.db.Apply(seq, mark, changes); err == nil {
+			for _, c := range changes {
+				if c.Op == store.OpMetaPut && strings.HasPrefix(c.Key, addrPrefix) {
+					n.addrs.Store(c.Key[len(addrPrefix):], string(c.Body))
+				}
+			}
+			return applied{wait: wait}
+		}
+	}
+	// This node cannot follow the log any more (an entry it cannot read,
+	// or its memory and the log disagree): like a failed store, it stops
+	// taking part, and a restart replays the log from its file.
+	n.StoreFailed(fmt.Errorf("applying log entry %d: %w", l.Index, err))
+	return applied{err: engine.ReplicationError(err, "this node could not apply the write")}
+}

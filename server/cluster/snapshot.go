@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+)
+
+// A snapshot is a copy of the store's SQLite file as the log had committed
+// it (store.Store.Backup): a node that is far behind, or new, gets it and
+// then the log's tail, and raft truncates its log behind it.
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	n := (*Node)(f)
+	tmp, err := os.CreateTemp(n.cfg.Dir, "snapshot-*.db")
+	if err != nil {
+		return nil, err
+	}
+	path := tmp.Name()
+	tmp.Close()
+	os.Remove(path) // VACUUM INTO wants a path with no file
+	if _, err := n.db.Backup(context.Background(), path); err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	return fileSnapshot(path), nil
+}
+
+// fileSnapshot is a copy of the file waiting to be written to raft's
+// snapshot store.
+type fileSnapshot string
+
+func (s fileSnapshot) Persist(sink raft.SnapshotSink) error {
+	f, err := os.Open(string(s))
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(sink, f); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s fileSnapshot) Release() { os.Remove(string(s)) }
+
+// Restore replaces this node's file with a snapshot's, and its memory.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	n := (*Node)(f)
+	defer rc.Close()
+	path := filepath.Join(n.cfg.Dir, "restore.db")
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, rc); err != nil {
+		out.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := n.db.Restore(path); err != nil {
+		return fmt.Errorf("cluster: restoring a snapshot: %w", err)
+	}
+	n.learnAddrs()
+	return nil
+}

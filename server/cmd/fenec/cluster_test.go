@@ -1,0 +1,754 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/server/cluster/history"
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
+)
+
+// The cluster's tests run three real `fenec serve` nodes on loopback
+// ports and kill them with SIGKILL (docs/cluster.md, Tests).
+
+type clusterNode struct {
+	id, http, raft, file string
+	p                    *apitest.Process // nil while down
+}
+
+type testCluster struct {
+	t         *testing.T
+	nodes     []*clusterNode
+	bootstrap string
+	extra     []string
+	token     string
+	last      *clusterNode // the leader write last found
+	// binOf answers the program that runs a node: bin, or a script that
+	// runs bin in the node's network namespace.
+	binOf func(*clusterNode) string
+}
+
+// noProxy is a transport that never goes through $http_proxy: the nodes'
+// addresses are this machine's (loopback, or the test's namespaces).
+var noProxy = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func newCluster(t *testing.T, n int, extra ...string) *testCluster {
+	t.Helper()
+	var nodes []*clusterNode
+	for i := 1; i <= n; i++ {
+		nodes = append(nodes, &clusterNode{id: fmt.Sprintf("n%d", i), http: freeAddr(t), raft: freeAddr(t)})
+	}
+	return startCluster(t, &testCluster{t: t, extra: extra, nodes: nodes, binOf: func(*clusterNode) string { return bin }})
+}
+
+// startCluster starts c's nodes, whose addresses are set, and waits for a
+// leader.
+func startCluster(t *testing.T, c *testCluster) *testCluster {
+	t.Helper()
+	dir := t.TempDir()
+	var peers []string
+	for _, nd := range c.nodes {
+		nd.file = filepath.Join(dir, nd.id+".db")
+		peers = append(peers, nd.id+"="+nd.raft)
+	}
+	c.bootstrap = strings.Join(peers, ",")
+	for _, nd := range c.nodes {
+		c.start(nd)
+	}
+	c.leader(20 * time.Second)
+	return c
+}
+
+func (c *testCluster) start(nd *clusterNode) {
+	c.t.Helper()
+	args := append([]string{"--http", nd.http, "--file", nd.file, "--node-id", nd.id, "--raft", nd.raft, "--bootstrap", c.bootstrap}, c.extra...)
+	if c.token != "" {
+		args = append(args, "--token", c.token)
+	}
+	p := apitest.Start(c.t, c.binOf(nd), args...)
+	nd.p = p
+	c.t.Cleanup(func() {
+		// A binary built with -race reports as it goes.
+		if strings.Contains(p.Log(), "DATA RACE") {
+			c.t.Errorf("%s reported a data race:\n%s", nd.id, p.Log())
+		}
+		if c.t.Failed() {
+			log := p.Log()
+			if len(log) > 8000 {
+				log = log[len(log)-8000:]
+			}
+			c.t.Logf("%s's log, its end:\n%s", nd.id, log)
+		}
+	})
+}
+
+func (nd *clusterNode) url() string { return "http://" + nd.http }
+
+func (c *testCluster) client(nd *clusterNode) *apitest.Client {
+	return &apitest.Client{T: c.t, Base: nd.url(), Token: c.token, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: noProxy}}
+}
+
+type clusterStatus struct {
+	ID        string `json:"id"`
+	Role      string `json:"role"`
+	LeaderURL string `json:"leader_url"`
+	Seq       int64  `json:"seq"`
+	Members   []struct {
+		ID    string `json:"id"`
+		Voter bool   `json:"voter"`
+	} `json:"members"`
+}
+
+func (c *testCluster) status(nd *clusterNode) (clusterStatus, bool) {
+	var st clusterStatus
+	if nd.p == nil {
+		return st, false
+	}
+	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
+	if err != nil || r.Status != 200 {
+		return st, false
+	}
+	r.JSON(c.t, &st)
+	return st, true
+}
+
+// leader waits for a node that leads and takes writes, and answers it.
+func (c *testCluster) leader(within time.Duration) *clusterNode {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.nodes {
+			if st, ok := c.status(nd); ok && st.Role == "leader" {
+				w, err := c.client(nd).Do("POST", "/query", map[string]any{"query": "create collection if not exists probes (k int)"}, nil)
+				if err == nil && w.Status == 200 {
+					return nd
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader took writes within %v", within)
+	return nil
+}
+
+// write runs a write on the leader, retried under one Idempotency-Key on
+// whichever node leads while an election (a slow machine's) refuses it or
+// leaves its outcome unknown; it answers the Fenec-Seq.
+func (c *testCluster) write(key, query string, params ...any) string {
+	c.t.Helper()
+	if params == nil {
+		params = []any{}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.last == nil {
+			c.last = c.leader(15 * time.Second)
+		}
+		nd := c.last
+		r, err := c.client(nd).Do("POST", "/query", map[string]any{"query": query, "params": params}, map[string]string{"Idempotency-Key": key})
+		if err == nil && r.Status == 200 {
+			return r.Header.Get("Fenec-Seq")
+		}
+		if err == nil && (r.Status != 503 && r.Status != 403 || r.Code() == "key_limit") {
+			c.t.Fatalf("%s: %d %s", query, r.Status, r.Body)
+		}
+		c.last = nil
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("%s: not taken within 20 s", query)
+	return ""
+}
+
+// converge waits until every running node has applied the leader's seq.
+func (c *testCluster) converge(within time.Duration) int64 {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		var seqs []int64
+		for _, nd := range c.nodes {
+			if st, ok := c.status(nd); ok {
+				seqs = append(seqs, st.Seq)
+			} else if nd.p != nil {
+				seqs = append(seqs, -1)
+			}
+		}
+		same := len(seqs) > 0
+		for _, s := range seqs {
+			same = same && s == seqs[0] && s > 0
+		}
+		if same {
+			return seqs[0]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("the nodes did not converge within %v", within)
+	return 0
+}
+
+// TestClusterFollowers: a follower refuses writes, plain and held claims
+// included, with 403 naming the leader; it serves reads, and Fenec-After
+// reads its client's writes; a held claim on a leader that hands its
+// leadership on is answered at once; a claim retried under its
+// Idempotency-Key on the next leader, after the first was SIGKILLed, is
+// answered the first answer.
+func TestClusterFollowers(t *testing.T) {
+	c := newCluster(t, 3)
+	lead := c.leader(10 * time.Second)
+	lc := c.client(lead)
+	lc.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+	r := lc.MustQuery("put jobs [{n: 1, run_at: now(), attempts: 0}, {n: 2, run_at: now(), attempts: 0}]")
+	seq := r.Header.Get("Fenec-Seq")
+	var follower *clusterNode
+	for _, nd := range c.nodes {
+		if nd != lead {
+			follower = nd
+		}
+	}
+	fc := c.client(follower)
+	claim := "set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n"
+	for _, h := range []map[string]string{nil, {"Fenec-Wait": "2000"}} {
+		start := time.Now()
+		r, err := fc.Do("POST", "/query", map[string]any{"query": claim, "params": []any{"w"}}, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != 403 || r.Code() != "forbidden" || r.Header.Get("Fenec-Leader") != lead.url() || !strings.Contains(string(r.Body), lead.url()) {
+			t.Errorf("a claim (%v) on a follower: %d %s Fenec-Leader %q; want 403 naming %s", h, r.Status, r.Body, r.Header.Get("Fenec-Leader"), lead.url())
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("the follower's refusal (%v) took %v", h, took)
+		}
+	}
+	r, err := fc.Do("POST", "/query", map[string]any{"query": "get jobs count"}, map[string]string{"Fenec-After": seq})
+	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"count":2`) {
+		t.Fatalf("a read with Fenec-After %s on a follower: %v %v", seq, err, r)
+	}
+	r, err = fc.Do("POST", "/query", map[string]any{"query": "get jobs count"}, map[string]string{"Fenec-After": "999999"})
+	if err != nil || r.Status != 504 || r.Code() != "behind" {
+		t.Fatalf("a read with Fenec-After past the log: %v %v, want 504 behind", err, r)
+	}
+
+	// A held claim on an empty line, then the leader hands leadership on.
+	lc.MustQuery("create collection empty (run_at timestamp @sorted, owner text)")
+	held := make(chan *apitest.Response, 1)
+	go func() {
+		r, err := lc.Do("POST", "/query", map[string]any{"query": "set empty {owner: 'w'} where run_at <= now() order run_at limit 1 returning id"}, map[string]string{"Fenec-Wait": "25000"})
+		if err != nil {
+			t.Error(err)
+		}
+		held <- r
+	}()
+	time.Sleep(300 * time.Millisecond)
+	began := time.Now()
+	tr, err := lc.Do("POST", "/_cluster/leader", map[string]any{}, nil)
+	if err != nil || tr.Status != 200 {
+		t.Fatalf("POST /_cluster/leader: %v %v", err, tr)
+	}
+	select {
+	case r := <-held:
+		if r == nil || r.Status != 403 {
+			t.Errorf("the held claim of a leader that handed on: %v, want 403", r)
+		}
+		t.Logf("held claim answered %v after the transfer began: %d %s", time.Since(began).Round(time.Millisecond), r.Status, r.Body)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held claim was not answered within 5 s of the leader's transfer")
+	}
+
+	// A claim under a key, answered; its leader SIGKILLed; the same claim
+	// on the next leader is answered the same jobs, replayed.
+	lead = c.leader(10 * time.Second)
+	lc = c.client(lead)
+	body := map[string]any{"query": claim, "params": []any{"w-key"}}
+	first, err := lc.Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
+	if err != nil || first.Status != 200 {
+		t.Fatalf("the first claim: %v %v", err, first)
+	}
+	lead.p.Kill()
+	lead.p = nil
+	next := c.leader(15 * time.Second)
+	again, err := c.client(next).Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
+	if err != nil || again.Status != 200 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the claim retried on the next leader: %v %v, want %s replayed", err, again, first.Body)
+	}
+	// The killed node restarts from its files and rejoins.
+	c.start(lead)
+	c.converge(20 * time.Second)
+
+	// SIGTERM on the leader hands leadership on before it stops.
+	lead = c.leader(10 * time.Second)
+	stopped := time.Now()
+	if err := lead.p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("the leader's SIGTERM: %v\n%s", err, lead.p.Log())
+	}
+	lead.p = nil
+	next = c.leader(15 * time.Second)
+	t.Logf("SIGTERM of %s: %s took writes %v after the signal", lead.id, next.id, time.Since(stopped).Round(time.Millisecond))
+	if !strings.Contains(string(mustStatus(t, c, next)), `"role":"leader"`) {
+		t.Errorf("%s is not the leader", next.id)
+	}
+
+	// A file that holds writes and no raft directory is refused.
+	lone := filepath.Join(t.TempDir(), "lone.db")
+	lp, lc1 := start(t, "--file", lone)
+	lc1.MustQuery("create collection notes (s text)")
+	if err := lp.Stop(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--file", lone, "--node-id", "x", "--raft", freeAddr(t)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "holds no raft state") {
+		t.Errorf("a node on a lone server's file: %v %s; want a refusal", err, out)
+	}
+}
+
+func mustStatus(t *testing.T, c *testCluster, nd *clusterNode) []byte {
+	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("/_cluster: %v %v", err, r)
+	}
+	return r.Body
+}
+
+// TestClusterFailover: clients put, claim and ack jobs through the leader
+// while it is SIGKILLed (FENEC_CLUSTER_KILLS times, default 1), each time
+// restarted to rejoin; each client's operations are recorded as it saw
+// them and checked (package history). FENEC_HISTORY names a file to keep
+// the history in.
+func TestClusterFailover(t *testing.T) {
+	kills := 1
+	if v := os.Getenv("FENEC_CLUSTER_KILLS"); v != "" {
+		kills, _ = strconv.Atoi(v)
+	}
+	const clients = 16
+	c := newCluster(t, 3)
+	lead := c.leader(10 * time.Second)
+	c.client(lead).MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+
+	load := startLoad(c, clients)
+	var toLeader []time.Duration
+	for k := 0; k < kills; k++ {
+		time.Sleep(1500 * time.Millisecond)
+		lead := c.leader(15 * time.Second)
+		killed := time.Now()
+		lead.p.Kill()
+		lead.p = nil
+		next := c.leader(15 * time.Second)
+		toLeader = append(toLeader, time.Since(killed))
+		t.Logf("kill %d: %s SIGKILLed, %s took writes after %v", k+1, lead.id, next.id, toLeader[k].Round(time.Millisecond))
+		c.start(lead)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	ops := load.stop()
+	c.converge(30 * time.Second)
+	ops = checkFinal(t, c, ops)
+	sort.Slice(toLeader, func(i, j int) bool { return toLeader[i] < toLeader[j] })
+	t.Logf("time to a new leader over %d kills: p50 %v, max %v", kills,
+		toLeader[len(toLeader)/2].Round(time.Millisecond), toLeader[len(toLeader)-1].Round(time.Millisecond))
+}
+
+// load is clients running runClient until stopped.
+type load struct {
+	mu      sync.Mutex
+	ops     []history.Op
+	stopped chan struct{}
+	wg      sync.WaitGroup
+}
+
+func startLoad(c *testCluster, clients int) *load {
+	l := &load{stopped: make(chan struct{})}
+	for w := range clients {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			runClient(c, w, l.stopped, l.record)
+		}()
+	}
+	return l
+}
+
+func (l *load) record(op history.Op) {
+	l.mu.Lock()
+	l.ops = append(l.ops, op)
+	l.mu.Unlock()
+}
+
+func (l *load) stop() []history.Op {
+	close(l.stopped)
+	l.wg.Wait()
+	return l.ops
+}
+
+// checkFinal reads the jobs on every node, which must agree, adds the
+// final read to the history, keeps it in $FENEC_HISTORY, and checks it.
+func checkFinal(t *testing.T, c *testCluster, ops []history.Op) []history.Op {
+	t.Helper()
+
+	// The final state, read on every node: the same everywhere.
+	var finals [][]int64
+	for _, nd := range c.nodes {
+		r := c.client(nd).MustQuery("get jobs select n order n")
+		var rows []struct{ N int64 }
+		r.JSON(t, &rows)
+		ns := make([]int64, len(rows))
+		for i, row := range rows {
+			ns[i] = row.N
+		}
+		finals = append(finals, ns)
+	}
+	for i := 1; i < len(finals); i++ {
+		if fmt.Sprint(finals[i]) != fmt.Sprint(finals[0]) {
+			t.Errorf("%s holds %d jobs, %s %d: the nodes disagree", c.nodes[0].id, len(finals[0]), c.nodes[i].id, len(finals[i]))
+		}
+	}
+	ops = append(ops, history.Op{Kind: "final", Result: "ok", Jobs: finals[0]})
+	if path := os.Getenv("FENEC_HISTORY"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := json.NewEncoder(f)
+		for _, op := range ops {
+			_ = enc.Encode(op)
+		}
+		f.Close()
+	}
+	counts := map[string]int{}
+	for _, op := range ops {
+		counts[op.Kind+" "+op.Result]++
+	}
+	t.Logf("%d operations %v", len(ops), counts)
+	if counts["put ok"] == 0 || counts["claim ok"] == 0 || counts["ack ok"] == 0 {
+		t.Errorf("the load did too little to check: %v", counts)
+	}
+	for _, v := range history.Check(ops) {
+		t.Error(v)
+	}
+	return ops
+}
+
+// leaseMS is the clients' lease: short, so leases lapse during a run.
+const leaseMS = 3000
+
+// runClient puts a job, claims up to 10, and acks each, until stop; every
+// write carries an Idempotency-Key and is retried under it on the next
+// node when its outcome is unknown.
+func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.Op)) {
+	cur := c.nodes[w%len(c.nodes)].url()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: noProxy}
+	// send answers the final status and body, and whether an earlier try's
+	// outcome was unknown.
+	send := func(query string, params []any, key string) (int, []byte, bool) {
+		uncertain := false
+		body, _ := json.Marshal(map[string]any{"query": query, "params": params})
+		deadline := time.Now().Add(20 * time.Second)
+		for try := 0; try < 200 && time.Now().Before(deadline); try++ {
+			cl := &apitest.Client{T: c.t, Base: cur, HTTP: hc, Token: c.token}
+			r, err := cl.Do("POST", "/query", body, map[string]string{"Idempotency-Key": key})
+			switch {
+			case err != nil || r.Status == 503:
+				// The node is down, or the write's outcome is unknown: the
+				// next node, the same key.
+				if err == nil || !strings.Contains(err.Error(), "connection refused") {
+					uncertain = true
+				}
+				cur = c.nodes[(try+w)%len(c.nodes)].url()
+				time.Sleep(20 * time.Millisecond)
+			case r.Status == 403 && r.Header.Get("Fenec-Leader") != "":
+				cur = r.Header.Get("Fenec-Leader")
+			case r.Status == 403:
+				cur = c.nodes[(try+w)%len(c.nodes)].url()
+				time.Sleep(20 * time.Millisecond)
+			default:
+				return r.Status, r.Body, uncertain
+			}
+		}
+		return 0, nil, uncertain
+	}
+	result := func(status int, uncertain bool) string {
+		switch {
+		case status == 200:
+			return "ok"
+		case status == 0 && uncertain:
+			return "info"
+		}
+		return "fail"
+	}
+	for op := 0; op < 100000; op++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		n := int64(w)*1_000_000 + int64(op)
+		start := time.Now().UnixNano()
+		st, b, unc := send("put jobs {n: $1, run_at: now(), attempts: 0}", []any{n}, fmt.Sprintf("put-%d", n))
+		if st != 200 && st != 0 {
+			c.t.Errorf("client %d put: %d %s", w, st, b)
+			return
+		}
+		record(history.Op{Client: w, Kind: "put", Result: result(st, unc), Jobs: []int64{n}, Invoke: start, Done: time.Now().UnixNano()})
+
+		owner := fmt.Sprintf("c%d-%d", w, op)
+		start = time.Now().UnixNano()
+		st, b, unc = send("set jobs {owner: $1, run_at: now() + $2, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n, run_at",
+			[]any{owner, leaseMS}, "claim-"+owner)
+		claim := history.Op{Client: w, Kind: "claim", Result: result(st, unc), Owner: owner, Invoke: start, Done: time.Now().UnixNano()}
+		var rows []struct {
+			ID    int64
+			N     int64
+			RunAt string `json:"run_at"`
+		}
+		if st == 200 {
+			if err := json.Unmarshal(b, &rows); err != nil {
+				c.t.Errorf("client %d claim: %v %s", w, err, b)
+				return
+			}
+			for _, row := range rows {
+				end, err := time.Parse(time.RFC3339Nano, row.RunAt)
+				if err != nil {
+					c.t.Errorf("client %d claim: run_at %q: %v", w, row.RunAt, err)
+					return
+				}
+				claim.Jobs = append(claim.Jobs, row.N)
+				claim.Leases = append(claim.Leases, [2]int64{end.UnixMilli() - leaseMS, end.UnixMilli()})
+			}
+		} else if st != 0 {
+			c.t.Errorf("client %d claim: %d %s", w, st, b)
+			return
+		}
+		record(claim)
+		for _, row := range rows {
+			start = time.Now().UnixNano()
+			st, b, unc = send("del jobs where id = $1 and owner = $2 require 1", []any{row.ID, owner}, fmt.Sprintf("ack-%s-%d", owner, row.ID))
+			if st != 200 && st != 412 && st != 0 {
+				c.t.Errorf("client %d ack: %d %s", w, st, b)
+				return
+			}
+			record(history.Op{Client: w, Kind: "ack", Result: result(st, unc), Owner: owner, Jobs: []int64{row.N}, Invoke: start, Done: time.Now().UnixNano()})
+		}
+	}
+}
+
+// TestClusterReplicaFromSnapshot: a non-voting replica, down while the
+// cluster takes FENEC_CLUSTER_WRITES writes (default 600) and snapshots
+// and truncates its log, catches up when it restarts from a snapshot (a
+// copy of the leader's SQLite file) and the log's tail, and serves reads.
+func TestClusterReplicaFromSnapshot(t *testing.T) {
+	writes := 600
+	if v := os.Getenv("FENEC_CLUSTER_WRITES"); v != "" {
+		writes, _ = strconv.Atoi(v)
+	}
+	// Every write is under a key of its own: more than the default cap.
+	c := newCluster(t, 3, "--raft-snapshot-every", "100", "--idempotency-max-keys", "1000000")
+	c.write("create", "create collection notes (n int)")
+	lead := c.leader(10 * time.Second)
+	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
+	startReplica := func() {
+		replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
+	}
+	startReplica()
+	r, err := c.client(lead).Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("adding the replica: %v %v", err, r)
+	}
+	seq := c.write("first", "put notes {n: -1}")
+	rc := c.client(replica)
+	if r, err := rc.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq}); err != nil || r.Status != 200 {
+		t.Fatalf("the replica's first read: %v %v", err, r)
+	}
+	replica.p.Kill()
+	replica.p = nil
+
+	// The writes it misses, from 16 writers, each under its key.
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wc := &testCluster{t: t, nodes: c.nodes, binOf: c.binOf}
+			for i := w; i < writes; i += 16 {
+				wc.write(fmt.Sprintf("put-%d", i), "put notes {n: $1}", i)
+			}
+		}()
+	}
+	wg.Wait()
+	seq = c.write("last", "put notes {n: $1}", writes)
+	// raft looks every 5 to 10 s whether a snapshot is due.
+	snapshots := func(nd *clusterNode) []string {
+		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
+		return m
+	}
+	deadline := time.Now().Add(25 * time.Second)
+	lead = c.leader(10 * time.Second)
+	for len(snapshots(lead)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(snapshots(lead)) == 0 {
+		t.Fatalf("the leader took no snapshot in 25 s after %d writes", writes)
+	}
+	before := len(snapshots(replica))
+	caught := time.Now()
+	startReplica()
+	// The leader retries a node it failed to reach less and less often
+	// (raft's back-off, up to some 40 s), so a long-down replica may wait
+	// several Fenec-After bounds.
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		r, err = rc.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq})
+		if err != nil || r.Status != 504 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), fmt.Sprintf(`"count":%d`, writes+2)) {
+		t.Fatalf("the replica's count after Fenec-After %s: %v %v", seq, err, r)
+	}
+	t.Logf("the replica, down for %d writes, caught up %v after its restart", writes, time.Since(caught).Round(time.Millisecond))
+	if after := len(snapshots(replica)); after <= before {
+		t.Errorf("the replica caught up without a snapshot (%d before, %d after): the log was not truncated", before, after)
+	}
+	lead = c.leader(10 * time.Second)
+	w, err := rc.Do("POST", "/query", map[string]any{"query": "put notes {n: 0}"}, nil)
+	if err != nil || w.Status != 403 || w.Header.Get("Fenec-Leader") != lead.url() {
+		t.Errorf("a write on the replica: %v %v, want 403 naming %s", err, w, lead.url())
+	}
+	var st clusterStatus
+	r, _ = rc.Do("GET", "/_cluster", nil, nil)
+	r.JSON(t, &st)
+	for _, m := range st.Members {
+		if m.ID == "r1" && m.Voter {
+			t.Errorf("the replica is a voter: %+v", st.Members)
+		}
+	}
+}
+
+// TestClusterThroughput measures jobs/s with 16 workers, each claiming 10
+// and acking each (every write durable: --sync always), through a 3-node
+// cluster's leader and through a lone server on the same machine, and the
+// leader's raft log entries per fsync. It runs under make cluster-check
+// (FENEC_CLUSTER_BENCH=1); figures in docs/cluster.md.
+func TestClusterThroughput(t *testing.T) {
+	if os.Getenv("FENEC_CLUSTER_BENCH") == "" {
+		t.Skip("a measurement: FENEC_CLUSTER_BENCH=1 (make cluster-check)")
+	}
+	const (
+		workers = 16
+		jobs    = 40000
+		runFor  = 8 * time.Second
+	)
+	measure := func(c *apitest.Client) float64 {
+		c.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+		for i := 0; i < jobs; i += 1000 {
+			docs := make([]any, 1000)
+			for j := range docs {
+				docs[j] = map[string]any{"n": i + j, "attempts": 0}
+			}
+			c.MustQuery("put jobs $1", docs)
+		}
+		c.MustQuery("set jobs {run_at: now()}")
+		var done sync.WaitGroup
+		var mu sync.Mutex
+		acked := 0
+		end := time.Now().Add(runFor)
+		start := time.Now()
+		for w := range workers {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				cl := &apitest.Client{T: t, Base: c.Base, Token: c.Token, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: noProxy}}
+				me := fmt.Sprintf("w%d", w)
+				for time.Now().Before(end) {
+					r := cl.MustQuery("set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id", me)
+					var rows []struct{ ID int64 }
+					r.JSON(t, &rows)
+					if len(rows) == 0 {
+						return
+					}
+					for _, row := range rows {
+						cl.MustQuery("del jobs where id = $1 and owner = $2 require 1", row.ID, me)
+					}
+					mu.Lock()
+					acked += len(rows)
+					mu.Unlock()
+				}
+			}()
+		}
+		done.Wait()
+		return float64(acked) / time.Since(start).Seconds()
+	}
+	// wake answers the p50 and p99 of put → a held worker's answer, over
+	// samples puts each awaited by one held claim.
+	wake := func(c *apitest.Client) (time.Duration, time.Duration) {
+		const samples = 200
+		c.MustQuery("create collection wakes (run_at timestamp @sorted, owner text)")
+		var took []time.Duration
+		for i := 0; i < samples; i++ {
+			got := make(chan time.Time, 1)
+			go func() {
+				r, err := c.Do("POST", "/query", map[string]any{"query": "set wakes {owner: 'w', run_at: now() + 60000} where run_at <= now() order run_at limit 1 returning id"},
+					map[string]string{"Fenec-Wait": "10000"})
+				if err != nil || r.Status != 200 || len(r.Body) < 4 {
+					t.Errorf("the held claim: %v %v", err, r)
+				}
+				got <- time.Now()
+			}()
+			for deadline := time.Now().Add(10 * time.Second); heldNow(t, c) < 1 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			sent := time.Now()
+			c.MustQuery("put wakes {run_at: now()}")
+			took = append(took, (<-got).Sub(sent))
+		}
+		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
+		return took[samples/2], took[samples*99/100]
+	}
+	_, lone := start(t, "--file", filepath.Join(t.TempDir(), "lone.db"), "--sync", "always")
+	single := measure(lone)
+	w50, w99 := wake(lone)
+	c := newCluster(t, 3, "--sync", "always")
+	lead := c.leader(10 * time.Second)
+	before := logCounts(t, c.client(lead))
+	clustered := measure(c.client(lead))
+	after := logCounts(t, c.client(lead))
+	c50, c99 := wake(c.client(lead))
+	perWrite := (after[1] - before[1]) / max(1, after[0]-before[0])
+	t.Logf("%d workers, claim 10 + ack each, --sync always: lone server %.0f jobs/s; 3-node cluster %.0f jobs/s; leader's raft log: %.1f entries per fsync",
+		workers, single, clustered, perWrite)
+	t.Logf("put → held worker: lone server p50 %v p99 %v; 3-node cluster p50 %v p99 %v",
+		w50.Round(10*time.Microsecond), w99.Round(10*time.Microsecond), c50.Round(10*time.Microsecond), c99.Round(10*time.Microsecond))
+}
+
+// logCounts answers the node's raft log writes and entries.
+func logCounts(t *testing.T, c *apitest.Client) [2]float64 {
+	r, err := c.Do("GET", "/_metrics", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("/_metrics: %v %v", err, r)
+	}
+	var out [2]float64
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		for i, name := range []string{"fenec_cluster_log_writes_total ", "fenec_cluster_log_entries_total "} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				out[i], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,41 @@
+package httpapi
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLoneServerHasNoCluster: a server started without --node-id answers
+// the cluster's routes 404, and Fenec-After reads its own writes at once
+// and refuses, 504 behind, a change number it never made.
+func TestLoneServerHasNoCluster(t *testing.T) {
+	ts := newTestServer(t, ":memory:", nil)
+	for _, rq := range []struct {
+		method, path string
+		body         any
+	}{
+		{"GET", "/_cluster", nil},
+		{"POST", "/_cluster/members", map[string]any{"id": "n2", "raft_address": "127.0.0.1:7001"}},
+		{"POST", "/_cluster/remove", map[string]any{"id": "n2"}},
+		{"POST", "/_cluster/leader", map[string]any{}},
+	} {
+		r, err := ts.c.Do(rq.method, rq.path, rq.body, nil)
+		if err != nil || r.Status != 404 || !strings.Contains(string(r.Body), "not a cluster node") {
+			t.Errorf("%s %s on a lone server: %v %v", rq.method, rq.path, err, r)
+		}
+	}
+	ts.c.MustQuery("create collection notes (s text)")
+	seq := ts.c.MustQuery(`put notes {s: "a"}`).Header.Get("Fenec-Seq")
+	r, err := ts.c.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": seq})
+	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"count":1`) {
+		t.Fatalf("Fenec-After %s: %v %v", seq, err, r)
+	}
+	r, err = ts.c.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": "1000"})
+	if err != nil || r.Status != 504 || r.Code() != "behind" {
+		t.Fatalf("Fenec-After past the last write: %v %v, want 504 behind", err, r)
+	}
+	r, err = ts.c.Do("POST", "/query", map[string]any{"query": "get notes count"}, map[string]string{"Fenec-After": "-1"})
+	if err != nil || r.Status != 400 {
+		t.Fatalf("Fenec-After -1: %v %v, want 400", err, r)
+	}
+}
