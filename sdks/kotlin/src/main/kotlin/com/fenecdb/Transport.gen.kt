@@ -22,6 +22,12 @@ internal object ApiHeaders {
      */
     const val AUTHORIZATION: String = "Authorization"
     /**
+     * A `Fenec-Seq` this client was answered (by any node of a cluster):
+     * the request runs once this node has applied that write
+     * (read-your-writes on a follower), or is 504 after 5 s.
+     */
+    const val FENEC_AFTER: String = "Fenec-After"
+    /**
      * The database's change number after a request that wrote.
      */
     const val FENEC_SEQ: String = "Fenec-Seq"
@@ -71,6 +77,7 @@ public enum class ErrorCode(
     INTERNAL("internal"),
     UNAVAILABLE("unavailable"),
     STATEMENT_TIMEOUT("statement_timeout"),
+    BEHIND("behind"),
     NETWORK("network"),
     TIMEOUT("timeout"),
     UNEXPECTED("unexpected"),
@@ -110,6 +117,10 @@ internal class Route(val method: String, val path: String)
 /** Every operation, by its operationId. */
 internal object Routes {
     val MOVE_CLOCK: Route = Route("POST", "/_clock")
+    val CLUSTER_STATUS: Route = Route("GET", "/_cluster")
+    val CLUSTER_TRANSFER_LEADER: Route = Route("POST", "/_cluster/leader")
+    val CLUSTER_ADD_MEMBER: Route = Route("POST", "/_cluster/members")
+    val CLUSTER_REMOVE_MEMBER: Route = Route("POST", "/_cluster/remove")
     val HEALTH: Route = Route("GET", "/_health")
     val METRICS: Route = Route("GET", "/_metrics")
     val BATCH: Route = Route("POST", "/batch")
@@ -131,6 +142,88 @@ internal fun moveClockRequest(
 ): HttpRequest = request(
     base,
     Routes.MOVE_CLOCK,
+    body,
+    listOf(),
+    token,
+    timeout,
+)
+
+/**
+ * This node's view of its cluster (docs/cluster.md).
+ *
+ * Only on a node started with `--node-id`; a lone server answers 404.
+ * Needs full access.
+ */
+internal fun clusterStatusRequest(
+    base: URI,
+    token: String?,
+    timeout: Duration,
+): HttpRequest = request(
+    base,
+    Routes.CLUSTER_STATUS,
+    null,
+    listOf(),
+    token,
+    timeout,
+)
+
+/**
+ * Hand leadership to another voter (on the leader only).
+ *
+ * With `id`, to that voter; without, to the voter raft finds most up
+ * to date. Answers once the transfer is done or has failed.
+ */
+internal fun clusterTransferLeaderRequest(
+    base: URI,
+    body: String,
+    token: String?,
+    timeout: Duration,
+): HttpRequest = request(
+    base,
+    Routes.CLUSTER_TRANSFER_LEADER,
+    body,
+    listOf(),
+    token,
+    timeout,
+)
+
+/**
+ * Add a node as a voter, or as a non-voting read replica.
+ *
+ * On the leader only (a follower answers 403 with `Fenec-Leader`).
+ * The node must be running with `--node-id` and `--raft` and no
+ * `--bootstrap`; it catches up from a snapshot and the log's tail.
+ * Adding a member that exists with another address or suffrage
+ * changes it.
+ */
+internal fun clusterAddMemberRequest(
+    base: URI,
+    body: String,
+    token: String?,
+    timeout: Duration,
+): HttpRequest = request(
+    base,
+    Routes.CLUSTER_ADD_MEMBER,
+    body,
+    listOf(),
+    token,
+    timeout,
+)
+
+/**
+ * Remove a node from the cluster (on the leader only).
+ *
+ * A dead node is removed this way before its replacement is added
+ * (docs/cluster.md). An id that is no member is 404.
+ */
+internal fun clusterRemoveMemberRequest(
+    base: URI,
+    body: String,
+    token: String?,
+    timeout: Duration,
+): HttpRequest = request(
+    base,
+    Routes.CLUSTER_REMOVE_MEMBER,
     body,
     listOf(),
     token,
@@ -180,13 +273,14 @@ internal fun batchRequest(
     body: String,
     fenecWait: Long?,
     idempotencyKey: String?,
+    fenecAfter: Long?,
     token: String?,
     timeout: Duration,
 ): HttpRequest = request(
     base,
     Routes.BATCH,
     body,
-    listOf("Fenec-Wait" to fenecWait, "Idempotency-Key" to idempotencyKey),
+    listOf("Fenec-Wait" to fenecWait, "Idempotency-Key" to idempotencyKey, "Fenec-After" to fenecAfter),
     token,
     timeout,
 )
@@ -221,13 +315,14 @@ internal fun queryRequest(
     body: String,
     fenecWait: Long?,
     idempotencyKey: String?,
+    fenecAfter: Long?,
     token: String?,
     timeout: Duration,
 ): HttpRequest = request(
     base,
     Routes.QUERY,
     body,
-    listOf("Fenec-Wait" to fenecWait, "Idempotency-Key" to idempotencyKey),
+    listOf("Fenec-Wait" to fenecWait, "Idempotency-Key" to idempotencyKey, "Fenec-After" to fenecAfter),
     token,
     timeout,
 )
