@@ -54,11 +54,12 @@ test: check-tracked check-generated test-venv test-tools
 	$(MAKE) test-kotlin
 	$(MAKE) test-console
 
-# strace: server/store's TestSyncBeforeAck watches the fsyncs under it
+# strace: server/store's TestSyncBeforeAck watches the fsyncs under it; ip
+# (iproute2): the cluster's partition test makes network namespaces
 # (Debian's package; installed when missing, which needs root).
 test-tools:
-	@command -v strace >/dev/null || { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
-		apt-get -o DPkg::Lock::Timeout=600 install -y -qq strace; }
+	@command -v strace >/dev/null && command -v ip >/dev/null || { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+		apt-get -o DPkg::Lock::Timeout=600 install -y -qq strace iproute2; }
 
 # The failure-path mutations of docs/reliability.md, each applied to a
 # temporary copy of the repository: caught or survived. Slow; not in test.

@@ -140,7 +140,7 @@ public class Client internal constructor(
         if (collection != null) schema.load(collection) { fetchSchema() }
         val body = statement.toJson().toString()
         val wait = if (statement.claim) wait else null
-        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
+        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
         return answer(reply.body, collection, reply)
     }
 
@@ -154,7 +154,7 @@ public class Client internal constructor(
         for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
         val wait = if (statements.any { it.claim }) wait else null
-        val reply = send(wait) { t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, token, t) }
+        val reply = send(wait) { t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
