@@ -57,24 +57,31 @@ interface Schema {
 }
 
 /**
- * A client of a Fenec server. Nothing is sent until a query is: it holds
- * the URL, the token, the fetch and the default timeout; what belongs to
- * one request (wait, idempotency key, timeout, signal) is that call's option.
+ * A client of a Fenec server — or of a cluster's nodes. Nothing is sent
+ * until a query is: it holds the URLs, the token, the fetch and the
+ * default timeout; what belongs to one request (wait, idempotency key,
+ * timeout, signal) is that call's option.
  */
 export class Client {
-  readonly #transport: api.Transport;
+  readonly #nodes: Nodes;
+  readonly #fetch: typeof fetch;
+  readonly #token: string | undefined;
+  readonly #transports = new Map<string, api.Transport>();
   readonly #timeout: number;
-  readonly #host: string;
   readonly #schemas = new Map<string, Promise<Schema | undefined>>();
 
   /** Use {@link connect}. */
-  constructor(url: string, opts: ConnectOptions = {}) {
-    const u = checkURL(url);
-    this.#host = `${u.hostname}:${u.port || (u.protocol === 'https:' ? '443' : '80')}`;
-    const fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
-    this.#transport = { baseUrl: url, fetch, token: opts.token, json: { stringify, parse } };
+  constructor(url: string | readonly string[], opts: ConnectOptions = {}) {
+    this.#nodes = new Nodes(checkURLs(url));
+    this.#fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#token = opts.token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
+  }
+
+  /** The URL of the node this client sends to now: the first given, or the leader it was last sent to. */
+  get node(): string {
+    return this.#nodes.current;
   }
 
   /**
@@ -107,7 +114,7 @@ export class Client {
   async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Result[]> {
     const body = { statements: statements.map((s) => ({ query: s.query, params: s.params })) };
     await Promise.all(statements.map((s) => this.#schema(s.collection, opts)));
-    const reply = await this.#send((signal) => api.batch(this.#transport, body, headers(opts), signal), opts);
+    const reply = await this.#send((t, signal) => api.batch(t, body, headers(opts), signal), opts);
     return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
   }
 
@@ -115,7 +122,7 @@ export class Client {
   async run(statement: Statement, opts: RequestOptions): Promise<Result> {
     await this.#schema(statement.collection, opts);
     const body = { query: statement.query, params: statement.params };
-    const reply = await this.#send((signal) => api.query(this.#transport, body, headers(opts), signal), opts);
+    const reply = await this.#send((t, signal) => api.query(t, body, headers(opts), signal), opts);
     return this.#result(statement.collection, reply.body, reply.headers, opts);
   }
 
@@ -123,8 +130,11 @@ export class Client {
    * Sends a call under the request's signal and a timeout of the client's
    * (or the request's) plus its wait; maps every failure to a FenecError
    * (a given-up signal rejects with the signal's reason, as fetch does).
+   * On a cluster it follows the leader a refusal names and, given several
+   * URLs, tries the next node while none can have run the request
+   * (docs/sdks.md, "Several nodes").
    */
-  async #send<T>(call: (signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<{ body: T; headers: Headers }> {
+  async #send<T>(call: (t: api.Transport, signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<{ body: T; headers: Headers; node: string }> {
     const timeout = milliseconds('timeout', opts.timeout ?? this.#timeout);
     const wait = opts.wait ?? 0;
     if (!Number.isSafeInteger(wait) || wait < 0 || wait > MAX_WAIT) {
@@ -133,20 +143,69 @@ export class Client {
     const limit = timeout + wait;
     const timer = AbortSignal.timeout(limit);
     const signal = opts.signal ? AbortSignal.any([opts.signal, timer]) : timer;
-    let reply: api.Reply<T>;
-    try {
-      reply = await call(signal);
-    } catch (err) {
-      if (opts.signal?.aborted) throw opts.signal.reason;
-      if (timer.aborted) {
-        const which = opts.timeout === undefined ? `the client's timeout of ${timeout} ms` : `the request's timeout of ${timeout} ms`;
-        const why = wait > 0 ? `${which} plus the wait of ${wait} ms` : which;
-        throw new FenecError(`timeout: no answer from ${this.#host} in ${limit} ms (${why})`, 0, 'timeout', undefined, { cause: err });
+    const nodes = this.#nodes;
+    const round = new Round(nodes);
+    let node = nodes.current;
+    let follows = 0;
+    for (;;) {
+      let reply: api.Reply<T>;
+      try {
+        reply = await call(this.#transport(node), signal);
+      } catch (err) {
+        if (opts.signal?.aborted) throw opts.signal.reason;
+        if (timer.aborted) {
+          const which = opts.timeout === undefined ? `the client's timeout of ${timeout} ms` : `the request's timeout of ${timeout} ms`;
+          const why = wait > 0 ? `${which} plus the wait of ${wait} ms` : which;
+          throw new FenecError(`timeout: no answer from ${hostOf(node)} in ${limit} ms (${why})`, 0, 'timeout', undefined, { cause: err });
+        }
+        const failed = new FenecError(`network: cannot reach ${hostOf(node)}: ${cause(err)}`, 0, 'network', undefined, { cause: err });
+        if (!nodes.several || !unsent(err)) throw failed;
+        round.refused.add(node);
+        node = await round.next(failed, signal, opts.signal);
+        continue;
       }
-      throw new FenecError(`network: cannot reach ${this.#host}: ${cause(err)}`, 0, 'network', undefined, { cause: err });
+      if (reply.ok) {
+        nodes.current = node;
+        return { body: reply.body, headers: reply.headers, node };
+      }
+      const leader = reply.status === 403 ? reply.headers.get(HEADER_FENEC_LEADER) : null;
+      const refused = FenecError.fromAnswer(reply.status, reply.body, reply.text, hostOf(node), leader);
+      if (refused.code === 'forbidden' && refused.leader !== null && !round.refused.has(refused.leader)) {
+        // Refused unrun: the same request goes to the leader, unless that
+        // would be a downgrade from https (the token in clear).
+        const to = followable(node, refused.leader);
+        if (to === undefined || follows === MAX_FOLLOWS) throw refused;
+        follows++;
+        node = to;
+        nodes.current = to;
+        continue;
+      }
+      if (refused.code === 'unavailable' && takingOffice(refused)) {
+        // A leader just elected refuses writes unrun until it has applied
+        // the earlier terms' writes: the same node again, after the pause.
+        await round.pause(refused, signal, opts.signal);
+        continue;
+      }
+      if (nodes.several && refused.code === 'forbidden' && (refused.leader !== null || noLeader(refused))) {
+        // No leader known now (an election), or one named that refused
+        // the connection in this call (a follower that has not yet seen it
+        // die): another node may know better.
+        node = await round.next(refused, signal, opts.signal);
+        continue;
+      }
+      nodes.current = node;
+      throw refused;
     }
-    if (!reply.ok) throw FenecError.fromAnswer(reply.status, reply.body, reply.text, this.#host);
-    return { body: reply.body, headers: reply.headers };
+  }
+
+  /** The transport to one node (kept: fetch keeps its connections by origin anyway). */
+  #transport(node: string): api.Transport {
+    let t = this.#transports.get(node);
+    if (t === undefined) {
+      t = { baseUrl: node, fetch: this.#fetch, token: this.#token, json: { stringify, parse } };
+      this.#transports.set(node, t);
+    }
+    return t;
   }
 
   /** An answer as a Result, its rows decoded by their collection's field types. */
@@ -154,7 +213,7 @@ export class Client {
     const seq = Number(h.get(api.HEADER_FENEC_SEQ) ?? 0);
     const replayed = h.get(api.HEADER_IDEMPOTENT_REPLAYED) === 'true';
     if (!Array.isArray(answer)) {
-      if (typeof answer?.affected !== 'number') throw FenecError.unexpected(200, stringify(answer), this.#host);
+      if (typeof answer?.affected !== 'number') throw FenecError.unexpected(200, stringify(answer), hostOf(this.#nodes.current));
       return { rows: undefined, affected: answer.affected, seq, replayed };
     }
     let schema = collection === undefined ? undefined : await this.#schemas.get(collection);
@@ -176,8 +235,8 @@ export class Client {
     let s = this.#schemas.get(collection);
     if (s === undefined) {
       const sendOpts = opts.signal ? { signal: opts.signal } : {};
-      s = this.#send((signal) => api.collections(this.#transport, signal), sendOpts).then(({ body }) => {
-        if (!Array.isArray(body?.collections)) throw FenecError.unexpected(200, stringify(body), this.#host);
+      s = this.#send((t, signal) => api.collections(t, signal), sendOpts).then(({ body, node }) => {
+        if (!Array.isArray(body?.collections)) throw FenecError.unexpected(200, stringify(body), hostOf(node));
         const at = Date.now();
         for (const c of body.collections) {
           const types = new Map(c.fields.map((f) => [f.name, f.type] as const));
@@ -204,12 +263,183 @@ export const Db = Client;
 
 /**
  * Connects to a Fenec server at `url` (such as `http://127.0.0.1:8080`): an
- * http or https URL with a host, else this throws at once.
+ * http or https URL with a host, else this throws at once. A cluster's
+ * nodes are several URLs, as a list or one comma-separated string
+ * (`'http://a:8080,http://b:8080,http://c:8080'`): the client follows the
+ * leader and finds another node when one is down (docs/sdks.md, "Several
+ * nodes").
  *
  * @example const db = connect('http://127.0.0.1:8080', { token: process.env.FENEC_TOKEN });
+ * @example const db = connect(process.env.FENEC_URL!, { token }); // FENEC_URL=http://a:8080,http://b:8080,http://c:8080
  */
-export function connect(url: string, opts: ConnectOptions = {}): Client {
+export function connect(url: string | readonly string[], opts: ConnectOptions = {}): Client {
   return new Client(url, opts);
+}
+
+/**
+ * The header of a cluster follower's 403 that names the leader's URL
+ * (docs/cluster.md, "Writes").
+ */
+export const HEADER_FENEC_LEADER = 'Fenec-Leader';
+
+/** How many times one call follows a named leader before it raises the 403 (docs/sdks.md). */
+const MAX_FOLLOWS = 3;
+
+/** The pause between full rounds of the nodes: 50 ms, doubling to 1 s. */
+const FIRST_PAUSE = 50;
+const LAST_PAUSE = 1000;
+
+/** A client's nodes: the configured URLs and the one it sends to now (the leader once found). */
+class Nodes {
+  current: string;
+  constructor(readonly urls: readonly string[]) {
+    this.current = urls[0]!;
+  }
+
+  get several(): boolean {
+    return this.urls.length > 1;
+  }
+}
+
+/**
+ * One call's walk over the configured nodes when the current one cannot
+ * have run the request: the next URL each time, round robin, and a pause
+ * after every full round, until the call's deadline.
+ */
+class Round {
+  /** The nodes whose connection was refused in this call. */
+  readonly refused = new Set<string>();
+  #at: number;
+  #misses = 0;
+  #pause = FIRST_PAUSE;
+
+  constructor(readonly nodes: Nodes) {
+    this.#at = nodes.urls.indexOf(nodes.current) + 1;
+  }
+
+  /**
+   * The next node to try after `last` failed, once the pause due (if any)
+   * is over; `last` is thrown when the call's deadline comes first.
+   */
+  async next(last: FenecError, signal: AbortSignal, own: AbortSignal | undefined): Promise<string> {
+    const urls = this.nodes.urls;
+    this.#misses++;
+    if (this.#misses % urls.length === 0) await this.pause(last, signal, own);
+    if (signal.aborted) {
+      if (own?.aborted) throw own.reason;
+      throw last;
+    }
+    const url = urls[this.#at % urls.length]!;
+    this.#at++;
+    return url;
+  }
+
+  /** Waits the pause due (50 ms, doubling to 1 s); `last` is thrown when the call's deadline comes first. */
+  async pause(last: FenecError, signal: AbortSignal, own: AbortSignal | undefined): Promise<void> {
+    try {
+      await sleep(this.#pause, signal);
+    } catch {
+      if (own?.aborted) throw own.reason;
+      throw last;
+    }
+    this.#pause = Math.min(this.#pause * 2, LAST_PAUSE);
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const done = () => {
+      clearTimeout(timer);
+      reject(signal.reason);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    }, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * The leader's URL to send to, from a refusal's Fenec-Leader, or undefined
+ * when it is not an http(s) URL, or would take an https client to http.
+ */
+function followable(from: string, leader: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(leader);
+  } catch {
+    return undefined;
+  }
+  if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.hostname === '') return undefined;
+  if (new URL(from).protocol === 'https:' && u.protocol === 'http:') return undefined;
+  return leader;
+}
+
+/**
+ * Whether a 403 is a cluster node's "no leader is known now" (docs/cluster.md):
+ * by the server's words, since the 403 of a token's rules has no header either
+ * and must be raised at once, not retried on every node until the deadline.
+ */
+function noLeader(err: FenecError): boolean {
+  return err.message.includes('no leader is known');
+}
+
+/**
+ * Whether a 503 is a leader's "taking office" (docs/cluster.md, "Writes": a
+ * node elected serves writes once it has applied the earlier terms'): it
+ * is refused before it runs, unlike a 503 whose write's outcome is unknown.
+ */
+function takingOffice(err: FenecError): boolean {
+  return err.message.startsWith('this node is taking office as leader');
+}
+
+/**
+ * Whether fetch failed before anything was sent: the connection was
+ * refused or could not be made (no such host, no route). A connection
+ * lost after the request went out is not: it may have run.
+ */
+function unsent(err: unknown): boolean {
+  const codes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+  for (let e = err as { code?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
+    if (typeof e.code === 'string' && codes.has(e.code)) return true;
+  }
+  return false;
+}
+
+function hostOf(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}:${u.port || (u.protocol === 'https:' ? '443' : '80')}`;
+}
+
+/**
+ * The URLs `connect` was given: one, a comma-separated string of several,
+ * or a list; each checked (a bad one named by its place), duplicates dropped.
+ */
+function checkURLs(url: string | readonly string[]): string[] {
+  const list = typeof url === 'string' ? (url.includes(',') ? url.split(',').map((x) => x.trim()) : [url]) : [...url];
+  if (list.length === 0) throw new TypeError('connect needs a URL: write it as http://host:port');
+  if (list.length === 1) {
+    checkURL(String(list[0]));
+    return [String(list[0])];
+  }
+  const seen = new Set<string>();
+  const out: string[] = [];
+  list.forEach((u, i) => {
+    let parsed: URL;
+    try {
+      parsed = checkURL(String(u));
+    } catch (err) {
+      throw new TypeError(`node ${i + 1} of ${list.length}: ${(err as Error).message}`);
+    }
+    const key = parsed.href.replace(/\/+$/, '');
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(String(u));
+    }
+  });
+  return out;
 }
 
 function checkURL(url: string): URL {

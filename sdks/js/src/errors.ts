@@ -29,24 +29,33 @@ export class FenecError extends Error {
   readonly code: FenecErrorCode;
   /** In a batch, the 0-based statement that was refused. */
   readonly at: number | undefined;
+  /**
+   * On a 403 `forbidden` from a cluster node that is not the leader, the
+   * leader's URL its `Fenec-Leader` header named; else null
+   * (docs/sdks.md, "Several nodes").
+   */
+  readonly leader: string | null;
 
-  constructor(message: string, status: number, code: FenecErrorCode, at?: number, options?: ErrorOptions) {
+  constructor(message: string, status: number, code: FenecErrorCode, at?: number, options?: ErrorOptions & { leader?: string | null }) {
     super(message, options);
     this.status = status;
     this.code = code;
     this.at = at;
+    this.leader = options?.leader ?? null;
   }
 
   /**
    * The error an answer's status and body describe: the server's error when
    * the body is one (`{"error": …, "code": …}` with a code openapi.yaml
    * knows), else `unexpected`, naming the status and the start of the body.
+   * `leader` is the answer's `Fenec-Leader` header, kept on a `forbidden`.
    */
-  static fromAnswer(status: number, body: unknown, text: string, from = 'the server'): FenecError {
+  static fromAnswer(status: number, body: unknown, text: string, from = 'the server', leader: string | null = null): FenecError {
     if (typeof body === 'object' && body !== null) {
       const { error, code, at } = body as Record<string, unknown>;
       if (typeof error === 'string' && typeof code === 'string' && SERVER_CODES.has(code)) {
-        return new FenecError(error, status, code as ErrorCode, typeof at === 'number' ? at : undefined);
+        const named = code === 'forbidden' && leader ? { leader } : undefined;
+        return new FenecError(error, status, code as ErrorCode, typeof at === 'number' ? at : undefined, named);
       }
     }
     return FenecError.unexpected(status, text, from);
