@@ -32,6 +32,8 @@ NAMES = {
     "collections_async": "collections",
     "connect_async": "connect",
     "AsyncIterator": "Iterator",
+    "sleep_async": "sleep",
+    "SendAsync": "Send",
 }
 
 # Words of the docstrings that unasync leaves (it swaps names, not prose).

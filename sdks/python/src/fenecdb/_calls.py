@@ -5,10 +5,12 @@ only send (``_async/client.py``, and ``_sync/client.py`` generated from it)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
-from dataclasses import dataclass
-from typing import Any, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Awaitable, Callable, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -47,6 +49,40 @@ def check_url(url: str) -> str:
     except ValueError as e:
         raise ValueError(f"the server URL {url!r} has a bad port: {e}") from None
     return url
+
+
+def check_urls(url: Union[str, Sequence[str]]) -> List[str]:
+    """The URLs ``connect`` was given — one, a comma-separated string of a
+    cluster's nodes, or a sequence of them — each checked now (a bad one
+    named by its place), duplicates dropped."""
+    if isinstance(url, str):
+        given = [u.strip() for u in url.split(",")] if "," in url else [url]
+    elif isinstance(url, Sequence):
+        given = list(url)
+    else:
+        raise ValueError(f"the server URL {url!r} is not http(s)://host[:port]")
+    if not given:
+        raise ValueError("connect needs a server URL: http(s)://host[:port]")
+    if len(given) == 1:
+        return [check_url(given[0])]
+    out: List[str] = []
+    seen: Set[str] = set()
+    for i, u in enumerate(given):
+        try:
+            check_url(u)
+        except ValueError as e:
+            raise ValueError(f"node {i + 1} of {len(given)}: {e}") from None
+        key = u.rstrip("/")
+        if key not in seen:
+            seen.add(key)
+            out.append(u)
+    return out
+
+
+def host_of(url: str) -> str:
+    """``host:port`` of a URL, for messages."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
 def check_timeout(timeout: Optional[float], what: str = "timeout") -> Optional[float]:
@@ -130,13 +166,36 @@ def _reason(e: BaseException) -> str:
     return text[:1].lower() + text[1:]
 
 
+HEADER_FENEC_LEADER = "Fenec-Leader"
+"""The header of a cluster follower's 403 that names the leader's URL
+(docs/cluster.md, "Writes")."""
+
+MAX_FOLLOWS = 3
+"""How many times one call follows a named leader before it raises the 403."""
+
+FIRST_PAUSE, LAST_PAUSE = 0.05, 1.0
+"""The pause between full rounds of the nodes: 50 ms, doubling to 1 s."""
+
+
+class Nodes:
+    """A client's nodes: the configured URLs and the one it sends to now —
+    the first given, or the leader it was last sent to (docs/sdks.md,
+    "Several nodes")."""
+
+    def __init__(self, urls: List[str]) -> None:
+        self.urls = urls
+        self.current = urls[0]
+
+    @property
+    def several(self) -> bool:
+        return len(self.urls) > 1
+
+
 class Settings:
     """A client's fixed settings and the statement types it has learnt."""
 
-    def __init__(self, url: str, token: Optional[str], timeout: Optional[float]) -> None:
-        parts = urlsplit(check_url(url))
-        self.url = url
-        self.host = f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+    def __init__(self, url: Union[str, Sequence[str]], token: Optional[str], timeout: Optional[float]) -> None:
+        self.nodes = Nodes(check_urls(url))
         self.token = token
         self.timeout = check_timeout(timeout)
         self.types: Types = {}
@@ -160,7 +219,141 @@ class Settings:
             headers["idempotency_key"] = idempotency_key
         is_client = timeout is DEFAULT
         seconds = self.timeout if is_client else check_timeout(timeout)
-        return Call(route, self.host, headers, seconds, float(wait or 0), is_client)
+        return Call(route, host_of(self.nodes.current), headers, seconds, float(wait or 0), is_client)
+
+
+class Walk:
+    """One call's way to a node that runs it (docs/sdks.md, "Several
+    nodes"): it follows the leader a 403 names (at most 3 times, never from
+    https to http), resends to a leader taking office, and — given several
+    URLs — moves to the next one, round robin with a pause after each full
+    round, while the node sent to cannot have run the request. Everything
+    else is the caller's, as with one URL."""
+
+    def __init__(self, settings: Settings, call: Call) -> None:
+        self.nodes = settings.nodes
+        self.node = self.nodes.current
+        self.first = call
+        self.call = call
+        self.follows = 0
+        self.misses = 0
+        self.pause = FIRST_PAUSE
+        self.refused: Set[str] = set()
+        self.at = self.nodes.urls.index(self.node) + 1 if self.node in self.nodes.urls else 0
+        budget = None if call.timeout is None else call.timeout + call.wait
+        self.deadline = None if budget is None else time.monotonic() + budget
+        self.tries = 0
+
+    def timeout(self) -> httpx.Timeout:
+        """The next request's timeout: the call's for the first, what is
+        left of its deadline for the others."""
+        self.tries += 1
+        if self.tries == 1 or self.deadline is None or self.first.timeout is None:
+            return self.first.httpx_timeout
+        left = max(self.deadline - time.monotonic(), 0.001)
+        return httpx.Timeout(min(self.first.timeout, left), read=left)
+
+    def failed(self, e: httpx.HTTPError) -> float:
+        """After httpx's exception: the pause before the next node, or the
+        FenecError raised. Only a connection that could not be made (nothing
+        sent) moves on, and only with several URLs."""
+        if not (self.nodes.several and isinstance(e, httpx.ConnectError)):
+            self.call.fail(e)
+        self.refused.add(self.node)
+        try:
+            self.call.fail(e)
+        except FenecError as err:
+            return self._next(err)
+
+    def answered(self, reply: api.Reply[Any]) -> Optional[float]:
+        """After an answer: ``None`` when it is the call's (the node
+        answered: it is the current node now), else the pause before the
+        request is sent again, to :attr:`node`."""
+        if reply.ok:
+            self.nodes.current = self.node
+            return None
+        body = reply.body if isinstance(reply.body, dict) else {}
+        code, message = body.get("code"), body.get("error")
+        message = message if isinstance(message, str) else ""
+        leader = reply.headers.get(HEADER_FENEC_LEADER) if reply.status == 403 and code == "forbidden" else None
+        if leader and leader not in self.refused:
+            to = _followable(self.node, leader)
+            if to is None or self.follows == MAX_FOLLOWS:
+                return self._final()
+            self.follows += 1
+            self.node = self.nodes.current = to
+            self.call = replace(self.first, host=host_of(to))
+            return 0.0
+        if reply.status == 503 and code == "unavailable" and message.startswith("this node is taking office as leader"):
+            # Elected, it refuses writes unrun until it has applied the
+            # earlier terms' writes (docs/cluster.md): the same node again.
+            return self._wait(reply)
+        if self.nodes.several and reply.status == 403 and code == "forbidden" and (leader or "no leader is known" in message):
+            # No leader known now (an election), or one named whose
+            # connection was refused in this call: another node may know.
+            # A 403 of a token's rules has neither, and is raised at once.
+            try:
+                answered(self.call, reply)
+            except FenecError as err:
+                return self._next(err)
+        return self._final()
+
+    def _final(self) -> Optional[float]:
+        """The answer is the call's: the node that gave it is the current one."""
+        self.nodes.current = self.node
+        return None
+
+    def _wait(self, reply: api.Reply[Any]) -> float:
+        try:
+            answered(self.call, reply)
+        except FenecError as err:
+            return self._due(err)
+        raise AssertionError("an error answer answered")  # pragma: no cover
+
+    def _next(self, last: FenecError) -> float:
+        """Moves to the next configured URL; the pause due first."""
+        self.misses += 1
+        pause = self._due(last) if self.misses % len(self.nodes.urls) == 0 else 0.0
+        self.node = self.nodes.urls[self.at % len(self.nodes.urls)]
+        self.at += 1
+        self.call = replace(self.first, host=host_of(self.node))
+        return pause
+
+    def _due(self, last: FenecError) -> float:
+        """The pause due now (50 ms doubling to 1 s); ``last`` is raised
+        when the call's deadline comes before its end."""
+        pause, self.pause = self.pause, min(self.pause * 2, LAST_PAUSE)
+        if self.deadline is not None and time.monotonic() + pause >= self.deadline:
+            raise last
+        return pause
+
+
+def _followable(node: str, leader: str) -> Optional[str]:
+    """The leader's URL to send to, or ``None`` when it is not an
+    http(s) URL, or would take an https client to http (the token in clear)."""
+    parts = urlsplit(leader)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    if urlsplit(node).scheme == "https" and parts.scheme == "http":
+        return None
+    return leader
+
+
+Send = Callable[[httpx.Client, httpx.Timeout], "api.Reply[Any]"]
+"""Sends one request to the node a client is given (the blocking client's)."""
+
+SendAsync = Callable[[httpx.AsyncClient, httpx.Timeout], Awaitable["api.Reply[Any]"]]
+"""Sends one request to the node a client is given (the asyncio client's)."""
+
+
+def sleep(seconds: float) -> None:
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+async def sleep_async(seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
 
 
 def query_body(statement: StatementLike, params: Sequence[Any] = ()) -> Tuple[api.QueryRequest, Optional[str]]:
@@ -187,7 +380,25 @@ def answered(call: Call, reply: api.Reply[Any]) -> Any:
     if isinstance(body, dict) and isinstance(body.get("error"), str) and body.get("code") in api.ERRORS:
         at = body.get("at")
         cls = api.ERRORS[body["code"]]
-        raise cls(body["error"], status=reply.status, code=body["code"], at=at if isinstance(at, int) and not isinstance(at, bool) else None)
+        leader = reply.headers.get(HEADER_FENEC_LEADER) if body["code"] == "forbidden" else None
+        raise cls(
+            body["error"],
+            status=reply.status,
+            code=body["code"],
+            at=at if isinstance(at, int) and not isinstance(at, bool) else None,
+            leader=leader or None,
+        )
+    raise unexpected(call, reply)
+
+
+def health_of(call: Call, reply: api.Reply[Any]) -> api.Health:
+    """``GET /_health``'s document, the 503 of a failed store's included
+    (openapi.yaml answers it with the same schema); any other failure is
+    raised as every call's."""
+    body = reply.body
+    if reply.status in (200, 503) and isinstance(body, dict) and isinstance(body.get("ok"), bool) and isinstance(body.get("store"), str):
+        return cast(api.Health, body)
+    answered(call, reply)
     raise unexpected(call, reply)
 
 

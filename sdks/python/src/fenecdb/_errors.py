@@ -16,15 +16,21 @@ class FenecError(Exception):
     kind of error (openapi.yaml's codes — ``"unmet"``, ``"conflict"``, … —
     or ``"network"``, ``"timeout"``, ``"unexpected"``), ``message`` what is
     wrong and where, ``at`` the 0-based statement of a ``/batch`` that was
-    refused (else ``None``); ``__cause__`` is the underlying exception, if
-    any. Catch a subclass to handle one kind: ``except fenecdb.Unmet:``."""
+    refused (else ``None``), ``leader`` the leader's URL a cluster node's
+    403 ``forbidden`` named in its ``Fenec-Leader`` header (else ``None``;
+    docs/sdks.md, "Several nodes"); ``__cause__`` is the underlying
+    exception, if any. Catch a subclass to handle one kind: ``except
+    fenecdb.Unmet:``."""
 
-    def __init__(self, message: str, *, status: int = 0, code: str = "", at: Optional[int] = None) -> None:
+    def __init__(
+        self, message: str, *, status: int = 0, code: str = "", at: Optional[int] = None, leader: Optional[str] = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.code = code
         self.at = at
+        self.leader = leader
 
     def __str__(self) -> str:
         where = "" if self.at is None else f", statement {self.at}"

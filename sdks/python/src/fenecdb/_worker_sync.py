@@ -116,7 +116,10 @@ class Worker:
         made: List[AsyncClient] = []
 
         async def make() -> AsyncClient:
-            made.append(AsyncClient(settings.url, token=settings.token, timeout=settings.timeout))
+            made.append(AsyncClient(settings.nodes.urls, token=settings.token, timeout=settings.timeout))
+            # The held claims' client follows the leader with this one:
+            # they share the node sent to (docs/sdks.md, "Several nodes").
+            made[0]._settings.nodes = settings.nodes
             return made[0]
 
         try:

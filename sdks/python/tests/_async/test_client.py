@@ -134,7 +134,7 @@ async def test_timeout_says_which_and_how_long(silent_url: str) -> None:
 async def test_token(start_server: StartServer, anyio_backend: str) -> None:
     server = start_server("--token", "s3cret")
     async with fenecdb.connect_async(server.url) as anonymous:
-        assert await anonymous.health() is True
+        assert await anonymous.health() == {"ok": True, "store": "ok"}
         with pytest.raises(fenecdb.Unauthorized) as info:
             await anonymous.collections()
         assert (info.value.status, info.value.code) == (401, "unauthorized")

@@ -135,7 +135,7 @@ def test_timeout_says_which_and_how_long(silent_url: str) -> None:
 def test_token(start_server: StartServer, anyio_backend: str) -> None:
     server = start_server("--token", "s3cret")
     with fenecdb.connect(server.url) as anonymous:
-        assert anonymous.health() is True
+        assert anonymous.health() == {"ok": True, "store": "ok"}
         with pytest.raises(fenecdb.Unauthorized) as info:
             anonymous.collections()
         assert (info.value.status, info.value.code) == (401, "unauthorized")

@@ -4,8 +4,9 @@ file by unasync (``make generate``); what both share is in ``_calls.py``."""
 
 from __future__ import annotations
 
+import threading
 from types import TracebackType
-from typing import Any, List, Literal, Mapping, Optional, Sequence, Type, Union, overload
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, overload
 
 import httpx
 
@@ -23,7 +24,10 @@ class AsyncClient:
     """A connection to a Fenec server; make one with
     :func:`fenecdb.connect_async` and use it with ``async with``.
 
-    ``url`` is ``http(s)://host[:port]`` (checked now); ``token`` is sent as
+    ``url`` is ``http(s)://host[:port]`` (checked now), or a cluster's nodes:
+    several such URLs, comma-separated or a sequence — the client follows
+    the leader and finds another node when one is down (docs/sdks.md,
+    "Several nodes"); ``token`` is sent as
     ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
     take (default 30; ``None``: no limit), which a call's own ``timeout=``
     replaces; ``transport`` replaces httpx's. Cancelling a task gives its
@@ -31,14 +35,52 @@ class AsyncClient:
 
     def __init__(
         self,
-        url: str,
+        url: Union[str, Sequence[str]],
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         transport: Optional[httpx.AsyncBaseTransport] = None,
     ) -> None:
         self._settings = calls.Settings(url, token, timeout)
-        self._http = httpx.AsyncClient(base_url=url, transport=transport, timeout=self._settings.timeout)
+        self._transport = transport
+        first = self._settings.nodes.current
+        # One httpx client per node (its base URL), made when first sent to.
+        self._https: Dict[str, httpx.AsyncClient] = {first: self._http_client(first)}
+        self._lock = threading.Lock()
+
+    def _http_client(self, node: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=node, transport=self._transport, timeout=self._settings.timeout)
+
+    @property
+    def node(self) -> str:
+        """The URL of the node this client sends to now: the first given, or
+        the leader it was last sent to."""
+        return self._settings.nodes.current
+
+    async def _send(self, call: calls.Call, send: calls.SendAsync) -> Tuple[calls.Call, api.Reply[Any]]:
+        """Sends a request to the current node, and on to others as
+        :class:`calls.Walk` says; answers the reply that is the call's and
+        the call as sent (its host)."""
+        walk = calls.Walk(self._settings, call)
+        while True:
+            try:
+                reply = await send(self._node_client(walk.node), walk.timeout())
+            except httpx.HTTPError as e:
+                await calls.sleep_async(walk.failed(e))
+                continue
+            pause = walk.answered(reply)
+            if pause is None:
+                return walk.call, reply
+            await calls.sleep_async(pause)
+
+    def _node_client(self, node: str) -> httpx.AsyncClient:
+        http = self._https.get(node)
+        if http is None:
+            with self._lock:
+                http = self._https.get(node)
+                if http is None:
+                    http = self._https[node] = self._http_client(node)
+        return http
 
     def collection(self, name: str) -> AsyncCollection:
         """A query on the collection ``name`` (an identifier)."""
@@ -65,12 +107,9 @@ class AsyncClient:
         if calls.to_load(self._settings, [collection]):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
-        try:
-            reply = await api.query_async(
-                self._http, body, call.headers, token=self._settings.token, timeout=call.httpx_timeout
-            )
-        except httpx.HTTPError as e:
-            call.fail(e)
+        call, reply = await self._send(
+            call, lambda http, t: api.query_async(http, body, call.headers, token=self._settings.token, timeout=t)
+        )
         got = calls.answered(call, reply)
         await self._reload([body["query"]], [collection], [got], timeout)
         return calls.answer(self._settings, collection, got, call, reply)
@@ -90,38 +129,31 @@ class AsyncClient:
         if calls.to_load(self._settings, collections):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
-        try:
-            reply = await api.batch_async(
-                self._http,
-                {"statements": list(bodies)},
-                call.headers,
-                token=self._settings.token,
-                timeout=call.httpx_timeout,
-            )
-        except httpx.HTTPError as e:
-            call.fail(e)
+        batch: api.BatchRequest = {"statements": list(bodies)}
+        call, reply = await self._send(
+            call, lambda http, t: api.batch_async(http, batch, call.headers, token=self._settings.token, timeout=t)
+        )
         got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
         if isinstance(results, list):
             await self._reload([b["query"] for b in bodies], collections, results, timeout)
         return calls.batch_results(self._settings, collections, got, call, reply)
 
-    async def health(self, *, timeout: Optional[float] = DEFAULT) -> bool:
-        """Whether the server is up."""
+    async def health(self, *, timeout: Optional[float] = DEFAULT) -> api.Health:
+        """The server's health document: ``{"ok": True, "store": "ok"}`` while
+        its store takes writes; ``{"ok": False, "store": "failed", "error":
+        …}`` (a 503) while it does not — an answer, not an error: the
+        server is up and serves reads (docs/reliability.md)."""
         call = self._settings.call(api.HEALTH, timeout=timeout)
-        try:
-            reply = await api.health_async(self._http, timeout=call.httpx_timeout)
-        except httpx.HTTPError as e:
-            call.fail(e)
-        return bool(calls.answered(call, reply).get("ok"))
+        call, reply = await self._send(call, lambda http, t: api.health_async(http, timeout=t))
+        return calls.health_of(call, reply)
 
     async def collections(self, *, timeout: Optional[float] = DEFAULT) -> List[api.Collection]:
         """Every collection, with its fields, their types and indexes."""
         call = self._settings.call(api.COLLECTIONS, timeout=timeout)
-        try:
-            reply = await api.collections_async(self._http, token=self._settings.token, timeout=call.httpx_timeout)
-        except httpx.HTTPError as e:
-            call.fail(e)
+        call, reply = await self._send(
+            call, lambda http, t: api.collections_async(http, token=self._settings.token, timeout=t)
+        )
         got: List[api.Collection] = calls.answered(call, reply)["collections"]
         calls.learn(self._settings, got)
         return got
@@ -141,7 +173,8 @@ class AsyncClient:
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._http.aclose()
+        for http in list(self._https.values()):
+            await http.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
