@@ -180,3 +180,121 @@ def refused_url() -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Node:
+    """One node of a :class:`Cluster`: a real ``fenec serve --node-id``."""
+
+    def __init__(self, id: str, proc: subprocess.Popen[str], url: str) -> None:
+        self.id = id
+        self.proc = proc
+        self.url = url
+
+    @property
+    def up(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: a crash."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+class Cluster:
+    """Three real ``fenec serve`` nodes on loopback, started as
+    server/cmd/fenec/cluster_test.go does (docs/cluster.md), with a token."""
+
+    token = "cluster-token"
+
+    def __init__(self, fenec_bin: Path, tmp: Path, n: int = 3) -> None:
+        specs = [(f"n{i}", f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}") for i in range(1, n + 1)]
+        bootstrap = ",".join(f"{id}={raft}" for id, _, raft in specs)
+        self.nodes: List[Node] = []
+        try:
+            for id, http, raft in specs:
+                proc = subprocess.Popen(
+                    [str(fenec_bin), "serve", "--http", http, "--file", str(tmp / f"{id}.db"), "--node-id", id,
+                     "--raft", raft, "--bootstrap", bootstrap, "--token", self.token],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+                self.nodes.append(Node(id, proc, f"http://{http}"))
+                _await_listening(proc)
+            self.leader()
+        except BaseException:
+            self.stop()
+            raise
+
+    def http(self, node: Node) -> httpx.Client:
+        return httpx.Client(base_url=node.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=5)
+
+    def leader(self, within: float = 20) -> Node:
+        """The node that leads and takes a write, waited for."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                if not node.up:
+                    continue
+                try:
+                    with self.http(node) as h:
+                        st = h.get("/_cluster")
+                        if st.status_code != 200 or st.json().get("role") != "leader":
+                            continue
+                        w = h.post("/query", json={"query": "create collection if not exists probes (k int)", "params": []})
+                        if w.status_code == 200:
+                            return node
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.05)
+        raise AssertionError(f"no node of the cluster led and took a write within {within} s")
+
+    def metric(self, node: Node, name: str, label: str = "") -> float:
+        """The sum of a node's samples of ``name`` whose labels hold ``label``."""
+        with self.http(node) as h:
+            text = h.get("/_metrics").text
+        total = 0.0
+        for m in re.finditer(rf"^{name}(\{{[^}}]*\}})? (\S+)$", text, re.M):
+            if label in (m.group(1) or ""):
+                total += float(m.group(2))
+        return total
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            if node.up:
+                node.kill()
+
+
+def _await_listening(proc: subprocess.Popen[str]) -> None:
+    """Waits (30 s at most) for ``listening on`` on a server's stdout."""
+    assert proc.stdout is not None
+    out = proc.stdout
+    seen: List[str] = []
+
+    def read() -> None:
+        for line in out:
+            seen.append(line)
+            if line.startswith("listening on"):
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(30)
+    if not seen or not seen[-1].startswith("listening on"):
+        proc.kill()
+        raise RuntimeError(f"fenec serve printed {''.join(seen)!r}, not 'listening on <addr>'")
+
+
+@pytest.fixture
+def cluster(fenec_bin: Path, tmp_path: Path) -> Iterator[Cluster]:
+    """A fresh three-node cluster; its nodes are killed at the end."""
+    c = Cluster(fenec_bin, tmp_path)
+    yield c
+    c.stop()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 from ._async.client import AsyncClient
 from ._calls import DEFAULT_TIMEOUT
 from ._sync.client import Client
 
 
-def connect(url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> Client:
+def connect(
+    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+) -> Client:
     """A blocking client of the Fenec server at ``url`` (``http(s)://host[:port]``,
-    checked now: a ValueError names what is wrong).
+    checked now: a ValueError names what is wrong) — or of a cluster's
+    nodes: several URLs, comma-separated (``"http://a:8080,http://b:8080"``,
+    so one environment variable holds them) or a sequence; the client
+    follows the leader and finds another node when one is down
+    (docs/sdks.md, "Several nodes").
 
     ``token`` is sent as ``Authorization: Bearer <token>``; ``timeout`` is the
     seconds a call may take (default 30; ``None``: no limit), and a call
@@ -19,7 +25,9 @@ def connect(url: str, *, token: Optional[str] = None, timeout: Optional[float] =
     return Client(url, token=token, timeout=timeout)
 
 
-def connect_async(url: str, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT) -> AsyncClient:
+def connect_async(
+    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+) -> AsyncClient:
     """An asyncio client of the Fenec server at ``url``; use it with
     ``async with``. Arguments as :func:`connect`."""
     return AsyncClient(url, token=token, timeout=timeout)
