@@ -5,9 +5,11 @@ woken by a write, by time, and given up when an asyncio task is cancelled
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import httpx
 import pytest
@@ -112,3 +114,43 @@ def test_every_code_maps_to_its_class(start_server: StartServer) -> None:
 def test_namespace_is_clean() -> None:
     assert sorted(n for n in dir(fenecdb) if not n.startswith("_") and n not in fenecdb.__all__) == []
     assert all(hasattr(fenecdb, n) for n in fenecdb.__all__)
+
+
+def test_health_of_a_failed_store(start_server: StartServer, tmp_path: Path) -> None:
+    """A server whose store failed (its disk full: a small tmpfs this test
+    mounts, as server/httpapi/diskfull_linux_test.go does) answers health
+    503 with the health document; ``health()`` answers that document, as
+    every call that reached the server does, rather than raising."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mounting a tmpfs is not permitted here (it needs root): {mounted.stderr.strip()}")
+    try:
+        (disk / "ballast").write_bytes(bytes(6 << 20))
+        server = start_server("--file", str(disk / "f.db"))
+        try:
+            with fenecdb.connect(server.url) as db:
+                db.query("create collection c (pad text)")
+                assert db.health() == {"ok": True, "store": "ok"}
+                pad = "x" * (16 << 10)
+                for _ in range(1000):
+                    try:
+                        db.query("insert c {pad: $1}", [pad])
+                    except fenecdb.Unavailable:
+                        break
+                else:
+                    raise AssertionError("1000 inserts of 16 KB did not fill an 8 MB tmpfs (6 MB of it ballast)")
+                health = db.health()
+                assert (health["ok"], health["store"]) == (False, "failed")
+                assert "full" in health.get("error", ""), health
+
+            async def asynchronously() -> api.Health:
+                async with fenecdb.connect_async(server.url) as adb:
+                    return await adb.health()
+
+            assert asyncio.run(asynchronously())["store"] == "failed"
+        finally:
+            server.stop()
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

@@ -381,6 +381,29 @@ def test_stop_after_grace_cancels_and_releases(kind: str, live: Server, db: fene
     assert row["run_at"] <= datetime.now(timezone.utc)
 
 
+def test_released_jobs_taken_by_another_worker_within_200ms(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """Jobs a stopped worker releases (its handlers cancelled when the grace
+    period ends) go back at once: another worker, idle on a held claim,
+    takes them within 200 ms of the stop, not after their 30 s lease (as
+    the Go, Kotlin and JS workers' tests check)."""
+    enqueue(db, [{"sleep": 10}, {"sleep": 10}])
+    log = Log()
+    workers = Workers(kind, live.url, log, grace=0.3)
+    try:
+        workers.add("a", concurrency=2)  # both slots busy: a holds no claim
+        until("a started both jobs", lambda: len(log.started) == 2, 5)
+        workers.add("b")
+        until("b's claim held", lambda: live.held_claims() == 1, 5)
+        workers.stop(0)
+        stopped = time.monotonic()
+        until("b started both jobs", lambda: len([s for s in log.started if s[1] == "b"]) == 2, 5)
+        taken = max(t for _, w, t in log.started if w == "b") - stopped
+    finally:
+        workers.stop_all()
+    assert sorted(log.cancelled) == [1, 1, 2, 2], "each handler cancelled at its worker's stop (a's, then b's)"
+    assert taken < 0.2, f"the released jobs were taken {taken * 1000:.0f} ms after the stop"
+
+
 def test_stop_gives_up_a_handler_that_will_not_end(live: Server, db: fenecdb.Client) -> None:
     """A handler that ignores its cancellation does not hold stop() past
     the grace period (and a second): its job is given up, nothing is sent
