@@ -395,15 +395,17 @@ function takingOffice(err: FenecError): boolean {
   return err.message.startsWith('this node is taking office as leader');
 }
 
+/** The codes of a connection that could not be made: nothing was sent. */
+const UNSENT: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
+
 /**
  * Whether fetch failed before anything was sent: the connection was
  * refused or could not be made (no such host, no route). A connection
  * lost after the request went out is not: it may have run.
  */
 function unsent(err: unknown): boolean {
-  const codes = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
   for (let e = err as { code?: unknown; cause?: unknown } | undefined, i = 0; e && i < 4; e = e.cause as typeof e, i++) {
-    if (typeof e.code === 'string' && codes.has(e.code)) return true;
+    if (typeof e.code === 'string' && UNSENT.has(e.code)) return true;
   }
   return false;
 }
