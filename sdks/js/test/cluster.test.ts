@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { connect, FenecError, raw } from '../src/client.js';
+import { connect, FenecError, raw, worker } from '../src/client.js';
 import { fakeFetch, json } from './fake.js';
 import { type Cluster, type ClusterNode, startCluster } from './server.js';
 
@@ -106,6 +106,49 @@ describe('several nodes, a real cluster', () => {
     assert.equal(db.node, next.url, 'the insert found the new leader');
     t.diagnostic(`after SIGKILL of the leader: read answered in ${read.toFixed(0)} ms, insert in ${write.toFixed(0)} ms`);
     assert.ok(write < 5000, `the insert took ${write.toFixed(0)} ms after the kill`);
+  });
+});
+
+describe('a worker on a cluster', () => {
+  let c: Cluster;
+  before(async () => {
+    c = await startCluster();
+  });
+  after(() => c?.stop());
+
+  test('runs every job across the leader SIGKILLed (docs/workers.md over several nodes)', { timeout: 40_000 }, async (t) => {
+    const leader = await c.leader();
+    const db = connect(c.nodes.map((n) => n.url), { token: c.token });
+    await db.query(JOBS);
+    const jobs = db.from('jobs');
+    const put = (n: number, from: number) => jobs.insert(Array.from({ length: n }, (_, i) => ({ payload: { n: from + i }, run_at: new Date(0), attempts: 0 })));
+    await put(20, 0);
+    const done = new Set<number>();
+    const errors: string[] = [];
+    const w = worker(db.from('jobs'), async (job) => {
+      await new Promise((r) => setTimeout(r, 20));
+      done.add((job['payload'] as { n: number }).n);
+    }, { concurrency: 4, lease: 2000, wait: 1000, backoff: () => 0.1, onError: (err, step) => errors.push(`${step}: ${String(err)}`) });
+    try {
+      for (let i = 0; done.size < 5; i++) {
+        assert.ok(i < 500, 'the worker ran 5 jobs in 10 s');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      await leader.kill('SIGKILL');
+      const killed = performance.now();
+      await put(20, 20);
+      for (let i = 0; done.size < 40; i++) {
+        assert.ok(i < 1000, `the worker ran ${done.size} of the 40 jobs 20 s after the kill; its errors: ${errors.join('; ')}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      t.diagnostic(`the worker ran all 40 jobs ${(performance.now() - killed).toFixed(0)} ms after the leader's SIGKILL (${errors.length} faults reported)`);
+      for (let i = 0; (await jobs.count()) !== 0; i++) {
+        assert.ok(i < 250, 'every job acked');
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    } finally {
+      await w.close();
+    }
   });
 });
 

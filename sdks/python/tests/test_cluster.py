@@ -7,8 +7,9 @@ over http to an https client)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from typing import Callable, List, Tuple
+from typing import Callable, List, Set, Tuple
 
 import httpx
 import pytest
@@ -91,6 +92,50 @@ def test_leader_killed(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> 
     with capsys.disabled():
         print(f"\nafter SIGKILL of the leader: read answered in {read * 1000:.0f} ms, insert in {write * 1000:.0f} ms")
     assert write < 5, f"the insert took {write:.2f} s after the kill"
+
+
+def test_worker_across_the_leader_killed(cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    """The threaded worker (its held claims on an asyncio client of its
+    own, which shares the node sent to) runs every job across a failover."""
+    leader = cluster.leader()
+    done: Set[int] = set()
+    errors: List[str] = []
+    lock = threading.Lock()
+
+    def handler(row: fenecdb.Row, cancel: threading.Event) -> None:
+        time.sleep(0.02)
+        with lock:
+            done.add(row["payload"]["n"])
+
+    def put(db: fenecdb.Client, n: int, start: int) -> None:
+        db.from_("jobs").insert([{"payload": {"n": start + i}, "run_at": "1970-01-01T00:00:00.000Z", "attempts": 0} for i in range(n)])
+
+    def until(what: str, check: Callable[[], bool], seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not check():
+            assert time.monotonic() < deadline, f"not {what} in {seconds} s; the worker's faults: {errors}"
+            time.sleep(0.02)
+
+    with fenecdb.connect([n.url for n in cluster.nodes], token=cluster.token) as db:
+        db.query(QUEUE)
+        put(db, 20, 0)
+        w = fenecdb.Worker(
+            db.from_("jobs"), handler, concurrency=4, lease=2, wait=1, backoff=lambda n: 0.1,
+            on_error=lambda e, doing: errors.append(f"{doing}: {e}"),
+        )
+        w.start()
+        try:
+            until("5 jobs run", lambda: len(done) >= 5, 10)
+            leader.kill()
+            killed = time.monotonic()
+            put(db, 20, 20)
+            until("all 40 jobs run", lambda: len(done) == 40, 20)
+            took = time.monotonic() - killed
+            until("every job acked", lambda: db.from_("jobs").count() == 0, 5)
+        finally:
+            w.stop()
+    with capsys.disabled():
+        print(f"\nthe worker ran all 40 jobs {took * 1000:.0f} ms after the leader's SIGKILL ({len(errors)} faults reported)")
 
 
 # The rules, over httpx's MockTransport.
