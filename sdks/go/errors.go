@@ -60,6 +60,11 @@ type Error struct {
 	At int
 	// Cause is the error underneath (a network error, the deadline), or nil.
 	Cause error
+	// Leader is, on a 403 [CodeForbidden] of a cluster's node that is not
+	// the leader, the leader's URL it named (its Fenec-Leader header); ""
+	// when none. The call has followed it already, up to 3 times
+	// ([Connect]); it is answered when it was not followed.
+	Leader string
 }
 
 // Error implements the error interface.
