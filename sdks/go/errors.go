@@ -62,8 +62,8 @@ type Error struct {
 	Cause error
 	// Leader is, on a 403 [CodeForbidden] of a cluster's node that is not
 	// the leader, the leader's URL it named (its Fenec-Leader header); ""
-	// when none. The call has followed it already, up to 3 times
-	// ([Connect]); it is answered when it was not followed.
+	// when none. A call follows it itself ([Connect]): an error naming
+	// one was not followed (a fourth follow in a row, or https to http).
 	Leader string
 }
 

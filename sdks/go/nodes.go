@@ -21,7 +21,8 @@ import (
 const headerFenecLeader = "Fenec-Leader"
 
 const (
-	// maxFollows bounds the Fenec-Leader answers one call follows.
+	// maxFollows bounds the Fenec-Leader answers one call follows in a
+	// row (with no other answer between).
 	maxFollows = 3
 	// firstPause and lastPause bound the pause between two full rounds of
 	// the configured nodes, doubling from the first to the last.
@@ -114,7 +115,7 @@ type sent struct {
 // route sends a request by the rules of docs/sdks.md, "Several nodes", all
 // under reqCtx (the call's deadline; ctx is the caller's): to the current
 // node; on a 403 naming the leader, the same request to the leader (at
-// most maxFollows times, never from https to http), which becomes the
+// most maxFollows times in a row, never from https to http), which becomes the
 // current node; with several nodes configured, on a connection that could
 // not be made or a 403 naming no leader, to the next node, pausing between
 // full rounds, until the deadline, which answers the last such error.
@@ -170,7 +171,12 @@ func (c *Client) route(ctx, reqCtx context.Context, what, bound string, do attem
 		default:
 			return sent{reply, n.host}, nil
 		}
-		// This node cannot have run the request: the next one.
+		// This node cannot have run the request: the next one. The
+		// follows counted are those in a row: a leader named the moment it
+		// is elected refuses writes until it has applied the earlier
+		// terms' (docs/cluster.md), and the node that named it names it
+		// again; the pauses between rounds bound those.
+		follows = 0
 		if missed++; missed >= len(ns.list) {
 			missed = 0
 			timer := time.NewTimer(pause)
