@@ -51,6 +51,17 @@ class FenecServer(
     /** A client of this server. */
     fun connect(token: String? = null): Client = Fenec.connect(url, token)
 
+    /** Stops the server at once (SIGKILL) and waits for it to be gone. */
+    fun kill() {
+        process.destroyForcibly().waitFor()
+    }
+
+    /** Whether the server runs. */
+    val alive: Boolean get() = process.isAlive
+
+    /** The server's stderr so far, for a failure's message. */
+    val log: String get() = stderr.toString()
+
     override fun close() {
         process.destroy()
         if (!process.waitFor(10, TimeUnit.SECONDS)) process.destroyForcibly().waitFor()
