@@ -2,7 +2,9 @@ package fenecdb_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,6 +117,46 @@ func TestCluster(t *testing.T) {
 		lead := c.Leader(10 * time.Second)
 		fs := c.Followers(lead)
 		db := connect(t, urls(lead, fs[0], fs[1]), fenecdb.WithToken(token), fenecdb.WithTimeout(10*time.Second))
+		// A worker on a queue of its own, listed a follower first, runs
+		// through the kill (docs/workers.md: its back-off covers what the
+		// rules leave to the caller).
+		tasks := strings.Replace(jobsSchema, "jobs", "tasks", 1)
+		if status, b := c.Do(lead, "POST", "/query", map[string]any{"query": tasks}); status != 200 {
+			t.Fatalf("%s: %d %s", tasks, status, b)
+		}
+		var mu sync.Mutex
+		ran := map[string]bool{}
+		wdb := connect(t, urls(fs[0], fs[1], lead), fenecdb.WithToken(token), fenecdb.WithTimeout(10*time.Second))
+		w, err := fenecdb.NewWorker(wdb.From("tasks"), func(_ context.Context, j fenecdb.Job) error {
+			mu.Lock()
+			ran[fmt.Sprint(j.Row.Get("payload"))] = true
+			mu.Unlock()
+			return nil
+		}, fenecdb.WorkerOptions{Concurrency: 2, Lease: 2 * time.Second, Backoff: fast, OnError: func(err error) { t.Logf("worker fault: %v", err) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopWorker := start(t, w)
+		putTask := func(nd *fenectest.Node, name string) {
+			if status, b := c.Do(nd, "POST", "/query", map[string]any{"query": "put tasks {payload: $1, run_at: now(), attempts: 0}", "params": []any{name}}); status != 200 {
+				t.Fatalf("put %s: %d %s", name, status, b)
+			}
+		}
+		ranAll := func(names ...string) func() bool {
+			return func() bool {
+				mu.Lock()
+				defer mu.Unlock()
+				for _, n := range names {
+					if !ran[n] {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		putTask(lead, "before")
+		eventually(t, "the worker to run a task before the kill", ranAll("before"))
+
 		before, err := db.From("jobs").Count(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -143,6 +185,12 @@ func TestCluster(t *testing.T) {
 		next := c.Leader(10 * time.Second)
 		if n := c.Metric(next, `fenec_documents{collection="jobs"}`); n != float64(before+1) {
 			t.Fatalf("the new leader %s holds %v jobs, want %d", next.ID, n, before+1)
+		}
+		putTask(next, "after")
+		eventually(t, "the worker to run a task put after the kill", ranAll("before", "after"))
+		eventually(t, "the worker to ack every task", func() bool { return c.Metric(next, `fenec_documents{collection="tasks"}`) == 0 })
+		if err := stopWorker(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
