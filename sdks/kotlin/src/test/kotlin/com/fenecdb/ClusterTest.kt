@@ -1,6 +1,8 @@
 package com.fenecdb
 
+import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.async
+import kotlinx.coroutines.launch
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
@@ -14,6 +16,8 @@ import org.junit.jupiter.api.Order
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.TestInstance
 import org.junit.jupiter.api.TestMethodOrder
+import java.util.Collections
+import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
 import kotlin.time.TimeSource
 
@@ -111,6 +115,22 @@ class ClusterTest {
         val lead = c.leader()
         val fs = c.followers(lead)
         val db = connect(lead, fs[0], fs[1])
+        // A worker on a queue of its own, listed a follower first, runs
+        // through the kill (docs/workers.md: its back-off covers what the
+        // rules leave to the caller).
+        val tasks = JOBS_SCHEMA.replaceFirst("jobs", "tasks")
+        assertEquals(200, c.request(lead, "POST", "/query", """{"query": "$tasks"}""")?.first)
+        val ran = Collections.synchronizedSet(mutableSetOf<String>())
+        val worker = Worker(
+            connect(fs[0], fs[1], lead).from("tasks"),
+            WorkerOptions(concurrency = 2, lease = 2.seconds, backoff = { 10.milliseconds }, onError = { what, _, e -> println("ClusterTest: worker: $what: $e") }),
+        ) { job -> ran += job.json("payload").toString() }
+        val working = launch(Dispatchers.Default) { worker.run() }
+        fun putTask(nd: FenecCluster.Node, name: String) =
+            assertEquals(200, c.request(nd, "POST", "/query", """{"query": "put tasks {payload: '$name', run_at: now(), attempts: 0}"}""")?.first)
+        putTask(lead, "before")
+        eventually("the worker to run a task before the kill") { "\"before\"" in ran }
+
         val before = db.from("jobs").count()
         // A follower's read is what it has applied (docs/cluster.md): let
         // both apply every write first.
@@ -126,5 +146,10 @@ class ClusterTest {
         assertTrue(write < 5.seconds, "the insert took $write after the kill")
         val next = c.leader()
         assertEquals(before + 1.0, c.metric(next, docs))
+        putTask(next, "after")
+        eventually("the worker to run a task put after the kill") { "\"after\"" in ran }
+        eventually("the worker to ack every task") { c.metric(next, "fenec_documents{collection=\"tasks\"}") == 0.0 }
+        worker.stop()
+        working.join()
     }
 }
