@@ -336,10 +336,7 @@ func (n *Node) Writable() error {
 		return nil
 	}
 	if n.raft != nil && n.raft.State() == raft.Leader {
-		// Not a 503: that says a write's outcome is unknown, and this one
-		// did not run. A client that follows a leader the moment it is
-		// named (docs/sdks.md, "Several nodes") reaches it here.
-		return &engine.NotLeaderError{TakingOffice: true}
+		return engine.ReplicationError(errors.New("elected, applying the earlier terms' writes"), "this node is taking office as leader: retry shortly")
 	}
 	return &engine.NotLeaderError{Leader: n.LeaderURL()}
 }

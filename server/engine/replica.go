@@ -45,17 +45,9 @@ type Replicator interface {
 // and names the leader.
 type NotLeaderError struct {
 	Leader string // the leader's HTTP URL; "" while none is known
-	// TakingOffice: this node was elected and is applying the earlier
-	// terms' writes (docs/cluster.md), so no node takes writes yet. The
-	// write is refused unrun, as while no leader is known: a client's
-	// retry, here or on another node, is safe (docs/sdks.md).
-	TakingOffice bool
 }
 
 func (e *NotLeaderError) Error() string {
-	if e.TakingOffice {
-		return "this node was just elected the cluster's leader and is applying the earlier terms' writes: retry shortly"
-	}
 	if e.Leader == "" {
 		return "this node is not the cluster's leader and no leader is known now: retry shortly"
 	}
