@@ -67,16 +67,19 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client 
 // duplicates are dropped; nothing is sent until the first call.
 //
 // Every call goes to the client's current node, the first URL at the
-// start. A node's 403 [ErrForbidden] naming the leader ([Error.Leader])
-// was refused unrun: the call sends the same request to the leader (at
-// most 3 times in a row, never from https to http), which becomes the
-// current node. With several URLs, a node that could not be connected
-// to, or that knows no leader now, has the call try the next URL, round
-// robin, pausing 50 ms doubling to 1 s between full rounds, until the
-// call's deadline, which answers the last such error; a leader named that
-// this call could not connect to counts as no leader known. Anything else (a timeout, a
-// connection lost after sending, a 503) is answered as is: only an
-// [IdempotencyKey] makes its retry safe (docs/sdks.md, "Several nodes").
+// start (docs/sdks.md, "Several nodes"). A node's 403 [ErrForbidden]
+// naming the leader ([Error.Leader]) was refused unrun: the call sends the
+// same request to the leader (at most 3 times a call, never from https to
+// http), which becomes the current node. A leader's 503 "taking office"
+// (it was just elected) was refused unrun too: the same node is sent it
+// again after a pause. With several URLs, a node that could not be
+// connected to, that says no leader is known now, or that names a leader
+// whose connection was refused in this call, has the call try the next
+// URL, round robin, pausing 50 ms doubling to 1 s between full rounds,
+// until the call's deadline, which answers the last such error. Anything
+// else (a timeout, a connection lost after sending, any other 503, a 403
+// of the token's rules) is answered as is: only an [IdempotencyKey] makes
+// the retry of a write whose outcome is unknown safe.
 func Connect(rawURL string, opts ...Option) (*Client, error) {
 	ns, err := parseNodes(rawURL)
 	if err != nil {

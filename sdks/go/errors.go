@@ -63,7 +63,8 @@ type Error struct {
 	// Leader is, on a 403 [CodeForbidden] of a cluster's node that is not
 	// the leader, the leader's URL it named (its Fenec-Leader header); ""
 	// when none. A call follows it itself ([Connect]): an error naming
-	// one was not followed (a fourth follow in a row, or https to http).
+	// one was not followed (a fourth follow in one call, https to http, or
+	// a leader that refused the connection).
 	Leader string
 }
 

@@ -21,8 +21,7 @@ import (
 const headerFenecLeader = "Fenec-Leader"
 
 const (
-	// maxFollows bounds the Fenec-Leader answers one call follows in a
-	// row (with no other answer between).
+	// maxFollows bounds the Fenec-Leader answers one call follows.
 	maxFollows = 3
 	// firstPause and lastPause bound the pause between two full rounds of
 	// the configured nodes, doubling from the first to the last.
@@ -73,7 +72,7 @@ func parseNodes(raw string) (*nodes, error) {
 			if len(parts) == 1 {
 				return nil, fmt.Errorf("fenecdb: %q is not a server URL: it needs the scheme http or https and a host, as in http://127.0.0.1:8080", raw)
 			}
-			return nil, fmt.Errorf("fenecdb: URL %d of %d, %q, is not a server URL: each needs the scheme http or https and a host, as in http://10.0.0.1:8080,http://10.0.0.2:8080", i+1, len(parts), p)
+			return nil, fmt.Errorf("fenecdb: node %d of %d: %q is not a server URL: each needs the scheme http or https and a host, as in http://10.0.0.1:8080,http://10.0.0.2:8080", i+1, len(parts), p)
 		}
 		if !seen[n.url] {
 			seen[n.url] = true
@@ -84,15 +83,15 @@ func parseNodes(raw string) (*nodes, error) {
 	return ns, nil
 }
 
-// after answers the configured node after n, round robin; the first when
-// n is not configured (a leader a follower named).
-func (ns *nodes) after(n *node) *node {
+// index answers n's place among the configured nodes; -1 when it is not
+// one (a leader a follower named).
+func (ns *nodes) index(n *node) int {
 	for i, m := range ns.list {
 		if m.url == n.url {
-			return ns.list[(i+1)%len(ns.list)]
+			return i
 		}
 	}
-	return ns.list[0]
+	return -1
 }
 
 // dialFailed reports whether err is a connection that could not be made:
@@ -112,86 +111,134 @@ type sent struct {
 	host string
 }
 
+// noLeader reports whether a 403 without Fenec-Leader is a cluster node's
+// "no leader is known now" (docs/cluster.md), by the server's words: the
+// 403 of a token's rules has no header either, and is answered at once,
+// not retried on every node until the deadline.
+func noLeader(e *Error) bool { return strings.Contains(e.Message, "no leader is known") }
+
+// takingOffice reports whether a 503 is a leader's "taking office"
+// (docs/cluster.md, "Writes": a node elected serves writes once it has
+// applied the earlier terms'): refused before it ran, unlike a 503 whose
+// write's outcome is unknown.
+func takingOffice(e *Error) bool {
+	return strings.HasPrefix(e.Message, "this node is taking office as leader")
+}
+
+// walk is one call's way over the configured nodes while the current one
+// cannot have run its request: the next URL each time, round robin, and a
+// pause after every full round, until the call's deadline.
+type walk struct {
+	ns            *nodes
+	at, misses    int
+	pause         time.Duration
+	ctx, deadline context.Context // the caller's, and the call's
+	what          string
+}
+
+// next answers the node to try after one that failed with last, once the
+// pause due (if any) is over.
+func (w *walk) next(last error) (*node, error) {
+	if w.misses++; w.misses%len(w.ns.list) == 0 {
+		if err := w.wait(last); err != nil {
+			return nil, err
+		}
+	}
+	n := w.ns.list[w.at%len(w.ns.list)]
+	w.at++
+	return n, nil
+}
+
+// wait pauses (50 ms, doubling to 1 s), and answers last when the call's
+// deadline comes first, or the caller's context error when it ends.
+func (w *walk) wait(last error) error {
+	timer := time.NewTimer(w.pause)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-w.deadline.Done():
+		if w.ctx.Err() != nil {
+			return fmt.Errorf("fenecdb: %s: %w", w.what, context.Cause(w.ctx))
+		}
+		return last
+	}
+	w.pause = min(2*w.pause, lastPause)
+	return nil
+}
+
 // route sends a request by the rules of docs/sdks.md, "Several nodes", all
 // under reqCtx (the call's deadline; ctx is the caller's): to the current
 // node; on a 403 naming the leader, the same request to the leader (at
-// most maxFollows times in a row, never from https to http), which becomes the
-// current node; with several nodes configured, on a connection that could
-// not be made or a 403 naming no leader, to the next node, pausing between
+// most maxFollows times a call, never from https to http), which becomes
+// the current node; on a leader's "taking office" 503, to it again after
+// a pause; with several nodes configured, on a connection that could not
+// be made, a 403 saying no leader is known, or one naming a leader whose
+// connection was refused in this call, to the next node, pausing between
 // full rounds, until the deadline, which answers the last such error.
 func (c *Client) route(ctx, reqCtx context.Context, what, bound string, do attempt) (sent, error) {
 	ns := c.nodes
 	several := len(ns.list) > 1
 	n := ns.current.Load()
-	follows, missed := 0, 0
-	pause := firstPause
-	var unreachable map[string]bool // nodes this call could not connect to
-	var last error
+	w := &walk{ns: ns, at: ns.index(n) + 1, pause: firstPause, ctx: ctx, deadline: reqCtx, what: what}
+	follows := 0
+	var refused map[string]bool // nodes whose connection was refused in this call
 	for {
 		t := *c.t
 		t.baseURL = n.url
 		reply, err := do(reqCtx, &t)
-		switch {
-		case err != nil:
+		if err != nil {
+			failed := sendFailure(ctx, reqCtx, what, n.host, bound, err)
 			if !several || ctx.Err() != nil || reqCtx.Err() != nil || !dialFailed(err) {
-				return sent{}, sendFailure(ctx, reqCtx, what, n.host, bound, err)
+				return sent{}, failed
 			}
-			last = sendFailure(ctx, reqCtx, what, n.host, bound, err)
-			if unreachable == nil {
-				unreachable = map[string]bool{}
+			if refused == nil {
+				refused = map[string]bool{}
 			}
-			unreachable[n.url] = true
-		case reply.status < 200 || reply.status > 299:
-			e := refusal(n.host, what, reply.status, reply.body)
-			if reply.status != 403 || e.Code != CodeForbidden {
-				return sent{}, e
+			refused[n.url] = true
+			if n, err = w.next(failed); err != nil {
+				return sent{}, err
 			}
+			continue
+		}
+		if reply.status >= 200 && reply.status <= 299 {
+			ns.current.Store(n)
+			return sent{reply, n.host}, nil
+		}
+		e := refusal(n.host, what, reply.status, reply.body)
+		if reply.status == 403 && e.Code == CodeForbidden {
 			e.Leader = reply.header.Get(headerFenecLeader)
-			if e.Leader == "" {
-				if !several {
-					return sent{}, e
-				}
-				last = e // no leader is known now: another node may know one
-				break
-			}
+		}
+		if e.Leader != "" && !refused[strings.TrimRight(e.Leader, "/")] {
+			// Refused unrun: the same request goes to the leader, unless
+			// that would be a downgrade from https (the token in clear).
 			to, ok := parseNode(e.Leader)
 			if !ok || follows == maxFollows || (n.https && !to.https) {
 				return sent{}, e
-			}
-			if unreachable[to.url] {
-				// A follower names the leader it last heard until it
-				// notices the leader gone: as good as no leader known.
-				last = e
-				break
 			}
 			follows++
 			n = to
 			ns.current.Store(n)
 			continue
-		default:
-			return sent{reply, n.host}, nil
 		}
-		// This node cannot have run the request: the next one. The
-		// follows counted are those in a row: a leader named the moment it
-		// is elected refuses writes until it has applied the earlier
-		// terms' (docs/cluster.md), and the node that named it names it
-		// again; the pauses between rounds bound those.
-		follows = 0
-		if missed++; missed >= len(ns.list) {
-			missed = 0
-			timer := time.NewTimer(pause)
-			select {
-			case <-timer.C:
-			case <-reqCtx.Done():
-				timer.Stop()
-				if ctx.Err() != nil {
-					return sent{}, fmt.Errorf("fenecdb: %s: %w", what, context.Cause(ctx))
-				}
-				return sent{}, last
+		if e.Code == CodeUnavailable && takingOffice(e) {
+			// A leader just elected refuses writes unrun until it has
+			// applied the earlier terms' writes: the same node again,
+			// after the pause.
+			if err := w.wait(e); err != nil {
+				return sent{}, err
 			}
-			pause = min(2*pause, lastPause)
+			continue
 		}
-		n = ns.after(n)
+		if several && e.Code == CodeForbidden && (e.Leader != "" || noLeader(e)) {
+			// No leader known now (an election), or one named that refused
+			// the connection in this call (a follower that has not yet seen
+			// it die): another node may know better.
+			if n, err = w.next(e); err != nil {
+				return sent{}, err
+			}
+			continue
+		}
 		ns.current.Store(n)
+		return sent{}, e
 	}
 }

@@ -19,12 +19,15 @@ import (
 // make the case: a leader named over https → http, and the bound on
 // follows. The cluster's own cases are in cluster_test.go.
 
-// node403 answers every request 403 forbidden naming leader (none when
-// ""), as a cluster's follower does, and records what it was sent.
+// node403 answers every request 403 forbidden naming leader, as a
+// cluster's follower does (with none: "no leader is known now"), and
+// records what it was sent.
 type node403 struct {
 	leader string
 	mu     sync.Mutex
 	got    []string // method path | Idempotency-Key | Fenec-Wait | Authorization | body
+	// answer, when set, answers the nth request (from 1) instead.
+	answer func(n int, w http.ResponseWriter)
 }
 
 func (n *node403) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,19 +35,32 @@ func (n *node403) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n.mu.Lock()
 	n.got = append(n.got, strings.Join([]string{r.Method + " " + r.URL.Path, r.Header.Get("Idempotency-Key"),
 		r.Header.Get("Fenec-Wait"), r.Header.Get("Authorization"), string(b)}, " | "))
+	count := len(n.got)
 	n.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if n.answer != nil {
+		n.answer(count, w)
+		return
+	}
+	msg := "this node is not the cluster's leader and no leader is known now: retry shortly"
 	if n.leader != "" {
 		w.Header().Set("Fenec-Leader", n.leader)
+		msg = "this node is not the cluster's leader: send writes to the leader at " + n.leader
 	}
-	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusForbidden)
-	io.WriteString(w, `{"error":"this node is not the cluster's leader: send writes to the leader at `+n.leader+`","code":"forbidden"}`)
+	io.WriteString(w, `{"error":"`+msg+`","code":"forbidden"}`)
 }
 
 func (n *node403) requests() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]string(nil), n.got...)
+}
+
+func stubNode(t *testing.T, n *node403) string {
+	srv := httptest.NewServer(n)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // TestFollowsAtMostThreeTimes: each node names the next as its leader; a
@@ -58,9 +74,7 @@ func TestFollowsAtMostThreeTimes(t *testing.T) {
 		if i < 4 {
 			nodes[i].leader = urls[i+1]
 		}
-		srv := httptest.NewServer(nodes[i])
-		t.Cleanup(srv.Close)
-		urls[i] = srv.URL
+		urls[i] = stubNode(t, nodes[i])
 	}
 	db := connect(t, urls[0], fenecdb.WithToken("tok"))
 	_, err := db.Wait(2*time.Second).Query(context.Background(), "set jobs {owner: 'w'} where run_at <= now() limit 1 returning id",
@@ -114,10 +128,9 @@ func TestNeverFollowsHTTPSToHTTP(t *testing.T) {
 // once, its Leader empty.
 func TestNoLeaderWithOneURL(t *testing.T) {
 	n := &node403{}
-	srv := httptest.NewServer(n)
-	t.Cleanup(srv.Close)
+	url := stubNode(t, n)
 	start := time.Now()
-	_, err := connect(t, srv.URL).Query(context.Background(), "put jobs {owner: 'w'}")
+	_, err := connect(t, url).Query(context.Background(), "put jobs {owner: 'w'}")
 	var fe *fenecdb.Error
 	if !errors.As(err, &fe) || fe.Code != fenecdb.CodeForbidden || fe.Leader != "" || len(n.requests()) != 1 || time.Since(start) > 2*time.Second {
 		t.Fatalf("got %v after %v and %d requests, want the 403 at once", err, time.Since(start), len(n.requests()))
@@ -132,6 +145,49 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// TestNoLeaderTriesTheNext: with several URLs, a node that knows no leader
+// now sends the call to the next, whose answer it is.
+func TestNoLeaderTriesTheNext(t *testing.T) {
+	none := &node403{}
+	ok := &node403{answer: func(_ int, w http.ResponseWriter) { io.WriteString(w, `{"affected": 1}`) }}
+	db := connect(t, stubNode(t, none)+","+stubNode(t, ok))
+	res, err := db.Query(context.Background(), "put jobs {owner: 'w'}", fenecdb.IdempotencyKey("k2"))
+	if err != nil || res.Affected != 1 {
+		t.Fatalf("got %+v %v, want the second node's answer", res, err)
+	}
+	if a, b := none.requests(), ok.requests(); len(a) != 1 || len(b) != 1 || a[0] != b[0] {
+		t.Fatalf("sent %q and %q, want the same request once to each", a, b)
+	}
+}
+
+// TestTakingOffice: a leader's "taking office" 503 was refused unrun: the
+// same node is sent it again after the pauses (50 ms, then 100 ms), even
+// with one URL; any other 503 is raised at once.
+func TestTakingOffice(t *testing.T) {
+	office := &node403{answer: func(n int, w http.ResponseWriter) {
+		if n <= 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, `{"error":"this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)","code":"unavailable"}`)
+			return
+		}
+		io.WriteString(w, `{"affected": 1}`)
+	}}
+	start := time.Now()
+	res, err := connect(t, stubNode(t, office)).Query(context.Background(), "put jobs {owner: 'w'}")
+	if took := time.Since(start); err != nil || res.Affected != 1 || len(office.requests()) != 3 || took < 150*time.Millisecond {
+		t.Fatalf("got %+v %v after %v and %d requests, want the third's answer after 150 ms", res, err, took, len(office.requests()))
+	}
+
+	unknown := &node403{answer: func(_ int, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":"the write was not committed: the write's outcome in the cluster is unknown","code":"unavailable"}`)
+	}}
+	_, err = connect(t, stubNode(t, unknown)+","+stubNode(t, &node403{})).Query(context.Background(), "put jobs {owner: 'w'}")
+	if !errors.Is(err, fenecdb.ErrUnavailable) || len(unknown.requests()) != 1 {
+		t.Fatalf("got %v after %d requests, want the 503 at once", err, len(unknown.requests()))
+	}
 }
 
 // TestSeveralNodesDown: with several URLs and none reachable, a call
@@ -168,10 +224,10 @@ func TestSeveralNodesDown(t *testing.T) {
 // its position.
 func TestConnectRefusesABadURLAmongSeveral(t *testing.T) {
 	for raw, want := range map[string]string{
-		"http://a:1,b:2,http://c:3":   `URL 2 of 3, "b:2"`,
-		"http://a:1,http://b:2,":      `URL 3 of 3, ""`,
-		"http://a:1, ftp://b:2":       `URL 2 of 2, "ftp://b:2"`,
-		"http://a:1,http://,http://c": `URL 2 of 3, "http://"`,
+		"http://a:1,b:2,http://c:3":   `node 2 of 3: "b:2"`,
+		"http://a:1,http://b:2,":      `node 3 of 3: ""`,
+		"http://a:1, ftp://b:2":       `node 2 of 2: "ftp://b:2"`,
+		"http://a:1,http://,http://c": `node 2 of 3: "http://"`,
 	} {
 		if _, err := fenecdb.Connect(raw); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Connect(%q): %v, want an error naming %s", raw, err, want)
