@@ -62,18 +62,20 @@ public object Fenec {
      * `Authorization: Bearer …`.
      *
      * Every call goes to the client's current node, the first URL at the
-     * start. A 403 `forbidden` naming the leader ([FenecException.leader])
-     * was refused unrun: the call sends the same request to the leader (at
-     * most 3 times in a row, never from https to http), which becomes the
-     * current node. With several URLs, a node that refuses the connection
-     * (`java.net.ConnectException`) or knows no leader now (a 403 without
-     * `Fenec-Leader`) has the call try the next URL, round robin, pausing
-     * 50 ms doubling to 1 s between full rounds, until the call's deadline
-     * (its timeout, plus the wait of a held claim), which throws the last
-     * such error; a leader named that this call could not connect to counts
-     * as no leader known. Anything else (a timeout, a connection lost after
-     * sending, a 503) is thrown as is: only an idempotency key makes its
-     * retry safe (docs/sdks.md, "Several nodes").
+     * start (docs/sdks.md, "Several nodes"). A 403 `forbidden` naming the
+     * leader ([FenecException.leader]) was refused unrun: the call sends the
+     * same request to the leader (at most 3 times a call, never from https
+     * to http), which becomes the current node. A leader's 503 "taking
+     * office" (it was just elected) was refused unrun too: the same node is
+     * sent it again after a pause. With several URLs, a node that refuses
+     * the connection (`java.net.ConnectException`), says no leader is known
+     * now, or names a leader whose connection was refused in this call, has
+     * the call try the next URL, round robin, pausing 50 ms doubling to 1 s
+     * between full rounds, until the call's deadline (its timeout, plus the
+     * wait of a held claim), which throws the last such error. Anything else
+     * (a timeout, a connection lost after sending, any other 503, a 403 of
+     * the token's rules) is thrown as is: only an idempotency key makes the
+     * retry of a write whose outcome is unknown safe.
      */
     public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
         val parts = url.split(',')
@@ -115,7 +117,7 @@ public object Fenec {
         connect(urls, token, timeout.toMillis().milliseconds)
 }
 
-/** The most Fenec-Leader answers one call follows in a row (with no other answer between). */
+/** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3
 
 /** The pause between two full rounds of the nodes: from the first, doubling, to the last. */
@@ -135,12 +137,53 @@ internal class Nodes(val list: List<URI>) {
 
     fun use(node: URI) = current.set(node)
 
-    /** The configured node after [node], round robin; the first when [node] is not configured (a leader a follower named). */
-    fun after(node: URI): URI {
-        val i = list.indexOf(node)
-        return if (i < 0) list[0] else list[(i + 1) % list.size]
+}
+
+/**
+ * One call's way over the configured nodes while the current one cannot
+ * have run its request: the next URL each time, round robin from the
+ * current node, and a pause after every full round, until the call's
+ * [deadline].
+ */
+private class Walk(private val nodes: Nodes, start: URI, private val deadline: kotlin.time.TimeMark) {
+    private var at = nodes.list.indexOf(start) + 1
+    private var misses = 0
+    private var pause = FIRST_PAUSE
+
+    /** The node to try after one that failed with [last], once the pause due (if any) is over. */
+    suspend fun next(last: FenecException): URI {
+        if (++misses % nodes.list.size == 0) pause(last)
+        return nodes.list[at++ % nodes.list.size]
+    }
+
+    /**
+     * Waits the pause due (50 ms, doubling to 1 s): a `delay`, so cancelling
+     * the coroutine ends it. [last] is thrown when the call's deadline comes
+     * first.
+     */
+    suspend fun pause(last: FenecException) {
+        val rest = -deadline.elapsedNow()
+        if (rest <= Duration.ZERO) throw last
+        delay(minOf(pause, rest))
+        if (deadline.hasPassedNow()) throw last
+        pause = minOf(pause * 2, LAST_PAUSE)
     }
 }
+
+/**
+ * Whether a 403 without Fenec-Leader is a cluster node's "no leader is known
+ * now" (docs/cluster.md), by the server's words: the 403 of a token's rules
+ * has no header either, and is thrown at once, not retried on every node
+ * until the deadline.
+ */
+private fun noLeader(e: FenecException): Boolean = e.message?.contains("no leader is known") == true
+
+/**
+ * Whether a 503 is a leader's "taking office" (docs/cluster.md, "Writes": a
+ * node elected serves writes once it has applied the earlier terms'):
+ * refused before it ran, unlike a 503 whose write's outcome is unknown.
+ */
+private fun takingOffice(e: FenecException): Boolean = e.message?.startsWith("this node is taking office as leader") == true
 
 /**
  * A client of one Fenec server: its URL, token, default timeout and one
@@ -295,69 +338,58 @@ public class Client internal constructor(
         val limit = timeout + (wait ?: Duration.ZERO)
         val deadline = TimeSource.Monotonic.markNow() + limit
         var node = nodes.current()
+        val walk = Walk(nodes, node, deadline)
         var follows = 0
-        var missed = 0
-        var pause = FIRST_PAUSE
-        val unreachable = HashSet<URI>() // nodes this call could not connect to
-        var last: FenecException? = null
+        val refused = HashSet<URI>() // nodes whose connection was refused in this call
         while (true) {
-            val left = -deadline.elapsedNow()
-            val request = build(node, maxOf(left, 1.milliseconds).toJavaDuration())
-            val response: HttpResponse<String>? = try {
+            val request = build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())
+            val response: HttpResponse<String> = try {
                 awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
             } catch (e: CancellationException) {
                 throw e
             } catch (e: Throwable) {
                 val x = unwrap(e)
-                val f = failure(x, node, limit, wait)
+                val failed = failure(x, node, limit, wait)
                 // Only a connection never made is known not to have run it.
-                if (!nodes.several || x !is ConnectException) throw f
-                last = f
-                unreachable += node
-                null
+                if (!nodes.several || x !is ConnectException) throw failed
+                refused += node
+                node = walk.next(failed)
+                continue
             }
-            if (response != null) {
-                val reply = reply(node, response, text)
-                if (reply.status in 200..299) {
-                    if (!text && reply.body == null) throw unexpected(reply)
-                    return reply
-                }
-                val e = refusal(reply)
-                if (reply.status != 403 || e.code != ErrorCode.FORBIDDEN) throw e
-                if (reply.leader == null) {
-                    if (!nodes.several) throw e
-                    last = e // no leader is known now: another node may know one
-                } else {
-                    val to = leaderUrl(reply.leader) ?: throw e
-                    if (follows == MAX_FOLLOWS || (node.scheme == "https" && to.scheme != "https")) throw e
-                    if (to in unreachable) {
-                        // A follower names the leader it last heard until it
-                        // notices it gone: as good as no leader known.
-                        last = e
-                    } else {
-                        follows++
-                        node = to
-                        nodes.use(to)
-                        continue
-                    }
-                }
+            val reply = reply(node, response, text)
+            if (reply.status in 200..299) {
+                if (!text && reply.body == null) throw unexpected(reply)
+                nodes.use(node)
+                return reply
             }
-            // This node cannot have run the request: the next one. The
-            // follows counted are those in a row: a leader named the moment
-            // it is elected refuses writes until it has applied the earlier
-            // terms' (docs/cluster.md), and the node that named it names it
-            // again; the pauses between rounds bound those.
-            follows = 0
-            if (++missed >= nodes.list.size) {
-                missed = 0
-                val rest = -deadline.elapsedNow()
-                if (rest <= Duration.ZERO) throw last!!
-                delay(minOf(pause, rest))
-                if (deadline.hasPassedNow()) throw last!!
-                pause = minOf(pause * 2, LAST_PAUSE)
+            val e = refusal(reply)
+            val leader = e.leader
+            if (leader != null && runCatching { URI(leader.trimEnd('/')) }.getOrNull() !in refused) {
+                // Refused unrun: the same request goes to the leader, unless
+                // that would be a downgrade from https (the token in clear).
+                val to = leaderUrl(leader)
+                if (to == null || follows == MAX_FOLLOWS || (node.scheme == "https" && to.scheme != "https")) throw e
+                follows++
+                node = to
+                nodes.use(to)
+                continue
             }
-            node = nodes.after(node)
+            if (e.code == ErrorCode.UNAVAILABLE && takingOffice(e)) {
+                // A leader just elected refuses writes unrun until it has
+                // applied the earlier terms' writes: the same node again,
+                // after the pause.
+                walk.pause(e)
+                continue
+            }
+            if (nodes.several && e.code == ErrorCode.FORBIDDEN && (leader != null || noLeader(e))) {
+                // No leader known now (an election), or one named that
+                // refused the connection in this call (a follower that has
+                // not yet seen it die): another node may know better.
+                node = walk.next(e)
+                continue
+            }
             nodes.use(node)
+            throw e
         }
     }
 
@@ -502,7 +534,7 @@ private fun parseUrls(urls: List<String>): Nodes {
             try {
                 parseUrl(u)
             } catch (e: IllegalArgumentException) {
-                throw IllegalArgumentException("URL ${i + 1} of ${urls.size}: ${e.message}")
+                throw IllegalArgumentException("node ${i + 1} of ${urls.size}: ${e.message}")
             }
         }
     }

@@ -26,7 +26,8 @@ public class FenecException(
      * On a 403 [ErrorCode.FORBIDDEN] of a cluster's node that is not the
      * leader, the leader's URL it named (`Fenec-Leader`); else null. A call
      * follows it itself ([Fenec.connect]): an error naming one was not
-     * followed (a fourth follow in a row, or https to http).
+     * followed (a fourth follow in one call, https to http, or a leader that
+     * refused the connection).
      */
     public val leader: String? = null,
 ) : Exception(message, cause) {

@@ -40,7 +40,12 @@ class NodesTest {
     fun stop() = servers.forEach { it.stop(0) }
 
     /** A node that answers every request 403 forbidden naming [leader] (none when null), as a follower does; it records what it is sent. */
-    private inner class Node403(val leader: () -> String?, https: SSLContext? = null) {
+    private inner class Node403(
+        val leader: () -> String?,
+        https: SSLContext? = null,
+        /** When set, answers the nth request (from 1): its status and body. */
+        val answer: ((Int) -> Pair<Int, String>)? = null,
+    ) {
         val got: MutableList<String> = Collections.synchronizedList(mutableListOf())
         val url: String
 
@@ -58,9 +63,16 @@ class NodesTest {
                 val l = leader()
                 if (l != null) ex.responseHeaders.add("Fenec-Leader", l)
                 ex.responseHeaders.add("Content-Type", "application/json")
-                val answer = """{"error":"this node is not the cluster's leader: send writes to the leader at $l","code":"forbidden"}""".toByteArray()
-                ex.sendResponseHeaders(403, answer.size.toLong())
-                ex.responseBody.use { it.write(answer) }
+                val (status, text) = answer?.invoke(got.size) ?: (
+                    403 to if (l != null) {
+                        """{"error":"this node is not the cluster's leader: send writes to the leader at $l","code":"forbidden"}"""
+                    } else {
+                        """{"error":"this node is not the cluster's leader and no leader is known now: retry shortly","code":"forbidden"}"""
+                    }
+                    )
+                val bytes = text.toByteArray()
+                ex.sendResponseHeaders(status, bytes.size.toLong())
+                ex.responseBody.use { it.write(bytes) }
             }
             server.start()
             servers += server
@@ -69,7 +81,7 @@ class NodesTest {
     }
 
     @Test
-    fun `follows at most three times in a row, the same request`() = runBlocking<Unit> {
+    fun `follows at most three times a call, the same request`() = runBlocking<Unit> {
         // Each node names the next as its leader.
         val nodes = arrayOfNulls<Node403>(5)
         for (i in 4 downTo 0) nodes[i] = Node403({ if (i < 4) nodes[i + 1]!!.url else null })
@@ -125,6 +137,38 @@ class NodesTest {
         assertTrue(start.elapsedNow() < 2.seconds)
     }
 
+    @Test
+    fun `a node that knows no leader sends the call to the next`() = runBlocking<Unit> {
+        val none = Node403({ null })
+        val ok = Node403({ null }, answer = { 200 to """{"affected": 1}""" })
+        val r = Fenec.connect("${none.url},${ok.url}").query("put jobs {owner: 'w'}", idempotencyKey = "k2")
+        assertEquals(1L, r.affected)
+        assertEquals(1, none.got.size)
+        assertEquals(none.got.toList(), ok.got.toList(), "the same request")
+    }
+
+    @Test
+    fun `a leader taking office is sent the call again after the pauses, any other 503 is thrown at once`() = runBlocking<Unit> {
+        val office = Node403({ null }, answer = { n ->
+            if (n <= 2) {
+                503 to """{"error":"this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)","code":"unavailable"}"""
+            } else {
+                200 to """{"affected": 1}"""
+            }
+        })
+        val start = TimeSource.Monotonic.markNow()
+        assertEquals(1L, Fenec.connect(office.url).query("put jobs {owner: 'w'}").affected)
+        assertEquals(3, office.got.size)
+        assertTrue(start.elapsedNow() >= 150.milliseconds, "after ${start.elapsedNow()}: the pauses are 50 and 100 ms")
+
+        val unknown = Node403({ null }, answer = {
+            503 to """{"error":"the write was not committed: the write's outcome in the cluster is unknown","code":"unavailable"}"""
+        })
+        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(listOf(unknown.url, Node403({ null }).url)).query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.UNAVAILABLE, e.code)
+        assertEquals(1, unknown.got.size)
+    }
+
     private fun closedAddr(): String = ServerSocket(0).use { "127.0.0.1:${it.localPort}" }
 
     @Test
@@ -159,15 +203,15 @@ class NodesTest {
     @Test
     fun `a bad URL among several is named with its position`() {
         for ((raw, want) in mapOf(
-            "http://a:1,b:2,http://c:3" to "URL 2 of 3: url \"b:2\"",
-            "http://a:1,http://b:2," to "URL 3 of 3: url \"\"",
-            "http://a:1, ftp://b:2" to "URL 2 of 2: url \"ftp://b:2\"",
+            "http://a:1,b:2,http://c:3" to "node 2 of 3: url \"b:2\"",
+            "http://a:1,http://b:2," to "node 3 of 3: url \"\"",
+            "http://a:1, ftp://b:2" to "node 2 of 2: url \"ftp://b:2\"",
         )) {
             val e = assertThrows<IllegalArgumentException> { Fenec.connect(raw) }
             assertTrue(e.message!!.startsWith(want), "connect(\"$raw\"): ${e.message}")
         }
         val e = assertThrows<IllegalArgumentException> { Fenec.connect(listOf("http://a:1", "http://")) }
-        assertTrue(e.message!!.startsWith("URL 2 of 2"), e.message)
+        assertTrue(e.message!!.startsWith("node 2 of 2"), e.message)
         assertThrows<IllegalArgumentException> { Fenec.connect(emptyList<String>()) }
         Fenec.connect(" http://a:1 , https://b:2/ ")
     }
