@@ -97,6 +97,11 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 	}, nil
 }
 
+// Node answers the URL of the node c sends its calls to now: the first
+// given to [Connect], or the leader it was last sent to (docs/sdks.md,
+// "Several nodes").
+func (c *Client) Node() string { return c.nodes.current.Load().url }
+
 // New is [Connect].
 func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
 

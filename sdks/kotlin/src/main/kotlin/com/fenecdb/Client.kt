@@ -222,6 +222,13 @@ public class Client internal constructor(
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
 
+    /**
+     * The URL of the node this client sends its calls to now: the first
+     * given to [Fenec.connect], or the leader it was last sent to
+     * (docs/sdks.md, "Several nodes").
+     */
+    public val node: String get() = nodes.current().toString()
+
     /** A query builder on the collection [name] (an identifier, else this throws). */
     public fun from(name: String): Query = Query(this, State(collectionName(name)), null)
 
