@@ -43,7 +43,7 @@ type nodes struct {
 	current atomic.Pointer[node]
 }
 
-// parseNode reads one server URL; "" when it is not one.
+// parseNode reads one server URL; false when it is not one.
 func parseNode(raw string) (*node, bool) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
