@@ -47,9 +47,25 @@ func freeAddr(t testing.TB) string {
 
 // StartCluster starts n nodes (`--node-id nK --raft … --http … --file …
 // --bootstrap n1=…,…`), all with token as --token, and waits until one
-// leads and takes writes. They are stopped when the test ends.
+// leads and takes writes. They are killed when the test ends.
 func StartCluster(t testing.TB, n int, token string) *Cluster {
 	t.Helper()
+	// A port found free may be taken by another process before a node
+	// binds it: then the whole cluster starts again on other ports.
+	for try := 1; ; try++ {
+		c, err := startCluster(t, n, token)
+		if err == nil {
+			c.Leader(20 * time.Second)
+			return c
+		}
+		if try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on other ports: %v", err)
+	}
+}
+
+func startCluster(t testing.TB, n int, token string) (*Cluster, error) {
 	dir := t.TempDir()
 	c := &Cluster{Token: token, t: t}
 	var peers, raft []string
@@ -64,11 +80,15 @@ func StartCluster(t testing.TB, n int, token string) *Cluster {
 		nd.URL = "http://" + http
 		nd.Server = &Server{t: t, args: []string{"serve", "--node-id", nd.ID, "--raft", raft[i],
 			"--file", filepath.Join(dir, nd.ID+".db"), "--bootstrap", strings.Join(peers, ","), "--token", token}}
-		nd.start(http)
+		if err := nd.tryStart(http); err != nil {
+			for _, started := range c.Nodes[:i] {
+				started.Kill()
+			}
+			return nil, err
+		}
 		t.Cleanup(nd.Kill) // throwaway files: no need for a graceful handover
 	}
-	c.Leader(20 * time.Second)
-	return c
+	return c, nil
 }
 
 // Kill stops the node at once (SIGKILL) and waits for it to be gone.

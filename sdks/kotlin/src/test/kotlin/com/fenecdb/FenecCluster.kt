@@ -22,6 +22,23 @@ class FenecCluster(val token: String, n: Int = 3) : AutoCloseable {
     val nodes: List<Node>
 
     init {
+        // A port found free may be taken by another process before a node
+        // binds it: then the whole cluster starts again on other ports.
+        var started: List<Node>? = null
+        for (attempt in 1..3) {
+            try {
+                started = start(n)
+                break
+            } catch (e: IllegalStateException) {
+                if (attempt == 3 || e.message?.contains("address already in use") != true) throw e
+                println("FenecCluster: starting again on other ports: ${e.message}")
+            }
+        }
+        nodes = started!!
+        leader(20_000)
+    }
+
+    private fun start(n: Int): List<Node> {
         val raft = List(n) { freeAddr() }
         val bootstrap = raft.mapIndexed { i, r -> "n${i + 1}=$r" }.joinToString(",")
         val started = mutableListOf<Node>()
@@ -29,6 +46,8 @@ class FenecCluster(val token: String, n: Int = 3) : AutoCloseable {
             for (i in 0 until n) {
                 val id = "n${i + 1}"
                 val addr = freeAddr()
+                dir.resolve("$id.db").toFile().delete()
+                dir.resolve("$id.db.raft").toFile().deleteRecursively()
                 val s = FenecServer(
                     "--node-id", id, "--raft", raft[i], "--bootstrap", bootstrap, "--token", token,
                     manualClock = false, file = dir.resolve("$id.db").toString(), http = addr,
@@ -39,8 +58,7 @@ class FenecCluster(val token: String, n: Int = 3) : AutoCloseable {
             started.forEach { it.server.kill() }
             throw e
         }
-        nodes = started
-        leader(20_000)
+        return started
     }
 
     /** One request with the token: its status and body; null when no answer came. */
