@@ -186,9 +186,11 @@ private fun noLeader(e: FenecException): Boolean = e.message?.contains("no leade
 private fun takingOffice(e: FenecException): Boolean = e.message?.startsWith("this node is taking office as leader") == true
 
 /**
- * A client of one Fenec server: its URL, token, default timeout and one
+ * A client of a Fenec server, or of a cluster's nodes (whose leader it
+ * follows: [Fenec.connect]): its URLs, token, default timeout and one
  * shared `java.net.http.HttpClient`. Nothing is sent until a query is.
- * Immutable: [withWait] answers a copy that shares the HTTP client.
+ * Immutable but for the node it sends to now ([node]): [withWait] answers a
+ * copy that shares the HTTP client and that node.
  *
  * ```
  * val db = Fenec.connect("http://127.0.0.1:8080", token = System.getenv("FENEC_TOKEN"))
