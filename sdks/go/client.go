@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -18,13 +16,14 @@ const DefaultTimeout = 30 * time.Second
 // MaxWait is the longest wait the server holds a claim for.
 const MaxWait = 30 * time.Second
 
-// Client is a connection to one Fenec server. It is safe for concurrent
-// use. It holds what is the same for every call (the URL, the token, the
-// HTTP client, the default timeout); what belongs to one call (an
-// idempotency key, a timeout) is a [CallOption] of that call.
+// Client is a connection to a Fenec server, or to the nodes of a cluster
+// (docs/cluster.md). It is safe for concurrent use. It holds what is the
+// same for every call (the URLs, the token, the HTTP client, the default
+// timeout); what belongs to one call (an idempotency key, a timeout) is a
+// [CallOption] of that call.
 type Client struct {
-	t       *apiTransport
-	host    string // host:port, for messages
+	t       *apiTransport // its baseURL is set per request, to a node's
+	nodes   *nodes        // shared by every copy Wait makes
 	timeout time.Duration
 	wait    time.Duration // sent with claims alone; see Wait
 	waitErr error
@@ -61,28 +60,47 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client = hc } }
 
 // Connect answers a Client for the server at rawURL, such as
-// "http://127.0.0.1:8080". A URL without the scheme http or https, or
-// without a host, is an error here; nothing is sent until the first call.
+// "http://127.0.0.1:8080", or for the nodes of a cluster, their URLs
+// separated by commas ("http://10.0.0.1:8080,http://10.0.0.2:8080,http://10.0.0.3:8080",
+// so one environment variable can hold them). A URL without the scheme
+// http or https, or without a host, is an error here that names it;
+// duplicates are dropped; nothing is sent until the first call.
+//
+// Every call goes to the client's current node, the first URL at the
+// start (docs/sdks.md, "Several nodes"). A node's 403 [ErrForbidden]
+// naming the leader ([Error.Leader]) was refused unrun: the call sends the
+// same request to the leader (at most 3 times a call, never from https to
+// http), which becomes the current node. A leader's 503 "taking office"
+// (it was just elected) was refused unrun too: the same node is sent it
+// again after a pause. With several URLs, a node that could not be
+// connected to, that says no leader is known now, or that names a leader
+// whose connection was refused in this call, has the call try the next
+// URL, round robin, pausing 50 ms doubling to 1 s between full rounds,
+// until the call's deadline, which answers the last such error. Anything
+// else (a timeout, a connection lost after sending, any other 503, a 403
+// of the token's rules) is answered as is: only an [IdempotencyKey] makes
+// the retry of a write whose outcome is unknown safe.
 func Connect(rawURL string, opts ...Option) (*Client, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("fenecdb: %q is not a server URL: it needs the scheme http or https and a host, as in http://127.0.0.1:8080", rawURL)
+	ns, err := parseNodes(rawURL)
+	if err != nil {
+		return nil, err
 	}
 	cfg := config{timeout: DefaultTimeout, client: &http.Client{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	host := u.Host
-	if u.Port() == "" {
-		host += map[string]string{"http": ":80", "https": ":443"}[u.Scheme]
-	}
 	return &Client{
-		t:       &apiTransport{baseURL: strings.TrimRight(rawURL, "/"), client: cfg.client, token: cfg.token},
-		host:    host,
+		t:       &apiTransport{client: cfg.client, token: cfg.token},
+		nodes:   ns,
 		timeout: cfg.timeout,
 		schema:  &schemas{},
 	}, nil
 }
+
+// Node answers the URL of the node c sends its calls to now: the first
+// given to [Connect], or the leader it was last sent to (docs/sdks.md,
+// "Several nodes").
+func (c *Client) Node() string { return c.nodes.current.Load().url }
 
 // New is [Connect].
 func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
@@ -225,15 +243,15 @@ func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...Call
 			return nil, err
 		}
 	}
-	reply, err := c.send(ctx, "POST /batch", claim, o, func(ctx context.Context, h batchHeaders) (apiReply, error) {
-		return c.t.batch(ctx, req, h)
+	reply, err := c.send(ctx, "POST /batch", claim, o, func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
+		return t.batch(ctx, req, h)
 	})
 	if err != nil {
 		return nil, err
 	}
 	answers, err := parseBatch(reply.body)
 	if err != nil || len(answers) != len(statements) {
-		return nil, unexpected(c.host, "POST /batch", reply.status, reply.body)
+		return nil, unexpected(reply.host, "POST /batch", reply.status, reply.body)
 	}
 	results := make([]Result, len(answers))
 	for i, raw := range answers {
@@ -259,8 +277,8 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 		return Result{}, err
 	}
 	req := apiQueryRequest{Query: s.Query, Params: ps}
-	reply, err := c.send(ctx, "POST /query", isClaim(s.Query), o, func(ctx context.Context, h batchHeaders) (apiReply, error) {
-		return c.t.query(ctx, req, queryHeaders(h))
+	reply, err := c.send(ctx, "POST /query", isClaim(s.Query), o, func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
+		return t.query(ctx, req, queryHeaders(h))
 	})
 	if err != nil {
 		return Result{}, err
@@ -269,8 +287,9 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 }
 
 // send makes one request under the call's deadline, with the wait when
-// it is a claim, and turns every failure into the call's error.
-func (c *Client) send(ctx context.Context, what string, claim bool, o callOptions, do func(context.Context, batchHeaders) (apiReply, error)) (apiReply, error) {
+// it is a claim, to the node route picks, and turns every failure into the
+// call's error.
+func (c *Client) send(ctx context.Context, what string, claim bool, o callOptions, do func(context.Context, *apiTransport, batchHeaders) (apiReply, error)) (sent, error) {
 	var h batchHeaders
 	timeout := c.timeout
 	if o.timeout != nil {
@@ -279,7 +298,7 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 	bound := fmt.Sprintf("%v (the call's timeout)", timeout)
 	if claim {
 		if c.waitErr != nil {
-			return apiReply{}, c.waitErr
+			return sent{}, c.waitErr
 		}
 		if ms := c.wait.Milliseconds(); ms > 0 {
 			h.FenecWait = &ms
@@ -297,22 +316,17 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 		reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
 	}
 	defer cancel()
-	reply, err := do(reqCtx, h)
-	if err != nil {
-		return apiReply{}, sendFailure(ctx, reqCtx, what, c.host, bound, err)
-	}
-	if reply.status < 200 || reply.status > 299 {
-		return apiReply{}, refusal(c.host, what, reply.status, reply.body)
-	}
-	return reply, nil
+	return c.route(ctx, reqCtx, what, bound, func(ctx context.Context, t *apiTransport) (apiReply, error) {
+		return do(ctx, t, h)
+	})
 }
 
 // result reads one statement's answer, the rows of a builder's statement
 // typed by the declared field types of its collection.
-func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply apiReply, raw []byte) (Result, error) {
+func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply sent, raw []byte) (Result, error) {
 	res, err := parseAnswer(raw)
 	if err != nil {
-		return Result{}, unexpected(c.host, "POST /query", reply.status, reply.body)
+		return Result{}, unexpected(reply.host, "POST /query", reply.status, reply.body)
 	}
 	res.Seq, _ = strconv.ParseInt(reply.header.Get(headerFenecSeq), 10, 64)
 	res.Replayed = reply.header.Get(headerIdempotentReplayed) == "true"

@@ -37,9 +37,10 @@
 //
 // # Per client and per call
 //
-// A [Client] holds the URL, the token, the HTTP client and the default
-// timeout. What belongs to one call is a [CallOption] of that call:
-// [IdempotencyKey] and [Timeout]. [Client.Wait] answers a copy whose claims
+// A [Client] holds the URL (or a cluster's URLs, whose leader it follows:
+// [Connect]), the token, the HTTP client and the default timeout. What
+// belongs to one call is a [CallOption] of that call: [IdempotencyKey] and
+// [Timeout]. [Client.Wait] answers a copy whose claims
 // (an update with [Returning]) are held at the server for up to the wait,
 // their timeout extended by it; every other call through the copy is sent
 // as through the client. Every call takes a [context.Context] and gives the

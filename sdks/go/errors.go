@@ -60,6 +60,12 @@ type Error struct {
 	At int
 	// Cause is the error underneath (a network error, the deadline), or nil.
 	Cause error
+	// Leader is, on a 403 [CodeForbidden] of a cluster's node that is not
+	// the leader, the leader's URL it named (its Fenec-Leader header); ""
+	// when none. A call follows it itself ([Connect]): an error naming
+	// one was not followed (a fourth follow in one call, https to http, or
+	// a leader that refused the connection).
+	Leader string
 }
 
 // Error implements the error interface.

@@ -29,15 +29,15 @@ func (s *schemas) forget() {
 
 // load reads every collection's fields.
 func (s *schemas) load(ctx context.Context, c *Client, o callOptions) error {
-	reply, err := c.send(ctx, "GET /collections", false, callOptions{timeout: o.timeout}, func(ctx context.Context, _ batchHeaders) (apiReply, error) {
-		return c.t.collections(ctx)
+	reply, err := c.send(ctx, "GET /collections", false, callOptions{timeout: o.timeout}, func(ctx context.Context, t *apiTransport, _ batchHeaders) (apiReply, error) {
+		return t.collections(ctx)
 	})
 	if err != nil {
 		return err
 	}
 	var body apiCollections
 	if err := json.Unmarshal(reply.body, &body); err != nil {
-		return unexpected(c.host, "GET /collections", reply.status, reply.body)
+		return unexpected(reply.host, "GET /collections", reply.status, reply.body)
 	}
 	fields := map[string]map[string]string{}
 	for _, coll := range body.Collections {

@@ -457,8 +457,22 @@ func TestForbidden(t *testing.T) {
 	}
 	_, err := reader.From("jobs").Insert(context.Background(), fenecdb.D("attempts", 0))
 	var fe *fenecdb.Error
-	if !errors.As(err, &fe) || fe.Status != 403 || !errors.Is(err, fenecdb.ErrForbidden) {
+	if !errors.As(err, &fe) || fe.Status != 403 || !errors.Is(err, fenecdb.ErrForbidden) || fe.Leader != "" {
 		t.Fatalf("got %v, want 403", err)
+	}
+	// With several URLs too, the token's 403 is answered at once: no other
+	// node would run it (docs/sdks.md, "Several nodes").
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := l.Addr().String()
+	l.Close()
+	both := connect(t, url+",http://"+down, fenecdb.WithTimeout(5*time.Second),
+		fenecdb.WithToken(hs256(t, secret, map[string]any{"sub": "r1", "exp": time.Now().Add(time.Hour).Unix()})))
+	start := time.Now()
+	if _, err := both.From("jobs").Insert(context.Background(), fenecdb.D("attempts", 0)); !errors.Is(err, fenecdb.ErrForbidden) || time.Since(start) > time.Second {
+		t.Fatalf("with several URLs: got %v after %v, want the 403 at once", err, time.Since(start))
 	}
 }
 

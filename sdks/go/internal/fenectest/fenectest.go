@@ -105,15 +105,22 @@ func StartServer(t testing.TB, flags ...string) *Server {
 
 func (s *Server) start(addr string) {
 	s.t.Helper()
+	if err := s.tryStart(addr); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// tryStart starts the server, or answers why it did not.
+func (s *Server) tryStart(addr string) error {
 	cmd := exec.Command(binary(s.t), append(s.args, "--http", addr)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.log = new(lockedBuffer)
 	cmd.Stderr = s.log
 	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
+		return err
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
 	go func() { cmd.Wait(); close(s.done) }()
@@ -129,10 +136,15 @@ func (s *Server) start(addr string) {
 	select {
 	case a := <-found:
 		s.URL = "http://" + a
+		return nil
 	case <-s.done:
-		s.t.Fatalf("fenec serve exited; stderr:\n%s", s.log.String())
+		s.cmd = nil
+		return fmt.Errorf("fenec serve exited; stderr:\n%s", s.log.String())
 	case <-time.After(30 * time.Second):
-		s.t.Fatalf("fenec serve did not print its address in 30 s; stderr:\n%s", s.log.String())
+		cmd.Process.Kill()
+		<-s.done
+		s.cmd = nil
+		return fmt.Errorf("fenec serve did not print its address in 30 s; stderr:\n%s", s.log.String())
 	}
 }
 

@@ -1,6 +1,7 @@
 package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.delay
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.serialization.json.Json
@@ -33,9 +34,11 @@ import java.time.Instant
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicReference
 import kotlin.time.Duration
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
+import kotlin.time.TimeSource
 import kotlin.time.toJavaDuration
 
 /** The longest `Fenec-Wait` the server takes: 30 s. */
@@ -50,12 +53,38 @@ public object Fenec {
     public val DEFAULT_TIMEOUT: Duration = 30.seconds
 
     /**
-     * Connects to the server at [url] (`http://host:port`, or https): a
-     * URL without a scheme or a host is refused here, not at the first
-     * call. [token] is sent as `Authorization: Bearer …`.
+     * Connects to the server at [url] (`http://host:port`, or https), or to
+     * the nodes of a cluster, their URLs separated by commas
+     * (`http://10.0.0.1:8080,http://10.0.0.2:8080,http://10.0.0.3:8080`, so
+     * one environment variable can hold them): a URL without a scheme or a
+     * host is refused here, named with its position, not at the first
+     * call; duplicates are dropped. [token] is sent as
+     * `Authorization: Bearer …`.
+     *
+     * Every call goes to the client's current node, the first URL at the
+     * start (docs/sdks.md, "Several nodes"). A 403 `forbidden` naming the
+     * leader ([FenecException.leader]) was refused unrun: the call sends the
+     * same request to the leader (at most 3 times a call, never from https
+     * to http), which becomes the current node. A leader's 503 "taking
+     * office" (it was just elected) was refused unrun too: the same node is
+     * sent it again after a pause. With several URLs, a node that refuses
+     * the connection (`java.net.ConnectException`), says no leader is known
+     * now, or names a leader whose connection was refused in this call, has
+     * the call try the next URL, round robin, pausing 50 ms doubling to 1 s
+     * between full rounds, until the call's deadline (its timeout, plus the
+     * wait of a held claim), which throws the last such error. Anything else
+     * (a timeout, a connection lost after sending, any other 503, a 403 of
+     * the token's rules) is thrown as is: only an idempotency key makes the
+     * retry of a write whose outcome is unknown safe.
      */
     public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
-        val uri = parseUrl(url)
+        val parts = url.split(',')
+        return connect(if (parts.size > 1) parts.map { it.trim() } else parts, token, timeout)
+    }
+
+    /** [connect] to the nodes of a cluster, one URL each. */
+    public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
+        val nodes = parseUrls(urls)
         requireMillis("timeout", timeout)
         require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
         // HTTP/1.1: a held claim given up closes its connection, which is
@@ -64,7 +93,7 @@ public object Fenec {
             .version(HttpClient.Version.HTTP_1_1)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
             .build()
-        return Client(uri, token, timeout, null, http, Schema())
+        return Client(nodes, token, timeout, null, http, Schema())
     }
 
     /** [connect] for Java, with the default timeout (30 s). */
@@ -76,12 +105,92 @@ public object Fenec {
     @JvmStatic
     public fun connect(url: String, token: String?, timeout: java.time.Duration): Client =
         connect(url, token, timeout.toMillis().milliseconds)
+
+    /** [connect] to several nodes for Java, with the default timeout (30 s). */
+    @JvmStatic
+    @JvmOverloads
+    public fun connect(urls: List<String>, token: String? = null): Client = connect(urls, token, DEFAULT_TIMEOUT)
+
+    /** [connect] to several nodes for Java, with a java.time.Duration timeout. */
+    @JvmStatic
+    public fun connect(urls: List<String>, token: String?, timeout: java.time.Duration): Client =
+        connect(urls, token, timeout.toMillis().milliseconds)
+}
+
+/** The most Fenec-Leader answers one call follows. */
+private const val MAX_FOLLOWS = 3
+
+/** The pause between two full rounds of the nodes: from the first, doubling, to the last. */
+private val FIRST_PAUSE = 50.milliseconds
+private val LAST_PAUSE = 1.seconds
+
+/**
+ * A client's configured nodes and the one its calls go to now (docs/sdks.md,
+ * "Several nodes"), shared by every copy [Client.withWait] makes.
+ */
+internal class Nodes(val list: List<URI>) {
+    private val current = AtomicReference(list[0])
+
+    val several: Boolean get() = list.size > 1
+
+    fun current(): URI = current.get()
+
+    fun use(node: URI) = current.set(node)
+
 }
 
 /**
- * A client of one Fenec server: its URL, token, default timeout and one
+ * One call's way over the configured nodes while the current one cannot
+ * have run its request: the next URL each time, round robin from the
+ * current node, and a pause after every full round, until the call's
+ * [deadline].
+ */
+private class Walk(private val nodes: Nodes, start: URI, private val deadline: kotlin.time.TimeMark) {
+    private var at = nodes.list.indexOf(start) + 1
+    private var misses = 0
+    private var pause = FIRST_PAUSE
+
+    /** The node to try after one that failed with [last], once the pause due (if any) is over. */
+    suspend fun next(last: FenecException): URI {
+        if (++misses % nodes.list.size == 0) pause(last)
+        return nodes.list[at++ % nodes.list.size]
+    }
+
+    /**
+     * Waits the pause due (50 ms, doubling to 1 s): a `delay`, so cancelling
+     * the coroutine ends it. [last] is thrown when the call's deadline comes
+     * first.
+     */
+    suspend fun pause(last: FenecException) {
+        val rest = -deadline.elapsedNow()
+        if (rest <= Duration.ZERO) throw last
+        delay(minOf(pause, rest))
+        if (deadline.hasPassedNow()) throw last
+        pause = minOf(pause * 2, LAST_PAUSE)
+    }
+}
+
+/**
+ * Whether a 403 without Fenec-Leader is a cluster node's "no leader is known
+ * now" (docs/cluster.md), by the server's words: the 403 of a token's rules
+ * has no header either, and is thrown at once, not retried on every node
+ * until the deadline.
+ */
+private fun noLeader(e: FenecException): Boolean = e.message?.contains("no leader is known") == true
+
+/**
+ * Whether a 503 is a leader's "taking office" (docs/cluster.md, "Writes": a
+ * node elected serves writes once it has applied the earlier terms'):
+ * refused before it ran, unlike a 503 whose write's outcome is unknown.
+ */
+private fun takingOffice(e: FenecException): Boolean = e.message?.startsWith("this node is taking office as leader") == true
+
+/**
+ * A client of a Fenec server, or of a cluster's nodes (whose leader it
+ * follows: [Fenec.connect]): its URLs, token, default timeout and one
  * shared `java.net.http.HttpClient`. Nothing is sent until a query is.
- * Immutable: [withWait] answers a copy that shares the HTTP client.
+ * Immutable but for the node it sends to now ([node]): [withWait] answers a
+ * copy that shares the HTTP client and that node.
  *
  * ```
  * val db = Fenec.connect("http://127.0.0.1:8080", token = System.getenv("FENEC_TOKEN"))
@@ -89,7 +198,7 @@ public object Fenec {
  * ```
  */
 public class Client internal constructor(
-    internal val url: URI,
+    internal val nodes: Nodes,
     private val token: String?,
     /** How long a request waits for its answer (a held claim: this plus its wait). */
     public val timeout: Duration,
@@ -109,11 +218,18 @@ public class Client internal constructor(
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Client(url, token, timeout, wait, http, schema)
+        return Client(nodes, token, timeout, wait, http, schema)
     }
 
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
+
+    /**
+     * The URL of the node this client sends its calls to now: the first
+     * given to [Fenec.connect], or the leader it was last sent to
+     * (docs/sdks.md, "Several nodes").
+     */
+    public val node: String get() = nodes.current().toString()
 
     /** A query builder on the collection [name] (an identifier, else this throws). */
     public fun from(name: String): Query = Query(this, State(collectionName(name)), null)
@@ -140,7 +256,7 @@ public class Client internal constructor(
         if (collection != null) schema.load(collection) { fetchSchema() }
         val body = statement.toJson().toString()
         val wait = if (statement.claim) wait else null
-        val reply = send(wait) { t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
+        val reply = send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
         return answer(reply.body, collection, reply)
     }
 
@@ -154,7 +270,7 @@ public class Client internal constructor(
         for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
         val wait = if (statements.any { it.claim }) wait else null
-        val reply = send(wait) { t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
+        val reply = send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
@@ -171,12 +287,12 @@ public class Client internal constructor(
         runBlocking { batch(statements, idempotencyKey) }
 
     /** The server's Prometheus metrics, as text. */
-    public suspend fun metrics(): String = send(null, text = true) { t -> metricsRequest(url, token, t) }.text
+    public suspend fun metrics(): String = send(null, text = true) { url, t -> metricsRequest(url, token, t) }.text
 
     /** Moves a manual clock on by [by] (only under `fenec serve --clock manual`); answers its new time. */
     public suspend fun advanceClock(by: Duration): Instant {
         val body = buildJsonObject { put("advance_ms", by.inWholeMilliseconds) }.toString()
-        val now = (send(null) { t -> moveClockRequest(url, body, token, t) }.body as? JsonObject)?.get("now")
+        val now = (send(null) { url, t -> moveClockRequest(url, body, token, t) }.body as? JsonObject)?.get("now")
         return Instant.parse(now?.jsonPrimitive?.content ?: throw FenecException(200, ErrorCode.UNEXPECTED, "no time in the clock's answer"))
     }
 
@@ -197,7 +313,7 @@ public class Client internal constructor(
 
     /** Every collection's declared field types, from `GET /collections`. */
     private suspend fun fetchSchema(): Map<String, Map<String, FieldType>> {
-        val reply = send(null) { t -> collectionsRequest(url, token, t) }
+        val reply = send(null) { url, t -> collectionsRequest(url, token, t) }
         val list = (reply.body as? JsonObject)?.get("collections") as? JsonArray ?: throw unexpected(reply)
         return list.associate { c ->
             val o = c.jsonObject
@@ -208,41 +324,102 @@ public class Client internal constructor(
         }
     }
 
-    /** An answer: its status, body (parsed JSON, null when it is not), text and headers. */
-    private class Reply(val status: Int, val body: JsonElement?, val text: String, val seq: Long, val replayed: Boolean)
+    /** An answer: the node that sent it, its status, body (parsed JSON, null when it is not), text and headers. */
+    private class Reply(
+        val node: URI,
+        val status: Int,
+        val body: JsonElement?,
+        val text: String,
+        val seq: Long,
+        val replayed: Boolean,
+        val leader: String?,
+    )
 
     /**
-     * Sends a request built with the deadline it gets — the timeout, plus
-     * [wait] for a held claim — and maps every failure to a FenecException.
-     * Cancelling the calling coroutine gives the request up (the connection
-     * closes, so the server drops a held claim).
+     * Sends a request, built for a node with the time left of its deadline
+     * — the timeout, plus [wait] for a held claim — to the node the rules of
+     * docs/sdks.md, "Several nodes" pick (see [Fenec.connect]), and maps
+     * every failure to a FenecException. Cancelling the calling coroutine
+     * gives the request up (the connection closes, so the server drops a
+     * held claim), and ends a pause between rounds.
      */
-    private suspend fun send(wait: Duration?, text: Boolean = false, build: (java.time.Duration) -> HttpRequest): Reply {
+    private suspend fun send(wait: Duration?, text: Boolean = false, build: (URI, java.time.Duration) -> HttpRequest): Reply {
         val limit = timeout + (wait ?: Duration.ZERO)
-        val request = build(limit.toJavaDuration())
-        val response: HttpResponse<String> = try {
-            awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
-        } catch (e: CancellationException) {
+        val deadline = TimeSource.Monotonic.markNow() + limit
+        var node = nodes.current()
+        val walk = Walk(nodes, node, deadline)
+        var follows = 0
+        val refused = HashSet<URI>() // nodes whose connection was refused in this call
+        while (true) {
+            val request = build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())
+            val response: HttpResponse<String> = try {
+                awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
+            } catch (e: CancellationException) {
+                throw e
+            } catch (e: Throwable) {
+                val x = unwrap(e)
+                val failed = failure(x, node, limit, wait)
+                // Only a connection never made is known not to have run it.
+                if (!nodes.several || x !is ConnectException) throw failed
+                refused += node
+                node = walk.next(failed)
+                continue
+            }
+            val reply = reply(node, response, text)
+            if (reply.status in 200..299) {
+                if (!text && reply.body == null) throw unexpected(reply)
+                nodes.use(node)
+                return reply
+            }
+            val e = refusal(reply)
+            val leader = e.leader
+            if (leader != null && runCatching { URI(leader.trimEnd('/')) }.getOrNull() !in refused) {
+                // Refused unrun: the same request goes to the leader, unless
+                // that would be a downgrade from https (the token in clear).
+                val to = leaderUrl(leader)
+                if (to == null || follows == MAX_FOLLOWS || (node.scheme == "https" && to.scheme != "https")) throw e
+                follows++
+                node = to
+                nodes.use(to)
+                continue
+            }
+            if (e.code == ErrorCode.UNAVAILABLE && takingOffice(e)) {
+                // A leader just elected refuses writes unrun until it has
+                // applied the earlier terms' writes: the same node again,
+                // after the pause.
+                walk.pause(e)
+                continue
+            }
+            if (nodes.several && e.code == ErrorCode.FORBIDDEN && (leader != null || noLeader(e))) {
+                // No leader known now (an election), or one named that
+                // refused the connection in this call (a follower that has
+                // not yet seen it die): another node may know better.
+                node = walk.next(e)
+                continue
+            }
+            nodes.use(node)
             throw e
-        } catch (e: Throwable) {
-            throw failure(unwrap(e), limit, wait)
         }
-        val raw = response.body() ?: ""
-        val body = if (text) null else parseJson(raw)
-        val seq = response.headers().firstValue(ApiHeaders.FENEC_SEQ).map { it.toLongOrNull() ?: 0L }.orElse(0L)
-        val replayed = response.headers().firstValue(ApiHeaders.IDEMPOTENT_REPLAYED).orElse(null) == "true"
-        val reply = Reply(response.statusCode(), body, raw, seq, replayed)
-        if (reply.status in 200..299) {
-            if (!text && body == null) throw unexpected(reply)
-            return reply
-        }
-        throw refusal(reply)
     }
 
-    private fun hostPort(): String = "${url.host}:${if (url.port >= 0) url.port else if (url.scheme == "https") 443 else 80}"
+    private fun reply(node: URI, response: HttpResponse<String>, text: Boolean): Reply {
+        val raw = response.body() ?: ""
+        val headers = response.headers()
+        return Reply(
+            node,
+            response.statusCode(),
+            if (text) null else parseJson(raw),
+            raw,
+            headers.firstValue(ApiHeaders.FENEC_SEQ).map { it.toLongOrNull() ?: 0L }.orElse(0L),
+            headers.firstValue(ApiHeaders.IDEMPOTENT_REPLAYED).orElse(null) == "true",
+            headers.firstValue(FENEC_LEADER).orElse(null)?.takeIf { it.isNotEmpty() },
+        )
+    }
 
-    private fun failure(e: Throwable, limit: Duration, wait: Duration?): FenecException {
-        val at = hostPort()
+    private fun hostPort(url: URI): String = "${url.host}:${if (url.port >= 0) url.port else if (url.scheme == "https") 443 else 80}"
+
+    private fun failure(e: Throwable, node: URI, limit: Duration, wait: Duration?): FenecException {
+        val at = hostPort(node)
         return when {
             e is HttpConnectTimeoutException -> FenecException(
                 0, ErrorCode.TIMEOUT,
@@ -264,15 +441,15 @@ public class Client internal constructor(
         val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
         if (message == null || code == null) return unexpected(reply)
         val at = (o["at"] as? JsonPrimitive)?.intOrNull
-        return FenecException(reply.status, code, message, at)
+        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null)
     }
 
     private fun unexpected(reply: Reply): FenecException {
         val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
-        return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort()}: HTTP ${reply.status}: $start")
+        return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: HTTP ${reply.status}: $start")
     }
 
-    override fun toString(): String = "Client($url${wait?.let { ", wait $it" } ?: ""})"
+    override fun toString(): String = "Client(${nodes.current()}${wait?.let { ", wait $it" } ?: ""})"
 }
 
 /**
@@ -344,6 +521,33 @@ private fun byShape(v: JsonElement): Any? = when (v) {
         else -> v.content.toDouble()
     }
     else -> v
+}
+
+/** The header of a follower's 403 naming the leader (openapi.yaml's Forbidden answer). */
+private const val FENEC_LEADER = "Fenec-Leader"
+
+/** A leader's URL as a Fenec-Leader header names it; null when it is no http(s) URL with a host. */
+private fun leaderUrl(raw: String): URI? = try {
+    URI(raw.trimEnd('/')).takeIf { (it.scheme == "http" || it.scheme == "https") && !it.host.isNullOrEmpty() }
+} catch (e: URISyntaxException) {
+    null
+}
+
+/** [connect]'s URLs, each checked (a bad one named with its position), duplicates dropped. */
+private fun parseUrls(urls: List<String>): Nodes {
+    require(urls.isNotEmpty()) { "connect needs at least one URL, such as http://127.0.0.1:8080" }
+    val nodes = urls.mapIndexed { i, u ->
+        if (urls.size == 1) {
+            parseUrl(u)
+        } else {
+            try {
+                parseUrl(u)
+            } catch (e: IllegalArgumentException) {
+                throw IllegalArgumentException("node ${i + 1} of ${urls.size}: ${e.message}")
+            }
+        }
+    }
+    return Nodes(nodes.map { URI(it.toString().trimEnd('/')) }.distinct())
 }
 
 private fun parseUrl(url: String): URI {

@@ -22,6 +22,14 @@ public class FenecException(
     /** In a `/batch`, the 0-based statement that was refused; else null. */
     public val at: Int? = null,
     cause: Throwable? = null,
+    /**
+     * On a 403 [ErrorCode.FORBIDDEN] of a cluster's node that is not the
+     * leader, the leader's URL it named (`Fenec-Leader`); else null. A call
+     * follows it itself ([Fenec.connect]): an error naming one was not
+     * followed (a fourth follow in one call, https to http, or a leader that
+     * refused the connection).
+     */
+    public val leader: String? = null,
 ) : Exception(message, cause) {
     override fun toString(): String {
         val where = at?.let { " (statement $it)" } ?: ""

@@ -117,7 +117,18 @@ class ErrorsTest {
                 runBlocking { s.connect("admin").query(JOBS_SCHEMA) }
                 val reader = s.connect(hs256(secret, """{"sub":"r1","exp":${System.currentTimeMillis() / 1000 + 3600}}"""))
                 runBlocking { reader.from("jobs").rows() }
-                refused(403, ErrorCode.FORBIDDEN) { reader.from("jobs").insert(mapOf("attempts" to 0)) }
+                val e = refused(403, ErrorCode.FORBIDDEN) { reader.from("jobs").insert(mapOf("attempts" to 0)) }
+                assertNull(e.leader)
+                // With several URLs too, the token's 403 is thrown at once: no
+                // other node would run it (docs/sdks.md, "Several nodes").
+                val down = ServerSocket(0).use { "http://127.0.0.1:${it.localPort}" }
+                val both = Fenec.connect(
+                    listOf(s.url, down), hs256(secret, """{"sub":"r1","exp":${System.currentTimeMillis() / 1000 + 3600}}"""), 5.seconds,
+                )
+                val start = System.nanoTime()
+                refused(403, ErrorCode.FORBIDDEN) { both.from("jobs").insert(mapOf("attempts" to 0)) }
+                val tookMs = (System.nanoTime() - start) / 1_000_000
+                assertTrue(tookMs < 1000, "the 403 came after $tookMs ms")
             }
         } finally {
             Files.delete(policy)

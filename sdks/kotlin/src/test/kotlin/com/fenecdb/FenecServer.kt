@@ -34,15 +34,17 @@ class FenecServer(
         val lines = LinkedBlockingQueue<String>()
         // Readers end when the process's pipes close (an IOException then is the end).
         Thread { runCatching { process.inputStream.bufferedReader().forEachLine { lines.put(it) } } }.apply { isDaemon = true }.start()
-        Thread { runCatching { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } } }.apply { isDaemon = true }.start()
+        val errors = Thread { runCatching { process.errorStream.bufferedReader().forEachLine { stderr.append(it).append('\n') } } }
+        errors.apply { isDaemon = true }.start()
         var addr: String? = null
         val deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20)
         while (addr == null && System.nanoTime() < deadline) {
-            val line = lines.poll(100, TimeUnit.MILLISECONDS) ?: continue
+            val line = lines.poll(100, TimeUnit.MILLISECONDS) ?: if (process.isAlive) continue else break
             addr = Regex("^listening on (\\S+)").find(line)?.groupValues?.get(1)
         }
         if (addr == null) {
-            process.destroyForcibly()
+            process.destroyForcibly().waitFor()
+            errors.join(2000) // the whole of stderr, for the message
             error("fenec did not start: $stderr")
         }
         url = "http://$addr"
@@ -50,6 +52,17 @@ class FenecServer(
 
     /** A client of this server. */
     fun connect(token: String? = null): Client = Fenec.connect(url, token)
+
+    /** Stops the server at once (SIGKILL) and waits for it to be gone. */
+    fun kill() {
+        process.destroyForcibly().waitFor()
+    }
+
+    /** Whether the server runs. */
+    val alive: Boolean get() = process.isAlive
+
+    /** The server's stderr so far, for a failure's message. */
+    val log: String get() = stderr.toString()
 
     override fun close() {
         process.destroy()

@@ -1,0 +1,236 @@
+package com.fenecdb
+
+import com.sun.net.httpserver.HttpServer
+import com.sun.net.httpserver.HttpsConfigurator
+import com.sun.net.httpserver.HttpsServer
+import kotlinx.coroutines.async
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
+import org.junit.jupiter.api.AfterAll
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertNull
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.TestInstance
+import org.junit.jupiter.api.assertThrows
+import java.io.File
+import java.net.InetSocketAddress
+import java.net.ServerSocket
+import java.nio.file.Files
+import java.security.KeyStore
+import java.util.Collections
+import javax.net.ssl.KeyManagerFactory
+import javax.net.ssl.SSLContext
+import javax.net.ssl.TrustManagerFactory
+import kotlin.time.Duration.Companion.milliseconds
+import kotlin.time.Duration.Companion.seconds
+import kotlin.time.TimeSource
+
+/**
+ * The rules of docs/sdks.md, "Several nodes", where no real server can make
+ * the case: a leader named over https → http, the bound on follows. The
+ * cluster's own cases are ClusterTest's.
+ */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
+class NodesTest {
+    private val servers = mutableListOf<HttpServer>()
+
+    @AfterAll
+    fun stop() = servers.forEach { it.stop(0) }
+
+    /** A node that answers every request 403 forbidden naming [leader] (none when null), as a follower does; it records what it is sent. */
+    private inner class Node403(
+        val leader: () -> String?,
+        https: SSLContext? = null,
+        /** When set, answers the nth request (from 1): its status and body. */
+        val answer: ((Int) -> Pair<Int, String>)? = null,
+    ) {
+        val got: MutableList<String> = Collections.synchronizedList(mutableListOf())
+        val url: String
+
+        init {
+            val server = if (https == null) {
+                HttpServer.create(InetSocketAddress("127.0.0.1", 0), 0)
+            } else {
+                HttpsServer.create(InetSocketAddress("127.0.0.1", 0), 0).apply { httpsConfigurator = HttpsConfigurator(https) }
+            }
+            server.createContext("/") { ex ->
+                val body = ex.requestBody.readBytes().decodeToString()
+                val h = ex.requestHeaders
+                got += listOf("${ex.requestMethod} ${ex.requestURI.path}", h.getFirst("Idempotency-Key"), h.getFirst("Fenec-Wait"), h.getFirst("Authorization"), body)
+                    .joinToString(" | ")
+                val l = leader()
+                if (l != null) ex.responseHeaders.add("Fenec-Leader", l)
+                ex.responseHeaders.add("Content-Type", "application/json")
+                val (status, text) = answer?.invoke(got.size) ?: (
+                    403 to if (l != null) {
+                        """{"error":"this node is not the cluster's leader: send writes to the leader at $l","code":"forbidden"}"""
+                    } else {
+                        """{"error":"this node is not the cluster's leader and no leader is known now: retry shortly","code":"forbidden"}"""
+                    }
+                    )
+                val bytes = text.toByteArray()
+                ex.sendResponseHeaders(status, bytes.size.toLong())
+                ex.responseBody.use { it.write(bytes) }
+            }
+            server.start()
+            servers += server
+            url = "${if (https == null) "http" else "https"}://127.0.0.1:${server.address.port}"
+        }
+    }
+
+    @Test
+    fun `follows at most three times a call, the same request`() = runBlocking<Unit> {
+        // Each node names the next as its leader.
+        val nodes = arrayOfNulls<Node403>(5)
+        for (i in 4 downTo 0) nodes[i] = Node403({ if (i < 4) nodes[i + 1]!!.url else null })
+        val db = Fenec.connect(nodes[0]!!.url, token = "tok")
+        val e = assertThrows<FenecException> {
+            runBlocking {
+                db.withWait(2.seconds).query(
+                    "set jobs {owner: 'w'} where run_at <= now() limit 1 returning id", idempotencyKey = "k1",
+                )
+            }
+        }
+        assertEquals(403, e.status)
+        assertEquals(ErrorCode.FORBIDDEN, e.code)
+        assertEquals(nodes[4]!!.url, e.leader)
+        val first = nodes[0]!!.got.toList()
+        assertEquals(1, first.size)
+        assertTrue(first[0].startsWith("POST /query | k1 | 2000 | Bearer tok | {"), first[0])
+        for (i in 1..3) assertEquals(first, nodes[i]!!.got.toList(), "node $i")
+        assertEquals(emptyList<String>(), nodes[4]!!.got.toList(), "a fourth follow")
+        // The client's current node is the last it followed.
+        runCatching { db.query("get jobs") }
+        assertEquals(2, nodes[3]!!.got.size)
+    }
+
+    @Test
+    fun `never follows from https to http`() = runBlocking<Unit> {
+        val tls = selfSigned()
+        val plain = Node403({ null })
+        val secure = Node403({ plain.url }, https = tls)
+        val previous = SSLContext.getDefault()
+        // The client's HttpClient takes the default context when it is built.
+        SSLContext.setDefault(tls)
+        val db = try {
+            Fenec.connect(secure.url, token = "secret")
+        } finally {
+            SSLContext.setDefault(previous)
+        }
+        val e = assertThrows<FenecException> { runBlocking { db.query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.FORBIDDEN, e.code)
+        assertEquals(plain.url, e.leader)
+        assertEquals(1, secure.got.size)
+        assertEquals(0, plain.got.size, "the http leader was sent the https request")
+    }
+
+    @Test
+    fun `one URL's 403 without a leader is thrown at once`() = runBlocking<Unit> {
+        val n = Node403({ null })
+        val start = TimeSource.Monotonic.markNow()
+        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(n.url).query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.FORBIDDEN, e.code)
+        assertNull(e.leader)
+        assertEquals(1, n.got.size)
+        assertTrue(start.elapsedNow() < 2.seconds)
+    }
+
+    @Test
+    fun `a node that knows no leader sends the call to the next`() = runBlocking<Unit> {
+        val none = Node403({ null })
+        val ok = Node403({ null }, answer = { 200 to """{"affected": 1}""" })
+        val r = Fenec.connect("${none.url},${ok.url}").query("put jobs {owner: 'w'}", idempotencyKey = "k2")
+        assertEquals(1L, r.affected)
+        assertEquals(1, none.got.size)
+        assertEquals(none.got.toList(), ok.got.toList(), "the same request")
+    }
+
+    @Test
+    fun `a leader taking office is sent the call again after the pauses, any other 503 is thrown at once`() = runBlocking<Unit> {
+        val office = Node403({ null }, answer = { n ->
+            if (n <= 2) {
+                503 to """{"error":"this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)","code":"unavailable"}"""
+            } else {
+                200 to """{"affected": 1}"""
+            }
+        })
+        val start = TimeSource.Monotonic.markNow()
+        assertEquals(1L, Fenec.connect(office.url).query("put jobs {owner: 'w'}").affected)
+        assertEquals(3, office.got.size)
+        assertTrue(start.elapsedNow() >= 150.milliseconds, "after ${start.elapsedNow()}: the pauses are 50 and 100 ms")
+
+        val unknown = Node403({ null }, answer = {
+            503 to """{"error":"the write was not committed: the write's outcome in the cluster is unknown","code":"unavailable"}"""
+        })
+        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(listOf(unknown.url, Node403({ null }).url)).query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.UNAVAILABLE, e.code)
+        assertEquals(1, unknown.got.size)
+    }
+
+    private fun closedAddr(): String = ServerSocket(0).use { "127.0.0.1:${it.localPort}" }
+
+    @Test
+    fun `several nodes down - the last network error at the deadline, and a cancel ends the pauses`() = runBlocking<Unit> {
+        val a = closedAddr()
+        val b = closedAddr()
+        val db = Fenec.connect("http://$a, http://$b", timeout = 400.milliseconds)
+        val start = TimeSource.Monotonic.markNow()
+        val e = assertThrows<FenecException> { runBlocking { db.query("get jobs") } }
+        val took = start.elapsedNow()
+        assertEquals(ErrorCode.NETWORK, e.code, e.toString())
+        assertTrue(e.message!!.contains("connection refused"), e.message)
+        assertTrue(took >= 350.milliseconds && took < 3.seconds, "answered after $took")
+
+        // Cancelling the coroutine ends a call pausing between rounds.
+        val slow = Fenec.connect(listOf("http://$a", "http://$b"), timeout = 30.seconds)
+        val call = async { runCatching { slow.query("get jobs") } }
+        delay(200)
+        val cancelled = TimeSource.Monotonic.markNow()
+        call.cancel()
+        withTimeout(2.seconds) { call.join() }
+        assertTrue(call.isCancelled)
+        assertTrue(cancelled.elapsedNow() < 1.seconds, "the cancel took ${cancelled.elapsedNow()}")
+
+        // A URL listed twice is one: alone, its failure is at once.
+        val once = TimeSource.Monotonic.markNow()
+        val one = assertThrows<FenecException> { runBlocking { Fenec.connect("http://$a,http://$a/").query("get jobs") } }
+        assertEquals(ErrorCode.NETWORK, one.code)
+        assertTrue(once.elapsedNow() < 2.seconds)
+    }
+
+    @Test
+    fun `a bad URL among several is named with its position`() {
+        for ((raw, want) in mapOf(
+            "http://a:1,b:2,http://c:3" to "node 2 of 3: url \"b:2\"",
+            "http://a:1,http://b:2," to "node 3 of 3: url \"\"",
+            "http://a:1, ftp://b:2" to "node 2 of 2: url \"ftp://b:2\"",
+        )) {
+            val e = assertThrows<IllegalArgumentException> { Fenec.connect(raw) }
+            assertTrue(e.message!!.startsWith(want), "connect(\"$raw\"): ${e.message}")
+        }
+        val e = assertThrows<IllegalArgumentException> { Fenec.connect(listOf("http://a:1", "http://")) }
+        assertTrue(e.message!!.startsWith("node 2 of 2"), e.message)
+        assertThrows<IllegalArgumentException> { Fenec.connect(emptyList<String>()) }
+        Fenec.connect(" http://a:1 , https://b:2/ ")
+    }
+
+    /** A TLS context whose key is a fresh self-signed certificate for 127.0.0.1 (made by the JDK's keytool), trusting it alone. */
+    private fun selfSigned(): SSLContext {
+        val dir = Files.createTempDirectory("fenec-tls-")
+        val store = dir.resolve("k.p12").toFile()
+        val keytool = File(System.getProperty("java.home"), "bin/keytool").path
+        val p = ProcessBuilder(
+            keytool, "-genkeypair", "-keystore", store.path, "-storetype", "PKCS12", "-storepass", "changeit",
+            "-alias", "stub", "-keyalg", "EC", "-dname", "CN=127.0.0.1", "-ext", "SAN=ip:127.0.0.1", "-validity", "2",
+        ).redirectErrorStream(true).start()
+        val out = p.inputStream.readBytes().decodeToString()
+        check(p.waitFor() == 0) { "keytool: $out" }
+        val ks = KeyStore.getInstance("PKCS12").apply { store.inputStream().use { load(it, "changeit".toCharArray()) } }
+        dir.toFile().deleteRecursively()
+        val kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm()).apply { init(ks, "changeit".toCharArray()) }
+        val tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm()).apply { init(ks) }
+        return SSLContext.getInstance("TLS").apply { init(kmf.keyManagers, tmf.trustManagers, null) }
+    }
+}
