@@ -64,6 +64,7 @@ type Collection struct {
 	nextID  int64
 	indexes []index // one per indexed field, and the queue's counts
 	byField map[int]index
+	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
 }
 
@@ -84,6 +85,7 @@ func newCollection(name string, fields []Field) *Collection {
 			x = newHashIndex(i, false)
 		case fenecql.IndexUnique:
 			x = newHashIndex(i, true)
+			c.unique = append(c.unique, i)
 		case fenecql.IndexGeo:
 			x = newGeoIndex(i)
 		default:
@@ -123,6 +125,9 @@ func (c *Collection) set(d *Doc) *Doc {
 	old, _ := c.docs.Set(d.ID, d)
 	for _, x := range c.indexes {
 		if old != nil {
+			if u, ok := x.(unmoved); ok && u.same(old, d) {
+				continue
+			}
 			x.remove(old)
 		}
 		x.add(d)

@@ -156,8 +156,8 @@ func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecq
 // live document holds. The holder is named only to a token that may read
 // it.
 func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.Env) error {
-	for f, x := range c.byField {
-		if h, ok := x.(*hashIndex); ok && h.unique && !d.Vals[f].IsNull() {
+	for _, f := range c.unique {
+		if !d.Vals[f].IsNull() {
 			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
 				if !t.canRead(c, c.get(other), env) {
 					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(d.Vals[f]))

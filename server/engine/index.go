@@ -16,6 +16,20 @@ type index interface {
 	remove(d *Doc)
 }
 
+// unmoved is an index that can tell when a write leaves a document where
+// it was: Collection.set then neither removes nor adds it (a set of other
+// fields keeps its place in every index).
+type unmoved interface {
+	same(old, d *Doc) bool
+}
+
+// sameValue reports whether two values of one field hold the same place
+// in an index: equal, and of one kind, so the item kept is as good as the
+// one that would replace it.
+func sameValue(a, b fenecql.Value) bool {
+	return a.Kind() == b.Kind() && fenecql.Compare(a, b) == 0
+}
+
 // sortedItem is a sorted index's key: the value, then the id, so equal
 // values stay in id order.
 type sortedItem struct {
@@ -36,14 +50,23 @@ func lessSorted(a, b sortedItem) bool {
 type sortedIndex struct {
 	field int
 	tr    *btree.BTreeG[sortedItem]
+	// Where the last add and the last remove went down the tree: a
+	// queue's writes cluster (claims take from the front of run_at, put
+	// jobs back near the end, acks remove those), and a search that
+	// starts from the hint compares less. Only the writer, under the
+	// write lock, uses them.
+	addHint, removeHint btree.PathHint
 }
 
 func newSortedIndex(field int) *sortedIndex {
 	return &sortedIndex{field: field, tr: btree.NewBTreeGOptions(lessSorted, btree.Options{NoLocks: true})}
 }
 
-func (x *sortedIndex) add(d *Doc)    { x.tr.Set(sortedItem{d.Vals[x.field], d.ID}) }
-func (x *sortedIndex) remove(d *Doc) { x.tr.Delete(sortedItem{d.Vals[x.field], d.ID}) }
+func (x *sortedIndex) add(d *Doc) { x.tr.SetHint(sortedItem{d.Vals[x.field], d.ID}, &x.addHint) }
+func (x *sortedIndex) remove(d *Doc) {
+	x.tr.DeleteHint(sortedItem{d.Vals[x.field], d.ID}, &x.removeHint)
+}
+func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.Vals[x.field], d.Vals[x.field]) }
 
 // bound is one end of a range over a sorted index.
 type bound struct {

@@ -40,6 +40,8 @@ type queueIndex struct {
 	timed                  *btree.BTreeG[queueItem] // every job with a run_at
 	owned                  *btree.BTreeG[queueItem] // those with an owner too
 	dead, kept             int
+	// Hints for the trees' writes, as sortedIndex's.
+	timedAdd, timedRemove, ownedAdd, ownedRemove btree.PathHint
 }
 
 // newQueueIndex answers the counts of a collection with these fields, or
@@ -65,14 +67,21 @@ func newQueueIndex(s *schema) *queueIndex {
 
 func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.Vals[f].IsNull() }
 
+// same reports whether d counts where old did: the same run_at, and an
+// owner and an error where old had them.
+func (q *queueIndex) same(old, d *Doc) bool {
+	return sameValue(old.Vals[q.runAt], d.Vals[q.runAt]) &&
+		q.has(old, q.owner) == q.has(d, q.owner) && q.has(old, q.errField) == q.has(d, q.errField)
+}
+
 func (q *queueIndex) add(d *Doc) {
 	at := d.Vals[q.runAt]
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.Set(it)
+		q.timed.SetHint(it, &q.timedAdd)
 		if q.has(d, q.owner) {
-			q.owned.Set(it)
+			q.owned.SetHint(it, &q.ownedAdd)
 		}
 	case q.has(d, q.errField):
 		q.dead++
@@ -86,8 +95,10 @@ func (q *queueIndex) remove(d *Doc) {
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.Delete(it)
-		q.owned.Delete(it)
+		q.timed.DeleteHint(it, &q.timedRemove)
+		if q.has(d, q.owner) { // only a job with an owner is in owned
+			q.owned.DeleteHint(it, &q.ownedRemove)
+		}
 	case q.has(d, q.errField):
 		q.dead--
 	default:

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/store"
@@ -167,6 +168,34 @@ func stopped(ctx context.Context) error {
 	default:
 		return unavailableError(err, "request given up")
 	}
+}
+
+// timeLimit is a run's context under RunOptions.Timeout: its Err is
+// DeadlineExceeded from the limit on. Nothing in a run waits on Done — its
+// loops ask stopped every checkEvery rows — so the limit is read from the
+// clock when asked, not armed as a timer: context.WithTimeout would make a
+// timer and a child context of the request's for every request. It never
+// leaves the engine, and its Done is its parent's.
+type timeLimit struct {
+	context.Context
+	at time.Time
+}
+
+func (c *timeLimit) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
+}
+
+func (c *timeLimit) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.at) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // checkEvery is how many rows a loop goes between asks of stopped.

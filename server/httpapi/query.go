@@ -265,7 +265,7 @@ func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, 
 	if len(req.stmts) == 1 {
 		kind = engine.Kind(req.stmts[0].Stmt)
 	}
-	s.metrics.latency.WithLabelValues(kind).Observe(took.Seconds())
+	s.metrics.observe(kind, took)
 	var be *engine.BatchError
 	failedAt := -1
 	if errors.As(err, &be) {
