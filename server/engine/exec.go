@@ -7,7 +7,8 @@ import (
 )
 
 func (t *tx) exec(s fenecql.Stmt, params []fenecql.Value) (*Result, error) {
-	env := &fenecql.Env{Params: params, Now: t.db.clock.NowMS()}
+	t.env = fenecql.Env{Params: params, Now: t.db.clock.NowMS()}
+	env := &t.env
 	if t.scope != nil {
 		env.Claims = t.scope.Claims
 		switch s.(type) {
@@ -197,7 +198,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 		scoped.Where = and(extra, cl.Where)
 		planned = &scoped
 	}
-	p, err := newPlan(c, planned, env)
+	p, err := newPlan(&t.plan, c, planned, env)
 	if err != nil {
 		return nil, nil, err
 	}

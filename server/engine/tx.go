@@ -21,13 +21,26 @@ type tx struct {
 	touched []string
 	taken   int    // rows the set and del statements picked
 	scope   *Scope // the running statement's access
+	// The running statement's environment and plan: one statement runs
+	// at a time, so a request's statements share them rather than
+	// allocating each its own.
+	env  fenecql.Env
+	plan plan
 }
 
 type undoStep struct {
 	c       *Collection // a document step: its collection
 	id      int64
-	old     *Doc        // the document before (nil: there was none)
-	oldNext int64       // the collection's next id before
+	old     *Doc  // the document before (nil: there was none)
+	oldNext int64 // the collection's next id before
+	// rare is a step of another kind (nil for a document's): most steps
+	// are documents', and a unit's steps are kept until it is durable,
+	// so theirs stay small.
+	rare *rareStep
+}
+
+// rareStep is an undo step that is not a document's.
+type rareStep struct {
 	created string      // a create step: the collection's name
 	dropped *Collection // a drop step: the collection dropped
 	order   uint64
@@ -97,13 +110,13 @@ func (t *tx) deleteDoc(c *Collection, id int64) {
 func (t *tx) create(c *Collection) {
 	t.db.made++
 	t.db.colls[c.Name], t.db.created[c.Name] = c, t.db.made
-	t.undo = append(t.undo, undoStep{created: c.Name})
+	t.undo = append(t.undo, undoStep{rare: &rareStep{created: c.Name}})
 	t.changes = append(t.changes, store.Change{Op: store.OpCreate, Coll: c.Name, ID: c.nextID, Body: encodeSchema(c.Fields())})
 	t.touch(c.Name)
 }
 
 func (t *tx) drop(c *Collection) {
-	t.undo = append(t.undo, undoStep{dropped: c, order: t.db.created[c.Name]})
+	t.undo = append(t.undo, undoStep{rare: &rareStep{dropped: c, order: t.db.created[c.Name]}})
 	delete(t.db.colls, c.Name)
 	delete(t.db.created, c.Name)
 	t.changes = append(t.changes, store.Change{Op: store.OpDrop, Coll: c.Name})
@@ -120,26 +133,28 @@ func (t *tx) rollback() {
 func undoSteps(db *DB, steps []undoStep) {
 	for i := len(steps) - 1; i >= 0; i-- {
 		u := steps[i]
-		switch {
-		case u.metaKey != "":
-			if u.hadMeta {
-				db.setMeta(u.metaKey, u.oldMeta)
-			} else {
-				db.deleteMeta(u.metaKey)
-			}
-		case u.created != "":
-			delete(db.colls, u.created)
-			delete(db.created, u.created)
-		case u.dropped != nil:
-			db.colls[u.dropped.Name] = u.dropped
-			db.created[u.dropped.Name] = u.order
-		default:
+		if u.rare == nil {
 			if u.old != nil {
 				u.c.set(u.old)
 			} else {
 				u.c.delete(u.id)
 			}
 			u.c.nextID = u.oldNext
+			continue
+		}
+		switch r := u.rare; {
+		case r.metaKey != "":
+			if r.hadMeta {
+				db.setMeta(r.metaKey, r.oldMeta)
+			} else {
+				db.deleteMeta(r.metaKey)
+			}
+		case r.created != "":
+			delete(db.colls, r.created)
+			delete(db.created, r.created)
+		case r.dropped != nil:
+			db.colls[r.dropped.Name] = r.dropped
+			db.created[r.dropped.Name] = r.order
 		}
 	}
 }

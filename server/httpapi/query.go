@@ -266,10 +266,13 @@ func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, 
 		kind = engine.Kind(req.stmts[0].Stmt)
 	}
 	s.metrics.observe(kind, took)
-	var be *engine.BatchError
 	failedAt := -1
-	if errors.As(err, &be) {
-		failedAt = be.At
+	if err != nil {
+		// Only here: the target of errors.As is moved to the heap.
+		var be *engine.BatchError
+		if errors.As(err, &be) {
+			failedAt = be.At
+		}
 	}
 	if err == nil {
 		s.queueWrites(req.stmts, rs)
