@@ -21,12 +21,17 @@ type Field struct {
 type schema struct {
 	fields []Field
 	byName map[string]int
+	// star is the columns of `returning *` and `get` without select: id
+	// and every field. Answers share it, and only read it.
+	star []string
 }
 
 func newSchema(fields []Field) *schema {
-	s := &schema{fields: fields, byName: make(map[string]int, len(fields))}
+	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1)}
+	s.star = append(s.star, "id")
 	for i, f := range fields {
 		s.byName[f.Name] = i
+		s.star = append(s.star, f.Name)
 	}
 	return s
 }
@@ -216,11 +221,12 @@ func decodeSchema(b []byte) ([]Field, error) {
 
 // encodeDoc is a document as persisted: a JSON object of id and the
 // non-null fields.
-func encodeDoc(d *Doc) []byte {
-	// The object {"id": …, field: value, …} (nulls left out) written
-	// straight into one buffer, sized for a small document, rather than
-	// built as a fenecql.Object first: one a written document.
-	b := make([]byte, 0, 256)
+func encodeDoc(d *Doc) []byte { return appendDoc(make([]byte, 0, 256), d) }
+
+// appendDoc appends encodeDoc's bytes to b: the object {"id": …, field:
+// value, …} (nulls left out) written straight into the buffer rather
+// than built as a fenecql.Object first.
+func appendDoc(b []byte, d *Doc) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, d.ID, 10)
 	for i, v := range d.Vals {

@@ -369,7 +369,7 @@ func (t *tx) answer(c *Collection, verb string, ret *fenecql.Returning, req fene
 		}
 		docs = shown
 	} else {
-		r = affected(int64(len(docs)))
+		r = t.affected(int64(len(docs)))
 	}
 	if req == nil {
 		return r, nil // no require: no message to make
@@ -469,10 +469,15 @@ func explainResult(p *plan, n int) *Result {
 func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *fenecql.Env) (*Result, error) {
 	r := &Result{IsRows: true, Rows: make([][]fenecql.Value, 0, len(docs))}
 	if star {
-		r.Columns = append([]string{"id"}, fieldNames(c)...)
+		// The rows are cut from one slab: a claim's ten rows are one
+		// allocation, not ten.
+		r.Columns = c.s.star
+		w := len(c.s.star)
+		slab := make([]fenecql.Value, 0, len(docs)*w)
 		for _, d := range docs {
-			row := make([]fenecql.Value, 0, len(d.Vals)+1)
-			r.Rows = append(r.Rows, append(append(row, fenecql.Int(d.ID)), d.Vals...))
+			start := len(slab)
+			slab = append(append(slab, fenecql.Int(d.ID)), d.Vals...)
+			r.Rows = append(r.Rows, slab[start:len(slab):len(slab)])
 		}
 		return r, nil
 	}
@@ -495,13 +500,6 @@ func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *
 	return r, nil
 }
 
-func fieldNames(c *Collection) []string {
-	out := make([]string, len(c.s.fields))
-	for i, f := range c.s.fields {
-		out[i] = f.Name
-	}
-	return out
-}
 
 func checkColumns(c *Collection, ret *fenecql.Returning) error {
 	if ret == nil {

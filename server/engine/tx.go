@@ -24,8 +24,14 @@ type tx struct {
 	// The running statement's environment and plan: one statement runs
 	// at a time, so a request's statements share them rather than
 	// allocating each its own.
-	env  fenecql.Env
-	plan plan
+	env    fenecql.Env
+	plan   plan
+	bodies []byte // encode's buffer
+	// counts holds the answers of a batch's writes that answer a count,
+	// one per statement (at is the running one's): a /batch of ten acks
+	// allocates them once.
+	counts []Result
+	at     int
 }
 
 type undoStep struct {
@@ -51,7 +57,11 @@ type rareStep struct {
 
 func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
 	rs := make([]*Result, len(ps))
+	if len(ps) > 1 {
+		t.counts = make([]Result, len(ps))
+	}
 	for i, p := range ps {
+		t.at = i
 		t.scope = p.Scope
 		r, err := t.exec(p.Stmt, p.Params)
 		if err != nil {
@@ -90,10 +100,33 @@ func (t *tx) setDoc(c *Collection, d *Doc) {
 	t.undo = append(t.undo, undoStep{c: c, id: d.ID, old: old, oldNext: next})
 	var body []byte
 	if t.db.keep {
-		body = encodeDoc(d)
+		body = t.encode(d)
 	}
 	t.changes = append(t.changes, store.Change{Op: store.OpPut, Coll: c.Name, ID: d.ID, Body: body})
 	t.touch(c.Name)
+}
+
+// affected answers a count of n as the running statement's answer.
+func (t *tx) affected(n int64) *Result {
+	if t.at < len(t.counts) {
+		r := &t.counts[t.at]
+		*r = Result{Affected: n}
+		return r
+	}
+	return affected(n)
+}
+
+// encode answers encodeDoc's bytes for d, cut from a buffer the
+// transaction's documents share: a claim's ten bodies are an allocation
+// or two, not ten. Each chunk is twice the last, so at most half of what
+// the store holds until it has written the unit is room never used.
+func (t *tx) encode(d *Doc) []byte {
+	if cap(t.bodies)-len(t.bodies) < 256 {
+		t.bodies = make([]byte, 0, max(1024, 2*cap(t.bodies)))
+	}
+	start := len(t.bodies)
+	t.bodies = appendDoc(t.bodies, d)
+	return t.bodies[start:len(t.bodies):len(t.bodies)]
 }
 
 func (t *tx) deleteDoc(c *Collection, id int64) {
