@@ -100,6 +100,9 @@ func newCollection(name string, fields []Field) *Collection {
 		c.byField[i] = x
 	}
 	if c.queue = newQueueIndex(c.s); c.queue != nil {
+		if x, ok := c.byField[c.queue.runAt].(*sortedIndex); ok {
+			c.queue.useSorted(x)
+		}
 		c.indexes = append(c.indexes, c.queue)
 	}
 	return c

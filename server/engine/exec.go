@@ -500,7 +500,6 @@ func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *
 	return r, nil
 }
 
-
 func checkColumns(c *Collection, ret *fenecql.Returning) error {
 	if ret == nil {
 		return nil

@@ -42,7 +42,15 @@ type queueIndex struct {
 	dead, kept             int
 	// Hints for the trees' writes, as sortedIndex's.
 	timedAdd, timedRemove, ownedAdd, ownedRemove btree.PathHint
+	// sorted is run_at's @sorted index when it has one (useSorted). It
+	// holds every job in run_at order, nulls first, so timed is not kept
+	// beside it: a claim's and an ack's jobs go through one tree fewer.
+	sorted *sortedIndex
 }
+
+// useSorted has the counts read run_at's @sorted index x instead of a
+// tree of their own; called before any document is added.
+func (q *queueIndex) useSorted(x *sortedIndex) { q.sorted = x }
 
 // newQueueIndex answers the counts of a collection with these fields, or
 // nil when it is no queue (no run_at timestamp field).
@@ -79,7 +87,9 @@ func (q *queueIndex) add(d *Doc) {
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.SetHint(it, &q.timedAdd)
+		if q.sorted == nil {
+			q.timed.SetHint(it, &q.timedAdd)
+		}
 		if q.has(d, q.owner) {
 			q.owned.SetHint(it, &q.ownedAdd)
 		}
@@ -95,7 +105,9 @@ func (q *queueIndex) remove(d *Doc) {
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.DeleteHint(it, &q.timedRemove)
+		if q.sorted == nil {
+			q.timed.DeleteHint(it, &q.timedRemove)
+		}
 		if q.has(d, q.owner) { // only a job with an owner is in owned
 			q.owned.DeleteHint(it, &q.ownedRemove)
 		}
@@ -122,12 +134,34 @@ type QueueStats struct {
 	OldestReadyMS                      int64 // the oldest ready job's run_at; valid when Ready > 0
 }
 
+// timedStats answers how many jobs have a run_at, how many of them are
+// due by now, and the earliest run_at (valid when some are due).
+func (q *queueIndex) timedStats(now int64) (timed, ready int, oldest int64) {
+	if q.sorted == nil {
+		timed, ready = q.timed.Len(), due(q.timed, now)
+		if first, ok := q.timed.Min(); ok {
+			oldest = first.at
+		}
+		return timed, ready, oldest
+	}
+	// The index's nulls come first, and are the dead and kept jobs.
+	tr, nulls := q.sorted.tr, q.dead+q.kept
+	upTo := sort.Search(tr.Len(), func(i int) bool {
+		it, _ := tr.GetAt(i)
+		return !it.v.IsNull() && it.v.Int() > now
+	})
+	if first, ok := tr.GetAt(nulls); ok {
+		oldest = first.v.Int()
+	}
+	return tr.Len() - nulls, upTo - nulls, oldest
+}
+
 func (q *queueIndex) stats(name string, now int64) QueueStats {
-	ready := due(q.timed, now)
+	timed, ready, oldest := q.timedStats(now)
 	leased := q.owned.Len() - due(q.owned, now)
-	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: q.timed.Len() - ready - leased, Dead: q.dead, Kept: q.kept}
-	if first, ok := q.timed.Min(); ok && ready > 0 {
-		s.OldestReadyMS = first.at
+	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: timed - ready - leased, Dead: q.dead, Kept: q.kept}
+	if ready > 0 {
+		s.OldestReadyMS = oldest
 	}
 	return s
 }
