@@ -116,13 +116,16 @@ func (m *Metrics) watch(db *engine.DB) {
 	)
 }
 
-func (m *Metrics) statement(kind, outcome string) {
+func (m *Metrics) statement(kind, outcome string) { m.statementsRun(kind, outcome, 1) }
+
+// statementsRun counts n statements of a kind and outcome.
+func (m *Metrics) statementsRun(kind, outcome string, n int) {
 	k := statKey{kind, outcome}
 	c, ok := m.statementsBy.Load(k)
 	if !ok {
 		c, _ = m.statementsBy.LoadOrStore(k, m.statements.WithLabelValues(kind, outcome))
 	}
-	c.(prometheus.Counter).Inc()
+	c.(prometheus.Counter).Add(float64(n))
 }
 
 func (m *Metrics) request(route string, status int) {
