@@ -85,7 +85,7 @@ func newCollection(name string, fields []Field) *Collection {
 		var x index
 		switch f.Index {
 		case fenecql.IndexSorted:
-			x = newSortedIndex(i)
+			x = newSortedIndex(i, f.Type)
 		case fenecql.IndexHash:
 			x = newHashIndex(i, false)
 		case fenecql.IndexUnique:

@@ -145,15 +145,15 @@ func (q *queueIndex) timedStats(now int64) (timed, ready int, oldest int64) {
 		return timed, ready, oldest
 	}
 	// The index's nulls come first, and are the dead and kept jobs.
-	tr, nulls := q.sorted.tr, q.dead+q.kept
-	upTo := sort.Search(tr.Len(), func(i int) bool {
-		it, _ := tr.GetAt(i)
+	x, nulls := q.sorted, q.dead+q.kept
+	upTo := sort.Search(x.len(), func(i int) bool {
+		it, _ := x.at(i)
 		return !it.v.IsNull() && it.v.Int() > now
 	})
-	if first, ok := tr.GetAt(nulls); ok {
+	if first, ok := x.at(nulls); ok {
 		oldest = first.v.Int()
 	}
-	return tr.Len() - nulls, upTo - nulls, oldest
+	return x.len() - nulls, upTo - nulls, oldest
 }
 
 func (q *queueIndex) stats(name string, now int64) QueueStats {
