@@ -201,8 +201,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 		buf := answers.Get().(*[]byte)
-		*buf = appendAnswer((*buf)[:0], rs, req.batch)
-		writeAnswer(w, *buf, req.write, rs[0].Seq, false)
+		*buf = append(appendAnswer((*buf)[:0], rs, req.batch), '\n')
+		writeLine(w, *buf, req.write, rs[0].Seq)
 		if cap(*buf) <= maxPooledAnswer {
 			answers.Put(buf)
 		}
@@ -351,11 +351,25 @@ var jsonType = []string{"application/json"}
 
 var newline = []byte{'\n'}
 
+// writeAnswer writes a body and the newline after it.
 func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, replayed bool) {
+	writeHead(w, len(body)+1, write, seq, replayed)
+	_, _ = w.Write(body)
+	_, _ = w.Write(newline)
+}
+
+// writeLine writes a body that ends in its newline already, in one write.
+func writeLine(w http.ResponseWriter, line []byte, write bool, seq uint64) {
+	writeHead(w, len(line), write, seq, false)
+	_, _ = w.Write(line)
+}
+
+// writeHead writes an answer's status and headers, for a body of n bytes.
+func writeHead(w http.ResponseWriter, n int, write bool, seq uint64, replayed bool) {
 	h := w.Header()
 	h["Content-Type"] = jsonType
 	vals := make([]string, 2) // one allocation for both headers' values
-	vals[0] = strconv.Itoa(len(body) + 1)
+	vals[0] = strconv.Itoa(n)
 	h["Content-Length"] = vals[0:1:1]
 	if write {
 		vals[1] = strconv.FormatUint(seq, 10)
@@ -365,8 +379,6 @@ func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, rep
 		h.Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
-	_, _ = w.Write(newline)
 }
 
 // brief shortens a statement for a log line.
