@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -138,4 +139,56 @@ func BenchmarkNearest(b *testing.B) {
 			percentiles(b, times)
 		})
 	}
+}
+
+// BenchmarkJob is the queue page's worker loop in process, as the HTTP
+// path runs it: a claim of ten returning its rows, then one batch of ten
+// acks by id and owner. An op is one job; the database is in memory,
+// so the figure is the engine's CPU alone (the HTTP path's is
+// httpapi.BenchmarkHTTPQueue):
+//
+//	cd server && go test ./engine -run '^$' -bench BenchmarkJob -benchmem
+func BenchmarkJob(b *testing.B) {
+	db, _ := openMem(b)
+	mustExec(b, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	claims := (b.N + 9) / 10
+	fillJobs(b, db, claims*10+100000)
+	claim, err := Parse([]Statement{{Query: `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning *`}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ack, err := ParseStatement(`del jobs where id = $1 and owner = $2 require 1`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	owner := fenecql.Text("w1")
+	claim[0].Params = []fenecql.Value{owner}
+	ctx := context.Background()
+	cpu0 := processCPU(b)
+	b.ResetTimer()
+	for range claims {
+		rs, err := db.Run(ctx, claim)
+		if err != nil || len(rs[0].Rows) != 10 {
+			b.Fatalf("claim: %v", err)
+		}
+		acks := make([]Parsed, len(rs[0].Rows))
+		for k, row := range rs[0].Rows {
+			acks[k] = Parsed{Stmt: ack, Params: []fenecql.Value{row[0], owner}}
+		}
+		if _, err := db.Run(ctx, acks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU answers the process's CPU time so far, user and system, in
+// ns: on a shared machine a less noisy figure than the wall clock's.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -18,6 +18,12 @@ func (p *plan) collect() ([]*Doc, error) {
 		}
 	}
 	var out []*Doc
+	switch {
+	case p.acc == accIDs || p.acc == accHash:
+		out = make([]*Doc, 0, min(len(p.ids), 1024))
+	case p.ordered && want > 0:
+		out = make([]*Doc, 0, min(want, 1024)) // a claim's page
+	}
 	var err error
 	visit := func(d *Doc) bool {
 		if p.visited++; p.visited%checkEvery == 0 {

@@ -21,12 +21,17 @@ type Field struct {
 type schema struct {
 	fields []Field
 	byName map[string]int
+	// star is the columns of `returning *` and `get` without select: id
+	// and every field. Answers share it, and only read it.
+	star []string
 }
 
 func newSchema(fields []Field) *schema {
-	s := &schema{fields: fields, byName: make(map[string]int, len(fields))}
+	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1)}
+	s.star = append(s.star, "id")
 	for i, f := range fields {
 		s.byName[f.Name] = i
+		s.star = append(s.star, f.Name)
 	}
 	return s
 }
@@ -64,6 +69,7 @@ type Collection struct {
 	nextID  int64
 	indexes []index // one per indexed field, and the queue's counts
 	byField map[int]index
+	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
 }
 
@@ -79,11 +85,12 @@ func newCollection(name string, fields []Field) *Collection {
 		var x index
 		switch f.Index {
 		case fenecql.IndexSorted:
-			x = newSortedIndex(i)
+			x = newSortedIndex(i, f.Type)
 		case fenecql.IndexHash:
 			x = newHashIndex(i, false)
 		case fenecql.IndexUnique:
 			x = newHashIndex(i, true)
+			c.unique = append(c.unique, i)
 		case fenecql.IndexGeo:
 			x = newGeoIndex(i)
 		default:
@@ -93,6 +100,9 @@ func newCollection(name string, fields []Field) *Collection {
 		c.byField[i] = x
 	}
 	if c.queue = newQueueIndex(c.s); c.queue != nil {
+		if x, ok := c.byField[c.queue.runAt].(*sortedIndex); ok {
+			c.queue.useSorted(x)
+		}
 		c.indexes = append(c.indexes, c.queue)
 	}
 	return c
@@ -123,6 +133,9 @@ func (c *Collection) set(d *Doc) *Doc {
 	old, _ := c.docs.Set(d.ID, d)
 	for _, x := range c.indexes {
 		if old != nil {
+			if u, ok := x.(unmoved); ok && u.same(old, d) {
+				continue
+			}
 			x.remove(old)
 		}
 		x.add(d)
@@ -211,11 +224,12 @@ func decodeSchema(b []byte) ([]Field, error) {
 
 // encodeDoc is a document as persisted: a JSON object of id and the
 // non-null fields.
-func encodeDoc(d *Doc) []byte {
-	// The object {"id": …, field: value, …} (nulls left out) written
-	// straight into one buffer, sized for a small document, rather than
-	// built as a fenecql.Object first: one a written document.
-	b := make([]byte, 0, 256)
+func encodeDoc(d *Doc) []byte { return appendDoc(make([]byte, 0, 256), d) }
+
+// appendDoc appends encodeDoc's bytes to b: the object {"id": …, field:
+// value, …} (nulls left out) written straight into the buffer rather
+// than built as a fenecql.Object first.
+func appendDoc(b []byte, d *Doc) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, d.ID, 10)
 	for i, v := range d.Vals {

@@ -231,9 +231,7 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
 	if opts.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
-		defer cancel()
+		ctx = &timeLimit{Context: ctx, at: time.Now().Add(opts.Timeout)}
 	}
 	if err := stopped(ctx); err != nil {
 		return nil, err

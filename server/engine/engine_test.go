@@ -181,10 +181,12 @@ func TestOrderTiesAndNulls(t *testing.T) {
 // answers, over random data and filters.
 func TestPlansMatchScans(t *testing.T) {
 	db, _ := openMem(t)
-	mustExec(t, db, `create collection ix (a int @sorted, b text @hash, c int @unique, g geo @geo, j json)`)
-	mustExec(t, db, `create collection sc (a int, b text, c int, g geo, j json)`)
+	// An int or timestamp @sorted index keeps numbers (sortedIndex.nums),
+	// one of another type values: both are held to the scan.
+	mustExec(t, db, `create collection ix (a int @sorted, b text @hash, c int @unique, g geo @geo, j json, t timestamp @sorted, s text @sorted)`)
+	mustExec(t, db, `create collection sc (a int, b text, c int, g geo, j json, t timestamp, s text)`)
 	for i := 0; i < 300; i++ {
-		doc := fmt.Sprintf(`{a: %d, b: "%c", c: %d, g: [%f, %f], j: {"k": %d}}`, (i*7)%23, 'a'+rune(i%5), i, 28.9+float64((i*13)%40)/200, 41+float64((i*17)%40)/200, i%3)
+		doc := fmt.Sprintf(`{a: %d, b: "%c", c: %d, g: [%f, %f], j: {"k": %d}, t: now() - %d, s: "%c%d"}`, (i*7)%23, 'a'+rune(i%5), i, 28.9+float64((i*13)%40)/200, 41+float64((i*17)%40)/200, i%3, (i*11)%37, 'a'+rune(i%4), i%3)
 		if i%11 == 0 {
 			doc = fmt.Sprintf(`{b: "%c", c: %d}`, 'a'+rune(i%5), i)
 		}
@@ -195,8 +197,11 @@ func TestPlansMatchScans(t *testing.T) {
 		`where a <= 10`, `where a > 5 and a < 12`, `where 7 >= a`, `where a = 3`, `where b = "c"`, `where b in ["a", "d"]`,
 		`where c = 17`, `where c in [1, 2, 200]`, `where within(g, [28.95, 41.02, 29.0, 41.1])`,
 		`where distance(g, [29.0, 41.05]) <= 3000`, `where id > 100 and a is null`, `where id in [5, 6, 7]`,
+		`where a > 5.5 and a < 12.5`, `where a >= 2.0 and a <= 9.9`, `where a < -0.5 or a > 21.5`, `where a >= 22.0`,
+		`where t >= now() - 20 and t < now() - 3`, `where t <= "2026-05-03T09:19:59.990Z"`,
+		`where s >= "b" and s < "c2"`, `where t is null`,
 	}
-	orders := []string{``, `order a`, `order a desc`, `order distance(g, [29.0, 41.05])`, `order b, c desc`}
+	orders := []string{``, `order a`, `order a desc`, `order distance(g, [29.0, 41.05])`, `order b, c desc`, `order t`, `order t desc`, `order s desc`}
 	limits := []string{``, `limit 5`, `limit 1 offset 3`}
 	for _, f := range filters {
 		for _, o := range orders {

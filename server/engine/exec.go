@@ -7,7 +7,8 @@ import (
 )
 
 func (t *tx) exec(s fenecql.Stmt, params []fenecql.Value) (*Result, error) {
-	env := &fenecql.Env{Params: params, Now: t.db.clock.NowMS()}
+	t.env = fenecql.Env{Params: params, Now: t.db.clock.NowMS()}
+	env := &t.env
 	if t.scope != nil {
 		env.Claims = t.scope.Claims
 		switch s.(type) {
@@ -156,8 +157,8 @@ func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecq
 // live document holds. The holder is named only to a token that may read
 // it.
 func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.Env) error {
-	for f, x := range c.byField {
-		if h, ok := x.(*hashIndex); ok && h.unique && !d.Vals[f].IsNull() {
+	for _, f := range c.unique {
+		if !d.Vals[f].IsNull() {
 			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
 				if !t.canRead(c, c.get(other), env) {
 					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(d.Vals[f]))
@@ -197,7 +198,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 		scoped.Where = and(extra, cl.Where)
 		planned = &scoped
 	}
-	p, err := newPlan(c, planned, env)
+	p, err := newPlan(&t.plan, c, planned, env)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,7 +369,7 @@ func (t *tx) answer(c *Collection, verb string, ret *fenecql.Returning, req fene
 		}
 		docs = shown
 	} else {
-		r = affected(int64(len(docs)))
+		r = t.affected(int64(len(docs)))
 	}
 	if req == nil {
 		return r, nil // no require: no message to make
@@ -468,10 +469,15 @@ func explainResult(p *plan, n int) *Result {
 func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *fenecql.Env) (*Result, error) {
 	r := &Result{IsRows: true, Rows: make([][]fenecql.Value, 0, len(docs))}
 	if star {
-		r.Columns = append([]string{"id"}, fieldNames(c)...)
+		// The rows are cut from one slab: a claim's ten rows are one
+		// allocation, not ten.
+		r.Columns = c.s.star
+		w := len(c.s.star)
+		slab := make([]fenecql.Value, 0, len(docs)*w)
 		for _, d := range docs {
-			row := make([]fenecql.Value, 0, len(d.Vals)+1)
-			r.Rows = append(r.Rows, append(append(row, fenecql.Int(d.ID)), d.Vals...))
+			start := len(slab)
+			slab = append(append(slab, fenecql.Int(d.ID)), d.Vals...)
+			r.Rows = append(r.Rows, slab[start:len(slab):len(slab)])
 		}
 		return r, nil
 	}
@@ -492,14 +498,6 @@ func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *
 		r.Rows = append(r.Rows, row)
 	}
 	return r, nil
-}
-
-func fieldNames(c *Collection) []string {
-	out := make([]string, len(c.s.fields))
-	for i, f := range c.s.fields {
-		out[i] = f.Name
-	}
-	return out
 }
 
 func checkColumns(c *Collection, ret *fenecql.Returning) error {

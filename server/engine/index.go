@@ -16,6 +16,20 @@ type index interface {
 	remove(d *Doc)
 }
 
+// unmoved is an index that can tell when a write leaves a document where
+// it was: Collection.set then neither removes nor adds it (a set of other
+// fields keeps its place in every index).
+type unmoved interface {
+	same(old, d *Doc) bool
+}
+
+// sameValue reports whether two values of one field hold the same place
+// in an index: equal, and of one kind, so the item kept is as good as the
+// one that would replace it.
+func sameValue(a, b fenecql.Value) bool {
+	return a.Kind() == b.Kind() && fenecql.Compare(a, b) == 0
+}
+
 // sortedItem is a sorted index's key: the value, then the id, so equal
 // values stay in id order.
 type sortedItem struct {
@@ -33,17 +47,174 @@ func lessSorted(a, b sortedItem) bool {
 // sortedIndex (@sorted) answers ranges and ordered walks both ways. Nulls
 // are kept too (they sort first) so a walk in order sees every document,
 // but a range never includes them.
+//
+// An int or timestamp field's index (nums) holds the number itself rather
+// than the value: its items hold no pointer, so a node's items shift
+// without write barriers and the collector has nothing in them to scan,
+// and they compare as integers. A queue's run_at is one: each claimed job
+// leaves it and comes back, each acked job leaves it.
 type sortedIndex struct {
 	field int
-	tr    *btree.BTreeG[sortedItem]
+	tr    *btree.BTreeG[sortedItem] // nil when nums is used
+	nums  *btree.BTreeG[numItem]
+	kind  fenecql.Kind // the kind of nums' values: KindInt or KindTime
+	// Where the last add and the last remove went down the tree: a
+	// queue's writes cluster (claims take from the front of run_at, put
+	// jobs back near the end, acks remove those), and a search that
+	// starts from the hint compares less. Only the writer, under the
+	// write lock, uses them.
+	addHint, removeHint btree.PathHint
 }
 
-func newSortedIndex(field int) *sortedIndex {
-	return &sortedIndex{field: field, tr: btree.NewBTreeGOptions(lessSorted, btree.Options{NoLocks: true})}
+// numItem is an int or timestamp index's key: nulls first (notNull
+// false), then the number, then the id, as lessSorted orders them.
+type numItem struct {
+	n, id   int64
+	notNull bool
 }
 
-func (x *sortedIndex) add(d *Doc)    { x.tr.Set(sortedItem{d.Vals[x.field], d.ID}) }
-func (x *sortedIndex) remove(d *Doc) { x.tr.Delete(sortedItem{d.Vals[x.field], d.ID}) }
+func lessNum(a, b numItem) bool {
+	if a.notNull != b.notNull {
+		return !a.notNull
+	}
+	if a.n != b.n {
+		return a.n < b.n
+	}
+	return a.id < b.id
+}
+
+func newSortedIndex(field int, t fenecql.Type) *sortedIndex {
+	opts := btree.Options{NoLocks: true}
+	x := &sortedIndex{field: field}
+	switch t {
+	case fenecql.TypeInt:
+		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindInt
+	case fenecql.TypeTimestamp:
+		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindTime
+	default:
+		x.tr = btree.NewBTreeGOptions(lessSorted, opts)
+	}
+	return x
+}
+
+// num is v's key in nums (the schema holds an int field to ints and a
+// timestamp field to timestamps).
+func num(v fenecql.Value, id int64) numItem {
+	if v.IsNull() {
+		return numItem{id: id}
+	}
+	return numItem{n: v.Int(), id: id, notNull: true}
+}
+
+// item is nums' key as the value it stands for.
+func (x *sortedIndex) item(it numItem) sortedItem {
+	switch {
+	case !it.notNull:
+		return sortedItem{fenecql.Null, it.id}
+	case x.kind == fenecql.KindTime:
+		return sortedItem{fenecql.Time(it.n), it.id}
+	}
+	return sortedItem{fenecql.Int(it.n), it.id}
+}
+
+// pivot is a walk's starting key in nums: p itself, or for a float the
+// nearest key on the walk's side of it. ok is false for a value of
+// another kind: the walk then starts at its end, and its own bounds skip
+// what lies before p.
+func pivot(p sortedItem, desc bool) (numItem, bool) {
+	switch p.v.Kind() {
+	case fenecql.KindNull, fenecql.KindInt, fenecql.KindTime:
+		return num(p.v, p.id), true
+	case fenecql.KindFloat:
+		f := p.v.Float()
+		if math.IsNaN(f) || f <= math.MinInt64 || f >= math.MaxInt64 {
+			return numItem{}, false
+		}
+		if f == math.Trunc(f) {
+			return numItem{n: int64(f), id: p.id, notNull: true}, true
+		}
+		if desc {
+			return numItem{n: int64(math.Floor(f)), id: math.MaxInt64, notNull: true}, true
+		}
+		return numItem{n: int64(math.Ceil(f)), id: math.MinInt64, notNull: true}, true
+	}
+	return numItem{}, false
+}
+
+// ascend calls iter with the items from p on (every item when p is nil),
+// in ascending order, until it answers false.
+func (x *sortedIndex) ascend(p *sortedItem, iter func(sortedItem) bool) {
+	if x.tr != nil {
+		if p == nil {
+			x.tr.Scan(iter)
+		} else {
+			x.tr.Ascend(*p, iter)
+		}
+		return
+	}
+	each := func(it numItem) bool { return iter(x.item(it)) }
+	if p != nil {
+		if k, ok := pivot(*p, false); ok {
+			x.nums.Ascend(k, each)
+			return
+		}
+	}
+	x.nums.Scan(each)
+}
+
+// descend is ascend the other way: from p down.
+func (x *sortedIndex) descend(p *sortedItem, iter func(sortedItem) bool) {
+	if x.tr != nil {
+		if p == nil {
+			x.tr.Reverse(iter)
+		} else {
+			x.tr.Descend(*p, iter)
+		}
+		return
+	}
+	each := func(it numItem) bool { return iter(x.item(it)) }
+	if p != nil {
+		if k, ok := pivot(*p, true); ok {
+			x.nums.Descend(k, each)
+			return
+		}
+	}
+	x.nums.Reverse(each)
+}
+
+// len answers the number of items; at the i-th in ascending order.
+func (x *sortedIndex) len() int {
+	if x.tr != nil {
+		return x.tr.Len()
+	}
+	return x.nums.Len()
+}
+
+func (x *sortedIndex) at(i int) (sortedItem, bool) {
+	if x.tr != nil {
+		return x.tr.GetAt(i)
+	}
+	it, ok := x.nums.GetAt(i)
+	return x.item(it), ok
+}
+
+func (x *sortedIndex) add(d *Doc) {
+	if x.tr != nil {
+		x.tr.SetHint(sortedItem{d.Vals[x.field], d.ID}, &x.addHint)
+	} else {
+		x.nums.SetHint(num(d.Vals[x.field], d.ID), &x.addHint)
+	}
+}
+
+func (x *sortedIndex) remove(d *Doc) {
+	if x.tr != nil {
+		x.tr.DeleteHint(sortedItem{d.Vals[x.field], d.ID}, &x.removeHint)
+	} else {
+		x.nums.DeleteHint(num(d.Vals[x.field], d.ID), &x.removeHint)
+	}
+}
+
+func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.Vals[x.field], d.Vals[x.field]) }
 
 // bound is one end of a range over a sorted index.
 type bound struct {
@@ -86,13 +257,13 @@ func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 			return fn(it.id)
 		}
 		if lo.set {
-			pivot := sortedItem{lo.v, math.MinInt64}
+			from := sortedItem{lo.v, math.MinInt64}
 			if !lo.inclusive {
-				pivot.id = math.MaxInt64
+				from.id = math.MaxInt64
 			}
-			x.tr.Ascend(pivot, iter)
+			x.ascend(&from, iter)
 		} else {
-			x.tr.Scan(iter)
+			x.ascend(nil, iter)
 		}
 		return
 	}
@@ -129,13 +300,13 @@ func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 		return true
 	}
 	if hi.set {
-		pivot := sortedItem{hi.v, math.MaxInt64}
+		from := sortedItem{hi.v, math.MaxInt64}
 		if !hi.inclusive {
-			pivot.id = math.MinInt64
+			from.id = math.MinInt64
 		}
-		x.tr.Descend(pivot, iter)
+		x.descend(&from, iter)
 	} else {
-		x.tr.Reverse(iter)
+		x.descend(nil, iter)
 	}
 	if !stopped {
 		flush()
@@ -148,12 +319,17 @@ func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 func (x *sortedIndex) next(v fenecql.Value, inclusive bool) (fenecql.Value, bool) {
 	var out fenecql.Value
 	found := false
-	pivot := sortedItem{v, math.MaxInt64}
+	from := sortedItem{v, math.MaxInt64}
 	if inclusive {
-		pivot.id = math.MinInt64
+		from.id = math.MinInt64
 	}
-	x.tr.Ascend(pivot, func(it sortedItem) bool {
+	x.ascend(&from, func(it sortedItem) bool {
 		if it.v.IsNull() {
+			return true
+		}
+		// The walk may have started before v (ascend's pivot): what
+		// lies before it is not next.
+		if c := fenecql.Compare(it.v, v); c < 0 || c == 0 && !inclusive {
 			return true
 		}
 		out, found = it.v, true

@@ -203,8 +203,9 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		if err := p.Scope.ended(now); err != nil {
 			return Bid{Err: err}
 		}
-		env := &fenecql.Env{Params: p.Params, Now: now}
 		t := &tx{db: db, scope: p.Scope}
+		t.env = fenecql.Env{Params: p.Params, Now: now}
+		env := &t.env
 		g := writeGrant(p.Stmt)
 		if p.Scope != nil {
 			env.Claims = p.Scope.Claims

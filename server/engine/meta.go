@@ -95,7 +95,7 @@ func (t *tx) putMeta(recs map[string]Meta) {
 	for k, m := range recs {
 		old, had := t.db.meta[k]
 		t.db.setMeta(k, m)
-		t.undo = append(t.undo, undoStep{metaKey: k, oldMeta: old, hadMeta: had})
+		t.undo = append(t.undo, undoStep{rare: &rareStep{metaKey: k, oldMeta: old, hadMeta: had}})
 		t.changes = append(t.changes, store.Change{Op: store.OpMetaPut, Key: k, Body: m.Body, Expires: m.Expires})
 	}
 }
@@ -106,6 +106,6 @@ func (t *tx) deleteMeta(k string) {
 		return
 	}
 	t.db.deleteMeta(k)
-	t.undo = append(t.undo, undoStep{metaKey: k, oldMeta: old, hadMeta: true})
+	t.undo = append(t.undo, undoStep{rare: &rareStep{metaKey: k, oldMeta: old, hadMeta: true}})
 	t.changes = append(t.changes, store.Change{Op: store.OpMetaDelete, Key: k})
 }

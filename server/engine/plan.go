@@ -53,6 +53,7 @@ type plan struct {
 	boxMax  [2]float64
 	ordered bool // the access path yields rows in the statement's order
 
+	oneID    [1]int64        // room for ids of `id = $1`, the commonest
 	rowsRead int             // the rows tested that the scope admits
 	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
 	visited  int
@@ -143,9 +144,10 @@ func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
 	return cmpTerm{field: f, op: op, v: v}, true, nil
 }
 
-// newPlan chooses the access path for a statement's where and order.
-func newPlan(c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error) {
-	p := &plan{c: c, where: cl.Where, order: cl.Order, limit: -1, env: env, field: -1}
+// newPlan chooses the access path for a statement's where and order, made
+// in p (a transaction's, used by one statement at a time).
+func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error) {
+	*p = plan{c: c, where: cl.Where, order: cl.Order, limit: -1, env: env, field: -1}
 	var err error
 	if cl.Limit != nil {
 		if p.limit, err = countArg(cl.Limit, env, "limit"); err != nil {
@@ -195,7 +197,10 @@ func newPlan(c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error
 		}
 		if ct.field == -2 {
 			if ct.op == fenecql.OpEq {
-				p.acc, p.ids = accIDs, idsOf([]fenecql.Value{ct.v})
+				p.acc, p.ids = accIDs, p.oneID[:0]
+				if id, ok := asID(ct.v); ok {
+					p.ids = append(p.ids, id)
+				}
 				return p.finish(), nil
 			}
 			continue
@@ -404,10 +409,8 @@ func countArg(e fenecql.Expr, env *fenecql.Env, what string) (int, error) {
 func idsOf(vs []fenecql.Value) []int64 {
 	ids := make([]int64, 0, len(vs))
 	for _, v := range vs {
-		if v.Kind() == fenecql.KindInt {
-			ids = append(ids, v.Int())
-		} else if v.Kind() == fenecql.KindFloat && v.Float() == float64(int64(v.Float())) {
-			ids = append(ids, int64(v.Float()))
+		if id, ok := asID(v); ok {
+			ids = append(ids, id)
 		}
 	}
 	sortIDs(ids)
@@ -467,4 +470,15 @@ func rangeText(lo, hi bound) string {
 		return s + ", " + short(hi.v) + ")"
 	}
 	return s + ", +inf)"
+}
+
+// asID answers the id a value names, if it names one: an integer, or a
+// float with no fraction.
+func asID(v fenecql.Value) (int64, bool) {
+	if v.Kind() == fenecql.KindInt {
+		return v.Int(), true
+	} else if v.Kind() == fenecql.KindFloat && v.Float() == float64(int64(v.Float())) {
+		return int64(v.Float()), true
+	}
+	return 0, false
 }

@@ -40,7 +40,17 @@ type queueIndex struct {
 	timed                  *btree.BTreeG[queueItem] // every job with a run_at
 	owned                  *btree.BTreeG[queueItem] // those with an owner too
 	dead, kept             int
+	// Hints for the trees' writes, as sortedIndex's.
+	timedAdd, timedRemove, ownedAdd, ownedRemove btree.PathHint
+	// sorted is run_at's @sorted index when it has one (useSorted). It
+	// holds every job in run_at order, nulls first, so timed is not kept
+	// beside it: a claim's and an ack's jobs go through one tree fewer.
+	sorted *sortedIndex
 }
+
+// useSorted has the counts read run_at's @sorted index x instead of a
+// tree of their own; called before any document is added.
+func (q *queueIndex) useSorted(x *sortedIndex) { q.sorted = x }
 
 // newQueueIndex answers the counts of a collection with these fields, or
 // nil when it is no queue (no run_at timestamp field).
@@ -65,14 +75,23 @@ func newQueueIndex(s *schema) *queueIndex {
 
 func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.Vals[f].IsNull() }
 
+// same reports whether d counts where old did: the same run_at, and an
+// owner and an error where old had them.
+func (q *queueIndex) same(old, d *Doc) bool {
+	return sameValue(old.Vals[q.runAt], d.Vals[q.runAt]) &&
+		q.has(old, q.owner) == q.has(d, q.owner) && q.has(old, q.errField) == q.has(d, q.errField)
+}
+
 func (q *queueIndex) add(d *Doc) {
 	at := d.Vals[q.runAt]
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.Set(it)
+		if q.sorted == nil {
+			q.timed.SetHint(it, &q.timedAdd)
+		}
 		if q.has(d, q.owner) {
-			q.owned.Set(it)
+			q.owned.SetHint(it, &q.ownedAdd)
 		}
 	case q.has(d, q.errField):
 		q.dead++
@@ -86,8 +105,12 @@ func (q *queueIndex) remove(d *Doc) {
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
-		q.timed.Delete(it)
-		q.owned.Delete(it)
+		if q.sorted == nil {
+			q.timed.DeleteHint(it, &q.timedRemove)
+		}
+		if q.has(d, q.owner) { // only a job with an owner is in owned
+			q.owned.DeleteHint(it, &q.ownedRemove)
+		}
 	case q.has(d, q.errField):
 		q.dead--
 	default:
@@ -111,12 +134,34 @@ type QueueStats struct {
 	OldestReadyMS                      int64 // the oldest ready job's run_at; valid when Ready > 0
 }
 
+// timedStats answers how many jobs have a run_at, how many of them are
+// due by now, and the earliest run_at (valid when some are due).
+func (q *queueIndex) timedStats(now int64) (timed, ready int, oldest int64) {
+	if q.sorted == nil {
+		timed, ready = q.timed.Len(), due(q.timed, now)
+		if first, ok := q.timed.Min(); ok {
+			oldest = first.at
+		}
+		return timed, ready, oldest
+	}
+	// The index's nulls come first, and are the dead and kept jobs.
+	x, nulls := q.sorted, q.dead+q.kept
+	upTo := sort.Search(x.len(), func(i int) bool {
+		it, _ := x.at(i)
+		return !it.v.IsNull() && it.v.Int() > now
+	})
+	if first, ok := x.at(nulls); ok {
+		oldest = first.v.Int()
+	}
+	return x.len() - nulls, upTo - nulls, oldest
+}
+
 func (q *queueIndex) stats(name string, now int64) QueueStats {
-	ready := due(q.timed, now)
+	timed, ready, oldest := q.timedStats(now)
 	leased := q.owned.Len() - due(q.owned, now)
-	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: q.timed.Len() - ready - leased, Dead: q.dead, Kept: q.kept}
-	if first, ok := q.timed.Min(); ok && ready > 0 {
-		s.OldestReadyMS = first.at
+	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: timed - ready - leased, Dead: q.dead, Kept: q.kept}
+	if ready > 0 {
+		s.OldestReadyMS = oldest
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/store"
@@ -20,13 +21,32 @@ type tx struct {
 	touched []string
 	taken   int    // rows the set and del statements picked
 	scope   *Scope // the running statement's access
+	// The running statement's environment and plan: one statement runs
+	// at a time, so a request's statements share them rather than
+	// allocating each its own.
+	env    fenecql.Env
+	plan   plan
+	bodies []byte // encode's buffer
+	// counts holds the answers of a batch's writes that answer a count,
+	// one per statement (at is the running one's): a /batch of ten acks
+	// allocates them once.
+	counts []Result
+	at     int
 }
 
 type undoStep struct {
 	c       *Collection // a document step: its collection
 	id      int64
-	old     *Doc        // the document before (nil: there was none)
-	oldNext int64       // the collection's next id before
+	old     *Doc  // the document before (nil: there was none)
+	oldNext int64 // the collection's next id before
+	// rare is a step of another kind (nil for a document's): most steps
+	// are documents', and a unit's steps are kept until it is durable,
+	// so theirs stay small.
+	rare *rareStep
+}
+
+// rareStep is an undo step that is not a document's.
+type rareStep struct {
 	created string      // a create step: the collection's name
 	dropped *Collection // a drop step: the collection dropped
 	order   uint64
@@ -37,7 +57,11 @@ type undoStep struct {
 
 func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
 	rs := make([]*Result, len(ps))
+	if len(ps) > 1 {
+		t.counts = make([]Result, len(ps))
+	}
 	for i, p := range ps {
+		t.at = i
 		t.scope = p.Scope
 		r, err := t.exec(p.Stmt, p.Params)
 		if err != nil {
@@ -76,10 +100,33 @@ func (t *tx) setDoc(c *Collection, d *Doc) {
 	t.undo = append(t.undo, undoStep{c: c, id: d.ID, old: old, oldNext: next})
 	var body []byte
 	if t.db.keep {
-		body = encodeDoc(d)
+		body = t.encode(d)
 	}
 	t.changes = append(t.changes, store.Change{Op: store.OpPut, Coll: c.Name, ID: d.ID, Body: body})
 	t.touch(c.Name)
+}
+
+// affected answers a count of n as the running statement's answer.
+func (t *tx) affected(n int64) *Result {
+	if t.at < len(t.counts) {
+		r := &t.counts[t.at]
+		*r = Result{Affected: n}
+		return r
+	}
+	return affected(n)
+}
+
+// encode answers encodeDoc's bytes for d, cut from a buffer the
+// transaction's documents share: a claim's ten bodies are an allocation
+// or two, not ten. Each chunk is twice the last, so at most half of what
+// the store holds until it has written the unit is room never used.
+func (t *tx) encode(d *Doc) []byte {
+	if cap(t.bodies)-len(t.bodies) < 256 {
+		t.bodies = make([]byte, 0, max(1024, 2*cap(t.bodies)))
+	}
+	start := len(t.bodies)
+	t.bodies = appendDoc(t.bodies, d)
+	return t.bodies[start:len(t.bodies):len(t.bodies)]
 }
 
 func (t *tx) deleteDoc(c *Collection, id int64) {
@@ -96,13 +143,13 @@ func (t *tx) deleteDoc(c *Collection, id int64) {
 func (t *tx) create(c *Collection) {
 	t.db.made++
 	t.db.colls[c.Name], t.db.created[c.Name] = c, t.db.made
-	t.undo = append(t.undo, undoStep{created: c.Name})
+	t.undo = append(t.undo, undoStep{rare: &rareStep{created: c.Name}})
 	t.changes = append(t.changes, store.Change{Op: store.OpCreate, Coll: c.Name, ID: c.nextID, Body: encodeSchema(c.Fields())})
 	t.touch(c.Name)
 }
 
 func (t *tx) drop(c *Collection) {
-	t.undo = append(t.undo, undoStep{dropped: c, order: t.db.created[c.Name]})
+	t.undo = append(t.undo, undoStep{rare: &rareStep{dropped: c, order: t.db.created[c.Name]}})
 	delete(t.db.colls, c.Name)
 	delete(t.db.created, c.Name)
 	t.changes = append(t.changes, store.Change{Op: store.OpDrop, Coll: c.Name})
@@ -119,26 +166,28 @@ func (t *tx) rollback() {
 func undoSteps(db *DB, steps []undoStep) {
 	for i := len(steps) - 1; i >= 0; i-- {
 		u := steps[i]
-		switch {
-		case u.metaKey != "":
-			if u.hadMeta {
-				db.setMeta(u.metaKey, u.oldMeta)
-			} else {
-				db.deleteMeta(u.metaKey)
-			}
-		case u.created != "":
-			delete(db.colls, u.created)
-			delete(db.created, u.created)
-		case u.dropped != nil:
-			db.colls[u.dropped.Name] = u.dropped
-			db.created[u.dropped.Name] = u.order
-		default:
+		if u.rare == nil {
 			if u.old != nil {
 				u.c.set(u.old)
 			} else {
 				u.c.delete(u.id)
 			}
 			u.c.nextID = u.oldNext
+			continue
+		}
+		switch r := u.rare; {
+		case r.metaKey != "":
+			if r.hadMeta {
+				db.setMeta(r.metaKey, r.oldMeta)
+			} else {
+				db.deleteMeta(r.metaKey)
+			}
+		case r.created != "":
+			delete(db.colls, r.created)
+			delete(db.created, r.created)
+		case r.dropped != nil:
+			db.colls[r.dropped.Name] = r.dropped
+			db.created[r.dropped.Name] = r.order
 		}
 	}
 }
@@ -167,6 +216,34 @@ func stopped(ctx context.Context) error {
 	default:
 		return unavailableError(err, "request given up")
 	}
+}
+
+// timeLimit is a run's context under RunOptions.Timeout: its Err is
+// DeadlineExceeded from the limit on. Nothing in a run waits on Done — its
+// loops ask stopped every checkEvery rows — so the limit is read from the
+// clock when asked, not armed as a timer: context.WithTimeout would make a
+// timer and a child context of the request's for every request. It never
+// leaves the engine, and its Done is its parent's.
+type timeLimit struct {
+	context.Context
+	at time.Time
+}
+
+func (c *timeLimit) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.at) {
+		return d, true
+	}
+	return c.at, true
+}
+
+func (c *timeLimit) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.at) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // checkEvery is how many rows a loop goes between asks of stopped.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -439,5 +440,27 @@ func TestCheckStrictJSON(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("100 000 keys took %v", d)
+	}
+}
+
+// TestAppendTimeIsTheLayout holds the written-out appendTime to what
+// time's AppendFormat makes of timeLayout, across the years a timestamp
+// may hold and either side of them.
+func TestAppendTimeIsTheLayout(t *testing.T) {
+	lo := time.Date(-2, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	hi := time.Date(10001, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()
+	rng := rand.New(rand.NewPCG(1, 2))
+	check := func(ms int64) {
+		want := time.UnixMilli(ms).UTC().AppendFormat(nil, timeLayout)
+		if got := appendTime([]byte("x"), ms); string(got) != "x"+string(want) {
+			t.Fatalf("appendTime(%d) = %q, want %q", ms, got[1:], want)
+		}
+	}
+	for _, ms := range []int64{0, -1, 1, 999, -999, -1000, 1777800000000, lo, hi,
+		time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli(), time.Date(9999, 12, 31, 23, 59, 59, 999e6, time.UTC).UnixMilli()} {
+		check(ms)
+	}
+	for range 200000 {
+		check(lo + rng.Int64N(hi-lo))
 	}
 }

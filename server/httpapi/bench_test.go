@@ -16,6 +16,8 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -123,7 +125,11 @@ func startBenchServer(b *testing.B, sync string) *benchServer {
 	if err != nil {
 		b.Fatalf("the server process: %v", err)
 	}
-	s := &benchServer{cmd: cmd, in: in, base: "http://" + strings.TrimSpace(addr), c: &http.Client{}}
+	// One transport for every client of the benchmark, keeping as many
+	// idle connections as it has workers, as queue-bench's clients do: each
+	// worker's requests go over a connection it keeps.
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	s := &benchServer{cmd: cmd, in: in, base: "http://" + strings.TrimSpace(addr), c: &http.Client{Transport: tr}}
 	b.Cleanup(func() {
 		in.Close()
 		_ = cmd.Wait()
@@ -134,16 +140,25 @@ func startBenchServer(b *testing.B, sync string) *benchServer {
 // post sends a body and answers the answer's body; any status but 200
 // fails the benchmark.
 func (s *benchServer) post(b *testing.B, path string, body []byte) []byte {
-	r, err := s.c.Post(s.base+path, "application/json", bytes.NewReader(body))
+	out, err := s.send(path, body)
 	if err != nil {
 		b.Fatal(err)
+	}
+	return out
+}
+
+// send is post answering an error, for a goroutine of the benchmark's.
+func (s *benchServer) send(path string, body []byte) ([]byte, error) {
+	r, err := s.c.Post(s.base+path, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
 	}
 	out, err := io.ReadAll(r.Body)
 	r.Body.Close()
 	if err != nil || r.StatusCode != http.StatusOK {
-		b.Fatalf("%s: %d %s %v", path, r.StatusCode, out, err)
+		return nil, fmt.Errorf("%s: %d %s %v", path, r.StatusCode, out, err)
 	}
-	return out
+	return out, nil
 }
 
 func (s *benchServer) query(b *testing.B, q string, params ...any) []byte {
@@ -193,6 +208,12 @@ func (s *benchServer) usage(b *testing.B) (cpu time.Duration, mallocs, bytes flo
 // server-µs/op, server-allocs/op and server-B/op. -benchmem's own columns
 // are the client's (the benchmark's process), not the server's.
 func (s *benchServer) measure(b *testing.B, rows int, run func(i int)) {
+	s.measureN(b, b.N, rows, run)
+}
+
+// measureN is measure with run called n times (benchQueue's one call runs
+// every job), the figures still per b.N.
+func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	profile := os.Getenv("FENEC_HTTPAPI_BENCH_PROFILE") != ""
 	cpu0, m0, b0 := s.usage(b)
 	if profile {
@@ -200,7 +221,7 @@ func (s *benchServer) measure(b *testing.B, rows int, run func(i int)) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < calls; i++ {
 		run(i)
 	}
 	b.StopTimer()
@@ -244,6 +265,65 @@ func BenchmarkHTTP(b *testing.B) {
 	for _, sync := range []string{"always", "off"} {
 		b.Run("sync="+sync, func(b *testing.B) { benchHTTP(b, sync) })
 	}
+}
+
+// BenchmarkHTTPQueue is the queue page's worker loop over HTTP, as
+// queue-bench runs it: workers clients at once, each on a connection of
+// its own, claiming ten jobs with returning and acking them in a /batch of
+// ten deletes. An op is one job (b.N jobs in all); its figures are the
+// server's CPU time and allocations per job:
+//
+//	cd server && go test ./httpapi -run '^$' -bench BenchmarkHTTPQueue -benchtime 20000x
+func BenchmarkHTTPQueue(b *testing.B) {
+	for _, sync := range []string{"always", "off"} {
+		for _, workers := range []int{1, 16} {
+			b.Run(fmt.Sprintf("sync=%s/workers=%d", sync, workers), func(b *testing.B) { benchQueue(b, sync, workers) })
+		}
+	}
+}
+
+func benchQueue(b *testing.B, mode string, workers int) {
+	const claim = `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning *`
+	const ack = `del jobs where id = $1 and owner = $2 require 1`
+	s := startBenchServer(b, mode)
+	s.query(b, benchJobs)
+	claims := (b.N + 9) / 10
+	s.fillBench(b, claims*10)
+	var next atomic.Int64
+	var done sync.WaitGroup
+	s.measureN(b, 1, 0, func(int) {
+		for w := range workers {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				owner := fmt.Sprintf("w%d", w)
+				body, _ := json.Marshal(map[string]any{"query": claim, "params": []any{owner}})
+				for next.Add(1) <= int64(claims) {
+					var rows []struct {
+						ID int64 `json:"id"`
+					}
+					out, err := s.send("/query", body)
+					if err == nil {
+						err = json.Unmarshal(out, &rows)
+					}
+					if err != nil || len(rows) != 10 {
+						b.Errorf("the claim took %d rows: %v", len(rows), err)
+						return
+					}
+					stmts := make([]any, len(rows))
+					for k, r := range rows {
+						stmts[k] = map[string]any{"query": ack, "params": []any{r.ID, owner}}
+					}
+					batch, _ := json.Marshal(map[string]any{"statements": stmts})
+					if _, err := s.send("/batch", batch); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		done.Wait()
+	})
 }
 
 func benchHTTP(b *testing.B, sync string) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,19 @@ type Metrics struct {
 	commit     prometheus.Histogram
 	fsyncs     prometheus.Counter
 	queues     queueRates
+
+	// The children of the vectors above that requests count, by their
+	// labels: a vector finds a child by hashing its labels under a lock,
+	// and every request counts three or more (keyed by statKey, reqKey and
+	// the kind).
+	statementsBy, requestsBy, latencyBy sync.Map
+}
+
+type statKey struct{ kind, outcome string }
+
+type reqKey struct {
+	route  string
+	status int
 }
 
 // NewMetrics makes the metrics. They exist before the database opens,
@@ -102,15 +116,37 @@ func (m *Metrics) watch(db *engine.DB) {
 	)
 }
 
-func (m *Metrics) statement(kind, outcome string) {
-	m.statements.WithLabelValues(kind, outcome).Inc()
+func (m *Metrics) statement(kind, outcome string) { m.statementsRun(kind, outcome, 1) }
+
+// statementsRun counts n statements of a kind and outcome.
+func (m *Metrics) statementsRun(kind, outcome string, n int) {
+	k := statKey{kind, outcome}
+	c, ok := m.statementsBy.Load(k)
+	if !ok {
+		c, _ = m.statementsBy.LoadOrStore(k, m.statements.WithLabelValues(kind, outcome))
+	}
+	c.(prometheus.Counter).Add(float64(n))
 }
 
 func (m *Metrics) request(route string, status int) {
 	if status == 0 {
 		status = 200
 	}
-	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+	k := reqKey{route, status}
+	c, ok := m.requestsBy.Load(k)
+	if !ok {
+		c, _ = m.requestsBy.LoadOrStore(k, m.requests.WithLabelValues(route, strconv.Itoa(status)))
+	}
+	c.(prometheus.Counter).Inc()
+}
+
+// observe times a run of statements of a kind.
+func (m *Metrics) observe(kind string, took time.Duration) {
+	o, ok := m.latencyBy.Load(kind)
+	if !ok {
+		o, _ = m.latencyBy.LoadOrStore(kind, m.latency.WithLabelValues(kind))
+	}
+	o.(prometheus.Observer).Observe(took.Seconds())
 }
 
 // documentsCollector reports fenec_documents per collection as it is at the

@@ -28,6 +28,11 @@ type request struct {
 	fp    fingerprint
 	wait  *time.Duration // Fenec-Wait; nil when not sent
 	scope string         // who asks, as far as access rules narrow the rows
+
+	// Room for a /query's one statement, so that its request is one
+	// allocation.
+	oneStmt [1]engine.Parsed
+	oneText [1]string
 }
 
 // Query is POST /query, as the full check and the generated wrapper
@@ -146,7 +151,12 @@ func decodeStrict(body []byte, v any) error {
 // Nothing has run yet, so any error here writes nothing.
 func (s *Server) parse(r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, stmts: make([]engine.Parsed, n), text: make([]string, n), scope: a.Key}
+	req := &request{batch: batch, scope: a.Key}
+	if n == 1 {
+		req.stmts, req.text = req.oneStmt[:], req.oneText[:]
+	} else {
+		req.stmts, req.text = make([]engine.Parsed, n), make([]string, n)
+	}
 	for i := range n {
 		in, e := stmt(i)
 		if e != nil {
@@ -191,8 +201,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 		buf := answers.Get().(*[]byte)
-		*buf = appendAnswer((*buf)[:0], rs, req.batch)
-		writeAnswer(w, *buf, req.write, rs[0].Seq, false)
+		*buf = append(appendAnswer((*buf)[:0], rs, req.batch), '\n')
+		writeLine(w, *buf, req.write, rs[0].Seq)
 		if cap(*buf) <= maxPooledAnswer {
 			answers.Put(buf)
 		}
@@ -265,24 +275,41 @@ func (s *Server) observe(req *request, rs []*engine.Result, took time.Duration, 
 	if len(req.stmts) == 1 {
 		kind = engine.Kind(req.stmts[0].Stmt)
 	}
-	s.metrics.latency.WithLabelValues(kind).Observe(took.Seconds())
-	var be *engine.BatchError
+	s.metrics.observe(kind, took)
 	failedAt := -1
-	if errors.As(err, &be) {
-		failedAt = be.At
+	if err != nil {
+		// Only here: the target of errors.As is moved to the heap.
+		var be *engine.BatchError
+		if errors.As(err, &be) {
+			failedAt = be.At
+		}
 	}
 	if err == nil {
 		s.queueWrites(req.stmts, rs)
 	}
+	// Statements are counted by runs of one kind and outcome: a /batch of
+	// ten acks counts ten at once.
+	var kind0, outcome0 string
+	n := 0
 	for i, p := range req.stmts {
+		outcome := "ok"
 		switch {
 		case err == nil:
-			s.metrics.statement(engine.Kind(p.Stmt), "ok")
 		case i == failedAt || failedAt < 0:
-			s.metrics.statement(engine.Kind(p.Stmt), string(errorCode(err)))
+			outcome = string(errorCode(err))
 		default:
-			s.metrics.statement(engine.Kind(p.Stmt), "undone")
+			outcome = "undone"
 		}
+		if k := engine.Kind(p.Stmt); n == 0 || k != kind0 || outcome != outcome0 {
+			if n > 0 {
+				s.metrics.statementsRun(kind0, outcome0, n)
+			}
+			kind0, outcome0, n = k, outcome, 0
+		}
+		n++
+	}
+	if n > 0 {
+		s.metrics.statementsRun(kind0, outcome0, n)
 	}
 	if s.cfg.Slow > 0 && took >= s.cfg.Slow {
 		s.log.Warn("slow request", "ms", took.Milliseconds(), "statements", len(req.stmts),
@@ -324,19 +351,34 @@ var jsonType = []string{"application/json"}
 
 var newline = []byte{'\n'}
 
+// writeAnswer writes a body and the newline after it.
 func writeAnswer(w http.ResponseWriter, body []byte, write bool, seq uint64, replayed bool) {
+	writeHead(w, len(body)+1, write, seq, replayed)
+	_, _ = w.Write(body)
+	_, _ = w.Write(newline)
+}
+
+// writeLine writes a body that ends in its newline already, in one write.
+func writeLine(w http.ResponseWriter, line []byte, write bool, seq uint64) {
+	writeHead(w, len(line), write, seq, false)
+	_, _ = w.Write(line)
+}
+
+// writeHead writes an answer's status and headers, for a body of n bytes.
+func writeHead(w http.ResponseWriter, n int, write bool, seq uint64, replayed bool) {
 	h := w.Header()
 	h["Content-Type"] = jsonType
-	h["Content-Length"] = []string{strconv.Itoa(len(body) + 1)}
+	vals := make([]string, 2) // one allocation for both headers' values
+	vals[0] = strconv.Itoa(n)
+	h["Content-Length"] = vals[0:1:1]
 	if write {
-		h["Fenec-Seq"] = []string{strconv.FormatUint(seq, 10)}
+		vals[1] = strconv.FormatUint(seq, 10)
+		h["Fenec-Seq"] = vals[1:2:2]
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(body)
-	_, _ = w.Write(newline)
 }
 
 // brief shortens a statement for a log line.

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fenecdb/fenec/server/engine"
@@ -50,6 +52,9 @@ func (c queueCollector) Collect(ch chan<- prometheus.Metric) {
 // limit (engine.Kind), an ack any del (docs/queues.md acks by deleting).
 type queueRates struct {
 	claimed, acked *prometheus.CounterVec
+	// claimedBy and ackedBy hold the vectors' children by queue, so that
+	// a request finds its counter without the vector's hash and lock.
+	claimedBy, ackedBy *sync.Map
 }
 
 func newQueueRates() queueRates {
@@ -62,35 +67,92 @@ func newQueueRates() queueRates {
 			Name: "fenec_queue_acked_total",
 			Help: "Jobs deleted from each queue: acks, and deletes by hand.",
 		}, []string{"queue"}),
+		claimedBy: &sync.Map{},
+		ackedBy:   &sync.Map{},
 	}
+}
+
+// add counts n jobs of queue claimed (or acked).
+func (q queueRates) add(claimed bool, queue string, n int64) {
+	vec, by := q.acked, q.ackedBy
+	if claimed {
+		vec, by = q.claimed, q.claimedBy
+	}
+	c, ok := by.Load(queue)
+	if !ok {
+		c, _ = by.LoadOrStore(queue, vec.WithLabelValues(queue))
+	}
+	c.(prometheus.Counter).Add(float64(n))
+}
+
+// forget drops a queue's counters.
+func (q queueRates) forget(queue string) {
+	q.claimedBy.Delete(queue)
+	q.ackedBy.Delete(queue)
+	q.claimed.DeleteLabelValues(queue)
+	q.acked.DeleteLabelValues(queue)
+}
+
+// queueCount is a request's claims or acks in one collection.
+type queueCount struct {
+	claimed bool
+	coll    string
+	n       int64
 }
 
 // queueWrites counts a committed request's claims and acks. A queue
 // dropped loses its counters, so that one made again under its name
-// starts from none.
+// starts from none. The jobs are summed by collection first: a /batch of
+// ten acks asks whether its collection is a queue, and counts, once.
 func (s *Server) queueWrites(ps []engine.Parsed, rs []*engine.Result) {
+	var room [2]queueCount
+	counts := room[:0]
+	flush := func() {
+		for _, c := range counts {
+			if s.db.IsQueue(c.coll) {
+				s.metrics.queues.add(c.claimed, c.coll, c.n)
+			}
+		}
+		counts = counts[:0]
+	}
 	for i, p := range ps {
-		var vec *prometheus.CounterVec
+		claimed := false
 		switch st := p.Stmt.(type) {
 		case *fenecql.DropCollection:
-			s.metrics.queues.claimed.DeleteLabelValues(st.Name)
-			s.metrics.queues.acked.DeleteLabelValues(st.Name)
+			flush()
+			s.metrics.queues.forget(st.Name)
+			continue
 		case *fenecql.Set:
-			if engine.Kind(p.Stmt) == "claim" {
-				vec = s.metrics.queues.claimed
+			if engine.Kind(p.Stmt) != "claim" {
+				continue
 			}
+			claimed = true
 		case *fenecql.Del:
-			vec = s.metrics.queues.acked
+		default:
+			continue
 		}
-		if vec == nil || i >= len(rs) {
+		if i >= len(rs) {
 			continue
 		}
 		n := rs[i].Affected
 		if rs[i].IsRows {
 			n = int64(len(rs[i].Rows))
 		}
-		if coll, _ := engine.ClausesOf(p.Stmt); n > 0 && s.db.IsQueue(coll) {
-			vec.WithLabelValues(coll).Add(float64(n))
+		coll, _ := engine.ClausesOf(p.Stmt)
+		if n <= 0 {
+			continue
+		}
+		found := false
+		for k := range counts {
+			if counts[k].claimed == claimed && counts[k].coll == coll {
+				counts[k].n += n
+				found = true
+				break
+			}
+		}
+		if !found {
+			counts = append(counts, queueCount{claimed, coll, n})
 		}
 	}
+	flush()
 }
