@@ -24,7 +24,8 @@ const (
 	headerAuthorization = "Authorization"
 	// A `Fenec-Seq` this client was answered (by any node of a cluster):
 	// the request runs once this node has applied that write
-	// (read-your-writes on a follower), or is 504 after 5 s.
+	// (read-your-writes on a follower), or is 504 after 5 s. A lone
+	// server answers 400 at once for a write it has not made.
 	headerFenecAfter = "Fenec-After"
 	// The database's change number after a request that wrote.
 	headerFenecSeq = "Fenec-Seq"
@@ -345,7 +346,8 @@ type batchHeaders struct {
 	IdempotencyKey *string
 	// A `Fenec-Seq` this client was answered (by any node of a cluster):
 	// the request runs once this node has applied that write
-	// (read-your-writes on a follower), or is 504 after 5 s.
+	// (read-your-writes on a follower), or is 504 after 5 s. A lone
+	// server answers 400 at once for a write it has not made.
 	FenecAfter *int64
 }
 
@@ -400,7 +402,8 @@ type queryHeaders struct {
 	IdempotencyKey *string
 	// A `Fenec-Seq` this client was answered (by any node of a cluster):
 	// the request runs once this node has applied that write
-	// (read-your-writes on a follower), or is 504 after 5 s.
+	// (read-your-writes on a follower), or is 504 after 5 s. A lone
+	// server answers 400 at once for a write it has not made.
 	FenecAfter *int64
 }
 

@@ -32,6 +32,10 @@ type Cluster interface {
 // names (docs/cluster.md).
 const afterBound = 5 * time.Second
 
+// maxSeq bounds a Fenec-After as ids are bounded: exact in every JSON
+// client (docs/http.md).
+const maxSeq = 1<<53 - 1
+
 // Register adds a collector (the cluster's gauges) to the server's
 // metrics.
 func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register(c) }
@@ -44,8 +48,17 @@ func (s *Server) after(r *http.Request) *apiError {
 		return nil
 	}
 	seq, err := strconv.ParseUint(v, 10, 64)
-	if err != nil {
-		return badRequest("Fenec-After %q: want a Fenec-Seq, a whole number", v)
+	if err != nil || seq > maxSeq {
+		return badRequest("Fenec-After %q: want a Fenec-Seq, a whole number from 0 to %d", v, maxSeq)
+	}
+	if s.cfg.Cluster == nil {
+		// A lone server makes every write itself: one it has not made is
+		// not on its way, and waiting for it would only cost the client
+		// afterBound (docs/http.md).
+		if last := s.db.Seq(); seq > last {
+			return badRequest("Fenec-After %d: this server's last write is %d; a lone server waits for no other node's", seq, last)
+		}
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), afterBound)
 	defer cancel()

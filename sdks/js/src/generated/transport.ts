@@ -13,7 +13,8 @@ export const HEADER_AUTHORIZATION = "Authorization";
 /**
  * A `Fenec-Seq` this client was answered (by any node of a cluster):
  * the request runs once this node has applied that write
- * (read-your-writes on a follower), or is 504 after 5 s.
+ * (read-your-writes on a follower), or is 504 after 5 s. A lone
+ * server answers 400 at once for a write it has not made.
  */
 export const HEADER_FENEC_AFTER = "Fenec-After";
 
@@ -416,7 +417,8 @@ export interface BatchHeaders {
   /**
    * A `Fenec-Seq` this client was answered (by any node of a cluster):
    * the request runs once this node has applied that write
-   * (read-your-writes on a follower), or is 504 after 5 s.
+   * (read-your-writes on a follower), or is 504 after 5 s. A lone
+   * server answers 400 at once for a write it has not made.
    */
   fenecAfter?: number;
 }
@@ -483,7 +485,8 @@ export interface QueryHeaders {
   /**
    * A `Fenec-Seq` this client was answered (by any node of a cluster):
    * the request runs once this node has applied that write
-   * (read-your-writes on a follower), or is 504 after 5 s.
+   * (read-your-writes on a follower), or is 504 after 5 s. A lone
+   * server answers 400 at once for a write it has not made.
    */
   fenecAfter?: number;
 }

@@ -25,7 +25,8 @@ HEADER_AUTHORIZATION = "Authorization"
 HEADER_FENEC_AFTER = "Fenec-After"
 """A `Fenec-Seq` this client was answered (by any node of a cluster):
 the request runs once this node has applied that write
-(read-your-writes on a follower), or is 504 after 5 s."""
+(read-your-writes on a follower), or is 504 after 5 s. A lone
+server answers 400 at once for a write it has not made."""
 
 HEADER_FENEC_SEQ = "Fenec-Seq"
 """The database's change number after a request that wrote."""
@@ -625,7 +626,8 @@ class BatchHeaders(TypedDict, total=False):
     idempotency_key: str
     # A `Fenec-Seq` this client was answered (by any node of a cluster):
     # the request runs once this node has applied that write
-    # (read-your-writes on a follower), or is 504 after 5 s.
+    # (read-your-writes on a follower), or is 504 after 5 s. A lone
+    # server answers 400 at once for a write it has not made.
     fenec_after: int
 
 
@@ -739,7 +741,8 @@ class QueryHeaders(TypedDict, total=False):
     idempotency_key: str
     # A `Fenec-Seq` this client was answered (by any node of a cluster):
     # the request runs once this node has applied that write
-    # (read-your-writes on a follower), or is 504 after 5 s.
+    # (read-your-writes on a follower), or is 504 after 5 s. A lone
+    # server answers 400 at once for a write it has not made.
     fenec_after: int
 
 

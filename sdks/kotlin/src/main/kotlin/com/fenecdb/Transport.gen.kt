@@ -24,7 +24,8 @@ internal object ApiHeaders {
     /**
      * A `Fenec-Seq` this client was answered (by any node of a cluster):
      * the request runs once this node has applied that write
-     * (read-your-writes on a follower), or is 504 after 5 s.
+     * (read-your-writes on a follower), or is 504 after 5 s. A lone
+     * server answers 400 at once for a write it has not made.
      */
     const val FENEC_AFTER: String = "Fenec-After"
     /**
