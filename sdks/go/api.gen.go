@@ -67,10 +67,11 @@ const (
 	CodeUnavailable      ErrorCode = "unavailable"
 	CodeStatementTimeout ErrorCode = "statement_timeout"
 	CodeBehind           ErrorCode = "behind"
+	CodeNoLeader         ErrorCode = "no_leader"
 )
 
 // apiErrorCodes are the codes of the API, as openapi.yaml declares them.
-var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind}
+var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader}
 
 // Sentinels of the API's codes, for errors.Is: an [*Error] is one of them
 // when its Code is theirs.
@@ -89,6 +90,7 @@ var (
 	ErrUnavailable      = &Error{Code: CodeUnavailable, At: -1}
 	ErrStatementTimeout = &Error{Code: CodeStatementTimeout, At: -1}
 	ErrBehind           = &Error{Code: CodeBehind, At: -1}
+	ErrNoLeader         = &Error{Code: CodeNoLeader, At: -1}
 )
 
 // apiAffected is openapi.yaml's Affected.

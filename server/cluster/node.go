@@ -336,7 +336,7 @@ func (n *Node) Writable() error {
 		return nil
 	}
 	if n.raft != nil && n.raft.State() == raft.Leader {
-		return engine.ReplicationError(errors.New("elected, applying the earlier terms' writes"), "this node is taking office as leader: retry shortly")
+		return &engine.NotLeaderError{Elected: true}
 	}
 	return &engine.NotLeaderError{Leader: n.LeaderURL()}
 }

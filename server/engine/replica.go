@@ -45,9 +45,16 @@ type Replicator interface {
 // and names the leader.
 type NotLeaderError struct {
 	Leader string // the leader's HTTP URL; "" while none is known
+	// Elected: this node was just elected and applies the earlier terms'
+	// writes before it takes its own. Like a node that knows no leader, it
+	// refused the write unrun, and will take it shortly.
+	Elected bool
 }
 
 func (e *NotLeaderError) Error() string {
+	if e.Elected {
+		return "this node was just elected the cluster's leader and applies the earlier terms' writes first: retry shortly"
+	}
 	if e.Leader == "" {
 		return "this node is not the cluster's leader and no leader is known now: retry shortly"
 	}

@@ -36,6 +36,7 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeStatementTimeout: http.StatusServiceUnavailable,
 	gen.ErrorCodeKeyLimit:         http.StatusServiceUnavailable,
 	gen.ErrorCodeBehind:           http.StatusGatewayTimeout,
+	gen.ErrorCodeNoLeader:         http.StatusServiceUnavailable,
 }
 
 // fenecqlCodes is the API's code for each kind of FenecQL error.
@@ -57,7 +58,13 @@ func errorCode(err error) gen.ErrorCode {
 	if errors.Is(err, engine.ErrUnavailable) {
 		return gen.ErrorCodeUnavailable
 	}
-	if _, ok := leaderOf(err); ok {
+	if leader, ok := leaderOf(err); ok {
+		if leader == "" {
+			// Unrun, and no leader to name: an election, or a leader
+			// just elected (docs/cluster.md). Sent again shortly it is
+			// taken, so 503 rather than a 403 no retry can change.
+			return gen.ErrorCodeNoLeader
+		}
 		return gen.ErrorCodeForbidden
 	}
 	if errors.Is(err, engine.ErrScopeEnded) {

@@ -23,6 +23,7 @@ from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
 from ._generated import (
     BadRequest,
     Behind,
+    NoLeader,
     Conflict,
     Forbidden,
     Internal,
@@ -52,6 +53,7 @@ __all__ = [
     "Backoff",
     "BadRequest",
     "Behind",
+    "NoLeader",
     "Client",
     "Collection",
     "Conflict",

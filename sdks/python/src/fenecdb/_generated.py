@@ -107,6 +107,10 @@ class Behind(FenecError):
     """The server's ``behind`` error; ``code`` is ``"behind"``."""
 
 
+class NoLeader(FenecError):
+    """The server's ``no_leader`` error; ``code`` is ``"no_leader"``."""
+
+
 ERRORS: Dict[str, Type[FenecError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
@@ -122,6 +126,7 @@ ERRORS: Dict[str, Type[FenecError]] = {
     "unavailable": Unavailable,
     "statement_timeout": StatementTimeout,
     "behind": Behind,
+    "no_leader": NoLeader,
 }
 """Each error ``code`` of the contract, and its exception class."""
 
@@ -221,7 +226,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind", "no_leader"]
     # What is wrong, and where.
     error: str
 

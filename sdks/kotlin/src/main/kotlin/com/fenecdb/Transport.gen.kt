@@ -79,6 +79,7 @@ public enum class ErrorCode(
     UNAVAILABLE("unavailable"),
     STATEMENT_TIMEOUT("statement_timeout"),
     BEHIND("behind"),
+    NO_LEADER("no_leader"),
     NETWORK("network"),
     TIMEOUT("timeout"),
     UNEXPECTED("unexpected"),
