@@ -80,6 +80,7 @@ type Node struct {
 	logs  *logStore
 	trans *raft.NetworkTransport
 	snaps *raft.FileSnapshotStore
+	peers followers // what this node, leading, has learnt of each follower (lag.go)
 
 	ready   atomic.Bool // the leader has applied every earlier term's write
 	addrs   sync.Map    // node id → HTTP URL
@@ -189,7 +190,7 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	// replay skips what the file already holds.
 	db.SetReplicator(n)
 	n.learnAddrs()
-	if n.raft, err = raft.NewRaft(rc, (*fsm)(n), n.logs, n.logs, n.snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, (*fsm)(n), n.logs, n.logs, n.snaps, &watchTransport{n.trans, &n.peers}); err != nil {
 		n.close()
 		return nil, err
 	}

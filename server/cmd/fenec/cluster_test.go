@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 type clusterNode struct {
 	id, http, raft, file string
 	p                    *apitest.Process // nil while down
+	paused               atomic.Bool      // SIGSTOPped: not asked anything
 }
 
 type testCluster struct {
@@ -122,7 +125,7 @@ type clusterStatus struct {
 
 func (c *testCluster) status(nd *clusterNode) (clusterStatus, bool) {
 	var st clusterStatus
-	if nd.p == nil {
+	if nd.p == nil || nd.paused.Load() {
 		return st, false
 	}
 	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
@@ -751,4 +754,154 @@ func logCounts(t *testing.T, c *apitest.Client) [2]float64 {
 		}
 	}
 	return out
+}
+
+// followerGauges answers the leader's per-follower gauges in nd's
+// /_metrics: name → node → value.
+func followerGauges(t *testing.T, c *testCluster, nd *clusterNode) map[string]map[string]float64 {
+	t.Helper()
+	out := map[string]map[string]float64{}
+	r, err := c.client(nd).Do("GET", "/_metrics", nil, nil)
+	if err != nil || r.Status != 200 {
+		return out
+	}
+	for _, line := range strings.Split(string(r.Body), "\n") {
+		name, rest, ok := strings.Cut(line, `{node="`)
+		if !ok || !strings.HasPrefix(name, "fenec_cluster_follower_") {
+			continue
+		}
+		node, v, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			t.Errorf("%s: %v", line, err)
+			continue
+		}
+		if out[name] == nil {
+			out[name] = map[string]float64{}
+		}
+		out[name][node] = f
+	}
+	return out
+}
+
+// TestClusterFollowerLag: the leader's fenec_cluster_follower_lag_entries
+// of a follower stopped (SIGSTOP) while writes go on grows with the
+// writes, /_cluster says the same, and the follower, resumed, falls back
+// to 0. It reads whichever node leads at each step: a leader change while
+// a follower is stopped is legitimate, and a new leader that has not
+// heard from the stopped follower counts all its log as the lag.
+func TestClusterFollowerLag(t *testing.T) {
+	c := newCluster(t, 3)
+	c.write("create", "create collection notes (n int)")
+	lead := c.leader(10 * time.Second)
+	lagOf := func(id string) (float64, bool) {
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+			c.last = nil
+			g := followerGauges(t, c, c.leader(15*time.Second))
+			if v, ok := g["fenec_cluster_follower_lag_entries"][id]; ok {
+				return v, true
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return 0, false
+	}
+	settled := func(id string) bool {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+			if v, ok := lagOf(id); ok && v == 0 {
+				return true
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return false
+	}
+	var stopped, other *clusterNode
+	for _, nd := range c.nodes {
+		if nd != lead {
+			if stopped == nil {
+				stopped = nd
+			} else {
+				other = nd
+			}
+		}
+	}
+	for _, nd := range []*clusterNode{stopped, other} {
+		if !settled(nd.id) {
+			t.Fatalf("%s's lag did not settle to 0 on an idle cluster", nd.id)
+		}
+	}
+	if g := followerGauges(t, c, c.leader(10*time.Second)); len(g["fenec_cluster_follower_match_index"]) != 2 || len(g["fenec_cluster_follower_last_contact_seconds"]) != 2 {
+		t.Errorf("the leader's follower gauges: %v, want match index and last contact for both followers", g)
+	}
+	for _, nd := range []*clusterNode{stopped, other} {
+		if st, _ := c.status(nd); st.Role == "follower" && len(followerGauges(t, c, nd)) != 0 {
+			t.Errorf("follower %s reports follower gauges: %v", nd.id, followerGauges(t, c, nd))
+		}
+	}
+
+	stopped.paused.Store(true)
+	if err := stopped.p.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	p := stopped.p
+	t.Cleanup(func() { _ = p.Cmd.Process.Signal(syscall.SIGCONT) })
+	var lags []float64
+	for round := 0; round < 3; round++ {
+		time.Sleep(time.Second) // past raft's heartbeat and election timeouts
+		for i := 0; i < 20; i++ {
+			c.write(fmt.Sprintf("put-%d-%d", round, i), "put notes {n: $1}", i)
+		}
+		v, ok := lagOf(stopped.id)
+		if !ok {
+			t.Fatalf("no lag reported for the stopped %s", stopped.id)
+		}
+		lags = append(lags, v)
+		if round > 0 && v < lags[round-1]+20 {
+			t.Errorf("the stopped follower's lag went from %v to %v over 20 writes", lags[round-1], v)
+		}
+	}
+	if lags[0] < 20 {
+		t.Errorf("the stopped follower's lag after 20 writes: %v", lags[0])
+	}
+	// The follower still running answered every write: nothing behind.
+	if v, ok := lagOf(other.id); !ok || v > 1 {
+		t.Errorf("the running follower %s's lag: %v %v, want 0", other.id, v, ok)
+	}
+	// /_cluster names the same lag.
+	var st struct {
+		Members []struct {
+			ID            string `json:"id"`
+			LagEntries    *int64 `json:"lag_entries"`
+			LastContactMS *int64 `json:"last_contact_ms"`
+		} `json:"members"`
+	}
+	c.last = nil
+	r, err := c.client(c.leader(10*time.Second)).Do("GET", "/_cluster", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("/_cluster: %v %v", err, r)
+	}
+	r.JSON(t, &st)
+	for _, m := range st.Members {
+		if m.ID == stopped.id && (m.LagEntries == nil || float64(*m.LagEntries) < lags[len(lags)-1]) {
+			t.Errorf("/_cluster's lag of the stopped %s: %s, want at least %v", stopped.id, r.Body, lags[len(lags)-1])
+		}
+	}
+	t.Logf("the stopped follower's lag after 20, 40, 60 writes: %v", lags)
+
+	if err := p.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	stopped.paused.Store(false)
+	resumed := time.Now()
+	if !settled(stopped.id) {
+		v, _ := lagOf(stopped.id)
+		t.Fatalf("the resumed follower's lag stayed %v", v)
+	}
+	t.Logf("resumed, %s's lag fell to 0 in %v", stopped.id, time.Since(resumed).Round(time.Millisecond))
+	g := followerGauges(t, c, c.leader(10*time.Second))
+	if s, ok := g["fenec_cluster_follower_last_contact_seconds"][stopped.id]; !ok || s > 2 {
+		t.Errorf("the resumed follower's last contact: %v %v, want under 2 s", s, ok)
+	}
 }
