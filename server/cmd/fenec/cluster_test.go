@@ -335,8 +335,8 @@ func mustStatus(t *testing.T, c *testCluster, nd *clusterNode) []byte {
 // TestClusterFailover: clients put, claim and ack jobs through the leader
 // while it is SIGKILLed (FENEC_CLUSTER_KILLS times, default 1), each time
 // restarted to rejoin; each client's operations are recorded as it saw
-// them and checked (package history). FENEC_HISTORY names a file to keep
-// the history in.
+// them and checked (package history). FENEC_HISTORY names a directory to
+// keep the history in. TestClusterFaults (root) adds partitions.
 func TestClusterFailover(t *testing.T) {
 	kills := 1
 	if v := os.Getenv("FENEC_CLUSTER_KILLS"); v != "" {
@@ -402,7 +402,8 @@ func (l *load) stop() []history.Op {
 }
 
 // checkFinal reads the jobs on every node, which must agree, adds the
-// final read to the history, keeps it in $FENEC_HISTORY, and checks it.
+// final read to the history, keeps it in $FENEC_HISTORY/<test>.jsonl, and
+// checks it.
 func checkFinal(t *testing.T, c *testCluster, ops []history.Op) []history.Op {
 	t.Helper()
 
@@ -424,8 +425,11 @@ func checkFinal(t *testing.T, c *testCluster, ops []history.Op) []history.Op {
 		}
 	}
 	ops = append(ops, history.Op{Kind: "final", Result: "ok", Jobs: finals[0]})
-	if path := os.Getenv("FENEC_HISTORY"); path != "" {
-		f, err := os.Create(path)
+	if dir := os.Getenv("FENEC_HISTORY"); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(dir, t.Name()+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -433,7 +437,9 @@ func checkFinal(t *testing.T, c *testCluster, ops []history.Op) []history.Op {
 		for _, op := range ops {
 			_ = enc.Encode(op)
 		}
-		f.Close()
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	counts := map[string]int{}
 	for _, op := range ops {
