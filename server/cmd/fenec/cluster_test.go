@@ -163,24 +163,48 @@ func (c *testCluster) write(key, query string, params ...any) string {
 	if params == nil {
 		params = []any{}
 	}
+	return c.send(key, map[string]any{"query": query, "params": params}, nil).Header.Get("Fenec-Seq")
+}
+
+// send posts body to /query on the leader under the Idempotency-Key key
+// (with header's too), retried under that key on whichever node leads
+// while it is refused (403: not run) or its outcome is unknown (503),
+// and answers the first other answer, which must be 200.
+func (c *testCluster) send(key string, body any, header map[string]string) *apitest.Response {
+	c.t.Helper()
+	h := map[string]string{"Idempotency-Key": key}
+	for k, v := range header {
+		h[k] = v
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		if c.last == nil {
 			c.last = c.leader(15 * time.Second)
 		}
 		nd := c.last
-		r, err := c.client(nd).Do("POST", "/query", map[string]any{"query": query, "params": params}, map[string]string{"Idempotency-Key": key})
+		r, err := c.client(nd).Do("POST", "/query", body, h)
 		if err == nil && r.Status == 200 {
-			return r.Header.Get("Fenec-Seq")
+			return r
 		}
 		if err == nil && (r.Status != 503 && r.Status != 403 || r.Code() == "key_limit") {
-			c.t.Fatalf("%s: %d %s", query, r.Status, r.Body)
+			c.t.Fatalf("%v: %d %s", body, r.Status, r.Body)
 		}
 		c.last = nil
 		time.Sleep(50 * time.Millisecond)
 	}
-	c.t.Fatalf("%s: not taken within 20 s", query)
-	return ""
+	c.t.Fatalf("%v: not taken within 20 s", body)
+	return nil
+}
+
+// leads reports whether url is the URL of the node that leads now.
+func (c *testCluster) leads(url string) bool {
+	for _, nd := range c.nodes {
+		if nd.url() == url {
+			st, ok := c.status(nd)
+			return ok && st.Role == "leader"
+		}
+	}
+	return false
 }
 
 // converge waits until every running node has applied the leader's seq.
@@ -217,32 +241,62 @@ func (c *testCluster) converge(within time.Duration) int64 {
 // answered the first answer.
 func TestClusterFollowers(t *testing.T) {
 	c := newCluster(t, 3)
-	lead := c.leader(10 * time.Second)
-	lc := c.client(lead)
-	lc.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
-	r := lc.MustQuery("put jobs [{n: 1, run_at: now(), attempts: 0}, {n: 2, run_at: now(), attempts: 0}]")
-	seq := r.Header.Get("Fenec-Seq")
-	var follower *clusterNode
-	for _, nd := range c.nodes {
-		if nd != lead {
-			follower = nd
-		}
-	}
-	fc := c.client(follower)
+	c.write("create-jobs", "create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+	seq := c.write("put-jobs", "put jobs [{n: 1, run_at: now(), attempts: 0}, {n: 2, run_at: now(), attempts: 0}]")
 	claim := "set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n"
-	for _, h := range []map[string]string{nil, {"Fenec-Wait": "2000"}} {
+	// A follower refuses claims, plain and held, naming the leader. An
+	// election meanwhile (a slow machine's) may leave a refusal naming no
+	// leader, or one that no longer leads: the check is made again.
+	refused := func(h map[string]string) bool {
+		lead := c.leader(10 * time.Second)
+		var follower *clusterNode
+		for _, nd := range c.nodes {
+			if nd != lead {
+				follower = nd
+			}
+		}
 		start := time.Now()
-		r, err := fc.Do("POST", "/query", map[string]any{"query": claim, "params": []any{"w"}}, h)
+		r, err := c.client(follower).Do("POST", "/query", map[string]any{"query": claim, "params": []any{"w"}}, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != 403 || r.Code() != "forbidden" || r.Header.Get("Fenec-Leader") != lead.url() || !strings.Contains(string(r.Body), lead.url()) {
-			t.Errorf("a claim (%v) on a follower: %d %s Fenec-Leader %q; want 403 naming %s", h, r.Status, r.Body, r.Header.Get("Fenec-Leader"), lead.url())
+		took := time.Since(start)
+		named := r.Header.Get("Fenec-Leader")
+		if r.Status == 200 && c.leads(follower.url()) {
+			t.Logf("a claim (%v) on %s: 200, for it was elected meanwhile; again", h, follower.id)
+			return false
 		}
-		if took := time.Since(start); took > time.Second {
+		if r.Status != 403 || r.Code() != "forbidden" {
+			t.Fatalf("a claim (%v) on a follower: %d %s; want 403", h, r.Status, r.Body)
+		}
+		if named != lead.url() && !c.leads(named) {
+			t.Logf("a claim (%v) on %s: Fenec-Leader %q while %s led: a leader change; again", h, follower.id, named, lead.id)
+			return false
+		}
+		if !strings.Contains(string(r.Body), named) {
+			t.Errorf("a claim (%v) on a follower: %s does not name the leader %s", h, r.Body, named)
+		}
+		if took > time.Second {
 			t.Errorf("the follower's refusal (%v) took %v", h, took)
 		}
+		return true
 	}
+	for _, h := range []map[string]string{nil, {"Fenec-Wait": "2000"}} {
+		ok := false
+		for try := 0; try < 5 && !ok; try++ {
+			ok = refused(h)
+		}
+		if !ok {
+			t.Errorf("a claim (%v) on a follower never named the leader in 5 tries", h)
+		}
+	}
+	var follower *clusterNode
+	if lead := c.leader(10 * time.Second); lead == c.nodes[0] {
+		follower = c.nodes[1]
+	} else {
+		follower = c.nodes[0]
+	}
+	fc := c.client(follower)
 	r, err := fc.Do("POST", "/query", map[string]any{"query": "get jobs count"}, map[string]string{"Fenec-After": seq})
 	if err != nil || r.Status != 200 || !strings.Contains(string(r.Body), `"count":2`) {
 		t.Fatalf("a read with Fenec-After %s on a follower: %v %v", seq, err, r)
@@ -253,7 +307,11 @@ func TestClusterFollowers(t *testing.T) {
 	}
 
 	// A held claim on an empty line, then the leader hands leadership on.
-	lc.MustQuery("create collection empty (run_at timestamp @sorted, owner text)")
+	// A leader change of its own before the hand-over answers the held
+	// claim 403 too; the hand-over is then asked of the next leader.
+	c.write("create-empty", "create collection empty (run_at timestamp @sorted, owner text)")
+	lead := c.leader(10 * time.Second)
+	lc := c.client(lead)
 	held := make(chan *apitest.Response, 1)
 	go func() {
 		r, err := lc.Do("POST", "/query", map[string]any{"query": "set empty {owner: 'w'} where run_at <= now() order run_at limit 1 returning id"}, map[string]string{"Fenec-Wait": "25000"})
@@ -264,9 +322,16 @@ func TestClusterFollowers(t *testing.T) {
 	}()
 	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
-	tr, err := lc.Do("POST", "/_cluster/leader", map[string]any{}, nil)
-	if err != nil || tr.Status != 200 {
-		t.Fatalf("POST /_cluster/leader: %v %v", err, tr)
+	for try := 0; ; try++ {
+		tr, err := c.client(lead).Do("POST", "/_cluster/leader", map[string]any{}, nil)
+		if err == nil && tr.Status == 200 {
+			break
+		}
+		if try == 5 || err != nil || tr.Status != 403 {
+			t.Fatalf("POST /_cluster/leader: %v %v", err, tr)
+		}
+		c.last = nil
+		lead = c.leader(10 * time.Second)
 	}
 	select {
 	case r := <-held:
@@ -278,21 +343,18 @@ func TestClusterFollowers(t *testing.T) {
 		t.Fatal("the held claim was not answered within 5 s of the leader's transfer")
 	}
 
-	// A claim under a key, answered; its leader SIGKILLed; the same claim
+	// A claim under a key, answered; the leader SIGKILLed; the same claim
 	// on the next leader is answered the same jobs, replayed.
-	lead = c.leader(10 * time.Second)
-	lc = c.client(lead)
+	c.last = nil
 	body := map[string]any{"query": claim, "params": []any{"w-key"}}
-	first, err := lc.Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
-	if err != nil || first.Status != 200 {
-		t.Fatalf("the first claim: %v %v", err, first)
-	}
+	first := c.send("claim-1", body, nil)
+	lead = c.leader(10 * time.Second)
 	lead.p.Kill()
 	lead.p = nil
-	next := c.leader(15 * time.Second)
-	again, err := c.client(next).Do("POST", "/query", body, map[string]string{"Idempotency-Key": "claim-1"})
-	if err != nil || again.Status != 200 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("the claim retried on the next leader: %v %v, want %s replayed", err, again, first.Body)
+	c.last = nil
+	again := c.send("claim-1", body, nil)
+	if string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the claim retried on the next leader: %d %s (replayed %q), want %s replayed", again.Status, again.Body, again.Header.Get("Idempotent-Replayed"), first.Body)
 	}
 	// The killed node restarts from its files and rejoins.
 	c.start(lead)
@@ -305,11 +367,8 @@ func TestClusterFollowers(t *testing.T) {
 		t.Fatalf("the leader's SIGTERM: %v\n%s", err, lead.p.Log())
 	}
 	lead.p = nil
-	next = c.leader(15 * time.Second)
+	next := c.leader(15 * time.Second)
 	t.Logf("SIGTERM of %s: %s took writes %v after the signal", lead.id, next.id, time.Since(stopped).Round(time.Millisecond))
-	if !strings.Contains(string(mustStatus(t, c, next)), `"role":"leader"`) {
-		t.Errorf("%s is not the leader", next.id)
-	}
 
 	// A file that holds writes and no raft directory is refused.
 	lone := filepath.Join(t.TempDir(), "lone.db")
@@ -322,14 +381,6 @@ func TestClusterFollowers(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "holds no raft state") {
 		t.Errorf("a node on a lone server's file: %v %s; want a refusal", err, out)
 	}
-}
-
-func mustStatus(t *testing.T, c *testCluster, nd *clusterNode) []byte {
-	r, err := c.client(nd).Do("GET", "/_cluster", nil, nil)
-	if err != nil || r.Status != 200 {
-		t.Fatalf("/_cluster: %v %v", err, r)
-	}
-	return r.Body
 }
 
 // TestClusterFailover: clients put, claim and ack jobs through the leader
@@ -577,6 +628,11 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	}
 	startReplica()
 	r, err := c.client(lead).Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
+	for try := 0; try < 5 && err == nil && r.Status == 403; try++ {
+		// A leader change meanwhile: ask the next leader.
+		lead = c.leader(10 * time.Second)
+		r, err = c.client(lead).Do("POST", "/_cluster/members", map[string]any{"id": "r1", "raft_address": replica.raft, "voter": false}, nil)
+	}
 	if err != nil || r.Status != 200 {
 		t.Fatalf("adding the replica: %v %v", err, r)
 	}
@@ -636,7 +692,7 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	}
 	lead = c.leader(10 * time.Second)
 	w, err := rc.Do("POST", "/query", map[string]any{"query": "put notes {n: 0}"}, nil)
-	if err != nil || w.Status != 403 || w.Header.Get("Fenec-Leader") != lead.url() {
+	if err != nil || w.Status != 403 || w.Header.Get("Fenec-Leader") != lead.url() && !c.leads(w.Header.Get("Fenec-Leader")) {
 		t.Errorf("a write on the replica: %v %v, want 403 naming %s", err, w, lead.url())
 	}
 	var st clusterStatus
@@ -703,13 +759,17 @@ func TestClusterThroughput(t *testing.T) {
 		done.Wait()
 		return float64(acked) / time.Since(start).Seconds()
 	}
-	// wake answers the p50 and p99 of put → a held worker's answer, over
-	// samples puts each awaited by one held claim.
-	wake := func(c *apitest.Client) (time.Duration, time.Duration) {
-		const samples = 200
+	// wake measures put → a held worker's answer, each put awaited by one
+	// held claim, for at least wakeFor (200 samples at least, 6000 at
+	// most): long enough that the store folds the load's writes into its
+	// tables meanwhile (docs/cluster.md, Timings), as it does 10 s after
+	// them. It answers p50, p99, the worst, and how many samples took over
+	// 100 ms.
+	const wakeFor = 12 * time.Second
+	wake := func(c *apitest.Client) string {
 		c.MustQuery("create collection wakes (run_at timestamp @sorted, owner text)")
 		var took []time.Duration
-		for i := 0; i < samples; i++ {
+		for began := time.Now(); len(took) < 6000 && (len(took) < 200 || time.Since(began) < wakeFor); {
 			got := make(chan time.Time, 1)
 			go func() {
 				r, err := c.Do("POST", "/query", map[string]any{"query": "set wakes {owner: 'w', run_at: now() + 60000} where run_at <= now() order run_at limit 1 returning id"},
@@ -727,22 +787,28 @@ func TestClusterThroughput(t *testing.T) {
 			took = append(took, (<-got).Sub(sent))
 		}
 		sort.Slice(took, func(i, j int) bool { return took[i] < took[j] })
-		return took[samples/2], took[samples*99/100]
+		slow := 0
+		for _, d := range took {
+			if d > 100*time.Millisecond {
+				slow++
+			}
+		}
+		r := func(d time.Duration) time.Duration { return d.Round(10 * time.Microsecond) }
+		return fmt.Sprintf("p50 %v p99 %v max %v, %d of %d over 100 ms", r(took[len(took)/2]), r(took[len(took)*99/100]), r(took[len(took)-1]), slow, len(took))
 	}
 	_, lone := start(t, "--file", filepath.Join(t.TempDir(), "lone.db"), "--sync", "always")
 	single := measure(lone)
-	w50, w99 := wake(lone)
+	loneWake := wake(lone)
 	c := newCluster(t, 3, "--sync", "always")
 	lead := c.leader(10 * time.Second)
 	before := logCounts(t, c.client(lead))
 	clustered := measure(c.client(lead))
 	after := logCounts(t, c.client(lead))
-	c50, c99 := wake(c.client(lead))
+	clusterWake := wake(c.client(lead))
 	perWrite := (after[1] - before[1]) / max(1, after[0]-before[0])
 	t.Logf("%d workers, claim 10 + ack each, --sync always: lone server %.0f jobs/s; 3-node cluster %.0f jobs/s; leader's raft log: %.1f entries per fsync",
 		workers, single, clustered, perWrite)
-	t.Logf("put → held worker: lone server p50 %v p99 %v; 3-node cluster p50 %v p99 %v",
-		w50.Round(10*time.Microsecond), w99.Round(10*time.Microsecond), c50.Round(10*time.Microsecond), c99.Round(10*time.Microsecond))
+	t.Logf("put → held worker: lone server %s; 3-node cluster %s", loneWake, clusterWake)
 }
 
 // logCounts answers the node's raft log writes and entries.
