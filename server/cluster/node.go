@@ -81,9 +81,11 @@ type Node struct {
 	trans *raft.NetworkTransport
 	snaps *raft.FileSnapshotStore
 	peers followers // what this node, leading, has learnt of each follower (lag.go)
-	// unwritten: the file's waits of the writes applied here, oldest
-	// first; raft's apply loop alone touches it (behind).
-	unwritten []func() error
+	// unwritten: the writes applied here the file may not have yet,
+	// oldest first, and their entries' bytes; raft's apply loop alone
+	// touches them (behind).
+	unwritten      []pendingWrite
+	unwrittenBytes int
 
 	ready   atomic.Bool // the leader has applied every earlier term's write
 	addrs   sync.Map    // node id → HTTP URL
@@ -435,19 +437,23 @@ func (n *Node) close() {
 // applied is an entry's answer to the leader that proposed it.
 type applied struct{ err error }
 
-// storeBehind bounds the writes a node has applied to memory and handed to
-// its SQLite file that the file has not yet written: past it, the log's
-// apply waits for the file, so a disk slower than the log holds raft back
-// (and, on a follower, the leader's commits) instead of growing a queue
-// without end. A write's answer does not wait for the file: it is
-// durable once committed, on a majority's raft log, and a node that stops
-// before its file has the write applies it again from its log at restart
-// (raft replays every entry after the last snapshot, which is taken from
-// the file, and the engine skips what the file holds). So the leader's
-// answer takes no extra fsync in series, and no stall of the file — a
-// fold of a large write into its tables, which the store lets a commit
-// wait for — reaches the clients unless it outlasts this many writes.
-const storeBehind = 1024
+// storeBehind and storeBehindBytes bound the writes a node has applied to
+// memory and handed to its SQLite file that the file has not yet written:
+// past either, the log's apply waits for the file, so a disk slower than
+// the log holds raft back (and, on a follower, the leader's commits)
+// instead of growing a queue without end. A write's answer does not wait
+// for the file: it is durable once committed, on a majority's raft log,
+// and a node that stops before its file has the write applies it again
+// from its log at restart (raft replays every entry after the last
+// snapshot, which is taken from the file, and the engine skips what the
+// file holds). So the leader's answer takes no extra fsync in series, and
+// no stall of the file — a fold of a large write into its tables, which
+// the store lets a commit wait for — reaches the clients unless it
+// outlasts this many writes.
+const (
+	storeBehind      = 8192
+	storeBehindBytes = 64 << 20 // of log entries: the changes the store holds meanwhile
+)
 
 // fsm is the node as raft's state machine.
 type fsm Node
@@ -463,7 +469,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 					n.addrs.Store(c.Key[len(addrPrefix):], string(c.Body))
 				}
 			}
-			n.behind(wait)
+			n.behind(wait, len(l.Data))
 			return applied{}
 		}
 	}
@@ -475,16 +481,27 @@ func (f *fsm) Apply(l *raft.Log) any {
 }
 
 // behind keeps a write's wait for the file, and past storeBehind of them
-// waits for the older half: the file writes in order, so when one is
-// written every earlier one is. A failed write is the store's to report
-// (the engine's OnFail, then StoreFailed); here it only ends the wait.
-// Called by raft's apply loop alone, as Apply and Restore are.
-func (n *Node) behind(wait func() error) {
-	n.unwritten = append(n.unwritten, wait)
-	if len(n.unwritten) <= storeBehind {
+// (or storeBehindBytes) waits for the older half: the file writes in
+// order, so when one is written every earlier one is. A failed write is
+// the store's to report (the engine's OnFail, then StoreFailed); here it
+// only ends the wait. Called by raft's apply loop alone, as Apply and
+// Restore are.
+func (n *Node) behind(wait func() error, size int) {
+	n.unwritten = append(n.unwritten, pendingWrite{wait, size})
+	n.unwrittenBytes += size
+	if len(n.unwritten) <= storeBehind && n.unwrittenBytes <= storeBehindBytes {
 		return
 	}
-	half := len(n.unwritten) / 2
-	_ = n.unwritten[half-1]()
+	half := max(1, len(n.unwritten)/2)
+	_ = n.unwritten[half-1].wait()
+	for _, w := range n.unwritten[:half] {
+		n.unwrittenBytes -= w.size
+	}
 	n.unwritten = append(n.unwritten[:0], n.unwritten[half:]...)
+}
+
+// pendingWrite is a write applied here that the file may not have yet.
+type pendingWrite struct {
+	wait func() error
+	size int // of its log entry
 }
