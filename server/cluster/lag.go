@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -40,8 +41,11 @@ type FollowerState struct {
 }
 
 // answered records a follower's answer to a request of term, which, when
-// it is a success, tells that its log holds the leader's up to last.
-func (f *followers) answered(id raft.ServerID, term uint64, success bool, last uint64) {
+// it is a success, tells that its log holds the leader's up to last. A
+// refusal (the follower's log does not hold the request's previous
+// entry) tells it holds at most theirs, its last index: a follower that
+// lost its log is not counted as holding what it once did.
+func (f *followers) answered(id raft.ServerID, term uint64, success bool, last, theirs uint64) {
 	now := time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -59,8 +63,11 @@ func (f *followers) answered(id raft.ServerID, term uint64, success bool, last u
 		f.peers[id] = p
 	}
 	p.contact = now
-	if success && last > p.match {
+	switch {
+	case success && last > p.match:
 		p.match = last
+	case !success && theirs < p.match:
+		p.match = theirs
 	}
 }
 
@@ -94,15 +101,25 @@ type watchTransport struct {
 func (t *watchTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
-		t.f.answered(id, args.Term, resp.Success, lastOf(args))
+		t.f.appended(id, args, resp)
 	}
 	return err
 }
 
+// appended records an AppendEntries answer. One from a newer term says
+// this node no longer leads: nothing is learnt of the follower's log.
+func (f *followers) appended(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) {
+	if resp.Term > req.Term {
+		return
+	}
+	f.answered(id, req.Term, resp.Success, lastOf(req), resp.LastLog)
+}
+
 func (t *watchTransport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	err := t.NetworkTransport.InstallSnapshot(id, target, args, resp, data)
-	if err == nil {
-		t.f.answered(id, args.Term, resp.Success, args.LastLogIndex)
+	if err == nil && resp.Term <= args.Term {
+		// A refused snapshot says nothing of the follower's log.
+		t.f.answered(id, args.Term, resp.Success, args.LastLogIndex, math.MaxUint64)
 	}
 	return err
 }
@@ -134,8 +151,7 @@ func (w *watchPipeline) relay() {
 		select {
 		case fut := <-in:
 			if fut.Error() == nil {
-				req, resp := fut.Request(), fut.Response()
-				w.f.answered(w.id, req.Term, resp.Success, lastOf(req))
+				w.f.appended(w.id, fut.Request(), fut.Response())
 			}
 			select {
 			case w.out <- fut:
