@@ -46,7 +46,7 @@ test: check-tracked check-generated test-venv test-tools
 	cd server && $(GO) run ./cmd/histcheck $(CLUSTER_HISTORY)
 	cd conformance && $(GO) vet ./... && $(GO) test ./...
 	cd bench && $(GO) vet ./... && $(GO) test ./...
-	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/...
+	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/... ./cluster/...
 	$(MAKE) test-python
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
 	$(MAKE) test-js
@@ -167,16 +167,16 @@ console/node_modules/.package-lock.json: console/package.json console/package-lo
 	cd console && $(NPM) ci --no-audit --no-fund
 	touch $@
 
-# The cluster's history (docs/cluster.md, Tests): make test keeps the short
-# one its cluster tests record and checks it with cmd/histcheck;
-# cluster-check runs ten SIGKILLs of the leader under 16 clients and a
-# partition in network namespaces (root), checks both histories, has a
+# The cluster's histories (docs/cluster.md, Tests): make test keeps the
+# short ones its cluster tests record (a directory, one file a test) and
+# checks them with cmd/histcheck; cluster-check runs ten SIGKILLs of the
+# leader under 16 clients, then ten faults alternating SIGKILLs and
+# partitions in network namespaces (root), checks both histories, has a
 # replica catch up after 100 000 writes from a snapshot, and measures the cluster's jobs/s and wake latency beside a lone server's.
-CLUSTER_HISTORY ?= $${TMPDIR:-/tmp}/fenec-cluster-history.jsonl
+CLUSTER_HISTORY ?= $${TMPDIR:-/tmp}/fenec-cluster-history
 cluster-check:
-	cd server && FENEC_CLUSTER_KILLS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-kills.jsonl $(GO) test ./cmd/fenec -run '^TestClusterFailover$$' -count=1 -v -timeout 20m
-	cd server && $(GO) run ./cmd/histcheck $${TMPDIR:-/tmp}/fenec-cluster-kills.jsonl
-	cd server && FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-partition.jsonl $(GO) test ./cmd/fenec -run '^TestClusterPartition$$' -count=1 -v -timeout 10m
-	cd server && $(GO) run ./cmd/histcheck $${TMPDIR:-/tmp}/fenec-cluster-partition.jsonl
+	cd server && FENEC_CLUSTER_KILLS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-long $(GO) test ./cmd/fenec -run '^TestClusterFailover$$' -count=1 -v -timeout 20m
+	cd server && FENEC_CLUSTER_FAULTS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-long $(GO) test ./cmd/fenec -run '^TestClusterFaults$$' -count=1 -v -timeout 20m
+	cd server && $(GO) run ./cmd/histcheck $${TMPDIR:-/tmp}/fenec-cluster-long
 	cd server && FENEC_CLUSTER_WRITES=100000 $(GO) test ./cmd/fenec -run '^TestClusterReplicaFromSnapshot$$' -count=1 -v -timeout 20m
 	cd server && FENEC_CLUSTER_BENCH=1 $(GO) test ./cmd/fenec -run '^TestClusterThroughput$$' -count=1 -v -timeout 10m

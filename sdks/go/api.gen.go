@@ -129,8 +129,14 @@ type apiClockNow struct {
 
 // apiClusterMember is openapi.yaml's ClusterMember.
 type apiClusterMember struct {
-	Id          string `json:"id"`
-	Leader      bool   `json:"leader"`
+	Id string `json:"id"`
+	// on the leader, for another member: the leader's last index past match_index
+	LagEntries *int64 `json:"lag_entries,omitempty"`
+	// on the leader, for another member: milliseconds since it last answered; absent until it answers in this term
+	LastContactMs *int64 `json:"last_contact_ms,omitempty"`
+	Leader        bool   `json:"leader"`
+	// on the leader, for another member: the log's last entry known to be in that member's log, learnt from its answers in this term (0 until it answers)
+	MatchIndex  *int64 `json:"match_index,omitempty"`
 	RaftAddress string `json:"raft_address"`
 	// the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
 	Url   *string `json:"url,omitempty"`

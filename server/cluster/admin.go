@@ -15,6 +15,11 @@ import (
 type Member struct {
 	ID, RaftAddr, URL string
 	Voter, Leader     bool
+	// On the leader, for another member: what it has learnt of that
+	// member's log in this term (lag.go). Known is false elsewhere.
+	Known bool
+	FollowerState
+	Lag uint64 // the leader's last index past Match
 }
 
 // Status is this node's view of its cluster.
@@ -33,16 +38,31 @@ func (n *Node) Status() Status {
 		Term: n.raft.CurrentTerm(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
 		LastIndex: n.raft.LastIndex(), Seq: n.db.Seq(), LeaderChanges: n.changes.Load(),
 	}
+	leading := st.Role == "leader"
 	if f := n.raft.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			m := Member{ID: string(s.ID), RaftAddr: string(s.Address), Voter: s.Suffrage == raft.Voter, Leader: s.ID == leader}
 			if v, ok := n.addrs.Load(string(s.ID)); ok {
 				m.URL = v.(string)
 			}
+			if leading && string(s.ID) != n.cfg.ID {
+				m.Known = true
+				m.FollowerState = n.peers.state(s.ID, st.Term)
+				m.Lag = lag(st.LastIndex, m.Match)
+			}
 			st.Members = append(st.Members, m)
 		}
 	}
 	return st
+}
+
+// lag is how far a follower's log is behind the leader's last entry, in
+// entries; a follower not heard from in this term counts as holding none.
+func lag(last, match uint64) uint64 {
+	if last > match {
+		return last - match
+	}
+	return 0
 }
 
 func roleName(s raft.RaftState) string {
@@ -154,10 +174,13 @@ var (
 	descContact = prometheus.NewDesc("fenec_cluster_last_contact_seconds", "On a follower, the time since it last heard from the leader.", nil, nil)
 	descWrites  = prometheus.NewDesc("fenec_cluster_log_writes_total", "Batches of entries this node wrote to its raft log: one transaction, one fsync each.", nil, nil)
 	descEntries = prometheus.NewDesc("fenec_cluster_log_entries_total", "Entries this node wrote to its raft log (each a write's changes, or raft's own).", nil, nil)
+	descMatch   = prometheus.NewDesc("fenec_cluster_follower_match_index", "On the leader, per follower: the log's last entry known to be in that follower's log (0 until it answers in this term).", []string{"node"}, nil)
+	descLag     = prometheus.NewDesc("fenec_cluster_follower_lag_entries", "On the leader, per follower: the leader's last index past the follower's match index.", []string{"node"}, nil)
+	descPeerAt  = prometheus.NewDesc("fenec_cluster_follower_last_contact_seconds", "On the leader, per follower: the time since it last answered (absent until it answers in this term).", []string{"node"}, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRole, descTerm, descCommit, descApplied, descLast, descChanges, descContact, descWrites, descEntries} {
+	for _, d := range []*prometheus.Desc{descRole, descTerm, descCommit, descApplied, descLast, descChanges, descContact, descWrites, descEntries, descMatch, descLag, descPeerAt} {
 		ch <- d
 	}
 }
@@ -179,9 +202,33 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(c.n.changes.Load()))
 	ch <- prometheus.MustNewConstMetric(descWrites, prometheus.CounterValue, float64(c.n.logs.writes.Load()))
 	ch <- prometheus.MustNewConstMetric(descEntries, prometheus.CounterValue, float64(c.n.logs.entries.Load()))
+	if state == "leader" {
+		c.followers(ch)
+	}
 	if state == "follower" {
 		if last := r.LastContact(); !last.IsZero() {
 			ch <- prometheus.MustNewConstMetric(descContact, prometheus.GaugeValue, time.Since(last).Seconds())
+		}
+	}
+}
+
+// followers sends the leader's gauges of each other member.
+func (c collector) followers(ch chan<- prometheus.Metric) {
+	r := c.n.raft
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	term, last := r.CurrentTerm(), r.LastIndex()
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == c.n.cfg.ID {
+			continue
+		}
+		fs := c.n.peers.state(s.ID, term)
+		ch <- prometheus.MustNewConstMetric(descMatch, prometheus.GaugeValue, float64(fs.Match), string(s.ID))
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, float64(lag(last, fs.Match)), string(s.ID))
+		if !fs.Contact.IsZero() {
+			ch <- prometheus.MustNewConstMetric(descPeerAt, prometheus.GaugeValue, time.Since(fs.Contact).Seconds(), string(s.ID))
 		}
 	}
 }

@@ -80,6 +80,12 @@ type Node struct {
 	logs  *logStore
 	trans *raft.NetworkTransport
 	snaps *raft.FileSnapshotStore
+	peers followers // what this node, leading, has learnt of each follower (lag.go)
+	// unwritten: the writes applied here the file may not have yet,
+	// oldest first, and their entries' bytes; raft's apply loop alone
+	// touches them (behind).
+	unwritten      []pendingWrite
+	unwrittenBytes int
 
 	ready   atomic.Bool // the leader has applied every earlier term's write
 	addrs   sync.Map    // node id → HTTP URL
@@ -189,7 +195,7 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	// replay skips what the file already holds.
 	db.SetReplicator(n)
 	n.learnAddrs()
-	if n.raft, err = raft.NewRaft(rc, (*fsm)(n), n.logs, n.logs, n.snaps, n.trans); err != nil {
+	if n.raft, err = raft.NewRaft(rc, (*fsm)(n), n.logs, n.logs, n.snaps, &watchTransport{n.trans, &n.peers}); err != nil {
 		n.close()
 		return nil, err
 	}
@@ -359,6 +365,10 @@ func (n *Node) LeaderURL() string {
 // Propose implements engine.Replicator: one write, one log entry. raft's
 // leader takes every entry queued while it writes the last batch into its
 // next one, so writes share the log's fsync as they share the store's.
+// The answer waits for the entry to be committed (on a majority's raft
+// log, fsynced) and applied to this node's memory — not for this node's
+// SQLite file, which follows the log behind it on every node alike (see
+// storeBehind).
 func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
 	p := &proposal{data: encodeEntry(seq, mark, changes), mark: mark, sent: make(chan raft.ApplyFuture, 1)}
 	n.propMu.Lock()
@@ -380,10 +390,7 @@ func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
 			return engine.ReplicationError(err, "the write was not committed")
 		}
 		a, _ := f.Response().(applied)
-		if a.err != nil {
-			return a.err
-		}
-		return a.wait()
+		return a.err
 	}
 }
 
@@ -428,10 +435,25 @@ func (n *Node) close() {
 }
 
 // applied is an entry's answer to the leader that proposed it.
-type applied struct {
-	wait func() error
-	err  error
-}
+type applied struct{ err error }
+
+// storeBehind and storeBehindBytes bound the writes a node has applied to
+// memory and handed to its SQLite file that the file has not yet written:
+// past either, the log's apply waits for the file, so a disk slower than
+// the log holds raft back (and, on a follower, the leader's commits)
+// instead of growing a queue without end. A write's answer does not wait
+// for the file: it is durable once committed, on a majority's raft log,
+// and a node that stops before its file has the write applies it again
+// from its log at restart (raft replays every entry after the last
+// snapshot, which is taken from the file, and the engine skips what the
+// file holds). So the leader's answer takes no extra fsync in series, and
+// no stall of the file — a fold of a large write into its tables, which
+// the store lets a commit wait for — reaches the clients unless it
+// outlasts this many writes.
+const (
+	storeBehind      = 8192
+	storeBehindBytes = 64 << 20 // of log entries: the changes the store holds meanwhile
+)
 
 // fsm is the node as raft's state machine.
 type fsm Node
@@ -447,7 +469,8 @@ func (f *fsm) Apply(l *raft.Log) any {
 					n.addrs.Store(c.Key[len(addrPrefix):], string(c.Body))
 				}
 			}
-			return applied{wait: wait}
+			n.behind(wait, len(l.Data))
+			return applied{}
 		}
 	}
 	// This node cannot follow the log any more (an entry it cannot read,
@@ -455,4 +478,30 @@ func (f *fsm) Apply(l *raft.Log) any {
 	// taking part, and a restart replays the log from its file.
 	n.StoreFailed(fmt.Errorf("applying log entry %d: %w", l.Index, err))
 	return applied{err: engine.ReplicationError(err, "this node could not apply the write")}
+}
+
+// behind keeps a write's wait for the file, and past storeBehind of them
+// (or storeBehindBytes) waits for the older half: the file writes in
+// order, so when one is written every earlier one is. A failed write is
+// the store's to report (the engine's OnFail, then StoreFailed); here it
+// only ends the wait. Called by raft's apply loop alone, as Apply and
+// Restore are.
+func (n *Node) behind(wait func() error, size int) {
+	n.unwritten = append(n.unwritten, pendingWrite{wait, size})
+	n.unwrittenBytes += size
+	if len(n.unwritten) <= storeBehind && n.unwrittenBytes <= storeBehindBytes {
+		return
+	}
+	half := max(1, len(n.unwritten)/2)
+	_ = n.unwritten[half-1].wait()
+	for _, w := range n.unwritten[:half] {
+		n.unwrittenBytes -= w.size
+	}
+	n.unwritten = append(n.unwritten[:0], n.unwritten[half:]...)
+}
+
+// pendingWrite is a write applied here that the file may not have yet.
+type pendingWrite struct {
+	wait func() error
+	size int // of its log entry
 }

@@ -72,6 +72,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := out.Close(); err != nil {
 		return err
 	}
+	// The file is replaced: its writes pending were written as it closed.
+	n.unwritten, n.unwrittenBytes = nil, 0
 	if err := n.db.Restore(path); err != nil {
 		return fmt.Errorf("cluster: restoring a snapshot: %w", err)
 	}

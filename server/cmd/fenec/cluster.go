@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/fenecdb/fenec/server/cluster"
 	"github.com/fenecdb/fenec/server/engine"
@@ -127,6 +128,14 @@ func (nd *node) Status() gen.ClusterStatus {
 		if m.URL != "" {
 			u := m.URL
 			gm.Url = &u
+		}
+		if m.Known {
+			match, lag := int64(m.Match), int64(m.Lag)
+			gm.MatchIndex, gm.LagEntries = &match, &lag
+			if !m.Contact.IsZero() {
+				ms := time.Since(m.Contact).Milliseconds()
+				gm.LastContactMs = &ms
+			}
 		}
 		out.Members = append(out.Members, gm)
 	}

@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fenecdb/fenec/server/cluster/history"
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
 
 // netns is the test's hosts: a network namespace per node, each joined by
@@ -91,12 +94,8 @@ func (ns *netns) cut(i int, op string) {
 	}
 }
 
-// TestClusterPartition: the leader is cut off from the other two, alive
-// and reachable by clients, under a load of puts, claims and acks. It
-// acknowledges no write from then on; the majority elects a leader and
-// carries on; healed, the old leader follows, and the write sent to it
-// while cut off is gone. The history is checked as TestClusterFailover's.
-func TestClusterPartition(t *testing.T) {
+// newNetnsCluster starts three nodes, each in a namespace of its own.
+func newNetnsCluster(t *testing.T) (*netns, *testCluster) {
 	ns := newNetns(t, 3)
 	c := &testCluster{t: t, token: "cluster-test-token"}
 	for i := 0; i < 3; i++ {
@@ -107,63 +106,217 @@ func TestClusterPartition(t *testing.T) {
 		runners[nd] = ns.runner(i)
 	}
 	c.binOf = func(nd *clusterNode) string { return runners[nd] }
-	startCluster(t, c)
+	return ns, startCluster(t, c)
+}
+
+func (c *testCluster) index(nd *clusterNode) int {
+	for i, x := range c.nodes {
+		if x == nd {
+			return i
+		}
+	}
+	c.t.Fatalf("%s is no node of the cluster", nd.id)
+	return -1
+}
+
+// without answers the cluster of every node but nd: the majority when nd
+// is cut off or down.
+func (c *testCluster) without(nd *clusterNode) *testCluster {
+	var rest []*clusterNode
+	for _, x := range c.nodes {
+		if x != nd {
+			rest = append(rest, x)
+		}
+	}
+	return &testCluster{t: c.t, nodes: rest, token: c.token, binOf: c.binOf}
+}
+
+// TestClusterFaults: 16 clients put, claim and ack through the leader
+// while it is, in turn, SIGKILLed (and restarted) and cut off from the
+// other two, alive and reachable by clients (and healed):
+// FENEC_CLUSTER_FAULTS faults, default 2 (one of each). Cut off, the
+// leader acknowledges no write — a put sent to it is answered an error
+// and is gone once healed — the majority elects a leader and carries on,
+// and healed, the old leader follows. Every client's operations are
+// recorded as it saw them, and the one history, kills and partitions
+// together, is checked (package history) with the final state read on
+// every node.
+func TestClusterFaults(t *testing.T) {
+	faults := 2
+	if v := os.Getenv("FENEC_CLUSTER_FAULTS"); v != "" {
+		faults, _ = strconv.Atoi(v)
+	}
+	ns, c := newNetnsCluster(t)
 	lead := c.leader(10 * time.Second)
 	c.client(lead).MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
-	load := startLoad(c, 8)
+	load := startLoad(c, 16)
+	var lonely []int64
+	var toLeader []time.Duration
+	for f := 0; f < faults; f++ {
+		time.Sleep(1500 * time.Millisecond)
+		c.last = nil
+		lead := c.leader(15 * time.Second)
+		began := time.Now()
+		if f%2 == 0 {
+			lead.p.Kill()
+			lead.p = nil
+			next := c.without(lead).leader(15 * time.Second)
+			toLeader = append(toLeader, time.Since(began))
+			t.Logf("fault %d: %s SIGKILLed, %s took writes after %v", f+1, lead.id, next.id, time.Since(began).Round(time.Millisecond))
+			c.start(lead)
+			continue
+		}
+		li := c.index(lead)
+		ns.cut(li, "add")
+		// The cut-off leader is sent a put: it must not acknowledge it.
+		n := int64(999_000_000 + f)
+		lonely = append(lonely, n)
+		r, err := c.client(lead).Do("POST", "/query", map[string]any{"query": "put jobs {n: $1, run_at: now(), attempts: 0}", "params": []any{n}}, nil)
+		if err == nil && r.Status == 200 {
+			t.Errorf("fault %d: the cut-off leader acknowledged a put: %s", f+1, r.Body)
+		} else if err == nil {
+			t.Logf("fault %d: the cut-off leader answered a put %d %s after %v", f+1, r.Status, r.Body, time.Since(began).Round(time.Millisecond))
+		}
+		next := c.without(lead).leader(15 * time.Second)
+		toLeader = append(toLeader, time.Since(began))
+		t.Logf("fault %d: %s cut off, %s took writes after %v", f+1, lead.id, next.id, time.Since(began).Round(time.Millisecond))
+		time.Sleep(2 * time.Second)
+		ns.cut(li, "del")
+		healed := time.Now()
+		for time.Since(healed) < 15*time.Second {
+			if st, ok := c.status(lead); ok && st.Role == "follower" && st.LeaderURL != "" {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if st, _ := c.status(lead); st.Role != "follower" && st.Role != "leader" {
+			// Healed, it follows; it may even be elected again since.
+			t.Errorf("fault %d: healed, the old leader %s is %q", f+1, lead.id, st.Role)
+		}
+	}
 	time.Sleep(1500 * time.Millisecond)
-
-	lead = c.leader(10 * time.Second)
-	li := 0
-	for i, nd := range c.nodes {
-		if nd == lead {
-			li = i
-		}
-	}
-	cutAt := time.Now()
-	ns.cut(li, "add")
-	// The cut-off leader is sent a put: it must not acknowledge it.
-	const lonely = 999_000_001
-	r, err := c.client(lead).Do("POST", "/query", map[string]any{"query": "put jobs {n: $1, run_at: now(), attempts: 0}", "params": []any{lonely}}, nil)
-	if err == nil && r.Status == 200 {
-		t.Errorf("the cut-off leader acknowledged a put: %s", r.Body)
-	} else if err == nil {
-		t.Logf("the cut-off leader answered the put %d %s after %v", r.Status, r.Body, time.Since(cutAt).Round(time.Millisecond))
-	}
-	// The majority's new leader.
-	var majority []*clusterNode
-	for _, nd := range c.nodes {
-		if nd != lead {
-			majority = append(majority, nd)
-		}
-	}
-	sub := &testCluster{t: t, nodes: majority, token: c.token, binOf: c.binOf}
-	next := sub.leader(15 * time.Second)
-	t.Logf("cut off %s; %s took writes after %v", lead.id, next.id, time.Since(cutAt).Round(time.Millisecond))
-	time.Sleep(2 * time.Second)
-	ns.cut(li, "del")
-	healed := time.Now()
-	for time.Since(healed) < 15*time.Second {
-		if st, ok := c.status(lead); ok && st.Role == "follower" && st.LeaderURL != "" {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if st, _ := c.status(lead); st.Role != "follower" {
-		t.Errorf("healed, the old leader %s is %q, want follower", lead.id, st.Role)
-	}
-	time.Sleep(1 * time.Second)
 	ops := load.stop()
 	c.converge(30 * time.Second)
-	ops = append(ops, history.Op{Kind: "put", Result: "fail", Jobs: []int64{lonely}})
+	for _, n := range lonely {
+		ops = append(ops, history.Op{Kind: "put", Result: "fail", Jobs: []int64{n}})
+	}
 	ops = checkFinal(t, c, ops)
 	for _, op := range ops {
-		if op.Kind == "final" {
-			for _, n := range op.Jobs {
-				if n == lonely {
-					t.Errorf("the put sent to the cut-off leader, never acknowledged, is in the final state")
+		if op.Kind != "final" {
+			continue
+		}
+		for _, n := range op.Jobs {
+			for _, l := range lonely {
+				if n == l {
+					t.Errorf("job %d, put to a cut-off leader and never acknowledged, is in the final state", n)
 				}
 			}
+		}
+	}
+	sort.Slice(toLeader, func(i, j int) bool { return toLeader[i] < toLeader[j] })
+	if len(toLeader) > 0 {
+		t.Logf("time to a new leader over %d faults: p50 %v, max %v", len(toLeader),
+			toLeader[len(toLeader)/2].Round(time.Millisecond), toLeader[len(toLeader)-1].Round(time.Millisecond))
+	}
+}
+
+// TestClusterClaimBeforeCommit: a claim under an Idempotency-Key sent to a
+// leader cut off from the others — it runs there, and cannot be committed,
+// for the others receive nothing — is answered 503 (outcome unknown); the
+// leader is SIGKILLed; the same claim under the same key on the next
+// leader runs afresh (not a replay) and takes a page; the old leader,
+// restarted and healed, drops the entry it had logged. In the end, on
+// every node, the client owns exactly the retry's jobs, each claimed once.
+func TestClusterClaimBeforeCommit(t *testing.T) {
+	ns, c := newNetnsCluster(t)
+	lead := c.leader(10 * time.Second)
+	lc := c.client(lead)
+	lc.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
+	docs := make([]any, 25)
+	for i := range docs {
+		docs[i] = map[string]any{"n": i, "attempts": 0}
+	}
+	lc.MustQuery("put jobs $1", docs)
+	lc.MustQuery("set jobs {run_at: now()}")
+	c.converge(20 * time.Second)
+	claim := map[string]any{"query": "set jobs {owner: $1, run_at: now() + 600000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 returning id, n", "params": []any{"w-key"}}
+	key := map[string]string{"Idempotency-Key": "claim-before-commit"}
+
+	// The cut is in place before the claim is sent, so nothing it logs can
+	// reach a follower. A leader that stepped down before the claim came
+	// (its lease is 250 ms) refuses it unrun with 403: then heal, and cut
+	// again.
+	var first *apitest.Response
+	for try := 0; try < 3 && first == nil; try++ {
+		c.last = nil
+		lead = c.leader(15 * time.Second)
+		li := c.index(lead)
+		ns.cut(li, "add")
+		r, err := c.client(lead).Do("POST", "/query", claim, key)
+		switch {
+		case err != nil:
+			t.Fatalf("the claim on the cut-off leader: %v", err)
+		case r.Status == 200:
+			t.Fatalf("the cut-off leader acknowledged a claim: %s", r.Body)
+		case r.Status == 503 && strings.Contains(string(r.Body), "not committed"):
+			first = r
+			t.Logf("the cut-off leader %s answered the claim %d %s", lead.id, r.Status, r.Body)
+		case r.Status == 403 || r.Code() == "no_leader":
+			t.Logf("try %d: %s had stepped down before the claim came: %s", try+1, lead.id, r.Body)
+			ns.cut(li, "del")
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if st, ok := c.status(lead); ok && st.LeaderURL != "" {
+					break
+				}
+			}
+		default:
+			t.Fatalf("the claim on the cut-off leader: %d %s", r.Status, r.Body)
+		}
+	}
+	if first == nil {
+		t.Fatal("in 3 tries the cut-off leader never ran the claim")
+	}
+	li := c.index(lead)
+	lead.p.Kill()
+	lead.p = nil
+	next := c.without(lead).leader(15 * time.Second)
+	again, err := c.client(next).Do("POST", "/query", claim, key)
+	if err != nil || again.Status != 200 {
+		t.Fatalf("the claim retried on the next leader %s: %v %v", next.id, err, again)
+	}
+	if again.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the retry was answered a replay of a claim never committed: %s", again.Body)
+	}
+	var took []struct{ ID, N int64 }
+	again.JSON(t, &took)
+	if len(took) != 10 {
+		t.Fatalf("the retry took %d jobs, want a page of 10: %s", len(took), again.Body)
+	}
+	// Replayed now, on any node's leader.
+	if r, err := c.client(next).Do("POST", "/query", claim, key); err != nil || r.Status != 200 || string(r.Body) != string(again.Body) || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("the claim sent a third time: %v %v, want %s replayed", err, r, again.Body)
+	}
+
+	ns.cut(li, "del")
+	c.start(lead)
+	c.converge(30 * time.Second)
+	want := fmt.Sprint(took)
+	for _, nd := range c.nodes {
+		r := c.client(nd).MustQuery("get jobs where owner = 'w-key' select id, n, attempts order n")
+		var rows []struct{ ID, N, Attempts int64 }
+		r.JSON(t, &rows)
+		var got []struct{ ID, N int64 }
+		for _, row := range rows {
+			got = append(got, struct{ ID, N int64 }{row.ID, row.N})
+			if row.Attempts != 1 {
+				t.Errorf("on %s job %d was claimed %d times", nd.id, row.N, row.Attempts)
+			}
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("on %s the client owns %v; want the retry's %v alone", nd.id, got, want)
+		}
+		if r := c.client(nd).MustQuery("get jobs where attempts > 0 count"); !strings.Contains(string(r.Body), `"count":10`) {
+			t.Errorf("on %s claimed jobs: %s, want 10", nd.id, r.Body)
 		}
 	}
 }

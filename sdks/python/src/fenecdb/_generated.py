@@ -167,6 +167,12 @@ class _ClusterMemberRequired(TypedDict):
 
 
 class ClusterMember(_ClusterMemberRequired, total=False):
+    # on the leader, for another member: the leader's last index past match_index
+    lag_entries: int
+    # on the leader, for another member: milliseconds since it last answered; absent until it answers in this term
+    last_contact_ms: int
+    # on the leader, for another member: the log's last entry known to be in that member's log, learnt from its answers in this term (0 until it answers)
+    match_index: int
     # the node's HTTP URL when this node knows it (a node records its own when it leads); else absent
     url: str
 
