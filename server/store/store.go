@@ -196,11 +196,11 @@ type Store struct {
 	buf []byte // the log row being written; under wmu
 
 	mu        sync.Mutex
-	cur       *group   // units queued for the next group
-	writing   bool     // a group is being written
-	unsynced  []*group // groups written, waiting for the next sync of the WAL
-	syncing   bool     // a sync of the WAL is under way
-	stopping  bool     // a failure waits for the syncs under way: no new writes
+	cur       *group        // units queued for the next group
+	writing   bool          // a group is being written
+	unsynced  []*group      // groups written, waiting for the next sync of the WAL
+	syncing   bool          // a sync of the WAL is under way
+	stopping  bool          // a failure waits for the syncs under way: no new writes
 	changed   chan struct{} // closed (and replaced) when the above change
 	lastSeq   uint64
 	durable   uint64 // the last seq written to the file (and synced, but under off)
