@@ -201,7 +201,8 @@ type Store struct {
 	unsynced  []*group      // groups written, waiting for the next sync of the WAL
 	syncing   bool          // a sync of the WAL is under way
 	stopping  bool          // a failure waits for the syncs under way: no new writes
-	changed   chan struct{} // closed (and replaced) when the above change
+	changed   chan struct{} // closed (and replaced) when the above change, if watched
+	watched   bool          // a leader waits on changed
 	lastSeq   uint64
 	durable   uint64 // the last seq written to the file (and synced, but under off)
 	committed bool   // Commit was called: too late for Load
@@ -235,6 +236,8 @@ type group struct {
 	since   time.Time // when its first unit was queued (under interval)
 	done    chan struct{}
 	err     error // set before done is closed
+
+	flushed func() error // flush(this group): the wait its units' Commits answer
 
 	// Under Store.mu.
 	state groupState
@@ -630,6 +633,9 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	g.seq = seq
 	g.size += size
 	now := (s.mode.Kind == SyncAlways && detached) || g.size >= s.tune.maxPending
+	if g.flushed == nil {
+		g.flushed = func() error { return s.flush(g) }
+	}
 	s.mu.Unlock()
 	if now {
 		s.poke()
@@ -643,7 +649,7 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	// the disk — the loss bound docs/reliability.md states.
 	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending ||
 		(s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
-		return func() error { return s.flush(g) }
+		return g.flushed
 	}
 	return s.failure
 }
@@ -697,6 +703,7 @@ func (s *Store) flush(g *group) error {
 
 // waitChange waits, with mu released, until the pipeline's state changes.
 func (s *Store) waitChange() {
+	s.watched = true
 	ch := s.changed
 	s.mu.Unlock()
 	<-ch
@@ -705,8 +712,11 @@ func (s *Store) waitChange() {
 
 // changedLocked wakes the leaders waiting for the pipeline; mu is held.
 func (s *Store) changedLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+	if s.watched {
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.watched = false
+	}
 }
 
 // writeLocked writes g, the queued group, as one log row; mu is held, and
