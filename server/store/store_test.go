@@ -635,3 +635,41 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestWALStaysOneFile: the store syncs the WAL through a descriptor of its
+// own, which is only right while SQLite keeps writing that same file. Over
+// enough groups and folds that SQLite checkpoints and starts the WAL over
+// several times, the WAL at the path is still the store's file.
+func TestWALStaysOneFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	_, _, _, s := load(t, path, Options{}, tuning{foldBytes: 64 << 10, foldAge: 10 * time.Millisecond, foldChunk: 64 << 10, maxPending: 64 << 20, busyTimeout: time.Second})
+	const units = 3000
+	for i := uint64(1); i <= units; i++ {
+		if err := s.Commit(i, []Change{{Op: OpMetaPut, Key: fmt.Sprint("k", i%500), Body: make([]byte, 2000)}})(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ours, err := s.wal.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	there, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s.Stats()
+	if !os.SameFile(ours, there) {
+		t.Fatal("the WAL at the path is not the file the store syncs")
+	}
+	// Every unit wrote at least one 4 KB frame: a WAL smaller than that
+	// was started over, after checkpoints.
+	if there.Size() >= units*4096 {
+		t.Fatalf("the WAL was never started over: %d bytes after %d units", there.Size(), units)
+	}
+	if st.Folds == 0 || st.Fsyncs < units {
+		t.Fatalf("folds %d, syncs %d: want folds, and a sync per unit", st.Folds, st.Fsyncs)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
