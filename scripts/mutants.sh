@@ -33,7 +33,7 @@ mutations=(
 			db.st.Resume()@@		if false {
 			db.mu.Lock()
 			db.st.Resume()@@./engine ./httpapi"
-  "store: no sync of the WAL under --sync always@@store/store.go@@	err := fdatasync(s.wal)@@	var err error@@./store"
+  "store: no sync of the WAL under --sync always@@store/store.go@@		err = fdatasync(s.wal)@@		err = nil@@./store"
   "store: no structure check of the file on open@@store/store.go@@		if err := quickCheck(ctx, conn); err != nil {@@		if err := error(nil); err != nil {@@./store"
   "store: nothing logged of a torn WAL tail@@store/store.go@@	if tail.frames > 0 {
 		log.Warn(@@	if false {

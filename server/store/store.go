@@ -117,8 +117,9 @@ type Options struct {
 	OnFail func(err error)
 	// Fault, if set, is asked before each write to the file with what the
 	// write is (FaultCommit: a group or a probe; FaultFold: a fold, asked
-	// midway through it); an error it answers fails that write as if SQLite
-	// had answered it. Tests inject failures at the store's boundary with it.
+	// midway through it; FaultSync: a sync of the WAL); an error it answers
+	// fails that write as if SQLite (or the sync) had answered it. Tests
+	// inject failures at the store's boundary with it.
 	Fault func(at string) error
 	// Log receives what opening the file found (a torn log tail dropped).
 	// Default: discarded.
@@ -129,6 +130,7 @@ type Options struct {
 const (
 	FaultCommit = "commit"
 	FaultFold   = "fold"
+	FaultSync   = "sync"
 )
 
 // Stats are the store's counters since Open.
@@ -774,7 +776,10 @@ func (s *Store) syncLocked() {
 	s.changedLocked() // the next group may be written while this syncs
 	s.mu.Unlock()
 	start := time.Now()
-	err := fdatasync(s.wal)
+	err := s.faultAt(FaultSync)
+	if err == nil {
+		err = fdatasync(s.wal)
+	}
 	took := time.Since(start)
 	s.mu.Lock()
 	if err != nil {
