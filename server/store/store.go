@@ -261,6 +261,11 @@ const (
 
 func newGroup() *group { return &group{done: make(chan struct{})} }
 
+func (g *group) wait() error {
+	<-g.done
+	return g.err
+}
+
 // Open opens (or creates) the store at path. The path ":memory:" keeps
 // nothing: Load finds nothing and every wait returns nil at once.
 func Open(path string, opts Options) (*Store, error) {
@@ -587,7 +592,8 @@ func noWait() error { return nil }
 // The caller calls the answer at once: under always that call writes the
 // unit's group and syncs the WAL itself, on the caller's goroutine, unless
 // another waiter already does (flush). A caller that may never call it
-// uses CommitDetached.
+// uses CommitDetached. Under interval and off the committer writes every
+// group.
 func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	return s.commit(seq, changes, false)
 }
@@ -635,7 +641,7 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	g.seq = seq
 	g.size += size
 	now := (s.mode.Kind == SyncAlways && detached) || g.size >= s.tune.maxPending
-	if g.flushed == nil {
+	if g.flushed == nil && s.mode.Kind == SyncAlways {
 		g.flushed = func() error { return s.flush(g) }
 	}
 	s.mu.Unlock()
@@ -649,9 +655,11 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	// the committer is behind: its waits block too, so an acknowledged unit
 	// is never more than about an interval (plus the write before it) from
 	// the disk — the loss bound docs/reliability.md states.
-	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending ||
-		(s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
+	if s.mode.Kind == SyncAlways {
 		return g.flushed
+	}
+	if g.size >= 2*s.tune.maxPending || (s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
+		return g.wait // for the committer's write
 	}
 	return s.failure
 }
