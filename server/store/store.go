@@ -202,6 +202,7 @@ type Store struct {
 	writing   bool          // a group is being written
 	unsynced  []*group      // groups written, waiting for the next sync of the WAL
 	syncing   bool          // a sync of the WAL is under way
+	syncUnits int           // the units it makes durable
 	stopping  bool          // a failure waits for the syncs under way: no new writes
 	changed   chan struct{} // closed (and replaced) when the above change, if watched
 	watched   bool          // a leader waits on changed
@@ -677,12 +678,20 @@ func (s *Store) poke() {
 // The leader writes the group as soon as no other group is being written
 // and none waits for a sync, then syncs the WAL as soon as no other sync is
 // under way. So the groups go down a pipeline of two stages: while the
-// WAL's sync for group n is under way, group n+1 is written (the units that
-// arrived during the sync before), and its sync starts the moment n's
-// returns. A sync takes every group written before it started — all of
-// them reached the WAL first, so it makes all of them durable — and one
-// group is written per sync, as without the pipeline. Folds, probes and
-// backups share the connection with the writes through wmu.
+// WAL's sync for group n is under way, group n+1 is written, and its sync
+// starts the moment n's returns. A sync takes every group written before
+// it started — all of them reached the WAL first, so it makes all of them
+// durable — and one group is written per sync, as without the pipeline.
+//
+// The pipeline pays while groups are small: a unit then waits for the disk,
+// and hiding its write behind the sync before shortens that wait. But a
+// group written early holds only the units that came during one sync, not
+// during a write and a sync, so under many writers it would take more
+// syncs (each costing CPU in the kernel) for the same units. So a group is
+// written during a sync only while the sync carries at most pipelineUnits
+// units; past that it waits for the sync to end and takes what came
+// meanwhile. Folds, probes and backups share the connection with the
+// writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
 	if g.led {
@@ -699,7 +708,7 @@ func (s *Store) flush(g *group) error {
 			s.mu.Lock()
 		case s.stopping:
 			s.waitChange()
-		case g.state == queued && !s.writing && len(s.unsynced) == 0:
+		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || s.syncUnits <= pipelineUnits):
 			s.writeLocked(g)
 		case g.state == written && !s.syncing:
 			s.syncLocked()
@@ -710,6 +719,11 @@ func (s *Store) flush(g *group) error {
 	s.mu.Unlock()
 	return g.err
 }
+
+// pipelineUnits is the most units a sync under way may carry for the next
+// group to be written meanwhile (flush): as many as a few workers keep in
+// flight, fewer than many workers put in one group.
+const pipelineUnits = 2
 
 // waitChange waits, with mu released, until the pipeline's state changes.
 func (s *Store) waitChange() {
@@ -778,8 +792,10 @@ func (s *Store) syncLocked() {
 	batch := s.unsynced
 	s.unsynced = nil
 	s.syncing = true
+	s.syncUnits = 0
 	for _, g := range batch {
 		g.state = syncing
+		s.syncUnits += g.units
 	}
 	s.changedLocked() // the next group may be written while this syncs
 	s.mu.Unlock()

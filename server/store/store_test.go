@@ -562,7 +562,7 @@ func TestEncoding(t *testing.T) {
 }
 
 // BenchmarkCommit measures units committed per second, each unit a
-// statement of 1 or 10 puts of 200-byte bodies, by 1 or 16 writers that
+// statement of 1 or 10 puts of 200-byte bodies, by 1, 4 or 16 writers that
 // wait for their unit as a request would, and the process's CPU time per
 // unit (user and system, the kernel's share of the syncs included: a
 // figure a loaded disk moves far less than units/s).
@@ -571,7 +571,7 @@ func TestEncoding(t *testing.T) {
 func BenchmarkCommit(b *testing.B) {
 	body := make([]byte, 200)
 	for _, mode := range modes {
-		for _, writers := range []int{1, 16} {
+		for _, writers := range []int{1, 4, 16} {
 			for _, puts := range []int{1, 10} {
 				b.Run(fmt.Sprintf("%s/writers=%d/puts=%d", mode, writers, puts), func(b *testing.B) {
 					s, err := Open(filepath.Join(b.TempDir(), "f.db"), Options{Sync: mode})
