@@ -187,6 +187,9 @@ func TestSyncFailure(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, errInjected) {
 		t.Fatalf("Close answered %v", err)
 	}
+	for deadline := time.Now().Add(5 * time.Second); failed.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // OnFail runs on a goroutine of its own
+	}
 	if failed.Load() != 1 {
 		t.Fatalf("OnFail called %d times", failed.Load())
 	}
