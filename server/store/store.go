@@ -556,7 +556,9 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			return err
 		}
 		seq = uint64(rowSeq)
+		s.fmu.Lock()
 		s.addFold(changes, seq, len(body))
+		s.fmu.Unlock()
 		return nil
 	})
 	return seq, err
@@ -1075,7 +1077,7 @@ func (s *Store) unfoldedLocked() int64 {
 }
 
 // addFold adds one log row's changes to the chunks waiting for a fold; fmu
-// is held (or Load runs, before the committer starts).
+// is held.
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
 	if len(s.folds) == 0 || s.folds[len(s.folds)-1].bytes >= s.tune.foldChunk {
 		s.folds = append(s.folds, newFoldSet())
