@@ -24,8 +24,8 @@ mutations=(
   "store: flush interval x100 under --sync <ms>@@store/store.go@@t := time.NewTicker(s.mode.Interval)@@t := time.NewTicker(s.mode.Interval * 100)@@./store"
   "httpapi: drop the key-expiry check@@httpapi/idempotency.go@@if !ok || (m.Expires != 0 \&\& m.Expires <= s.db.Clock().NowMS()) {@@if !ok {@@./httpapi"
   "store: commit instead of roll back when a fold fails@@store/store.go@@		tx.Rollback()
-		return err@@		tx.Commit()
-		return err@@./store ./engine"
+		return true, err@@		tx.Commit()
+		return true, err@@./store ./engine"
   "engine: combine a token's update rules with AND instead of OR@@engine/scope.go@@Op: fenecql.OpOr, L: or, R: f}@@Op: fenecql.OpAnd, L: or, R: f}@@./engine ./httpapi ./auth"
   "engine: keep in memory the units the store lost (no undo)@@engine/db.go@@		undoSteps(db, db.pending[i].undo)@@		_ = undoSteps@@./engine ./httpapi"
   "engine: never end a store failure (no recovery)@@engine/db.go@@		if err == nil {
@@ -33,7 +33,7 @@ mutations=(
 			db.st.Resume()@@		if false {
 			db.mu.Lock()
 			db.st.Resume()@@./engine ./httpapi"
-  "store: no sync of the WAL under --sync always@@store/store.go@@		synchronous = \"FULL\"@@		synchronous = \"NORMAL\"@@./store"
+  "store: no sync of the WAL under --sync always@@store/store.go@@		err = fdatasync(s.wal)@@		err = nil@@./store"
   "store: no structure check of the file on open@@store/store.go@@		if err := quickCheck(ctx, conn); err != nil {@@		if err := error(nil); err != nil {@@./store"
   "store: nothing logged of a torn WAL tail@@store/store.go@@	if tail.frames > 0 {
 		log.Warn(@@	if false {

@@ -150,7 +150,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	}
 	if mark == db.repl.mark && seq <= db.seq {
 		db.repl.stored = seq
-		wait = db.st.Commit(seq, changes)
+		wait = db.st.CommitDetached(seq, changes)
 		db.mu.Unlock()
 		return wait, nil
 	}
@@ -175,7 +175,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 		}
 	}
 	db.seq, db.repl.stored = seq, seq
-	wait = db.st.Commit(seq, changes)
+	wait = db.st.CommitDetached(seq, changes)
 	db.moved(seq)
 	db.mu.Unlock()
 	if len(touched) > 0 {

@@ -23,15 +23,12 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	g, units := s.cur, s.cur.units
 	s.mu.Unlock()
 	if units > 0 {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
-		if err := g.wait(); err != nil {
+		if err := s.flush(g); err != nil {
 			return err
 		}
 	}
-	// The connection serialises this with the committer's statements.
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	if _, err := s.conn.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
 		return fmt.Errorf("store: backup to %s: %w", path, err)
 	}

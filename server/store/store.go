@@ -5,11 +5,14 @@
 // opaque bytes here: the store knows nothing of FenecQL.
 //
 // Writes go through group commit. Commit only queues a unit (one statement's
-// or one batch's changes) in memory; a committer goroutine takes everything
-// queued, writes it as one row of the log table in one SQLite transaction,
-// and releases the group's waiters after that single fsync. In the
-// background the committer folds logged changes into the collections, docs
-// and meta tables, coalescing them, and deletes the folded rows.
+// or one batch's changes) in memory; everything queued is written as one
+// row of the log table in one SQLite transaction, and the group's waiters
+// are released after one fdatasync of the WAL. The commit is pipelined: the
+// next group is written while the WAL's sync for the one before is under
+// way, and each sync covers every group written before it started (see
+// flush). In the background a committer goroutine folds logged changes
+// into the collections, docs and meta tables, coalescing them, and deletes
+// the folded rows.
 package store
 
 import (
@@ -20,6 +23,7 @@ import (
 	"log/slog"
 	"math"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +117,9 @@ type Options struct {
 	OnFail func(err error)
 	// Fault, if set, is asked before each write to the file with what the
 	// write is (FaultCommit: a group or a probe; FaultFold: a fold, asked
-	// midway through it); an error it answers fails that write as if SQLite
-	// had answered it. Tests inject failures at the store's boundary with it.
+	// midway through it; FaultSync: a sync of the WAL); an error it answers
+	// fails that write as if SQLite (or the sync) had answered it. Tests
+	// inject failures at the store's boundary with it.
 	Fault func(at string) error
 	// Log receives what opening the file found (a torn log tail dropped).
 	// Default: discarded.
@@ -125,12 +130,13 @@ type Options struct {
 const (
 	FaultCommit = "commit"
 	FaultFold   = "fold"
+	FaultSync   = "sync"
 )
 
 // Stats are the store's counters since Open.
 type Stats struct {
-	Commits  uint64 // units written to SQLite
-	Fsyncs   uint64 // group commits made with synchronous=FULL: one WAL fsync each
+	Commits  uint64 // units written to SQLite (and synced, but under off)
+	Fsyncs   uint64 // syncs of the WAL that made groups durable: one per group or fewer
 	Changes  uint64 // changes written to SQLite
 	Folds    uint64 // folds of the log into the tables
 	LogBytes int64  // size of the log rows not yet folded
@@ -182,32 +188,49 @@ type Store struct {
 	tornTail bool // the WAL ended in a torn write: Load says where it recovered to
 	tune     tuning
 	db       *sql.DB
-	conn     *sql.Conn // the one connection; the committer's once Load is done
+	conn     *sql.Conn // the one connection, used under wmu once Load is done
 	insert   *sql.Stmt
+	wal      *os.File // the WAL, opened by the store too: flush syncs it
+
+	// wmu is the connection's: one group write, fold, probe or backup at
+	// a time. It is taken before mu, never while holding it.
+	wmu sync.Mutex
+	buf []byte // the log row being written; under wmu
 
 	mu        sync.Mutex
-	cur       *group // units queued for the next group
+	cur       *group        // units queued for the next group
+	writing   bool          // a group is being written
+	unsynced  []*group      // groups written, waiting for the next sync of the WAL
+	syncing   bool          // a sync of the WAL is under way
+	syncUnits int           // the units it makes durable
+	stopping  bool          // a failure waits for the syncs under way: no new writes
+	changed   chan struct{} // closed (and replaced) when the above change, if watched
+	watched   bool          // a leader waits on changed
 	lastSeq   uint64
-	durable   uint64 // the last seq written to the file
+	durable   uint64 // the last seq written to the file (and synced, but under off)
 	committed bool   // Commit was called: too late for Load
 	loaded    bool   // Load ran: the committer may fold
 	closed    bool
 	failed    error
+	syncErr   error // a sync of the WAL failed: the file is in doubt until reopened
 	stats     Stats
 
-	wake      chan struct{} // "write the queued units now"; capacity 1
+	wake      chan struct{} // "write the queued units now", or "fold"; capacity 1
 	probe     chan chan error
 	closing   chan struct{}
 	stopped   chan struct{} // the committer has returned
 	closeOnce sync.Once
 	closeErr  error
 
-	// Owned by the committer goroutine (by Load before it hands over).
-	folds []*foldSet // the unfolded log rows, in chunks, oldest first
-	buf   []byte
+	// The unfolded log rows, in chunks, oldest first: added to by whoever
+	// makes groups durable, folded by the committer (by Load before it
+	// hands over).
+	fmu   sync.Mutex
+	folds []*foldSet
 }
 
-// group is the units queued between two commits: one log row, one fsync.
+// group is the units queued between two commits: one log row; one sync of
+// the WAL makes one group, or several, durable.
 type group struct {
 	changes []Change
 	units   int
@@ -216,7 +239,26 @@ type group struct {
 	since   time.Time // when its first unit was queued (under interval)
 	done    chan struct{}
 	err     error // set before done is closed
+
+	flushed func() error // flush(this group): the wait its units' Commits answer
+
+	// Under Store.mu.
+	state groupState
+	led   bool          // a flush leads it to the disk; other waiters wait for done
+	wrote time.Duration // its write to SQLite took
+	bytes int           // its log row's size
 }
+
+// groupState is where a group is on its way to the disk.
+type groupState uint8
+
+const (
+	queued  groupState = iota // Store.cur: units may still join
+	writing                   // its log row is being written
+	written                   // in Store.unsynced
+	syncing                   // in the sync under way
+	done                      // durable, or failed: done is closed
+)
 
 func newGroup() *group { return &group{done: make(chan struct{})} }
 
@@ -244,12 +286,15 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 	if mode.Kind > SyncOff || (mode.Kind == SyncInterval && mode.Interval <= 0) {
 		return nil, fmt.Errorf("store: bad sync mode %+v", mode)
 	}
-	// Under an interval each group commit is that interval's flush, so it
-	// reaches the disk too; off leaves the syncing to the checkpoints.
+	// SQLite runs with synchronous=NORMAL under every mode: a commit does
+	// not sync, but the WAL is synced before each checkpoint copies it into
+	// the database, the database is synced before the WAL starts over, and
+	// a WAL that starts over has its new header synced — so a crash never
+	// leaves the file inconsistent. Under always and an interval the store
+	// then makes each group durable itself, with an fdatasync of the WAL
+	// (flush), which lets the next group be written while the sync is
+	// under way; off leaves the syncing to the checkpoints.
 	synchronous := "NORMAL"
-	if mode.Kind != SyncOff {
-		synchronous = "FULL"
-	}
 	// locking_mode=EXCLUSIVE keeps a second process (a second server on the
 	// same file, whose memory would disagree with ours) out, and lets WAL
 	// mode work without the shared-memory index.
@@ -279,10 +324,13 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	s := &Store{log: log, tornTail: tail.frames > 0, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
-		wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
+		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
 	if err := s.prepare(path); err != nil {
 		if s.conn != nil {
 			s.conn.Close()
+		}
+		if s.wal != nil {
+			s.wal.Close()
 		}
 		db.Close()
 		return nil, err
@@ -342,6 +390,13 @@ func (s *Store) prepare(path string) error {
 	s.insert, err = conn.PrepareContext(ctx, `INSERT INTO log(seq, body) VALUES (?, ?)`)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", path, err)
+	}
+	// The WAL SQLite writes, opened here too so that flush can sync it: a
+	// sync applies to the file, whichever descriptor asks. In exclusive
+	// locking mode SQLite keeps this one file (it only truncates it) until
+	// the connection closes.
+	if s.wal, err = os.OpenFile(path+"-wal", os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+		return fmt.Errorf("store: %s: opening its WAL: %w", path, err)
 	}
 	return nil
 }
@@ -429,7 +484,9 @@ func (s *Store) Load(fn func(Change) error) (uint64, error) {
 	s.loaded = true
 	s.lastSeq = seq
 	s.durable = seq
-	s.stats.LogBytes = s.unfolded()
+	s.fmu.Lock()
+	s.stats.LogBytes = s.unfoldedLocked()
+	s.fmu.Unlock()
 	s.mu.Unlock()
 	return seq, nil
 }
@@ -499,7 +556,9 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			return err
 		}
 		seq = uint64(rowSeq)
+		s.fmu.Lock()
 		s.addFold(changes, seq, len(body))
+		s.fmu.Unlock()
 		return nil
 	})
 	return seq, err
@@ -528,11 +587,28 @@ func noWait() error { return nil }
 // Commit queues one unit (a statement's or a batch's changes; after a crash
 // they are all there or none is). It is called under the engine's write
 // lock, in seq order, and does no I/O. The answer blocks until the unit is
-// durable per the sync mode: under always until it is fsync'd; under
+// durable per the sync mode: under always until it is synced; under
 // interval and off it returns at once (unless the queue has outgrown its
 // bound: then it waits for the write). Once the store has failed, every
 // wait answers the failure.
+//
+// The caller calls the answer at once: under always that call writes the
+// unit's group and syncs the WAL itself, on the caller's goroutine, unless
+// another waiter already does (flush). A caller that may never call it
+// uses CommitDetached. Under interval and off the committer writes every
+// group.
 func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
+	return s.commit(seq, changes, false)
+}
+
+// CommitDetached is Commit for a caller that may never call the answer (a
+// cluster node applying its log): the committer goroutine is asked to
+// write the unit.
+func (s *Store) CommitDetached(seq uint64, changes []Change) (wait func() error) {
+	return s.commit(seq, changes, true)
+}
+
+func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func() error) {
 	if s.mem {
 		return noWait
 	}
@@ -567,13 +643,13 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	g.units++
 	g.seq = seq
 	g.size += size
-	now := s.mode.Kind == SyncAlways || g.size >= s.tune.maxPending
+	now := (s.mode.Kind == SyncAlways && detached) || g.size >= s.tune.maxPending
+	if g.flushed == nil && s.mode.Kind == SyncAlways {
+		g.flushed = func() error { return s.flush(g) }
+	}
 	s.mu.Unlock()
 	if now {
-		select {
-		case s.wake <- struct{}{}:
-		default: // already signalled; the committer will take this unit too
-		}
+		s.poke()
 	}
 	// Under interval and off the engine may outrun the disk; once the queue
 	// holds twice the early-write bound, its waits block until it is written,
@@ -582,11 +658,260 @@ func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
 	// the committer is behind: its waits block too, so an acknowledged unit
 	// is never more than about an interval (plus the write before it) from
 	// the disk — the loss bound docs/reliability.md states.
-	if s.mode.Kind == SyncAlways || g.size >= 2*s.tune.maxPending ||
-		(s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
-		return g.wait
+	if s.mode.Kind == SyncAlways {
+		return g.flushed
+	}
+	if g.size >= 2*s.tune.maxPending || (s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
+		return g.wait // for the committer's write
 	}
 	return s.failure
+}
+
+func (s *Store) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default: // already signalled; the committer will take this unit too
+	}
+}
+
+// flush brings g to the disk per the sync mode and answers its error. The
+// first caller for a group leads it; later ones wait for the leader.
+//
+// The leader writes the group as soon as no other group is being written
+// and none waits for a sync, then syncs the WAL as soon as no other sync is
+// under way. So the groups go down a pipeline of two stages: while the
+// WAL's sync for group n is under way, group n+1 is written, and its sync
+// starts the moment n's returns. A sync takes every group written before
+// it started — all of them reached the WAL first, so it makes all of them
+// durable — and one group is written per sync, as without the pipeline.
+//
+// The pipeline pays while groups are small: a unit then waits for the disk,
+// and hiding its write behind the sync before shortens that wait. But a
+// group written early holds only the units that came during one sync, not
+// during a write and a sync, so under many writers it would take more
+// syncs (each costing CPU in the kernel) for the same units. So a group is
+// written during a sync only while the sync carries at most pipelineUnits
+// units; past that it waits for the sync to end and takes what came
+// meanwhile. Folds, probes and backups share the connection with the
+// writes through wmu.
+func (s *Store) flush(g *group) error {
+	s.mu.Lock()
+	if g.led {
+		s.mu.Unlock()
+		<-g.done
+		return g.err
+	}
+	g.led = true
+	for g.state != done {
+		switch {
+		case g.state == syncing:
+			s.mu.Unlock()
+			<-g.done
+			s.mu.Lock()
+		case s.stopping:
+			s.waitChange()
+		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || s.syncUnits <= pipelineUnits):
+			s.writeLocked(g)
+		case g.state == written && !s.syncing:
+			s.syncLocked()
+		default:
+			s.waitChange()
+		}
+	}
+	s.mu.Unlock()
+	return g.err
+}
+
+// pipelineUnits is the most units a sync under way may carry for the next
+// group to be written meanwhile (flush): as many as a few workers keep in
+// flight, fewer than many workers put in one group.
+const pipelineUnits = 2
+
+// waitChange waits, with mu released, until the pipeline's state changes.
+func (s *Store) waitChange() {
+	s.watched = true
+	ch := s.changed
+	s.mu.Unlock()
+	<-ch
+	s.mu.Lock()
+}
+
+// changedLocked wakes the leaders waiting for the pipeline; mu is held.
+func (s *Store) changedLocked() {
+	if s.watched {
+		close(s.changed)
+		s.changed = make(chan struct{})
+		s.watched = false
+	}
+}
+
+// writeLocked writes g, the queued group, as one log row; mu is held, and
+// released while it writes.
+func (s *Store) writeLocked(g *group) {
+	s.writing = true
+	s.cur = newGroup()
+	g.state = writing
+	s.mu.Unlock()
+	s.wmu.Lock()
+	s.mu.Lock()
+	failed := s.failed // a fold or a sync failed while the group waited for wmu
+	s.mu.Unlock()
+	var err error
+	var n int
+	start := time.Now()
+	if failed == nil {
+		n, err = s.writeGroup(g)
+	}
+	took := time.Since(start)
+	s.wmu.Unlock()
+	s.mu.Lock()
+	switch {
+	case failed != nil:
+		s.failLocked(failed, g)
+	case err != nil:
+		s.failWriteLocked(err, g)
+	case s.failed != nil:
+		// A sync failed while the row was written: the file is in doubt,
+		// and the store stays failed until it is reopened.
+		s.failLocked(s.failed, g)
+	default:
+		g.wrote, g.bytes = took, n
+		s.stats.LogBytes += int64(n)
+		if s.mode.Kind == SyncOff {
+			s.doneLocked([]*group{g}, false)
+		} else {
+			g.state = written
+			s.unsynced = append(s.unsynced, g)
+		}
+	}
+	s.writing = false
+	s.changedLocked()
+}
+
+// syncLocked syncs the WAL, making durable every group written before it
+// starts; mu is held, and released during the sync.
+func (s *Store) syncLocked() {
+	batch := s.unsynced
+	s.unsynced = nil
+	s.syncing = true
+	s.syncUnits = 0
+	for _, g := range batch {
+		g.state = syncing
+		s.syncUnits += g.units
+	}
+	s.changedLocked() // the next group may be written while this syncs
+	s.mu.Unlock()
+	start := time.Now()
+	err := s.faultAt(FaultSync)
+	if err == nil {
+		err = fdatasync(s.wal)
+	}
+	took := time.Since(start)
+	s.mu.Lock()
+	if err != nil {
+		// After a failed sync the kernel may have dropped the pages it
+		// could not write: what the WAL holds is in doubt, and SQLite
+		// takes the groups as committed. Only reopening the file (a
+		// restart) reads it afresh, so the store stays failed till then.
+		s.syncErr = fmt.Errorf("syncing the WAL: %w", err)
+		s.failLocked(s.syncErr, batch...)
+	} else {
+		for _, g := range batch {
+			g.wrote += took
+		}
+		s.stats.Fsyncs++
+		s.doneLocked(batch, true)
+	}
+	// Cleared only now: the next sync's groups go to the folds after these.
+	s.syncing = false
+	s.changedLocked()
+}
+
+// doneLocked answers groups now durable, in seq order, and hands them to
+// the folds; mu is held, and released meanwhile (the caller's writing or
+// syncing flag keeps the next groups' doneLocked after this one's).
+func (s *Store) doneLocked(gs []*group, fsync bool) {
+	last := gs[len(gs)-1]
+	s.durable = last.seq
+	for _, g := range gs {
+		s.stats.Commits += uint64(g.units)
+		s.stats.Changes += uint64(len(g.changes))
+		g.state = done
+		close(g.done)
+	}
+	loaded := s.loaded
+	s.mu.Unlock()
+	if s.onCommit != nil {
+		for _, g := range gs {
+			s.onCommit(g.wrote, len(g.changes), fsync)
+		}
+	}
+	if loaded {
+		s.fmu.Lock()
+		first := len(s.folds) == 0
+		for _, g := range gs {
+			s.addFold(g.changes, g.seq, g.bytes)
+		}
+		due := first || s.unfoldedLocked() >= s.tune.foldBytes
+		s.fmu.Unlock()
+		if due {
+			s.poke() // the committer arms its fold timer, or folds
+		}
+	}
+	s.mu.Lock()
+}
+
+// failWriteLocked fails the store after a group's write failed: the syncs
+// under way end first, and the groups written before g are synced, so
+// Durable is final before anyone learns of the failure; mu is held.
+func (s *Store) failWriteLocked(err error, g *group) {
+	s.stopping = true
+	for s.syncing || len(s.unsynced) > 0 {
+		if s.syncing {
+			s.waitChange()
+		} else {
+			s.syncLocked()
+		}
+	}
+	s.stopping = false
+	s.failLocked(err, g)
+}
+
+// failLocked records err as the store's failure (unless it has failed
+// already) and answers it to gs, to the groups written but not synced and
+// to the units still queued; Commits answer it at once until Resume. The
+// units after Durable are lost: the next Commit may reuse their seqs. mu
+// is held.
+func (s *Store) failLocked(err error, gs ...*group) {
+	first := s.failed == nil
+	if first {
+		s.failed = fmt.Errorf("store: %w", err)
+		s.stats.Failed = s.failed
+		s.stats.Failures++
+	}
+	s.lastSeq = s.durable
+	pending := s.cur
+	s.cur = newGroup()
+	for _, g := range append(append(gs, s.unsynced...), pending) {
+		if g != nil && g.state != done {
+			g.err = s.failed
+			g.state = done
+			close(g.done)
+		}
+	}
+	s.unsynced = nil
+	s.changedLocked()
+	if first && s.onFail != nil {
+		go s.onFail(s.failed)
+	}
+}
+
+// fail fails the store from the committer (a fold's failure), once the
+// syncs under way have ended; wmu is held.
+func (s *Store) fail(err error) {
+	s.mu.Lock()
+	s.failWriteLocked(err, nil)
+	s.mu.Unlock()
 }
 
 // Failed answers the store's failure while it refuses Commits, else nil.
@@ -623,7 +948,9 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		close(s.closing)
 		<-s.stopped
-		err := errors.Join(s.insert.Close(), s.conn.Close(), s.db.Close())
+		s.wmu.Lock() // a write that a failure cut short ends first
+		defer s.wmu.Unlock()
+		err := errors.Join(s.insert.Close(), s.conn.Close(), s.db.Close(), s.wal.Close())
 		if f := s.failure(); f != nil {
 			err = f
 		}
@@ -632,9 +959,10 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// run is the committer: it owns the connection after Load, writes groups
-// and folds the log, until Close. After a failure it writes nothing (Commit
-// refuses every unit) but answers probes, until Resume.
+// run is the committer: it writes the groups no waiter writes (under an
+// interval, off, or for CommitDetached), and folds the log, until Close.
+// After a failure it writes nothing (Commit refuses every unit) but answers
+// probes, until Resume.
 //
 // Folds stay off the commit path: the log is folded in chunks of at most
 // foldChunk bytes of log rows, one chunk per turn of the loop, and every
@@ -662,7 +990,9 @@ func (s *Store) run() {
 			write = true
 		case <-foldTimer.C:
 		case answer := <-s.probe:
+			s.wmu.Lock()
 			answer <- s.tryWrite()
+			s.wmu.Unlock()
 			continue
 		case <-s.closing:
 			write, closing = true, true
@@ -670,9 +1000,8 @@ func (s *Store) run() {
 		s.mu.Lock()
 		loaded, failed := s.loaded, s.failed != nil
 		var g *group
-		if (write || s.mode.Kind != SyncOff) && s.cur.units > 0 {
+		if (write || s.mode.Kind != SyncOff) && s.cur.units > 0 && !failed {
 			g = s.cur
-			s.cur = newGroup()
 		}
 		s.mu.Unlock()
 		if failed {
@@ -683,29 +1012,48 @@ func (s *Store) run() {
 			continue
 		}
 		if g != nil {
-			if err := s.writeGroup(g, loaded); err != nil {
-				s.fail(err, g)
+			if err := s.flush(g); err != nil {
 				if closing {
 					return
 				}
 				continue
 			}
 		}
+		if closing {
+			// Groups that waiters lead may still be on their way: the
+			// WAL is closed only once they are durable.
+			s.mu.Lock()
+			for s.writing || s.syncing || len(s.unsynced) > 0 {
+				s.waitChange()
+			}
+			s.mu.Unlock()
+		}
 		// Fold only once Load has handed over the log's unfolded rows;
 		// before that the fold set does not cover the whole log.
-		if loaded && len(s.folds) > 0 {
-			age := time.Since(s.folds[0].since)
-			if closing || s.unfolded() >= s.tune.foldBytes || age >= s.tune.foldAge {
+		s.fmu.Lock()
+		unfolded, age := s.unfoldedLocked(), time.Duration(0)
+		if len(s.folds) > 0 {
+			age = time.Since(s.folds[0].since)
+		}
+		s.fmu.Unlock()
+		if loaded && unfolded > 0 {
+			if closing || unfolded >= s.tune.foldBytes || age >= s.tune.foldAge {
+				s.wmu.Lock()
 				for {
-					if err := s.foldLog(); err != nil {
-						s.fail(err, nil)
+					more, err := s.foldLog()
+					if err != nil {
+						s.fail(err)
 						break
 					}
-					if !closing || len(s.folds) == 0 {
+					if !closing || !more {
 						break
 					}
 				}
-				if len(s.folds) > 0 && !closing {
+				s.wmu.Unlock()
+				s.fmu.Lock()
+				more := s.unfoldedLocked() > 0
+				s.fmu.Unlock()
+				if more && !closing {
 					foldTimer.Reset(0) // the next chunk, after the queued units
 				}
 			} else {
@@ -718,8 +1066,9 @@ func (s *Store) run() {
 	}
 }
 
-// unfolded answers the size of the log rows not yet folded.
-func (s *Store) unfolded() int64 {
+// unfoldedLocked answers the size of the log rows not yet folded; fmu is
+// held.
+func (s *Store) unfoldedLocked() int64 {
 	var n int64
 	for _, f := range s.folds {
 		n += f.bytes
@@ -727,7 +1076,8 @@ func (s *Store) unfolded() int64 {
 	return n
 }
 
-// addFold adds one log row's changes to the chunks waiting for a fold.
+// addFold adds one log row's changes to the chunks waiting for a fold; fmu
+// is held.
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
 	if len(s.folds) == 0 || s.folds[len(s.folds)-1].bytes >= s.tune.foldChunk {
 		s.folds = append(s.folds, newFoldSet())
@@ -735,36 +1085,17 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 	s.folds[len(s.folds)-1].add(changes, seq, size)
 }
 
-// writeGroup writes g as one log row, in one autocommit transaction (one
-// fsync under always), then releases its waiters.
-func (s *Store) writeGroup(g *group, loaded bool) error {
-	start := time.Now()
+// writeGroup writes g as one log row, in one autocommit transaction, and
+// answers the row's size; wmu is held.
+func (s *Store) writeGroup(g *group) (int, error) {
 	if err := s.faultAt(FaultCommit); err != nil {
-		return err
+		return 0, err
 	}
 	s.buf = appendChanges(s.buf[:0], g.changes)
 	if _, err := s.insert.Exec(int64(g.seq), s.buf); err != nil {
-		return err
+		return 0, err
 	}
-	d := time.Since(start)
-	fsync := s.mode.Kind != SyncOff
-	s.mu.Lock()
-	s.durable = g.seq
-	s.stats.Commits += uint64(g.units)
-	s.stats.Changes += uint64(len(g.changes))
-	s.stats.LogBytes += int64(len(s.buf))
-	if fsync {
-		s.stats.Fsyncs++
-	}
-	s.mu.Unlock()
-	close(g.done)
-	if s.onCommit != nil {
-		s.onCommit(d, len(g.changes), fsync)
-	}
-	if loaded {
-		s.addFold(g.changes, g.seq, len(s.buf))
-	}
-	return nil
+	return len(s.buf), nil
 }
 
 func (s *Store) faultAt(at string) error {
@@ -775,74 +1106,83 @@ func (s *Store) faultAt(at string) error {
 }
 
 // foldLog folds the oldest chunk of unfolded log rows into the tables in
-// one transaction. A failure rolls it back whole: the rows stay in the log
-// and the chunk stays queued for the next try.
-func (s *Store) foldLog() error {
+// one transaction, and answers whether more is left to fold. A failure
+// rolls it back whole: the rows stay in the log and the chunk stays queued
+// for the next try. wmu is held.
+func (s *Store) foldLog() (more bool, err error) {
 	ctx := context.Background()
+	s.fmu.Lock()
+	if len(s.folds) == 0 {
+		s.fmu.Unlock()
+		return false, nil
+	}
 	f := s.folds[0]
+	if len(s.folds) == 1 {
+		// Seal the chunk: groups made durable meanwhile go to the next.
+		s.folds = append(s.folds, newFoldSet())
+	}
+	s.fmu.Unlock()
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return true, err
 	}
 	if err := f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }); err != nil {
 		tx.Rollback()
-		return err
+		return true, err
 	}
 	if err := tx.Commit(); err != nil {
-		return err
+		return true, err
 	}
 	s.mu.Lock()
 	s.stats.Folds++
 	s.stats.LogBytes -= f.bytes
 	s.mu.Unlock()
+	s.fmu.Lock()
 	s.folds = s.folds[1:]
-	return nil
-}
-
-// fail records err as the store's failure and answers it to the waiters of
-// g and of every unit still queued; Commits answer it at once until
-// Resume. The units after the last one written are lost: the next Commit
-// may reuse their seqs.
-func (s *Store) fail(err error, g *group) {
-	err = fmt.Errorf("store: %w", err)
-	s.mu.Lock()
-	s.failed = err
-	s.stats.Failed = err
-	s.stats.Failures++
-	s.lastSeq = s.durable
-	pending := s.cur
-	s.cur = newGroup()
-	s.mu.Unlock()
-	for _, p := range []*group{g, pending} {
-		if p != nil {
-			p.err = err
-			close(p.done)
-		}
+	if len(s.folds) == 1 && s.folds[0].empty() {
+		s.folds = nil
 	}
-	if s.onFail != nil {
-		go s.onFail(err)
-	}
+	more = len(s.folds) > 0
+	s.fmu.Unlock()
+	return more, nil
 }
 
 // probeRows is the size of the probe's write: enough that a disk with no
 // room left fails it, as it failed the write that stopped the store.
 const probeRows = 64 << 10
 
-// tryWrite is a probe, run by the committer: it folds what is left to fold
-// and writes (and deletes) a row in one transaction, synced as commits are.
+// tryWrite is a probe, run by the committer under wmu: it folds what is
+// left to fold and writes (and deletes) a row in one transaction, synced
+// as groups are. After a failed sync of the WAL it answers that failure:
+// only reopening the file ends it.
 func (s *Store) tryWrite() error {
+	s.mu.Lock()
+	syncErr := s.syncErr
+	s.mu.Unlock()
+	if syncErr != nil {
+		return fmt.Errorf("store: %w (restart the server to read the file afresh)", syncErr)
+	}
 	if err := s.faultAt(FaultCommit); err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
-	for len(s.folds) > 0 {
-		if err := s.foldLog(); err != nil {
+	for {
+		more, err := s.foldLog()
+		if err != nil {
 			return fmt.Errorf("store: %w", err)
+		}
+		if !more {
+			break
 		}
 	}
 	if err := s.exec(context.Background(), "BEGIN IMMEDIATE",
 		"INSERT INTO log(seq, body) VALUES (0, zeroblob("+strconv.Itoa(probeRows)+"))",
 		"DELETE FROM log WHERE seq = 0", "COMMIT"); err != nil {
 		return fmt.Errorf("store: %w", err)
+	}
+	if s.mode.Kind != SyncOff {
+		if err := fdatasync(s.wal); err != nil {
+			return fmt.Errorf("store: syncing the WAL: %w", err)
+		}
 	}
 	return nil
 }

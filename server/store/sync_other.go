@@ -1,0 +1,9 @@
+//go:build !linux
+
+package store
+
+import "os"
+
+// fdatasync makes f's data durable; where the platform has no fdatasync,
+// with fsync.
+func fdatasync(f *os.File) error { return f.Sync() }
