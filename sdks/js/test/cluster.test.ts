@@ -179,7 +179,7 @@ describe('several nodes, the rules', () => {
     assert.equal(db.node, 'https://a.test');
   });
 
-  test('the same request follows the leader, at most 3 times a call', async () => {
+  test('the same request follows the leader, at most 3 times between pauses', async () => {
     const { fetch, sent } = fakeFetch((req) => req.url.startsWith('https://c.test') ? json(200, { affected: 1 }) : refusal('https://c.test'));
     const db = connect('https://a.test', { fetch, token: 't' });
     await db.query('insert jobs {n: $1}', [1], { idempotencyKey: 'k1', wait: 100 });
@@ -230,7 +230,7 @@ describe('several nodes, the rules', () => {
   test('mid-election: followers name a leader that answers no_leader; the follows count since the last pause', async () => {
     // Two followers name l.test, which answers no_leader four times (taking
     // office) before it serves: 1 + 4 follows in all, never more than 1
-    // between two pauses, so the limit of 3 follows a call does not end it.
+    // between two pauses, so the limit of 3 follows between pauses does not end it.
     let office = 0;
     const { fetch, sent } = fakeFetch((req) => {
       if (!req.url.startsWith('http://l.test')) return refusal('http://l.test');

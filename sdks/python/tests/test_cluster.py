@@ -252,7 +252,7 @@ def test_no_leader_several_urls_next_node_after_each_pause() -> None:
 def test_mid_election_follows_count_since_the_last_pause() -> None:
     # Two followers name l.test, which answers no_leader four times (taking
     # office) before it serves: 1 + 4 follows in all, never more than 1
-    # between two pauses, so the limit of 3 follows a call does not end it.
+    # between two pauses, so the limit of 3 follows between pauses does not end it.
     office: List[int] = []
 
     def answer(req: httpx.Request) -> httpx.Response:

@@ -90,7 +90,7 @@ class NodesTest {
     }
 
     @Test
-    fun `follows at most three times a call, the same request`() = runBlocking<Unit> {
+    fun `follows at most three times between pauses, the same request`() = runBlocking<Unit> {
         // Each node names the next as its leader.
         val nodes = arrayOfNulls<Stub>(5)
         for (i in 4 downTo 0) nodes[i] = Stub({ if (i < 4) nodes[i + 1]!!.url else null })
@@ -177,7 +177,7 @@ class NodesTest {
     fun `mid-election - the follows count since the last pause`() = runBlocking<Unit> {
         // Two followers name a leader that answers no_leader four times (just
         // elected) before it serves: 1 + 4 follows, at most one between two
-        // pauses, so the bound of 3 follows does not end the call.
+        // pauses, so the bound of 3 follows between pauses does not end it.
         val leader = Stub({ null }, answer = { n -> if (n <= 4) NO_LEADER else OK })
         val fa = Stub({ leader.url })
         val fb = Stub({ leader.url })
