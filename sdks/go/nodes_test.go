@@ -83,6 +83,8 @@ func TestFollowsAtMostThreeTimes(t *testing.T) {
 		nodes[i] = &refuser{}
 		if i < 4 {
 			nodes[i].leader = urls[i+1]
+		} else {
+			nodes[i].answer = func(_ int, w http.ResponseWriter) { affected1(w) }
 		}
 		urls[i] = stubNode(t, nodes[i])
 	}

@@ -93,7 +93,7 @@ class NodesTest {
     fun `follows at most three times between pauses, the same request`() = runBlocking<Unit> {
         // Each node names the next as its leader.
         val nodes = arrayOfNulls<Stub>(5)
-        for (i in 4 downTo 0) nodes[i] = Stub({ if (i < 4) nodes[i + 1]!!.url else null })
+        for (i in 4 downTo 0) nodes[i] = if (i < 4) Stub({ nodes[i + 1]!!.url }) else Stub({ null }, answer = { OK })
         val db = Fenec.connect(nodes[0]!!.url, token = "tok")
         val e = assertThrows<FenecException> {
             runBlocking {
