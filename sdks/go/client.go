@@ -69,14 +69,15 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client 
 // Every call goes to the client's current node, the first URL at the
 // start (docs/sdks.md, "Several nodes"). A node's 403 [ErrForbidden]
 // naming the leader ([Error.Leader]) was refused unrun: the call sends the
-// same request to the leader (at most 3 times a call, never from https to
-// http), which becomes the current node. A leader's 503 "taking office"
-// (it was just elected) was refused unrun too: the same node is sent it
-// again after a pause. With several URLs, a node that could not be
-// connected to, that says no leader is known now, or that names a leader
-// whose connection was refused in this call, has the call try the next
-// URL, round robin, pausing 50 ms doubling to 1 s between full rounds,
-// until the call's deadline, which answers the last such error. Anything
+// same request to the leader (at most 3 times between pauses, never from
+// https to http), which becomes the current node. A 503 [ErrNoLeader] (an
+// election, or a leader just elected) was refused unrun too: it is sent
+// again after a pause of 50 ms doubling to 1 s, to the next URL given
+// several, else to the same node. With several URLs, a node that could
+// not be connected to, or that names a leader whose connection was refused
+// in this call, has the call try the next URL, round robin, pausing
+// between full rounds. Both go on until the call's deadline, which answers
+// the last such error. Anything
 // else (a timeout, a connection lost after sending, any other 503, a 403
 // of the token's rules) is answered as is: only an [IdempotencyKey] makes
 // the retry of a write whose outcome is unknown safe.

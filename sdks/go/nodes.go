@@ -111,26 +111,17 @@ type sent struct {
 	host string
 }
 
-// noLeader reports whether a 403 without Fenec-Leader is a cluster node's
-// "no leader is known now" (docs/cluster.md), by the server's words: the
-// 403 of a token's rules has no header either, and is answered at once,
-// not retried on every node until the deadline.
-func noLeader(e *Error) bool { return strings.Contains(e.Message, "no leader is known") }
-
-// takingOffice reports whether a 503 is a leader's "taking office"
-// (docs/cluster.md, "Writes": a node elected serves writes once it has
-// applied the earlier terms'): refused before it ran, unlike a 503 whose
-// write's outcome is unknown.
-func takingOffice(e *Error) bool {
-	return strings.HasPrefix(e.Message, "this node is taking office as leader")
-}
-
 // walk is one call's way over the configured nodes while the current one
 // cannot have run its request: the next URL each time, round robin, and a
 // pause after every full round, until the call's deadline.
 type walk struct {
-	ns            *nodes
-	at, misses    int
+	ns         *nodes
+	at, misses int
+	// follows counts the follows of Fenec-Leader since the last pause (at
+	// most maxFollows): a cluster in mid-election, whose follower names a
+	// leader that answers no_leader, is paused between follows, not given
+	// up while the deadline allows.
+	follows       int
 	pause         time.Duration
 	ctx, deadline context.Context // the caller's, and the call's
 	what          string
@@ -144,9 +135,14 @@ func (w *walk) next(last error) (*node, error) {
 			return nil, err
 		}
 	}
+	return w.step(), nil
+}
+
+// step answers the next node in the round, without a pause.
+func (w *walk) step() *node {
 	n := w.ns.list[w.at%len(w.ns.list)]
 	w.at++
-	return n, nil
+	return n
 }
 
 // wait pauses (50 ms, doubling to 1 s), and answers last when the call's
@@ -163,24 +159,25 @@ func (w *walk) wait(last error) error {
 		return last
 	}
 	w.pause = min(2*w.pause, lastPause)
+	w.follows = 0
 	return nil
 }
 
 // route sends a request by the rules of docs/sdks.md, "Several nodes", all
 // under reqCtx (the call's deadline; ctx is the caller's): to the current
 // node; on a 403 naming the leader, the same request to the leader (at
-// most maxFollows times a call, never from https to http), which becomes
-// the current node; on a leader's "taking office" 503, to it again after
-// a pause; with several nodes configured, on a connection that could not
-// be made, a 403 saying no leader is known, or one naming a leader whose
-// connection was refused in this call, to the next node, pausing between
-// full rounds, until the deadline, which answers the last such error.
+// most maxFollows times between pauses, never from https to http), which
+// becomes the current node; on a 503 no_leader, again after a pause, to
+// the next node given several, else to the same one; with several nodes
+// configured, on a connection that could not be made, or a 403 naming a
+// leader whose connection was refused in this call, to the next node,
+// pausing between full rounds; until the deadline, which answers the last
+// such error.
 func (c *Client) route(ctx, reqCtx context.Context, what, bound string, do attempt) (sent, error) {
 	ns := c.nodes
 	several := len(ns.list) > 1
 	n := ns.current.Load()
 	w := &walk{ns: ns, at: ns.index(n) + 1, pause: firstPause, ctx: ctx, deadline: reqCtx, what: what}
-	follows := 0
 	var refused map[string]bool // nodes whose connection was refused in this call
 	for {
 		t := *c.t
@@ -212,27 +209,31 @@ func (c *Client) route(ctx, reqCtx context.Context, what, bound string, do attem
 			// Refused unrun: the same request goes to the leader, unless
 			// that would be a downgrade from https (the token in clear).
 			to, ok := parseNode(e.Leader)
-			if !ok || follows == maxFollows || (n.https && !to.https) {
+			if !ok || w.follows == maxFollows || (n.https && !to.https) {
 				return sent{}, e
 			}
-			follows++
+			w.follows++
 			n = to
 			ns.current.Store(n)
 			continue
 		}
-		if e.Code == CodeUnavailable && takingOffice(e) {
-			// A leader just elected refuses writes unrun until it has
-			// applied the earlier terms' writes: the same node again,
-			// after the pause.
+		if e.Code == CodeNoLeader {
+			// Refused unrun: no leader known now (an election), or a leader
+			// just elected that applies the earlier terms' writes first
+			// (docs/cluster.md). Again after the pause: to the next node,
+			// or to the same one when it is the only.
 			if err := w.wait(e); err != nil {
 				return sent{}, err
 			}
+			if several {
+				n = w.step()
+			}
 			continue
 		}
-		if several && e.Code == CodeForbidden && (e.Leader != "" || noLeader(e)) {
-			// No leader known now (an election), or one named that refused
-			// the connection in this call (a follower that has not yet seen
-			// it die): another node may know better.
+		if several && e.Code == CodeForbidden && e.Leader != "" {
+			// A leader named that refused the connection in this call (a
+			// follower that has not yet seen it die): another node may
+			// know better. A 403 of a token's rules names none: answered.
 			if n, err = w.next(e); err != nil {
 				return sent{}, err
 			}

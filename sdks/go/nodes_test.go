@@ -19,10 +19,11 @@ import (
 // make the case: a leader named over https → http, and the bound on
 // follows. The cluster's own cases are in cluster_test.go.
 
-// node403 answers every request 403 forbidden naming leader, as a
-// cluster's follower does (with none: "no leader is known now"), and
-// records what it was sent.
-type node403 struct {
+// refuser answers every request as a cluster's node refuses a write
+// unrun: 403 forbidden naming leader, as a follower does, or with none
+// 503 no_leader, as a node does that knows no leader or was just elected
+// (docs/cluster.md); and records what it was sent.
+type refuser struct {
 	leader string
 	mu     sync.Mutex
 	got    []string // method path | Idempotency-Key | Fenec-Wait | Authorization | body
@@ -30,7 +31,7 @@ type node403 struct {
 	answer func(n int, w http.ResponseWriter)
 }
 
-func (n *node403) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (n *refuser) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b, _ := io.ReadAll(r.Body)
 	n.mu.Lock()
 	n.got = append(n.got, strings.Join([]string{r.Method + " " + r.URL.Path, r.Header.Get("Idempotency-Key"),
@@ -42,22 +43,31 @@ func (n *node403) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n.answer(count, w)
 		return
 	}
-	msg := "this node is not the cluster's leader and no leader is known now: retry shortly"
-	if n.leader != "" {
-		w.Header().Set("Fenec-Leader", n.leader)
-		msg = "this node is not the cluster's leader: send writes to the leader at " + n.leader
+	if n.leader == "" {
+		noLeader(w)
+		return
 	}
+	w.Header().Set("Fenec-Leader", n.leader)
 	w.WriteHeader(http.StatusForbidden)
-	io.WriteString(w, `{"error":"`+msg+`","code":"forbidden"}`)
+	io.WriteString(w, `{"error":"this node is not the cluster's leader: send writes to the leader at `+n.leader+`","code":"forbidden"}`)
 }
 
-func (n *node403) requests() []string {
+// noLeader answers 503 no_leader; its message is not what the client goes by.
+func noLeader(w http.ResponseWriter) {
+	w.WriteHeader(http.StatusServiceUnavailable)
+	io.WriteString(w, `{"error":"no leader is elected now: send the write again shortly, to any node","code":"no_leader"}`)
+}
+
+// affected1 answers a write's success.
+func affected1(w http.ResponseWriter) { io.WriteString(w, `{"affected": 1}`) }
+
+func (n *refuser) requests() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return append([]string(nil), n.got...)
 }
 
-func stubNode(t *testing.T, n *node403) string {
+func stubNode(t *testing.T, n *refuser) string {
 	srv := httptest.NewServer(n)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -67,12 +77,14 @@ func stubNode(t *testing.T, n *node403) string {
 // call follows three of them with the same request, and answers the
 // fourth's 403 with the leader it named, which is sent nothing.
 func TestFollowsAtMostThreeTimes(t *testing.T) {
-	nodes := make([]*node403, 5)
+	nodes := make([]*refuser, 5)
 	urls := make([]string, 5)
 	for i := 4; i >= 0; i-- {
-		nodes[i] = &node403{}
+		nodes[i] = &refuser{}
 		if i < 4 {
 			nodes[i].leader = urls[i+1]
+		} else {
+			nodes[i].answer = func(_ int, w http.ResponseWriter) { affected1(w) }
 		}
 		urls[i] = stubNode(t, nodes[i])
 	}
@@ -107,10 +119,10 @@ func TestFollowsAtMostThreeTimes(t *testing.T) {
 // at http:// is not followed (the token would go in clear): its 403 is
 // the call's error, naming the leader.
 func TestNeverFollowsHTTPSToHTTP(t *testing.T) {
-	plain := &node403{}
+	plain := &refuser{}
 	p := httptest.NewServer(plain)
 	t.Cleanup(p.Close)
-	secure := &node403{leader: p.URL}
+	secure := &refuser{leader: p.URL}
 	s := httptest.NewTLSServer(secure)
 	t.Cleanup(s.Close)
 	db := connect(t, s.URL, fenecdb.WithToken("secret"), fenecdb.WithHTTPClient(s.Client()))
@@ -124,16 +136,37 @@ func TestNeverFollowsHTTPSToHTTP(t *testing.T) {
 	}
 }
 
-// TestNoLeaderWithOneURL: one URL's 403 without Fenec-Leader is raised at
-// once, its Leader empty.
+// TestNoLeaderWithOneURL: with one URL, a 503 no_leader was refused
+// unrun: the same node is sent the call again after each pause (50 ms,
+// then 100 ms) and its answer is the call's; a node that answers no_leader
+// until the call's deadline has the call answer ErrNoLeader then.
 func TestNoLeaderWithOneURL(t *testing.T) {
-	n := &node403{}
-	url := stubNode(t, n)
+	office := &refuser{answer: func(n int, w http.ResponseWriter) {
+		if n <= 2 {
+			noLeader(w)
+			return
+		}
+		affected1(w)
+	}}
 	start := time.Now()
-	_, err := connect(t, url).Query(context.Background(), "put jobs {owner: 'w'}")
+	res, err := connect(t, stubNode(t, office)).Query(context.Background(), "put jobs {owner: 'w'}", fenecdb.IdempotencyKey("k3"))
+	if took := time.Since(start); err != nil || res.Affected != 1 || len(office.requests()) != 3 || took < 150*time.Millisecond {
+		t.Fatalf("got %+v %v after %v and %d requests, want the third's answer after 150 ms", res, err, took, len(office.requests()))
+	}
+	if got := office.requests(); got[0] != got[1] || got[1] != got[2] {
+		t.Fatalf("sent %q, want the same request three times", got)
+	}
+
+	none := &refuser{}
+	start = time.Now()
+	_, err = connect(t, stubNode(t, none), fenecdb.WithTimeout(300*time.Millisecond)).Query(context.Background(), "put jobs {owner: 'w'}")
+	took := time.Since(start)
 	var fe *fenecdb.Error
-	if !errors.As(err, &fe) || fe.Code != fenecdb.CodeForbidden || fe.Leader != "" || len(n.requests()) != 1 || time.Since(start) > 2*time.Second {
-		t.Fatalf("got %v after %v and %d requests, want the 403 at once", err, time.Since(start), len(n.requests()))
+	if !errors.As(err, &fe) || !errors.Is(err, fenecdb.ErrNoLeader) || fe.Status != 503 || took < 250*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("got %v after %v, want ErrNoLeader at the 300 ms deadline", err, took)
+	}
+	if n := len(none.requests()); n < 3 || n > 5 {
+		t.Fatalf("%d requests, want 3 to 5 (pauses of 50, 100, 200 ms within 300 ms)", n)
 	}
 }
 
@@ -147,46 +180,97 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
-// TestNoLeaderTriesTheNext: with several URLs, a node that knows no leader
-// now sends the call to the next, whose answer it is.
+// TestNoLeaderTriesTheNext: with several URLs, a 503 no_leader sends the
+// same request to the next node after each pause, round robin, until one
+// answers.
 func TestNoLeaderTriesTheNext(t *testing.T) {
-	none := &node403{}
-	ok := &node403{answer: func(_ int, w http.ResponseWriter) { io.WriteString(w, `{"affected": 1}`) }}
-	db := connect(t, stubNode(t, none)+","+stubNode(t, ok))
-	res, err := db.Query(context.Background(), "put jobs {owner: 'w'}", fenecdb.IdempotencyKey("k2"))
-	if err != nil || res.Affected != 1 {
-		t.Fatalf("got %+v %v, want the second node's answer", res, err)
+	var mu sync.Mutex
+	total := 0
+	var order []string
+	mk := func(name string, serves bool) string {
+		return stubNode(t, &refuser{answer: func(_ int, w http.ResponseWriter) {
+			mu.Lock()
+			total++
+			n := total
+			order = append(order, name)
+			mu.Unlock()
+			if serves && n >= 4 {
+				affected1(w)
+				return
+			}
+			noLeader(w)
+		}})
 	}
-	if a, b := none.requests(), ok.requests(); len(a) != 1 || len(b) != 1 || a[0] != b[0] {
-		t.Fatalf("sent %q and %q, want the same request once to each", a, b)
+	a, b, c := mk("a", false), mk("b", true), mk("c", false)
+	db := connect(t, a+","+b+","+c)
+	start := time.Now()
+	res, err := db.Query(context.Background(), "put jobs {owner: 'w'}", fenecdb.IdempotencyKey("k2"))
+	took := time.Since(start)
+	if err != nil || res.Affected != 1 {
+		t.Fatalf("got %+v %v, want b's answer", res, err)
+	}
+	if got := strings.Join(order, ","); got != "a,b,c,a,b" {
+		t.Fatalf("sent to %s, want a,b,c,a,b", got)
+	}
+	if took < 750*time.Millisecond {
+		t.Fatalf("took %v, want a pause before each resend (50+100+200+400 ms)", took)
+	}
+	if db.Node() != b {
+		t.Fatalf("current node %s, want %s", db.Node(), b)
 	}
 }
 
-// TestTakingOffice: a leader's "taking office" 503 was refused unrun: the
-// same node is sent it again after the pauses (50 ms, then 100 ms), even
-// with one URL; any other 503 is raised at once.
-func TestTakingOffice(t *testing.T) {
-	office := &node403{answer: func(n int, w http.ResponseWriter) {
-		if n <= 2 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			io.WriteString(w, `{"error":"this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)","code":"unavailable"}`)
+// TestMidElectionFollowsSinceThePause: two followers name a leader that
+// answers no_leader four times (just elected) before it serves: 1 + 4
+// follows in the call, at most one between two pauses, so the bound of 3
+// follows does not end it while the deadline allows.
+func TestMidElectionFollowsSinceThePause(t *testing.T) {
+	leader := &refuser{answer: func(n int, w http.ResponseWriter) {
+		if n <= 4 {
+			noLeader(w)
 			return
 		}
-		io.WriteString(w, `{"affected": 1}`)
+		affected1(w)
 	}}
-	start := time.Now()
-	res, err := connect(t, stubNode(t, office)).Query(context.Background(), "put jobs {owner: 'w'}")
-	if took := time.Since(start); err != nil || res.Affected != 1 || len(office.requests()) != 3 || took < 150*time.Millisecond {
-		t.Fatalf("got %+v %v after %v and %d requests, want the third's answer after 150 ms", res, err, took, len(office.requests()))
+	l := stubNode(t, leader)
+	fa, fb := &refuser{leader: l}, &refuser{leader: l}
+	db := connect(t, stubNode(t, fa)+","+stubNode(t, fb))
+	res, err := db.Query(context.Background(), "put jobs {owner: 'w'}")
+	if err != nil || res.Affected != 1 {
+		t.Fatalf("got %+v %v, want the leader's answer", res, err)
 	}
+	if a, b, got := len(fa.requests()), len(fb.requests()), len(leader.requests()); a != 3 || b != 2 || got != 5 {
+		t.Fatalf("sent %d, %d to the followers and %d to the leader, want 3, 2 and 5", a, b, got)
+	}
+	if db.Node() != l {
+		t.Fatalf("current node %s, want the leader %s", db.Node(), l)
+	}
+}
 
-	unknown := &node403{answer: func(_ int, w http.ResponseWriter) {
+// TestOtherRefusalsAnsweredAtOnce: with several URLs, a 503 other than
+// no_leader (a write whose outcome is unknown) and a 403 of a token's
+// rules (no Fenec-Leader) are the call's answer, sent nowhere else.
+func TestOtherRefusalsAnsweredAtOnce(t *testing.T) {
+	unknown := &refuser{answer: func(_ int, w http.ResponseWriter) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		io.WriteString(w, `{"error":"the write was not committed: the write's outcome in the cluster is unknown","code":"unavailable"}`)
 	}}
-	_, err = connect(t, stubNode(t, unknown)+","+stubNode(t, &node403{})).Query(context.Background(), "put jobs {owner: 'w'}")
-	if !errors.Is(err, fenecdb.ErrUnavailable) || len(unknown.requests()) != 1 {
+	other := &refuser{answer: func(_ int, w http.ResponseWriter) { affected1(w) }}
+	_, err := connect(t, stubNode(t, unknown)+","+stubNode(t, other)).Query(context.Background(), "put jobs {owner: 'w'}")
+	if !errors.Is(err, fenecdb.ErrUnavailable) || len(unknown.requests()) != 1 || len(other.requests()) != 0 {
 		t.Fatalf("got %v after %d requests, want the 503 at once", err, len(unknown.requests()))
+	}
+
+	rules := &refuser{answer: func(_ int, w http.ResponseWriter) {
+		w.WriteHeader(http.StatusForbidden)
+		io.WriteString(w, `{"error":"the token may not write jobs","code":"forbidden"}`)
+	}}
+	start := time.Now()
+	_, err = connect(t, stubNode(t, rules)+","+stubNode(t, other)).Query(context.Background(), "put jobs {owner: 'w'}")
+	var fe *fenecdb.Error
+	if !errors.As(err, &fe) || fe.Code != fenecdb.CodeForbidden || fe.Leader != "" || len(rules.requests()) != 1 ||
+		len(other.requests()) != 0 || time.Since(start) > 2*time.Second {
+		t.Fatalf("got %v after %v and %d requests, want the token's 403 at once", err, time.Since(start), len(rules.requests()))
 	}
 }
 

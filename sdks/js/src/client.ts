@@ -130,9 +130,9 @@ export class Client {
    * Sends a call under the request's signal and a timeout of the client's
    * (or the request's) plus its wait; maps every failure to a FenecError
    * (a given-up signal rejects with the signal's reason, as fetch does).
-   * On a cluster it follows the leader a refusal names and, given several
-   * URLs, tries the next node while none can have run the request
-   * (docs/sdks.md, "Several nodes").
+   * On a cluster it follows the leader a refusal names, sends a no_leader
+   * refusal again after a pause and, given several URLs, tries the next
+   * node while none can have run the request (docs/sdks.md, "Several nodes").
    */
   async #send<T>(call: (t: api.Transport, signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<{ body: T; headers: Headers; node: string }> {
     const timeout = milliseconds('timeout', opts.timeout ?? this.#timeout);
@@ -146,7 +146,6 @@ export class Client {
     const nodes = this.#nodes;
     const round = new Round(nodes);
     let node = nodes.current;
-    let follows = 0;
     for (;;) {
       let reply: api.Reply<T>;
       try {
@@ -174,22 +173,23 @@ export class Client {
         // Refused unrun: the same request goes to the leader, unless that
         // would be a downgrade from https (the token in clear).
         const to = followable(node, refused.leader);
-        if (to === undefined || follows === MAX_FOLLOWS) throw refused;
-        follows++;
+        if (to === undefined || round.follows === MAX_FOLLOWS) throw refused;
+        round.follows++;
         node = to;
         nodes.current = to;
         continue;
       }
-      if (refused.code === 'unavailable' && takingOffice(refused)) {
-        // A leader just elected refuses writes unrun until it has applied
-        // the earlier terms' writes: the same node again, after the pause.
+      if (refused.code === 'no_leader') {
+        // Refused unrun: no leader known now (an election), or a leader just
+        // elected that applies the earlier terms' writes first. Again after
+        // the pause: to the next node, or to the same one when it is the only.
         await round.pause(refused, signal, opts.signal);
+        if (nodes.several) node = round.step();
         continue;
       }
-      if (nodes.several && refused.code === 'forbidden' && (refused.leader !== null || noLeader(refused))) {
-        // No leader known now (an election), or one named that refused
-        // the connection in this call (a follower that has not yet seen it
-        // die): another node may know better.
+      if (nodes.several && refused.code === 'forbidden' && refused.leader !== null) {
+        // A leader named that refused the connection in this call (a
+        // follower that has not yet seen it die): another node may know better.
         node = await round.next(refused, signal, opts.signal);
         continue;
       }
@@ -309,6 +309,12 @@ class Nodes {
 class Round {
   /** The nodes whose connection was refused in this call. */
   readonly refused = new Set<string>();
+  /**
+   * The follows of Fenec-Leader since the last pause (at most MAX_FOLLOWS):
+   * a cluster in mid-election, whose follower names a leader that answers
+   * no_leader, is paused between follows, not given up while the deadline allows.
+   */
+  follows = 0;
   #at: number;
   #misses = 0;
   #pause = FIRST_PAUSE;
@@ -329,6 +335,12 @@ class Round {
       if (own?.aborted) throw own.reason;
       throw last;
     }
+    return this.step();
+  }
+
+  /** The next node in the round, without a pause. */
+  step(): string {
+    const urls = this.nodes.urls;
     const url = urls[this.#at % urls.length]!;
     this.#at++;
     return url;
@@ -343,6 +355,7 @@ class Round {
       throw last;
     }
     this.#pause = Math.min(this.#pause * 2, LAST_PAUSE);
+    this.follows = 0;
   }
 }
 
@@ -375,24 +388,6 @@ function followable(from: string, leader: string): string | undefined {
   if ((u.protocol !== 'http:' && u.protocol !== 'https:') || u.hostname === '') return undefined;
   if (new URL(from).protocol === 'https:' && u.protocol === 'http:') return undefined;
   return leader;
-}
-
-/**
- * Whether a 403 is a cluster node's "no leader is known now" (docs/cluster.md):
- * by the server's words, since the 403 of a token's rules has no header either
- * and must be raised at once, not retried on every node until the deadline.
- */
-function noLeader(err: FenecError): boolean {
-  return err.message.includes('no leader is known');
-}
-
-/**
- * Whether a 503 is a leader's "taking office" (docs/cluster.md, "Writes": a
- * node elected serves writes once it has applied the earlier terms'): it
- * is refused before it runs, unlike a 503 whose write's outcome is unknown.
- */
-function takingOffice(err: FenecError): boolean {
-  return err.message.startsWith('this node is taking office as leader');
 }
 
 /** The codes of a connection that could not be made: nothing was sent. */

@@ -153,10 +153,14 @@ describe('a worker on a cluster', () => {
 });
 
 describe('several nodes, the rules', () => {
-  const refusal = (leader?: string) => json(403, {
-    error: leader ? `this node is not the cluster's leader: send writes to the leader at ${leader}` : "this node is not the cluster's leader and no leader is known now: retry shortly",
+  // What a cluster's node answers a write it refuses unrun: a follower 403
+  // naming the leader; a node that knows no leader, or was just elected and
+  // applies the earlier terms' writes first, 503 no_leader (docs/cluster.md).
+  const refusal = (leader: string) => json(403, {
+    error: `this node is not the cluster's leader: send writes to the leader at ${leader}`,
     code: 'forbidden',
-  }, leader ? { 'Fenec-Leader': leader } : {});
+  }, { 'Fenec-Leader': leader });
+  const noLeader = () => json(503, { error: 'no leader is elected now: send the write again shortly, to any node', code: 'no_leader' });
 
   test('a bad URL among several is refused at connect, named by its place', () => {
     assert.throws(() => connect('http://a:8080,ftp://b:8080,http://c:8080'), /^TypeError: node 2 of 3: url "ftp:\/\/b:8080" needs the scheme http or https and a host$/);
@@ -175,7 +179,7 @@ describe('several nodes, the rules', () => {
     assert.equal(db.node, 'https://a.test');
   });
 
-  test('the same request follows the leader, at most 3 times a call', async () => {
+  test('the same request follows the leader, at most 3 times between pauses', async () => {
     const { fetch, sent } = fakeFetch((req) => req.url.startsWith('https://c.test') ? json(200, { affected: 1 }) : refusal('https://c.test'));
     const db = connect('https://a.test', { fetch, token: 't' });
     await db.query('insert jobs {n: $1}', [1], { idempotencyKey: 'k1', wait: 100 });
@@ -191,38 +195,61 @@ describe('several nodes, the rules', () => {
     assert.equal(loop.sent.length, 4);
   });
 
-  test('no leader known: one URL raises the 403 at once, several try the others until one answers', async () => {
-    const one = fakeFetch(() => refusal());
-    const err = await connect('http://a.test', { fetch: one.fetch }).query('insert jobs {}').catch((e: unknown) => e);
-    assert.ok(err instanceof FenecError && err.code === 'forbidden' && err.leader === null);
-    assert.equal(one.sent.length, 1);
-
+  test('no_leader with one URL: the same node again after each pause until it answers; at the deadline the 503 is raised', async () => {
     let calls = 0;
-    const several = fakeFetch((req) => (++calls >= 5 && req.url.startsWith('http://b.test') ? json(200, { affected: 1 }) : refusal()));
-    const db = connect('http://a.test,http://b.test', { fetch: several.fetch });
+    const one = fakeFetch(() => (++calls <= 2 ? noLeader() : json(200, { affected: 1 })));
+    const db = connect('http://a.test', { fetch: one.fetch });
+    const began = performance.now();
+    assert.deepEqual((await db.query('insert jobs {}')).affected, 1);
+    const took = performance.now() - began;
+    assert.deepEqual(one.sent.map((s) => s.url), ['http://a.test/query', 'http://a.test/query', 'http://a.test/query']);
+    assert.ok(took >= 50 + 100, `two pauses (50 + 100 ms), took ${took.toFixed(0)} ms`);
+
+    const never = fakeFetch(() => noLeader());
+    const start = performance.now();
+    const err = await connect('http://a.test', { fetch: never.fetch, timeout: 300 }).query('insert jobs {}').catch((e: unknown) => e);
+    const waited = performance.now() - start;
+    assert.ok(err instanceof FenecError, String(err));
+    assert.deepEqual([err.status, err.code], [503, 'no_leader']);
+    assert.ok(waited >= 250 && waited < 1500, `raised at the deadline (300 ms), took ${waited.toFixed(0)} ms`);
+    assert.ok(never.sent.length >= 3 && never.sent.length <= 5, `50, 100 ms pauses within 300 ms: ${never.sent.length} requests`);
+  });
+
+  test('no_leader with several URLs: the next node after each pause, round robin, until one answers', async () => {
+    let calls = 0;
+    const several = fakeFetch((req) => (++calls >= 4 && req.url.startsWith('http://b.test') ? json(200, { affected: 1 }) : noLeader()));
+    const db = connect('http://a.test,http://b.test,http://c.test', { fetch: several.fetch });
     const began = performance.now();
     await db.query('insert jobs {}');
     const took = performance.now() - began;
-    assert.deepEqual(several.sent.map((s) => new URL(s.url).host), ['a.test', 'b.test', 'a.test', 'b.test', 'a.test', 'b.test']);
-    assert.ok(took >= 50 + 100, `two pauses between rounds (50 + 100 ms), took ${took.toFixed(0)} ms`);
+    assert.deepEqual(several.sent.map((s) => new URL(s.url).host), ['a.test', 'b.test', 'c.test', 'a.test', 'b.test']);
+    assert.ok(took >= 50 + 100 + 200 + 400, `a pause before each resend (50, 100, 200, 400 ms), took ${took.toFixed(0)} ms`);
     assert.equal(db.node, 'http://b.test');
   });
 
-  test('a leader taking office (503, unrun) is sent the request again after a pause; another 503 is raised', async () => {
-    let n = 0;
-    const office = fakeFetch(() => (++n === 1
-      ? json(503, { error: "this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)", code: 'unavailable' })
-      : json(200, { affected: 1 })));
-    await connect('http://a.test', { fetch: office.fetch }).query('insert jobs {}');
-    assert.deepEqual(office.sent.map((s) => s.url), ['http://a.test/query', 'http://a.test/query']);
+  test('mid-election: followers name a leader that answers no_leader; the follows count since the last pause', async () => {
+    // Two followers name l.test, which answers no_leader four times (taking
+    // office) before it serves: 1 + 4 follows in all, never more than 1
+    // between two pauses, so the limit of 3 follows between pauses does not end it.
+    let office = 0;
+    const { fetch, sent } = fakeFetch((req) => {
+      if (!req.url.startsWith('http://l.test')) return refusal('http://l.test');
+      return ++office <= 4 ? noLeader() : json(200, { affected: 1 });
+    });
+    const db = connect('http://a.test,http://b.test', { fetch });
+    await db.query('insert jobs {}');
+    assert.deepEqual(sent.map((s) => new URL(s.url).host), ['a.test', 'l.test', 'b.test', 'l.test', 'a.test', 'l.test', 'b.test', 'l.test', 'a.test', 'l.test']);
+    assert.equal(db.node, 'http://l.test');
+  });
 
+  test('any 503 other than no_leader is raised at once: an outcome unknown is the caller\'s to retry', async () => {
     const lost = fakeFetch(() => json(503, { error: "the write's outcome in the cluster is unknown (leadership lost)", code: 'unavailable' }));
     const err = await connect('http://a.test,http://b.test', { fetch: lost.fetch }).query('insert jobs {}').catch((e: unknown) => e);
     assert.ok(err instanceof FenecError && err.code === 'unavailable');
-    assert.equal(lost.sent.length, 1, 'an outcome unknown is the caller\'s to retry');
+    assert.equal(lost.sent.length, 1);
   });
 
-  test('a token refused by its rules (403, no leader) is raised at once even with several URLs', async () => {
+  test('a token refused by its rules (403 without Fenec-Leader) is raised at once even with several URLs', async () => {
     const { fetch, sent } = fakeFetch(() => json(403, { error: 'the token may not write jobs', code: 'forbidden' }));
     const err = await connect('http://a.test,http://b.test', { fetch }).query('insert jobs {}').catch((e: unknown) => e);
     assert.ok(err instanceof FenecError && err.code === 'forbidden');

@@ -140,12 +140,16 @@ def test_worker_across_the_leader_killed(cluster: Cluster, capsys: pytest.Captur
 
 # The rules, over httpx's MockTransport.
 
-NO_LEADER = "this node is not the cluster's leader and no leader is known now: retry shortly"
+# What a cluster's node answers a write it refuses unrun: a follower 403
+# naming the leader; a node that knows no leader, or was just elected and
+# applies the earlier terms' writes first, 503 no_leader (docs/cluster.md).
 
 
-def refusal(leader: str = "") -> httpx.Response:
-    if not leader:
-        return httpx.Response(403, json={"error": NO_LEADER, "code": "forbidden"})
+def no_leader() -> httpx.Response:
+    return httpx.Response(503, json={"error": "no leader is elected now: send the write again shortly, to any node", "code": "no_leader"})
+
+
+def refusal(leader: str) -> httpx.Response:
     msg = f"this node is not the cluster's leader: send writes to the leader at {leader}"
     return httpx.Response(403, json={"error": msg, "code": "forbidden"}, headers={"Fenec-Leader": leader})
 
@@ -199,24 +203,69 @@ def test_follows_the_same_request_at_most_three_times() -> None:
         assert len(sent) == 4
 
 
-def test_no_leader_known() -> None:
-    transport, sent = mock(lambda req: refusal())
+def test_no_leader_one_url_same_node_after_each_pause() -> None:
+    transport, sent = mock(lambda req: no_leader() if len(sent) <= 2 else httpx.Response(200, json={"affected": 1}))
     with fenecdb.Client("http://a.test", transport=transport) as db:
-        with pytest.raises(fenecdb.Forbidden) as e:
-            db.query("insert jobs {}")
-        assert e.value.leader is None and len(sent) == 1, "one URL: raised as today"
+        began = time.monotonic()
+        assert db.query("insert jobs {}") == 1
+        took = time.monotonic() - began
+    assert [str(r.url) for r in sent] == ["http://a.test/query"] * 3
+    assert took >= 0.15, f"two pauses (50 + 100 ms), took {took:.3f} s"
 
+    transport, sent = mock(lambda req: no_leader())
+    with fenecdb.Client("http://a.test", transport=transport, timeout=0.3) as db:
+        began = time.monotonic()
+        with pytest.raises(fenecdb.NoLeader) as e:
+            db.query("insert jobs {}")
+        took = time.monotonic() - began
+    assert (e.value.status, e.value.code) == (503, "no_leader")
+    assert 0.1 <= took < 1.5, f"raised at the deadline (300 ms), took {took:.3f} s"
+    assert 3 <= len(sent) <= 5, f"50, 100 ms pauses within 300 ms: {len(sent)} requests"
+
+
+@pytest.mark.anyio
+async def test_no_leader_one_url_async() -> None:
+    async def handle(req: httpx.Request) -> httpx.Response:
+        sent.append(req)
+        return no_leader() if len(sent) == 1 else httpx.Response(200, json={"affected": 1})
+
+    sent: List[httpx.Request] = []
+    async with fenecdb.AsyncClient("http://a.test", transport=httpx.MockTransport(handle)) as db:
+        assert await db.query("insert jobs {}") == 1
+    assert [str(r.url) for r in sent] == ["http://a.test/query"] * 2
+
+
+def test_no_leader_several_urls_next_node_after_each_pause() -> None:
     def several(req: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, json={"affected": 1}) if len(sent) >= 5 and req.url.host == "b.test" else refusal()
+        return httpx.Response(200, json={"affected": 1}) if len(sent) >= 4 and req.url.host == "b.test" else no_leader()
 
     transport, sent = mock(several)
-    with fenecdb.Client("http://a.test,http://b.test", transport=transport) as db:
+    with fenecdb.Client("http://a.test,http://b.test,http://c.test", transport=transport) as db:
         began = time.monotonic()
         db.query("insert jobs {}")
         took = time.monotonic() - began
-        assert [r.url.host for r in sent] == ["a.test", "b.test"] * 3
-        assert took >= 0.15, f"two pauses between rounds (50 + 100 ms), took {took:.3f} s"
+        assert [r.url.host for r in sent] == ["a.test", "b.test", "c.test", "a.test", "b.test"]
+        assert took >= 0.75, f"a pause before each resend (50, 100, 200, 400 ms), took {took:.3f} s"
         assert db.node == "http://b.test"
+
+
+def test_mid_election_follows_count_since_the_last_pause() -> None:
+    # Two followers name l.test, which answers no_leader four times (taking
+    # office) before it serves: 1 + 4 follows in all, never more than 1
+    # between two pauses, so the limit of 3 follows between pauses does not end it.
+    office: List[int] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        if req.url.host != "l.test":
+            return refusal("http://l.test")
+        office.append(1)
+        return no_leader() if len(office) <= 4 else httpx.Response(200, json={"affected": 1})
+
+    transport, sent = mock(answer)
+    with fenecdb.Client("http://a.test,http://b.test", transport=transport) as db:
+        assert db.query("insert jobs {}") == 1
+        assert [r.url.host for r in sent] == ["a.test", "l.test", "b.test", "l.test"] * 2 + ["a.test", "l.test"]
+        assert db.node == "http://l.test"
 
 
 def test_rules_403_and_lost_503_are_raised_at_once() -> None:
@@ -231,14 +280,6 @@ def test_rules_403_and_lost_503_are_raised_at_once() -> None:
         with pytest.raises(fenecdb.Unavailable):
             db.query("insert jobs {}")
     assert len(sent) == 1, "an outcome unknown is the caller's to retry"
-
-
-def test_taking_office_is_sent_again() -> None:
-    office = {"error": "this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)", "code": "unavailable"}
-    transport, sent = mock(lambda req: httpx.Response(503, json=office) if len(sent) == 1 else httpx.Response(200, json={"affected": 1}))
-    with fenecdb.Client("http://a.test", transport=transport) as db:
-        assert db.query("insert jobs {}") == 1
-    assert [str(r.url) for r in sent] == ["http://a.test/query"] * 2
 
 
 def test_refused_connections(refused_url: str, server: Server) -> None:

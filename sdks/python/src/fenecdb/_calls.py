@@ -224,11 +224,12 @@ class Settings:
 
 class Walk:
     """One call's way to a node that runs it (docs/sdks.md, "Several
-    nodes"): it follows the leader a 403 names (at most 3 times, never from
-    https to http), resends to a leader taking office, and — given several
-    URLs — moves to the next one, round robin with a pause after each full
-    round, while the node sent to cannot have run the request. Everything
-    else is the caller's, as with one URL."""
+    nodes"): it follows the leader a 403 names (at most 3 times between
+    pauses, never from https to http), sends a 503 ``no_leader`` again
+    after a pause (to the next URL given several, else to the same node),
+    and — given several URLs — moves to the next one, round robin with a
+    pause after each full round, while the node sent to cannot have run the
+    request. Everything else is the caller's, as with one URL."""
 
     def __init__(self, settings: Settings, call: Call) -> None:
         self.nodes = settings.nodes
@@ -273,8 +274,7 @@ class Walk:
             self.nodes.current = self.node
             return None
         body = reply.body if isinstance(reply.body, dict) else {}
-        code, message = body.get("code"), body.get("error")
-        message = message if isinstance(message, str) else ""
+        code = body.get("code")
         leader = reply.headers.get(HEADER_FENEC_LEADER) if reply.status == 403 and code == "forbidden" else None
         if leader and leader not in self.refused:
             to = _followable(self.node, leader)
@@ -284,14 +284,19 @@ class Walk:
             self.node = self.nodes.current = to
             self.call = replace(self.first, host=host_of(to))
             return 0.0
-        if reply.status == 503 and code == "unavailable" and message.startswith("this node is taking office as leader"):
-            # Elected, it refuses writes unrun until it has applied the
-            # earlier terms' writes (docs/cluster.md): the same node again.
-            return self._wait(reply)
-        if self.nodes.several and reply.status == 403 and code == "forbidden" and (leader or "no leader is known" in message):
-            # No leader known now (an election), or one named whose
-            # connection was refused in this call: another node may know.
-            # A 403 of a token's rules has neither, and is raised at once.
+        if reply.status == 503 and code == "no_leader":
+            # Refused unrun: no leader known now (an election), or a leader
+            # just elected that applies the earlier terms' writes first
+            # (docs/cluster.md). Again after the pause: to the next node,
+            # or to the same one when it is the only.
+            pause = self._wait(reply)
+            if self.nodes.several:
+                self._step()
+            return pause
+        if self.nodes.several and leader:
+            # A leader named whose connection was refused in this call (a
+            # follower that has not yet seen it die): another node may know.
+            # A 403 of a token's rules names none, and is raised at once.
             try:
                 answered(self.call, reply)
             except FenecError as err:
@@ -314,10 +319,14 @@ class Walk:
         """Moves to the next configured URL; the pause due first."""
         self.misses += 1
         pause = self._due(last) if self.misses % len(self.nodes.urls) == 0 else 0.0
+        self._step()
+        return pause
+
+    def _step(self) -> None:
+        """Moves to the next configured URL, round robin."""
         self.node = self.nodes.urls[self.at % len(self.nodes.urls)]
         self.at += 1
         self.call = replace(self.first, host=host_of(self.node))
-        return pause
 
     def _due(self, last: FenecError) -> float:
         """The pause due now (50 ms doubling to 1 s); ``last`` is raised
@@ -325,6 +334,10 @@ class Walk:
         pause, self.pause = self.pause, min(self.pause * 2, LAST_PAUSE)
         if self.deadline is not None and time.monotonic() + pause >= self.deadline:
             raise last
+        # The follows count since the last pause: a cluster in mid-election
+        # (a follower names a leader that answers no_leader) is not given up
+        # while the deadline allows.
+        self.follows = 0
         return pause
 
 

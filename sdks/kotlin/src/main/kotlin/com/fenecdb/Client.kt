@@ -64,15 +64,16 @@ public object Fenec {
      * Every call goes to the client's current node, the first URL at the
      * start (docs/sdks.md, "Several nodes"). A 403 `forbidden` naming the
      * leader ([FenecException.leader]) was refused unrun: the call sends the
-     * same request to the leader (at most 3 times a call, never from https
-     * to http), which becomes the current node. A leader's 503 "taking
-     * office" (it was just elected) was refused unrun too: the same node is
-     * sent it again after a pause. With several URLs, a node that refuses
-     * the connection (`java.net.ConnectException`), says no leader is known
-     * now, or names a leader whose connection was refused in this call, has
-     * the call try the next URL, round robin, pausing 50 ms doubling to 1 s
-     * between full rounds, until the call's deadline (its timeout, plus the
-     * wait of a held claim), which throws the last such error. Anything else
+     * same request to the leader (at most 3 times between pauses, never from
+     * https to http), which becomes the current node. A 503 `no_leader` (an
+     * election, or a leader just elected) was refused unrun too: it is sent
+     * again after a pause of 50 ms doubling to 1 s, to the next URL given
+     * several, else to the same node. With several URLs, a node that refuses
+     * the connection (`java.net.ConnectException`), or names a leader whose
+     * connection was refused in this call, has the call try the next URL,
+     * round robin, pausing between full rounds. Both go on until the call's
+     * deadline (its timeout, plus the wait of a held claim), which throws the
+     * last such error. Anything else
      * (a timeout, a connection lost after sending, any other 503, a 403 of
      * the token's rules) is thrown as is: only an idempotency key makes the
      * retry of a write whose outcome is unknown safe.
@@ -150,11 +151,22 @@ private class Walk(private val nodes: Nodes, start: URI, private val deadline: k
     private var misses = 0
     private var pause = FIRST_PAUSE
 
+    /**
+     * The follows of Fenec-Leader since the last pause (at most
+     * MAX_FOLLOWS): a cluster in mid-election, whose follower names a
+     * leader that answers no_leader, is paused between follows, not given
+     * up while the deadline allows.
+     */
+    var follows = 0
+
     /** The node to try after one that failed with [last], once the pause due (if any) is over. */
     suspend fun next(last: FenecException): URI {
         if (++misses % nodes.list.size == 0) pause(last)
-        return nodes.list[at++ % nodes.list.size]
+        return step()
     }
+
+    /** The next node in the round, without a pause. */
+    fun step(): URI = nodes.list[at++ % nodes.list.size]
 
     /**
      * Waits the pause due (50 ms, doubling to 1 s): a `delay`, so cancelling
@@ -167,23 +179,9 @@ private class Walk(private val nodes: Nodes, start: URI, private val deadline: k
         delay(minOf(pause, rest))
         if (deadline.hasPassedNow()) throw last
         pause = minOf(pause * 2, LAST_PAUSE)
+        follows = 0
     }
 }
-
-/**
- * Whether a 403 without Fenec-Leader is a cluster node's "no leader is known
- * now" (docs/cluster.md), by the server's words: the 403 of a token's rules
- * has no header either, and is thrown at once, not retried on every node
- * until the deadline.
- */
-private fun noLeader(e: FenecException): Boolean = e.message?.contains("no leader is known") == true
-
-/**
- * Whether a 503 is a leader's "taking office" (docs/cluster.md, "Writes": a
- * node elected serves writes once it has applied the earlier terms'):
- * refused before it ran, unlike a 503 whose write's outcome is unknown.
- */
-private fun takingOffice(e: FenecException): Boolean = e.message?.startsWith("this node is taking office as leader") == true
 
 /**
  * A client of a Fenec server, or of a cluster's nodes (whose leader it
@@ -348,7 +346,6 @@ public class Client internal constructor(
         val deadline = TimeSource.Monotonic.markNow() + limit
         var node = nodes.current()
         val walk = Walk(nodes, node, deadline)
-        var follows = 0
         val refused = HashSet<URI>() // nodes whose connection was refused in this call
         while (true) {
             val request = build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())
@@ -377,23 +374,25 @@ public class Client internal constructor(
                 // Refused unrun: the same request goes to the leader, unless
                 // that would be a downgrade from https (the token in clear).
                 val to = leaderUrl(leader)
-                if (to == null || follows == MAX_FOLLOWS || (node.scheme == "https" && to.scheme != "https")) throw e
-                follows++
+                if (to == null || walk.follows == MAX_FOLLOWS || (node.scheme == "https" && to.scheme != "https")) throw e
+                walk.follows++
                 node = to
                 nodes.use(to)
                 continue
             }
-            if (e.code == ErrorCode.UNAVAILABLE && takingOffice(e)) {
-                // A leader just elected refuses writes unrun until it has
-                // applied the earlier terms' writes: the same node again,
-                // after the pause.
+            if (e.code == ErrorCode.NO_LEADER) {
+                // Refused unrun: no leader known now (an election), or a
+                // leader just elected that applies the earlier terms' writes
+                // first (docs/cluster.md). Again after the pause: to the next
+                // node, or to the same one when it is the only.
                 walk.pause(e)
+                if (nodes.several) node = walk.step()
                 continue
             }
-            if (nodes.several && e.code == ErrorCode.FORBIDDEN && (leader != null || noLeader(e))) {
-                // No leader known now (an election), or one named that
-                // refused the connection in this call (a follower that has
-                // not yet seen it die): another node may know better.
+            if (nodes.several && e.code == ErrorCode.FORBIDDEN && leader != null) {
+                // A leader named that refused the connection in this call (a
+                // follower that has not yet seen it die): another node may
+                // know better. A 403 of a token's rules names none: thrown.
                 node = walk.next(e)
                 continue
             }

@@ -32,6 +32,12 @@ import kotlin.time.TimeSource
  * the case: a leader named over https → http, the bound on follows. The
  * cluster's own cases are ClusterTest's.
  */
+/** 503 no_leader; its message is not what the client goes by. */
+private val NO_LEADER = 503 to """{"error":"no leader is elected now: send the write again shortly, to any node","code":"no_leader"}"""
+
+/** A write's success. */
+private val OK = 200 to """{"affected": 1}"""
+
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class NodesTest {
     private val servers = mutableListOf<HttpServer>()
@@ -39,8 +45,13 @@ class NodesTest {
     @AfterAll
     fun stop() = servers.forEach { it.stop(0) }
 
-    /** A node that answers every request 403 forbidden naming [leader] (none when null), as a follower does; it records what it is sent. */
-    private inner class Node403(
+    /**
+     * A node that answers every request as a cluster's node refuses a write
+     * unrun: 403 forbidden naming [leader], as a follower does, or with none
+     * 503 no_leader, as a node that knows no leader or was just elected does
+     * (docs/cluster.md); it records what it is sent.
+     */
+    private inner class Stub(
         val leader: () -> String?,
         https: SSLContext? = null,
         /** When set, answers the nth request (from 1): its status and body. */
@@ -63,13 +74,11 @@ class NodesTest {
                 val l = leader()
                 if (l != null) ex.responseHeaders.add("Fenec-Leader", l)
                 ex.responseHeaders.add("Content-Type", "application/json")
-                val (status, text) = answer?.invoke(got.size) ?: (
-                    403 to if (l != null) {
-                        """{"error":"this node is not the cluster's leader: send writes to the leader at $l","code":"forbidden"}"""
-                    } else {
-                        """{"error":"this node is not the cluster's leader and no leader is known now: retry shortly","code":"forbidden"}"""
-                    }
-                    )
+                val (status, text) = answer?.invoke(got.size) ?: if (l != null) {
+                    403 to """{"error":"this node is not the cluster's leader: send writes to the leader at $l","code":"forbidden"}"""
+                } else {
+                    NO_LEADER
+                }
                 val bytes = text.toByteArray()
                 ex.sendResponseHeaders(status, bytes.size.toLong())
                 ex.responseBody.use { it.write(bytes) }
@@ -81,10 +90,10 @@ class NodesTest {
     }
 
     @Test
-    fun `follows at most three times a call, the same request`() = runBlocking<Unit> {
+    fun `follows at most three times between pauses, the same request`() = runBlocking<Unit> {
         // Each node names the next as its leader.
-        val nodes = arrayOfNulls<Node403>(5)
-        for (i in 4 downTo 0) nodes[i] = Node403({ if (i < 4) nodes[i + 1]!!.url else null })
+        val nodes = arrayOfNulls<Stub>(5)
+        for (i in 4 downTo 0) nodes[i] = if (i < 4) Stub({ nodes[i + 1]!!.url }) else Stub({ null }, answer = { OK })
         val db = Fenec.connect(nodes[0]!!.url, token = "tok")
         val e = assertThrows<FenecException> {
             runBlocking {
@@ -109,8 +118,8 @@ class NodesTest {
     @Test
     fun `never follows from https to http`() = runBlocking<Unit> {
         val tls = selfSigned()
-        val plain = Node403({ null })
-        val secure = Node403({ plain.url }, https = tls)
+        val plain = Stub({ null })
+        val secure = Stub({ plain.url }, https = tls)
         val previous = SSLContext.getDefault()
         // The client's HttpClient takes the default context when it is built.
         SSLContext.setDefault(tls)
@@ -127,46 +136,75 @@ class NodesTest {
     }
 
     @Test
-    fun `one URL's 403 without a leader is thrown at once`() = runBlocking<Unit> {
-        val n = Node403({ null })
+    fun `no_leader with one URL - the same node again after each pause, thrown at the deadline`() = runBlocking<Unit> {
+        val office = Stub({ null }, answer = { n -> if (n <= 2) NO_LEADER else OK })
         val start = TimeSource.Monotonic.markNow()
-        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(n.url).query("put jobs {owner: 'w'}") } }
-        assertEquals(ErrorCode.FORBIDDEN, e.code)
-        assertNull(e.leader)
-        assertEquals(1, n.got.size)
-        assertTrue(start.elapsedNow() < 2.seconds)
-    }
-
-    @Test
-    fun `a node that knows no leader sends the call to the next`() = runBlocking<Unit> {
-        val none = Node403({ null })
-        val ok = Node403({ null }, answer = { 200 to """{"affected": 1}""" })
-        val r = Fenec.connect("${none.url},${ok.url}").query("put jobs {owner: 'w'}", idempotencyKey = "k2")
-        assertEquals(1L, r.affected)
-        assertEquals(1, none.got.size)
-        assertEquals(none.got.toList(), ok.got.toList(), "the same request")
-    }
-
-    @Test
-    fun `a leader taking office is sent the call again after the pauses, any other 503 is thrown at once`() = runBlocking<Unit> {
-        val office = Node403({ null }, answer = { n ->
-            if (n <= 2) {
-                503 to """{"error":"this node is taking office as leader: retry shortly: the write's outcome in the cluster is unknown (elected, applying the earlier terms' writes)","code":"unavailable"}"""
-            } else {
-                200 to """{"affected": 1}"""
-            }
-        })
-        val start = TimeSource.Monotonic.markNow()
-        assertEquals(1L, Fenec.connect(office.url).query("put jobs {owner: 'w'}").affected)
+        assertEquals(1L, Fenec.connect(office.url).query("put jobs {owner: 'w'}", idempotencyKey = "k3").affected)
         assertEquals(3, office.got.size)
+        assertEquals(1, office.got.toSet().size, "the same request")
         assertTrue(start.elapsedNow() >= 150.milliseconds, "after ${start.elapsedNow()}: the pauses are 50 and 100 ms")
 
-        val unknown = Node403({ null }, answer = {
+        val none = Stub({ null })
+        val began = TimeSource.Monotonic.markNow()
+        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(none.url, timeout = 300.milliseconds).query("put jobs {owner: 'w'}") } }
+        val took = began.elapsedNow()
+        assertEquals(503, e.status)
+        assertEquals(ErrorCode.NO_LEADER, e.code)
+        assertTrue(took >= 250.milliseconds && took < 2.seconds, "thrown after $took, the deadline is 300 ms")
+        assertTrue(none.got.size in 3..5, "${none.got.size} requests: pauses of 50, 100, 200 ms within 300 ms")
+    }
+
+    @Test
+    fun `no_leader with several URLs - the next node after each pause, round robin`() = runBlocking<Unit> {
+        val order = Collections.synchronizedList(mutableListOf<String>())
+        fun stub(name: String, serves: Boolean) = Stub({ null }, answer = {
+            order += name
+            if (serves && order.size >= 4) OK else NO_LEADER
+        })
+        val a = stub("a", false)
+        val b = stub("b", true)
+        val c = stub("c", false)
+        val db = Fenec.connect(listOf(a.url, b.url, c.url))
+        val start = TimeSource.Monotonic.markNow()
+        assertEquals(1L, db.query("put jobs {owner: 'w'}", idempotencyKey = "k2").affected)
+        assertEquals(listOf("a", "b", "c", "a", "b"), order.toList())
+        assertTrue(start.elapsedNow() >= 750.milliseconds, "after ${start.elapsedNow()}: a pause before each resend (50+100+200+400 ms)")
+        assertEquals(b.url, db.node)
+        assertEquals(1, (a.got + b.got + c.got).toSet().size, "the same request to every node")
+    }
+
+    @Test
+    fun `mid-election - the follows count since the last pause`() = runBlocking<Unit> {
+        // Two followers name a leader that answers no_leader four times (just
+        // elected) before it serves: 1 + 4 follows, at most one between two
+        // pauses, so the bound of 3 follows between pauses does not end it.
+        val leader = Stub({ null }, answer = { n -> if (n <= 4) NO_LEADER else OK })
+        val fa = Stub({ leader.url })
+        val fb = Stub({ leader.url })
+        val db = Fenec.connect("${fa.url},${fb.url}")
+        assertEquals(1L, db.query("put jobs {owner: 'w'}").affected)
+        assertEquals(listOf(3, 2, 5), listOf(fa.got.size, fb.got.size, leader.got.size))
+        assertEquals(leader.url, db.node)
+    }
+
+    @Test
+    fun `a token's 403 and any 503 but no_leader are thrown at once, even with several URLs`() = runBlocking<Unit> {
+        val other = Stub({ null }, answer = { OK })
+        val rules = Stub({ null }, answer = { 403 to """{"error":"the token may not write jobs","code":"forbidden"}""" })
+        val start = TimeSource.Monotonic.markNow()
+        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(listOf(rules.url, other.url)).query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.FORBIDDEN, e.code)
+        assertNull(e.leader)
+        assertEquals(1, rules.got.size)
+        assertTrue(start.elapsedNow() < 2.seconds)
+
+        val unknown = Stub({ null }, answer = {
             503 to """{"error":"the write was not committed: the write's outcome in the cluster is unknown","code":"unavailable"}"""
         })
-        val e = assertThrows<FenecException> { runBlocking { Fenec.connect(listOf(unknown.url, Node403({ null }).url)).query("put jobs {owner: 'w'}") } }
-        assertEquals(ErrorCode.UNAVAILABLE, e.code)
+        val u = assertThrows<FenecException> { runBlocking { Fenec.connect(listOf(unknown.url, other.url)).query("put jobs {owner: 'w'}") } }
+        assertEquals(ErrorCode.UNAVAILABLE, u.code)
         assertEquals(1, unknown.got.size)
+        assertEquals(0, other.got.size)
     }
 
     private fun closedAddr(): String = ServerSocket(0).use { "127.0.0.1:${it.localPort}" }
