@@ -3,17 +3,13 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -45,39 +41,13 @@ func count(t *testing.T, db *engine.DB) string {
 	return string(r.AppendJSON(nil))
 }
 
-// freeAddr answers a loopback address free now, on a port below the
-// kernel's ephemeral range: a port from that range (a listener on :0)
-// may be handed to any outgoing connection on the machine — a client's
-// of this very test — between its release here and a node's bind, and a
-// node restarted after a kill must bind its raft address again.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for try := 0; try < 1000; try++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(low-10000))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port below the ephemeral range in 1000 tries")
-	return ""
-}
-
 // startNodes starts k nodes whose stores ask fault before each write.
 func startNodes(t *testing.T, k int, fault func(at string) error) []*testNode {
 	t.Helper()
 	dir := t.TempDir()
 	var peers []Peer
 	for i := 1; i <= k; i++ {
-		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: freeAddr(t)})
+		peers = append(peers, Peer{ID: fmt.Sprintf("n%d", i), Addr: apitest.FreeAddr(t)})
 	}
 	var nodes []*testNode
 	for _, p := range peers {

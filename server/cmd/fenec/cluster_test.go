@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,37 +45,11 @@ type testCluster struct {
 // addresses are this machine's (loopback, or the test's namespaces).
 var noProxy = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 32}
 
-// freeAddr answers a loopback address free now, on a port below the
-// kernel's ephemeral range: a port from that range (a listener on :0)
-// may be handed to any outgoing connection on the machine — a client's
-// of this very test — between its release here and a node's bind, and a
-// node restarted after a kill must bind its raft address again.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for try := 0; try < 1000; try++ {
-		addr := fmt.Sprintf("127.0.0.1:%d", 10000+rand.IntN(low-10000))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			ln.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port below the ephemeral range in 1000 tries")
-	return ""
-}
-
 func newCluster(t *testing.T, n int, extra ...string) *testCluster {
 	t.Helper()
 	var nodes []*clusterNode
 	for i := 1; i <= n; i++ {
-		nodes = append(nodes, &clusterNode{id: fmt.Sprintf("n%d", i), http: freeAddr(t), raft: freeAddr(t)})
+		nodes = append(nodes, &clusterNode{id: fmt.Sprintf("n%d", i), http: apitest.FreeAddr(t), raft: apitest.FreeAddr(t)})
 	}
 	return startCluster(t, &testCluster{t: t, extra: extra, nodes: nodes, binOf: func(*clusterNode) string { return bin }})
 }
@@ -398,7 +370,7 @@ func TestClusterFollowers(t *testing.T) {
 	if err := lp.Stop(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--file", lone, "--node-id", "x", "--raft", freeAddr(t)).CombinedOutput()
+	out, err := exec.Command(bin, "serve", "--http", "127.0.0.1:0", "--file", lone, "--node-id", "x", "--raft", apitest.FreeAddr(t)).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "holds no raft state") {
 		t.Errorf("a node on a lone server's file: %v %s; want a refusal", err, out)
 	}
@@ -647,7 +619,7 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	c := newCluster(t, 3, "--raft-snapshot-every", "100", "--idempotency-max-keys", "1000000")
 	c.write("create", "create collection notes (n int)")
 	lead := c.leader(10 * time.Second)
-	replica := &clusterNode{id: "r1", http: freeAddr(t), raft: freeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
+	replica := &clusterNode{id: "r1", http: apitest.FreeAddr(t), raft: apitest.FreeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
 	startReplica := func() {
 		replica.p = apitest.Start(t, bin, "--http", replica.http, "--file", replica.file, "--node-id", replica.id, "--raft", replica.raft)
 	}

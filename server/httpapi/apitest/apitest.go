@@ -10,11 +10,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -277,4 +280,30 @@ func (l *lockedWriter) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// FreeAddr answers a loopback address free now, on a port below the
+// kernel's ephemeral range: a port from that range (a listener on :0)
+// may be handed to any outgoing connection on the machine — a client's
+// of this very test — between its release here and a node's bind, and a
+// node restarted after a kill must bind its raft address again.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
+	}
+	for try := 0; try < 1000; try++ {
+		addr := fmt.Sprintf("127.0.0.1:%d", 10000+mrand.IntN(low-10000))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port below the ephemeral range in 1000 tries")
+	return ""
 }
