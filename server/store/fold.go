@@ -20,6 +20,7 @@ type foldSet struct {
 	bytes   int64     // the size of the log rows they came from
 	since   time.Time // when the oldest of those rows was logged
 	creates int       // creations so far, to keep their order
+	rows    int       // the rows its fold writes or deletes, about: what a fold's time grows with
 }
 
 // collFold is what the fold does to one collection name.
@@ -54,6 +55,7 @@ func (f *foldSet) add(changes []Change, seq uint64, size int) {
 	}
 	f.seq = seq
 	f.bytes += int64(size)
+	f.rows++ // the log row the fold deletes
 }
 
 func (f *foldSet) coll(name string) *collFold {
@@ -70,15 +72,18 @@ func (f *foldSet) apply(c Change) {
 	case OpCreate:
 		cf := f.coll(c.Coll)
 		f.creates++
+		f.rows++
 		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}}
 	case OpDrop:
 		*f.coll(c.Coll) = collFold{reset: true, docs: map[int64][]byte{}}
+		f.rows++
 	case OpPut:
 		cf := f.coll(c.Coll)
 		body := c.Body
 		if body == nil {
 			body = []byte{} // nil means delete here
 		}
+		f.newDoc(cf, c.ID)
 		cf.docs[c.ID] = body
 		cf.nextID = max(cf.nextID, c.ID+1)
 	case OpDelete:
@@ -88,12 +93,29 @@ func (f *foldSet) apply(c Change) {
 			// the put is enough.
 			delete(cf.docs, c.ID)
 		} else {
+			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
 		}
 	case OpMetaPut:
+		f.newMeta(c.Key)
 		f.meta[c.Key] = &metaFold{body: c.Body, expires: c.Expires}
 	case OpMetaDelete:
+		f.newMeta(c.Key)
 		f.meta[c.Key] = &metaFold{del: true}
+	}
+}
+
+// newDoc counts a row for the fold to write when id is new to cf.
+func (f *foldSet) newDoc(cf *collFold, id int64) {
+	if _, ok := cf.docs[id]; !ok {
+		f.rows++
+	}
+}
+
+// newMeta counts a row for the fold to write when key is new to f.
+func (f *foldSet) newMeta(key string) {
+	if _, ok := f.meta[key]; !ok {
+		f.rows++
 	}
 }
 

@@ -168,13 +168,17 @@ type tuning struct {
 	foldBytes  int64         // fold once the unfolded log holds this much
 	foldAge    time.Duration // or once its oldest row is this old
 	foldChunk  int64         // fold at most this much of the log in one transaction
+	foldRows   int           // and at most about this many rows (0: no bound)
 	maxPending int64         // under interval/off, write early once this much is queued
 	// busyTimeout is how long Open waits for another process to let go of
 	// the file (a server restarting while the old one still closes).
 	busyTimeout time.Duration
+	// onFold, if set, is called after each fold chunk's commit with the
+	// time it held the connection: tests time the folds with it.
+	onFold func(took time.Duration)
 }
 
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 1 << 20, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
@@ -965,9 +969,11 @@ func (s *Store) Close() error {
 // probes, until Resume.
 //
 // Folds stay off the commit path: the log is folded in chunks of at most
-// foldChunk bytes of log rows, one chunk per turn of the loop, and every
-// turn first writes the units queued (under always and interval), so a
-// committed unit waits for at most one chunk's fold before it is written.
+// foldChunk bytes of log rows and about foldRows rows to write (what a
+// chunk's time grows with: a few ms here), one chunk per turn of the loop,
+// and every turn first writes the units queued (under always and
+// interval), so a committed unit waits for at most one short chunk's fold
+// before it is written.
 // Under an interval that bounds what a crash can lose to the units of the
 // last interval plus one chunk's fold (docs/reliability.md).
 func (s *Store) run() {
@@ -1038,6 +1044,15 @@ func (s *Store) run() {
 		s.fmu.Unlock()
 		if loaded && unfolded > 0 {
 			if closing || unfolded >= s.tune.foldBytes || age >= s.tune.foldAge {
+				// A group already taken for writing (its leader waits for
+				// the connection) goes before the chunk. Once: under a
+				// steady load another is always on its way, and the fold
+				// must keep up.
+				s.mu.Lock()
+				if s.writing {
+					s.waitChange()
+				}
+				s.mu.Unlock()
 				s.wmu.Lock()
 				for {
 					more, err := s.foldLog()
@@ -1079,7 +1094,7 @@ func (s *Store) unfoldedLocked() int64 {
 // addFold adds one log row's changes to the chunks waiting for a fold; fmu
 // is held.
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
-	if len(s.folds) == 0 || s.folds[len(s.folds)-1].bytes >= s.tune.foldChunk {
+	if n := len(s.folds); n == 0 || s.folds[n-1].bytes >= s.tune.foldChunk || (s.tune.foldRows > 0 && s.folds[n-1].rows >= s.tune.foldRows) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.folds[len(s.folds)-1].add(changes, seq, size)
@@ -1122,6 +1137,7 @@ func (s *Store) foldLog() (more bool, err error) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.fmu.Unlock()
+	start := time.Now()
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return true, err
@@ -1132,6 +1148,9 @@ func (s *Store) foldLog() (more bool, err error) {
 	}
 	if err := tx.Commit(); err != nil {
 		return true, err
+	}
+	if s.tune.onFold != nil {
+		s.tune.onFold(time.Since(start))
 	}
 	s.mu.Lock()
 	s.stats.Folds++
