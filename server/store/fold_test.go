@@ -1,12 +1,15 @@
 package store
 
 import (
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -173,4 +176,80 @@ func TestFoldChunksBoundedInRows(t *testing.T) {
 		t.Fatalf("seq %d, want 600", seq)
 	}
 	sameState(t, "after the folds", got, want)
+}
+
+// TestFoldInParts: a batch bigger than foldRows is folded in parts, each
+// its own transaction, and a failure (or a kill) after some parts leaves
+// the tables holding them and the log every row — from which the next open
+// has the state the units describe, and folds it.
+func TestFoldInParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	units := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
+	var batch, later []Change
+	for i := range int64(1000) {
+		batch = append(batch, Change{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "first %d", i)})
+	}
+	batch = append(batch, Change{Op: OpMetaPut, Key: "k", Body: []byte("v")})
+	for i := range int64(500) {
+		if i%2 == 0 {
+			later = append(later, Change{Op: OpDelete, Coll: "c", ID: 1 + 2*i})
+		} else {
+			later = append(later, Change{Op: OpPut, Coll: "c", ID: 1 + 2*i, Body: fmt.Appendf(nil, "second %d", i)})
+		}
+	}
+	units = append(units, batch, later)
+	for _, u := range units {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The 5th question at FaultFold fails: the creation's chunk folds
+	// whole (the 1st), and three parts of 100 documents commit.
+	var asked atomic.Int32
+	fault := func(at string) error {
+		if at == FaultFold && asked.Add(1) == 5 {
+			return errInjected
+		}
+		return nil
+	}
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 100, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{Fault: fault}, tune)
+	for i, u := range units {
+		if err := s.Commit(uint64(i+1), u)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close with a failing fold answered %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs, meta, logRows, folded int
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT count(*) FROM log), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &logRows, &folded)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs != 300 || meta != 0 || logRows != 2 || folded != 1 {
+		t.Fatalf("after three parts: %d docs, %d meta records, %d log rows, folded_seq %d; want 300, 0, 2, 1", docs, meta, logRows, folded)
+	}
+	got, seq, _, s2 := load(t, path, Options{}, tune)
+	if seq != 3 {
+		t.Fatalf("seq %d, want 3", seq)
+	}
+	sameState(t, "after three parts", got, want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s2.Stats(); st.Folds != 2 || st.LogBytes != 0 {
+		t.Fatalf("stats %+v: want the two batches folded, a chunk each", st)
+	}
+	got, _, _, s3 := load(t, path, Options{}, defaultTuning)
+	defer s3.Close()
+	sameState(t, "folded in parts", got, want)
 }

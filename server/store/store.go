@@ -1093,8 +1093,14 @@ func (s *Store) unfoldedLocked() int64 {
 
 // addFold adds one log row's changes to the chunks waiting for a fold; fmu
 // is held.
+//
+// A chunk is closed once it holds foldChunk bytes or foldRows rows, and
+// before a group that would take it past foldRows: a big group (a batch)
+// starts a chunk of its own, which the fold can write in parts unless
+// the chunk creates or drops a collection (foldSet.partable).
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
-	if n := len(s.folds); n == 0 || s.folds[n-1].bytes >= s.tune.foldChunk || (s.tune.foldRows > 0 && s.folds[n-1].rows >= s.tune.foldRows) {
+	if n := len(s.folds); n == 0 || s.folds[n-1].bytes >= s.tune.foldChunk ||
+		(s.tune.foldRows > 0 && !s.folds[n-1].empty() && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.folds[len(s.folds)-1].add(changes, seq, size)
@@ -1142,12 +1148,29 @@ func (s *Store) foldLog() (more bool, err error) {
 	if err != nil {
 		return true, err
 	}
-	if err := f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }); err != nil {
+	// A chunk of a few big groups holds more documents than foldRows: it
+	// is written in parts of foldRows, one a call, so that no commit waits
+	// for more than one part.
+	part := f.partable(s.tune.foldRows)
+	write := func() error { return f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }) }
+	if part {
+		write = func() error {
+			if err := f.writePart(ctx, tx, s.tune.foldRows); err != nil {
+				return err
+			}
+			return s.faultAt(FaultFold)
+		}
+	}
+	if err := write(); err != nil {
 		tx.Rollback()
 		return true, err
 	}
 	if err := tx.Commit(); err != nil {
 		return true, err
+	}
+	if part {
+		f.written += s.tune.foldRows
+		return true, nil
 	}
 	if s.tune.onFold != nil {
 		s.tune.onFold(time.Since(start))
