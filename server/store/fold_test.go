@@ -138,7 +138,7 @@ func TestCommitWaitDuringFolds(t *testing.T) {
 	for _, d := range fs {
 		total += d
 	}
-	t.Logf("%d fold chunks: hold p50 %s, p99 %s, max %s, total %s", len(fs), ms(pct(fs, .5)), ms(pct(fs, .99)), ms(pct(fs, 1)), ms(total))
+	t.Logf("%d fold transactions: hold p50 %s, p99 %s, max %s, total %s", len(fs), ms(pct(fs, .5)), ms(pct(fs, .99)), ms(pct(fs, 1)), ms(total))
 	t.Logf("unfolded log each second (MB): %v; max %.1f MB, at the end %.1f MB", samples, float64(maxLog)/(1<<20), float64(st.LogBytes)/(1<<20))
 	// Kept folded: never more than the threshold plus what two fold ages
 	// of this run's writing add.

@@ -173,8 +173,9 @@ type tuning struct {
 	// busyTimeout is how long Open waits for another process to let go of
 	// the file (a server restarting while the old one still closes).
 	busyTimeout time.Duration
-	// onFold, if set, is called after each fold chunk's commit with the
-	// time it held the connection: tests time the folds with it.
+	// onFold, if set, is called after each fold transaction's commit (a
+	// chunk's or a part's) with the time it held the connection: tests
+	// time the folds with it.
 	onFold func(took time.Duration)
 }
 
@@ -1168,12 +1169,12 @@ func (s *Store) foldLog() (more bool, err error) {
 	if err := tx.Commit(); err != nil {
 		return true, err
 	}
+	if s.tune.onFold != nil {
+		s.tune.onFold(time.Since(start))
+	}
 	if part {
 		f.written += s.tune.foldRows
 		return true, nil
-	}
-	if s.tune.onFold != nil {
-		s.tune.onFold(time.Since(start))
 	}
 	s.mu.Lock()
 	s.stats.Folds++
