@@ -22,7 +22,9 @@ import (
 // waits (p50/p99/max), the fold chunks' hold on the connection and the
 // log's size, and fails when the log is not kept folded (its size stays
 // under the fold threshold plus what two fold ages of writing add). Run it
-// with (FENEC_FOLD_BENCH_1MB=1: in the 1 MB chunks of before the row bound)
+// with (FENEC_FOLD_BENCH_1MB=1: in the 1 MB chunks of before the row
+// bound; FENEC_FOLD_BENCH_RATE=n: n commits a second, each timed from
+// when it was due, instead of the 4 writers)
 //
 //	cd server && FENEC_FOLD_BENCH=1 go test ./store -run TestCommitWaitDuringFolds -v
 func TestCommitWaitDuringFolds(t *testing.T) {
@@ -84,8 +86,48 @@ func TestCommitWaitDuringFolds(t *testing.T) {
 			samples = append(samples, fmt.Sprintf("%.1f", float64(st.LogBytes)/(1<<20)))
 		}
 	}()
+	rate := 0
+	if v := os.Getenv("FENEC_FOLD_BENCH_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("FENEC_FOLD_BENCH_RATE=%q: want a positive number of commits a second", v)
+		}
+		rate = n
+	}
 	var wg sync.WaitGroup
+	if rate > 0 {
+		// Open loop: a commit every 1/rate s, each timed from when it was
+		// due, so that a stall counts for every commit due during it (as
+		// for requests that keep coming), not only for the writers'.
+		var rmu sync.Mutex
+		start := time.Now()
+		for i := 0; ; i++ {
+			due := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+			if due.After(stop) {
+				break
+			}
+			time.Sleep(time.Until(due))
+			seq++
+			id := int64(seq)
+			if seq%2 == 0 {
+				id = max(2, id-100)
+			}
+			wait := s.Commit(seq, []Change{{Op: OpPut, Coll: "jobs", ID: id, Body: body}})
+			wg.Go(func() {
+				if err := wait(); err != nil {
+					t.Error(err)
+				}
+				d := time.Since(due)
+				rmu.Lock()
+				waits[0] = append(waits[0], d)
+				rmu.Unlock()
+			})
+		}
+	}
 	for w := range writers {
+		if rate > 0 {
+			break
+		}
 		wg.Go(func() {
 			for time.Now().Before(stop) {
 				mu.Lock()
@@ -127,8 +169,12 @@ func TestCommitWaitDuringFolds(t *testing.T) {
 			over++
 		}
 	}
-	t.Logf("%d commits in %v (%d writers, %d fsyncs): wait p50 %s, p99 %s, p99.9 %s, max %s; %d over 10 ms",
-		len(all), run, writers, st.Fsyncs, ms(pct(all, .5)), ms(pct(all, .99)), ms(pct(all, .999)), ms(pct(all, 1)), over)
+	load := fmt.Sprintf("%d writers", writers)
+	if rate > 0 {
+		load = fmt.Sprintf("%d a second", rate)
+	}
+	t.Logf("%d commits in %v (%s, %d fsyncs): wait p50 %s, p99 %s, p99.9 %s, max %s; %d over 10 ms",
+		len(all), run, load, st.Fsyncs, ms(pct(all, .5)), ms(pct(all, .99)), ms(pct(all, .999)), ms(pct(all, 1)), over)
 	wmu.Lock()
 	ws := slices.Clone(writes)
 	wmu.Unlock()
