@@ -61,7 +61,9 @@ func TestCrashChild(t *testing.T) {
 			outMu.Unlock()
 		}
 	}
-	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, maxPending: 64 << 20, busyTimeout: time.Second}
+	// Chunks of 8 rows: groups of more than 8 documents are folded in
+	// parts, which a kill may fall between.
+	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, foldRows: 8, maxPending: 64 << 20, busyTimeout: time.Second}
 	if len(parts) > 2 && parts[2] == "serial" {
 		// No folds: every write to the WAL between two acknowledgements is
 		// the unit's own, which TestSyncBeforeAck requires.

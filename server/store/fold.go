@@ -20,6 +20,19 @@ type foldSet struct {
 	bytes   int64     // the size of the log rows they came from
 	since   time.Time // when the oldest of those rows was logged
 	creates int       // creations so far, to keep their order
+	rows    int       // the rows its fold writes or deletes, about: what a fold's time grows with
+	resets  bool      // a collection is dropped or created: folded in one transaction
+
+	// A chunk that creates or drops nothing may be folded in parts
+	// (writePart): order lists its documents in the order they are
+	// written, and written counts those that parts before have committed.
+	order   []docKey
+	written int
+}
+
+type docKey struct {
+	coll string
+	id   int64
 }
 
 // collFold is what the fold does to one collection name.
@@ -54,6 +67,7 @@ func (f *foldSet) add(changes []Change, seq uint64, size int) {
 	}
 	f.seq = seq
 	f.bytes += int64(size)
+	f.rows++ // the log row the fold deletes
 }
 
 func (f *foldSet) coll(name string) *collFold {
@@ -70,15 +84,20 @@ func (f *foldSet) apply(c Change) {
 	case OpCreate:
 		cf := f.coll(c.Coll)
 		f.creates++
+		f.rows++
+		f.resets = true
 		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}}
 	case OpDrop:
 		*f.coll(c.Coll) = collFold{reset: true, docs: map[int64][]byte{}}
+		f.rows++
+		f.resets = true
 	case OpPut:
 		cf := f.coll(c.Coll)
 		body := c.Body
 		if body == nil {
 			body = []byte{} // nil means delete here
 		}
+		f.newDoc(cf, c.ID)
 		cf.docs[c.ID] = body
 		cf.nextID = max(cf.nextID, c.ID+1)
 	case OpDelete:
@@ -88,12 +107,29 @@ func (f *foldSet) apply(c Change) {
 			// the put is enough.
 			delete(cf.docs, c.ID)
 		} else {
+			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
 		}
 	case OpMetaPut:
+		f.newMeta(c.Key)
 		f.meta[c.Key] = &metaFold{body: c.Body, expires: c.Expires}
 	case OpMetaDelete:
+		f.newMeta(c.Key)
 		f.meta[c.Key] = &metaFold{del: true}
+	}
+}
+
+// newDoc counts a row for the fold to write when id is new to cf.
+func (f *foldSet) newDoc(cf *collFold, id int64) {
+	if _, ok := cf.docs[id]; !ok {
+		f.rows++
+	}
+}
+
+// newMeta counts a row for the fold to write when key is new to f.
+func (f *foldSet) newMeta(key string) {
+	if _, ok := f.meta[key]; !ok {
+		f.rows++
 	}
 }
 
@@ -134,16 +170,6 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 		}
 	}
 
-	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO docs(coll, id, body) VALUES (?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer put.Close()
-	del, err := tx.PrepareContext(ctx, `DELETE FROM docs WHERE coll = ? AND id = ?`)
-	if err != nil {
-		return err
-	}
-	defer del.Close()
 	for _, name := range names {
 		cf := f.colls[name]
 		if !cf.created && cf.nextID > 0 {
@@ -151,22 +177,15 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 				return err
 			}
 		}
-		// Ascending ids keep the B-tree writes sequential.
-		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
-			if body := cf.docs[id]; body != nil {
-				_, err = put.ExecContext(ctx, name, id, body)
-			} else {
-				_, err = del.ExecContext(ctx, name, id)
-			}
-			if err != nil {
-				return err
-			}
-		}
+	}
+	if err := f.writeDocs(ctx, tx, f.docOrder()[f.written:]); err != nil {
+		return err
 	}
 
 	if err := midway(); err != nil {
 		return err
 	}
+	var err error
 	for _, key := range slices.Sorted(maps.Keys(f.meta)) {
 		m := f.meta[key]
 		if m.del {
@@ -184,6 +203,68 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM log WHERE seq <= ?`, int64(f.seq))
 	return err
+}
+
+// docOrder answers f's documents in the order the fold writes them: by
+// collection, then by ascending id, which keeps the B-tree writes
+// sequential.
+func (f *foldSet) docOrder() []docKey {
+	if f.order == nil {
+		for _, name := range slices.Sorted(maps.Keys(f.colls)) {
+			for _, id := range slices.Sorted(maps.Keys(f.colls[name].docs)) {
+				f.order = append(f.order, docKey{name, id})
+			}
+		}
+	}
+	return f.order
+}
+
+// partable says whether f may be folded in parts of n documents, the last
+// one with the rest of f: whether it creates and drops nothing and holds
+// more than n documents still to write. A part commits documents without
+// deleting the log rows they came from, so a crash after it leaves the
+// tables holding some of the documents as they are at f's end; the
+// replay of those rows at the next open (Load) then puts every document
+// the chunk touched to that same end. That holds for puts and deletes of
+// documents, each of which sets one document whole, but not for a drop
+// or a creation: replaying the changes before it onto a collection the
+// tables already dropped, or re-created with another schema, fails.
+func (f *foldSet) partable(n int) bool {
+	return n > 0 && !f.resets && len(f.docOrder())-f.written > n
+}
+
+// writePart writes f's next n documents in tx; the caller counts them in
+// f.written once tx commits.
+func (f *foldSet) writePart(ctx context.Context, tx *sql.Tx, n int) error {
+	return f.writeDocs(ctx, tx, f.docOrder()[f.written:f.written+n])
+}
+
+// writeDocs puts or deletes the documents keys names.
+func (f *foldSet) writeDocs(ctx context.Context, tx *sql.Tx, keys []docKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO docs(coll, id, body) VALUES (?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer put.Close()
+	del, err := tx.PrepareContext(ctx, `DELETE FROM docs WHERE coll = ? AND id = ?`)
+	if err != nil {
+		return err
+	}
+	defer del.Close()
+	for _, k := range keys {
+		if body := f.colls[k.coll].docs[k.id]; body != nil {
+			_, err = put.ExecContext(ctx, k.coll, k.id, body)
+		} else {
+			_, err = del.ExecContext(ctx, k.coll, k.id)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // nonNil keeps an empty body a zero-length blob rather than NULL.

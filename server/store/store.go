@@ -168,13 +168,18 @@ type tuning struct {
 	foldBytes  int64         // fold once the unfolded log holds this much
 	foldAge    time.Duration // or once its oldest row is this old
 	foldChunk  int64         // fold at most this much of the log in one transaction
+	foldRows   int           // and at most about this many rows (0: no bound)
 	maxPending int64         // under interval/off, write early once this much is queued
 	// busyTimeout is how long Open waits for another process to let go of
 	// the file (a server restarting while the old one still closes).
 	busyTimeout time.Duration
+	// onFold, if set, is called after each fold transaction's commit (a
+	// chunk's or a part's) with the time it held the connection: tests
+	// time the folds with it.
+	onFold func(took time.Duration)
 }
 
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 1 << 20, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
@@ -965,9 +970,11 @@ func (s *Store) Close() error {
 // probes, until Resume.
 //
 // Folds stay off the commit path: the log is folded in chunks of at most
-// foldChunk bytes of log rows, one chunk per turn of the loop, and every
-// turn first writes the units queued (under always and interval), so a
-// committed unit waits for at most one chunk's fold before it is written.
+// foldChunk bytes of log rows and about foldRows rows to write (what a
+// chunk's time grows with: a few ms here), one chunk per turn of the loop,
+// and every turn first writes the units queued (under always and
+// interval), so a committed unit waits for at most one short chunk's fold
+// before it is written.
 // Under an interval that bounds what a crash can lose to the units of the
 // last interval plus one chunk's fold (docs/reliability.md).
 func (s *Store) run() {
@@ -1038,6 +1045,15 @@ func (s *Store) run() {
 		s.fmu.Unlock()
 		if loaded && unfolded > 0 {
 			if closing || unfolded >= s.tune.foldBytes || age >= s.tune.foldAge {
+				// A group already taken for writing (its leader waits for
+				// the connection) goes before the chunk. Once: under a
+				// steady load another is always on its way, and the fold
+				// must keep up.
+				s.mu.Lock()
+				if s.writing {
+					s.waitChange()
+				}
+				s.mu.Unlock()
 				s.wmu.Lock()
 				for {
 					more, err := s.foldLog()
@@ -1078,8 +1094,14 @@ func (s *Store) unfoldedLocked() int64 {
 
 // addFold adds one log row's changes to the chunks waiting for a fold; fmu
 // is held.
+//
+// A chunk is closed once it holds foldChunk bytes or foldRows rows, and
+// before a group that would take it past foldRows: a big group (a batch)
+// starts a chunk of its own, which the fold can write in parts unless
+// the chunk creates or drops a collection (foldSet.partable).
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
-	if len(s.folds) == 0 || s.folds[len(s.folds)-1].bytes >= s.tune.foldChunk {
+	if n := len(s.folds); n == 0 || s.folds[n-1].bytes >= s.tune.foldChunk ||
+		(s.tune.foldRows > 0 && !s.folds[n-1].empty() && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.folds[len(s.folds)-1].add(changes, seq, size)
@@ -1122,16 +1144,37 @@ func (s *Store) foldLog() (more bool, err error) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.fmu.Unlock()
+	start := time.Now()
 	tx, err := s.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return true, err
 	}
-	if err := f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }); err != nil {
+	// A chunk of a few big groups holds more documents than foldRows: it
+	// is written in parts of foldRows, one a call, so that no commit waits
+	// for more than one part.
+	part := f.partable(s.tune.foldRows)
+	write := func() error { return f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }) }
+	if part {
+		write = func() error {
+			if err := f.writePart(ctx, tx, s.tune.foldRows); err != nil {
+				return err
+			}
+			return s.faultAt(FaultFold)
+		}
+	}
+	if err := write(); err != nil {
 		tx.Rollback()
 		return true, err
 	}
 	if err := tx.Commit(); err != nil {
 		return true, err
+	}
+	if s.tune.onFold != nil {
+		s.tune.onFold(time.Since(start))
+	}
+	if part {
+		f.written += s.tune.foldRows
+		return true, nil
 	}
 	s.mu.Lock()
 	s.stats.Folds++

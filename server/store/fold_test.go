@@ -1,0 +1,301 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestCommitWaitDuringFolds measures what a fold costs the commits that
+// wait meanwhile: writers that wait for each unit, as requests do, commit
+// puts at full speed under sync always with the server's thresholds, for
+// FENEC_FOLD_BENCH_SECONDS (default 20) — long enough for the log to reach
+// its fold age and be folded while the writes go on. It logs the commit
+// waits (p50/p99/max), the fold chunks' hold on the connection and the
+// log's size, and fails when the log is not kept folded (its size stays
+// under the fold threshold plus what two fold ages of writing add). Run it
+// with (FENEC_FOLD_BENCH_1MB=1: in the 1 MB chunks of before the row
+// bound; FENEC_FOLD_BENCH_RATE=n: n commits a second, each timed from
+// when it was due, instead of the 4 writers)
+//
+//	cd server && FENEC_FOLD_BENCH=1 go test ./store -run TestCommitWaitDuringFolds -v
+func TestCommitWaitDuringFolds(t *testing.T) {
+	if os.Getenv("FENEC_FOLD_BENCH") == "" {
+		t.Skip("a measurement: set FENEC_FOLD_BENCH=1")
+	}
+	secs := 20
+	if v := os.Getenv("FENEC_FOLD_BENCH_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("FENEC_FOLD_BENCH_SECONDS=%q: want a positive number", v)
+		}
+		secs = n
+	}
+	run := time.Duration(secs) * time.Second
+	tune := defaultTuning
+	if os.Getenv("FENEC_FOLD_BENCH_1MB") != "" {
+		// The chunks before they were bounded in rows, for comparison.
+		tune.foldChunk, tune.foldRows = 1<<20, 0
+	}
+	var fmu sync.Mutex
+	var folds []time.Duration
+	tune.onFold = func(d time.Duration) {
+		fmu.Lock()
+		folds = append(folds, d)
+		fmu.Unlock()
+	}
+	// The groups' writes to SQLite and syncs: what a checkpoint costs
+	// shows here, where a fold's hold does not.
+	var wmu sync.Mutex
+	var writes []time.Duration
+	onCommit := func(d time.Duration, _ int, _ bool) {
+		wmu.Lock()
+		writes = append(writes, d)
+		wmu.Unlock()
+	}
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{OnCommit: onCommit}, tune)
+	defer s.Close()
+	if err := s.Commit(1, []Change{{Op: OpCreate, Coll: "jobs", ID: 1}})(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A job queue's writes: a new job, and updates of recent ones (claims,
+	// completions), 300-byte documents.
+	body := make([]byte, 300)
+	const writers = 4
+	var mu sync.Mutex
+	seq := uint64(1)
+	waits := make([][]time.Duration, writers)
+	stop := time.Now().Add(run)
+	var maxLog int64
+	var samples []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for tick := time.NewTicker(time.Second); time.Now().Before(stop); <-tick.C {
+			st := s.Stats()
+			maxLog = max(maxLog, st.LogBytes)
+			samples = append(samples, fmt.Sprintf("%.1f", float64(st.LogBytes)/(1<<20)))
+		}
+	}()
+	rate := 0
+	if v := os.Getenv("FENEC_FOLD_BENCH_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			t.Fatalf("FENEC_FOLD_BENCH_RATE=%q: want a positive number of commits a second", v)
+		}
+		rate = n
+	}
+	var wg sync.WaitGroup
+	if rate > 0 {
+		// Open loop: a commit every 1/rate s, each timed from when it was
+		// due, so that a stall counts for every commit due during it (as
+		// for requests that keep coming), not only for the writers'.
+		var rmu sync.Mutex
+		start := time.Now()
+		for i := 0; ; i++ {
+			due := start.Add(time.Duration(i) * time.Second / time.Duration(rate))
+			if due.After(stop) {
+				break
+			}
+			time.Sleep(time.Until(due))
+			seq++
+			id := int64(seq)
+			if seq%2 == 0 {
+				id = max(2, id-100)
+			}
+			wait := s.Commit(seq, []Change{{Op: OpPut, Coll: "jobs", ID: id, Body: body}})
+			wg.Go(func() {
+				if err := wait(); err != nil {
+					t.Error(err)
+				}
+				d := time.Since(due)
+				rmu.Lock()
+				waits[0] = append(waits[0], d)
+				rmu.Unlock()
+			})
+		}
+	}
+	for w := range writers {
+		if rate > 0 {
+			break
+		}
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				mu.Lock()
+				seq++
+				id := int64(seq)
+				if seq%2 == 0 {
+					id = max(2, id-100)
+				}
+				start := time.Now()
+				wait := s.Commit(seq, []Change{{Op: OpPut, Coll: "jobs", ID: id, Body: body}})
+				mu.Unlock()
+				if err := wait(); err != nil {
+					t.Error(err)
+					return
+				}
+				waits[w] = append(waits[w], time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	<-done
+	st := s.Stats()
+	all := slices.Concat(waits...)
+	slices.Sort(all)
+	fmu.Lock()
+	fs := slices.Clone(folds)
+	fmu.Unlock()
+	slices.Sort(fs)
+	pct := func(d []time.Duration, p float64) time.Duration {
+		if len(d) == 0 {
+			return 0
+		}
+		return d[min(len(d)-1, int(float64(len(d))*p))]
+	}
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+	var over int
+	for _, d := range all {
+		if d > 10*time.Millisecond {
+			over++
+		}
+	}
+	load := fmt.Sprintf("%d writers", writers)
+	if rate > 0 {
+		load = fmt.Sprintf("%d a second", rate)
+	}
+	t.Logf("%d commits in %v (%s, %d fsyncs): wait p50 %s, p99 %s, p99.9 %s, max %s; %d over 10 ms",
+		len(all), run, load, st.Fsyncs, ms(pct(all, .5)), ms(pct(all, .99)), ms(pct(all, .999)), ms(pct(all, 1)), over)
+	wmu.Lock()
+	ws := slices.Clone(writes)
+	wmu.Unlock()
+	slices.Sort(ws)
+	t.Logf("%d group writes (write and sync): p50 %s, p99 %s, max %s", len(ws), ms(pct(ws, .5)), ms(pct(ws, .99)), ms(pct(ws, 1)))
+	var total time.Duration
+	for _, d := range fs {
+		total += d
+	}
+	t.Logf("%d fold transactions: hold p50 %s, p99 %s, max %s, total %s", len(fs), ms(pct(fs, .5)), ms(pct(fs, .99)), ms(pct(fs, 1)), ms(total))
+	t.Logf("unfolded log each second (MB): %v; max %.1f MB, at the end %.1f MB", samples, float64(maxLog)/(1<<20), float64(st.LogBytes)/(1<<20))
+	// Kept folded: never more than the threshold plus what two fold ages
+	// of this run's writing add.
+	perSec := float64(len(all)) * float64(len(body)+30) / run.Seconds()
+	if bound := float64(tune.foldBytes) + perSec*2*tune.foldAge.Seconds(); float64(maxLog) > bound {
+		t.Errorf("the unfolded log reached %.1f MB, over the %.1f MB it should stay under", float64(maxLog)/(1<<20), bound/(1<<20))
+	}
+}
+
+// TestFoldChunksBoundedInRows: the log is folded in chunks of about
+// foldRows rows, however few bytes they hold, and the chunks folded one
+// after another leave the state the units describe.
+func TestFoldChunksBoundedInRows(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	units, want := script(7, 600)
+	// No fold until Close, which folds every chunk: their count is the
+	// chunking's.
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 40, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{}, tune)
+	commitAll(t, s, 1, units)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Hundreds of documents to write (and a log row a group), 40 rows to
+	// a chunk, a group never split: more than 10 chunks, and many units
+	// to a chunk (about 20 chunks here).
+	st := s.Stats()
+	t.Logf("%d folds", st.Folds)
+	if st.Folds < 10 || st.Folds > 100 || st.LogBytes != 0 {
+		t.Fatalf("%d folds of 600 units in chunks of 40 rows (stats %+v); want 10 to 100", st.Folds, st)
+	}
+	got, seq, _, s2 := load(t, path, Options{}, defaultTuning)
+	defer s2.Close()
+	if seq != 600 {
+		t.Fatalf("seq %d, want 600", seq)
+	}
+	sameState(t, "after the folds", got, want)
+}
+
+// TestFoldInParts: a batch bigger than foldRows is folded in parts, each
+// its own transaction, and a failure (or a kill) after some parts leaves
+// the tables holding them and the log every row — from which the next open
+// has the state the units describe, and folds it.
+func TestFoldInParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	units := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
+	var batch, later []Change
+	for i := range int64(1000) {
+		batch = append(batch, Change{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "first %d", i)})
+	}
+	batch = append(batch, Change{Op: OpMetaPut, Key: "k", Body: []byte("v")})
+	for i := range int64(500) {
+		if i%2 == 0 {
+			later = append(later, Change{Op: OpDelete, Coll: "c", ID: 1 + 2*i})
+		} else {
+			later = append(later, Change{Op: OpPut, Coll: "c", ID: 1 + 2*i, Body: fmt.Appendf(nil, "second %d", i)})
+		}
+	}
+	units = append(units, batch, later)
+	for _, u := range units {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The 5th question at FaultFold fails: the creation's chunk folds
+	// whole (the 1st), and three parts of 100 documents commit.
+	var asked atomic.Int32
+	fault := func(at string) error {
+		if at == FaultFold && asked.Add(1) == 5 {
+			return errInjected
+		}
+		return nil
+	}
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 100, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{Fault: fault}, tune)
+	for i, u := range units {
+		if err := s.Commit(uint64(i+1), u)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close with a failing fold answered %v", err)
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs, meta, logRows, folded int
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT count(*) FROM log), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &logRows, &folded)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if docs != 300 || meta != 0 || logRows != 2 || folded != 1 {
+		t.Fatalf("after three parts: %d docs, %d meta records, %d log rows, folded_seq %d; want 300, 0, 2, 1", docs, meta, logRows, folded)
+	}
+	got, seq, _, s2 := load(t, path, Options{}, tune)
+	if seq != 3 {
+		t.Fatalf("seq %d, want 3", seq)
+	}
+	sameState(t, "after three parts", got, want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := s2.Stats(); st.Folds != 2 || st.LogBytes != 0 {
+		t.Fatalf("stats %+v: want the two batches folded, a chunk each", st)
+	}
+	got, _, _, s3 := load(t, path, Options{}, defaultTuning)
+	defer s3.Close()
+	sameState(t, "folded in parts", got, want)
+}
