@@ -222,13 +222,9 @@ func decodeSchema(b []byte) ([]Field, error) {
 	return fields, nil
 }
 
-// encodeDoc is a document as persisted: a JSON object of id and the
-// non-null fields.
-func encodeDoc(d *Doc) []byte { return appendDoc(make([]byte, 0, 256), d) }
-
-// appendDoc appends encodeDoc's bytes to b: the object {"id": …, field:
-// value, …} (nulls left out) written straight into the buffer rather
-// than built as a fenecql.Object first.
+// appendDoc appends a document as persisted to b: the object {"id": …,
+// field: value, …} (nulls left out) written straight into the buffer
+// rather than built as a fenecql.Object first.
 func appendDoc(b []byte, d *Doc) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, d.ID, 10)

@@ -116,7 +116,7 @@ func (t *tx) affected(n int64) *Result {
 	return affected(n)
 }
 
-// encode answers encodeDoc's bytes for d, cut from a buffer the
+// encode answers d as persisted (appendDoc), cut from a buffer the
 // transaction's documents share: a claim's ten bodies are an allocation
 // or two, not ten. Each chunk is twice the last, so at most half of what
 // the store holds until it has written the unit is room never used.

@@ -142,23 +142,3 @@ func (h *Hub) give(l *line, w *waiter) {
 	default:
 	}
 }
-
-// maxWake is the longest the loop sleeps on a due time: a row due past
-// it (a "never" run_at of 9999-12-31) is looked at again then, which
-// costs one look an hour, rather than the loop overflowing a Duration.
-const maxWake = time.Hour
-
-// wakeAfter answers how long from now (ms) until due (ms), clamped to
-// 0..maxWake: the difference of two far-apart timestamps in ms does not
-// fit a time.Duration in ns, and an overflowed one is negative or tiny —
-// a loop that wakes at once, for ever.
-func wakeAfter(due, now int64) time.Duration {
-	const maxMS = int64(maxWake / time.Millisecond)
-	if due <= now {
-		return 0
-	}
-	if due-now > maxMS || due-now < 0 { // due-now < 0: the difference itself overflowed
-		return maxWake
-	}
-	return time.Duration(due-now) * time.Millisecond
-}
