@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -43,8 +44,11 @@ func TestMain(m *testing.M) {
 }
 
 // benchServe serves a database in dir on a loopback port it prints, until
-// its standard input closes.
+// its standard input closes. It serves as fenec serve does: the same
+// collector settings (TuneGC), http.Server (NewHTTPServer) and connection
+// check (ServeGuarded), so that its figures are the binary's.
 func benchServe(dir, sync string) error {
+	TuneGC()
 	mode, err := store.ParseSync(sync)
 	if err != nil {
 		return err
@@ -90,7 +94,8 @@ func benchServe(dir, sync string) error {
 		}()
 	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
-	if err := http.Serve(l, s); !strings.Contains(fmt.Sprint(err), "closed") {
+	srv := NewHTTPServer(s, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	if err := ServeGuarded(srv, l); !strings.Contains(fmt.Sprint(err), "closed") {
 		return err
 	}
 	return nil

@@ -53,13 +53,8 @@ func main() {
 	}
 }
 
-// Connection timeouts. Writes get longer than the longest Fenec-Wait (30 s)
-// so a held claim is answered on an open connection.
+// The connection timeouts are httpapi.NewHTTPServer's.
 const (
-	readHeaderTimeout = 10 * time.Second
-	readTimeout       = 60 * time.Second
-	writeTimeout      = 75 * time.Second
-	idleTimeout       = 120 * time.Second
 	// shutdownGrace bounds how long SIGTERM waits for requests in flight.
 	shutdownGrace = 60 * time.Second
 	sweepEvery    = time.Minute
@@ -159,7 +154,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	tuneGC()
+	httpapi.TuneGC()
 
 	var manual *clock.Manual
 	var clk clock.Clock = clock.System{}
@@ -198,14 +193,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		db.Close()
 		return err
 	}
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      writeTimeout,
-		IdleTimeout:       idleTimeout,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := httpapi.NewHTTPServer(api, log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
@@ -213,7 +201,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(httpapi.GuardFraming(ln)) }()
+	go func() { served <- httpapi.ServeGuarded(srv, ln) }()
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "file", o.file, "sync", syncMode.String(), "clock", o.clock)
 

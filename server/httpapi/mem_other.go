@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package httpapi
 
 // memTotal answers 0 where the machine's memory is not read: GOGC's
 // setting alone then bounds the heap.

@@ -1,4 +1,4 @@
-package main
+package httpapi
 
 import (
 	"math"
@@ -12,7 +12,7 @@ func TestTuneGC(t *testing.T) {
 
 	t.Setenv("GOGC", "")
 	t.Setenv("GOMEMLIMIT", "")
-	tuneGC()
+	TuneGC()
 	if got := debug.SetGCPercent(100); got != 400 {
 		t.Errorf("GC percent %d, want 400", got)
 	}
@@ -24,7 +24,7 @@ func TestTuneGC(t *testing.T) {
 	debug.SetMemoryLimit(math.MaxInt64)
 	t.Setenv("GOGC", "50")
 	t.Setenv("GOMEMLIMIT", "1GiB")
-	tuneGC()
+	TuneGC()
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GC percent %d with GOGC set", got)
 	}
