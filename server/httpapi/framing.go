@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"strconv"
@@ -44,12 +45,17 @@ var ambiguousFramingAnswer = func() string {
 type framingConn struct {
 	net.Conn
 	mu       sync.Mutex
-	line     [len("transfer-encoding:")]byte // the start of the line, lowercased
-	n        int                             // bytes of the line so far
+	n        int  // bytes of the line so far ('\r' not counted)
+	notCL    bool // the line's start is not clName's
+	notTE    bool // the line's start is not teName's
+	skip     bool // the line can name neither header any more: only its end counts
 	cl, te   bool
 	refused  bool
 	answered sync.Once
 }
+
+// The header names looked for, lowercased, with their colon.
+const clName, teName = "content-length:", "transfer-encoding:"
 
 func (c *framingConn) Read(b []byte) (int, error) {
 	c.mu.Lock()
@@ -69,11 +75,23 @@ func (c *framingConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// scan answers whether b completes a block with both framing headers.
+// scan answers whether b completes a block with both framing headers. Past a line's first bytes — as soon as
+// they are neither name's start, or are a whole name — only the line's end
+// matters, and the rest of the line (a body's whole JSON, most header
+// values) is passed over by bytes.IndexByte rather than byte by byte.
 func (c *framingConn) scan(b []byte) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, ch := range b {
+	for i := 0; i < len(b); i++ {
+		ch := b[i]
+		if c.skip && ch != '\n' {
+			j := bytes.IndexByte(b[i:], '\n')
+			if j < 0 {
+				return false
+			}
+			i += j
+			ch = '\n'
+		}
 		switch ch {
 		case '\n':
 			if c.n == 0 { // an empty line ends the block
@@ -83,25 +101,27 @@ func (c *framingConn) scan(b []byte) bool {
 				}
 				c.cl, c.te = false, false
 			}
-			c.n = 0
+			c.n, c.skip, c.notCL, c.notTE = 0, false, false, false
 			continue
 		case '\r':
 			continue
 		}
-		if c.n < len(c.line) {
-			if 'A' <= ch && ch <= 'Z' {
-				ch += 'a' - 'A'
-			}
-			c.line[c.n] = ch
-			c.n++
-			switch string(c.line[:c.n]) {
-			case "content-length:":
-				c.cl = true
-			case "transfer-encoding:":
-				c.te = true
-			}
-		} else {
-			c.n++ // longer than any name looked for: only its being non-empty counts
+		if 'A' <= ch && ch <= 'Z' {
+			ch += 'a' - 'A'
+		}
+		// The line's start is matched against both names at once, a byte
+		// at a time, as the bytes come (a name may be split between reads); a
+		// name's byte is read only while the line is still that name's start.
+		c.notCL = c.notCL || clName[c.n] != ch
+		c.notTE = c.notTE || teName[c.n] != ch // c.n < len(teName): longer lines are skipped
+		c.n++
+		switch {
+		case !c.notCL && c.n == len(clName):
+			c.cl, c.skip = true, true
+		case !c.notTE && c.n == len(teName):
+			c.te, c.skip = true, true
+		case c.notCL && c.notTE:
+			c.skip = true
 		}
 	}
 	return false
