@@ -30,17 +30,17 @@ type stmtIn struct {
 	params []fenecql.Value
 }
 
-// readStatements reads a /query (batch false) or /batch body; ok is false
-// for a body it leaves to the full check.
-func readStatements(body []byte, batch bool) (stmts []stmtIn, ok bool) {
+// readStatements reads a /query (batch false) or /batch body, appending
+// its statements to stmts and their parameters to *slab; ok is false for a
+// body it leaves to the full check.
+func readStatements(body []byte, batch bool, stmts []stmtIn, slab *[]fenecql.Value) (_ []stmtIn, ok bool) {
 	r := fenecql.NewJSONReader(body)
-	var slab []fenecql.Value
 	if !batch {
-		st, ok := readStatement(r, &slab)
+		st, ok := readStatement(r, slab)
 		if !ok || !r.End() {
 			return nil, false
 		}
-		return []stmtIn{st}, true
+		return append(stmts, st), true
 	}
 	if !r.Open('{') {
 		return nil, false
@@ -56,7 +56,7 @@ func readStatements(body []byte, batch bool) (stmts []stmtIn, ok bool) {
 		if !more {
 			break
 		}
-		st, ok := readStatement(r, &slab)
+		st, ok := readStatement(r, slab)
 		if !ok {
 			return nil, false
 		}

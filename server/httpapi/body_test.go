@@ -3,7 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -231,7 +233,7 @@ func TestFastPathAcceptsWhatTheSpecAccepts(t *testing.T) {
 		for _, body := range variations(seed.body) {
 			for _, batch := range []bool{seed.batch, !seed.batch} {
 				tried++
-				got, ok := readStatements([]byte(body), batch)
+				got, ok := readStatements([]byte(body), batch, nil, new([]fenecql.Value))
 				want, wantOK := slowRead(t, ts.Server, []byte(body), batch)
 				if ok != wantOK {
 					t.Errorf("batch %v, body %q: the fast path accepts: %v, the spec and the decoder: %v", batch, body, ok, wantOK)
@@ -311,7 +313,7 @@ func FuzzFastPath(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, body []byte, batch bool) {
-		got, ok := readStatements(body, batch)
+		got, ok := readStatements(body, batch, nil, new([]fenecql.Value))
 		if !ok {
 			return
 		}
@@ -323,4 +325,18 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("batch %v, body %q: the fast path reads %+v, the decoder %+v", batch, body, got, want)
 		}
 	})
+}
+
+func TestLengthHeader(t *testing.T) {
+	for _, n := range []int{0, 1, 9, 10, 99, 100, 999, 1000, len(lengthHeaders) - 1, len(lengthHeaders), 1 << 20} {
+		if got := lengthHeader(n); len(got) != 1 || got[0] != strconv.Itoa(n) {
+			t.Errorf("lengthHeader(%d) = %q", n, got)
+		}
+	}
+	// Adding to a value given out must not write into the table.
+	h := http.Header{"Content-Length": lengthHeader(5)}
+	h.Add("Content-Length", "7")
+	if lengthHeaders[6] != "6" {
+		t.Errorf("the table was written into: %q", lengthHeaders[6])
+	}
 }

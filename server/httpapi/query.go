@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,11 +29,58 @@ type request struct {
 	fp    fingerprint
 	wait  *time.Duration // Fenec-Wait; nil when not sent
 	scope string         // who asks, as far as access rules narrow the rows
+}
 
-	// Room for a /query's one statement, so that its request is one
-	// allocation.
-	oneStmt [1]engine.Parsed
-	oneText [1]string
+// scratch is the room a request served by the fast path (body.go) takes,
+// kept for the next such request once the request has ended without
+// anything left holding it: its body, statements and parameters, parsed
+// request and status writer then cost no allocation (for the worker
+// loop's claim and /batch of ten acks, eight of about ninety per request,
+// and a quarter of their bytes).
+type scratch struct {
+	sw    statusWriter
+	body  []byte
+	stmts []stmtIn
+	slab  []fenecql.Value
+	req   request
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// The largest body, statement count and parameter count whose room is
+// kept: a rare large request must not stay in memory as a buffer.
+const (
+	maxScratchBody   = 64 << 10
+	maxScratchStmts  = 256
+	maxScratchParams = 1024
+)
+
+// recycle puts sc back in the pool, its references dropped so that what
+// the request read is not kept alive by the pool.
+func (sc *scratch) recycle() {
+	sc.sw = statusWriter{}
+	if cap(sc.body) > maxScratchBody {
+		sc.body = nil
+	}
+	sc.body = sc.body[:0]
+	if cap(sc.stmts) > maxScratchStmts {
+		sc.stmts = nil
+	}
+	clear(sc.stmts)
+	sc.stmts = sc.stmts[:0]
+	if cap(sc.slab) > maxScratchParams {
+		sc.slab = nil
+	}
+	clear(sc.slab)
+	sc.slab = sc.slab[:0]
+	stmts, text := sc.req.stmts, sc.req.text
+	if cap(stmts) > maxScratchStmts {
+		stmts, text = nil, nil
+	}
+	clear(stmts)
+	clear(text)
+	sc.req = request{stmts: stmts[:0], text: text[:0]}
+	scratches.Put(sc)
 }
 
 // Query is POST /query, as the full check and the generated wrapper
@@ -74,7 +122,7 @@ func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key
 	}
 	// The parameters are converted statement by statement, as each is
 	// parsed, so the first statement at fault is the one named.
-	req, e := s.parse(r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
+	req, e := s.parse(&request{}, r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
 		params := deref(qrs[i].Params)
 		vals := make([]fenecql.Value, len(params))
 		for j, p := range params {
@@ -94,16 +142,6 @@ func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key
 		}
 		return stmtIn{query: qrs[i].Query, params: vals}, nil
 	})
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	s.run(w, r, body, req, key, held)
-}
-
-// statements serves a /query or /batch body read by the fast path.
-func (s *Server) statements(w http.ResponseWriter, r *http.Request, body []byte, batch bool, stmts []stmtIn, key *gen.IdempotencyKey, held *gen.FenecWait) {
-	req, e := s.parse(r, batch, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
 	if e != nil {
 		writeError(w, e)
 		return
@@ -147,13 +185,14 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// parse parses the statements, stmt(i) the i-th with its parameters.
-// Nothing has run yet, so any error here writes nothing.
-func (s *Server) parse(r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
+// parse parses the statements into req, stmt(i) the i-th with its
+// parameters, reusing the room of req's statements and texts. Nothing has
+// run yet, so any error here writes nothing.
+func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
 	a := access(r)
-	req := &request{batch: batch, scope: a.Key}
-	if n == 1 {
-		req.stmts, req.text = req.oneStmt[:], req.oneText[:]
+	req.batch, req.scope = batch, a.Key
+	if cap(req.stmts) >= n {
+		req.stmts, req.text = req.stmts[:n], req.text[:n]
 	} else {
 		req.stmts, req.text = make([]engine.Parsed, n), make([]string, n)
 	}
@@ -368,17 +407,42 @@ func writeLine(w http.ResponseWriter, line []byte, write bool, seq uint64) {
 func writeHead(w http.ResponseWriter, n int, write bool, seq uint64, replayed bool) {
 	h := w.Header()
 	h["Content-Type"] = jsonType
-	vals := make([]string, 2) // one allocation for both headers' values
-	vals[0] = strconv.Itoa(n)
-	h["Content-Length"] = vals[0:1:1]
+	h["Content-Length"] = lengthHeader(n)
 	if write {
-		vals[1] = strconv.FormatUint(seq, 10)
-		h["Fenec-Seq"] = vals[1:2:2]
+		h["Fenec-Seq"] = []string{strconv.FormatUint(seq, 10)}
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// lengthHeaders are the Content-Length header values of bodies shorter
+// than len(lengthHeaders) bytes, each a slice of one long string of the
+// numbers written one after another: an answer's length costs no
+// allocation (net/http only reads the values it is given).
+var lengthHeaders = func() []string {
+	const n = 4096
+	var digits strings.Builder
+	for i := range n {
+		digits.WriteString(strconv.Itoa(i))
+	}
+	all, at := digits.String(), 0
+	vals := make([]string, n)
+	for i := range vals {
+		w := len(strconv.Itoa(i))
+		vals[i] = all[at : at+w]
+		at += w
+	}
+	return vals
+}()
+
+// lengthHeader is the Content-Length header value of a body of n bytes.
+func lengthHeader(n int) []string {
+	if n < len(lengthHeaders) {
+		return lengthHeaders[n : n+1 : n+1]
+	}
+	return []string{strconv.Itoa(n)}
 }
 
 // brief shortens a statement for a log line.

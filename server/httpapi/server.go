@@ -216,7 +216,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.front(w, r) {
 		return // the console, or a CORS preflight
 	}
-	sw := &statusWriter{ResponseWriter: w}
+	sc := scratches.Get().(*scratch)
+	keep := false // set once the request has ended holding nothing of sc's
+	defer func() {
+		if keep {
+			sc.recycle()
+		}
+	}()
+	sw := &sc.sw
+	*sw = statusWriter{ResponseWriter: w}
 	route, err := s.route(r)
 	if err != nil {
 		writeError(sw, err)
@@ -236,19 +244,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = admitted
 	}
-	body, e := s.readBody(r)
+	body, e := s.readBody(r, sc.body[:0])
 	if e != nil {
 		writeError(sw, e)
 		return
 	}
 	if route == s.queryRoute || route == s.batchRoute {
 		if held, key, ok := readHeaders(r); ok {
-			if stmts, ok := readStatements(body, route == s.batchRoute); ok {
-				s.statements(sw, r, body, route == s.batchRoute, stmts, key, held)
+			if stmts, ok := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); ok {
+				sc.body, sc.stmts = body, stmts
+				req, e := s.parse(&sc.req, r, route == s.batchRoute, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
+				if e != nil {
+					writeError(sw, e)
+				} else {
+					s.run(sw, r, body, req, key, held)
+				}
+				// A held claim's statements were the wait package's, which
+				// may look at them still; an idempotent write's were in its
+				// record's making. Only the others' are known done with.
+				keep = held == nil && key == nil
 				return
 			}
 		}
 	}
+	sc.body = nil // the body goes with the request to the full check and the handler
 	if e := s.check(r, route, body); e != nil {
 		writeError(sw, e)
 		return
@@ -296,13 +315,19 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
-// readBody reads the body whole, under the body limit.
-func (s *Server) readBody(r *http.Request) ([]byte, *apiError) {
+// readBody reads the body whole, under the body limit, into dst's room
+// where it fits.
+func (s *Server) readBody(r *http.Request, dst []byte) ([]byte, *apiError) {
 	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBody {
 		// The length is known and net/http reads no byte past it: one
 		// buffer of that size, where io.ReadAll would grow one from 512
 		// bytes, copying as it goes.
-		body := make([]byte, n)
+		body := dst[:0]
+		if int64(cap(body)) >= n {
+			body = body[:n]
+		} else {
+			body = make([]byte, n)
+		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			return nil, badRequest("reading the body: %v", err)
 		}
