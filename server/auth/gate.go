@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
@@ -28,6 +29,50 @@ type Gate struct {
 	verifier *Verifier
 	policy   *Policy
 	throttle *Throttle
+	seen     seenTokens
+}
+
+// seenTokens are JWTs admitted before, by the sha256 of their text, with
+// the access they were given: a client sends one token with every
+// request, and checking its signature and building its scope again each
+// time costs more than most statements (BenchmarkAdmitJWT). One is used
+// again only while Verifier.still holds — its kid still names the key
+// that checked it, and it is within its exp and nbf — else it is checked
+// whole, as the first time. Keyed by a digest, the lookup compares no
+// byte of a token's text with another's.
+type seenTokens struct {
+	mu sync.Mutex
+	m  map[[32]byte]seenToken
+}
+
+type seenToken struct {
+	vd     *verified
+	access Access
+}
+
+// maxSeenTokens bounds the tokens kept; past it an arbitrary one goes.
+const maxSeenTokens = 1024
+
+func (s *seenTokens) get(sum [32]byte) (seenToken, bool) {
+	s.mu.Lock()
+	t, ok := s.m[sum]
+	s.mu.Unlock()
+	return t, ok
+}
+
+func (s *seenTokens) put(sum [32]byte, t seenToken) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[[32]byte]seenToken{}
+	}
+	if len(s.m) >= maxSeenTokens {
+		for k := range s.m {
+			delete(s.m, k)
+			break
+		}
+	}
+	s.m[sum] = t
 }
 
 // NewGate answers the gate for a server's flags. JWTs and a policy come
@@ -82,23 +127,26 @@ func (g *Gate) check(header string) (Access, error) {
 		return Access{}, refuse("the Authorization header must be Bearer <token>")
 	}
 	tok = strings.TrimSpace(tok)
-	if g.token != nil {
-		got := sha256.Sum256([]byte(tok))
-		if subtle.ConstantTimeCompare(got[:], g.token[:]) == 1 {
-			return Access{}, nil
-		}
+	sum := sha256.Sum256([]byte(tok))
+	if g.token != nil && subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1 {
+		return Access{}, nil
 	}
 	// Only something shaped like a JWT is told what is wrong with it as
 	// one; a wrong --token is just wrong.
 	if g.verifier == nil || strings.Count(tok, ".") != 2 {
 		return Access{}, refuse("invalid bearer token")
 	}
-	claims, err := g.verifier.Verify(tok)
+	if t, ok := g.seen.get(sum); ok && g.verifier.still(t.vd) {
+		return t.access, nil
+	}
+	claims, vd, err := g.verifier.verify(tok)
 	if err != nil {
 		return Access{}, err
 	}
 	s := g.policy.Scope(claims)
-	return Access{Scope: s, Key: g.policy.ScopeKey(s)}, nil
+	a := Access{Scope: s, Key: g.policy.ScopeKey(s)}
+	g.seen.put(sum, seenToken{vd: vd, access: a})
+	return a, nil
 }
 
 // remoteHost is the address a request came from, without its port: a

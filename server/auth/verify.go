@@ -88,31 +88,58 @@ var signedWith = map[string]bool{"HS256": true, "RS256": true}
 // as encoding/json decodes them with UseNumber. The error is a
 // *TokenError.
 func (v *Verifier) Verify(raw string) (map[string]any, error) {
+	claims, _, err := v.verify(raw)
+	return claims, err
+}
+
+// verified is what a token Verify admitted depends on, to check it again
+// without its signature: the key its kid named, and its times.
+type verified struct {
+	kid      any
+	key      *key
+	exp, nbf *jwt.NumericDate
+}
+
+// still answers whether a token verified as vd would be verified now:
+// its kid still names the very key that checked its signature (a key
+// file re-read makes new keys, so a key removed or changed in it is no
+// longer this one), and now, by the verifier's clock, is before its exp
+// and not before its nbf, as golang-jwt holds them (no leeway).
+func (v *Verifier) still(vd *verified) bool {
+	if k, err := v.key(vd.kid); err != nil || k != vd.key {
+		return false
+	}
+	now := time.UnixMilli(v.clk.NowMS())
+	return vd.exp != nil && now.Before(vd.exp.Time) && (vd.nbf == nil || !now.Before(vd.nbf.Time))
+}
+
+func (v *Verifier) verify(raw string) (map[string]any, *verified, error) {
 	// The header is read unverified only to pick the key; nothing of it is
 	// trusted until the signature is checked with that key.
 	tok, _, perr := jwt.NewParser().ParseUnverified(raw, jwt.MapClaims{})
 	if tok == nil || tok.Header == nil {
-		return nil, refuse("%v", perr) // "token is malformed: …"
+		return nil, nil, refuse("%v", perr) // "token is malformed: …"
 	}
 	alg, _ := tok.Header["alg"].(string)
 	if !signedWith[alg] {
 		if alg == "none" || alg == "" {
-			return nil, refuse("token alg %q is not allowed: tokens must be signed (HS256 or RS256)", alg)
+			return nil, nil, refuse("token alg %q is not allowed: tokens must be signed (HS256 or RS256)", alg)
 		}
-		return nil, refuse("token alg %q is not allowed (HS256 or RS256)", alg)
+		return nil, nil, refuse("token alg %q is not allowed (HS256 or RS256)", alg)
 	}
 	// RFC 7515 §4.1.11: a header naming critical extensions must be
 	// refused by a recipient that does not understand them, and this
 	// server understands none.
 	if crit, ok := tok.Header["crit"]; ok {
-		return nil, refuse("token header crit %v names extensions this server does not understand", crit)
+		return nil, nil, refuse("token header crit %v names extensions this server does not understand", crit)
 	}
-	k, err := v.key(tok.Header["kid"])
+	kid := tok.Header["kid"]
+	k, err := v.key(kid)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if alg != k.alg {
-		return nil, refuse("token alg %q is not allowed: %s is %s", alg, k.name(), k.alg)
+		return nil, nil, refuse("token alg %q is not allowed: %s is %s", alg, k.name(), k.alg)
 	}
 	claims := jwt.MapClaims{}
 	_, err = jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return k.pub, nil },
@@ -122,9 +149,13 @@ func (v *Verifier) Verify(raw string) (map[string]any, error) {
 		jwt.WithStrictDecoding(),
 		jwt.WithTimeFunc(func() time.Time { return time.UnixMilli(v.clk.NowMS()) }))
 	if err != nil {
-		return nil, explain(err, claims)
+		return nil, nil, explain(err, claims)
 	}
-	return claims, nil
+	vd := &verified{kid: kid, key: k}
+	// Both parsed already: ParseWithClaims validated them.
+	vd.exp, _ = claims.GetExpirationTime()
+	vd.nbf, _ = claims.GetNotBefore()
+	return claims, vd, nil
 }
 
 // key picks the key a token's kid names: a kid picks from the key set,
