@@ -71,6 +71,9 @@ type Collection struct {
 	byField map[int]index
 	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
+	// touched is []string{Name}, the list a transaction that changes
+	// only this collection tells its subscribers (tx.touch); read only.
+	touched []string
 }
 
 func newCollection(name string, fields []Field) *Collection {
@@ -80,6 +83,7 @@ func newCollection(name string, fields []Field) *Collection {
 		docs:    btree.NewMap[int64, *Doc](64),
 		nextID:  1,
 		byField: map[int]index{},
+		touched: []string{name},
 	}
 	for i, f := range fields {
 		var x index

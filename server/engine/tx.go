@@ -32,6 +32,11 @@ type tx struct {
 	// allocates them once.
 	counts []Result
 	at     int
+	// Room for a statement's picked rows and a set's fields, used by one
+	// statement at a time: a claim's page and an ack's row need no
+	// allocation (plan.room).
+	docRoom   [16]*Doc
+	fieldRoom [8]int
 }
 
 type undoStep struct {
@@ -72,13 +77,20 @@ func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
 	return rs, nil
 }
 
-func (t *tx) touch(name string) {
+// touch notes that the transaction changed c. The first collection
+// noted is c's own one-name list, shared: its capacity is its length, so a
+// second name appended is written into a copy, never into it.
+func (t *tx) touch(c *Collection) {
+	if len(t.touched) == 0 {
+		t.touched = c.touched
+		return
+	}
 	for _, n := range t.touched {
-		if n == name {
+		if n == c.Name {
 			return
 		}
 	}
-	t.touched = append(t.touched, name)
+	t.touched = append(t.touched, c.Name)
 }
 
 // firstRoom is how many document steps a transaction makes room for at
@@ -103,7 +115,7 @@ func (t *tx) setDoc(c *Collection, d *Doc) {
 		body = t.encode(d)
 	}
 	t.changes = append(t.changes, store.Change{Op: store.OpPut, Coll: c.Name, ID: d.ID, Body: body})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 // affected answers a count of n as the running statement's answer.
@@ -137,7 +149,7 @@ func (t *tx) deleteDoc(c *Collection, id int64) {
 	t.room()
 	t.undo = append(t.undo, undoStep{c: c, id: id, old: old, oldNext: c.nextID})
 	t.changes = append(t.changes, store.Change{Op: store.OpDelete, Coll: c.Name, ID: id})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 func (t *tx) create(c *Collection) {
@@ -145,7 +157,7 @@ func (t *tx) create(c *Collection) {
 	t.db.colls[c.Name], t.db.created[c.Name] = c, t.db.made
 	t.undo = append(t.undo, undoStep{rare: &rareStep{created: c.Name}})
 	t.changes = append(t.changes, store.Change{Op: store.OpCreate, Coll: c.Name, ID: c.nextID, Body: encodeSchema(c.Fields())})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 func (t *tx) drop(c *Collection) {
@@ -153,7 +165,7 @@ func (t *tx) drop(c *Collection) {
 	delete(t.db.colls, c.Name)
 	delete(t.db.created, c.Name)
 	t.changes = append(t.changes, store.Change{Op: store.OpDrop, Coll: c.Name})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 // rollback undoes every step, last first.
