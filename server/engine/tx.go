@@ -24,9 +24,8 @@ type tx struct {
 	// The running statement's environment and plan: one statement runs
 	// at a time, so a request's statements share them rather than
 	// allocating each its own.
-	env    fenecql.Env
-	plan   plan
-	bodies []byte // encode's buffer
+	env  fenecql.Env
+	plan plan
 	// counts holds the answers of a batch's writes that answer a count,
 	// one per statement (at is the running one's): a /batch of ten acks
 	// allocates them once.
@@ -93,15 +92,61 @@ func (t *tx) touch(c *Collection) {
 	t.touched = append(t.touched, c.Name)
 }
 
-// firstRoom is how many document steps a transaction makes room for at
-// its first: a claim or a /batch of acks writes ten, and slices grown
+// firstRoom is how many document steps a transaction is given room for
+// at its first: a claim or a /batch of acks writes ten, and slices grown
 // from nothing would be allocated five times over.
 const firstRoom = 10
 
+// room gives the transaction its undo steps and store changes at its
+// first document step, cut from the database's slab.
 func (t *tx) room() {
 	if t.undo == nil {
-		t.undo = make([]undoStep, 0, firstRoom)
-		t.changes = make([]store.Change, 0, firstRoom)
+		t.undo, t.changes = t.db.slab.take()
+	}
+}
+
+// writeSlab is the room write transactions cut their undo steps, store
+// changes and document bodies from, one transaction after another under
+// the write lock: a claim's or a /batch's are then no allocation of their
+// own, but a part of a chunk shared with the writes before and after it.
+// Each slice's length is the part given out for good; a transaction's
+// part is what it appended past that, kept (used) only when it commits.
+// What a unit hands on (to the store, to the pending undo) is capped at its
+// length, so nothing is ever appended into another unit's part.
+type writeSlab struct {
+	undo    []undoStep
+	changes []store.Change
+	bodies  []byte
+}
+
+// Chunk sizes: a chunk lives until every unit cut from it has been
+// written and dropped by the store, so they are kept small.
+const (
+	slabSteps = 256
+	slabBytes = 32 << 10
+)
+
+// take answers empty slices with room at the end of the current chunks
+// (new ones when less than firstRoom steps are left).
+func (s *writeSlab) take() ([]undoStep, []store.Change) {
+	if cap(s.undo)-len(s.undo) < firstRoom {
+		s.undo = make([]undoStep, 0, slabSteps)
+	}
+	if cap(s.changes)-len(s.changes) < firstRoom {
+		s.changes = make([]store.Change, 0, slabSteps)
+	}
+	return s.undo[len(s.undo):len(s.undo)], s.changes[len(s.changes):len(s.changes)]
+}
+
+// used keeps t's steps and changes, which it is committing: when they
+// still lie in the chunks (append did not move them out), the chunks'
+// given-out parts grow past them.
+func (s *writeSlab) used(t *tx) {
+	if n := len(t.undo); n > 0 && n <= cap(s.undo)-len(s.undo) && &s.undo[:len(s.undo)+1][len(s.undo)] == &t.undo[0] {
+		s.undo = s.undo[:len(s.undo)+n]
+	}
+	if n := len(t.changes); n > 0 && n <= cap(s.changes)-len(s.changes) && &s.changes[:len(s.changes)+1][len(s.changes)] == &t.changes[0] {
+		s.changes = s.changes[:len(s.changes)+n]
 	}
 }
 
@@ -128,17 +173,18 @@ func (t *tx) affected(n int64) *Result {
 	return affected(n)
 }
 
-// encode answers d as persisted (appendDoc), cut from a buffer the
-// transaction's documents share: a claim's ten bodies are an allocation
-// or two, not ten. Each chunk is twice the last, so at most half of what
-// the store holds until it has written the unit is room never used.
+// encode answers d as persisted (appendDoc), cut from the slab's bytes:
+// a claim's ten bodies are no allocation of their own. A body is given out
+// as it is written, whether or not its unit commits: a refused unit's
+// bytes are room lost, not reused, since nothing tracks who holds them.
 func (t *tx) encode(d *Doc) []byte {
-	if cap(t.bodies)-len(t.bodies) < 256 {
-		t.bodies = make([]byte, 0, max(1024, 2*cap(t.bodies)))
+	s := &t.db.slab
+	if cap(s.bodies)-len(s.bodies) < 256 {
+		s.bodies = make([]byte, 0, slabBytes)
 	}
-	start := len(t.bodies)
-	t.bodies = appendDoc(t.bodies, d)
-	return t.bodies[start:len(t.bodies):len(t.bodies)]
+	start := len(s.bodies)
+	s.bodies = appendDoc(s.bodies, d)
+	return s.bodies[start:len(s.bodies):len(s.bodies)]
 }
 
 func (t *tx) deleteDoc(c *Collection, id int64) {
