@@ -103,7 +103,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		if o == nil {
 			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
 		}
-		d := &Doc{Vals: make([]fenecql.Value, len(c.s.fields)), s: c.s}
+		d := c.s.newDoc(0)
 		for k, key := range o.Keys {
 			if key == "id" {
 				id := o.Vals[k]
@@ -316,7 +316,8 @@ func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql
 
 // patch answers d as set s writes it.
 func patch(c *Collection, s *fenecql.Set, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
-	nd := &Doc{ID: d.ID, Vals: append([]fenecql.Value(nil), d.Vals...), s: c.s}
+	nd := c.s.newDoc(d.ID)
+	copy(nd.Vals, d.Vals)
 	env.Row = d
 	defer func() { env.Row = nil }()
 	for k, a := range s.Patch {
