@@ -3,6 +3,7 @@ package fenecql
 import (
 	"math"
 	"strings"
+	"unsafe"
 )
 
 // Kind is the kind of a Value.
@@ -25,10 +26,16 @@ func (k Kind) String() string { return kindNames[k] }
 
 // Value is one FenecQL value. The zero Value is null. Values are immutable:
 // lists and objects are never changed once built, so they may be shared.
+//
+// A text or a list is held as its data pointer and its length, not in an
+// interface: an interface would box the string or slice header in an
+// allocation of its own, and hold two pointer words where one is needed.
+// A document's values are what the collector marks over and over, for
+// every live document, so each Value is one pointer word (x) in 24 bytes.
 type Value struct {
+	x    unsafe.Pointer // text: its bytes; list: its first item; object: the *Object; else nil
+	n    uint64         // bool, int, time: the integer; float: its bits; text, list: the length
 	kind Kind
-	n    uint64 // bool, int, time: the integer; float: its bits
-	x    any    // text: string; list: []Value; object: *Object
 }
 
 // Object is a JSON object that keeps its keys in the order written.
@@ -72,20 +79,57 @@ func Bool(b bool) Value {
 }
 func Int(i int64) Value        { return Value{kind: KindInt, n: uint64(i)} }
 func Float(f float64) Value    { return Value{kind: KindFloat, n: math.Float64bits(f)} }
-func Text(s string) Value      { return Value{kind: KindText, x: s} }
 func Time(ms int64) Value      { return Value{kind: KindTime, n: uint64(ms)} }
-func List(vs []Value) Value    { return Value{kind: KindList, x: vs} }
-func ObjectOf(o *Object) Value { return Value{kind: KindObject, x: o} }
+func ObjectOf(o *Object) Value { return Value{kind: KindObject, x: unsafe.Pointer(o)} }
 
-func (v Value) Kind() Kind      { return v.kind }
-func (v Value) IsNull() bool    { return v.kind == KindNull }
-func (v Value) Bool() bool      { return v.n != 0 }
-func (v Value) Int() int64      { return int64(v.n) }
-func (v Value) Float() float64  { return math.Float64frombits(v.n) }
-func (v Value) Time() int64     { return int64(v.n) }
-func (v Value) Text() string    { s, _ := v.x.(string); return s }
-func (v Value) List() []Value   { l, _ := v.x.([]Value); return l }
-func (v Value) Object() *Object { o, _ := v.x.(*Object); return o }
+func Text(s string) Value {
+	return Value{kind: KindText, x: unsafe.Pointer(unsafe.StringData(s)), n: uint64(len(s))}
+}
+
+func List(vs []Value) Value {
+	return Value{kind: KindList, x: unsafe.Pointer(unsafe.SliceData(vs)), n: uint64(len(vs))}
+}
+
+func (v Value) Kind() Kind     { return v.kind }
+func (v Value) IsNull() bool   { return v.kind == KindNull }
+func (v Value) Bool() bool     { return v.num() != 0 }
+func (v Value) Int() int64     { return int64(v.num()) }
+func (v Value) Float() float64 { return math.Float64frombits(v.num()) }
+func (v Value) Time() int64    { return int64(v.num()) }
+
+// num is n as the number accessors read it: 0 for a text, list or object
+// (whose n is a length, or unused), as for null.
+func (v Value) num() uint64 {
+	if v.x != nil {
+		return 0
+	}
+	return v.n
+}
+
+// Text answers a text's string ("" for any other kind). It shares the
+// bytes Text was given, which no one changes: Go strings are immutable.
+func (v Value) Text() string {
+	if v.kind != KindText {
+		return ""
+	}
+	return unsafe.String((*byte)(v.x), int(v.n))
+}
+
+// List answers a list's items (nil for any other kind), its capacity its
+// length: an append to it copies rather than writing into the list.
+func (v Value) List() []Value {
+	if v.kind != KindList {
+		return nil
+	}
+	return unsafe.Slice((*Value)(v.x), int(v.n))
+}
+
+func (v Value) Object() *Object {
+	if v.kind != KindObject {
+		return nil
+	}
+	return (*Object)(v.x)
+}
 
 // IsNumber reports whether v is an int or a float.
 func (v Value) IsNumber() bool { return v.kind == KindInt || v.kind == KindFloat }
