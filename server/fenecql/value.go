@@ -44,6 +44,45 @@ type Object struct {
 	Vals []Value
 }
 
+// NewObject answers an empty object with room for n keys and values.
+// For up to len(objectBlocks) keys the object, its keys and its values are
+// one allocation: a document's json field is then one object for the
+// collector to mark, not three.
+func NewObject(n int) *Object {
+	if n <= 0 {
+		return &Object{}
+	}
+	if n <= len(objectBlocks) {
+		return objectBlocks[n-1]()
+	}
+	return &Object{Keys: make([]string, 0, n), Vals: make([]Value, 0, n)}
+}
+
+// objectBlock is an Object and the arrays (K, V) its keys and values are
+// cut from.
+type objectBlock[K, V any] struct {
+	o Object
+	k K
+	v V
+}
+
+func (b *objectBlock[K, V]) init(keys []string, vals []Value) *Object {
+	b.o.Keys, b.o.Vals = keys, vals
+	return &b.o
+}
+
+// objectBlocks[n-1] allocates an Object with room for n keys and values.
+var objectBlocks = [...]func() *Object{
+	func() *Object { b := new(objectBlock[[1]string, [1]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[2]string, [2]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[3]string, [3]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[4]string, [4]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[5]string, [5]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[6]string, [6]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[7]string, [7]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[8]string, [8]Value]); return b.init(b.k[:0], b.v[:0]) },
+}
+
 // Get answers the value under key, or null.
 func (o *Object) Get(key string) Value {
 	for i, k := range o.Keys {
@@ -56,7 +95,8 @@ func (o *Object) Get(key string) Value {
 
 // With answers a copy of o with key set to v (appended when new).
 func (o *Object) With(key string, v Value) *Object {
-	c := &Object{Keys: append([]string(nil), o.Keys...), Vals: append([]Value(nil), o.Vals...)}
+	c := NewObject(len(o.Keys) + 1)
+	c.Keys, c.Vals = append(c.Keys, o.Keys...), append(c.Vals, o.Vals...)
 	for i, k := range c.Keys {
 		if k == key {
 			c.Vals[i] = v
