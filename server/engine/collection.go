@@ -24,6 +24,10 @@ type schema struct {
 	// star is the columns of `returning *` and `get` without select: id
 	// and every field. Answers share it, and only read it.
 	star []string
+	// starKeys[k] is star[k] as a JSON object's key, quoted and with its
+	// colon: written once here rather than escaped again for every
+	// document encoded and every row answered.
+	starKeys [][]byte
 }
 
 func newSchema(fields []Field) *schema {
@@ -32,6 +36,9 @@ func newSchema(fields []Field) *schema {
 	for i, f := range fields {
 		s.byName[f.Name] = i
 		s.star = append(s.star, f.Name)
+	}
+	for _, name := range s.star {
+		s.starKeys = append(s.starKeys, append(fenecql.AppendJSONText(nil, name), ':'))
 	}
 	return s
 }
@@ -275,7 +282,7 @@ func appendDoc(b []byte, d *Doc) []byte {
 	b = strconv.AppendInt(b, d.ID, 10)
 	for i, v := range d.Vals {
 		if !v.IsNull() {
-			b = append(fenecql.AppendJSONText(append(b, ','), d.s.fields[i].Name), ':')
+			b = append(append(b, ','), d.s.starKeys[i+1]...)
 			b = fenecql.AppendJSON(b, v)
 		}
 	}
