@@ -26,7 +26,7 @@ type schema struct {
 	star []string
 	// starKeys[k] is star[k] as a JSON object's key, quoted and with its
 	// colon: written once here rather than escaped again for every
-	// document encoded and every row answered.
+	// document encoded (appendDoc).
 	starKeys [][]byte
 }
 

@@ -479,7 +479,7 @@ func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *
 	if star {
 		// The rows are cut from one slab: a claim's ten rows are one
 		// allocation, not ten.
-		r.Columns, r.keys = c.s.star, c.s.starKeys
+		r.Columns = c.s.star
 		w := len(c.s.star)
 		slab := make([]fenecql.Value, 0, len(docs)*w)
 		for _, d := range docs {

@@ -14,9 +14,6 @@ type Result struct {
 	Rows     [][]fenecql.Value
 	Affected int64
 	Seq      uint64 // the database's change number after the request
-	// keys, when set, is Columns as JSON keys with their colons (the
-	// schema's starKeys), for AppendJSON.
-	keys [][]byte
 }
 
 func affected(n int64) *Result { return &Result{Affected: n} }
@@ -39,14 +36,10 @@ func (r *Result) AppendJSON(dst []byte) []byte {
 			if k > 0 {
 				dst = append(dst, ',')
 			}
-			if r.keys != nil {
-				dst = append(dst, r.keys[k]...)
-			} else {
-				// A JSON string, not strconv.AppendQuote: Go's \x01 is not
-				// JSON, and a column is named by its text, which may hold
-				// any character.
-				dst = append(fenecql.AppendJSONText(dst, r.Columns[k]), ':')
-			}
+			// A JSON string, not strconv.AppendQuote: Go's \x01 is not JSON,
+			// and a column is named by its text, which may hold any character.
+			dst = fenecql.AppendJSONText(dst, r.Columns[k])
+			dst = append(dst, ':')
 			dst = fenecql.AppendJSON(dst, v)
 		}
 		dst = append(dst, '}')
