@@ -117,6 +117,7 @@ type writeSlab struct {
 	undo    []undoStep
 	changes []store.Change
 	bodies  []byte
+	scratch []byte // encode's: a body is written here, then copied
 }
 
 // Chunk sizes: a chunk lives until every unit cut from it has been
@@ -177,13 +178,27 @@ func (t *tx) affected(n int64) *Result {
 // a claim's ten bodies are no allocation of their own. A body is given out
 // as it is written, whether or not its unit commits: a refused unit's
 // bytes are room lost, not reused, since nothing tracks who holds them.
+//
+// The body is written into scratch first and then copied, its length
+// known: appending into the chunk itself would, for a body past the
+// chunk's room, move the whole chunk into one twice its size, and so on
+// without bound. A body of more than an eighth of a chunk gets an
+// allocation of its own.
 func (t *tx) encode(d *Doc) []byte {
 	s := &t.db.slab
-	if cap(s.bodies)-len(s.bodies) < 256 {
+	s.scratch = appendDoc(s.scratch[:0], d)
+	body := s.scratch
+	if len(body) > slabBytes/8 {
+		if cap(s.scratch) > slabBytes {
+			s.scratch = nil // a large document's room is not kept
+		}
+		return append([]byte(nil), body...)
+	}
+	if cap(s.bodies)-len(s.bodies) < len(body) {
 		s.bodies = make([]byte, 0, slabBytes)
 	}
 	start := len(s.bodies)
-	s.bodies = appendDoc(s.bodies, d)
+	s.bodies = append(s.bodies, body...)
 	return s.bodies[start:len(s.bodies):len(s.bodies)]
 }
 
