@@ -176,13 +176,19 @@ func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.En
 // accept, if given, is asked of each row in the statement's order before
 // offset and limit count it: a row it refuses is not picked.
 func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, accept func(*Doc) (bool, error)) (*plan, []*Doc, error) {
-	if err := checkExpr(c, cl.Where); err != nil {
-		return nil, nil, err
-	}
-	for _, o := range cl.Order {
-		if err := checkExpr(c, o.Expr); err != nil {
+	// A /batch of ten acks is one parsed statement ten times over: its
+	// clauses, shared and never changed, are checked against the
+	// collection (whose fields never change either) once.
+	if t.checked != cl || t.checkedIn != c {
+		if err := checkExpr(c, cl.Where); err != nil {
 			return nil, nil, err
 		}
+		for _, o := range cl.Order {
+			if err := checkExpr(c, o.Expr); err != nil {
+				return nil, nil, err
+			}
+		}
+		t.checked, t.checkedIn = cl, c
 	}
 	terms, err := t.scopeTerms(c, g, pos)
 	if err != nil {

@@ -96,9 +96,23 @@ func (c *Collection) fieldRef(e fenecql.Expr) (int, bool) {
 	return f, f >= 0
 }
 
-var flipOp = map[fenecql.Op]fenecql.Op{
-	fenecql.OpEq: fenecql.OpEq, fenecql.OpLt: fenecql.OpGt, fenecql.OpLe: fenecql.OpGe,
-	fenecql.OpGt: fenecql.OpLt, fenecql.OpGe: fenecql.OpLe,
+// flip answers the comparison op with its sides swapped (a < b is b > a);
+// ok is false for an op that is no ordering comparison. A switch, not a
+// map: every term of every statement's plan asks.
+func flip(op fenecql.Op) (fenecql.Op, bool) {
+	switch op {
+	case fenecql.OpEq:
+		return fenecql.OpEq, true
+	case fenecql.OpLt:
+		return fenecql.OpGt, true
+	case fenecql.OpLe:
+		return fenecql.OpGe, true
+	case fenecql.OpGt:
+		return fenecql.OpLt, true
+	case fenecql.OpGe:
+		return fenecql.OpLe, true
+	}
+	return 0, false
 }
 
 // cmpTerm is a conjunct `field op constant`, the constant worked out.
@@ -114,7 +128,7 @@ func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
 	if !ok {
 		return cmpTerm{}, false, nil
 	}
-	op, ok := flipOp[b.Op]
+	op, ok := flip(b.Op)
 	if !ok {
 		return cmpTerm{}, false, nil
 	}

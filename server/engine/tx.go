@@ -36,6 +36,9 @@ type tx struct {
 	// allocation (plan.room).
 	docRoom   [16]*Doc
 	fieldRoom [8]int
+	// The clauses last found sound in a collection (pick).
+	checked   *fenecql.Clauses
+	checkedIn *Collection
 }
 
 type undoStep struct {
