@@ -20,9 +20,9 @@ func (p *plan) collect() ([]*Doc, error) {
 	var out []*Doc
 	switch {
 	case p.acc == accIDs || p.acc == accHash:
-		out = make([]*Doc, 0, min(len(p.ids), 1024))
+		out = p.rows(min(len(p.ids), 1024))
 	case p.ordered && want > 0:
-		out = make([]*Doc, 0, min(want, 1024)) // a claim's page
+		out = p.rows(min(want, 1024)) // a claim's page
 	}
 	var err error
 	visit := func(d *Doc) bool {
@@ -117,6 +117,15 @@ func (p *plan) collect() ([]*Doc, error) {
 		out = out[:p.limit]
 	}
 	return out, nil
+}
+
+// rows answers an empty slice with room for n rows: the plan's room when
+// it is large enough.
+func (p *plan) rows(n int) []*Doc {
+	if n <= cap(p.room) {
+		return p.room[:0]
+	}
+	return make([]*Doc, 0, n)
 }
 
 // admits reports whether the scope lets the statement see d: whether one

@@ -24,6 +24,10 @@ type schema struct {
 	// star is the columns of `returning *` and `get` without select: id
 	// and every field. Answers share it, and only read it.
 	star []string
+	// starKeys[k] is star[k] as a JSON object's key, quoted and with its
+	// colon: written once here rather than escaped again for every
+	// document encoded (appendDoc).
+	starKeys [][]byte
 }
 
 func newSchema(fields []Field) *schema {
@@ -32,6 +36,9 @@ func newSchema(fields []Field) *schema {
 	for i, f := range fields {
 		s.byName[f.Name] = i
 		s.star = append(s.star, f.Name)
+	}
+	for _, name := range s.star {
+		s.starKeys = append(s.starKeys, append(fenecql.AppendJSONText(nil, name), ':'))
 	}
 	return s
 }
@@ -42,6 +49,47 @@ type Doc struct {
 	ID   int64
 	Vals []fenecql.Value
 	s    *schema
+}
+
+// newDoc answers a document of the schema with id and every field null.
+// Its values are allocated with it, as one object, for a schema of up to
+// len(docBlocks) fields: one allocation per document written rather than
+// two, and one object fewer per live document for the collector to mark.
+func (s *schema) newDoc(id int64) *Doc {
+	var d *Doc
+	if n := len(s.fields); n > 0 && n <= len(docBlocks) {
+		d = docBlocks[n-1]()
+	} else {
+		d = &Doc{Vals: make([]fenecql.Value, n)}
+	}
+	d.ID, d.s = id, s
+	return d
+}
+
+// docBlock is a Doc and the array (A) its values are cut from.
+type docBlock[A any] struct {
+	Doc
+	v A
+}
+
+// docBlocks[n-1] allocates a Doc and its n values together.
+var docBlocks = [...]func() *Doc{
+	func() *Doc { b := new(docBlock[[1]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[2]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[3]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[4]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[5]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[6]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[7]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[8]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[9]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[10]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[11]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[12]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[13]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[14]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[15]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	func() *Doc { b := new(docBlock[[16]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
 }
 
 // Field reads a field by name; "id" is the document's id. It makes *Doc a
@@ -71,6 +119,9 @@ type Collection struct {
 	byField map[int]index
 	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
+	// touched is []string{Name}, the list a transaction that changes
+	// only this collection tells its subscribers (tx.touch); read only.
+	touched []string
 }
 
 func newCollection(name string, fields []Field) *Collection {
@@ -80,6 +131,7 @@ func newCollection(name string, fields []Field) *Collection {
 		docs:    btree.NewMap[int64, *Doc](64),
 		nextID:  1,
 		byField: map[int]index{},
+		touched: []string{name},
 	}
 	for i, f := range fields {
 		var x index
@@ -230,7 +282,7 @@ func appendDoc(b []byte, d *Doc) []byte {
 	b = strconv.AppendInt(b, d.ID, 10)
 	for i, v := range d.Vals {
 		if !v.IsNull() {
-			b = append(fenecql.AppendJSONText(append(b, ','), d.s.fields[i].Name), ':')
+			b = append(append(b, ','), d.s.starKeys[i+1]...)
 			b = fenecql.AppendJSON(b, v)
 		}
 	}
@@ -246,7 +298,7 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 	if o == nil {
 		return nil, fmt.Errorf("bad document in %s: not an object", c.Name)
 	}
-	d := &Doc{Vals: make([]fenecql.Value, len(c.s.fields)), s: c.s}
+	d := c.s.newDoc(0)
 	for i, k := range o.Keys {
 		if k == "id" {
 			d.ID = o.Vals[i].Int()

@@ -61,6 +61,10 @@ type DB struct {
 	repl    replication // a cluster node's state (replica.go); zero when alone
 	log     *slog.Logger
 	closed  chan struct{}
+	// The running write's transaction and the room its steps, changes
+	// and bodies are cut from (commit): used only under the write lock.
+	wtx  tx
+	slab writeSlab
 }
 
 type pendingUnit struct {
@@ -291,17 +295,27 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 		db.mu.Unlock()
 		return nil, err
 	}
-	t := &tx{db: db, write: true, ctx: ctx}
+	// One write runs at a time, so the transaction is the database's own,
+	// made anew for each write and emptied before the lock is let go:
+	// nothing of it is used after (its steps, changes and answers are
+	// slices of their own).
+	t := &db.wtx
+	*t = tx{db: db, write: true, ctx: ctx}
 	rs, err := body(t)
 	if err != nil {
 		t.rollback()
+		*t = tx{}
 		db.mu.Unlock()
 		return nil, err
 	}
+	db.slab.used(t)
+	// Capped, so that no one appends into the slab's room after them.
+	undo, changes, touched := t.undo[:len(t.undo):len(t.undo)], t.changes[:len(t.changes):len(t.changes)], t.touched
+	*t = tx{}
 	var wait func() error
-	if len(t.changes) > 0 {
+	if len(changes) > 0 {
 		if db.repl.r != nil {
-			wait = db.proposeLocked(t.changes)
+			wait = db.proposeLocked(changes)
 		} else {
 			db.seq++
 			if db.keep {
@@ -311,9 +325,9 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 					i++
 				}
 				db.pending = append(db.pending[:0], db.pending[i:]...)
-				db.pending = append(db.pending, pendingUnit{seq: db.seq, undo: t.undo, touched: t.touched})
+				db.pending = append(db.pending, pendingUnit{seq: db.seq, undo: undo, touched: touched})
 			}
-			wait = db.st.Commit(db.seq, t.changes)
+			wait = db.st.Commit(db.seq, changes)
 		}
 	}
 	seq := db.seq
@@ -321,7 +335,7 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	db.notify(t.touched)
+	db.notify(touched)
 	if wait != nil {
 		if err := wait(); err != nil {
 			if isReplication(err) {

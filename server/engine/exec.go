@@ -103,7 +103,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		if o == nil {
 			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
 		}
-		d := &Doc{Vals: make([]fenecql.Value, len(c.s.fields)), s: c.s}
+		d := c.s.newDoc(0)
 		for k, key := range o.Keys {
 			if key == "id" {
 				id := o.Vals[k]
@@ -176,13 +176,19 @@ func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.En
 // accept, if given, is asked of each row in the statement's order before
 // offset and limit count it: a row it refuses is not picked.
 func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, accept func(*Doc) (bool, error)) (*plan, []*Doc, error) {
-	if err := checkExpr(c, cl.Where); err != nil {
-		return nil, nil, err
-	}
-	for _, o := range cl.Order {
-		if err := checkExpr(c, o.Expr); err != nil {
+	// A /batch of ten acks is one parsed statement ten times over: its
+	// clauses, shared and never changed, are checked against the
+	// collection (whose fields never change either) once.
+	if t.checked != cl || t.checkedIn != c {
+		if err := checkExpr(c, cl.Where); err != nil {
 			return nil, nil, err
 		}
+		for _, o := range cl.Order {
+			if err := checkExpr(c, o.Expr); err != nil {
+				return nil, nil, err
+			}
+		}
+		t.checked, t.checkedIn = cl, c
 	}
 	terms, err := t.scopeTerms(c, g, pos)
 	if err != nil {
@@ -202,7 +208,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	p.where, p.scope, p.accept, p.ctx = cl.Where, terms, accept, t.ctx
+	p.where, p.scope, p.accept, p.ctx, p.room = cl.Where, terms, accept, t.ctx, t.docRoom[:]
 	docs, err := p.collect()
 	return p, docs, err
 }
@@ -212,7 +218,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	fields, err := setFields(c, s)
+	fields, err := setFields(c, s, t.fieldRoom[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +234,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		return explainResult(p, len(docs)), nil
 	}
 	t.taken += len(docs)
-	written := make([]*Doc, len(docs))
+	written := docs // each row is replaced by itself as written
 	for i, d := range docs {
 		if i%checkEvery == checkEvery-1 {
 			if err := stopped(t.ctx); err != nil {
@@ -255,10 +261,11 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	return r, err
 }
 
-// setFields checks a set's patch and answers the field each entry writes.
-func setFields(c *Collection, s *fenecql.Set) ([]int, error) {
-	fields := make([]int, len(s.Patch))
-	for i, a := range s.Patch {
+// setFields checks a set's patch and answers the field each entry writes,
+// appended to room.
+func setFields(c *Collection, s *fenecql.Set, room []int) ([]int, error) {
+	fields := room
+	for _, a := range s.Patch {
 		if a.Path[0] == "id" {
 			return nil, fenecql.Errorf(a.Pos, "id cannot be set")
 		}
@@ -272,7 +279,7 @@ func setFields(c *Collection, s *fenecql.Set) ([]int, error) {
 		if err := checkExpr(c, a.Value); err != nil {
 			return nil, err
 		}
-		fields[i] = f
+		fields = append(fields, f)
 	}
 	return fields, nil
 }
@@ -288,11 +295,15 @@ type setPicker struct {
 	skipped string                   // why the first skipped row was
 }
 
+// unscoped is the setPicker of a token with full access: it accepts every
+// row and patches none ahead, so it is never written and one serves all.
+var unscoped setPicker
+
 func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql.Env) *setPicker {
-	sp := &setPicker{patched: map[*Doc]*Doc{}}
 	if t.scope == nil {
-		return sp
+		return &unscoped
 	}
+	sp := &setPicker{patched: map[*Doc]*Doc{}}
 	sp.accept = func(d *Doc) (bool, error) {
 		nd, err := patch(c, s, fields, d, env)
 		if err != nil {
@@ -311,7 +322,8 @@ func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql
 
 // patch answers d as set s writes it.
 func patch(c *Collection, s *fenecql.Set, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
-	nd := &Doc{ID: d.ID, Vals: append([]fenecql.Value(nil), d.Vals...), s: c.s}
+	nd := c.s.newDoc(d.ID)
+	copy(nd.Vals, d.Vals)
 	env.Row = d
 	defer func() { env.Row = nil }()
 	for k, a := range s.Patch {
@@ -378,10 +390,12 @@ func (t *tx) answer(c *Collection, verb string, ret *fenecql.Returning, req fene
 	if ret != nil {
 		did = "answered"
 	}
-	return r, checkRequire(req, env, verb+" "+c.Name, did, len(docs))
+	return r, checkRequire(req, env, verb, c.Name, did, len(docs))
 }
 
-func checkRequire(req fenecql.Expr, env *fenecql.Env, what, did string, n int) error {
+// checkRequire holds a statement's n rows to its require; verb and coll
+// name the statement in the refusal, put together only then.
+func checkRequire(req fenecql.Expr, env *fenecql.Env, verb, coll, did string, n int) error {
 	if req == nil {
 		return nil
 	}
@@ -390,7 +404,7 @@ func checkRequire(req fenecql.Expr, env *fenecql.Env, what, did string, n int) e
 		return err
 	}
 	if n != want {
-		return fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "`%s` %s %d %s, and requires %d", what, did, n, rowsWord(n), want)
+		return fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "`%s %s` %s %d %s, and requires %d", verb, coll, did, n, rowsWord(n), want)
 	}
 	return nil
 }
@@ -426,7 +440,7 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	} else if r, err = project(c, s.Columns == nil, s.Columns, docs, env); err != nil {
 		return nil, err
 	}
-	return r, checkRequire(s.Require, env, "get "+c.Name, "answered", len(r.Rows))
+	return r, checkRequire(s.Require, env, "get", c.Name, "answered", len(r.Rows))
 }
 
 func (t *tx) execExplain(s *fenecql.Explain, env *fenecql.Env) (*Result, error) {

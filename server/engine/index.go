@@ -162,6 +162,16 @@ func (x *sortedIndex) ascend(p *sortedItem, iter func(sortedItem) bool) {
 	x.nums.Scan(each)
 }
 
+// ascendValues is ascend from the first item that is not null.
+func (x *sortedIndex) ascendValues(iter func(sortedItem) bool) {
+	if x.tr != nil {
+		// false is the least value that is not null (fenecql.Compare).
+		x.tr.Ascend(sortedItem{fenecql.Bool(false), math.MinInt64}, iter)
+		return
+	}
+	x.nums.Ascend(numItem{n: math.MinInt64, id: math.MinInt64, notNull: true}, func(it numItem) bool { return iter(x.item(it)) })
+}
+
 // descend is ascend the other way: from p down.
 func (x *sortedIndex) descend(p *sortedItem, iter func(sortedItem) bool) {
 	if x.tr != nil {
@@ -256,13 +266,19 @@ func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 			}
 			return fn(it.id)
 		}
-		if lo.set {
+		switch {
+		case lo.set:
 			from := sortedItem{lo.v, math.MinInt64}
 			if !lo.inclusive {
 				from.id = math.MaxInt64
 			}
 			x.ascend(&from, iter)
-		} else {
+		case ranged:
+			// The nulls, first, are no part of a range: the walk starts
+			// past them rather than stepping over each. A queue's dead and
+			// kept jobs are nulls of run_at, and a claim is this walk.
+			x.ascendValues(iter)
+		default:
 			x.ascend(nil, iter)
 		}
 		return

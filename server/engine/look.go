@@ -132,7 +132,8 @@ func asTimeTerm(e fenecql.Expr) (timeTerm, bool) {
 	}
 	field, other, op := b.L, b.R, b.Op
 	if _, isRef := field.(*fenecql.Ref); !isRef {
-		field, other, op = b.R, b.L, flipOp[b.Op]
+		field, other = b.R, b.L
+		op, _ = flip(b.Op) // an ordering comparison (the switch above)
 	}
 	r, isRef := field.(*fenecql.Ref)
 	if !isRef || len(r.Path) != 1 {
@@ -212,7 +213,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		}
 		var accept func(*Doc) (bool, error)
 		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
-			fields, err := setFields(c, set)
+			fields, err := setFields(c, set, nil)
 			if err != nil {
 				return Bid{Err: err}
 			}

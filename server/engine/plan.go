@@ -54,6 +54,7 @@ type plan struct {
 	ordered bool // the access path yields rows in the statement's order
 
 	oneID    [1]int64        // room for ids of `id = $1`, the commonest
+	room     []*Doc          // room for the picked rows (tx.docRoom); may be nil
 	rowsRead int             // the rows tested that the scope admits
 	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
 	visited  int
@@ -95,9 +96,23 @@ func (c *Collection) fieldRef(e fenecql.Expr) (int, bool) {
 	return f, f >= 0
 }
 
-var flipOp = map[fenecql.Op]fenecql.Op{
-	fenecql.OpEq: fenecql.OpEq, fenecql.OpLt: fenecql.OpGt, fenecql.OpLe: fenecql.OpGe,
-	fenecql.OpGt: fenecql.OpLt, fenecql.OpGe: fenecql.OpLe,
+// flip answers the comparison op with its sides swapped (a < b is b > a);
+// ok is false for an op that is no ordering comparison. A switch, not a
+// map: every term of every statement's plan asks.
+func flip(op fenecql.Op) (fenecql.Op, bool) {
+	switch op {
+	case fenecql.OpEq:
+		return fenecql.OpEq, true
+	case fenecql.OpLt:
+		return fenecql.OpGt, true
+	case fenecql.OpLe:
+		return fenecql.OpGe, true
+	case fenecql.OpGt:
+		return fenecql.OpLt, true
+	case fenecql.OpGe:
+		return fenecql.OpLe, true
+	}
+	return 0, false
 }
 
 // cmpTerm is a conjunct `field op constant`, the constant worked out.
@@ -113,7 +128,7 @@ func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
 	if !ok {
 		return cmpTerm{}, false, nil
 	}
-	op, ok := flipOp[b.Op]
+	op, ok := flip(b.Op)
 	if !ok {
 		return cmpTerm{}, false, nil
 	}
@@ -162,10 +177,14 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 	var room [4]fenecql.Expr // a worker's filters have a few terms: no allocation
 	terms := conjuncts(cl.Where, room[:0])
 
-	// Equality on id or a hash: the fewest rows.
-	var hashPick *cmpTerm
+	// Equality on id or a hash: the fewest rows. The pick and the ranges
+	// are kept by value, in room on the stack: a worker's ack and claim
+	// plan without an allocation.
+	var hashPick cmpTerm
+	picked := false
 	var hashVals []fenecql.Value
-	ranges := map[int]*[2]bound{}
+	var rangeRoom [4]fieldRange
+	ranges := rangeRoom[:0]
 	for _, t := range terms {
 		if in, ok := t.(*fenecql.In); ok && !in.Not && isConst(in.List) {
 			f, isField := c.fieldRef(in.X)
@@ -183,8 +202,8 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 				p.acc, p.ids = accIDs, idsOf(lv.List())
 				return p.finish(), nil
 			}
-			if _, isHash := c.byField[f].(*hashIndex); isHash && hashPick == nil {
-				hashPick, hashVals = &cmpTerm{field: f}, lv.List()
+			if _, isHash := c.byField[f].(*hashIndex); isHash && !picked {
+				hashPick, picked, hashVals = cmpTerm{field: f}, true, lv.List()
 			}
 			continue
 		}
@@ -207,21 +226,21 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		}
 		x := c.byField[ct.field]
 		if h, isHash := x.(*hashIndex); isHash && ct.op == fenecql.OpEq {
-			if h.unique || hashPick == nil {
-				hashPick, hashVals = &ct, []fenecql.Value{ct.v}
+			if h.unique || !picked {
+				hashPick, picked, hashVals = ct, true, []fenecql.Value{ct.v}
 			}
 			continue
 		}
 		if _, isSorted := x.(*sortedIndex); isSorted {
-			r := ranges[ct.field]
-			if r == nil {
-				r = &[2]bound{}
-				ranges[ct.field] = r
+			var r *[2]bound
+			if r = rangeOf(ranges, ct.field); r == nil {
+				ranges = append(ranges, fieldRange{field: ct.field})
+				r = &ranges[len(ranges)-1].r
 			}
 			narrow(r, ct)
 		}
 	}
-	if hashPick != nil {
+	if picked {
 		h := c.byField[hashPick.field].(*hashIndex)
 		if h.unique || !p.walkable() {
 			p.acc, p.field = accHash, hashPick.field
@@ -239,7 +258,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		if f, ok := c.fieldRef(k.Expr); ok && f >= 0 {
 			if _, isSorted := c.byField[f].(*sortedIndex); isSorted {
 				p.acc, p.field, p.desc, p.ordered = accWalk, f, k.Desc, true
-				if r := ranges[f]; r != nil {
+				if r := rangeOf(ranges, f); r != nil {
 					p.lo, p.hi = r[0], r[1]
 				}
 				return p.finish(), nil
@@ -262,9 +281,9 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		}
 	}
 	// A range over a sorted index; the tightest-looking one wins.
-	for f, r := range ranges {
-		if p.acc != accRange || (r[0].set && r[1].set) {
-			p.acc, p.field, p.lo, p.hi = accRange, f, r[0], r[1]
+	for _, fr := range ranges {
+		if r := fr.r; p.acc != accRange || (r[0].set && r[1].set) {
+			p.acc, p.field, p.lo, p.hi = accRange, fr.field, r[0], r[1]
 		}
 	}
 	if p.acc == accRange {
@@ -278,6 +297,23 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 	}
 	p.acc = accScan
 	return p.finish(), nil
+}
+
+// fieldRange is the range a statement's comparisons put on one @sorted
+// field: its low and high bounds.
+type fieldRange struct {
+	field int
+	r     [2]bound
+}
+
+// rangeOf answers field f's range among rs, or nil.
+func rangeOf(rs []fieldRange, f int) *[2]bound {
+	for i := range rs {
+		if rs[i].field == f {
+			return &rs[i].r
+		}
+	}
+	return nil
 }
 
 // walkable reports whether the order is one the indexes can walk.

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 )
@@ -92,5 +93,37 @@ func TestNumbersIndexMatchesValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestClaimSkipsNullsAtOnce holds a claim over a queue with many dead
+// jobs (run_at null, which a @sorted index keeps first) to the time of
+// one over a queue with none: the walk of run_at <= now() starts past the
+// nulls instead of stepping over each, so the dead jobs cost a claim
+// nothing. Stepping over 100 000 of them made it some 50 times slower.
+func TestClaimSkipsNullsAtOnce(t *testing.T) {
+	db, _ := openMem(t)
+	const claim = `set %s {owner: "w", run_at: now() + 30000} where run_at <= now() order run_at limit 10 returning id`
+	for _, name := range []string{"clean", "dead"} {
+		mustExec(t, db, `create collection `+name+` (run_at timestamp @sorted, owner text, error text)`)
+		fill(t, db, name, 2000, func(int) string { return `{run_at: now() - 1000}` })
+	}
+	fill(t, db, "dead", 100000, func(int) string { return `{error: "boom"}` })
+	best := map[string]time.Duration{}
+	for range 50 {
+		for _, name := range []string{"clean", "dead"} {
+			start := time.Now()
+			r := mustExec(t, db, fmt.Sprintf(claim, name))
+			took := time.Since(start)
+			if len(r.Rows) != 10 {
+				t.Fatalf("%s: the claim took %d rows", name, len(r.Rows))
+			}
+			if d, ok := best[name]; !ok || took < d {
+				best[name] = took
+			}
+		}
+	}
+	if best["dead"] > 10*best["clean"] {
+		t.Errorf("a claim past 100 000 dead jobs took %v at best, one past none %v", best["dead"], best["clean"])
 	}
 }

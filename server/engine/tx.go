@@ -24,14 +24,21 @@ type tx struct {
 	// The running statement's environment and plan: one statement runs
 	// at a time, so a request's statements share them rather than
 	// allocating each its own.
-	env    fenecql.Env
-	plan   plan
-	bodies []byte // encode's buffer
+	env  fenecql.Env
+	plan plan
 	// counts holds the answers of a batch's writes that answer a count,
 	// one per statement (at is the running one's): a /batch of ten acks
 	// allocates them once.
 	counts []Result
 	at     int
+	// Room for a statement's picked rows and a set's fields, used by one
+	// statement at a time: a claim's page and an ack's row need no
+	// allocation (plan.room).
+	docRoom   [16]*Doc
+	fieldRoom [8]int
+	// The clauses last found sound in a collection (pick).
+	checked   *fenecql.Clauses
+	checkedIn *Collection
 }
 
 type undoStep struct {
@@ -72,24 +79,78 @@ func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
 	return rs, nil
 }
 
-func (t *tx) touch(name string) {
+// touch notes that the transaction changed c. The first collection
+// noted is c's own one-name list, shared: its capacity is its length, so a
+// second name appended is written into a copy, never into it.
+func (t *tx) touch(c *Collection) {
+	if len(t.touched) == 0 {
+		t.touched = c.touched
+		return
+	}
 	for _, n := range t.touched {
-		if n == name {
+		if n == c.Name {
 			return
 		}
 	}
-	t.touched = append(t.touched, name)
+	t.touched = append(t.touched, c.Name)
 }
 
-// firstRoom is how many document steps a transaction makes room for at
-// its first: a claim or a /batch of acks writes ten, and slices grown
+// firstRoom is how many document steps a transaction is given room for
+// at its first: a claim or a /batch of acks writes ten, and slices grown
 // from nothing would be allocated five times over.
 const firstRoom = 10
 
+// room gives the transaction its undo steps and store changes at its
+// first document step, cut from the database's slab.
 func (t *tx) room() {
 	if t.undo == nil {
-		t.undo = make([]undoStep, 0, firstRoom)
-		t.changes = make([]store.Change, 0, firstRoom)
+		t.undo, t.changes = t.db.slab.take()
+	}
+}
+
+// writeSlab is the room write transactions cut their undo steps, store
+// changes and document bodies from, one transaction after another under
+// the write lock: a claim's or a /batch's are then no allocation of their
+// own, but a part of a chunk shared with the writes before and after it.
+// Each slice's length is the part given out for good; a transaction's
+// part is what it appended past that, kept (used) only when it commits.
+// What a unit hands on (to the store, to the pending undo) is capped at its
+// length, so nothing is ever appended into another unit's part.
+type writeSlab struct {
+	undo    []undoStep
+	changes []store.Change
+	bodies  []byte
+	scratch []byte // encode's: a body is written here, then copied
+}
+
+// Chunk sizes: a chunk lives until every unit cut from it has been
+// written and dropped by the store, so they are kept small.
+const (
+	slabSteps = 256
+	slabBytes = 32 << 10
+)
+
+// take answers empty slices with room at the end of the current chunks
+// (new ones when less than firstRoom steps are left).
+func (s *writeSlab) take() ([]undoStep, []store.Change) {
+	if cap(s.undo)-len(s.undo) < firstRoom {
+		s.undo = make([]undoStep, 0, slabSteps)
+	}
+	if cap(s.changes)-len(s.changes) < firstRoom {
+		s.changes = make([]store.Change, 0, slabSteps)
+	}
+	return s.undo[len(s.undo):len(s.undo)], s.changes[len(s.changes):len(s.changes)]
+}
+
+// used keeps t's steps and changes, which it is committing: when they
+// still lie in the chunks (append did not move them out), the chunks'
+// given-out parts grow past them.
+func (s *writeSlab) used(t *tx) {
+	if n := len(t.undo); n > 0 && n <= cap(s.undo)-len(s.undo) && &s.undo[:len(s.undo)+1][len(s.undo)] == &t.undo[0] {
+		s.undo = s.undo[:len(s.undo)+n]
+	}
+	if n := len(t.changes); n > 0 && n <= cap(s.changes)-len(s.changes) && &s.changes[:len(s.changes)+1][len(s.changes)] == &t.changes[0] {
+		s.changes = s.changes[:len(s.changes)+n]
 	}
 }
 
@@ -103,7 +164,7 @@ func (t *tx) setDoc(c *Collection, d *Doc) {
 		body = t.encode(d)
 	}
 	t.changes = append(t.changes, store.Change{Op: store.OpPut, Coll: c.Name, ID: d.ID, Body: body})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 // affected answers a count of n as the running statement's answer.
@@ -116,17 +177,32 @@ func (t *tx) affected(n int64) *Result {
 	return affected(n)
 }
 
-// encode answers d as persisted (appendDoc), cut from a buffer the
-// transaction's documents share: a claim's ten bodies are an allocation
-// or two, not ten. Each chunk is twice the last, so at most half of what
-// the store holds until it has written the unit is room never used.
+// encode answers d as persisted (appendDoc), cut from the slab's bytes:
+// a claim's ten bodies are no allocation of their own. A body is given out
+// as it is written, whether or not its unit commits: a refused unit's
+// bytes are room lost, not reused, since nothing tracks who holds them.
+//
+// The body is written into scratch first and then copied, its length
+// known: appending into the chunk itself would, for a body past the
+// chunk's room, move the whole chunk into one twice its size, and so on
+// without bound. A body of more than an eighth of a chunk gets an
+// allocation of its own.
 func (t *tx) encode(d *Doc) []byte {
-	if cap(t.bodies)-len(t.bodies) < 256 {
-		t.bodies = make([]byte, 0, max(1024, 2*cap(t.bodies)))
+	s := &t.db.slab
+	s.scratch = appendDoc(s.scratch[:0], d)
+	body := s.scratch
+	if len(body) > slabBytes/8 {
+		if cap(s.scratch) > slabBytes {
+			s.scratch = nil // a large document's room is not kept
+		}
+		return append([]byte(nil), body...)
 	}
-	start := len(t.bodies)
-	t.bodies = appendDoc(t.bodies, d)
-	return t.bodies[start:len(t.bodies):len(t.bodies)]
+	if cap(s.bodies)-len(s.bodies) < len(body) {
+		s.bodies = make([]byte, 0, slabBytes)
+	}
+	start := len(s.bodies)
+	s.bodies = append(s.bodies, body...)
+	return s.bodies[start:len(s.bodies):len(s.bodies)]
 }
 
 func (t *tx) deleteDoc(c *Collection, id int64) {
@@ -137,7 +213,7 @@ func (t *tx) deleteDoc(c *Collection, id int64) {
 	t.room()
 	t.undo = append(t.undo, undoStep{c: c, id: id, old: old, oldNext: c.nextID})
 	t.changes = append(t.changes, store.Change{Op: store.OpDelete, Coll: c.Name, ID: id})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 func (t *tx) create(c *Collection) {
@@ -145,7 +221,7 @@ func (t *tx) create(c *Collection) {
 	t.db.colls[c.Name], t.db.created[c.Name] = c, t.db.made
 	t.undo = append(t.undo, undoStep{rare: &rareStep{created: c.Name}})
 	t.changes = append(t.changes, store.Change{Op: store.OpCreate, Coll: c.Name, ID: c.nextID, Body: encodeSchema(c.Fields())})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 func (t *tx) drop(c *Collection) {
@@ -153,7 +229,7 @@ func (t *tx) drop(c *Collection) {
 	delete(t.db.colls, c.Name)
 	delete(t.db.created, c.Name)
 	t.changes = append(t.changes, store.Change{Op: store.OpDrop, Coll: c.Name})
-	t.touch(c.Name)
+	t.touch(c)
 }
 
 // rollback undoes every step, last first.

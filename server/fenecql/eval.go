@@ -97,7 +97,7 @@ func evalRef(e *Ref, env *Env) Value {
 }
 
 func evalObject(e *ObjectLit, env *Env) (Value, *Error) {
-	o := &Object{Keys: make([]string, 0, len(e.Keys)), Vals: make([]Value, 0, len(e.Keys))}
+	o := NewObject(len(e.Keys))
 	var keys nameSet
 	for i, k := range e.Keys {
 		if !keys.add(k) {

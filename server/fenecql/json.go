@@ -281,18 +281,17 @@ func FromGo(x any) (Value, error) {
 		}
 		return List(l), nil
 	case map[string]any:
-		o := &Object{Keys: make([]string, 0, len(x))}
+		o := NewObject(len(x))
 		for k := range x {
 			o.Keys = append(o.Keys, k)
 		}
 		slices.Sort(o.Keys)
-		o.Vals = make([]Value, len(o.Keys))
-		for i, k := range o.Keys {
+		for _, k := range o.Keys {
 			v, err := FromGo(x[k])
 			if err != nil {
 				return Null, err
 			}
-			o.Vals[i] = v
+			o.Vals = append(o.Vals, v)
 		}
 		return ObjectOf(o), nil
 	}
@@ -496,10 +495,14 @@ const indexFrom = 16
 
 func (p *jsonParser) object() (Value, *Error) {
 	p.i++ // {
-	o := &Object{}
 	if p.expect('}') {
-		return ObjectOf(o), nil
+		return ObjectOf(&Object{}), nil
 	}
+	// The keys and values are gathered in room on the stack, then copied
+	// into an object of their number (NewObject).
+	var keyRoom [len(objectBlocks)]string
+	var valRoom [len(objectBlocks)]Value
+	keys, vals := keyRoom[:0], valRoom[:0]
 	var index map[string]int
 	for {
 		p.space()
@@ -524,27 +527,29 @@ func (p *jsonParser) object() (Value, *Error) {
 				at = j
 			}
 		} else {
-			at = slices.Index(o.Keys, k)
+			at = slices.Index(keys, k)
 		}
 		if at >= 0 && p.strict {
 			p.i = keyAt
 			return Null, p.refuse("key %s appears twice in one object", strconv.Quote(k))
 		}
 		if at >= 0 {
-			o.Vals[at] = v
+			vals[at] = v
 		} else {
-			o.Keys = append(o.Keys, k)
-			o.Vals = append(o.Vals, v)
+			keys = append(keys, k)
+			vals = append(vals, v)
 			if index != nil {
-				index[k] = len(o.Keys) - 1
-			} else if len(o.Keys) == indexFrom {
+				index[k] = len(keys) - 1
+			} else if len(keys) == indexFrom {
 				index = make(map[string]int, 2*indexFrom)
-				for j, key := range o.Keys {
+				for j, key := range keys {
 					index[key] = j
 				}
 			}
 		}
 		if p.expect('}') {
+			o := NewObject(len(keys))
+			o.Keys, o.Vals = append(o.Keys, keys...), append(o.Vals, vals...)
 			return ObjectOf(o), nil
 		}
 		if !p.expect(',') {

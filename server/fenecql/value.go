@@ -3,6 +3,7 @@ package fenecql
 import (
 	"math"
 	"strings"
+	"unsafe"
 )
 
 // Kind is the kind of a Value.
@@ -25,16 +26,61 @@ func (k Kind) String() string { return kindNames[k] }
 
 // Value is one FenecQL value. The zero Value is null. Values are immutable:
 // lists and objects are never changed once built, so they may be shared.
+//
+// A text or a list is held as its data pointer and its length, not in an
+// interface: an interface would box the string or slice header in an
+// allocation of its own, and hold two pointer words where one is needed.
+// A document's values are what the collector marks over and over, for
+// every live document, so each Value is one pointer word (x) in 24 bytes.
 type Value struct {
+	x    unsafe.Pointer // text: its bytes; list: its first item; object: the *Object; else nil
+	n    uint64         // bool, int, time: the integer; float: its bits; text, list: the length
 	kind Kind
-	n    uint64 // bool, int, time: the integer; float: its bits
-	x    any    // text: string; list: []Value; object: *Object
 }
 
 // Object is a JSON object that keeps its keys in the order written.
 type Object struct {
 	Keys []string
 	Vals []Value
+}
+
+// NewObject answers an empty object with room for n keys and values.
+// For up to len(objectBlocks) keys the object, its keys and its values are
+// one allocation: a document's json field is then one object for the
+// collector to mark, not three.
+func NewObject(n int) *Object {
+	if n <= 0 {
+		return &Object{}
+	}
+	if n <= len(objectBlocks) {
+		return objectBlocks[n-1]()
+	}
+	return &Object{Keys: make([]string, 0, n), Vals: make([]Value, 0, n)}
+}
+
+// objectBlock is an Object and the arrays (K, V) its keys and values are
+// cut from.
+type objectBlock[K, V any] struct {
+	o Object
+	k K
+	v V
+}
+
+func (b *objectBlock[K, V]) init(keys []string, vals []Value) *Object {
+	b.o.Keys, b.o.Vals = keys, vals
+	return &b.o
+}
+
+// objectBlocks[n-1] allocates an Object with room for n keys and values.
+var objectBlocks = [...]func() *Object{
+	func() *Object { b := new(objectBlock[[1]string, [1]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[2]string, [2]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[3]string, [3]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[4]string, [4]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[5]string, [5]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[6]string, [6]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[7]string, [7]Value]); return b.init(b.k[:0], b.v[:0]) },
+	func() *Object { b := new(objectBlock[[8]string, [8]Value]); return b.init(b.k[:0], b.v[:0]) },
 }
 
 // Get answers the value under key, or null.
@@ -49,7 +95,8 @@ func (o *Object) Get(key string) Value {
 
 // With answers a copy of o with key set to v (appended when new).
 func (o *Object) With(key string, v Value) *Object {
-	c := &Object{Keys: append([]string(nil), o.Keys...), Vals: append([]Value(nil), o.Vals...)}
+	c := NewObject(len(o.Keys) + 1)
+	c.Keys, c.Vals = append(c.Keys, o.Keys...), append(c.Vals, o.Vals...)
 	for i, k := range c.Keys {
 		if k == key {
 			c.Vals[i] = v
@@ -72,20 +119,57 @@ func Bool(b bool) Value {
 }
 func Int(i int64) Value        { return Value{kind: KindInt, n: uint64(i)} }
 func Float(f float64) Value    { return Value{kind: KindFloat, n: math.Float64bits(f)} }
-func Text(s string) Value      { return Value{kind: KindText, x: s} }
 func Time(ms int64) Value      { return Value{kind: KindTime, n: uint64(ms)} }
-func List(vs []Value) Value    { return Value{kind: KindList, x: vs} }
-func ObjectOf(o *Object) Value { return Value{kind: KindObject, x: o} }
+func ObjectOf(o *Object) Value { return Value{kind: KindObject, x: unsafe.Pointer(o)} }
 
-func (v Value) Kind() Kind      { return v.kind }
-func (v Value) IsNull() bool    { return v.kind == KindNull }
-func (v Value) Bool() bool      { return v.n != 0 }
-func (v Value) Int() int64      { return int64(v.n) }
-func (v Value) Float() float64  { return math.Float64frombits(v.n) }
-func (v Value) Time() int64     { return int64(v.n) }
-func (v Value) Text() string    { s, _ := v.x.(string); return s }
-func (v Value) List() []Value   { l, _ := v.x.([]Value); return l }
-func (v Value) Object() *Object { o, _ := v.x.(*Object); return o }
+func Text(s string) Value {
+	return Value{kind: KindText, x: unsafe.Pointer(unsafe.StringData(s)), n: uint64(len(s))}
+}
+
+func List(vs []Value) Value {
+	return Value{kind: KindList, x: unsafe.Pointer(unsafe.SliceData(vs)), n: uint64(len(vs))}
+}
+
+func (v Value) Kind() Kind     { return v.kind }
+func (v Value) IsNull() bool   { return v.kind == KindNull }
+func (v Value) Bool() bool     { return v.num() != 0 }
+func (v Value) Int() int64     { return int64(v.num()) }
+func (v Value) Float() float64 { return math.Float64frombits(v.num()) }
+func (v Value) Time() int64    { return int64(v.num()) }
+
+// num is n as the number accessors read it: 0 for a text, list or object
+// (whose n is a length, or unused), as for null.
+func (v Value) num() uint64 {
+	if v.x != nil {
+		return 0
+	}
+	return v.n
+}
+
+// Text answers a text's string ("" for any other kind). It shares the
+// bytes Text was given, which no one changes: Go strings are immutable.
+func (v Value) Text() string {
+	if v.kind != KindText {
+		return ""
+	}
+	return unsafe.String((*byte)(v.x), int(v.n))
+}
+
+// List answers a list's items (nil for any other kind), its capacity its
+// length: an append to it copies rather than writing into the list.
+func (v Value) List() []Value {
+	if v.kind != KindList {
+		return nil
+	}
+	return unsafe.Slice((*Value)(v.x), int(v.n))
+}
+
+func (v Value) Object() *Object {
+	if v.kind != KindObject {
+		return nil
+	}
+	return (*Object)(v.x)
+}
 
 // IsNumber reports whether v is an int or a float.
 func (v Value) IsNumber() bool { return v.kind == KindInt || v.kind == KindFloat }
