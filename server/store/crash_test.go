@@ -62,10 +62,11 @@ func TestCrashChild(t *testing.T) {
 		}
 	}
 	// Chunks of 8 rows: groups of more than 8 documents are folded in
-	// parts, which a kill may fall between. Segments of 8 KB: the log
-	// moves to a new one every few dozen groups, and folded ones are
-	// deleted, which a kill may fall between too.
-	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, foldRows: 8, maxPending: 64 << 20, busyTimeout: time.Second, segBytes: 8 << 10}
+	// parts, which a kill may fall between. Segments of 8 KB
+	// (preallocated, as the server's are): the log moves to a new one
+	// every few dozen groups, and folded ones are deleted, which a kill
+	// may fall between too.
+	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, foldRows: 8, maxPending: 64 << 20, busyTimeout: time.Second, segBytes: 8 << 10, prealloc: 256 << 10}
 	if len(parts) > 2 && parts[2] == "serial" {
 		// No folds: every write to the log between two acknowledgements is
 		// the unit's own, which TestSyncBeforeAck requires.

@@ -195,14 +195,21 @@ func TestDamagedLog(t *testing.T) {
 		t.Fatalf("%d records, from %s to %s: want 60 in several segments", len(recs), recs[0].file, recs[59].file)
 	}
 	// A record in the middle of a segment, the last of a segment before
-	// the last, and the very last.
-	var lastOfFirst int
+	// the last, the first of the last (intact ones follow in the same
+	// segment only), and the very last.
+	lastOfFirst, firstOfLast := 0, 59
 	for i, r := range recs {
 		if r.file == recs[0].file {
 			lastOfFirst = i
 		}
+		if r.file == recs[59].file {
+			firstOfLast = min(firstOfLast, i)
+		}
 	}
-	for _, at := range []int{3, lastOfFirst, 59} {
+	if firstOfLast == 59 {
+		t.Fatal("the last segment holds one record: nothing follows its first")
+	}
+	for _, at := range []int{3, lastOfFirst, firstOfLast, 59} {
 		for _, field := range []int{0, 5, 9, 20} { // length, crc, seq, body
 			damaged := filepath.Join(t.TempDir(), "d.db")
 			copyStore(t, crashed, damaged)

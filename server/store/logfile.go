@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -178,7 +179,7 @@ func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 			}
 			continue
 		}
-		off := 0
+		off, from := 0, len(sc.records)
 		for off < len(b) {
 			r, n, ok := parseRecord(b[off:])
 			if !ok {
@@ -192,6 +193,18 @@ func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 			off += n
 		}
 		seg.size = int64(off)
+		if len(b)-off >= 64<<10 && len(b)-off > off {
+			// A preallocated segment's unused space: keep only the
+			// records' bytes, which the replayed changes alias.
+			kept := bytes.Clone(b[:off])
+			start := 0
+			for i := range sc.records[from:] {
+				r := &sc.records[from+i]
+				end := start + recordHead + len(r.body)
+				r.body = kept[start+recordHead : end : end]
+				start = end
+			}
+		}
 		if off == len(b) || allZero(b[off:]) {
 			continue
 		}

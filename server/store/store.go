@@ -209,7 +209,12 @@ type tuning struct {
 
 const defaultSegBytes = 64 << 20
 
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second}
+// Segments are preallocated (fallocate): a record's fdatasync then
+// writes into blocks the file has, which measured cheapest here (a 256-byte
+// record with its fdatasync: p50 50–71 µs and 21 µs of CPU, against 82–93
+// µs and 30–44 µs appended to a growing file, and 58–63 µs and 25–28 µs
+// written over zeros written first).
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
