@@ -271,8 +271,11 @@ func createSegment(path string, first uint64, prealloc int64) (*segment, error) 
 	if err != nil {
 		return nil, err
 	}
-	if prealloc > 0 {
-		if err := preallocate(f, prealloc); err != nil {
+	if prealloc > 0 && preallocate(f, prealloc) != nil {
+		// Only a saving: on a disk with less room left (or a file system
+		// without fallocate) the segment grows as it is written, and a
+		// full disk fails the write that does not fit.
+		if err := f.Truncate(0); err != nil {
 			f.Close()
 			os.Remove(seg.path)
 			return nil, err

@@ -38,6 +38,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"modernc.org/sqlite"
@@ -1242,11 +1243,20 @@ func (s *Store) writeGroup(g *group) (int, error) {
 			s.syncErr = fmt.Errorf("writing the log: %w (and cutting off the part written: %v)", err, terr)
 			s.mu.Unlock()
 		}
-		return 0, err
+		return 0, writeError(err)
 	}
 	seg.size += int64(len(s.buf))
 	g.seg = seg
 	return len(s.buf), nil
+}
+
+// writeError says what a failed write to the log was, and that the disk
+// is full when it is.
+func writeError(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("writing the log: the disk is full: %w", err)
+	}
+	return fmt.Errorf("writing the log: %w", err)
 }
 
 // segment answers the segment the next record goes to: the current one, or
@@ -1270,7 +1280,7 @@ func (s *Store) segment() (*segment, error) {
 	s.mu.Unlock()
 	seg, err := createSegment(s.path, first, s.tune.prealloc)
 	if err != nil {
-		return nil, fmt.Errorf("creating a log segment: %w", err)
+		return nil, writeError(fmt.Errorf("creating a log segment: %w", err))
 	}
 	s.segs = append(s.segs, seg)
 	return seg, nil
@@ -1445,7 +1455,7 @@ func (s *Store) tryWrite() error {
 	if n := len(s.segs); n > 0 {
 		seg := s.segs[n-1]
 		if _, err := seg.f.WriteAt(make([]byte, probeRows), seg.size); err != nil {
-			return fmt.Errorf("store: writing the log: %w", err)
+			return fmt.Errorf("store: %w", writeError(err))
 		}
 		if s.mode.Kind != SyncOff {
 			if err := fdatasync(seg.f); err != nil {
