@@ -203,7 +203,7 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 		}
 	}
 
-	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = ? WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = max(value, ?) WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM log WHERE seq <= ?`, int64(f.seq))

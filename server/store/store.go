@@ -1215,8 +1215,8 @@ func (s *Store) unfoldedLocked() int64 {
 // starts a chunk of its own, which the fold can write in parts unless
 // the chunk creates or drops a collection (foldSet.partable).
 func (s *Store) addFold(changes []Change, seq uint64, size int) {
-	if n := len(s.folds); n == 0 || s.folds[n-1].bytes >= s.tune.foldChunk ||
-		(s.tune.foldRows > 0 && !s.folds[n-1].empty() && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows) {
+	if n := len(s.folds); n == 0 || (!s.folds[n-1].empty() && (s.folds[n-1].bytes >= s.tune.foldChunk ||
+		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
 	s.folds[len(s.folds)-1].add(changes, seq, size)
@@ -1300,12 +1300,13 @@ func (s *Store) dropFolded(all bool) error {
 		return nil // the records are not in the folds yet
 	}
 	s.fmu.Lock()
-	folded := len(s.folds) == 0 || (len(s.folds) == 1 && s.folds[0].empty())
-	var through uint64 // every seq up to it is folded
-	if folded {
-		through = math.MaxUint64
-	} else {
-		through = s.folds[0].first - 1
+	folded := true
+	through := uint64(math.MaxUint64) // every seq up to it is folded
+	for _, f := range s.folds {
+		if !f.empty() {
+			folded, through = false, f.first-1
+			break
+		}
 	}
 	s.fmu.Unlock()
 	n := 0
@@ -1367,6 +1368,13 @@ func (s *Store) foldLog() (more bool, err error) {
 		return false, nil
 	}
 	f := s.folds[0]
+	if f.empty() {
+		// A chunk sealed with nothing in it (more is left only after it).
+		s.folds = s.folds[1:]
+		more = len(s.folds) > 0
+		s.fmu.Unlock()
+		return more, nil
+	}
 	if len(s.folds) == 1 {
 		// Seal the chunk: groups made durable meanwhile go to the next.
 		s.folds = append(s.folds, newFoldSet())
