@@ -395,3 +395,31 @@ func next(cut, size int) int {
 	}
 	return size
 }
+
+// TestBackupHoldsTheLog: a backup is the SQLite file alone, and holds
+// every unit committed before it, folded or not (the store folds the log
+// into the tables first).
+func TestBackupHoldsTheLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.db")
+	units, want := script(12, 300)
+	_, _, _, s := load(t, path, Options{}, noFoldTuning)
+	defer s.Close()
+	commitAll(t, s, 1, units)
+	if len(readLog(t, path)) == 0 {
+		t.Fatal("nothing in the log before the backup: the test checks nothing")
+	}
+	copyPath := filepath.Join(dir, "backup.db")
+	if err := s.Backup(t.Context(), copyPath); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := filepath.Glob(copyPath + "-*"); len(names) != 0 {
+		t.Fatalf("files beside the backup: %v", names)
+	}
+	got, seq, _, s2 := load(t, copyPath, Options{}, defaultTuning)
+	defer s2.Close()
+	if seq != 300 {
+		t.Fatalf("the backup's seq %d, want 300", seq)
+	}
+	sameState(t, "the backup", got, want)
+}
