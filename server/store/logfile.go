@@ -119,7 +119,13 @@ func parseRecord(b []byte) (r logRecord, n int, ok bool) {
 // anywhere in b past its first byte: whether what follows a bad record
 // holds intact ones.
 func recordAfter(b []byte, prev uint64) bool {
-	for i := 1; i+recordHead <= len(b); i++ {
+	// A record's seq is not zero: none starts past the last byte that is
+	// not (the preallocated space after a torn record is skipped).
+	last := len(b) - 1
+	for last >= 0 && b[last] == 0 {
+		last--
+	}
+	for i := 1; i <= last && i+recordHead <= len(b); i++ {
 		if r, _, ok := parseRecord(b[i:]); ok && r.seq > prev {
 			return true
 		}
@@ -267,7 +273,9 @@ func closeSegments(segs []*segment) error {
 func createSegment(path string, first uint64, prealloc int64) (*segment, error) {
 	dir, prefix := segmentPrefix(path)
 	seg := &segment{path: filepath.Join(dir, fmt.Sprintf("%s%016x", prefix, first)), first: first}
-	f, err := os.OpenFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	// Never over a file that is there: every segment at open is in the
+	// list, and a new one's first seq is past every record in them.
+	f, err := os.OpenFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +291,7 @@ func createSegment(path string, first uint64, prealloc int64) (*segment, error) 
 	}
 	if err := syncDir(dir); err != nil {
 		f.Close()
+		os.Remove(seg.path) // the next try makes it again
 		return nil, err
 	}
 	seg.f = f
