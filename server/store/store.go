@@ -323,10 +323,11 @@ func Open(path string, opts Options) (*Store, error) {
 }
 
 func open(path string, opts Options, tune tuning) (*Store, error) {
-	// A commit syncs with fdatasync, as SQLite's own Linux builds do: it
-	// skips the timestamp update fsync pushes through the file system's
-	// journal, which is much of what a commit waits for, and is just as
-	// durable. Where the platform has no fdatasync the call changes nothing.
+	// SQLite's syncs (around checkpoints) use fdatasync, as its own Linux
+	// builds do, and so do the store's of the log: it skips the timestamp
+	// update fsync pushes through the file system's journal, which is much
+	// of what a commit waits for, and is just as durable. Where the
+	// platform has no fdatasync the call changes nothing.
 	_, _ = sqlite.Fdatasync(true)
 	mode := opts.Sync
 	if mode.Kind > SyncOff || (mode.Kind == SyncInterval && mode.Interval <= 0) {
@@ -693,7 +694,7 @@ func noWait() error { return nil }
 // wait answers the failure.
 //
 // The caller calls the answer at once: under always that call writes the
-// unit's group and syncs the WAL itself, on the caller's goroutine, unless
+// unit's group and syncs the log itself, on the caller's goroutine, unless
 // another waiter already does (flush). A caller that may never call it
 // uses CommitDetached. Under interval and off the committer writes every
 // group.
