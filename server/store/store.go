@@ -211,10 +211,11 @@ type tuning struct {
 const defaultSegBytes = 64 << 20
 
 // Segments are preallocated (fallocate): a record's fdatasync then
-// writes into blocks the file has, which measured cheapest here (a 256-byte
-// record with its fdatasync: p50 50–71 µs and 21 µs of CPU, against 82–93
-// µs and 30–44 µs appended to a growing file, and 58–63 µs and 25–28 µs
-// written over zeros written first).
+// writes into blocks the file has, which measured cheapest in CPU here
+// (BenchmarkSegmentAppend, a 256-byte record and its fdatasync, on a
+// machine loaded by other builds: 14 µs of CPU, against 22–30 µs appended
+// to a growing file and 30 µs written over zeros written first; on a
+// quieter run, p50 50–71 µs against 82–93 µs appended).
 var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
