@@ -33,11 +33,12 @@ mutations=(
 			db.st.Resume()@@		if false {
 			db.mu.Lock()
 			db.st.Resume()@@./engine ./httpapi"
-  "store: no sync of the WAL under --sync always@@store/store.go@@		err = fdatasync(s.wal)@@		err = nil@@./store"
+  "store: no sync of the log under --sync always@@store/store.go@@		err = fdatasync(batch[0].seg.f)@@		err = nil@@./store"
   "store: no structure check of the file on open@@store/store.go@@		if err := quickCheck(ctx, conn); err != nil {@@		if err := error(nil); err != nil {@@./store"
-  "store: nothing logged of a torn WAL tail@@store/store.go@@	if tail.frames > 0 {
-		log.Warn(@@	if false {
-		log.Warn(@@./store"
+  "store: nothing logged of a torn log tail@@store/logfile.go@@		log(\"the store's log ends in a record@@		_ = fmt.Sprint(\"the store's log ends in a record@@./store"
+  "store: delete folded log segments without syncing SQLite's WAL first@@store/store.go@@		err = fdatasync(s.wal)@@		err = nil@@./store"
+  "store: delete log segments whose records are not all folded@@store/store.go@@		for n+1 < len(s.segs) \&\& s.segs[n+1].first-1 <= through {@@		for n+1 < len(s.segs) \&\& through >= 0 {@@./store"
+  "store: open a bad log record followed by intact ones as a torn tail@@store/logfile.go@@		if !hole \&\& recordAfter(b[off:], prev) {@@		if false \&\& !hole \&\& recordAfter(b[off:], prev) {@@./store"
   "httpapi: no cap on the Idempotency-Keys held@@httpapi/idempotency.go@@	if n < s.cfg.IdempotencyMaxKeys \&\& b < s.cfg.IdempotencyMaxBytes {@@	if n >= 0 || b >= 0 {@@./httpapi"
 )
 

@@ -62,12 +62,30 @@ func TestCrashChild(t *testing.T) {
 		}
 	}
 	// Chunks of 8 rows: groups of more than 8 documents are folded in
-	// parts, which a kill may fall between.
-	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, foldRows: 8, maxPending: 64 << 20, busyTimeout: time.Second}
+	// parts, which a kill may fall between. Segments of 8 KB
+	// (preallocated, as the server's are): the log moves to a new one
+	// every few dozen groups, and folded ones are deleted, which a kill
+	// may fall between too.
+	tune := tuning{foldBytes: 16 << 10, foldAge: 20 * time.Millisecond, foldChunk: 16 << 10, foldRows: 8, maxPending: 64 << 20, busyTimeout: time.Second, segBytes: 8 << 10, prealloc: 256 << 10}
 	if len(parts) > 2 && parts[2] == "serial" {
-		// No folds: every write to the WAL between two acknowledgements is
+		// No folds: every write to the log between two acknowledgements is
 		// the unit's own, which TestSyncBeforeAck requires.
 		tune.foldBytes, tune.foldAge = 1<<40, time.Hour
+	}
+	if len(parts) > 2 && parts[2] == "drop" {
+		// From the third deletion of folded segments on, say "dropping"
+		// once the WAL is synced, just before the deletion, and hold it
+		// there: the parent kills the child between the two.
+		drops := 0
+		tune.onDrop = func() {
+			if drops++; drops >= 3 {
+				outMu.Lock()
+				fmt.Fprintln(out, "dropping")
+				out.Flush()
+				outMu.Unlock()
+				time.Sleep(10 * time.Second)
+			}
+		}
 	}
 	s, err := open(path, opts, tune)
 	if err != nil {
@@ -79,11 +97,21 @@ func TestCrashChild(t *testing.T) {
 	if err := s.Commit(1, []Change{{Op: OpCreate, Coll: "c", ID: 1}})(); err != nil {
 		t.Fatal(err)
 	}
-	if len(parts) > 2 && parts[2] == "serial" {
+	if len(parts) > 2 && parts[2] == "serialdrop" {
+		// One writer, 400 units of 300 bytes, folds every few groups, 8 KB
+		// segments: TestSyncBeforeDrop watches the deletions.
+		tune.foldBytes, tune.foldAge = 4<<10, time.Hour
+	}
+	if len(parts) > 2 && strings.HasPrefix(parts[2], "serial") {
+		n := uint64(101)
+		body := []byte("v")
+		if parts[2] == "serialdrop" {
+			n, body = 401, make([]byte, 300)
+		}
 		// One writer, 100 units: each its own group, acknowledged (a write
 		// to stdout) once its wait returns. TestSyncBeforeAck watches.
-		for i := uint64(2); i <= 101; i++ {
-			if err := s.Commit(i, []Change{{Op: OpMetaPut, Key: fmt.Sprint("m", i), Body: []byte("v")}})(); err != nil {
+		for i := uint64(2); i <= n; i++ {
+			if err := s.Commit(i, []Change{{Op: OpMetaPut, Key: fmt.Sprint("m", i), Body: body}})(); err != nil {
 				t.Fatal(err)
 			}
 			fmt.Fprintf(os.Stdout, "ack %d\n", i)
@@ -139,6 +167,13 @@ func TestCrash(t *testing.T) {
 	t.Run("in a fold", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "f.db")
 		acked := runAndKill(t, path, "always", "fold", 0)
+		checkCrashed(t, path, "always", acked)
+	})
+	// A kill between the sync of the folds and the deletion of the
+	// segments they cover loses nothing acknowledged either.
+	t.Run("deleting segments", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "f.db")
+		acked := runAndKill(t, path, "always", "drop", 0)
 		checkCrashed(t, path, "always", acked)
 	})
 }
@@ -280,14 +315,14 @@ func startChild(t *testing.T, path, syncFlag, mode string) (*exec.Cmd, *bufio.Sc
 }
 
 // runAndKill starts the child (under always) and SIGKILLs it once it has
-// acknowledged acks units, or (mode fold) once it says it is folding; it
-// answers the highest acknowledged seq.
+// acknowledged acks units, or (mode fold, drop) once it says it is folding
+// or deleting segments; it answers the highest acknowledged seq.
 func runAndKill(t *testing.T, path, syncFlag, mode string, acks int) uint64 {
 	t.Helper()
 	cmd, sc := startChild(t, path, syncFlag, mode)
 	var high uint64
 	for n := 0; sc.Scan(); {
-		if mode == "fold" && sc.Text() == "folding" {
+		if (mode == "fold" && sc.Text() == "folding") || (mode == "drop" && sc.Text() == "dropping") {
 			break
 		}
 		if i, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
@@ -296,7 +331,7 @@ func runAndKill(t *testing.T, path, syncFlag, mode string, acks int) uint64 {
 				t.Fatal(err)
 			}
 			high = max(high, v)
-			if n++; mode != "fold" && n >= acks {
+			if n++; mode == "" && n >= acks {
 				break
 			}
 		}

@@ -2,9 +2,7 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"log/slog"
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,76 +11,12 @@ import (
 	"time"
 )
 
-// TestTornWAL: a WAL cut short by 1 to 4 000 bytes (a torn last write)
-// opens to a consistent prefix of the units, and the open logs what
-// SQLite's recovery dropped.
-func TestTornWAL(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills a child process")
-	}
-	dir := t.TempDir()
-	path := filepath.Join(dir, "f.db")
-	acked := runAndKill(t, path, "always", "", 300)
-	whole := checkCrashedQuiet(t, dir, path, acked)
-	for _, cut := range []int64{1, 24, 1000, 4000} {
-		t.Run(fmt.Sprint(cut), func(t *testing.T) {
-			torn := filepath.Join(t.TempDir(), "torn.db")
-			copyFile(t, path, torn)
-			copyFile(t, path+"-wal", torn+"-wal")
-			end := walEnd(t, torn+"-wal")
-			if err := os.Truncate(torn+"-wal", end-cut); err != nil {
-				t.Fatal(err)
-			}
-			var logged bytes.Buffer
-			log := slog.New(slog.NewTextHandler(&logged, nil))
-			got, seq, _, s := load(t, torn, Options{Log: log}, defaultTuning)
-			defer s.Close()
-			k := prefixOf(t, got, seq)
-			if k > whole {
-				t.Fatalf("units up to %d after the cut, %d before", k, whole)
-			}
-			if !strings.Contains(logged.String(), "never completed") || !strings.Contains(logged.String(), "dropped_frames=") {
-				t.Fatalf("nothing logged of the dropped tail; the log:\n%s", logged.String())
-			}
-			t.Logf("cut %d bytes: units up to %d of %d kept; %s", cut, k, whole, strings.TrimSpace(logged.String()))
-		})
-	}
-}
-
-// walEnd answers where the WAL's current frames end: a WAL that SQLite
-// restarted after a checkpoint keeps its older, longer tail, whose frames
-// carry the previous salts and are ignored. A torn last write cuts the
-// current frames, so the test cuts there (SQLite's WAL format: a 32-byte
-// header with the page size at 8 and the salts at 16; each frame a 24-byte
-// header, the salts at 8, then the page).
-func walEnd(t *testing.T, path string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) < 32 {
-		t.Fatalf("%s: %d bytes, no WAL header", path, len(b))
-	}
-	page := int64(binary.BigEndian.Uint32(b[8:12]))
-	salts := b[16:24]
-	end := int64(32)
-	for end+24+page <= int64(len(b)) && bytes.Equal(b[end+8:end+16], salts) {
-		end += 24 + page
-	}
-	if end == 32 {
-		t.Fatalf("%s: no current frame", path)
-	}
-	return end
-}
-
 // checkCrashedQuiet checks a copy of the crashed files (leaving the
 // originals as the kill left them) and answers the last unit present.
 func checkCrashedQuiet(t *testing.T, dir, path string, acked uint64) uint64 {
 	t.Helper()
 	cp := filepath.Join(dir, "check.db")
-	copyFile(t, path, cp)
-	copyFile(t, path+"-wal", cp+"-wal")
+	copyStore(t, path, cp)
 	return checkCrashed(t, cp, "always", acked)
 }
 

@@ -16,9 +16,10 @@ import (
 type foldSet struct {
 	colls   map[string]*collFold
 	meta    map[string]*metaFold
+	first   uint64    // the seq of the first log record these changes came from
 	seq     uint64    // the last logged seq these changes cover
-	bytes   int64     // the size of the log rows they came from
-	since   time.Time // when the oldest of those rows was logged
+	bytes   int64     // the size of the log records they came from
+	since   time.Time // when the oldest of those records was logged
 	creates int       // creations so far, to keep their order
 	rows    int       // the rows its fold writes or deletes, about: what a fold's time grows with
 	resets  bool      // a collection is dropped or created: folded in one transaction
@@ -57,17 +58,19 @@ func newFoldSet() *foldSet {
 
 func (f *foldSet) empty() bool { return f.seq == 0 }
 
-// add folds one log row's changes (ending at seq, size bytes long) into f.
+// add folds one log record's changes (ending at seq, size bytes long) into
+// f.
 func (f *foldSet) add(changes []Change, seq uint64, size int) {
 	if f.empty() {
 		f.since = time.Now()
+		f.first = seq
 	}
 	for _, c := range changes {
 		f.apply(c)
 	}
 	f.seq = seq
 	f.bytes += int64(size)
-	f.rows++ // the log row the fold deletes
+	f.rows++ // the record, as a row to delete in a version 1 file's log table
 }
 
 func (f *foldSet) coll(name string) *collFold {
@@ -133,10 +136,12 @@ func (f *foldSet) newMeta(key string) {
 	}
 }
 
-// write applies f to the tables, records the folded seq and deletes the
-// folded log rows, all in tx: a crash leaves either the log rows or their
-// folded effect, never both or neither. midway is asked between the
-// documents and the meta records (Options.Fault's FaultFold).
+// write applies f to the tables and records the folded seq, all in tx: at
+// open the records up to it are skipped, and those after it replayed. It
+// also deletes the folded rows of a version 1 file's log table, in the
+// same tx, so that a crash leaves either those rows or their folded
+// effect, never both or neither. midway is asked between the documents and
+// the meta records (Options.Fault's FaultFold).
 func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) error {
 	names := slices.Sorted(maps.Keys(f.colls))
 	for _, name := range names {
@@ -198,7 +203,7 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 		}
 	}
 
-	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = ? WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = max(value, ?) WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `DELETE FROM log WHERE seq <= ?`, int64(f.seq))
@@ -222,9 +227,9 @@ func (f *foldSet) docOrder() []docKey {
 // partable says whether f may be folded in parts of n documents, the last
 // one with the rest of f: whether it creates and drops nothing and holds
 // more than n documents still to write. A part commits documents without
-// deleting the log rows they came from, so a crash after it leaves the
-// tables holding some of the documents as they are at f's end; the
-// replay of those rows at the next open (Load) then puts every document
+// moving folded_seq past the records they came from, so a crash after it
+// leaves the tables holding some of the documents as they are at f's end;
+// the replay of those records at the next open (Load) then puts every document
 // the chunk touched to that same end. That holds for puts and deletes of
 // documents, each of which sets one document whole, but not for a drop
 // or a creation: replaying the changes before it onto a collection the

@@ -16,3 +16,14 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// preallocate gives f size bytes of zeros on the disk (fallocate), so that
+// a record's sync writes data into blocks the file already has.
+func preallocate(f *os.File, size int64) error {
+	for {
+		err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
