@@ -21,14 +21,8 @@ import (
 // changed in it, it is refused with the full check's own error; and a
 // token one byte off is never taken for one seen.
 func TestSeenTokens(t *testing.T) {
-	rk, rk2 := testRSA(t)
-	path := filepath.Join(t.TempDir(), "jwks.json")
-	writeJWKS(t, path, octJWK("h1", otherSecret), rsaJWK("r1", &rk.PublicKey))
-	clk := clock.NewManual()
-	v, err := NewVerifier(testSecret, path, clk)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v, clk, path, rk := newTestVerifierKeys(t)
+	_, rk2 := testRSA(t)
 	v.SetLogger(slog.New(slog.DiscardHandler))
 	wall := time.Now()
 	v.keys.now = func() time.Time { return wall }

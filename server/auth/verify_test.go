@@ -105,6 +105,14 @@ func worker(exp int64) jwt.MapClaims {
 
 func newTestVerifier(t *testing.T) (*Verifier, *clock.Manual) {
 	t.Helper()
+	v, clk, _, _ := newTestVerifierKeys(t)
+	return v, clk
+}
+
+// newTestVerifierKeys is newTestVerifier with its key file's path and the
+// RSA key under kid r1, for a test that rewrites the file.
+func newTestVerifierKeys(t *testing.T) (*Verifier, *clock.Manual, string, *rsa.PrivateKey) {
+	t.Helper()
 	rk, _ := testRSA(t)
 	path := filepath.Join(t.TempDir(), "jwks.json")
 	writeJWKS(t, path, octJWK("h1", otherSecret), rsaJWK("r1", &rk.PublicKey))
@@ -113,7 +121,7 @@ func newTestVerifier(t *testing.T) (*Verifier, *clock.Manual) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v, clk
+	return v, clk, path, rk
 }
 
 func TestVerify(t *testing.T) {
