@@ -11,15 +11,6 @@ import (
 	"time"
 )
 
-// checkCrashedQuiet checks a copy of the crashed files (leaving the
-// originals as the kill left them) and answers the last unit present.
-func checkCrashedQuiet(t *testing.T, dir, path string, acked uint64) uint64 {
-	t.Helper()
-	cp := filepath.Join(dir, "check.db")
-	copyStore(t, path, cp)
-	return checkCrashed(t, cp, "always", acked)
-}
-
 // prefixOf checks that the units present are exactly 2..k for some k
 // (nothing half there, no holes, Load's seq k), and answers k.
 func prefixOf(t *testing.T, got *model, seq uint64) uint64 {
