@@ -24,6 +24,12 @@
 // SQLite's WAL after those folds committed and before it deletes the
 // segment (dropFolded). Until then a crash (or a power loss that undoes the
 // unsynced fold) finds the records still in the segment, and replays them.
+//
+// Each log record carries synced, the last seq a sync of the log had made
+// durable when it was written. At open a record that is not intact but
+// followed by intact ones is damage (refused) only when one of them says a
+// sync covering it had returned; otherwise it is a power loss's torn tail,
+// never acknowledged, and cut off (scanLog, docs/reliability.md).
 package store
 
 import (
