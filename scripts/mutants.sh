@@ -38,8 +38,10 @@ mutations=(
   "store: nothing logged of a torn log tail@@store/logfile.go@@		log(\"the store's log ends in a record@@		_ = fmt.Sprint(\"the store's log ends in a record@@./store"
   "store: delete folded log segments without syncing SQLite's WAL first@@store/store.go@@		err = fdatasync(s.wal)@@		err = nil@@./store"
   "store: delete log segments whose records are not all folded@@store/store.go@@		for n+1 < len(s.segs) \&\& s.segs[n+1].first-1 <= through {@@		for n+1 < len(s.segs) \&\& through >= 0 {@@./store"
-  "store: open a bad log record followed by intact ones as a torn tail@@store/logfile.go@@		if !hole \&\& recordAfter(b[off:], prev) {@@		if false \&\& !hole \&\& recordAfter(b[off:], prev) {@@./store"
+  "store: open a bad log record followed by intact ones as a torn tail@@store/logfile.go@@	if bad >= 0 \&\& afterSynced > base {@@	if false \&\& bad >= 0 \&\& afterSynced > base {@@./store"
   "httpapi: no cap on the Idempotency-Keys held@@httpapi/idempotency.go@@	if n < s.cfg.IdempotencyMaxKeys \&\& b < s.cfg.IdempotencyMaxBytes {@@	if n >= 0 || b >= 0 {@@./httpapi"
+  "store: ignore synced: refuse a bad log record followed by any intact one@@store/logfile.go@@	if bad >= 0 \&\& afterSynced > base {@@	if bad >= 0 \&\& afterSynced >= 0 \&\& after > 0 {@@./store"
+  "store: log records say nothing was synced (synced 0)@@store/store.go@@appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)@@appendRecord(s.buf[:0], g.seq, 0, g.changes)@@./store"
 )
 
 only=("$@")

@@ -17,12 +17,45 @@ import (
 
 // testRecord is a record of the log as the test reads it, by the format
 // written in logfile.go and docs/architecture.md (not with the store's
-// reader): a 16-byte header (body length and CRC-32C, little-endian
-// uint32s; the seq, a uint64), then the body.
+// reader): a 24-byte header (body length and CRC-32C, little-endian
+// uint32s; the seq and synced, uint64s), then the body.
 type testRecord struct {
-	seq       uint64
-	file      string
-	off, size int
+	seq, synced uint64
+	file        string
+	off, size   int
+}
+
+const testHead = 24
+
+// testParse reads the record at the start of b, or ok false.
+func testParse(b []byte) (seq, synced uint64, size int, ok bool) {
+	if len(b) < testHead {
+		return 0, 0, 0, false
+	}
+	n := int(binary.LittleEndian.Uint32(b))
+	if testHead+n > len(b) {
+		return 0, 0, 0, false
+	}
+	c := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), b[:4])
+	c = crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), b[8:testHead+n])
+	seq, synced = binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	if c != binary.LittleEndian.Uint32(b[4:]) || seq == 0 {
+		return 0, 0, 0, false
+	}
+	return seq, synced, testHead + n, true
+}
+
+// testRecordBytes builds a record as the format says.
+func testRecordBytes(seq, synced uint64, body []byte) []byte {
+	b := make([]byte, testHead+len(body))
+	binary.LittleEndian.PutUint32(b, uint32(len(body)))
+	binary.LittleEndian.PutUint64(b[8:], seq)
+	binary.LittleEndian.PutUint64(b[16:], synced)
+	copy(b[testHead:], body)
+	c := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), b[:4])
+	c = crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), b[8:])
+	binary.LittleEndian.PutUint32(b[4:], c)
+	return b
 }
 
 // readLog reads the segments beside path, oldest first, up to the first
@@ -39,19 +72,13 @@ func readLog(t *testing.T, path string) []testRecord {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for off := 0; off+16 <= len(b); {
-			n := int(binary.LittleEndian.Uint32(b[off:]))
-			if off+16+n > len(b) {
+		for off := 0; ; {
+			seq, synced, size, ok := testParse(b[off:])
+			if !ok {
 				break
 			}
-			c := crc32.Update(0, crc32.MakeTable(crc32.Castagnoli), b[off:off+4])
-			c = crc32.Update(c, crc32.MakeTable(crc32.Castagnoli), b[off+8:off+16+n])
-			seq := binary.LittleEndian.Uint64(b[off+8:])
-			if c != binary.LittleEndian.Uint32(b[off+4:]) || seq == 0 {
-				break
-			}
-			out = append(out, testRecord{seq: seq, file: name, off: off, size: 16 + n})
-			off += 16 + n
+			out = append(out, testRecord{seq: seq, synced: synced, file: name, off: off, size: size})
+			off += size
 		}
 	}
 	return out
@@ -210,7 +237,7 @@ func TestDamagedLog(t *testing.T) {
 		t.Fatal("the last segment holds one record: nothing follows its first")
 	}
 	for _, at := range []int{3, lastOfFirst, firstOfLast, 59} {
-		for _, field := range []int{0, 5, 9, 20} { // length, crc, seq, body
+		for _, field := range []int{0, 5, 9, 17, 30} { // length, crc, seq, synced, body
 			damaged := filepath.Join(t.TempDir(), "d.db")
 			copyStore(t, crashed, damaged)
 			r := recs[at]
@@ -386,7 +413,7 @@ func TestSegmentsDropped(t *testing.T) {
 // header's, then every 13th, then the last.
 func next(cut, size int) int {
 	switch {
-	case cut < 16:
+	case cut < testHead:
 		return cut + 1
 	case cut+13 < size-1:
 		return cut + 13
@@ -467,5 +494,111 @@ func BenchmarkSegmentAppend(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
+	}
+}
+
+// TestPowerLossLog: a power loss before a sync returned may leave any of
+// the unsynced pages on the disk: a record in the middle torn (its body or
+// header zeros from the preallocated space, or cut off at a page) while
+// later records reached the disk. When no later record says a sync covered
+// the torn one (each record's synced is below its seq), none of them was
+// acknowledged: the open cuts the torn record and all after it, says so,
+// and takes the next record after the last intact one. When a later record
+// says a sync covering it had returned, it was durable: the open refuses,
+// naming the segment and offset, and changes nothing.
+func TestPowerLossLog(t *testing.T) {
+	tune := noFoldTuning
+	tune.prealloc = 1 << 20
+	crashed := unfoldedStore(t, 30, tune)
+	recs := readLog(t, crashed)
+	if len(recs) != 30 || recs[0].file != recs[29].file {
+		t.Fatalf("%d records: want 30 in one segment", len(recs))
+	}
+	for i, r := range recs[1:] {
+		// Each unit waited for its sync: the next record says so.
+		if r.synced != recs[i].seq {
+			t.Fatalf("record of seq %d says %d synced, want %d", r.seq, r.synced, recs[i].seq)
+		}
+	}
+	whole, err := os.ReadFile(recs[0].file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = 20 // the torn record; records k+1.. follow it
+	torn := recs[k]
+	tears := map[string]func(b []byte){
+		"body zeros":         func(b []byte) { clear(b[torn.off+testHead : torn.off+torn.size]) },
+		"header zeros":       func(b []byte) { clear(b[torn.off : torn.off+testHead]) },
+		"all zeros":          func(b []byte) { clear(b[torn.off : torn.off+torn.size]) },
+		"end of body zeros":  func(b []byte) { clear(b[torn.off+torn.size-40 : torn.off+torn.size]) },
+		"a byte of its body": func(b []byte) { b[torn.off+testHead+7] ^= 1 },
+	}
+	for name, tear := range tears {
+		for _, covered := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/covered=%v", name, covered), func(t *testing.T) {
+				b := bytes.Clone(whole)
+				// The records after the torn one were written before its
+				// sync returned (synced: the record before it), or, when
+				// covered, the last of them after.
+				for j := k + 1; j < len(recs); j++ {
+					r := recs[j]
+					synced := recs[k-1].seq
+					if covered && j == len(recs)-1 {
+						synced = torn.seq
+					}
+					copy(b[r.off:], testRecordBytes(r.seq, synced, bytes.Clone(whole[r.off+testHead:r.off+r.size])))
+				}
+				tear(b)
+				path := filepath.Join(t.TempDir(), "p.db")
+				copyStore(t, crashed, path)
+				seg := path + strings.TrimPrefix(torn.file, crashed)
+				if err := os.WriteFile(seg, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				var logged bytes.Buffer
+				s, err := open(path, Options{Log: slog.New(slog.NewTextHandler(&logged, nil))}, defaultTuning)
+				if covered {
+					want := fmt.Sprintf("log segment %s is damaged at offset %d", seg, torn.off)
+					if err == nil || !strings.Contains(err.Error(), want) {
+						if s != nil {
+							s.Close()
+						}
+						t.Fatalf("open answered %v, want %q", err, want)
+					}
+					if after, _ := os.ReadFile(seg); !bytes.Equal(after, b) {
+						t.Fatal("Open changed a segment it refused")
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("open: %v, want the torn tail cut", err)
+				}
+				got := newModel()
+				seq, err := s.Load(got.apply)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p := prefixOf(t, got, seq); p != recs[k-1].seq {
+					t.Fatalf("units up to %d, want %d", p, recs[k-1].seq)
+				}
+				for _, want := range []string{"never completed", fmt.Sprintf("offset=%d", torn.off), fmt.Sprintf("dropped_records=%d", len(recs)-k-1)} {
+					if !strings.Contains(logged.String(), want) {
+						t.Fatalf("logged %q, want %q in it", logged.String(), want)
+					}
+				}
+				// The next record follows the last intact one.
+				if err := s.Commit(seq+1, unitChanges(seq+1))(); err != nil {
+					t.Fatal(err)
+				}
+				again := filepath.Join(t.TempDir(), "again.db")
+				copyStore(t, path, again)
+				s.Close()
+				got, seq2, _, s2 := load(t, again, Options{}, defaultTuning)
+				defer s2.Close()
+				if p := prefixOf(t, got, seq2); p != seq+1 {
+					t.Fatalf("after the cut and one more unit: units up to %d, want %d", p, seq+1)
+				}
+			})
+		}
 	}
 }

@@ -17,14 +17,18 @@ import (
 // Each group is one record written with one pwrite:
 //
 //	length  uint32  the body's size, little-endian
-//	crc     uint32  CRC-32C (Castagnoli) of length, seq and body
+//	crc     uint32  CRC-32C (Castagnoli) of length, seq, synced and body
 //	seq     uint64  the group's last seq
+//	synced  uint64  the last seq known durable when the record was written:
+//	                a sync that covers it had returned (0: none known)
 //	body            the group's changes (encode.go)
 //
 // A record never spans segments. The writer moves to a new segment (a
 // rotation) once the current one holds segBytes, and only when every group
 // in the old one is synced (flush): a segment before the last is whole.
-const recordHead = 16
+// synced is what tells, at open, a record torn by a power loss (never
+// acknowledged) from damage to one that was durable (scanLog).
+const recordHead = 24
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -38,8 +42,9 @@ type segment struct {
 
 // logRecord is a record read back at open.
 type logRecord struct {
-	seq  uint64
-	body []byte
+	seq    uint64
+	synced uint64
+	body   []byte
 }
 
 // segmentPrefix answers the directory and the name prefix of path's log
@@ -79,14 +84,16 @@ func listSegments(path string) ([]*segment, error) {
 	return segs, nil
 }
 
-// appendRecord appends the record of a group (seq, changes) to dst.
-func appendRecord(dst []byte, seq uint64, changes []Change) []byte {
+// appendRecord appends the record of a group (seq, changes) to dst, written
+// when every seq up to synced is durable.
+func appendRecord(dst []byte, seq, synced uint64, changes []Change) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordHead)...)
 	dst = appendChanges(dst, changes)
 	rec := dst[start:]
 	binary.LittleEndian.PutUint32(rec[0:], uint32(len(rec)-recordHead))
 	binary.LittleEndian.PutUint64(rec[8:], seq)
+	binary.LittleEndian.PutUint64(rec[16:], synced)
 	binary.LittleEndian.PutUint32(rec[4:], recordCRC(rec))
 	return dst
 }
@@ -108,29 +115,35 @@ func parseRecord(b []byte) (r logRecord, n int, ok bool) {
 		return r, 0, false
 	}
 	rec := b[:recordHead+int(size)]
-	seq := binary.LittleEndian.Uint64(rec[8:])
-	if seq == 0 || binary.LittleEndian.Uint32(rec[4:]) != recordCRC(rec) {
+	seq, synced := binary.LittleEndian.Uint64(rec[8:]), binary.LittleEndian.Uint64(rec[16:])
+	// A record's own seq is never durable before it is written.
+	if seq == 0 || synced >= seq || binary.LittleEndian.Uint32(rec[4:]) != recordCRC(rec) {
 		return r, 0, false
 	}
-	return logRecord{seq: seq, body: rec[recordHead:len(rec):len(rec)]}, len(rec), true
+	return logRecord{seq: seq, synced: synced, body: rec[recordHead:len(rec):len(rec)]}, len(rec), true
 }
 
-// recordAfter answers whether a whole record with a seq above prev starts
-// anywhere in b past its first byte: whether what follows a bad record
-// holds intact ones.
-func recordAfter(b []byte, prev uint64) bool {
+// recordsAfter looks for the whole records with a seq above prev that
+// start anywhere in b at from or past it: what follows a bad record. It
+// answers how many it found and the highest synced among them.
+func recordsAfter(b []byte, from int, prev uint64) (n int, synced uint64) {
 	// A record's seq is not zero: none starts past the last byte that is
 	// not (the preallocated space after a torn record is skipped).
 	last := len(b) - 1
 	for last >= 0 && b[last] == 0 {
 		last--
 	}
-	for i := 1; i <= last && i+recordHead <= len(b); i++ {
-		if r, _, ok := parseRecord(b[i:]); ok && r.seq > prev {
-			return true
+	for i := from; i <= last && i+recordHead <= len(b); {
+		r, size, ok := parseRecord(b[i:])
+		if !ok || r.seq <= prev {
+			i++
+			continue
 		}
+		n++
+		synced = max(synced, r.synced)
+		i += size
 	}
-	return false
+	return n, synced
 }
 
 func allZero(b []byte) bool {
@@ -147,23 +160,34 @@ func allZero(b []byte) bool {
 type logScan struct {
 	segs    []*segment  // opened; the last takes the next record at its size
 	records []logRecord // every intact record, in order
+	synced  uint64      // the last record's seq: every record is durable (synced at open)
 	cut     int64       // bytes of a torn tail cut off the last segment holding records
 	cutAt   string      // that segment
 	cutOff  int64       // and where
 }
 
 // scanLog reads path's segments and checks them: the records' seqs rise,
-// and after the first spot that is not an intact record only zeros (or
-// the preallocated space) follow — the end of the log — or the rest of a
-// record cut short (a crash in the middle of its write, or its pages not
-// written before a power loss: never acknowledged, since a record is
-// answered only once a sync that began after its write returns). A bad
-// spot followed by intact records is damage, refused with the file and
-// offset; the one exception is a record whose header is all zeros, a page
-// that never reached the disk while later ones did (a power loss while
-// the record's sync was under way), which the same argument shows was
-// never acknowledged either, nor anything after it. A torn tail is cut
-// off (truncated) so that the next record follows the last intact one.
+// and after the first spot that is not an intact record (a bad spot) only
+// a torn tail follows: records that were never acknowledged, cut off.
+//
+// A record is acknowledged only once a sync that began after its write
+// returned, and a sync covers every write before it. A power loss before
+// a sync returned may leave any of the unsynced pages on the disk and not
+// others: a record cut short, or its body (or header) zeros from the
+// preallocated space, while a later record's page reached the disk. Each
+// record carries synced, the last seq durable when it was written. So a
+// bad spot where the record after seq base should start is damage to
+// durable data — refused with the file and offset — when an intact record
+// after it says a sync covering seq base+1 had returned (synced > base),
+// or when a later segment holds more than zeros (the log moves to a new
+// segment only once the old one is synced whole). Otherwise nothing from
+// the bad spot on was ever durable, nor acknowledged: it is cut off
+// (truncated, the later segments deleted), and the open says what it cut.
+// Damage to the last records written, with no later record to say they
+// were synced, is cut the same way: it cannot be told from a tear.
+//
+// The last segment is synced before the store writes to it: a record
+// written after open says every record read here is durable.
 func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 	segs, err := listSegments(path)
 	if err != nil {
@@ -171,16 +195,18 @@ func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 	}
 	sc := &logScan{}
 	var prev uint64
-	var data [][]byte
 	bad, badOff := -1, 0
+	var base uint64        // the last seq before the bad spot
+	var after int          // intact records found past it
+	var afterSynced uint64 // the highest synced among them
+	var badSize int64      // the bad segment's size on disk
 	for i, seg := range segs {
 		b, err := os.ReadFile(seg.path)
 		if err != nil {
 			return nil, err
 		}
-		data = append(data, b)
 		if bad >= 0 {
-			if _, _, ok := parseRecord(b); ok || !allZero(b) {
+			if !allZero(b) {
 				return nil, fmt.Errorf("log segment %s is damaged at offset %d (a record that is not intact, followed by more of the log in %s); restore the file from a backup", segs[bad].path, badOff, seg.path)
 			}
 			continue
@@ -214,24 +240,37 @@ func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 		if off == len(b) || allZero(b[off:]) {
 			continue
 		}
-		hole := allZero(b[off:min(off+recordHead, len(b))])
-		if !hole && recordAfter(b[off:], prev) {
-			return nil, fmt.Errorf("log segment %s is damaged at offset %d (a record that is not intact, followed by intact ones); restore the file from a backup", seg.path, off)
+		bad, badOff, badSize = i, off, int64(len(b))
+		base = prev
+		if seg.first > 0 {
+			// The records before the segment's first seq were synced
+			// before it was made (they may be folded, their segments
+			// gone).
+			base = max(base, seg.first-1)
 		}
-		bad, badOff = i, off
+		after, afterSynced = recordsAfter(b, off+1, base)
+	}
+	if bad >= 0 && afterSynced > base {
+		return nil, fmt.Errorf("log segment %s is damaged at offset %d (a record that is not intact, followed by %d intact ones written after a sync covered it); restore the file from a backup", segs[bad].path, badOff, after)
 	}
 	if bad >= 0 {
 		seg := segs[bad]
-		sc.cut, sc.cutAt, sc.cutOff = int64(len(data[bad])-badOff), seg.path, int64(badOff)
-		log("the store's log ends in a record that never completed (a crash in the middle of a write); cutting it off",
-			"segment", seg.path, "offset", badOff, "dropped_bytes", sc.cut, "kept_records", len(sc.records))
+		sc.cut, sc.cutAt, sc.cutOff = badSize-int64(badOff), seg.path, int64(badOff)
+		log("the store's log ends in a record that never completed (a crash in the middle of a write, or a power loss before its sync); cutting it off",
+			"segment", seg.path, "offset", badOff, "dropped_bytes", sc.cut, "dropped_records", after, "kept_records", len(sc.records))
 		if err := os.Truncate(seg.path, int64(badOff)); err != nil {
 			return nil, fmt.Errorf("cutting the torn tail of %s: %w", seg.path, err)
 		}
 		// The segments after it hold nothing: the next record goes right
 		// after the last intact one.
-		for _, later := range segs[bad+1:] {
-			if err := os.Remove(later.path); err != nil {
+		if later := segs[bad+1:]; len(later) > 0 {
+			for _, l := range later {
+				if err := os.Remove(l.path); err != nil {
+					return nil, err
+				}
+			}
+			// Gone for good before a record goes where they were.
+			if err := syncDir(filepath.Dir(seg.path)); err != nil {
 				return nil, err
 			}
 		}
@@ -243,11 +282,18 @@ func scanLog(path string, log func(msg string, args ...any)) (*logScan, error) {
 			return nil, err
 		}
 	}
-	if bad >= 0 {
-		if err := fdatasync(segs[bad].f); err != nil {
+	if n := len(segs); n > 0 {
+		// The records read are durable from here on (a crash of the
+		// process leaves its writes in the page cache, unsynced), and
+		// the cut with them. The segments before the last were synced
+		// whole before the next was made.
+		if err := fdatasync(segs[n-1].f); err != nil {
 			closeSegments(segs)
 			return nil, err
 		}
+	}
+	if n := len(sc.records); n > 0 {
+		sc.synced = sc.records[n-1].seq
 	}
 	sc.segs = segs
 	return sc, nil

@@ -24,6 +24,12 @@
 // SQLite's WAL after those folds committed and before it deletes the
 // segment (dropFolded). Until then a crash (or a power loss that undoes the
 // unsynced fold) finds the records still in the segment, and replays them.
+//
+// Each log record carries synced, the last seq a sync of the log had made
+// durable when it was written. At open a record that is not intact but
+// followed by intact ones is damage (refused) only when one of them says a
+// sync covering it had returned; otherwise it is a power loss's torn tail,
+// never acknowledged, and cut off (scanLog, docs/reliability.md).
 package store
 
 import (
@@ -38,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -238,9 +245,13 @@ type Store struct {
 
 	// wmu is the writer's: one group write, fold, probe or backup at a
 	// time. It is taken before mu, never while holding it.
-	wmu  sync.Mutex
-	buf  []byte     // the log record being written; under wmu
-	segs []*segment // the log's segments, oldest first; the last takes the writes; under wmu
+	wmu     sync.Mutex
+	buf     []byte     // the log record being written; under wmu
+	segs    []*segment // the log's segments, oldest first; the last takes the writes; under wmu
+	written uint64     // the seq of the last record written; under wmu
+	// synced is the last seq a sync of the log made durable (the sync
+	// returned), written into each record (logfile.go).
+	synced atomic.Uint64
 
 	mu        sync.Mutex
 	cur       *group        // units queued for the next group
@@ -396,6 +407,8 @@ func (s *Store) openLog() error {
 	}
 	s.segs = sc.segs
 	s.tornTail = sc.cut > 0
+	s.written = sc.synced
+	s.syncedTo(sc.synced)
 	for _, r := range sc.records {
 		if r.seq > s.folded {
 			s.replay = append(s.replay, r)
@@ -933,6 +946,7 @@ func (s *Store) syncLocked() {
 			g.wrote += took
 		}
 		s.stats.Fsyncs++
+		s.syncedTo(batch[len(batch)-1].seq)
 		s.doneLocked(batch, true)
 	}
 	// Cleared only now: the next sync's groups go to the folds after these.
@@ -1236,7 +1250,7 @@ func (s *Store) writeGroup(g *group) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	s.buf = appendRecord(s.buf[:0], g.seq, g.changes)
+	s.buf = appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)
 	if _, err := seg.f.WriteAt(s.buf, seg.size); err != nil {
 		if terr := seg.f.Truncate(seg.size); terr != nil {
 			// The segment may end in part of a record: only a restart
@@ -1248,6 +1262,7 @@ func (s *Store) writeGroup(g *group) (int, error) {
 		return 0, writeError(err)
 	}
 	seg.size += int64(len(s.buf))
+	s.written = g.seq
 	g.seg = seg
 	return len(s.buf), nil
 }
@@ -1276,6 +1291,7 @@ func (s *Store) segment() (*segment, error) {
 			s.mu.Unlock()
 			return nil, s.syncErr
 		}
+		s.syncedTo(s.written)
 	}
 	s.mu.Lock()
 	first := s.durable + 1
@@ -1286,6 +1302,17 @@ func (s *Store) segment() (*segment, error) {
 	}
 	s.segs = append(s.segs, seg)
 	return seg, nil
+}
+
+// syncedTo records that a sync of the log made every seq up to seq
+// durable.
+func (s *Store) syncedTo(seq uint64) {
+	for {
+		old := s.synced.Load()
+		if seq <= old || s.synced.CompareAndSwap(old, seq) {
+			return
+		}
+	}
 }
 
 // dropFolded deletes the segments whose records are all folded (all of
