@@ -324,11 +324,7 @@ func TestLegacyLogTable(t *testing.T) {
 	}
 	db.Close()
 
-	got, seq, _, s2 := load(t, path, Options{}, defaultTuning)
-	if seq != 300 {
-		t.Fatalf("seq %d, want 300", seq)
-	}
-	sameState(t, "a version 1 file's log rows replayed", got, want)
+	s2 := loadSame(t, path, 300, "a version 1 file's log rows replayed", want)
 	more, _ := script(10, 50)
 	for _, u := range more {
 		for _, c := range u {
@@ -357,12 +353,8 @@ func TestLegacyLogTable(t *testing.T) {
 	if rows != 0 || version != formatVersion {
 		t.Fatalf("after the fold: %d log rows, version %d; want 0, %d", rows, version, formatVersion)
 	}
-	got, seq, _, s3 := load(t, path, Options{}, defaultTuning)
+	s3 := loadSame(t, path, 350, "upgraded, extended and folded", want)
 	defer s3.Close()
-	if seq != 350 {
-		t.Fatalf("seq %d, want 350", seq)
-	}
-	sameState(t, "upgraded, extended and folded", got, want)
 }
 
 // TestSegmentsDropped: with small segments and frequent folds the log
@@ -401,12 +393,8 @@ func TestSegmentsDropped(t *testing.T) {
 			t.Fatalf("segment name %s: want 16 hex digits", n)
 		}
 	}
-	got, seq, _, s2 := load(t, path, Options{}, defaultTuning)
+	s2 := loadSame(t, path, 3000, "after many segments", want)
 	defer s2.Close()
-	if seq != 3000 {
-		t.Fatalf("seq %d, want 3000", seq)
-	}
-	sameState(t, "after many segments", got, want)
 }
 
 // next steps through the offsets of a record of size bytes: each of the
@@ -443,12 +431,8 @@ func TestBackupHoldsTheLog(t *testing.T) {
 	if names, _ := filepath.Glob(copyPath + "-*"); len(names) != 0 {
 		t.Fatalf("files beside the backup: %v", names)
 	}
-	got, seq, _, s2 := load(t, copyPath, Options{}, defaultTuning)
+	s2 := loadSame(t, copyPath, 300, "the backup", want)
 	defer s2.Close()
-	if seq != 300 {
-		t.Fatalf("the backup's seq %d, want 300", seq)
-	}
-	sameState(t, "the backup", got, want)
 }
 
 // BenchmarkSegmentAppend measures what a log segment's layout costs a

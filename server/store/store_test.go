@@ -174,6 +174,19 @@ func load(t *testing.T, path string, opts Options, tune tuning) (*model, uint64,
 }
 
 // commitAll commits units with seqs from first on, waiting after every
+// loadSame opens path and checks that it holds want at seq, what naming
+// the state in a failure; the caller closes the store.
+func loadSame(t *testing.T, path string, seq uint64, what string, want *model) *Store {
+	t.Helper()
+	got, at, _, s := load(t, path, Options{}, defaultTuning)
+	if at != seq {
+		s.Close()
+		t.Fatalf("%s: seq %d, want %d", what, at, seq)
+	}
+	sameState(t, what, got, want)
+	return s
+}
+
 // seventh so that they make many groups.
 func commitAll(t *testing.T, s *Store, first uint64, units [][]Change) {
 	t.Helper()
