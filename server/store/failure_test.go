@@ -1,7 +1,6 @@
 package store
 
 import (
-	"database/sql"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -111,16 +110,7 @@ func TestFoldFailsMidway(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, errInjected) {
 		t.Fatalf("Close with a failing fold answered %v", err)
 	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs, meta, folded int
-	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &folded)
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs, meta, folded := tableCounts(t, path)
 	logRows := len(readLog(t, path))
 	if docs != 0 || meta != 0 || folded != 0 || logRows == 0 {
 		t.Fatalf("after a failed fold: %d docs, %d meta records, folded_seq %d, %d log rows: the fold was not rolled back whole", docs, meta, folded, logRows)

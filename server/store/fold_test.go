@@ -1,7 +1,6 @@
 package store
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -267,16 +266,7 @@ func TestFoldInParts(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, errInjected) {
 		t.Fatalf("Close with a failing fold answered %v", err)
 	}
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs, meta, folded int
-	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &folded)
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs, meta, folded := tableCounts(t, path)
 	logRows := 0
 	for _, r := range readLog(t, path) {
 		if r.seq > uint64(folded) {

@@ -174,6 +174,22 @@ func load(t *testing.T, path string, opts Options, tune tuning) (*model, uint64,
 }
 
 // commitAll commits units with seqs from first on, waiting after every
+// tableCounts reads the file's folded tables directly: its documents, its
+// meta records and folded_seq.
+func tableCounts(t *testing.T, path string) (docs, meta, folded int) {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs), (SELECT count(*) FROM meta), (SELECT value FROM state WHERE key = 'folded_seq')`).Scan(&docs, &meta, &folded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs, meta, folded
+}
+
 // loadSame opens path and checks that it holds want at seq, what naming
 // the state in a failure; the caller closes the store.
 func loadSame(t *testing.T, path string, seq uint64, what string, want *model) *Store {
