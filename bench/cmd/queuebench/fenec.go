@@ -60,12 +60,17 @@ func fenecDoc(j job) map[string]any {
 	return map[string]any{"payload": map[string]any{"to": j.to()}, "run_at": j.runAt.UnixMilli(), "attempts": 0}
 }
 
-// top answers how many jobs fill must add to a queue holding have: the
-// rest of n, in batches of loadBatch.
+// top answers the jobs fill must add to a queue holding have: the rest of
+// n, in batches of loadBatch. They are made as one run, so their ready
+// times follow their order across the batches too, as in a queue filled
+// over time: batches made each on its own started at the same time, and
+// their jobs' ready times interleaved, so claims took jobs put thousands
+// apart (ids and documents far apart in memory, a cost no queue filled
+// in order pays).
 func top(have, n int) [][]job {
 	var out [][]job
-	for left := n - have; left > 0; left -= loadBatch {
-		out = append(out, newJobs(min(left, loadBatch)))
+	for jobs := newJobs(max(n-have, 0)); len(jobs) > 0; jobs = jobs[min(len(jobs), loadBatch):] {
+		out = append(out, jobs[:min(len(jobs), loadBatch)])
 	}
 	return out
 }

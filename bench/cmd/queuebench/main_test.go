@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,5 +71,32 @@ func TestSmoke(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(docs); strings.Contains(string(b), "old") || !strings.Contains(string(b), "### Queue benchmark") {
 		t.Errorf("the table did not replace the old one:\n%s", b)
+	}
+}
+
+// TestTopInOrder checks that a fill's jobs are ready in the order they are
+// put, across its batches as within one: interleaved ready times made a
+// claim take jobs put thousands apart.
+func TestTopInOrder(t *testing.T) {
+	batches := top(1000, 2*loadBatch+1500)
+	var sizes []int
+	var last job
+	for _, b := range batches {
+		sizes = append(sizes, len(b))
+		for _, j := range b {
+			if last.seq != 0 && (j.seq <= last.seq || !j.runAt.After(last.runAt)) {
+				t.Fatalf("job %d (ready %v) after job %d (ready %v)", j.seq, j.runAt, last.seq, last.runAt)
+			}
+			last = j
+		}
+	}
+	if want := []int{loadBatch, loadBatch, 500}; !slices.Equal(sizes, want) {
+		t.Errorf("batch sizes %v, want %v", sizes, want)
+	}
+	if len(top(10, 10)) != 0 || len(top(11, 10)) != 0 {
+		t.Error("a full queue was given jobs")
+	}
+	if !last.runAt.Before(time.Now().Add(-time.Second)) {
+		t.Errorf("the last job is ready at %v, not a second ago", last.runAt)
 	}
 }
