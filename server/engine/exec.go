@@ -209,6 +209,11 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 		return nil, nil, err
 	}
 	p.where, p.scope, p.accept, p.ctx, p.room = cl.Where, terms, accept, t.ctx, t.docRoom[:]
+	if p.reduced && extra == nil {
+		// Planned on the statement's where alone: the access holds the
+		// rest of it (plan.restOf).
+		p.where = p.rest
+	}
 	docs, err := p.collect()
 	return p, docs, err
 }
