@@ -53,6 +53,11 @@ type plan struct {
 	boxMax  [2]float64
 	ordered bool // the access path yields rows in the statement's order
 
+	// rest is what of the statement's where the access leaves to the row
+	// filter, when reduced (restOf): the access reaches only rows that
+	// meet the other terms already.
+	rest     fenecql.Expr
+	reduced  bool
 	oneID    [1]int64        // room for ids of `id = $1`, the commonest
 	room     []*Doc          // room for the picked rows (tx.docRoom); may be nil
 	rowsRead int             // the rows tested that the scope admits
@@ -120,6 +125,10 @@ type cmpTerm struct {
 	field int
 	op    fenecql.Op
 	v     fenecql.Value
+	// exact: v is the constant as the statement gave it, not null, and of
+	// the field's kind (no coercion), so a @sorted walk bounded by it
+	// reaches exactly the rows the term, evaluated, holds true for.
+	exact bool
 }
 
 // asCmp recognises `field op const` or `const op field`.
@@ -154,7 +163,8 @@ func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
 		if err != nil || p.c.s.fields[f].Type == fenecql.TypeJSON {
 			return cmpTerm{}, false, nil
 		}
-		v = cv
+		exact := !v.IsNull() && cv.Kind() == v.Kind()
+		return cmpTerm{field: f, op: op, v: cv, exact: exact}, true, nil
 	}
 	return cmpTerm{field: f, op: op, v: v}, true, nil
 }
@@ -185,7 +195,13 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 	var hashVals []fenecql.Value
 	var rangeRoom [4]fieldRange
 	ranges := rangeRoom[:0]
-	for _, t := range terms {
+	// exact[i] is the @sorted field terms[i] compares with a constant
+	// its walk compares with as the filter does (exactTerm), or -1.
+	var exact [len(room)]int
+	for i, t := range terms {
+		if i < len(exact) {
+			exact[i] = -1
+		}
 		if in, ok := t.(*fenecql.In); ok && !in.Not && isConst(in.List) {
 			f, isField := c.fieldRef(in.X)
 			if !isField {
@@ -200,6 +216,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 			}
 			if f == -2 {
 				p.acc, p.ids = accIDs, idsOf(lv.List())
+				p.restOf(terms, func(k int) bool { return k == i })
 				return p.finish(), nil
 			}
 			if _, isHash := c.byField[f].(*hashIndex); isHash && !picked {
@@ -220,6 +237,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 				if id, ok := asID(ct.v); ok {
 					p.ids = append(p.ids, id)
 				}
+				p.restOf(terms, func(k int) bool { return k == i })
 				return p.finish(), nil
 			}
 			continue
@@ -238,8 +256,12 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 				r = &ranges[len(ranges)-1].r
 			}
 			narrow(r, ct)
+			if i < len(exact) && ct.exact {
+				exact[i] = ct.field
+			}
 		}
 	}
+	onField := func(k int) bool { return len(terms) <= len(exact) && exact[k] == p.field }
 	if picked {
 		h := c.byField[hashPick.field].(*hashIndex)
 		if h.unique || !p.walkable() {
@@ -260,6 +282,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 				p.acc, p.field, p.desc, p.ordered = accWalk, f, k.Desc, true
 				if r := rangeOf(ranges, f); r != nil {
 					p.lo, p.hi = r[0], r[1]
+					p.restOf(terms, onField)
 				}
 				return p.finish(), nil
 			}
@@ -287,6 +310,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		}
 	}
 	if p.acc == accRange {
+		p.restOf(terms, onField)
 		return p.finish(), nil
 	}
 	if box, f, ok, err := p.geoBox(terms); err != nil {
@@ -297,6 +321,42 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 	}
 	p.acc = accScan
 	return p.finish(), nil
+}
+
+// restOf notes what of the where the access leaves to the row filter,
+// held(i) telling the terms it holds true already for every row it
+// reaches: an id lookup its id term (each id reached equals the term's
+// constant, or one in its list), a @sorted walk the exact comparisons
+// (cmpTerm.exact) on its field, which its bounds are the tightest of.
+// With every term held the rows need no filter; with one other, a
+// comparison or an in, that one alone filters them: an and whose other
+// terms are true answers it, and runs it on every row, so its value and
+// its errors are the same. Anything else keeps the whole where.
+//
+// A claim's `where run_at <= now()` and an ack's `where id = $1 and owner
+// = $2` are then no evaluation and one comparison a row, not two and
+// three.
+func (p *plan) restOf(terms []fenecql.Expr, held func(i int) bool) {
+	var rest fenecql.Expr
+	for i, t := range terms {
+		if held(i) {
+			continue
+		}
+		if rest != nil {
+			return
+		}
+		rest = t
+	}
+	switch r := rest.(type) {
+	case nil, *fenecql.In:
+	case *fenecql.Binary:
+		if _, ok := flip(r.Op); !ok && r.Op != fenecql.OpNe {
+			return
+		}
+	default:
+		return
+	}
+	p.rest, p.reduced = rest, true
 }
 
 // fieldRange is the range a statement's comparisons put on one @sorted
