@@ -14,9 +14,10 @@ import (
 
 // BenchmarkClaimLayout times the claim of ten as queue-bench's claim part
 // does (bench/cmd/queuebench/process.go): each claim's jobs deleted by id
-// and as many new ones put. The fill is queue-bench's too: batches of
-// 5000 jobs made at once, each batch's run_at one a millisecond over the
-// same five seconds, so in run_at order consecutive jobs come from
+// and as many new ones put. The fill is the one queue-bench had until its
+// fill was made one run (bench's TestTopInOrder): batches of 5000 jobs
+// made at once, each batch's run_at one a millisecond over the same five
+// seconds, so in run_at order consecutive jobs come from
 // different batches, ids 5000 apart (spread); or one run_at a job in id
 // order (inorder), as jobs enqueued over time are. spread-warm reads the
 // claim's rows, untimed, just before it: what the claim costs when its

@@ -239,7 +239,6 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		return explainResult(p, len(docs)), nil
 	}
 	t.taken += len(docs)
-	t.readAhead += readAhead(docs)
 	written := docs // each row is replaced by itself as written
 	for i, d := range docs {
 		if i%checkEvery == checkEvery-1 {
@@ -265,21 +264,6 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		err = fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "%s; skipped a row: %s", err.Error(), sp.skipped)
 	}
 	return r, err
-}
-
-// readAhead reads each picked document's first and last values before
-// any is patched, and answers a sum of their kinds only so the reads are
-// kept. The reads do not wait on one another, so a claim's ten documents,
-// out of the cache in a large queue, come in from memory together rather
-// than one per row as each is patched and written: 4–6 % off a claim of
-// ten over a million jobs (BenchmarkClaimLayout's spread layout).
-func readAhead(docs []*Doc) (n int) {
-	for _, d := range docs {
-		if k := len(d.Vals); k > 0 {
-			n += int(d.Vals[0].Kind()) + int(d.Vals[k-1].Kind())
-		}
-	}
-	return n
 }
 
 // setFields checks a set's patch and answers the field each entry writes,

@@ -36,8 +36,6 @@ type tx struct {
 	// allocation (plan.room).
 	docRoom   [16]*Doc
 	fieldRoom [8]int
-	// readAhead is readAhead's sums (exec.go), kept only so its reads are.
-	readAhead int
 	// The clauses last found sound in a collection (pick).
 	checked   *fenecql.Clauses
 	checkedIn *Collection
