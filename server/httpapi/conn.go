@@ -158,6 +158,9 @@ func (s *HTTPServer) stop() {
 		return
 	}
 	close(s.done)
+	// The hand-over closes here too: net/http's Shutdown may come before
+	// its Serve has taken the listener, and then never closes it.
+	s.handoff.Close()
 	if s.ln != nil {
 		s.ln.Close()
 	}
