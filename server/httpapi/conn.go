@@ -435,8 +435,17 @@ func (c *conn) readHead() (headVerdict, error) {
 		n, err := c.readConn(c.buf[c.w:])
 		c.w += n
 		if err != nil {
-			if n > 0 && stripped {
-				if v := c.hd.scan(c.buf[c.r:c.w]); v != headMore {
+			b := c.buf[c.r:c.w]
+			if !stripped {
+				// Fewer than 4 bytes and the end: net/http drops the CR
+				// and LF among them too.
+				for len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
+					b = b[1:]
+					c.r++
+				}
+			}
+			if len(b) > 0 {
+				if v := c.hd.scan(b); v != headMore {
 					return v, nil
 				}
 			}
