@@ -32,6 +32,7 @@ type HTTPServer struct {
 	errorLog *log.Logger
 
 	readHeaderTimeout, readTimeout, writeTimeout, idleTimeout time.Duration
+	watchAfter                                                time.Duration
 
 	closing atomic.Bool
 	done    chan struct{} // closed by Shutdown and Close: stops the sweeper
@@ -61,6 +62,7 @@ func newHTTPServer(h http.Handler, fallback *http.Server) *HTTPServer {
 		writeTimeout: fallback.WriteTimeout,
 		done:         make(chan struct{}),
 		conns:        map[*conn]struct{}{},
+		watchAfter:   watchAfter,
 		// Unset, the header and idle timeouts are the read timeout, as
 		// in net/http.
 		readHeaderTimeout: cmp.Or(fallback.ReadHeaderTimeout, fallback.ReadTimeout),
@@ -186,7 +188,7 @@ func (s *HTTPServer) closeIdle() bool {
 
 // sweep watches the connections of requests running past watchAfter.
 func (s *HTTPServer) sweep() {
-	t := time.NewTicker(watchAfter / 2)
+	t := time.NewTicker(s.watchAfter / 2)
 	defer t.Stop()
 	for {
 		select {
@@ -198,7 +200,7 @@ func (s *HTTPServer) sweep() {
 		s.mu.Lock()
 		for c := range s.conns {
 			c.mu.Lock()
-			if c.inRequest && now.Sub(c.started) >= watchAfter {
+			if c.inRequest && now.Sub(c.started) >= s.watchAfter {
 				c.startWatch()
 			}
 			c.mu.Unlock()

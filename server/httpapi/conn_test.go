@@ -25,7 +25,7 @@ type connTest struct {
 	lean, bare string // the two addresses
 }
 
-func newConnTest(t *testing.T, timeouts func(*http.Server)) *connTest {
+func newConnTest(t *testing.T, timeouts func(*http.Server), edits ...func(*HTTPServer)) *connTest {
 	t.Helper()
 	ts := newTestServer(t, ":memory:", nil)
 	fallback := &http.Server{Handler: ts.Server, ReadHeaderTimeout: ReadHeaderTimeout, ReadTimeout: ReadTimeout,
@@ -34,6 +34,9 @@ func newConnTest(t *testing.T, timeouts func(*http.Server)) *connTest {
 		timeouts(fallback)
 	}
 	srv := newHTTPServer(ts.Server, fallback)
+	for _, edit := range edits {
+		edit(srv)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -411,9 +414,10 @@ func heldIn(t *testing.T, ts *testServer) int {
 }
 
 // TestConnHeldClaimGone: a held claim whose client closes its connection
-// stops holding at once, and takes no job put after.
+// stops holding at once — its own watch, not the one of requests running
+// long, which is put off here — and takes no job put after.
 func TestConnHeldClaimGone(t *testing.T) {
-	ct := newConnTest(t, nil)
+	ct := newConnTest(t, nil, func(s *HTTPServer) { s.watchAfter = time.Hour })
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	c, err := net.Dial("tcp", ct.lean)
 	if err != nil {
