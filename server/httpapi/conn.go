@@ -745,6 +745,9 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 // its Content-Length; a longer one is sent as it comes, chunked.
 const maxBuffered = 64 << 10
 
+// keptBuffer is the most room a connection keeps for its next answer.
+const keptBuffer = 8 << 10
+
 // response is the ResponseWriter of a request served here. It holds the
 // head and body and writes them in one write once the handler returns,
 // with the headers net/http would add (Content-Length, Content-Type
@@ -777,8 +780,12 @@ func (w *response) reset(c *conn, req *http.Request, now time.Time) {
 	}
 	clear(h)
 	*w = response{c: c, req: req, started: now, header: h, cl: -1, head: w.head[:0], body: w.body[:0]}
-	if cap(w.body) > maxBuffered {
+	// An idle connection keeps no large answer's room.
+	if cap(w.body) > keptBuffer {
 		w.body = nil
+	}
+	if cap(w.head) > keptBuffer {
+		w.head = nil
 	}
 }
 

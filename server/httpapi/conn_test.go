@@ -484,3 +484,43 @@ func TestConnPanic(t *testing.T) {
 		t.Fatalf("after a panic: %q %v", rs[0].body, rs[0].Header)
 	}
 }
+
+// TestConnLargeAnswer: an answer past what is held is sent as it comes —
+// with the handler's Content-Length, else chunked — the same bytes as
+// net/http's, and the connection serves on.
+func TestConnLargeAnswer(t *testing.T) {
+	ct := newConnTest(t, nil)
+	ct.c.MustQuery("create collection big (s text)")
+	ct.c.MustQuery(`put big [` + strings.Repeat(`{s: "`+strings.Repeat("x", 200)+`"},`, 999) + `{s: "y"}]`)
+	raw := post("/query", `{"query":"get big select s"}`) + health
+	lean := exchangeAnswers(t, ct.lean, raw, "POST", "GET")
+	bare := exchangeAnswers(t, ct.bare, raw, "POST", "GET")
+	if len(lean[0].body) < maxBuffered || lean[0].body != bare[0].body || lean[0].ContentLength != int64(len(lean[0].body)) || lean[1].StatusCode != 200 {
+		t.Fatalf("%d bytes (net/http: %d), length %d, then %d", len(lean[0].body), len(bare[0].body), lean[0].ContentLength, lean[1].StatusCode)
+	}
+
+	piece := strings.Repeat("z", 40<<10)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/flush" {
+			io.WriteString(w, "a")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "b")
+			return
+		}
+		for range 3 {
+			io.WriteString(w, piece)
+		}
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /flush HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "GET")
+	for i, want := range []string{piece + piece + piece, "ab"} {
+		if rs[i].body != want || len(rs[i].TransferEncoding) != 1 || rs[i].TransferEncoding[0] != "chunked" {
+			t.Errorf("answer %d: %d bytes, sent %v", i, len(rs[i].body), rs[i].TransferEncoding)
+		}
+	}
+}
