@@ -524,3 +524,40 @@ func TestConnLargeAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestConnSlowBody: a body sent too slowly is cut off at the read timeout
+// of its request: answered 400, the connection closed, nothing run.
+func TestConnSlowBody(t *testing.T) {
+	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout, s.ReadTimeout = 200*time.Millisecond, 400*time.Millisecond })
+	ct.c.MustQuery("create collection jobs (n int)")
+	seq := ct.db.Seq()
+	c, err := net.Dial("tcp", ct.lean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw := post("/query", `{"query":"put jobs {n: 1}"}`)
+	split := strings.Index(raw, "\r\n\r\n") + 4
+	io.WriteString(c, raw[:split])
+	start := time.Now()
+	closed := make(chan string, 1)
+	go func() {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		closed <- string(b)
+	}()
+	for _, b := range []byte(raw[split:]) {
+		if _, err := c.Write([]byte{b}); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := <-closed
+	rs, err := parseAnswers(out, []string{"POST"})
+	if took := time.Since(start); err != nil || rs[0].StatusCode != 400 || !rs[0].Close || took > 1200*time.Millisecond {
+		t.Fatalf("slow body: %q after %v", out, took)
+	}
+	if ct.db.Seq() != seq {
+		t.Fatal("a request whose body came too slowly ran")
+	}
+}
