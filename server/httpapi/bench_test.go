@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 
 // benchServe serves a database in dir on a loopback port it prints, until
 // its standard input closes. It serves as fenec serve does: the same
-// collector settings (TuneGC), http.Server (NewHTTPServer) and connection
-// check (ServeGuarded), so that its figures are the binary's.
+// collector settings (TuneGC) and connection server (NewHTTPServer,
+// ServeGuarded), so that its figures are the binary's.
 func benchServe(dir, sync string) error {
 	TuneGC()
 	mode, err := store.ParseSync(sync)

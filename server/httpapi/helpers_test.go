@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"context"
-	"net/http/httptest"
+	"log/slog"
+	"net"
+	"net/http"
 	"testing"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -10,7 +12,8 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
 
-// testServer is a Server over a database of its own, behind httptest.
+// testServer is a Server over a database of its own, served as fenec
+// serve serves it (NewHTTPServer) on a loopback port.
 type testServer struct {
 	*Server
 	db    *engine.DB
@@ -44,12 +47,9 @@ func newTestServerOn(t *testing.T, opts engine.Options, edit func(*Config)) *tes
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() {
-		hs.Close()
-		db.Close()
-	})
-	return &testServer{Server: s, db: db, clock: clk, c: &apitest.Client{T: t, Base: hs.URL, Token: cfg.Token}}
+	base := serveLean(t, s)
+	t.Cleanup(func() { db.Close() })
+	return &testServer{Server: s, db: db, clock: clk, c: &apitest.Client{T: t, Base: base, Token: cfg.Token}}
 }
 
 // contextDone answers a context already cancelled.
@@ -57,4 +57,24 @@ func contextDone() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return ctx, cancel
+}
+
+// serveLean serves h as fenec serve does (NewHTTPServer, ServeGuarded) on
+// a loopback port until the test ends, and answers its base URL.
+func serveLean(t testing.TB, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := NewHTTPServer(h, slog.New(slog.DiscardHandler))
+	served := make(chan error, 1)
+	go func() { served <- ServeGuarded(srv, ln) }()
+	t.Cleanup(func() {
+		srv.Close()
+		if err := <-served; err != http.ErrServerClosed {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String()
 }

@@ -229,6 +229,15 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
+	if req.wait != nil {
+		// A held claim must stop holding when its client goes away, not
+		// take a job nobody will work on: on a connection served by
+		// HTTPServer the request's context is only watched when asked
+		// (conn.go); under net/http it always is.
+		if wt, ok := watcherOf(w); ok {
+			defer wt.watch()()
+		}
+	}
 	// Reads write nothing, so a key on them only has them run again.
 	if req.key == "" || !req.write {
 		rs, err := s.execute(r.Context(), req, nil)
@@ -460,4 +469,22 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// watcher is a ResponseWriter whose request's context ends when its
+// client goes away only once watch is called; stop ends the watching.
+type watcher interface{ watch() (stop func()) }
+
+// watcherOf finds the watcher under w's wrappers, if any.
+func watcherOf(w http.ResponseWriter) (watcher, bool) {
+	for {
+		if wt, ok := w.(watcher); ok {
+			return wt, true
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil, false
+		}
+		w = u.Unwrap()
+	}
 }

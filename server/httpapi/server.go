@@ -395,8 +395,8 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets http.ResponseController reach the connection (a held claim
-// flushes and watches it).
+// Unwrap lets a held claim reach the connection's watch (watcherOf), and
+// http.ResponseController the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SweepKeys deletes expired idempotency keys now and then every interval,

@@ -16,23 +16,25 @@ const (
 	IdleTimeout       = 120 * time.Second
 )
 
-// NewHTTPServer answers the http.Server that fenec serve runs h under, its
-// errors logged to log at warning level. Serve it on a listener wrapped by
-// GuardFraming (ServeGuarded does both). The package's benchmarks serve
-// through it too, so that their figures are the binary's.
-func NewHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
-	return &http.Server{
+// NewHTTPServer answers the server that fenec serve runs h under, its
+// errors logged to log at warning level: connections served by HTTPServer
+// (conn.go), the odd ones by net/http under the same timeouts. Serve it
+// with ServeGuarded. The package's benchmarks serve through it too, so
+// that their figures are the binary's.
+func NewHTTPServer(h http.Handler, log *slog.Logger) *HTTPServer {
+	return newHTTPServer(h, &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		ReadTimeout:       ReadTimeout,
 		WriteTimeout:      WriteTimeout,
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	})
 }
 
-// ServeGuarded serves srv on ln with every connection checked by
-// GuardFraming, until srv is shut down or ln closed.
-func ServeGuarded(srv *http.Server, ln net.Listener) error {
-	return srv.Serve(GuardFraming(ln))
+// ServeGuarded serves srv on ln until srv is shut down or ln closed. The
+// connections handed to net/http are checked by GuardFraming; those served
+// by HTTPServer itself carry no Transfer-Encoding.
+func ServeGuarded(srv *HTTPServer, ln net.Listener) error {
+	return srv.Serve(ln)
 }
