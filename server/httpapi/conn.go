@@ -350,6 +350,9 @@ func (c *conn) serve() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		if c.body.left.Load() > 0 && c.state.Load() != stateClosed {
+			c.closeWriteAndWait()
+		}
 		c.close()
 	}()
 	// A new connection's first head is due within the header timeout, as
@@ -382,6 +385,21 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// rstAvoidanceDelay is how long a connection closed with its request's
+// body unread waits after its answer, as net/http's closeWriteAndWait.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+// closeWriteAndWait ends the connection's writes and waits a while before
+// it is closed: closed at once with the client's bytes unread, TCP resets
+// it, and the client's side may drop the answer (a body past --max-body
+// would then get a reset rather than its 413) — RFC 9112 §9.6.
+func (c *conn) closeWriteAndWait() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
 }
 
 func isTimeout(err error) bool {

@@ -561,3 +561,22 @@ func TestConnSlowBody(t *testing.T) {
 		t.Fatal("a request whose body came too slowly ran")
 	}
 }
+
+// TestConnBodyTooLarge: a body past --max-body, which the server does not
+// read off, is answered 413 to a client still sending it — not reset by
+// the connection's close (as net/http, which waits before closing).
+func TestConnBodyTooLarge(t *testing.T) {
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = 1 << 10 })
+	body := strings.Repeat("x", 4<<20)
+	for i := range 5 {
+		res, err := http.Post(ts.c.Base+"/query", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 413 || !strings.Contains(string(b), `"too_large"`) || !res.Close {
+			t.Fatalf("attempt %d: %d %q close %v", i, res.StatusCode, b, res.Close)
+		}
+	}
+}
