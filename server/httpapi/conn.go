@@ -632,6 +632,14 @@ func (c *conn) startWatch() {
 	}()
 }
 
+// gone reports whether the watch's read failed: the client is gone. A
+// streamed answer asks while the watch may run.
+func (c *conn) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bgErr != nil
+}
+
 // stopWatch ends the request's watch, if any, and waits for its read.
 func (c *conn) stopWatch() {
 	c.mu.Lock()

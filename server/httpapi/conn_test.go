@@ -580,3 +580,35 @@ func TestConnBodyTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// TestConnWatchStreaming: a long request, watched, whose client goes away
+// while its answer streams out — no data race between the watch and the
+// answer (go test -race), and the server serves on.
+func TestConnWatchStreaming(t *testing.T) {
+	piece := strings.Repeat("z", maxBuffered+1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond) // past watchAfter: watched
+		io.WriteString(w, piece)
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond)
+	c.(*net.TCPConn).CloseWrite() // the watch reads the end
+	rs := answersIn(t, readFor(c, 2*time.Second), "GET")
+	if rs[0].body != piece || !rs[0].Close {
+		t.Fatalf("%d bytes, close %v", len(rs[0].body), rs[0].Close)
+	}
+	if rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET"); rs[0].body != piece {
+		t.Fatalf("then %d bytes", len(rs[0].body))
+	}
+}

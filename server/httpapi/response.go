@@ -212,7 +212,7 @@ func (w *response) send(p []byte) (int, error) {
 // closes after the answer, as net/http does.
 func (w *response) prepareClose() {
 	c := w.c
-	if w.req.Close || c.s.closing.Load() || c.bgErr != nil {
+	if w.req.Close || c.s.closing.Load() || c.gone() {
 		w.closeAfter = true
 	}
 	if !w.closeAfter && !c.body.discard() {
