@@ -176,10 +176,10 @@ func (s *HTTPServer) closeIdle() bool {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		st := c.state.Load()
-		if st == stateNew && time.Since(c.accepted) > 5*time.Second {
-			st = stateIdle
+		if st == stateNew && time.Since(c.accepted) <= 5*time.Second {
+			continue // it may be sending its first request
 		}
-		if st == stateIdle && c.state.CompareAndSwap(stateIdle, stateClosed) || st == stateNew && c.state.CompareAndSwap(stateNew, stateClosed) {
+		if (st == stateIdle || st == stateNew) && c.state.CompareAndSwap(st, stateClosed) {
 			c.rwc.Close()
 		}
 	}

@@ -612,3 +612,56 @@ func TestConnWatchStreaming(t *testing.T) {
 		t.Fatalf("then %d bytes", len(rs[0].body))
 	}
 }
+
+// TestConnShutdownNew: at Shutdown, as net/http, a connection that has
+// sent nothing yet is left 5 s for its first request — answered, with
+// Connection: close — and one silent longer is closed at once.
+func TestConnShutdownNew(t *testing.T) {
+	ct := newConnTest(t, nil)
+	old, err := net.Dial("tcp", ct.lean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	time.Sleep(5100 * time.Millisecond)
+	young, err := net.Dial("tcp", ct.lean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer young.Close()
+	awaitConns(t, ct.srv, 2)
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		shut <- ct.srv.Shutdown(ctx)
+	}()
+	old.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := old.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
+		t.Fatalf("the silent connection: %d %v, want it closed", n, err)
+	}
+	io.WriteString(young, health)
+	rs := answersIn(t, readFor(young, time.Second), "GET")
+	if rs[0].StatusCode != 200 || !rs[0].Close {
+		t.Fatalf("the new connection: %d close %v", rs[0].StatusCode, rs[0].Close)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitConns waits until srv serves n connections itself.
+func awaitConns(t *testing.T, srv *HTTPServer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		srv.mu.Lock()
+		have := len(srv.conns)
+		srv.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want %d", have, n)
+		}
+	}
+}
