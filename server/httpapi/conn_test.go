@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -663,5 +664,111 @@ func awaitConns(t *testing.T, srv *HTTPServer, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d connections, want %d", have, n)
 		}
+	}
+}
+
+// TestConnNoLeak: once their clients close them, the connections of every
+// path — served here, handed to net/http, a held claim gone, a body cut
+// short — leave no goroutine behind (TestConnLongRequest: a watched one).
+func TestConnNoLeak(t *testing.T) {
+	ct := newConnTest(t, nil)
+	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	chunked := "POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"1a\r\n{\"query\":\"get jobs count\"}\r\n0\r\n\r\n"
+	held := post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n")
+	raws := []string{health + health, health + chunked, held, health + held, post("/query", `{"query":"get jobs count"}`)[:60]}
+	for range 3 {
+		var conns []net.Conn
+		for _, raw := range raws {
+			c, err := net.Dial("tcp", ct.lean)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, raw)
+			conns = append(conns, c)
+		}
+		awaitHeldIn(t, ct.testServer, 2)
+		time.Sleep(100 * time.Millisecond) // past watchAfter: the long ones are watched
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	awaitHeldIn(t, ct.testServer, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnLongRequest: a request running past watchAfter is watched: its
+// context ends when its client goes away, not when the client pipelines
+// its next request (answered after it, its first byte read by the watch),
+// and no goroutine is left once the connections close.
+func TestConnLongRequest(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/long" {
+			io.WriteString(w, "ok")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(time.Second):
+			cancelled <- false
+		}
+		io.WriteString(w, "long")
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	time.Sleep(10 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	long := "GET /long HTTP/1.1\r\nHost: x\r\n\r\n"
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, long)
+	time.Sleep(150 * time.Millisecond)
+	start := time.Now()
+	c.Close()
+	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("a long request's client gone: its context ended %v, after %v", false, time.Since(start))
+	}
+
+	c, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, long)
+	time.Sleep(150 * time.Millisecond)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if <-cancelled {
+		t.Fatal("a pipelined request ended the long one")
+	}
+	rs := answersIn(t, readFor(c, 500*time.Millisecond), "GET", "GET")
+	if rs[0].body != "long" || rs[1].body != "ok" {
+		t.Fatalf("%q then %q", rs[0].body, rs[1].body)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
