@@ -810,3 +810,63 @@ func TestConnBodyRoom(t *testing.T) {
 		t.Fatalf("after a body cut short: %s", r.Body)
 	}
 }
+
+// TestConnSameAnswers: requests HTTPServer reads itself get the answers
+// net/http gives them — status, headers (Date aside), body, whether the
+// connection closes — and the request after them on the connection too.
+func TestConnSameAnswers(t *testing.T) {
+	ct := newConnTest(t, nil)
+	ct.c.MustQuery("create collection jobs (n int)")
+	q := `{"query":"get jobs count"}`
+	cases := []struct {
+		name, raw string
+		methods   []string
+	}{
+		{"GET with a body", "GET /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"GET"}},
+		{"HEAD with a body", "HEAD /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"HEAD"}},
+		{"leading zeros", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 00" + itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
+		{"zero length", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", []string{"POST"}},
+		{"no length", "POST /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}},
+		{"close", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n", []string{"GET"}},
+		{"keep-alive", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: Keep-Alive\r\n\r\n", []string{"GET"}},
+		{"no route", "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", []string{"GET"}},
+		{"method not allowed", "DELETE /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"DELETE"}},
+		{"bad JSON", post("/query", `{"query":`), []string{"POST"}},
+		{"bad query", post("/query", `{"query":"get nowhere"}`), []string{"POST"}},
+		{"query string", "GET /_health?x=%20y&z HTTP/1.1\r\nHost: x\r\nPragma: no-cache\r\n\r\n", []string{"GET"}},
+		{"preflight", "OPTIONS /query HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\nAccess-Control-Request-Method: POST\r\n\r\n", []string{"OPTIONS"}},
+		{"HEAD", "HEAD /_metrics HTTP/1.1\r\nHost: x\r\n\r\n", []string{"HEAD"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ct.srv.handoffs.Load()
+			methods, raw := tc.methods, tc.raw
+			if tc.name != "close" {
+				methods, raw = append(methods, "GET"), raw+health
+			}
+			lean := exchangeAnswers(t, ct.lean, raw, methods...)
+			bare := exchangeAnswers(t, ct.bare, raw, methods...)
+			if len(lean) != len(bare) {
+				t.Fatalf("HTTPServer %d answers, net/http %d", len(lean), len(bare))
+			}
+			for i := range bare {
+				l, b := lean[i], bare[i]
+				l.Header.Del("Date")
+				b.Header.Del("Date")
+				if l.Request.Method == "HEAD" && b.ContentLength < 0 && l.ContentLength > 2048 {
+					// net/http gives a HEAD the length a GET would have
+					// only up to 2 kB; HTTPServer gives it always.
+					l.Header.Del("Content-Length")
+					l.ContentLength = -1
+				}
+				if l.Status != b.Status || !reflect.DeepEqual(l.Header, b.Header) || l.Close != b.Close || l.ContentLength != b.ContentLength || l.body != b.body {
+					t.Errorf("answer %d:\nHTTPServer %s %v close %v length %d %q\nnet/http   %s %v close %v length %d %q", i,
+						l.Status, l.Header, l.Close, l.ContentLength, l.body, b.Status, b.Header, b.Close, b.ContentLength, b.body)
+				}
+			}
+			if ct.srv.handoffs.Load() != before {
+				t.Error("handed to net/http")
+			}
+		})
+	}
+}
