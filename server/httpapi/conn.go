@@ -410,25 +410,36 @@ func isTimeout(err error) bool {
 // readHead reads until buf[r:] starts with a whole head in the subset, or
 // with bytes that are not one, or the connection fails.
 func (c *conn) readHead() (headVerdict, error) {
-	stripped := c.lastMethod != http.MethodPost
+	// As net/http, a request after the first is read once 4 of its bytes
+	// have come: fewer, then the end, close the connection unanswered.
+	peeked := c.state.Load() == stateNew
 	var headStart time.Time
+	var rerr error
 	for {
 		b := c.buf[c.r:c.w]
-		if !stripped && len(b) >= 4 {
-			// As net/http: a client may follow a POST's body with a stray
-			// CRLF (RFC 9112 §2.2).
-			n := 0
-			for n < 4 && (b[n] == '\r' || b[n] == '\n') {
-				n++
+		if !peeked && len(b) >= 4 {
+			peeked = true
+			if c.lastMethod == http.MethodPost {
+				// As net/http: a client may follow a POST's body with a
+				// stray CRLF (RFC 9112 §2.2).
+				n := 0
+				for n < 4 && (b[n] == '\r' || b[n] == '\n') {
+					n++
+				}
+				c.r += n
+				b = b[n:]
 			}
-			c.r += n
-			b = b[n:]
-			stripped = true
 		}
-		if stripped && len(b) > 0 {
+		if peeked && len(b) > 0 {
 			if v := c.hd.scan(b); v != headMore {
 				return v, nil
 			}
+		}
+		if rerr != nil {
+			if !peeked {
+				c.r = c.w // not 4 bytes: dropped, not handed over
+			}
+			return headMore, rerr
 		}
 		if len(b) == len(c.buf) {
 			return headOdd, nil // a head past the buffer: net/http's
@@ -454,23 +465,7 @@ func (c *conn) readHead() (headVerdict, error) {
 		}
 		n, err := c.readConn(c.buf[c.w:])
 		c.w += n
-		if err != nil {
-			b := c.buf[c.r:c.w]
-			if !stripped {
-				// Fewer than 4 bytes and the end: net/http drops the CR
-				// and LF among them too.
-				for len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
-					b = b[1:]
-					c.r++
-				}
-			}
-			if len(b) > 0 {
-				if v := c.hd.scan(b); v != headMore {
-					return v, nil
-				}
-			}
-			return headMore, err
-		}
+		rerr = err
 	}
 }
 
