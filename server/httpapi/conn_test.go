@@ -149,7 +149,7 @@ func exchangeAnswers(t *testing.T, addr, raw string, methods ...string) []answer
 
 func post(path, body string, extra ...string) string {
 	return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + strings.Join(extra, "") +
-		"Content-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
 const health = "GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -789,7 +789,7 @@ func TestConnBodyRoom(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+itoa(maxBody)+"\r\n\r\n{")
+		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
 	}
 	time.Sleep(300 * time.Millisecond) // the handlers wait for the bodies
 	runtime.GC()
@@ -824,7 +824,7 @@ func TestConnSameAnswers(t *testing.T) {
 	}{
 		{"GET with a body", "GET /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"GET"}},
 		{"HEAD with a body", "HEAD /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"HEAD"}},
-		{"leading zeros", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 00" + itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
+		{"leading zeros", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 00" + strconv.Itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
 		{"zero length", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", []string{"POST"}},
 		{"no length", "POST /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}},
 		{"close", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n", []string{"GET"}},
