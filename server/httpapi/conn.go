@@ -35,7 +35,8 @@ type HTTPServer struct {
 	watchAfter                                                time.Duration
 
 	closing atomic.Bool
-	done    chan struct{} // closed by Shutdown and Close: stops the sweeper
+	done    chan struct{} // closed once Shutdown returns, and by Close: stops the sweeper
+	doneOne sync.Once
 	mu      sync.Mutex
 	ln      net.Listener
 	conns   map[*conn]struct{}
@@ -123,6 +124,9 @@ func (s *HTTPServer) logf(format string, args ...any) {
 // connections handed to net/http included), until ctx ends.
 func (s *HTTPServer) Shutdown(ctx context.Context) error {
 	s.stop()
+	// The requests Shutdown waits for are still watched: a client gone
+	// meanwhile still stops its request.
+	defer s.stopSweep()
 	fell := make(chan error, 1)
 	go func() { fell <- s.fallback.Shutdown(ctx) }()
 	poll := time.Millisecond
@@ -143,6 +147,7 @@ func (s *HTTPServer) Shutdown(ctx context.Context) error {
 // Close closes the listener and every connection at once.
 func (s *HTTPServer) Close() error {
 	s.stop()
+	s.stopSweep()
 	err := s.fallback.Close()
 	s.mu.Lock()
 	for c := range s.conns {
@@ -159,7 +164,6 @@ func (s *HTTPServer) stop() {
 	if s.closing.Swap(true) {
 		return
 	}
-	close(s.done)
 	// The hand-over closes here too: net/http's Shutdown may come before
 	// its Serve has taken the listener, and then never closes it.
 	s.handoff.Close()
@@ -167,6 +171,8 @@ func (s *HTTPServer) stop() {
 		s.ln.Close()
 	}
 }
+
+func (s *HTTPServer) stopSweep() { s.doneOne.Do(func() { close(s.done) }) }
 
 // closeIdle closes the connections waiting for a request (and, as
 // net/http, those that sent nothing for 5 s), and reports whether none

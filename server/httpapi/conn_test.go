@@ -870,3 +870,40 @@ func TestConnSameAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestConnShutdownWatch: during Shutdown, a long request's client that
+// goes away still ends the request's context.
+func TestConnShutdownWatch(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(2 * time.Second):
+			cancelled <- false
+		}
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	awaitConns(t, srv, 1)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	time.Sleep(150 * time.Millisecond) // past watchAfter
+	start := time.Now()
+	c.Close()
+	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("the request of a client gone during Shutdown ran on for %v", time.Since(start))
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
