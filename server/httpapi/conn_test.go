@@ -907,3 +907,39 @@ func TestConnShutdownWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestConnSlowReader: a client that does not read a large answer holds
+// its connection no longer than the write timeout, then the connection
+// and its goroutine are gone.
+func TestConnSlowReader(t *testing.T) {
+	big := strings.Repeat("z", 32<<20)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, big)
+	}), &http.Server{ErrorLog: log.New(io.Discard, "", 0), WriteTimeout: 300 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	time.Sleep(10 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	awaitConns(t, srv, 1)
+	start := time.Now()
+	awaitConns(t, srv, 0)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a client that reads nothing held its connection %v", took)
+	}
+	for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), before)
+		}
+	}
+}
