@@ -53,6 +53,9 @@ func FuzzHeadSubset(f *testing.F) {
 				got.Method, got.URL, got.Proto, got.Host, got.RequestURI, got.ContentLength, got.Close,
 				want.Method, want.URL, want.Proto, want.Host, want.RequestURI, want.ContentLength, want.Close)
 		}
+		if (got.Body == http.NoBody) != (want.Body == http.NoBody) {
+			t.Fatalf("%q: a body here %v, under net/http %v", raw, got.Body != http.NoBody, want.Body != http.NoBody)
+		}
 		want.Header.Del("Host") // net/http's server takes it out, as here
 		if !reflect.DeepEqual(got.Header, want.Header) {
 			t.Fatalf("%q: headers\nhere     %q\nnet/http %q", raw, got.Header, want.Header)
