@@ -356,7 +356,9 @@ func (c *conn) serve() {
 		if c.cancel != nil {
 			c.cancel()
 		}
-		if c.body.left.Load() > 0 && c.state.Load() != stateClosed {
+		if c.body.left.Load() > 0 && c.body.err == nil && c.state.Load() != stateClosed {
+			// A body left unread, not one whose read failed (the client
+			// gone or too slow): as net/http, only then the wait.
 			c.closeWriteAndWait()
 		}
 		c.close()
