@@ -323,8 +323,8 @@ const maxBodyRoom = 64 << 10
 func (s *Server) readBody(r *http.Request, dst []byte) ([]byte, *apiError) {
 	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBody {
 		// The length is known and net/http reads no byte past it: one
-		// buffer of that size, where io.ReadAll would grow one from 512
-		// bytes, copying as it goes.
+		// buffer of that size (up to maxBodyRoom), where io.ReadAll would
+		// grow one from 512 bytes, copying as it goes.
 		body := dst[:0]
 		switch {
 		case int64(cap(body)) >= n:
