@@ -35,7 +35,8 @@ type HTTPServer struct {
 	watchAfter                                                time.Duration
 
 	closing atomic.Bool
-	done    chan struct{} // closed by Shutdown and Close: stops the sweeper
+	done    chan struct{} // closed once Shutdown returns, and by Close: stops the sweeper
+	doneOne sync.Once
 	mu      sync.Mutex
 	ln      net.Listener
 	conns   map[*conn]struct{}
@@ -123,6 +124,9 @@ func (s *HTTPServer) logf(format string, args ...any) {
 // connections handed to net/http included), until ctx ends.
 func (s *HTTPServer) Shutdown(ctx context.Context) error {
 	s.stop()
+	// The requests Shutdown waits for are still watched: a client gone
+	// meanwhile still stops its request.
+	defer s.stopSweep()
 	fell := make(chan error, 1)
 	go func() { fell <- s.fallback.Shutdown(ctx) }()
 	poll := time.Millisecond
@@ -143,6 +147,7 @@ func (s *HTTPServer) Shutdown(ctx context.Context) error {
 // Close closes the listener and every connection at once.
 func (s *HTTPServer) Close() error {
 	s.stop()
+	s.stopSweep()
 	err := s.fallback.Close()
 	s.mu.Lock()
 	for c := range s.conns {
@@ -159,7 +164,6 @@ func (s *HTTPServer) stop() {
 	if s.closing.Swap(true) {
 		return
 	}
-	close(s.done)
 	// The hand-over closes here too: net/http's Shutdown may come before
 	// its Serve has taken the listener, and then never closes it.
 	s.handoff.Close()
@@ -167,6 +171,8 @@ func (s *HTTPServer) stop() {
 		s.ln.Close()
 	}
 }
+
+func (s *HTTPServer) stopSweep() { s.doneOne.Do(func() { close(s.done) }) }
 
 // closeIdle closes the connections waiting for a request (and, as
 // net/http, those that sent nothing for 5 s), and reports whether none
@@ -176,10 +182,10 @@ func (s *HTTPServer) closeIdle() bool {
 	defer s.mu.Unlock()
 	for c := range s.conns {
 		st := c.state.Load()
-		if st == stateNew && time.Since(c.accepted) > 5*time.Second {
-			st = stateIdle
+		if st == stateNew && time.Since(c.accepted) <= 5*time.Second {
+			continue // it may be sending its first request
 		}
-		if st == stateIdle && c.state.CompareAndSwap(stateIdle, stateClosed) || st == stateNew && c.state.CompareAndSwap(stateNew, stateClosed) {
+		if (st == stateIdle || st == stateNew) && c.state.CompareAndSwap(st, stateClosed) {
 			c.rwc.Close()
 		}
 	}
@@ -350,6 +356,11 @@ func (c *conn) serve() {
 		if c.cancel != nil {
 			c.cancel()
 		}
+		if c.body.left.Load() > 0 && c.body.err == nil && c.state.Load() != stateClosed {
+			// A body left unread, not one whose read failed (the client
+			// gone or too slow): as net/http, only then the wait.
+			c.closeWriteAndWait()
+		}
 		c.close()
 	}()
 	// A new connection's first head is due within the header timeout, as
@@ -384,6 +395,21 @@ func (c *conn) serve() {
 	}
 }
 
+// rstAvoidanceDelay is how long a connection closed with its request's
+// body unread waits after its answer, as net/http's closeWriteAndWait.
+const rstAvoidanceDelay = 500 * time.Millisecond
+
+// closeWriteAndWait ends the connection's writes and waits a while before
+// it is closed: closed at once with the client's bytes unread, TCP resets
+// it, and the client's side may drop the answer (a body past --max-body
+// would then get a reset rather than its 413) — RFC 9112 §9.6.
+func (c *conn) closeWriteAndWait() {
+	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	time.Sleep(rstAvoidanceDelay)
+}
+
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
@@ -392,25 +418,36 @@ func isTimeout(err error) bool {
 // readHead reads until buf[r:] starts with a whole head in the subset, or
 // with bytes that are not one, or the connection fails.
 func (c *conn) readHead() (headVerdict, error) {
-	stripped := c.lastMethod != http.MethodPost
+	// As net/http, a request after the first is read once 4 of its bytes
+	// have come: fewer, then the end, close the connection unanswered.
+	peeked := c.state.Load() == stateNew
 	var headStart time.Time
+	var rerr error
 	for {
 		b := c.buf[c.r:c.w]
-		if !stripped && len(b) >= 4 {
-			// As net/http: a client may follow a POST's body with a stray
-			// CRLF (RFC 9112 §2.2).
-			n := 0
-			for n < 4 && (b[n] == '\r' || b[n] == '\n') {
-				n++
+		if !peeked && len(b) >= 4 {
+			peeked = true
+			if c.lastMethod == http.MethodPost {
+				// As net/http: a client may follow a POST's body with a
+				// stray CRLF (RFC 9112 §2.2).
+				n := 0
+				for n < 4 && (b[n] == '\r' || b[n] == '\n') {
+					n++
+				}
+				c.r += n
+				b = b[n:]
 			}
-			c.r += n
-			b = b[n:]
-			stripped = true
 		}
-		if stripped && len(b) > 0 {
+		if peeked && len(b) > 0 {
 			if v := c.hd.scan(b); v != headMore {
 				return v, nil
 			}
+		}
+		if rerr != nil {
+			if !peeked {
+				c.r = c.w // not 4 bytes: dropped, not handed over
+			}
+			return headMore, rerr
 		}
 		if len(b) == len(c.buf) {
 			return headOdd, nil // a head past the buffer: net/http's
@@ -436,23 +473,7 @@ func (c *conn) readHead() (headVerdict, error) {
 		}
 		n, err := c.readConn(c.buf[c.w:])
 		c.w += n
-		if err != nil {
-			b := c.buf[c.r:c.w]
-			if !stripped {
-				// Fewer than 4 bytes and the end: net/http drops the CR
-				// and LF among them too.
-				for len(b) > 0 && (b[0] == '\r' || b[0] == '\n') {
-					b = b[1:]
-					c.r++
-				}
-			}
-			if len(b) > 0 {
-				if v := c.hd.scan(b); v != headMore {
-					return v, nil
-				}
-			}
-			return headMore, err
-		}
+		rerr = err
 	}
 }
 
@@ -612,6 +633,14 @@ func (c *conn) startWatch() {
 		c.mu.Unlock()
 		close(done)
 	}()
+}
+
+// gone reports whether the watch's read failed: the client is gone. A
+// streamed answer asks while the watch may run.
+func (c *conn) gone() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bgErr != nil
 }
 
 // stopWatch ends the request's watch, if any, and waits for its read.

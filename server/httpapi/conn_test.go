@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,7 +149,7 @@ func exchangeAnswers(t *testing.T, addr, raw string, methods ...string) []answer
 
 func post(path, body string, extra ...string) string {
 	return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + strings.Join(extra, "") +
-		"Content-Length: " + itoa(len(body)) + "\r\n\r\n" + body
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
 const health = "GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -559,5 +560,386 @@ func TestConnSlowBody(t *testing.T) {
 	}
 	if ct.db.Seq() != seq {
 		t.Fatal("a request whose body came too slowly ran")
+	}
+}
+
+// TestConnBodyTooLarge: a body past --max-body, which the server does not
+// read off, is answered 413 to a client still sending it — not reset by
+// the connection's close (as net/http, which waits before closing).
+func TestConnBodyTooLarge(t *testing.T) {
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = 1 << 10 })
+	body := strings.Repeat("x", 4<<20)
+	for i := range 5 {
+		res, err := http.Post(ts.c.Base+"/query", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 413 || !strings.Contains(string(b), `"too_large"`) || !res.Close {
+			t.Fatalf("attempt %d: %d %q close %v", i, res.StatusCode, b, res.Close)
+		}
+	}
+}
+
+// TestConnWatchStreaming: a long request, watched, whose client goes away
+// while its answer streams out — no data race between the watch and the
+// answer (go test -race), and the server serves on.
+func TestConnWatchStreaming(t *testing.T) {
+	piece := strings.Repeat("z", maxBuffered+1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(150 * time.Millisecond) // past watchAfter: watched
+		io.WriteString(w, piece)
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(100 * time.Millisecond)
+	c.(*net.TCPConn).CloseWrite() // the watch reads the end
+	rs := answersIn(t, readFor(c, 2*time.Second), "GET")
+	if rs[0].body != piece || !rs[0].Close {
+		t.Fatalf("%d bytes, close %v", len(rs[0].body), rs[0].Close)
+	}
+	if rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET"); rs[0].body != piece {
+		t.Fatalf("then %d bytes", len(rs[0].body))
+	}
+}
+
+// TestConnShutdownNew: at Shutdown, as net/http, a connection that has
+// sent nothing yet is left 5 s for its first request — answered, with
+// Connection: close — and one silent longer is closed at once.
+func TestConnShutdownNew(t *testing.T) {
+	ct := newConnTest(t, nil)
+	old, err := net.Dial("tcp", ct.lean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	time.Sleep(5100 * time.Millisecond)
+	young, err := net.Dial("tcp", ct.lean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer young.Close()
+	awaitConns(t, ct.srv, 2)
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		shut <- ct.srv.Shutdown(ctx)
+	}()
+	old.SetReadDeadline(time.Now().Add(time.Second))
+	if n, err := old.Read(make([]byte, 1)); n != 0 || err == nil || isTimeout(err) {
+		t.Fatalf("the silent connection: %d %v, want it closed", n, err)
+	}
+	io.WriteString(young, health)
+	rs := answersIn(t, readFor(young, time.Second), "GET")
+	if rs[0].StatusCode != 200 || !rs[0].Close {
+		t.Fatalf("the new connection: %d close %v", rs[0].StatusCode, rs[0].Close)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitConns waits until srv serves n connections itself.
+func awaitConns(t *testing.T, srv *HTTPServer, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		srv.mu.Lock()
+		have := len(srv.conns)
+		srv.mu.Unlock()
+		if have == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections, want %d", have, n)
+		}
+	}
+}
+
+// TestConnNoLeak: once their clients close them, the connections of every
+// path — served here, handed to net/http, a held claim gone, a body cut
+// short — leave no goroutine behind (TestConnLongRequest: a watched one).
+func TestConnNoLeak(t *testing.T) {
+	ct := newConnTest(t, nil)
+	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	chunked := "POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+		"1a\r\n{\"query\":\"get jobs count\"}\r\n0\r\n\r\n"
+	held := post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n")
+	raws := []string{health + health, health + chunked, held, health + held, post("/query", `{"query":"get jobs count"}`)[:60]}
+	for range 3 {
+		var conns []net.Conn
+		for _, raw := range raws {
+			c, err := net.Dial("tcp", ct.lean)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.WriteString(c, raw)
+			conns = append(conns, c)
+		}
+		awaitHeldIn(t, ct.testServer, 2)
+		time.Sleep(100 * time.Millisecond) // past watchAfter: the long ones are watched
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	awaitHeldIn(t, ct.testServer, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnLongRequest: a request running past watchAfter is watched: its
+// context ends when its client goes away, not when the client pipelines
+// its next request (answered after it, its first byte read by the watch),
+// and no goroutine is left once the connections close.
+func TestConnLongRequest(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/long" {
+			io.WriteString(w, "ok")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(time.Second):
+			cancelled <- false
+		}
+		io.WriteString(w, "long")
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	time.Sleep(10 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	long := "GET /long HTTP/1.1\r\nHost: x\r\n\r\n"
+
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, long)
+	time.Sleep(150 * time.Millisecond)
+	start := time.Now()
+	c.Close()
+	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("a long request's client gone: its context ended %v, after %v", false, time.Since(start))
+	}
+
+	c, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, long)
+	time.Sleep(150 * time.Millisecond)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if <-cancelled {
+		t.Fatal("a pipelined request ended the long one")
+	}
+	rs := answersIn(t, readFor(c, 500*time.Millisecond), "GET", "GET")
+	if rs[0].body != "long" || rs[1].body != "ok" {
+		t.Fatalf("%q then %q", rs[0].body, rs[1].body)
+	}
+	c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestConnBodyRoom: a client that declares a body of up to --max-body and
+// sends none of it holds little memory: the room for a body grows as its
+// bytes come, not to its declared length at once.
+func TestConnBodyRoom(t *testing.T) {
+	const maxBody, clients = 8 << 20, 8
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = maxBody })
+	addr := strings.TrimPrefix(ts.c.Base, "http://")
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range clients {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
+	}
+	time.Sleep(300 * time.Millisecond) // the handlers wait for the bodies
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > clients*maxBody/16 {
+		t.Fatalf("%d clients that declared %d-byte bodies and sent 1 byte hold %d bytes", clients, maxBody, grew)
+	}
+	// A body past that room is read whole; one cut short runs nothing.
+	ts.c.MustQuery("create collection docs (s text)")
+	big := `{"query":"put docs {s: $1}","params":["` + strings.Repeat("x", 3*maxBodyRoom) + `"]}`
+	if rs := exchangeAnswers(t, addr, post("/query", big), "POST"); rs[0].StatusCode != 200 {
+		t.Fatalf("a %d-byte body: %d %q", len(big), rs[0].StatusCode, rs[0].body)
+	}
+	seq := ts.db.Seq()
+	raw := post("/query", big)
+	exchange(t, addr, raw[:len(raw)-10], true)
+	if r := ts.c.MustQuery("get docs count"); string(r.Body) != "[{\"count\":1}]\n" || ts.db.Seq() != seq {
+		t.Fatalf("after a body cut short: %s", r.Body)
+	}
+}
+
+// TestConnSameAnswers: requests HTTPServer reads itself get the answers
+// net/http gives them — status, headers (Date aside), body, whether the
+// connection closes — and the request after them on the connection too.
+func TestConnSameAnswers(t *testing.T) {
+	ct := newConnTest(t, nil)
+	ct.c.MustQuery("create collection jobs (n int)")
+	q := `{"query":"get jobs count"}`
+	cases := []struct {
+		name, raw string
+		methods   []string
+	}{
+		{"GET with a body", "GET /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"GET"}},
+		{"HEAD with a body", "HEAD /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"HEAD"}},
+		{"leading zeros", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 00" + strconv.Itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
+		{"zero length", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", []string{"POST"}},
+		{"no length", "POST /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}},
+		{"close", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n", []string{"GET"}},
+		{"keep-alive", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: Keep-Alive\r\n\r\n", []string{"GET"}},
+		{"no route", "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", []string{"GET"}},
+		{"method not allowed", "DELETE /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"DELETE"}},
+		{"bad JSON", post("/query", `{"query":`), []string{"POST"}},
+		{"bad query", post("/query", `{"query":"get nowhere"}`), []string{"POST"}},
+		{"query string", "GET /_health?x=%20y&z HTTP/1.1\r\nHost: x\r\nPragma: no-cache\r\n\r\n", []string{"GET"}},
+		{"preflight", "OPTIONS /query HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\nAccess-Control-Request-Method: POST\r\n\r\n", []string{"OPTIONS"}},
+		{"HEAD", "HEAD /_metrics HTTP/1.1\r\nHost: x\r\n\r\n", []string{"HEAD"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := ct.srv.handoffs.Load()
+			methods, raw := tc.methods, tc.raw
+			if tc.name != "close" {
+				methods, raw = append(methods, "GET"), raw+health
+			}
+			lean := exchangeAnswers(t, ct.lean, raw, methods...)
+			bare := exchangeAnswers(t, ct.bare, raw, methods...)
+			if len(lean) != len(bare) {
+				t.Fatalf("HTTPServer %d answers, net/http %d", len(lean), len(bare))
+			}
+			for i := range bare {
+				l, b := lean[i], bare[i]
+				l.Header.Del("Date")
+				b.Header.Del("Date")
+				if l.Request.Method == "HEAD" && b.ContentLength < 0 && l.ContentLength > 2048 {
+					// net/http gives a HEAD the length a GET would have
+					// only up to 2 kB; HTTPServer gives it always.
+					l.Header.Del("Content-Length")
+					l.ContentLength = -1
+				}
+				if l.Status != b.Status || !reflect.DeepEqual(l.Header, b.Header) || l.Close != b.Close || l.ContentLength != b.ContentLength || l.body != b.body {
+					t.Errorf("answer %d:\nHTTPServer %s %v close %v length %d %q\nnet/http   %s %v close %v length %d %q", i,
+						l.Status, l.Header, l.Close, l.ContentLength, l.body, b.Status, b.Header, b.Close, b.ContentLength, b.body)
+				}
+			}
+			if ct.srv.handoffs.Load() != before {
+				t.Error("handed to net/http")
+			}
+		})
+	}
+}
+
+// TestConnShutdownWatch: during Shutdown, a long request's client that
+// goes away still ends the request's context.
+func TestConnShutdownWatch(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(2 * time.Second):
+			cancelled <- false
+		}
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	awaitConns(t, srv, 1)
+	shut := make(chan error, 1)
+	go func() { shut <- srv.Shutdown(context.Background()) }()
+	time.Sleep(150 * time.Millisecond) // past watchAfter
+	start := time.Now()
+	c.Close()
+	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("the request of a client gone during Shutdown ran on for %v", time.Since(start))
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConnSlowReader: a client that does not read a large answer holds
+// its connection no longer than the write timeout, then the connection
+// and its goroutine are gone.
+func TestConnSlowReader(t *testing.T) {
+	big := strings.Repeat("z", 32<<20)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, big)
+	}), &http.Server{ErrorLog: log.New(io.Discard, "", 0), WriteTimeout: 300 * time.Millisecond})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	time.Sleep(10 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	awaitConns(t, srv, 1)
+	start := time.Now()
+	awaitConns(t, srv, 0)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("a client that reads nothing held its connection %v", took)
+	}
+	for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), before)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -69,7 +71,7 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	if code < 100 || code > 999 {
-		panic("invalid WriteHeader code " + itoa(code))
+		panic("invalid WriteHeader code " + strconv.Itoa(code))
 	}
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		// An informational answer goes first, with the headers as now.
@@ -171,7 +173,7 @@ func (w *response) startStream() {
 		out = append(out, "Transfer-Encoding: chunked\r\n"...)
 	} else if bodyAllowed(w.status) {
 		out = append(out, "Content-Length: "...)
-		out = appendInt(out, w.cl)
+		out = strconv.AppendInt(out, w.cl, 10)
 		out = append(out, "\r\n"...)
 	}
 	out = w.appendTail(out, w.body)
@@ -194,7 +196,7 @@ func (w *response) send(p []byte) (int, error) {
 	}
 	var err error
 	if w.chunked() {
-		size := appendHex(make([]byte, 0, 20), uint64(len(p)))
+		size := strconv.AppendUint(make([]byte, 0, 20), uint64(len(p)), 16)
 		size = append(size, "\r\n"...)
 		bufs := net.Buffers{size, p, []byte("\r\n")}
 		_, err = bufs.WriteTo(w.c.rwc)
@@ -212,7 +214,7 @@ func (w *response) send(p []byte) (int, error) {
 // closes after the answer, as net/http does.
 func (w *response) prepareClose() {
 	c := w.c
-	if w.req.Close || c.s.closing.Load() || c.bgErr != nil {
+	if w.req.Close || c.s.closing.Load() || c.gone() {
 		w.closeAfter = true
 	}
 	if !w.closeAfter && !c.body.discard() {
@@ -256,14 +258,14 @@ func (w *response) finish() bool {
 		switch {
 		case w.cl >= 0:
 			out = append(out, "Content-Length: "...)
-			out = appendInt(out, w.cl)
+			out = strconv.AppendInt(out, w.cl, 10)
 			out = append(out, "\r\n"...)
 			if w.req.Method != http.MethodHead && w.written < w.cl {
 				w.closeAfter = true // short of what it declared: as net/http, the connection ends
 			}
 		case w.req.Method != http.MethodHead || w.written > 0:
 			out = append(out, "Content-Length: "...)
-			out = appendInt(out, w.written)
+			out = strconv.AppendInt(out, w.written, 10)
 			out = append(out, "\r\n"...)
 		}
 	}
@@ -286,13 +288,13 @@ func bodyAllowed(status int) bool {
 func appendStatus(b []byte, code int) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	if text := http.StatusText(code); text != "" {
-		b = appendInt(b, int64(code))
+		b = strconv.AppendInt(b, int64(code), 10)
 		b = append(b, ' ')
 		b = append(b, text...)
 	} else {
 		b = append(b, byte('0'+code/100), byte('0'+code/10%10), byte('0'+code%10))
 		b = append(b, " status code "...)
-		b = appendInt(b, int64(code))
+		b = strconv.AppendInt(b, int64(code), 10)
 	}
 	return append(b, "\r\n"...)
 }
@@ -371,7 +373,7 @@ func appendValue(b []byte, v string) []byte {
 func hasToken(v, token string) bool {
 	for len(v) > 0 {
 		var part string
-		part, v, _ = cut(v, ',')
+		part, v, _ = strings.Cut(v, ",")
 		for len(part) > 0 && (part[0] == ' ' || part[0] == '\t') {
 			part = part[1:]
 		}
@@ -383,46 +385,6 @@ func hasToken(v, token string) bool {
 		}
 	}
 	return false
-}
-
-func cut(s string, sep byte) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == sep {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return s, "", false
-}
-
-func appendInt(b []byte, n int64) []byte {
-	var tmp [20]byte
-	i := len(tmp)
-	if n == 0 {
-		return append(b, '0')
-	}
-	for n > 0 {
-		i--
-		tmp[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return append(b, tmp[i:]...)
-}
-
-func itoa(n int) string { return string(appendInt(nil, int64(n))) }
-
-func appendHex(b []byte, n uint64) []byte {
-	const hex = "0123456789abcdef"
-	if n == 0 {
-		return append(b, '0')
-	}
-	var tmp [16]byte
-	i := len(tmp)
-	for n > 0 {
-		i--
-		tmp[i] = hex[n&15]
-		n >>= 4
-	}
-	return append(b, tmp[i:]...)
 }
 
 // The Date header's value changes once a second: it is made once a second.

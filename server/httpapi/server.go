@@ -315,18 +315,34 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
 }
 
+// maxBodyRoom is the most room taken for a body before its bytes come.
+const maxBodyRoom = 64 << 10
+
 // readBody reads the body whole, under the body limit, into dst's room
 // where it fits.
 func (s *Server) readBody(r *http.Request, dst []byte) ([]byte, *apiError) {
 	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBody {
 		// The length is known and net/http reads no byte past it: one
-		// buffer of that size, where io.ReadAll would grow one from 512
-		// bytes, copying as it goes.
+		// buffer of that size (up to maxBodyRoom), where io.ReadAll would
+		// grow one from 512 bytes, copying as it goes.
 		body := dst[:0]
-		if int64(cap(body)) >= n {
+		switch {
+		case int64(cap(body)) >= n:
 			body = body[:n]
-		} else {
+		case n <= maxBodyRoom:
 			body = make([]byte, n)
+		default:
+			// Past maxBodyRoom the room grows as the bytes come: a client
+			// that declares a large body and sends little holds little.
+			buf := bytes.NewBuffer(make([]byte, 0, maxBodyRoom))
+			_, err := buf.ReadFrom(io.LimitReader(r.Body, n))
+			if err == nil && int64(buf.Len()) < n {
+				err = io.ErrUnexpectedEOF
+			}
+			if err != nil {
+				return nil, badRequest("reading the body: %v", err)
+			}
+			return buf.Bytes(), nil
 		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			return nil, badRequest("reading the body: %v", err)
