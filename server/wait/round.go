@@ -18,7 +18,7 @@ func (h *Hub) loop() {
 		case <-h.timer.C: // a look put off by lookGap
 		}
 		h.rounds.Add(1)
-		next := h.round()
+		next, _ := h.round(false)
 		h.timer.Stop()
 		if !next.IsZero() {
 			h.timer.Reset(time.Until(next))
@@ -29,8 +29,12 @@ func (h *Hub) loop() {
 // round has the head of every line on a written collection look, all under
 // one read lock, and gives the turn to the claim that ranks a row first;
 // the rest stay held and look again once its run is done. It answers when
-// the loop should next wake by itself (zero: only when told).
-func (h *Hub) round() time.Time {
+// the loop should next wake by itself (zero: only when told). With here,
+// the claim given the turn is answered rather than woken, unless its
+// Hold has already stopped: the caller runs it (runHere).
+func (h *Hub) round(here bool) (time.Time, *waiter) {
+	h.rmu.Lock()
+	defer h.rmu.Unlock()
 	h.mu.Lock()
 	now := time.Now()
 	var next time.Time
@@ -105,11 +109,17 @@ func (h *Hub) round() time.Time {
 			}
 		}
 	}
+	var run *waiter
 	if best >= 0 {
-		h.give(lines[best], heads[best])
+		l, w := lines[best], heads[best]
+		if here && w.ctx.Err() == nil {
+			l.running, w.here, run = w, true, w
+		} else {
+			h.give(l, w)
+		}
 	}
 	h.setAlarm()
-	return next
+	return next, run
 }
 
 // setAlarm has the clock call timeMoved when the earliest line whose rows
