@@ -234,11 +234,11 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
-	rs, durable, err := db.RunUnwaited(ctx, ps, opts)
+	rs, wait, err := db.run(ctx, ps, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := durable(); err != nil {
+	if err := db.stored(wait); err != nil {
 		return nil, err
 	}
 	return rs, nil
@@ -251,6 +251,16 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 // nil. A subscriber told of a Write that Joins runs its write so, on the
 // writer's goroutine, and the two writes share one sync (Subscribe).
 func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, durable func() error, err error) {
+	rs, wait, err := db.run(ctx, ps, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rs, func() error { return db.stored(wait) }, nil
+}
+
+// run runs parsed statements up to the store's wait (commitUnwaited); a
+// read answers a nil wait.
+func (db *DB) run(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, wait func() error, err error) {
 	if opts.Timeout > 0 {
 		ctx = &timeLimit{Context: ctx, at: time.Now().Add(opts.Timeout)}
 	}
@@ -270,7 +280,7 @@ func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs
 		defer db.mu.RUnlock()
 		t := &tx{db: db, ctx: ctx}
 		rs, err := t.runAll(ps)
-		return rs, noWait, err
+		return rs, nil, err
 	}
 	return db.commitUnwaited(ctx, func(t *tx) ([]*Result, error) {
 		rs, err := t.runAll(ps)
@@ -304,22 +314,20 @@ func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs
 // unit the store fails to write is undone in memory (storeFailed) and
 // answered unavailable, never as a success.
 func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) ([]*Result, error) {
-	rs, durable, err := db.commitUnwaited(ctx, body)
+	rs, wait, err := db.commitUnwaited(ctx, body)
 	if err != nil {
 		return nil, err
 	}
-	if err := durable(); err != nil {
+	if err := db.stored(wait); err != nil {
 		return nil, err
 	}
 	return rs, nil
 }
 
-func noWait() error { return nil }
-
-// commitUnwaited is commit up to the store's wait: durable waits for the
-// store and answers what commit then answers. The subscribers are told
+// commitUnwaited is commit up to the store's wait, which it answers (nil
+// when nothing went to the store) for stored. The subscribers are told
 // before it returns, on this goroutine.
-func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, durable func() error, err error) {
+func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, wait func() error, err error) {
 	db.mu.Lock()
 	if db.broken != nil {
 		db.mu.Unlock()
@@ -346,7 +354,6 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 	// Capped, so that no one appends into the slab's room after them.
 	undo, changes, touched := t.undo[:len(t.undo):len(t.undo)], t.changes[:len(t.changes):len(t.changes)], t.touched
 	*t = tx{}
-	var wait func() error
 	local := db.repl.r == nil
 	if len(changes) > 0 {
 		if !local {
@@ -377,19 +384,24 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 		joins := local && wait != nil && db.keep && db.opts.Sync.Kind == store.SyncAlways
 		db.written.tellWrite(Write{Colls: touched, Local: local, Joins: joins})
 	}
+	return rs, wait, nil
+}
+
+// stored waits on a write's store wait (commitUnwaited's; nil: none) and
+// answers the write's error: a unit the store failed to write is undone
+// (storeFailed) and answered unavailable.
+func (db *DB) stored(wait func() error) error {
 	if wait == nil {
-		return rs, noWait, nil
-	}
-	return rs, func() error {
-		if err := wait(); err != nil {
-			if isReplication(err) {
-				return err
-			}
-			db.storeFailed(err)
-			return unavailableError(err, "the write was not stored")
-		}
 		return nil
-	}, nil
+	}
+	if err := wait(); err != nil {
+		if isReplication(err) {
+			return err
+		}
+		db.storeFailed(err)
+		return unavailableError(err, "the write was not stored")
+	}
+	return nil
 }
 
 // notify tells the subscribers which collections an undo changed, after
