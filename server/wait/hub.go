@@ -171,9 +171,18 @@ func (h *Hub) written(wr engine.Write) {
 // durable before it answers.
 func (h *Hub) runHere(w *waiter) {
 	start := time.Now()
+	sent := false
+	defer func() {
+		if !sent { // the run panicked: the claim's Hold still gets an answer
+			w.ran <- ran{err: errRunStopped, took: time.Since(start)}
+		}
+	}()
 	rs, durable, err := h.db.RunUnwaited(w.ctx, w.req.Parsed, engine.RunOptions{Meta: w.req.Meta, OnlyIfTakes: true, Timeout: w.req.Timeout})
 	w.ran <- ran{rs: rs, durable: durable, err: err, took: time.Since(start)}
+	sent = true
 }
+
+var errRunStopped = errors.New("the held claim's run stopped on the goroutine of the write that woke it")
 
 // timeMoved is the clock's call at the earliest time a held claim's rows
 // come due: the lines due by now look.
