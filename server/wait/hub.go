@@ -44,8 +44,8 @@ type Hub struct {
 	metrics *Metrics
 
 	// rmu keeps rounds one at a time, whether the loop's or a writer's
-	// (here): a row goes to the best bid only once every claim that could
-	// beat it has looked. It is taken before mu.
+	// (written): a row goes to the best bid only once every claim that
+	// could beat it has looked. It is taken before mu.
 	rmu sync.Mutex
 
 	mu      sync.Mutex
@@ -157,7 +157,14 @@ func (h *Hub) written(wr engine.Write) {
 		h.poke()
 		return
 	}
+	if !h.rmu.TryLock() {
+		// A round is under way: the loop's next one looks for this write
+		// rather than the writer waiting for it.
+		h.poke()
+		return
+	}
 	next, w := h.round(wr.Joins)
+	h.rmu.Unlock()
 	if !next.IsZero() {
 		h.poke() // the loop's timer takes the look put off by lookGap
 	}

@@ -2,6 +2,8 @@ package wait
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,5 +109,78 @@ func TestStoreFailsUnderPutAndWokenClaim(t *testing.T) {
 	f.exec(`put jobs {run_at: now(), attempts: 0}`)
 	if o := h.answer(t, 2*time.Second); o.err != nil || o.answer != `[{"id":1}]` {
 		t.Fatalf("after recovery: %+v", o)
+	}
+}
+
+// TestManyPutsManyHeld: producers put jobs while workers hold claims, take
+// a job each and come back for the next: every job is taken exactly once,
+// by a claim answered with it, and none is left behind — whether a put's
+// round runs on its own goroutine or falls to the loop (a round already
+// under way), and whether or not the claim joins its group.
+func TestManyPutsManyHeld(t *testing.T) { eachStore(t, testManyPutsManyHeld) }
+
+func testManyPutsManyHeld(t *testing.T, f *fixture) {
+	const producers, perProducer, workers = 4, 50, 6
+	f.exec(jobs)
+	var mu sync.Mutex
+	taken := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := f.hold(200*time.Millisecond, claim, fmt.Sprintf("w%d", w)).answer(t, 5*time.Second)
+				if o.err != nil {
+					t.Errorf("worker %d: %v", w, o.err)
+					return
+				}
+				if o.answer != "[]" {
+					mu.Lock()
+					taken[o.answer]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	var pw sync.WaitGroup
+	for range producers {
+		pw.Add(1)
+		go func() {
+			defer pw.Done()
+			for range perProducer {
+				f.db.Exec(t.Context(), `put jobs {run_at: now(), attempts: 0}`, nil)
+				time.Sleep(time.Duration(rand.N(500)) * time.Microsecond)
+			}
+		}()
+	}
+	pw.Wait()
+	want := producers * perProducer
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		mu.Lock()
+		n := len(taken)
+		mu.Unlock()
+		if n == want || time.Now().After(end) {
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if len(taken) != want {
+		t.Errorf("%d of %d jobs taken", len(taken), want)
+	}
+	for a, n := range taken {
+		if n != 1 {
+			t.Errorf("%s taken %d times", a, n)
+		}
+	}
+	if got := string(f.exec(`get jobs where attempts = 1 count`).AppendJSON(nil)); got != fmt.Sprintf(`[{"count":%d}]`, want) {
+		t.Errorf("jobs claimed once: %s, want %d", got, want)
 	}
 }

@@ -18,7 +18,9 @@ func (h *Hub) loop() {
 		case <-h.timer.C: // a look put off by lookGap
 		}
 		h.rounds.Add(1)
+		h.rmu.Lock()
 		next, _ := h.round(false)
+		h.rmu.Unlock()
 		h.timer.Stop()
 		if !next.IsZero() {
 			h.timer.Reset(time.Until(next))
@@ -31,10 +33,8 @@ func (h *Hub) loop() {
 // the rest stay held and look again once its run is done. It answers when
 // the loop should next wake by itself (zero: only when told). With here,
 // the claim given the turn is answered rather than woken, unless its
-// Hold has already stopped: the caller runs it (runHere).
+// Hold has already stopped: the caller runs it (runHere). rmu is held.
 func (h *Hub) round(here bool) (time.Time, *waiter) {
-	h.rmu.Lock()
-	defer h.rmu.Unlock()
 	h.mu.Lock()
 	now := time.Now()
 	var next time.Time
