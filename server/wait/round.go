@@ -32,8 +32,9 @@ func (h *Hub) loop() {
 // one read lock, and gives the turn to the claim that ranks a row first;
 // the rest stay held and look again once its run is done. It answers when
 // the loop should next wake by itself (zero: only when told). With here,
-// the claim given the turn is answered rather than woken, unless its
-// Hold has already stopped: the caller runs it (runHere). rmu is held.
+// the claim given the turn is not woken but answered to the caller, which
+// runs it itself (runHere) — unless its request has already ended. rmu is
+// held.
 func (h *Hub) round(here bool) (time.Time, *waiter) {
 	h.mu.Lock()
 	now := time.Now()
