@@ -14,9 +14,9 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
 
-// BenchmarkPutToHeld times, over HTTP against a real `fenec serve --sync
-// always` (FENEC_TEST_BIN picks the binary), a put to the worker that
-// holds a claim with Fenec-Wait: from the put's request to the claim's
+// BenchmarkPutToHeld times, over HTTP against a real `fenec serve`, --sync
+// always and 250 (FENEC_TEST_BIN picks the binary), a put to the worker
+// that holds a claim with Fenec-Wait: from the put's request to the claim's
 // answer, one put at a time, b.N puts. It reports the p50 and p99 of that
 // (wake-p50-ms, wake-p99-ms) and of the put's own answer, with a claim
 // held (put-held-p50-ms) and with none (put-p50-ms, put-p99-ms: what a
@@ -24,7 +24,13 @@ import (
 //
 //	cd server && go test ./cmd/fenec -run '^$' -bench BenchmarkPutToHeld -benchtime 300x
 func BenchmarkPutToHeld(b *testing.B) {
-	p := apitest.Start(b, bin, "--file", b.TempDir()+"/wake.db", "--sync", "always")
+	for _, sync := range []string{"always", "250"} {
+		b.Run("sync="+sync, func(b *testing.B) { benchPutToHeld(b, sync) })
+	}
+}
+
+func benchPutToHeld(b *testing.B, sync string) {
+	p := apitest.Start(b, bin, "--file", b.TempDir()+"/wake.db", "--sync", sync)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	query := func(q string, wait string, params ...any) ([]map[string]any, error) {
 		if params == nil {
