@@ -72,9 +72,13 @@ type line struct {
 	key     string
 	colls   []string
 	waiters []*waiter
-	lastNil time.Time // the last look that found nothing
-	due     int64     // clock ms when time alone can give it rows, 0: never
-	running *waiter   // the claim given the turn, until it reports back
+	lastNil time.Time // the last look that found nothing, past the first
+	// entered: a claim came since the line last looked. That look finds
+	// nothing more often than not (the claim's own try just did), and no
+	// write asked for it: it does not put off the next write's look.
+	entered bool
+	due     int64   // clock ms when time alone can give it rows, 0: never
+	running *waiter // the claim given the turn, until it reports back
 }
 
 type waiter struct {
@@ -318,7 +322,7 @@ func (h *Hub) enter(ctx context.Context, req *Request, key string, colls []strin
 	h.arrived++
 	w := &waiter{req: req, ctx: ctx, seq: h.arrived, turn: make(chan struct{}, 1), ran: make(chan ran, 1), line: l, at: time.Now()}
 	l.waiters = append(l.waiters, w)
-	l.lastNil = time.Time{}
+	l.lastNil, l.entered = time.Time{}, true
 	h.held++
 	h.metrics.setHeld(h.held)
 	h.lookAgain(colls)

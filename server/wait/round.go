@@ -103,7 +103,11 @@ func (h *Hub) round(here bool) (time.Time, *waiter) {
 				best = i
 			}
 		default:
-			l.lastNil = now
+			if l.entered {
+				l.entered = false
+			} else {
+				l.lastNil = now
+			}
 			l.due = 0
 			if b.HasDue {
 				l.due = b.Due
