@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,5 +183,44 @@ func testManyPutsManyHeld(t *testing.T, f *fixture) {
 	}
 	if got := string(f.exec(`get jobs where attempts = 1 count`).AppendJSON(nil)); got != fmt.Sprintf(`[{"count":%d}]`, want) {
 		t.Errorf("jobs claimed once: %s, want %d", got, want)
+	}
+}
+
+// TestPutJustAfterArrivalJoins: a put sent the moment a claim's arrival
+// look has found nothing — well within lookGap of it — is looked at by its
+// own round at once, and the claim's write joins its group: the arrival's
+// look does not put the next write's off.
+func TestPutJustAfterArrivalJoins(t *testing.T) {
+	var g groups
+	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/a.db", Sync: store.SyncMode{Kind: store.SyncAlways}, OnCommit: g.onCommit})
+	f.exec(jobs)
+	for i := 1; i <= 5; i++ {
+		h := f.hold(5*time.Second, claim, "w")
+		f.settle(1)
+		// Until the arrival's look is done.
+		for end := time.Now().Add(5 * time.Second); ; runtime.Gosched() {
+			f.hub.mu.Lock()
+			looked := true
+			for _, l := range f.hub.lines {
+				looked = looked && !l.entered && l.running == nil
+			}
+			f.hub.mu.Unlock()
+			if looked {
+				break
+			}
+			if time.Now().After(end) {
+				t.Fatal("the arrival's look did not happen")
+			}
+		}
+		n := g.len()
+		f.exec(`put jobs {run_at: now(), attempts: 0}`)
+		if o := h.answer(t, 2*time.Second); o.err != nil {
+			t.Fatalf("claim %d: %v", i, o.err)
+		}
+		f.settle(0)
+		time.Sleep(20 * time.Millisecond)
+		if got := g.since(n); len(got) != 1 || got[0] != 2 {
+			t.Fatalf("put %d, sent just after the claim's arrival, and the claim were made durable in groups of %v changes, want one group of 2", i, got)
+		}
 	}
 }
