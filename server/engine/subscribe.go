@@ -17,10 +17,12 @@ type subscriber struct{ fn func(Write) }
 // Write is what a subscriber is told of a committed write (or an undo).
 type Write struct {
 	Colls []string // the collections it changed
-	// Local: told on the goroutine of a write this process's caller made
-	// (not a cluster node's, nor an undo) before it is answered, with no
-	// lock of the database held: the subscriber may read and write the
-	// database before it returns, and the write's answer waits for it.
+	// Local: told on the goroutine of a write a caller made on a database
+	// alone, before it is answered, with no lock of the database held: the
+	// subscriber may read and write the database before it returns, and
+	// the write's answer waits for it. Never on a cluster node (a write
+	// there waits for the cluster's log, which may be the very goroutine
+	// telling: replica.go), nor for an undo.
 	Local bool
 	// Joins: Local, under --sync always, before the write waits for the
 	// store: a write the subscriber makes now goes into the same group of
