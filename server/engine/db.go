@@ -234,27 +234,55 @@ func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
 
 // RunWith runs parsed statements as Batch does, with options.
 func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
+	rs, wait, err := db.run(ctx, ps, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.stored(wait); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// RunUnwaited runs parsed statements as RunWith does, but answers before
+// the store has the write: durable then waits until it has (per the sync
+// mode) and answers nil, or the store's failure as RunWith would have
+// (the write undone). The answer must not be given before durable returns
+// nil. A subscriber told of a Write that Joins runs its write so, on the
+// writer's goroutine, and the two writes share one sync (Subscribe).
+func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, durable func() error, err error) {
+	rs, wait, err := db.run(ctx, ps, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rs, func() error { return db.stored(wait) }, nil
+}
+
+// run runs parsed statements up to the store's wait (commitUnwaited); a
+// read answers a nil wait.
+func (db *DB) run(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, wait func() error, err error) {
 	if opts.Timeout > 0 {
 		ctx = &timeLimit{Context: ctx, at: time.Now().Add(opts.Timeout)}
 	}
 	if err := stopped(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	write := opts.Meta != nil
 	now := db.clock.NowMS()
 	for _, p := range ps {
 		write = write || IsWrite(p.Stmt)
 		if err := p.Scope.ended(now); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if !write {
 		db.mu.RLock()
 		defer db.mu.RUnlock()
 		t := &tx{db: db, ctx: ctx}
-		return t.runAll(ps)
+		rs, err := t.runAll(ps)
+		return rs, nil, err
 	}
-	return db.commit(ctx, func(t *tx) ([]*Result, error) {
+	return db.commitUnwaited(ctx, func(t *tx) ([]*Result, error) {
 		rs, err := t.runAll(ps)
 		if err == nil {
 			// The last look before the commit: past it, the write is answered.
@@ -286,14 +314,28 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 // unit the store fails to write is undone in memory (storeFailed) and
 // answered unavailable, never as a success.
 func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) ([]*Result, error) {
+	rs, wait, err := db.commitUnwaited(ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.stored(wait); err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// commitUnwaited is commit up to the store's wait, which it answers (nil
+// when nothing went to the store) for stored. The subscribers are told
+// before it returns, on this goroutine.
+func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, wait func() error, err error) {
 	db.mu.Lock()
 	if db.broken != nil {
 		db.mu.Unlock()
-		return nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
+		return nil, nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
 	}
 	if err := db.writable(); err != nil {
 		db.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	// One write runs at a time, so the transaction is the database's own,
 	// made anew for each write and emptied before the lock is let go:
@@ -301,20 +343,20 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	// slices of their own).
 	t := &db.wtx
 	*t = tx{db: db, write: true, ctx: ctx}
-	rs, err := body(t)
+	rs, err = body(t)
 	if err != nil {
 		t.rollback()
 		*t = tx{}
 		db.mu.Unlock()
-		return nil, err
+		return nil, nil, err
 	}
 	db.slab.used(t)
 	// Capped, so that no one appends into the slab's room after them.
 	undo, changes, touched := t.undo[:len(t.undo):len(t.undo)], t.changes[:len(t.changes):len(t.changes)], t.touched
 	*t = tx{}
-	var wait func() error
+	local := db.repl.r == nil
 	if len(changes) > 0 {
-		if db.repl.r != nil {
+		if !local {
 			wait = db.proposeLocked(changes)
 		} else {
 			db.seq++
@@ -335,21 +377,35 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	db.notify(touched)
-	if wait != nil {
-		if err := wait(); err != nil {
-			if isReplication(err) {
-				return nil, err
-			}
-			db.storeFailed(err)
-			return nil, unavailableError(err, "the write was not stored")
-		}
+	if len(touched) > 0 {
+		// Before the wait: a write the subscribers make now, such as a
+		// held claim the write wakes, joins this one's group under
+		// --sync always and is made durable by the same sync.
+		joins := local && wait != nil && db.keep && db.opts.Sync.Kind == store.SyncAlways
+		db.written.tellWrite(Write{Colls: touched, Local: local, Joins: joins})
 	}
-	return rs, nil
+	return rs, wait, nil
 }
 
-// notify tells the subscribers which collections a write (or an undo)
-// changed, after the write lock is released.
+// stored waits on a write's store wait (commitUnwaited's; nil: none) and
+// answers the write's error: a unit the store failed to write is undone
+// (storeFailed) and answered unavailable.
+func (db *DB) stored(wait func() error) error {
+	if wait == nil {
+		return nil
+	}
+	if err := wait(); err != nil {
+		if isReplication(err) {
+			return err
+		}
+		db.storeFailed(err)
+		return unavailableError(err, "the write was not stored")
+	}
+	return nil
+}
+
+// notify tells the subscribers which collections an undo changed, after
+// the write lock is released.
 func (db *DB) notify(touched []string) {
 	if len(touched) > 0 {
 		db.written.tell(touched)

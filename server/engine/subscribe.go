@@ -12,14 +12,32 @@ type subscribers struct {
 	list atomic.Pointer[[]*subscriber]
 }
 
-type subscriber struct{ fn func(colls []string) }
+type subscriber struct{ fn func(Write) }
+
+// Write is what a subscriber is told of a committed write (or an undo).
+type Write struct {
+	Colls []string // the collections it changed
+	// Local: told on the goroutine of a write a caller made on a database
+	// alone, before it is answered, with no lock of the database held: the
+	// subscriber may read and write the database before it returns, and
+	// the write's answer waits for it. Never on a cluster node (a write
+	// there waits for the cluster's log, which may be the very goroutine
+	// telling: replica.go), nor for an undo.
+	Local bool
+	// Joins: Local, under --sync always, before the write waits for the
+	// store: a write the subscriber makes now goes into the same group of
+	// the store as this one (unless another write has started writing
+	// that group meanwhile), so one sync makes both durable.
+	Joins bool
+}
 
 // Subscribe has fn told, after each committed write and once the write
 // lock is released, which collections the write changed. Any number may
 // subscribe (held claims, a change feed, a replication stream); each
 // answer unsubscribes its own fn. fn runs on the writer's goroutine, so
-// it returns quickly and takes no lock of the database.
-func (db *DB) Subscribe(fn func(colls []string)) (unsubscribe func()) {
+// unless the Write is Local it returns quickly and takes no lock of the
+// database.
+func (db *DB) Subscribe(fn func(Write)) (unsubscribe func()) {
 	s := &subscriber{fn: fn}
 	db.written.change(func(old []*subscriber) []*subscriber { return append(old, s) })
 	return func() {
@@ -46,13 +64,16 @@ func (ss *subscribers) change(f func([]*subscriber) []*subscriber) {
 	ss.list.Store(&next)
 }
 
-// tell tells every subscriber of a write to colls.
-func (ss *subscribers) tell(colls []string) {
+// tell tells every subscriber of a write to colls, made elsewhere (a
+// cluster node's log, an undo): not Local.
+func (ss *subscribers) tell(colls []string) { ss.tellWrite(Write{Colls: colls}) }
+
+func (ss *subscribers) tellWrite(w Write) {
 	p := ss.list.Load()
 	if p == nil {
 		return
 	}
 	for _, s := range *p {
-		s.fn(colls)
+		s.fn(w)
 	}
 }

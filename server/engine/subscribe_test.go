@@ -15,10 +15,10 @@ func TestSubscribers(t *testing.T) {
 	var mu sync.Mutex
 	told := map[string][][]string{}
 	subscribe := func(name string) func() {
-		return db.Subscribe(func(colls []string) {
+		return db.Subscribe(func(w Write) {
 			mu.Lock()
 			defer mu.Unlock()
-			told[name] = append(told[name], slices.Clone(colls))
+			told[name] = append(told[name], slices.Clone(w.Colls))
 		})
 	}
 	stopA := subscribe("a")

@@ -43,6 +43,11 @@ type Hub struct {
 	clk     clock.Clock
 	metrics *Metrics
 
+	// rmu keeps rounds one at a time, whether the loop's or a writer's
+	// (written): a row goes to the best bid only once every claim that
+	// could beat it has looked. It is taken before mu.
+	rmu sync.Mutex
+
 	mu      sync.Mutex
 	lines   map[string]*line
 	byColl  map[string]map[*line]bool
@@ -67,17 +72,49 @@ type line struct {
 	key     string
 	colls   []string
 	waiters []*waiter
-	lastNil time.Time // the last look that found nothing
-	due     int64     // clock ms when time alone can give it rows, 0: never
-	running *waiter   // the claim given the turn, until it reports back
+	lastNil time.Time // the last look that found nothing, past the first
+	// entered: a claim came since the line last looked. That look finds
+	// nothing more often than not (the claim's own try just did), and no
+	// write asked for it: it does not put off the next write's look.
+	entered bool
+	due     int64   // clock ms when time alone can give it rows, 0: never
+	running *waiter // the claim given the turn, until it reports back
 }
 
 type waiter struct {
 	req  *Request
+	ctx  context.Context // Hold's
 	seq  uint64
 	turn chan struct{}
 	line *line
 	at   time.Time
+	// here: the line's turn went to a run on a writer's goroutine (runHere),
+	// which answers on ran; under Hub.mu.
+	here bool
+	ran  chan ran
+}
+
+// ran is a claim's run on a writer's goroutine, its write not yet durable.
+type ran struct {
+	rs      []*engine.Result
+	durable func() error // engine.DB.RunUnwaited's
+	err     error
+	took    time.Duration
+}
+
+// answer waits until the run's write is durable, and answers what Hold
+// answers for it.
+func (r ran) answer() ([]*engine.Result, time.Duration, error) {
+	if r.err != nil {
+		return nil, r.took, r.err
+	}
+	start := time.Now()
+	err := r.durable()
+	took := r.took + time.Since(start)
+	if err != nil {
+		return nil, took, err
+	}
+	return r.rs, took, nil
 }
 
 // New answers a hub over db, told of its writes and woken by its clock
@@ -97,26 +134,66 @@ func New(db *engine.DB, m *Metrics) *Hub {
 }
 
 // written is told of every committed write: held claims on these
-// collections look.
-func (h *Hub) written(colls []string) {
+// collections look. On the writer's own goroutine, when the engine allows
+// it (a Local write), the round runs here rather than in the loop — one
+// hand-off fewer between a put and the claim it wakes — and when the
+// write Joins, the claim given the turn runs here too, so that its write
+// goes into the put's group of the store and one sync makes both durable.
+func (h *Hub) written(wr engine.Write) {
 	h.mu.Lock()
 	if h.held == 0 {
 		h.mu.Unlock()
 		return
 	}
 	any := false
-	for _, c := range colls {
+	for _, c := range wr.Colls {
 		if len(h.byColl[c]) > 0 {
 			h.dirty[c] = true
 			any = true
 		}
 	}
 	h.mu.Unlock()
-	if any {
-		h.metrics.wake("write")
+	if !any {
+		return
+	}
+	h.metrics.wake("write")
+	if !wr.Local {
 		h.poke()
+		return
+	}
+	if !h.rmu.TryLock() {
+		// A round is under way: the loop's next one looks for this write
+		// rather than the writer waiting for it.
+		h.poke()
+		return
+	}
+	next, w := h.round(wr.Joins)
+	h.rmu.Unlock()
+	if !next.IsZero() {
+		h.poke() // the loop's timer takes the look put off by lookGap
+	}
+	if w != nil {
+		h.runHere(w)
 	}
 }
+
+// runHere runs a held claim given the turn on a writer's goroutine, and
+// hands the run to the claim's Hold, which waits until its write is
+// durable before it answers.
+func (h *Hub) runHere(w *waiter) {
+	start := time.Now()
+	sent := false
+	defer func() {
+		if !sent { // the run panicked: the claim's Hold still gets an answer
+			w.ran <- ran{err: errRunStopped, took: time.Since(start)}
+		}
+	}()
+	rs, durable, err := h.db.RunUnwaited(w.ctx, w.req.Parsed, engine.RunOptions{Meta: w.req.Meta, OnlyIfTakes: true, Timeout: w.req.Timeout})
+	w.ran <- ran{rs: rs, durable: durable, err: err, took: time.Since(start)}
+	sent = true
+}
+
+var errRunStopped = errors.New("the held claim's run stopped on the goroutine of the write that woke it")
 
 // timeMoved is the clock's call at the earliest time a held claim's rows
 // come due: the lines due by now look.
@@ -166,7 +243,7 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 	if req.Wait <= 0 {
 		return h.try(ctx, req, false)
 	}
-	w, ok := h.enter(req, key, colls)
+	w, ok := h.enter(ctx, req, key, colls)
 	if !ok {
 		return h.try(ctx, req, false)
 	}
@@ -177,14 +254,28 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 	for {
 		select {
 		case <-ctx.Done():
-			h.leave(w)
+			if rs, took, err, ok := h.quit(w); ok {
+				return rs, took, err
+			}
 			return nil, 0, ctx.Err()
 		case <-deadline.C:
-			h.leave(w)
+			if rs, took, err, ok := h.quit(w); ok {
+				return rs, took, err
+			}
 			return h.try(ctx, req, false)
 		case <-h.closing:
-			h.leave(w)
+			if rs, took, err, ok := h.quit(w); ok {
+				return rs, took, err
+			}
 			return h.try(ctx, req, false)
+		case r := <-w.ran:
+			if errors.Is(r.err, engine.ErrNothingTaken) {
+				h.turnDone(w)
+				continue
+			}
+			rs, took, err := r.answer()
+			h.leave(w)
+			return rs, took, err
 		case <-w.turn:
 			if ctx.Err() != nil {
 				h.leave(w)
@@ -211,7 +302,7 @@ func (h *Hub) try(ctx context.Context, req *Request, onlyIfTakes bool) ([]*engin
 
 // enter puts a claim at the back of its line, and has the line look at
 // once: a row may have come between the claim's own try and now.
-func (h *Hub) enter(req *Request, key string, colls []string) (*waiter, bool) {
+func (h *Hub) enter(ctx context.Context, req *Request, key string, colls []string) (*waiter, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -229,9 +320,9 @@ func (h *Hub) enter(req *Request, key string, colls []string) (*waiter, bool) {
 		}
 	}
 	h.arrived++
-	w := &waiter{req: req, seq: h.arrived, turn: make(chan struct{}, 1), line: l, at: time.Now()}
+	w := &waiter{req: req, ctx: ctx, seq: h.arrived, turn: make(chan struct{}, 1), ran: make(chan ran, 1), line: l, at: time.Now()}
 	l.waiters = append(l.waiters, w)
-	l.lastNil = time.Time{}
+	l.lastNil, l.entered = time.Time{}, true
 	h.held++
 	h.metrics.setHeld(h.held)
 	h.lookAgain(colls)
@@ -267,11 +358,31 @@ func (h *Hub) leave(w *waiter) {
 	}
 }
 
+// quit takes a claim out of its line when it stops waiting — unless a run
+// on a writer's goroutine has its turn: then it waits for that run (short:
+// no wait for the disk), and answers it (ok) if it took a row.
+func (h *Hub) quit(w *waiter) (rs []*engine.Result, took time.Duration, err error, ok bool) {
+	h.mu.Lock()
+	here := w.here
+	h.mu.Unlock()
+	if here {
+		r := <-w.ran
+		if !errors.Is(r.err, engine.ErrNothingTaken) {
+			rs, took, err = r.answer()
+			h.leave(w)
+			return rs, took, err, true
+		}
+	}
+	h.leave(w)
+	return nil, 0, nil, false
+}
+
 // turnDone reports a turn that took nothing after all (another write got
 // there first): the claim keeps its place, and its line looks again.
 func (h *Hub) turnDone(w *waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	w.here = false
 	if w.line.running == w {
 		w.line.running = nil
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -25,7 +26,13 @@ type fixture struct {
 
 func newFixture(t *testing.T, clk clock.Clock) *fixture {
 	t.Helper()
-	db, err := engine.Open(engine.Options{File: ":memory:", Clock: clk})
+	return newFixtureOn(t, engine.Options{File: ":memory:", Clock: clk})
+}
+
+// newFixtureOn is newFixture over a database opened with opts.
+func newFixtureOn(t *testing.T, opts engine.Options) *fixture {
+	t.Helper()
+	db, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +127,20 @@ func (h *held) still(t *testing.T) {
 const jobs = `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int)`
 const claim = `set jobs {owner: $1, run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 1 returning id`
 
-func TestPutWakesHeldClaim(t *testing.T) {
-	f := newFixture(t, clock.System{})
+// eachStore runs a test over a database in memory, where a put's round
+// runs on its goroutine and hands the turn to the claim, and over a file
+// under --sync always, where the claim runs on the put's goroutine too and
+// joins its group (Hub.written).
+func eachStore(t *testing.T, test func(t *testing.T, f *fixture)) {
+	t.Run("memory", func(t *testing.T) { test(t, newFixture(t, clock.System{})) })
+	t.Run("always", func(t *testing.T) {
+		test(t, newFixtureOn(t, engine.Options{File: t.TempDir() + "/w.db", Sync: store.SyncMode{Kind: store.SyncAlways}}))
+	})
+}
+
+func TestPutWakesHeldClaim(t *testing.T) { eachStore(t, testPutWakesHeldClaim) }
+
+func testPutWakesHeldClaim(t *testing.T, f *fixture) {
 	f.exec(jobs)
 	h := f.hold(5*time.Second, claim, "w1")
 	f.settle(1)
@@ -197,8 +216,9 @@ func TestLapsingLeaseWakes(t *testing.T) {
 	}
 }
 
-func TestFirstComeFirstServed(t *testing.T) {
-	f := newFixture(t, clock.System{})
+func TestFirstComeFirstServed(t *testing.T) { eachStore(t, testFirstComeFirstServed) }
+
+func testFirstComeFirstServed(t *testing.T, f *fixture) {
 	f.exec(jobs)
 	var hs []*held
 	for i := 0; i < 5; i++ {
@@ -230,8 +250,9 @@ func TestFirstComeFirstServed(t *testing.T) {
 	}
 }
 
-func TestNearestCourierTakesTheRide(t *testing.T) {
-	f := newFixture(t, clock.System{})
+func TestNearestCourierTakesTheRide(t *testing.T) { eachStore(t, testNearestCourierTakesTheRide) }
+
+func testNearestCourierTakesTheRide(t *testing.T, f *fixture) {
 	f.exec(`create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`)
 	courier := `set rides {owner: $1, run_at: now() + 30000} where run_at <= now() order distance(pickup, $2) limit 1 returning id, owner`
 	far := f.hold(5*time.Second, courier, "far", []any{29.10, 41.10})
@@ -271,8 +292,9 @@ func TestWaitEnds(t *testing.T) {
 	}
 }
 
-func TestCancelledClaimTakesNothing(t *testing.T) {
-	f := newFixture(t, clock.System{})
+func TestCancelledClaimTakesNothing(t *testing.T) { eachStore(t, testCancelledClaimTakesNothing) }
+
+func testCancelledClaimTakesNothing(t *testing.T, f *fixture) {
 	f.exec(jobs)
 	h := f.hold(5*time.Second, claim, "gone")
 	f.settle(1)

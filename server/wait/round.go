@@ -18,7 +18,9 @@ func (h *Hub) loop() {
 		case <-h.timer.C: // a look put off by lookGap
 		}
 		h.rounds.Add(1)
-		next := h.round()
+		h.rmu.Lock()
+		next, _ := h.round(false)
+		h.rmu.Unlock()
 		h.timer.Stop()
 		if !next.IsZero() {
 			h.timer.Reset(time.Until(next))
@@ -29,8 +31,11 @@ func (h *Hub) loop() {
 // round has the head of every line on a written collection look, all under
 // one read lock, and gives the turn to the claim that ranks a row first;
 // the rest stay held and look again once its run is done. It answers when
-// the loop should next wake by itself (zero: only when told).
-func (h *Hub) round() time.Time {
+// the loop should next wake by itself (zero: only when told). With here,
+// the claim given the turn is not woken but answered to the caller, which
+// runs it itself (runHere) — unless its request has already ended. rmu is
+// held.
+func (h *Hub) round(here bool) (time.Time, *waiter) {
 	h.mu.Lock()
 	now := time.Now()
 	var next time.Time
@@ -98,18 +103,28 @@ func (h *Hub) round() time.Time {
 				best = i
 			}
 		default:
-			l.lastNil = now
+			if l.entered {
+				l.entered = false
+			} else {
+				l.lastNil = now
+			}
 			l.due = 0
 			if b.HasDue {
 				l.due = b.Due
 			}
 		}
 	}
+	var run *waiter
 	if best >= 0 {
-		h.give(lines[best], heads[best])
+		l, w := lines[best], heads[best]
+		if here && w.ctx.Err() == nil {
+			l.running, w.here, run = w, true, w
+		} else {
+			h.give(l, w)
+		}
 	}
 	h.setAlarm()
-	return next
+	return next, run
 }
 
 // setAlarm has the clock call timeMoved when the earliest line whose rows
