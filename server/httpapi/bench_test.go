@@ -45,8 +45,8 @@ func TestMain(m *testing.M) {
 
 // benchServe serves a database in dir on a loopback port it prints, until
 // its standard input closes. It serves as fenec serve does: the same
-// collector settings (TuneGC) and connection server (NewHTTPServer,
-// ServeGuarded), so that its figures are the binary's.
+// collector settings (TuneGC) and connection server (NewHTTPServer),
+// so that its figures are the binary's.
 func benchServe(dir, sync string) error {
 	TuneGC()
 	mode, err := store.ParseSync(sync)
@@ -95,7 +95,7 @@ func benchServe(dir, sync string) error {
 	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
 	srv := NewHTTPServer(s, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	if err := ServeGuarded(srv, l); !strings.Contains(fmt.Sprint(err), "closed") {
+	if err := srv.Serve(l); !strings.Contains(fmt.Sprint(err), "closed") {
 		return err
 	}
 	return nil

@@ -59,7 +59,7 @@ func contextDone() (context.Context, context.CancelFunc) {
 	return ctx, cancel
 }
 
-// serveLean serves h as fenec serve does (NewHTTPServer, ServeGuarded) on
+// serveLean serves h as fenec serve does (NewHTTPServer) on
 // a loopback port until the test ends, and answers its base URL.
 func serveLean(t testing.TB, h http.Handler) string {
 	t.Helper()
@@ -69,7 +69,7 @@ func serveLean(t testing.TB, h http.Handler) string {
 	}
 	srv := NewHTTPServer(h, slog.New(slog.DiscardHandler))
 	served := make(chan error, 1)
-	go func() { served <- ServeGuarded(srv, ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	t.Cleanup(func() {
 		srv.Close()
 		if err := <-served; err != http.ErrServerClosed {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"log/slog"
-	"net"
 	"net/http"
 	"time"
 )
@@ -19,7 +18,7 @@ const (
 // NewHTTPServer answers the server that fenec serve runs h under, its
 // errors logged to log at warning level: connections served by HTTPServer
 // (conn.go), the odd ones by net/http under the same timeouts. Serve it
-// with ServeGuarded. The package's benchmarks serve through it too, so
+// with its Serve. The package's benchmarks serve through it too, so
 // that their figures are the binary's.
 func NewHTTPServer(h http.Handler, log *slog.Logger) *HTTPServer {
 	return newHTTPServer(h, &http.Server{
@@ -30,11 +29,4 @@ func NewHTTPServer(h http.Handler, log *slog.Logger) *HTTPServer {
 		IdleTimeout:       IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	})
-}
-
-// ServeGuarded serves srv on ln until srv is shut down or ln closed. The
-// connections handed to net/http are checked by GuardFraming; those served
-// by HTTPServer itself carry no Transfer-Encoding.
-func ServeGuarded(srv *HTTPServer, ln net.Listener) error {
-	return srv.Serve(ln)
 }

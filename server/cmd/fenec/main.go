@@ -201,7 +201,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
 
 	served := make(chan error, 1)
-	go func() { served <- httpapi.ServeGuarded(srv, ln) }()
+	go func() { served <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "file", o.file, "sync", syncMode.String(), "clock", o.clock)
 
