@@ -17,10 +17,10 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mutations=(
   "engine: skip the 'store failed, refuse writes' check@@engine/db.go@@	if db.broken != nil {
 		db.mu.Unlock()
-		return nil, unavailableError(db.broken, \"the store failed, writes are refused@@	if false {
+		return nil, nil, unavailableError(db.broken, \"the store failed, writes are refused@@	if false {
 		db.mu.Unlock()
-		return nil, unavailableError(db.broken, \"the store failed, writes are refused@@./engine ./httpapi"
-  "engine: ignore a failed commit (answer an unsaved write as success)@@engine/db.go@@		if err := wait(); err != nil {@@		if err := wait(); false \&\& err != nil {@@./engine ./httpapi"
+		return nil, nil, unavailableError(db.broken, \"the store failed, writes are refused@@./engine ./httpapi"
+  "engine: ignore a failed commit (answer an unsaved write as success)@@engine/db.go@@	if err := wait(); err != nil {@@	if err := wait(); false \&\& err != nil {@@./engine ./httpapi"
   "store: flush interval x100 under --sync <ms>@@store/store.go@@t := time.NewTicker(s.mode.Interval)@@t := time.NewTicker(s.mode.Interval * 100)@@./store"
   "httpapi: drop the key-expiry check@@httpapi/idempotency.go@@if !ok || (m.Expires != 0 \&\& m.Expires <= s.db.Clock().NowMS()) {@@if !ok {@@./httpapi"
   "store: commit instead of roll back when a fold fails@@store/store.go@@		tx.Rollback()
@@ -42,6 +42,8 @@ mutations=(
   "httpapi: no cap on the Idempotency-Keys held@@httpapi/idempotency.go@@	if n < s.cfg.IdempotencyMaxKeys \&\& b < s.cfg.IdempotencyMaxBytes {@@	if n >= 0 || b >= 0 {@@./httpapi"
   "store: ignore synced: refuse a bad log record followed by any intact one@@store/logfile.go@@	if bad >= 0 \&\& afterSynced > base {@@	if bad >= 0 \&\& afterSynced >= 0 \&\& after > 0 {@@./store"
   "store: log records say nothing was synced (synced 0)@@store/store.go@@appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)@@appendRecord(s.buf[:0], g.seq, 0, g.changes)@@./store"
+  "httpapi: the connection server reads a head with Transfer-Encoding itself@@httpapi/head.go@@		case equalFold(name, \"transfer-encoding\"), equalFold(name, \"expect\")@@		case equalFold(name, \"expect\")@@./httpapi"
+  "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := watcherOf(w); ok {@@		if wt, ok := watcherOf(w); false \&\& ok {@@./httpapi ./cmd/fenec"
 )
 
 only=("$@")
