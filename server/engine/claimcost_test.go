@@ -68,13 +68,7 @@ func BenchmarkClaimLayout(b *testing.B) {
 					if err != nil || len(r.Rows) != 10 {
 						b.Fatalf("claim: %v", err)
 					}
-					ids := make([]fenecql.Value, len(r.Rows))
-					for k, row := range r.Rows {
-						ids[k] = row[0]
-					}
-					if _, err := db.Exec(context.Background(), `del jobs where id in $1`, []fenecql.Value{fenecql.List(ids)}); err != nil {
-						b.Fatal(err)
-					}
+					delClaimed(b, db, r)
 					mustExec(b, db, put)
 				}
 				b.StopTimer()

@@ -38,16 +38,10 @@ func newConnTest(t *testing.T, timeouts func(*http.Server), edits ...func(*HTTPS
 	for _, edit := range edits {
 		edit(srv)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	bareLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bareLn := mustListen(t)
 	bare := &http.Server{Handler: ts.Server, ErrorLog: fallback.ErrorLog}
 	go bare.Serve(GuardFraming(bareLn))
 	t.Cleanup(func() {
@@ -65,10 +59,7 @@ func newConnTest(t *testing.T, timeouts func(*http.Server), edits ...func(*HTTPS
 // time out.
 func exchange(t *testing.T, addr, raw string, closeWrite bool) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, addr)
 	defer c.Close()
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
@@ -124,10 +115,7 @@ func parseAnswers(raw string, methods []string) ([]answer, error) {
 // client's half-close for its going away.
 func exchangeAnswers(t *testing.T, addr, raw string, methods ...string) []answer {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, addr)
 	defer c.Close()
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
@@ -302,10 +290,7 @@ func TestConnHEAD(t *testing.T) {
 func TestConnSlowloris(t *testing.T) {
 	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout = 300 * time.Millisecond })
 	for _, first := range []string{"", health} {
-		c, err := net.Dial("tcp", ct.lean)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, first)
 		if first != "" {
@@ -353,17 +338,11 @@ func readFor(c net.Conn, d time.Duration) string {
 func TestConnShutdown(t *testing.T) {
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
-	idle, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	idle := mustDial(t, ct.lean)
 	defer idle.Close()
 	io.WriteString(idle, health)
 	answersIn(t, readFor(idle, 200*time.Millisecond), "GET")
-	active, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	active := mustDial(t, ct.lean)
 	defer active.Close()
 	io.WriteString(active, post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 400\r\n"))
 	awaitHeldIn(t, ct.testServer, 1)
@@ -420,10 +399,7 @@ func heldIn(t *testing.T, ts *testServer) int {
 func TestConnHeldClaimGone(t *testing.T) {
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.watchAfter = time.Hour })
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
-	c, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, ct.lean)
 	io.WriteString(c, post("/query", `{"query":"set jobs {owner: 'gone'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n"))
 	awaitHeldIn(t, ct.testServer, 1)
 	start := time.Now()
@@ -443,10 +419,7 @@ func TestConnHeldClaimGone(t *testing.T) {
 func TestConnHeldClaimPipelined(t *testing.T) {
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
-	c, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, ct.lean)
 	defer c.Close()
 	io.WriteString(c, post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n"))
 	awaitHeldIn(t, ct.testServer, 1)
@@ -471,10 +444,7 @@ func TestConnPanic(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	if out := exchange(t, ln.Addr().String(), "GET /panic HTTP/1.1\r\nHost: x\r\n\r\n", false); out != "" {
@@ -512,10 +482,7 @@ func TestConnLargeAnswer(t *testing.T) {
 			io.WriteString(w, piece)
 		}
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /flush HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "GET")
@@ -532,10 +499,7 @@ func TestConnSlowBody(t *testing.T) {
 	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout, s.ReadTimeout = 200*time.Millisecond, 400*time.Millisecond })
 	ct.c.MustQuery("create collection jobs (n int)")
 	seq := ct.db.Seq()
-	c, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, ct.lean)
 	defer c.Close()
 	raw := post("/query", `{"query":"put jobs {n: 1}"}`)
 	split := strings.Index(raw, "\r\n\r\n") + 4
@@ -591,10 +555,7 @@ func TestConnWatchStreaming(t *testing.T) {
 		time.Sleep(150 * time.Millisecond) // past watchAfter: watched
 		io.WriteString(w, piece)
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -619,16 +580,10 @@ func TestConnWatchStreaming(t *testing.T) {
 // Connection: close — and one silent longer is closed at once.
 func TestConnShutdownNew(t *testing.T) {
 	ct := newConnTest(t, nil)
-	old, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := mustDial(t, ct.lean)
 	defer old.Close()
 	time.Sleep(5100 * time.Millisecond)
-	young, err := net.Dial("tcp", ct.lean)
-	if err != nil {
-		t.Fatal(err)
-	}
+	young := mustDial(t, ct.lean)
 	defer young.Close()
 	awaitConns(t, ct.srv, 2)
 	shut := make(chan error, 1)
@@ -682,10 +637,7 @@ func TestConnNoLeak(t *testing.T) {
 	for range 3 {
 		var conns []net.Conn
 		for _, raw := range raws {
-			c, err := net.Dial("tcp", ct.lean)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := mustDial(t, ct.lean)
 			io.WriteString(c, raw)
 			conns = append(conns, c)
 		}
@@ -696,14 +648,7 @@ func TestConnNoLeak(t *testing.T) {
 		}
 	}
 	awaitHeldIn(t, ct.testServer, 0)
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitGoroutines(t, before)
 }
 
 // TestConnLongRequest: a request running past watchAfter is watched: its
@@ -725,10 +670,7 @@ func TestConnLongRequest(t *testing.T) {
 		}
 		io.WriteString(w, "long")
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	time.Sleep(10 * time.Millisecond)
@@ -763,14 +705,7 @@ func TestConnLongRequest(t *testing.T) {
 		t.Fatalf("%q then %q", rs[0].body, rs[1].body)
 	}
 	c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitGoroutines(t, before)
 }
 
 // TestConnBodyRoom: a client that declares a body of up to --max-body and
@@ -784,10 +719,7 @@ func TestConnBodyRoom(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range clients {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := mustDial(t, addr)
 		defer c.Close()
 		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
 	}
@@ -883,10 +815,7 @@ func TestConnShutdownWatch(t *testing.T) {
 			cancelled <- false
 		}
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	c, err := net.Dial("tcp", ln.Addr().String())
@@ -916,10 +845,7 @@ func TestConnSlowReader(t *testing.T) {
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, big)
 	}), &http.Server{ErrorLog: log.New(io.Discard, "", 0), WriteTimeout: 300 * time.Millisecond})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := mustListen(t)
 	go srv.Serve(ln)
 	defer srv.Close()
 	time.Sleep(10 * time.Millisecond)
@@ -941,5 +867,39 @@ func TestConnSlowReader(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d goroutines, %d before", runtime.NumGoroutine(), before)
 		}
+	}
+}
+
+// mustDial connects to addr on loopback, failing the test if it cannot.
+func mustDial(t testing.TB, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// mustListen listens on a free loopback port, failing the test if it cannot.
+func mustListen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// awaitGoroutines waits up to 5 s for the goroutines to be no more than
+// before, failing with every goroutine's stack if they stay more.
+func awaitGoroutines(t testing.TB, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
