@@ -444,9 +444,7 @@ func TestConnPanic(t *testing.T) {
 		}
 		w.Write([]byte("ok"))
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
+	ln := serveOn(t, srv)
 	if out := exchange(t, ln.Addr().String(), "GET /panic HTTP/1.1\r\nHost: x\r\n\r\n", false); out != "" {
 		t.Fatalf("answered %q", out)
 	}
@@ -482,9 +480,7 @@ func TestConnLargeAnswer(t *testing.T) {
 			io.WriteString(w, piece)
 		}
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
+	ln := serveOn(t, srv)
 	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /flush HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "GET")
 	for i, want := range []string{piece + piece + piece, "ab"} {
 		if rs[i].body != want || len(rs[i].TransferEncoding) != 1 || rs[i].TransferEncoding[0] != "chunked" {
@@ -555,13 +551,8 @@ func TestConnWatchStreaming(t *testing.T) {
 		time.Sleep(150 * time.Millisecond) // past watchAfter: watched
 		io.WriteString(w, piece)
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := serveOn(t, srv)
+	c := mustDial(t, ln.Addr().String())
 	defer c.Close()
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	time.Sleep(100 * time.Millisecond)
@@ -670,17 +661,12 @@ func TestConnLongRequest(t *testing.T) {
 		}
 		io.WriteString(w, "long")
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
+	ln := serveOn(t, srv)
 	time.Sleep(10 * time.Millisecond)
 	before := runtime.NumGoroutine()
 	long := "GET /long HTTP/1.1\r\nHost: x\r\n\r\n"
 
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, ln.Addr().String())
 	io.WriteString(c, long)
 	time.Sleep(150 * time.Millisecond)
 	start := time.Now()
@@ -689,10 +675,7 @@ func TestConnLongRequest(t *testing.T) {
 		t.Fatalf("a long request's client gone: its context ended %v, after %v", false, time.Since(start))
 	}
 
-	c, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c = mustDial(t, ln.Addr().String())
 	defer c.Close()
 	io.WriteString(c, long)
 	time.Sleep(150 * time.Millisecond)
@@ -815,13 +798,8 @@ func TestConnShutdownWatch(t *testing.T) {
 			cancelled <- false
 		}
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := serveOn(t, srv)
+	c := mustDial(t, ln.Addr().String())
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	awaitConns(t, srv, 1)
 	shut := make(chan error, 1)
@@ -845,15 +823,10 @@ func TestConnSlowReader(t *testing.T) {
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, big)
 	}), &http.Server{ErrorLog: log.New(io.Discard, "", 0), WriteTimeout: 300 * time.Millisecond})
-	ln := mustListen(t)
-	go srv.Serve(ln)
-	defer srv.Close()
+	ln := serveOn(t, srv)
 	time.Sleep(10 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := mustDial(t, ln.Addr().String())
 	defer c.Close()
 	c.(*net.TCPConn).SetReadBuffer(4 << 10)
 	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -902,4 +875,13 @@ func awaitGoroutines(t testing.TB, before int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// serveOn serves srv on a free loopback port until the test ends.
+func serveOn(t testing.TB, srv *HTTPServer) net.Listener {
+	t.Helper()
+	ln := mustListen(t)
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln
 }
