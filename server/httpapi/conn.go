@@ -585,8 +585,11 @@ func (c *conn) serveRequest() bool {
 	c.inRequest, c.started = true, now
 	c.mu.Unlock()
 	c.s.handler.ServeHTTP(w, req)
-	c.stopWatch()
 	ok := w.finish()
+	// The watch stops once the answer is out, not before: stopping it
+	// wakes its goroutine and waits for it, and a held claim's answer,
+	// the one request watched from its start, need not wait for that.
+	c.stopWatch()
 	cancel()
 	c.cancel = nil
 	return ok
@@ -595,12 +598,12 @@ func (c *conn) serveRequest() bool {
 // watch makes the current request's context end when its client goes
 // away, as net/http's does: one read in the background, on a connection
 // whose request body is read whole, so the only bytes that can come are a
-// next request's (kept for it) or its end. stop ends the read.
-func (c *conn) watch() (stop func()) {
+// next request's (kept for it) or its end. It lasts until the answer is
+// written (serveRequest).
+func (c *conn) watch() {
 	c.mu.Lock()
 	c.startWatch()
 	c.mu.Unlock()
-	return c.stopWatch
 }
 
 // startWatch starts the watch if it can and has not; c.mu is held.

@@ -414,6 +414,41 @@ func TestConnHeldClaimGone(t *testing.T) {
 	}
 }
 
+// TestConnHeldClaimsInTurn: held claims sent one after another on one
+// connection, as a worker's loop does, are each answered with the job a
+// put woke them for — the watch of each stopped after its answer is out,
+// before the next head is read — and the watch of the last still drops it
+// when its client goes away.
+func TestConnHeldClaimsInTurn(t *testing.T) {
+	ct := newConnTest(t, nil, func(s *HTTPServer) { s.watchAfter = time.Hour })
+	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
+	c := mustDial(t, ct.lean)
+	br := bufio.NewReader(c)
+	claim := post("/query", `{"query":"set jobs {owner: 'w', run_at: now() + 30000} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n")
+	for i := 1; i <= 3; i++ {
+		io.WriteString(c, claim)
+		awaitHeldIn(t, ct.testServer, 1)
+		ct.c.MustQuery("put jobs {run_at: now()}")
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		res, err := http.ReadResponse(br, &http.Request{Method: "POST"})
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		if want := fmt.Sprintf("[{\"id\":%d}]\n", i); res.StatusCode != 200 || string(body) != want {
+			t.Fatalf("claim %d: %d %q, want %q", i, res.StatusCode, body, want)
+		}
+	}
+	io.WriteString(c, claim)
+	awaitHeldIn(t, ct.testServer, 1)
+	c.Close()
+	awaitHeldIn(t, ct.testServer, 0)
+	ct.c.MustQuery("put jobs {run_at: now()}")
+	if r := ct.c.MustQuery("get jobs where run_at <= now() count"); string(r.Body) != "[{\"count\":1}]\n" {
+		t.Fatalf("the job put after the client went away: %s", r.Body)
+	}
+}
+
 // TestConnHeldClaimPipelined: a request pipelined behind a held claim is
 // not taken for the client's end, and is answered after it.
 func TestConnHeldClaimPipelined(t *testing.T) {

@@ -235,7 +235,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		// HTTPServer the request's context is only watched when asked
 		// (conn.go); under net/http it always is.
 		if wt, ok := watcherOf(w); ok {
-			defer wt.watch()()
+			wt.watch()
 		}
 	}
 	// Reads write nothing, so a key on them only has them run again.
@@ -472,8 +472,9 @@ func deref[T any](p *T) T {
 }
 
 // watcher is a ResponseWriter whose request's context ends when its
-// client goes away only once watch is called; stop ends the watching.
-type watcher interface{ watch() (stop func()) }
+// client goes away only once watch is called; the watching lasts until the
+// answer is written.
+type watcher interface{ watch() }
 
 // watcherOf finds the watcher under w's wrappers, if any.
 func watcherOf(w http.ResponseWriter) (watcher, bool) {

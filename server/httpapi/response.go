@@ -63,7 +63,7 @@ func (w *response) Header() http.Header { return w.header }
 
 // watch is the held claims' way to learn of a client going away
 // (watcher).
-func (w *response) watch() (stop func()) { return w.c.watch() }
+func (w *response) watch() { w.c.watch() }
 
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {

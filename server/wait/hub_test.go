@@ -420,3 +420,66 @@ func TestFarDueDoesNotSpin(t *testing.T) {
 		db.Close()
 	}
 }
+
+// TestPassedOverLineLooksWhenTheTurnEnds: two lines on one collection, a
+// put of two jobs: the older claim gets the turn, and the other line —
+// passed over while that claim ran — looks as soon as it leaves, not at
+// the next write or at the end of its wait.
+func TestPassedOverLineLooksWhenTheTurnEnds(t *testing.T) {
+	eachStore(t, testPassedOverLineLooksWhenTheTurnEnds)
+}
+
+func testPassedOverLineLooksWhenTheTurnEnds(t *testing.T, f *fixture) {
+	f.exec(jobs)
+	// Another filter: another line.
+	other := `set jobs {owner: $1, run_at: now() + 30000} where run_at <= now() and attempts < 5 order run_at limit 1 returning id`
+	for i := range 3 {
+		a := f.hold(5*time.Second, claim, "a")
+		f.settle(1)
+		b := f.hold(5*time.Second, other, "b")
+		f.settle(2)
+		if n := len(f.hub.lines); n != 2 {
+			t.Fatalf("%d lines, want 2", n)
+		}
+		f.exec(`put jobs [{run_at: now(), attempts: 0}, {run_at: now(), attempts: 0}]`)
+		if o := a.answer(t, time.Second); o.err != nil || o.answer != fmt.Sprintf(`[{"id":%d}]`, 2*i+1) {
+			t.Fatalf("round %d, the older claim: %+v", i, o)
+		}
+		if o := b.answer(t, time.Second); o.err != nil || o.answer != fmt.Sprintf(`[{"id":%d}]`, 2*i+2) {
+			t.Fatalf("round %d, the claim passed over: %+v", i, o)
+		}
+		f.settle(0)
+	}
+}
+
+// TestWakesCounted: every write to a collection a claim is held on counts
+// a wake by a write — the two puts, and the two claims' own writes, made
+// before they leave their line — and a job coming due one by the time.
+func TestWakesCounted(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	db, err := engine.Open(engine.Options{File: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub := New(db, m)
+	t.Cleanup(func() { hub.Close(); db.Close() })
+	f := &fixture{t: t, db: db, hub: hub}
+	f.exec(jobs)
+	h := f.hold(5*time.Second, claim, "w")
+	f.settle(1)
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	if o := h.answer(t, time.Second); o.err != nil || o.answer != `[{"id":1}]` {
+		t.Fatalf("%+v", o)
+	}
+	h = f.hold(5*time.Second, claim, "w")
+	f.settle(1)
+	f.exec(`put jobs {run_at: now() + 50, attempts: 0}`)
+	if o := h.answer(t, time.Second); o.err != nil || o.answer != `[{"id":2}]` {
+		t.Fatalf("%+v", o)
+	}
+	write := testutil.ToFloat64(m.wakes.WithLabelValues("write"))
+	byTime := testutil.ToFloat64(m.wakes.WithLabelValues("time"))
+	if write != 4 || byTime != 1 {
+		t.Fatalf("wakes by a write %v, by the time %v; want 4 and 1", write, byTime)
+	}
+}

@@ -19,7 +19,7 @@ func (h *Hub) loop() {
 		}
 		h.rounds.Add(1)
 		h.rmu.Lock()
-		next, _ := h.round(false)
+		next, _, _ := h.round(false)
 		h.rmu.Unlock()
 		h.timer.Stop()
 		if !next.IsZero() {
@@ -31,14 +31,13 @@ func (h *Hub) loop() {
 // round has the head of every line on a written collection look, all under
 // one read lock, and gives the turn to the claim that ranks a row first;
 // the rest stay held and look again once its run is done. It answers when
-// the loop should next wake by itself (zero: only when told). With here,
-// the claim given the turn is not woken but answered to the caller, which
-// runs it itself (runHere) — unless its request has already ended. rmu is
-// held.
-func (h *Hub) round(here bool) (time.Time, *waiter) {
+// the loop should next wake by itself (zero: only when told), and whether
+// it woke a held claim's goroutine (woke). With here, the claim given the
+// turn is not woken but answered to the caller (run), which runs it itself
+// (runHere) — unless its request has already ended. rmu is held.
+func (h *Hub) round(here bool) (next time.Time, run *waiter, woke bool) {
 	h.mu.Lock()
 	now := time.Now()
-	var next time.Time
 	later := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
 			next = t
@@ -98,6 +97,7 @@ func (h *Hub) round(here bool) (time.Time, *waiter) {
 		switch {
 		case b.Err != nil:
 			h.give(l, w) // its run answers the error at once
+			woke = true
 		case b.Takes:
 			if best < 0 || beats(b, w.seq, bids[best], heads[best].seq) {
 				best = i
@@ -114,17 +114,17 @@ func (h *Hub) round(here bool) (time.Time, *waiter) {
 			}
 		}
 	}
-	var run *waiter
 	if best >= 0 {
 		l, w := lines[best], heads[best]
 		if here && w.ctx.Err() == nil {
 			l.running, w.here, run = w, true, w
 		} else {
 			h.give(l, w)
+			woke = true
 		}
 	}
 	h.setAlarm()
-	return next, run
+	return next, run, woke
 }
 
 // setAlarm has the clock call timeMoved when the earliest line whose rows
