@@ -817,7 +817,8 @@ func (s *Store) poke() {
 // written early (once, and not past the segment's end). Without that, a
 // unit committed after the early write but before the sync under way
 // ended waited for one more sync: with a few writers most syncs carried
-// one unit (queue-bench, 4 workers: 0.80 syncs a unit, against 0.65 so).
+// one unit (4 HTTP workers claiming 10 and acking them in a /batch, on 2
+// loaded cores: 0.70–0.83 syncs a unit, against 0.53–0.63 so).
 // Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
