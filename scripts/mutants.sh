@@ -44,6 +44,7 @@ mutations=(
   "store: log records say nothing was synced (synced 0)@@store/store.go@@appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)@@appendRecord(s.buf[:0], g.seq, 0, g.changes)@@./store"
   "httpapi: the connection server reads a head with Transfer-Encoding itself@@httpapi/head.go@@		case equalFold(name, \"transfer-encoding\"), equalFold(name, \"expect\")@@		case equalFold(name, \"expect\")@@./httpapi"
   "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := watcherOf(w); ok {@@		if wt, ok := watcherOf(w); false \&\& ok {@@./httpapi ./cmd/fenec"
+  "store: a sync takes only the group written early, not the units queued after it@@store/store.go@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull:@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull \&\& false:@@./store"
 )
 
 only=("$@")

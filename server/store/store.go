@@ -810,8 +810,16 @@ func (s *Store) poke() {
 // syncs (each costing CPU in the kernel) for the same units. So a group is
 // written during a sync only while the sync carries at most pipelineUnits
 // units; past that it waits for the sync to end and takes what came
-// meanwhile. Folds, probes and backups share the writer with the writes
-// through wmu.
+// meanwhile.
+//
+// And a sync takes every unit queued when it starts: under --sync always
+// the leader that starts it first writes the units queued since the group
+// written early (once, and not past the segment's end). Without that, a
+// unit committed after the early write but before the sync under way
+// ended waited for one more sync: with a few writers most syncs carried
+// one unit (4 HTTP workers claiming 10 and acking them in a /batch, on 2
+// loaded cores: 0.70–0.83 syncs a unit, against 0.53–0.63 so).
+// Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
 	if g.led {
@@ -820,6 +828,7 @@ func (s *Store) flush(g *group) error {
 		return g.err
 	}
 	g.led = true
+	gathered := false
 	for g.state != done {
 		switch {
 		case g.state == syncing:
@@ -830,6 +839,11 @@ func (s *Store) flush(g *group) error {
 			s.waitChange()
 		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull)):
 			s.writeLocked(g)
+		case g.state == written && !s.syncing && !gathered && s.mode.Kind == SyncAlways && s.cur.units > 0 && !s.writing && !s.segFull:
+			// The units queued meanwhile join this sync (their leader,
+			// if any, finds its group written, then syncing).
+			gathered = true
+			s.writeLocked(s.cur)
 		case g.state == written && !s.syncing:
 			s.syncLocked()
 		default:

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/rand"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -455,6 +456,140 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatalf("no group commit: %d fsyncs for %d commits (%.2f units per fsync, want at least 2)", st.Fsyncs, st.Commits, per)
 	}
 	t.Logf("%d commits, %d fsyncs: %.1f units per fsync; %d of %d records written before the one before them was synced", st.Commits, st.Fsyncs, per, behind, len(recs))
+}
+
+// heldSync is an Options.Fault that, once armed, holds the next sync of
+// the log until released: a test then commits units while a sync is
+// under way.
+type heldSync struct {
+	armed   atomic.Bool
+	held    chan struct{} // closed when the sync is held
+	release chan struct{}
+	failAt  atomic.Int32 // if n > 0, the nth write to the log from now fails
+}
+
+func newHeldSync() *heldSync {
+	return &heldSync{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *heldSync) fault(at string) error {
+	switch at {
+	case FaultSync:
+		if h.armed.CompareAndSwap(true, false) {
+			close(h.held)
+			<-h.release
+		}
+	case FaultCommit:
+		if h.failAt.Load() > 0 && h.failAt.Add(-1) == 0 {
+			return errInjected
+		}
+	}
+	return nil
+}
+
+// until polls cond under the store's mu: the pipeline's state.
+func until(t *testing.T, s *Store, what string, cond func() bool) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(100 * time.Microsecond) {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("never: %s", what)
+		}
+	}
+}
+
+// syncUnderWay commits unit 1 and holds its sync; then unit 2, whose group
+// is written during that sync; then units 3 and 4, queued behind it, their
+// leader waiting. It answers the four waits' errors (each channel answers
+// once the wait returns).
+func syncUnderWay(t *testing.T, s *Store, h *heldSync) []chan error {
+	t.Helper()
+	put := func(k string) []Change { return []Change{{Op: OpMetaPut, Key: k, Body: []byte("v")}} }
+	waits := make([]chan error, 4)
+	start := func(i int) {
+		wait := s.Commit(uint64(i+1), put(fmt.Sprint("k", i+1)))
+		waits[i] = make(chan error, 1)
+		go func() { waits[i] <- wait() }()
+	}
+	h.armed.Store(true)
+	start(0)
+	<-h.held
+	start(1)
+	until(t, s, "unit 2's group written during the sync of unit 1", func() bool { return len(s.unsynced) == 1 })
+	start(2)
+	start(3)
+	until(t, s, "units 3 and 4 queued, their leader waiting", func() bool { return s.cur.units == 2 && s.cur.led && s.watched })
+	return waits
+}
+
+// TestSyncTakesQueued: under --sync always a sync takes every unit queued
+// when it starts, not only the group written during the sync before it.
+// With unit 1's sync held, unit 2 is written at once; units 3 and 4 come
+// after that write. Once the sync ends, one more sync makes 2, 3 and 4
+// durable (two in all, not three), and 3 and 4's record was written before
+// that sync, so it says only unit 1 was synced.
+func TestSyncTakesQueued(t *testing.T) {
+	h := newHeldSync()
+	path := filepath.Join(t.TempDir(), "f.db")
+	_, _, _, s := load(t, path, Options{Fault: h.fault}, noFoldTuning)
+	before := s.Stats().Fsyncs
+	waits := syncUnderWay(t, s, h)
+	close(h.release)
+	for i, w := range waits {
+		if err := <-w; err != nil {
+			t.Fatalf("unit %d: %v", i+1, err)
+		}
+	}
+	if n := s.Stats().Fsyncs - before; n != 2 {
+		t.Fatalf("%d syncs for the four units, want 2 (units 3 and 4 waited for a sync of their own)", n)
+	}
+	recs := readLog(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range recs {
+		got = append(got, fmt.Sprintf("%d/%d", r.seq, r.synced))
+	}
+	// Records as seq/synced: 1 alone; 2 during its sync; 3 and 4 before
+	// the next sync started (after unit 1's had ended).
+	if want := []string{"1/0", "2/0", "4/1"}; !slices.Equal(got, want) {
+		t.Fatalf("records (seq/synced) %v, want %v", got, want)
+	}
+}
+
+// TestSyncTakesQueuedFails: when the write of the units a sync would take
+// fails, the group written before them is still synced and answered, and
+// they and every later unit answer the failure.
+func TestSyncTakesQueuedFails(t *testing.T) {
+	h := newHeldSync()
+	path := filepath.Join(t.TempDir(), "f.db")
+	_, _, _, s := load(t, path, Options{Fault: h.fault}, noFoldTuning)
+	waits := syncUnderWay(t, s, h)
+	h.failAt.Store(1) // the next write: units 3 and 4's
+	close(h.release)
+	for i, w := range waits {
+		err := <-w
+		if ok := i < 2; ok != (err == nil) || (!ok && !errors.Is(err, errInjected)) {
+			t.Fatalf("unit %d answered %v", i+1, err)
+		}
+	}
+	if d := s.Durable(); d != 2 {
+		t.Fatalf("Durable %d, want 2", d)
+	}
+	if err := s.Commit(3, []Change{{Op: OpMetaPut, Key: "k5", Body: []byte("v")}})(); !errors.Is(err, errInjected) {
+		t.Fatalf("a later Commit answered %v", err)
+	}
+	s.Close()
+	recs := readLog(t, path)
+	if len(recs) != 2 || recs[1].seq != 2 {
+		t.Fatalf("%d records in the log, want units 1 and 2", len(recs))
+	}
 }
 
 // breakStore makes every later write to the log fail in the kernel: the
