@@ -63,7 +63,7 @@ func NewMetrics() *Metrics {
 		}),
 		fsyncs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenec_store_fsyncs_total",
-			Help: "Group commits made durable with an fsync.",
+			Help: "Syncs (fdatasync) of the log that made group commits durable; one may cover several groups.",
 		}),
 	}
 	m.queues = newQueueRates()

@@ -126,8 +126,10 @@ type Options struct {
 	Sync SyncMode
 	// OnCommit, if set, is called by the committer after each group is
 	// written to the log, with the time the write took, the number of
-	// changes in the group, and whether the commit was fsync'd. It must be
-	// quick: the next group waits for it.
+	// changes in the group, and whether an fsync ended with it: one sync
+	// may make several groups durable, and only the last of them is told
+	// true, so the trues count the syncs. It must be quick: the next group
+	// waits for it.
 	OnCommit func(d time.Duration, changes int, fsync bool)
 	// OnFail, if set, is called (on a goroutine of its own) when a write
 	// to the file fails: from then on the store refuses every Commit, and
@@ -983,8 +985,8 @@ func (s *Store) doneLocked(gs []*group, fsync bool) {
 	loaded := s.loaded
 	s.mu.Unlock()
 	if s.onCommit != nil {
-		for _, g := range gs {
-			s.onCommit(g.wrote, len(g.changes), fsync)
+		for i, g := range gs {
+			s.onCommit(g.wrote, len(g.changes), fsync && i == len(gs)-1)
 		}
 	}
 	if loaded {
