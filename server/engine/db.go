@@ -485,6 +485,11 @@ func (db *DB) StoreErr() error {
 // StoreFailures answers how many times the store has failed since Open.
 func (db *DB) StoreFailures() uint64 { return db.st.Stats().Failures }
 
+// StoreUnfolded answers the bytes of the store's log not yet folded into
+// its tables: the work the store still has to do in the background for
+// the writes already answered (docs/architecture.md, The store's files).
+func (db *DB) StoreUnfolded() int64 { return db.st.Stats().LogBytes }
+
 // CollectionInfo describes one collection for listings.
 type CollectionInfo struct {
 	Name   string

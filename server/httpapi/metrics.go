@@ -113,6 +113,10 @@ func (m *Metrics) watch(db *engine.DB) {
 			Name: "fenec_store_failures_total",
 			Help: "Times the store failed (each undoing the writes it had not stored, and refusing writes until it worked again).",
 		}, func() float64 { return float64(db.StoreFailures()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "fenec_store_unfolded_bytes",
+			Help: "Bytes of the store's log not yet folded into its tables: background work owed for writes already answered.",
+		}, func() float64 { return float64(db.StoreUnfolded()) }),
 	)
 }
 

@@ -154,6 +154,25 @@ func (s *server) rss() int64 {
 	return pages * int64(os.Getpagesize())
 }
 
+// unfolded reads fenec_store_unfolded_bytes from /_metrics: the bytes of
+// the store's log not yet folded into its tables; ok is false when the
+// binary has no such metric.
+func (s *server) unfolded() (n float64, ok bool, err error) {
+	resp, err := s.http.Get(s.url + "/_metrics")
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, found := strings.CutPrefix(sc.Text(), "fenec_store_unfolded_bytes "); found {
+			n, err = strconv.ParseFloat(v, 64)
+			return n, err == nil, err
+		}
+	}
+	return 0, false, sc.Err()
+}
+
 // query sends one statement, held up to wait (0: not held), and answers
 // the rows (nil for a count answer) or the error.
 func (s *server) query(q string, params []any, wait time.Duration) ([]map[string]any, error) {
