@@ -44,6 +44,10 @@ type result struct {
 	// processes' user and system time over the run (/proc/<pid>/stat),
 	// divided by the jobs done.
 	ServerCPU float64 `json:"server_cpu_us_per_job,omitempty"`
+	// ServerCPUDrained is ServerCPU with the CPU the server spends after
+	// the run on its work for it (Fenec: folding the run's log into the
+	// tables, which the store defers by up to 10 s), until done.
+	ServerCPUDrained float64 `json:"server_cpu_us_per_job_drained,omitempty"`
 	// Samples are a latency distribution in milliseconds, sorted, for the
 	// chart.
 	Samples []float64 `json:"samples_ms,omitempty"`

@@ -119,7 +119,11 @@ func (r *result) cell() string {
 		parts = append(parts, fmt.Sprintf("p50 %s, p99 %s", num(r.P50), num(r.P99)))
 	}
 	if r.ServerCPU > 0 {
-		parts = append(parts, num(r.ServerCPU)+" µs server CPU/job")
+		cpu := num(r.ServerCPU) + " µs server CPU/job"
+		if r.ServerCPUDrained > 0 {
+			cpu += " (" + num(r.ServerCPUDrained) + " with the fold after)"
+		}
+		parts = append(parts, cpu)
 	}
 	if r.Unit != "" {
 		v := num(r.Value)

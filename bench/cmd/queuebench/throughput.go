@@ -27,6 +27,13 @@ type queue interface {
 	serverPID() int
 }
 
+// A drainer is a queue whose server goes on working for a run after it
+// (Fenec's store folding the run's log into its tables): drain waits until
+// that work is done, and ok says whether it could tell.
+type drainer interface {
+	drain() (ok bool, err error)
+}
+
 // A worker takes one batch at a time and acks each job of it.
 type worker interface {
 	// step claims up to batchSize jobs and acks each one it won. It
@@ -45,6 +52,9 @@ type tally struct {
 	took   time.Duration
 	claims []time.Duration
 	cpu    time.Duration // the server's CPU time over the run; 0: not measured
+	// drained is cpu with the server's background work for the run
+	// (drainer) until it ended; 0: not measured.
+	drained time.Duration
 }
 
 // drive runs n workers of q for d, or until the queue is empty, and
@@ -114,6 +124,15 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 	total.took = time.Since(start)
 	if pid > 0 {
 		total.cpu = treeCPU(pid) - cpu0
+		if d, ok := q.(drainer); ok && first == nil {
+			done, err := d.drain()
+			if err != nil {
+				return total, err
+			}
+			if done {
+				total.drained = treeCPU(pid) - cpu0
+			}
+		}
 	}
 	return total, first
 }
@@ -126,6 +145,9 @@ func (r tally) result(lossy bool) *result {
 		Note: fmt.Sprintf("%d jobs in %.1f s", r.jobs, r.took.Seconds())}
 	if r.cpu > 0 && r.jobs > 0 {
 		res.ServerCPU = float64(r.cpu.Nanoseconds()) / 1e3 / float64(r.jobs)
+		if r.drained > 0 {
+			res.ServerCPUDrained = float64(r.drained.Nanoseconds()) / 1e3 / float64(r.jobs)
+		}
 	}
 	if lossy && r.read > 0 {
 		res.Value = 100 * float64(r.read-r.jobs) / float64(r.read)
