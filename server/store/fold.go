@@ -11,8 +11,11 @@ import (
 
 // foldSet holds the logged changes not yet folded into the tables, already
 // coalesced: the fold writes each document, collection and meta record once,
-// however often it changed, and never writes what was put and then deleted.
-// It is owned by the committer goroutine (and by Load before that).
+// however often it changed, and never writes a document put and then
+// deleted in a collection it drops or creates. Across chunks, a document
+// that a later chunk writes again is not written by the earlier one
+// (latestDocs). It is owned by the committer goroutine (and by Load before
+// that).
 type foldSet struct {
 	colls   map[string]*collFold
 	meta    map[string]*metaFold
@@ -36,14 +39,48 @@ type docKey struct {
 	id   int64
 }
 
+// latestDocs maps each document with a write not yet folded to the last
+// chunk that writes it (the puts and deletes it was given, not what it
+// keeps of them: a chunk that drops or creates the collection forgets the
+// puts before). A chunk's fold writes only the documents whose last
+// writer it is (foldSet.seal): every document is then written once, by
+// its last chunk, whatever number of chunks it changed in — a job's claim
+// and its ack's delete make one row even when a chunk closes between them.
+//
+// That keeps the fold's contract. Until the later chunk folds, the tables
+// hold the document as it was before the earlier chunk (or, after a later
+// drop or creation of its collection, as that leaves it), and the log
+// keeps every record from the first unfolded one on: the replay at open
+// (Load) applies the later chunk's write, which sets the document whole
+// (a put or a delete), or its drop or creation. Documents are only ever
+// behind the folded seq, never ahead of the records replayed, so the
+// replay meets the states it met before the fold.
+//
+// It is kept by collection name, then id, and each chunk's collFold holds
+// its collection's map: an int64 key per change, not a name hashed again.
+// A name's map stays while the store is open (emptied, not deleted), so
+// that every chunk's collFold of that name holds the same one.
+type latestDocs map[string]map[int64]*foldSet
+
+// of answers the map of collection name's documents.
+func (l latestDocs) of(name string) map[int64]*foldSet {
+	m := l[name]
+	if m == nil {
+		m = map[int64]*foldSet{}
+		l[name] = m
+	}
+	return m
+}
+
 // collFold is what the fold does to one collection name.
 type collFold struct {
-	reset   bool             // delete the table's rows for this name first (drop or re-create)
-	created bool             // insert a collections row (created in this window)
-	order   int              // creation order among this window's creates
-	schema  []byte           // when created
-	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
-	docs    map[int64][]byte // nil body: delete
+	reset   bool               // delete the table's rows for this name first (drop or re-create)
+	created bool               // insert a collections row (created in this window)
+	order   int                // creation order among this window's creates
+	schema  []byte             // when created
+	nextID  int64              // created: its next id; else the next_id to raise it to (0: none)
+	docs    map[int64][]byte   // nil body: delete
+	latest  map[int64]*foldSet // latestDocs' map of this name
 }
 
 type metaFold struct {
@@ -60,42 +97,46 @@ func (f *foldSet) empty() bool { return f.seq == 0 }
 
 // add folds one log record's changes (ending at seq, size bytes long) into
 // f.
-func (f *foldSet) add(changes []Change, seq uint64, size int) {
+// Each document written is recorded in latest as written last by f.
+func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs) {
 	if f.empty() {
 		f.since = time.Now()
 		f.first = seq
 	}
 	for _, c := range changes {
-		f.apply(c)
+		f.apply(c, latest)
 	}
 	f.seq = seq
 	f.bytes += int64(size)
 	f.rows++ // the record, as a row to delete in a version 1 file's log table
 }
 
-func (f *foldSet) coll(name string) *collFold {
+func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
-		cf = &collFold{docs: map[int64][]byte{}}
+		cf = &collFold{docs: map[int64][]byte{}, latest: latest.of(name)}
 		f.colls[name] = cf
 	}
 	return cf
 }
 
-func (f *foldSet) apply(c Change) {
+func (f *foldSet) apply(c Change, latest latestDocs) {
 	switch c.Op {
 	case OpCreate:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
+		cf.unlatest()
 		f.creates++
 		f.rows++
 		f.resets = true
-		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}}
+		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, latest: cf.latest}
 	case OpDrop:
-		*f.coll(c.Coll) = collFold{reset: true, docs: map[int64][]byte{}}
+		cf := f.coll(c.Coll, latest)
+		cf.unlatest()
+		*cf = collFold{reset: true, docs: map[int64][]byte{}, latest: cf.latest}
 		f.rows++
 		f.resets = true
 	case OpPut:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
 		body := c.Body
 		if body == nil {
 			body = []byte{} // nil means delete here
@@ -103,15 +144,19 @@ func (f *foldSet) apply(c Change) {
 		f.newDoc(cf, c.ID)
 		cf.docs[c.ID] = body
 		cf.nextID = max(cf.nextID, c.ID+1)
+		cf.latest[c.ID] = f
 	case OpDelete:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
 		if cf.reset {
 			// The table holds nothing of this collection by now: forgetting
-			// the put is enough.
+			// the put is enough — here and in the chunks before, which
+			// write the document (if at all) before f empties the table.
 			delete(cf.docs, c.ID)
+			delete(cf.latest, c.ID)
 		} else {
 			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
+			cf.latest[c.ID] = f
 		}
 	case OpMetaPut:
 		f.newMeta(c.Key)
@@ -119,6 +164,15 @@ func (f *foldSet) apply(c Change) {
 	case OpMetaDelete:
 		f.newMeta(c.Key)
 		f.meta[c.Key] = &metaFold{del: true}
+	}
+}
+
+// unlatest forgets cf's documents, whose collection its chunk is about to
+// drop or create afresh: it no longer writes them, and the chunks before
+// need not either, since it empties the collection's table after them.
+func (cf *collFold) unlatest() {
+	for id := range cf.docs {
+		delete(cf.latest, id)
 	}
 }
 
@@ -210,19 +264,41 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 	return err
 }
 
-// docOrder answers f's documents in the order the fold writes them: by
-// collection, then by ascending id, which keeps the B-tree writes
-// sequential.
-func (f *foldSet) docOrder() []docKey {
-	if f.order == nil {
-		for _, name := range slices.Sorted(maps.Keys(f.colls)) {
-			for _, id := range slices.Sorted(maps.Keys(f.colls[name].docs)) {
+// seal fixes the documents f's fold writes, and their order, once f is
+// the oldest chunk and its fold begins (fmu held, as latest is): those
+// whose last writer is f (latestDocs), by collection, then by ascending
+// id, which keeps the B-tree writes sequential. A later chunk may take a
+// document over only before this: the order stays as sealed while f is
+// written in parts, or written again after a failed try.
+func (f *foldSet) seal() {
+	if f.order != nil {
+		return
+	}
+	f.order = []docKey{}
+	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
+		cf := f.colls[name]
+		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
+			if cf.latest[id] == f {
 				f.order = append(f.order, docKey{name, id})
 			}
 		}
 	}
-	return f.order
 }
+
+// forget removes from latest the documents whose last writer is f, once
+// f's fold has committed whole (fmu held).
+func (f *foldSet) forget() {
+	for _, cf := range f.colls {
+		for id := range cf.docs {
+			if cf.latest[id] == f {
+				delete(cf.latest, id)
+			}
+		}
+	}
+}
+
+// docOrder answers the documents f's fold writes, in order (seal).
+func (f *foldSet) docOrder() []docKey { return f.order }
 
 // partable says whether f may be folded in parts of n documents, the last
 // one with the rest of f: whether it creates and drops nothing and holds

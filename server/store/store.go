@@ -282,8 +282,9 @@ type Store struct {
 	// The unfolded log records, in chunks, oldest first: added to by whoever
 	// makes groups durable, folded by the committer (by Load before it
 	// hands over).
-	fmu   sync.Mutex
-	folds []*foldSet
+	fmu    sync.Mutex
+	folds  []*foldSet
+	latest latestDocs // each document's last chunk in folds (under fmu)
 }
 
 // group is the units queued between two commits: one log record; one sync
@@ -1235,7 +1236,10 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
-	s.folds[len(s.folds)-1].add(changes, seq, size)
+	if s.latest == nil {
+		s.latest = latestDocs{}
+	}
+	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
 }
 
 // writeGroup writes g as one log record, with one pwrite at the end of the
@@ -1408,6 +1412,7 @@ func (s *Store) foldLog() (more bool, err error) {
 		// Seal the chunk: groups made durable meanwhile go to the next.
 		s.folds = append(s.folds, newFoldSet())
 	}
+	f.seal()
 	s.fmu.Unlock()
 	start := time.Now()
 	tx, err := s.conn.BeginTx(ctx, nil)
@@ -1446,6 +1451,7 @@ func (s *Store) foldLog() (more bool, err error) {
 	s.stats.LogBytes -= f.bytes
 	s.mu.Unlock()
 	s.fmu.Lock()
+	f.forget()
 	s.folds = s.folds[1:]
 	if len(s.folds) == 1 && s.folds[0].empty() {
 		s.folds = nil
