@@ -285,7 +285,23 @@ type Store struct {
 	fmu    sync.Mutex
 	folds  []*foldSet
 	latest latestDocs // each document's last chunk in folds (under fmu)
+
+	// spare holds groups' changes slices the folds are done with (addFold),
+	// emptied, for the next groups to append into: a group's slice then
+	// grows from the size of one before it, not from empty.
+	spare chan []Change
+	// failed0 is s.failure, made once: the wait Commit answers under
+	// interval and off, a func value not made anew per unit.
+	failed0 func() error
 }
+
+// spareGroups is how many changes slices the store keeps for reuse: about
+// the groups on their way at once (queued, written, syncing).
+const spareGroups = 4
+
+// spareChanges is the most changes a slice kept for reuse may hold: a big
+// batch's is left to the garbage collector.
+const spareChanges = 4096
 
 // group is the units queued between two commits: one log record; one sync
 // of the log makes one group, or several, durable.
@@ -377,7 +393,9 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	s := &Store{log: log, path: path, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
-		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
+		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{}),
+		spare: make(chan []Change, spareGroups)}
+	s.failed0 = s.failure
 	err = s.prepare(path)
 	if err == nil {
 		err = s.openLog()
@@ -755,6 +773,12 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	if s.mode.Kind == SyncInterval && g.units == 0 {
 		g.since = time.Now()
 	}
+	if g.changes == nil {
+		select {
+		case g.changes = <-s.spare:
+		default:
+		}
+	}
 	g.changes = append(g.changes, changes...)
 	g.units++
 	g.seq = seq
@@ -780,7 +804,7 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	if g.size >= 2*s.tune.maxPending || (s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
 		return g.wait // for the committer's write
 	}
-	return s.failure
+	return s.failed0
 }
 
 func (s *Store) poke() {
@@ -1225,7 +1249,9 @@ func (s *Store) unfoldedLocked() int64 {
 }
 
 // addFold adds one log record's changes to the chunks waiting for a fold;
-// fmu is held.
+// fmu is held. It takes changes: the chunks keep what they need of them
+// (the bodies), and the slice goes to the spares for a later group to
+// reuse, so the caller must not use it after.
 //
 // A chunk is closed once it holds foldChunk bytes or foldRows rows, and
 // before a group that would take it past foldRows: a big group (a batch)
@@ -1240,6 +1266,13 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		s.latest = latestDocs{}
 	}
 	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
+	if cap(changes) <= spareChanges {
+		clear(changes) // the bodies, for the garbage collector
+		select {
+		case s.spare <- changes[:0]:
+		default:
+		}
+	}
 }
 
 // writeGroup writes g as one log record, with one pwrite at the end of the
