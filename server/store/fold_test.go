@@ -518,3 +518,54 @@ func BenchmarkFold(b *testing.B) {
 	b.ReportMetric(float64(rows)/float64(jobs), "rows/job")
 	b.ReportMetric(float64(jobs)/float64(folds), "jobs/chunk")
 }
+
+// TestFoldBatches: runs of puts and of deletes of every length around the
+// fold's statement sizes (32, 8, 1 rows), in two collections, fold to the
+// state the units describe.
+func TestFoldBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	units := [][]Change{{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "b", ID: 1, Body: []byte("schema")}}}
+	var fill []Change
+	for i := range int64(600) {
+		fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "a first %d", i)})
+		fill = append(fill, Change{Op: OpPut, Coll: "b", ID: 1 + i, Body: fmt.Appendf(nil, "b first %d", i)})
+	}
+	units = append(units, fill)
+	var runs []Change
+	id := int64(1)
+	for _, n := range []int64{1, 2, 7, 8, 9, 15, 31, 32, 33, 40, 41, 64, 65, 73} {
+		coll := []string{"a", "b"}[n%2]
+		for i := range n {
+			runs = append(runs, Change{Op: OpPut, Coll: coll, ID: id + i, Body: fmt.Appendf(nil, "%s second %d", coll, id+i)})
+		}
+		for i := range n {
+			runs = append(runs, Change{Op: OpDelete, Coll: coll, ID: id + n + i})
+		}
+		id += 2 * n
+	}
+	units = append(units, runs)
+	for _, u := range units {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first two units fold first; the runs are one chunk, written in
+	// one transaction (no parts).
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{}, tune)
+	commitAll(t, s, 1, units)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, uint64(len(units)), "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every document is in the tables (the log is folded whole).
+	if docs, _, _ := tableCounts(t, path); docs != len(want.colls["a"].docs)+len(want.colls["b"].docs) {
+		t.Fatalf("%d documents in the tables, want %d", docs, len(want.colls["a"].docs)+len(want.colls["b"].docs))
+	}
+}

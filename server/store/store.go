@@ -286,6 +286,8 @@ type Store struct {
 	folds  []*foldSet
 	latest latestDocs // each document's last chunk in folds (under fmu)
 
+	foldTx *foldTx // the folds' statements; under wmu
+
 	// spare holds groups' changes slices the folds are done with (addFold),
 	// emptied, for the next groups to append into: a group's slice then
 	// grows from the size of one before it, not from empty.
@@ -1108,7 +1110,11 @@ func (s *Store) Close() error {
 		if s.failure() == nil {
 			dropErr = s.dropFolded(true)
 		}
-		err := errors.Join(dropErr, closeSegments(s.segs), s.conn.Close(), s.db.Close(), s.wal.Close())
+		var stmtErr error
+		if s.foldTx != nil {
+			stmtErr = s.foldTx.close()
+		}
+		err := errors.Join(dropErr, closeSegments(s.segs), stmtErr, s.conn.Close(), s.db.Close(), s.wal.Close())
 		if f := s.failure(); f != nil {
 			err = f
 		}
@@ -1427,7 +1433,6 @@ func (s *Store) faultAt(at string) error {
 // rolls it back whole: the chunk stays queued for the next try (and its
 // records stay in the log in any case: dropFolded). wmu is held.
 func (s *Store) foldLog() (more bool, err error) {
-	ctx := context.Background()
 	s.fmu.Lock()
 	if len(s.folds) == 0 {
 		s.fmu.Unlock()
@@ -1448,28 +1453,24 @@ func (s *Store) foldLog() (more bool, err error) {
 	f.seal()
 	s.fmu.Unlock()
 	start := time.Now()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return true, err
+	if s.foldTx == nil {
+		s.foldTx = newFoldTx(s.conn)
 	}
+	tx := s.foldTx
 	// A chunk of a few big groups holds more documents than foldRows: it
 	// is written in parts of foldRows, one a call, so that no commit waits
 	// for more than one part.
 	part := f.partable(s.tune.foldRows)
-	write := func() error { return f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }) }
+	write := func() error { return f.write(tx, func() error { return s.faultAt(FaultFold) }) }
 	if part {
 		write = func() error {
-			if err := f.writePart(ctx, tx, s.tune.foldRows); err != nil {
+			if err := f.writePart(tx, s.tune.foldRows); err != nil {
 				return err
 			}
 			return s.faultAt(FaultFold)
 		}
 	}
-	if err := write(); err != nil {
-		tx.Rollback()
-		return true, err
-	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.run(write); err != nil {
 		return true, err
 	}
 	if s.tune.onFold != nil {
