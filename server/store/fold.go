@@ -146,7 +146,6 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		f.newDoc(cf, c.ID)
 		cf.docs[c.ID] = body
 		cf.nextID = max(cf.nextID, c.ID+1)
-		cf.latest[c.ID] = f
 	case OpDelete:
 		cf := f.coll(c.Coll, latest)
 		if cf.reset {
@@ -158,7 +157,6 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		} else {
 			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
-			cf.latest[c.ID] = f
 		}
 	case OpMetaPut:
 		f.newMeta(c.Key)
@@ -178,10 +176,14 @@ func (cf *collFold) unlatest() {
 	}
 }
 
-// newDoc counts a row for the fold to write when id is new to cf.
+// newDoc counts a row for the fold to write when id is new to cf, and
+// records f as its last writer (latestDocs). A document already in cf has
+// f recorded: f is the last chunk while changes are added to it, and a
+// drop or creation that forgets its documents (unlatest) empties cf too.
 func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
+		cf.latest[id] = f
 	}
 }
 
