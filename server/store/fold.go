@@ -4,15 +4,20 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
 // foldSet holds the logged changes not yet folded into the tables, already
 // coalesced: the fold writes each document, collection and meta record once,
-// however often it changed, and never writes what was put and then deleted.
-// It is owned by the committer goroutine (and by Load before that).
+// however often it changed, and never writes a document put and then
+// deleted in a collection it drops or creates. Across chunks, a document
+// that a later chunk writes again is not written by the earlier one
+// (latestDocs). It is owned by the committer goroutine (and by Load before
+// that).
 type foldSet struct {
 	colls   map[string]*collFold
 	meta    map[string]*metaFold
@@ -36,14 +41,48 @@ type docKey struct {
 	id   int64
 }
 
+// latestDocs maps each document with a write not yet folded to the last
+// chunk that writes it (the puts and deletes it was given, not what it
+// keeps of them: a chunk that drops or creates the collection forgets the
+// puts before). A chunk's fold writes only the documents whose last
+// writer it is (foldSet.seal): every document is then written once, by
+// its last chunk, whatever number of chunks it changed in — a job's claim
+// and its ack's delete make one row even when a chunk closes between them.
+//
+// That keeps the fold's contract. Until the later chunk folds, the tables
+// hold the document as it was before the earlier chunk (or, after a later
+// drop or creation of its collection, as that leaves it), and the log
+// keeps every record from the first unfolded one on: the replay at open
+// (Load) applies the later chunk's write, which sets the document whole
+// (a put or a delete), or its drop or creation. Documents are only ever
+// behind the folded seq, never ahead of the records replayed, so the
+// replay meets the states it met before the fold.
+//
+// It is kept by collection name, then id, and each chunk's collFold holds
+// its collection's map: an int64 key per change, not a name hashed again.
+// A name's map stays while the store is open (emptied, not deleted), so
+// that every chunk's collFold of that name holds the same one.
+type latestDocs map[string]map[int64]*foldSet
+
+// of answers the map of collection name's documents.
+func (l latestDocs) of(name string) map[int64]*foldSet {
+	m := l[name]
+	if m == nil {
+		m = map[int64]*foldSet{}
+		l[name] = m
+	}
+	return m
+}
+
 // collFold is what the fold does to one collection name.
 type collFold struct {
-	reset   bool             // delete the table's rows for this name first (drop or re-create)
-	created bool             // insert a collections row (created in this window)
-	order   int              // creation order among this window's creates
-	schema  []byte           // when created
-	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
-	docs    map[int64][]byte // nil body: delete
+	reset   bool               // delete the table's rows for this name first (drop or re-create)
+	created bool               // insert a collections row (created in this window)
+	order   int                // creation order among this window's creates
+	schema  []byte             // when created
+	nextID  int64              // created: its next id; else the next_id to raise it to (0: none)
+	docs    map[int64][]byte   // nil body: delete
+	latest  map[int64]*foldSet // latestDocs' map of this name
 }
 
 type metaFold struct {
@@ -60,42 +99,46 @@ func (f *foldSet) empty() bool { return f.seq == 0 }
 
 // add folds one log record's changes (ending at seq, size bytes long) into
 // f.
-func (f *foldSet) add(changes []Change, seq uint64, size int) {
+// Each document written is recorded in latest as written last by f.
+func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs) {
 	if f.empty() {
 		f.since = time.Now()
 		f.first = seq
 	}
 	for _, c := range changes {
-		f.apply(c)
+		f.apply(c, latest)
 	}
 	f.seq = seq
 	f.bytes += int64(size)
 	f.rows++ // the record, as a row to delete in a version 1 file's log table
 }
 
-func (f *foldSet) coll(name string) *collFold {
+func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
-		cf = &collFold{docs: map[int64][]byte{}}
+		cf = &collFold{docs: map[int64][]byte{}, latest: latest.of(name)}
 		f.colls[name] = cf
 	}
 	return cf
 }
 
-func (f *foldSet) apply(c Change) {
+func (f *foldSet) apply(c Change, latest latestDocs) {
 	switch c.Op {
 	case OpCreate:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
+		cf.unlatest()
 		f.creates++
 		f.rows++
 		f.resets = true
-		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}}
+		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, latest: cf.latest}
 	case OpDrop:
-		*f.coll(c.Coll) = collFold{reset: true, docs: map[int64][]byte{}}
+		cf := f.coll(c.Coll, latest)
+		cf.unlatest()
+		*cf = collFold{reset: true, docs: map[int64][]byte{}, latest: cf.latest}
 		f.rows++
 		f.resets = true
 	case OpPut:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
 		body := c.Body
 		if body == nil {
 			body = []byte{} // nil means delete here
@@ -104,11 +147,13 @@ func (f *foldSet) apply(c Change) {
 		cf.docs[c.ID] = body
 		cf.nextID = max(cf.nextID, c.ID+1)
 	case OpDelete:
-		cf := f.coll(c.Coll)
+		cf := f.coll(c.Coll, latest)
 		if cf.reset {
 			// The table holds nothing of this collection by now: forgetting
-			// the put is enough.
+			// the put is enough — here and in the chunks before, which
+			// write the document (if at all) before f empties the table.
 			delete(cf.docs, c.ID)
+			delete(cf.latest, c.ID)
 		} else {
 			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
@@ -122,10 +167,23 @@ func (f *foldSet) apply(c Change) {
 	}
 }
 
-// newDoc counts a row for the fold to write when id is new to cf.
+// unlatest forgets cf's documents, whose collection its chunk is about to
+// drop or create afresh: it no longer writes them, and the chunks before
+// need not either, since it empties the collection's table after them.
+func (cf *collFold) unlatest() {
+	for id := range cf.docs {
+		delete(cf.latest, id)
+	}
+}
+
+// newDoc counts a row for the fold to write when id is new to cf, and
+// records f as its last writer (latestDocs). A document already in cf has
+// f recorded: f is the last chunk while changes are added to it, and a
+// drop or creation that forgets its documents (unlatest) empties cf too.
 func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
+		cf.latest[id] = f
 	}
 }
 
@@ -142,16 +200,16 @@ func (f *foldSet) newMeta(key string) {
 // same tx, so that a crash leaves either those rows or their folded
 // effect, never both or neither. midway is asked between the documents and
 // the meta records (Options.Fault's FaultFold).
-func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) error {
+func (f *foldSet) write(tx *foldTx, midway func() error) error {
 	names := slices.Sorted(maps.Keys(f.colls))
 	for _, name := range names {
 		if !f.colls[name].reset {
 			continue
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM docs WHERE coll = ?`, name); err != nil {
+		if err := tx.exec(`DELETE FROM docs WHERE coll = ?`, name); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM collections WHERE name = ?`, name); err != nil {
+		if err := tx.exec(`DELETE FROM collections WHERE name = ?`, name); err != nil {
 			return err
 		}
 	}
@@ -162,14 +220,14 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 	slices.SortFunc(created, func(a, b string) int { return cmp.Compare(f.colls[a].order, f.colls[b].order) })
 	var seqno int64
 	if len(created) > 0 {
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce(max(seqno), 0) FROM collections`).Scan(&seqno); err != nil {
+		if err := tx.conn.QueryRowContext(tx.ctx, `SELECT coalesce(max(seqno), 0) FROM collections`).Scan(&seqno); err != nil {
 			return err
 		}
 	}
 	for _, name := range created {
 		cf := f.colls[name]
 		seqno++
-		if _, err := tx.ExecContext(ctx, `INSERT INTO collections(name, seqno, schema, next_id) VALUES (?, ?, ?, ?)`,
+		if err := tx.exec(`INSERT INTO collections(name, seqno, schema, next_id) VALUES (?, ?, ?, ?)`,
 			name, seqno, nonNil(cf.schema), cf.nextID); err != nil {
 			return err
 		}
@@ -178,12 +236,12 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 	for _, name := range names {
 		cf := f.colls[name]
 		if !cf.created && cf.nextID > 0 {
-			if _, err := tx.ExecContext(ctx, `UPDATE collections SET next_id = max(next_id, ?) WHERE name = ?`, cf.nextID, name); err != nil {
+			if err := tx.exec(`UPDATE collections SET next_id = max(next_id, ?) WHERE name = ?`, cf.nextID, name); err != nil {
 				return err
 			}
 		}
 	}
-	if err := f.writeDocs(ctx, tx, f.docOrder()[f.written:]); err != nil {
+	if err := f.writeDocs(tx, f.docOrder()[f.written:]); err != nil {
 		return err
 	}
 
@@ -194,35 +252,57 @@ func (f *foldSet) write(ctx context.Context, tx *sql.Tx, midway func() error) er
 	for _, key := range slices.Sorted(maps.Keys(f.meta)) {
 		m := f.meta[key]
 		if m.del {
-			_, err = tx.ExecContext(ctx, `DELETE FROM meta WHERE key = ?`, key)
+			err = tx.exec(`DELETE FROM meta WHERE key = ?`, key)
 		} else {
-			_, err = tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(key, body, expires) VALUES (?, ?, ?)`, key, nonNil(m.body), m.expires)
+			err = tx.exec(`INSERT OR REPLACE INTO meta(key, body, expires) VALUES (?, ?, ?)`, key, nonNil(m.body), m.expires)
 		}
 		if err != nil {
 			return err
 		}
 	}
 
-	if _, err := tx.ExecContext(ctx, `UPDATE state SET value = max(value, ?) WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
+	if err := tx.exec(`UPDATE state SET value = max(value, ?) WHERE key = 'folded_seq'`, int64(f.seq)); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `DELETE FROM log WHERE seq <= ?`, int64(f.seq))
+	err = tx.exec(`DELETE FROM log WHERE seq <= ?`, int64(f.seq))
 	return err
 }
 
-// docOrder answers f's documents in the order the fold writes them: by
-// collection, then by ascending id, which keeps the B-tree writes
-// sequential.
-func (f *foldSet) docOrder() []docKey {
-	if f.order == nil {
-		for _, name := range slices.Sorted(maps.Keys(f.colls)) {
-			for _, id := range slices.Sorted(maps.Keys(f.colls[name].docs)) {
+// seal fixes the documents f's fold writes, and their order, once f is
+// the oldest chunk and its fold begins (fmu held, as latest is): those
+// whose last writer is f (latestDocs), by collection, then by ascending
+// id, which keeps the B-tree writes sequential. A later chunk may take a
+// document over only before this: the order stays as sealed while f is
+// written in parts, or written again after a failed try.
+func (f *foldSet) seal() {
+	if f.order != nil {
+		return
+	}
+	f.order = []docKey{}
+	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
+		cf := f.colls[name]
+		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
+			if cf.latest[id] == f {
 				f.order = append(f.order, docKey{name, id})
 			}
 		}
 	}
-	return f.order
 }
+
+// forget removes from latest the documents whose last writer is f, once
+// f's fold has committed whole (fmu held).
+func (f *foldSet) forget() {
+	for _, cf := range f.colls {
+		for id := range cf.docs {
+			if cf.latest[id] == f {
+				delete(cf.latest, id)
+			}
+		}
+	}
+}
+
+// docOrder answers the documents f's fold writes, in order (seal).
+func (f *foldSet) docOrder() []docKey { return f.order }
 
 // partable says whether f may be folded in parts of n documents, the last
 // one with the rest of f: whether it creates and drops nothing and holds
@@ -240,36 +320,146 @@ func (f *foldSet) partable(n int) bool {
 
 // writePart writes f's next n documents in tx; the caller counts them in
 // f.written once tx commits.
-func (f *foldSet) writePart(ctx context.Context, tx *sql.Tx, n int) error {
-	return f.writeDocs(ctx, tx, f.docOrder()[f.written:f.written+n])
+func (f *foldSet) writePart(tx *foldTx, n int) error {
+	return f.writeDocs(tx, f.docOrder()[f.written:f.written+n])
 }
 
-// writeDocs puts or deletes the documents keys names.
-func (f *foldSet) writeDocs(ctx context.Context, tx *sql.Tx, keys []docKey) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	put, err := tx.PrepareContext(ctx, `INSERT OR REPLACE INTO docs(coll, id, body) VALUES (?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer put.Close()
-	del, err := tx.PrepareContext(ctx, `DELETE FROM docs WHERE coll = ? AND id = ?`)
-	if err != nil {
-		return err
-	}
-	defer del.Close()
-	for _, k := range keys {
-		if body := f.colls[k.coll].docs[k.id]; body != nil {
-			_, err = put.ExecContext(ctx, k.coll, k.id, body)
-		} else {
-			_, err = del.ExecContext(ctx, k.coll, k.id)
+// writeDocs puts or deletes the documents keys names: each run of puts,
+// or of deletes, of one collection in statements of many rows (docBatch),
+// which costs SQLite and database/sql far less a row than a statement a
+// row (BenchmarkFold).
+func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
+	args := tx.args
+	for len(keys) > 0 {
+		k := keys[0]
+		cf := f.colls[k.coll]
+		put := cf.docs[k.id] != nil
+		run := 1
+		for run < len(keys) && keys[run].coll == k.coll && (cf.docs[keys[run].id] != nil) == put {
+			run++
 		}
-		if err != nil {
+		for _, size := range docBatch {
+			for ; run >= size; run -= size {
+				args = append(args[:0], k.coll)
+				for _, d := range keys[:size] {
+					args = append(args, d.id)
+					if put {
+						args = append(args, cf.docs[d.id])
+					}
+				}
+				if err := tx.exec(tx.docsSQL(put, size), args...); err != nil {
+					return err
+				}
+				keys = keys[size:]
+			}
+		}
+	}
+	clear(args)
+	tx.args = args[:0]
+	return nil
+}
+
+// docBatch is the sizes of writeDocs' statements, largest first: a run is
+// written in statements of 32 rows, then of 8, then of one.
+var docBatch = []int{32, 8, 1}
+
+// docsSQL answers the statement that puts (or deletes) n documents of one
+// collection: its parameters are the collection's name, then each
+// document's id (and body).
+func (tx *foldTx) docsSQL(put bool, n int) string {
+	k := docsKey{put, n}
+	q := tx.docsText[k]
+	if q == "" {
+		q = docsSQL(put, n)
+		tx.docsText[k] = q
+	}
+	return q
+}
+
+type docsKey struct {
+	put bool
+	n   int
+}
+
+func docsSQL(put bool, n int) string {
+	var b strings.Builder
+	if put {
+		b.WriteString(`INSERT OR REPLACE INTO docs(coll, id, body) VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?1, ?, ?)")
+		}
+		return b.String()
+	}
+	b.WriteString(`DELETE FROM docs WHERE coll = ?1 AND id IN (`)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("?")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// foldTx runs a fold's transaction on the store's connection, with its
+// statements prepared once and kept from fold to fold: a chunk's few
+// statements cost no parsing (database/sql's Tx would prepare its
+// statements anew in each transaction). It is the Store's, under wmu.
+type foldTx struct {
+	ctx      context.Context
+	conn     *sql.Conn
+	stmts    map[string]*sql.Stmt
+	docsText map[docsKey]string
+	args     []any
+}
+
+func newFoldTx(conn *sql.Conn) *foldTx {
+	return &foldTx{ctx: context.Background(), conn: conn, stmts: map[string]*sql.Stmt{}, docsText: map[docsKey]string{}}
+}
+
+// exec runs q, prepared on its first use.
+func (tx *foldTx) exec(q string, args ...any) error {
+	st := tx.stmts[q]
+	if st == nil {
+		var err error
+		if st, err = tx.conn.PrepareContext(tx.ctx, q); err != nil {
 			return err
 		}
+		tx.stmts[q] = st
 	}
-	return nil
+	_, err := st.ExecContext(tx.ctx, args...)
+	return err
+}
+
+// run runs write in one transaction: committed if write succeeds, else
+// rolled back whole.
+func (tx *foldTx) run(write func() error) error {
+	if err := tx.exec("BEGIN"); err != nil {
+		return err
+	}
+	err := write()
+	if err == nil {
+		err = tx.exec("COMMIT")
+	}
+	if err != nil {
+		// Best effort: a failed COMMIT may have ended the transaction
+		// already; the error that matters is err.
+		tx.exec("ROLLBACK")
+	}
+	return err
+}
+
+// close closes the statements kept.
+func (tx *foldTx) close() error {
+	var errs []error
+	for _, st := range tx.stmts {
+		errs = append(errs, st.Close())
+	}
+	clear(tx.stmts)
+	return errors.Join(errs...)
 }
 
 // nonNil keeps an empty body a zero-length blob rather than NULL.

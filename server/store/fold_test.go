@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -290,4 +292,280 @@ func TestFoldInParts(t *testing.T) {
 	got, _, _, s3 := load(t, path, Options{}, defaultTuning)
 	defer s3.Close()
 	sameState(t, "folded in parts", got, want)
+}
+
+// TestFoldAcrossChunks: a document written again in a later chunk is not
+// written by the earlier chunk's fold — a job's claim (a put) and its ack
+// (a delete) make one row however the chunks fall — and a failure (or a
+// kill) between the two folds leaves the tables holding the document as
+// it was before both, and the log the records that bring it to its end.
+// Dropping and creating the collection again in a later chunk spares the
+// earlier chunks' documents too.
+func TestFoldAcrossChunks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	first := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "d", ID: 1, Body: []byte("schema")}}}
+	for i := range int64(20) {
+		first = append(first, []Change{{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "v0 %d", i)}})
+	}
+	// Two units a chunk (a document row and a log row each), folded only
+	// at Close: the claims' ten chunks come before the acks' ten.
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 4, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{}, tune)
+	commitAll(t, s, 1, first)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var units [][]Change
+	for i := range int64(20) {
+		units = append(units, []Change{{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "claimed %d", i)}})
+	}
+	for i := range int64(20) {
+		if i%2 == 0 {
+			units = append(units, []Change{{Op: OpDelete, Coll: "c", ID: 1 + i}})
+		} else {
+			units = append(units, []Change{{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "done %d", i)}})
+		}
+	}
+	// d's documents, put in one chunk, are spared by its drop and
+	// creation in the last.
+	units = append(units, []Change{{Op: OpPut, Coll: "d", ID: 1, Body: []byte("gone")}, {Op: OpPut, Coll: "d", ID: 2, Body: []byte("gone")}})
+	units = append(units, []Change{{Op: OpDrop, Coll: "d"}, {Op: OpCreate, Coll: "d", ID: 1, Body: []byte("schema 2")}, {Op: OpPut, Coll: "d", ID: 1, Body: []byte("kept")}})
+	for _, u := range append(slices.Clone(first), units...) {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// The 11th chunk's fold fails: the claims' ten chunks are folded.
+	var asked atomic.Int32
+	fault := func(at string) error {
+		if at == FaultFold && asked.Add(1) == 11 {
+			return errInjected
+		}
+		return nil
+	}
+	var rows []int64
+	changed := func() int64 {
+		var n int64
+		if err := s.conn.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n); err != nil {
+			t.Error(err)
+		}
+		return n
+	}
+	tune.onFold = func(time.Duration) { rows = append(rows, changed()) }
+	_, _, _, s = load(t, path, Options{Fault: fault}, tune)
+	before := changed()
+	for i, u := range units {
+		// One unit a group: a group never splits across chunks.
+		if err := s.Commit(uint64(len(first)+1+i), u)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close with a failing fold answered %v (after %d folds, stats %+v)", err, len(rows), s.Stats())
+	}
+	if len(rows) != 10 {
+		t.Fatalf("%d folds before the failure, want 10", len(rows))
+	}
+	// Each of the ten folds wrote its folded_seq and c's next id, and no
+	// document.
+	for i, n := range rows {
+		if n-before != 2*int64(i+1) {
+			t.Fatalf("after %d folds SQLite counted %d changed rows, want %d: the claims were written (%v after %d)", i+1, n-before, 2*(i+1), rows, before)
+		}
+	}
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var claimed, v0 int
+	err = db.QueryRow(`SELECT (SELECT count(*) FROM docs WHERE CAST(body AS TEXT) LIKE 'claimed%'), (SELECT count(*) FROM docs WHERE coll = 'c' AND CAST(body AS TEXT) LIKE 'v0%')`).Scan(&claimed, &v0)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed != 0 || v0 != 20 {
+		t.Fatalf("after the claims' folds the tables hold %d claimed and %d first documents; want 0 and 20", claimed, v0)
+	}
+	seq := uint64(len(first) + len(units))
+	s2 := loadSame(t, path, seq, "after a failure between the chunks", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s3 := loadSame(t, path, seq, "folded", want)
+	if err := s3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if docs, _, folded := tableCounts(t, path); docs != 11 || folded != int(seq) {
+		t.Fatalf("folded: %d documents, folded_seq %d; want 11, %d", docs, folded, seq)
+	}
+}
+
+// BenchmarkFold measures the fold alone: the CPU time (of the process,
+// user and system) a fold of a queue's log takes per job, and the SQLite
+// rows it changes per job. b.N jobs, put and folded first, are claimed ten
+// to a unit (ten puts) and acknowledged ten to a unit (ten deletes), the
+// acks eight claims behind, committed under sync always in groups of 16
+// units (as 16 workers make); then the log is folded whole, in the
+// server's chunks.
+//
+//	cd server && go test ./store -run '^$' -bench Fold -benchtime 100000x
+func BenchmarkFold(b *testing.B) {
+	jobs := (b.N + 9) / 10 * 10
+	path := filepath.Join(b.TempDir(), "f.db")
+	body := func(state string, i int) []byte {
+		return fmt.Appendf(nil, `{"queue":"q","state":%q,"payload":"job %08d of the benchmark's queue, a body of some 200 bytes as a job has","attempts":1,"lease":0}`, state, i)
+	}
+	s, err := Open(path, Options{Sync: SyncMode{Kind: SyncOff}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Load(func(Change) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	seq := uint64(1)
+	s.Commit(seq, []Change{{Op: OpCreate, Coll: "jobs", ID: 1, Body: []byte("schema")}})
+	for i := 0; i < jobs; i += 100 {
+		var u []Change
+		for j := i; j < min(i+100, jobs); j++ {
+			u = append(u, Change{Op: OpPut, Coll: "jobs", ID: int64(j + 1), Body: body("ready", j)})
+		}
+		seq++
+		s.Commit(seq, u)
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+
+	tune := defaultTuning
+	tune.foldBytes, tune.foldAge = 1<<40, time.Hour // no fold until asked
+	s, err = open(path, Options{Sync: SyncMode{Kind: SyncAlways}}, tune)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Load(func(Change) error { return nil }); err != nil {
+		b.Fatal(err)
+	}
+	var units [][]Change
+	claim := func(k int) {
+		u := make([]Change, 10)
+		for j := range u {
+			u[j] = Change{Op: OpPut, Coll: "jobs", ID: int64(10*k + j + 1), Body: body("claimed", 10*k+j)}
+		}
+		units = append(units, u)
+	}
+	ack := func(k int) {
+		u := make([]Change, 10)
+		for j := range u {
+			u[j] = Change{Op: OpDelete, Coll: "jobs", ID: int64(10*k + j + 1)}
+		}
+		units = append(units, u)
+	}
+	for k := range jobs / 10 {
+		claim(k)
+		if k >= 8 {
+			ack(k - 8)
+		}
+	}
+	for k := max(jobs/10-8, 0); k < jobs/10; k++ {
+		ack(k)
+	}
+	var waits []func() error
+	for i, u := range units {
+		seq++
+		waits = append(waits, s.Commit(seq, u))
+		if i%16 == 15 || i == len(units)-1 {
+			for _, w := range waits {
+				if err := w(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			waits = waits[:0]
+		}
+	}
+	// Every group is handed to the folds before its pipeline stage ends.
+	s.mu.Lock()
+	for s.writing || s.syncing || len(s.unsynced) > 0 {
+		s.waitChange()
+	}
+	s.mu.Unlock()
+	changed := func() int64 {
+		var n int64
+		if err := s.conn.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	s.wmu.Lock()
+	rows0, cpu0 := changed(), processCPU()
+	b.ResetTimer()
+	folds := 0
+	for more := true; more; folds++ {
+		if more, err = s.foldLog(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	cpu, rows := processCPU()-cpu0, changed()-rows0
+	s.wmu.Unlock()
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(jobs), "fold-cpu-µs/job")
+	b.ReportMetric(float64(rows)/float64(jobs), "rows/job")
+	b.ReportMetric(float64(jobs)/float64(folds), "jobs/chunk")
+}
+
+// TestFoldBatches: runs of puts and of deletes of every length around the
+// fold's statement sizes (32, 8, 1 rows), in two collections, fold to the
+// state the units describe.
+func TestFoldBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	units := [][]Change{{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "b", ID: 1, Body: []byte("schema")}}}
+	var fill []Change
+	for i := range int64(600) {
+		fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "a first %d", i)})
+		fill = append(fill, Change{Op: OpPut, Coll: "b", ID: 1 + i, Body: fmt.Appendf(nil, "b first %d", i)})
+	}
+	units = append(units, fill)
+	var runs []Change
+	id := int64(1)
+	for _, n := range []int64{1, 2, 7, 8, 9, 15, 31, 32, 33, 40, 41, 64, 65, 73} {
+		coll := []string{"a", "b"}[n%2]
+		for i := range n {
+			runs = append(runs, Change{Op: OpPut, Coll: coll, ID: id + i, Body: fmt.Appendf(nil, "%s second %d", coll, id+i)})
+		}
+		for i := range n {
+			runs = append(runs, Change{Op: OpDelete, Coll: coll, ID: id + n + i})
+		}
+		id += 2 * n
+	}
+	units = append(units, runs)
+	for _, u := range units {
+		for _, c := range u {
+			if err := want.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The first two units fold first; the runs are one chunk, written in
+	// one transaction (no parts).
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{}, tune)
+	commitAll(t, s, 1, units)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, uint64(len(units)), "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Every document is in the tables (the log is folded whole).
+	if docs, _, _ := tableCounts(t, path); docs != len(want.colls["a"].docs)+len(want.colls["b"].docs) {
+		t.Fatalf("%d documents in the tables, want %d", docs, len(want.colls["a"].docs)+len(want.colls["b"].docs))
+	}
 }

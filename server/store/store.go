@@ -284,9 +284,28 @@ type Store struct {
 	// The unfolded log records, in chunks, oldest first: added to by whoever
 	// makes groups durable, folded by the committer (by Load before it
 	// hands over).
-	fmu   sync.Mutex
-	folds []*foldSet
+	fmu    sync.Mutex
+	folds  []*foldSet
+	latest latestDocs // each document's last chunk in folds (under fmu)
+
+	foldTx *foldTx // the folds' statements; under wmu
+
+	// spare holds groups' changes slices the folds are done with (addFold),
+	// emptied, for the next groups to append into: a group's slice then
+	// grows from the size of one before it, not from empty.
+	spare chan []Change
+	// failed0 is s.failure, made once: the wait Commit answers under
+	// interval and off, a func value not made anew per unit.
+	failed0 func() error
 }
+
+// spareGroups is how many changes slices the store keeps for reuse: about
+// the groups on their way at once (queued, written, syncing).
+const spareGroups = 4
+
+// spareChanges is the most changes a slice kept for reuse may hold: a big
+// batch's is left to the garbage collector.
+const spareChanges = 4096
 
 // group is the units queued between two commits: one log record; one sync
 // of the log makes one group, or several, durable.
@@ -378,7 +397,9 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 	}
 	db.SetMaxOpenConns(1)
 	s := &Store{log: log, path: path, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
-		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{})}
+		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{}),
+		spare: make(chan []Change, spareGroups)}
+	s.failed0 = s.failure
 	err = s.prepare(path)
 	if err == nil {
 		err = s.openLog()
@@ -756,6 +777,12 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	if s.mode.Kind == SyncInterval && g.units == 0 {
 		g.since = time.Now()
 	}
+	if g.changes == nil {
+		select {
+		case g.changes = <-s.spare:
+		default:
+		}
+	}
 	g.changes = append(g.changes, changes...)
 	g.units++
 	g.seq = seq
@@ -781,7 +808,7 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	if g.size >= 2*s.tune.maxPending || (s.mode.Kind == SyncInterval && g.units > 1 && time.Since(g.since) > s.mode.Interval) {
 		return g.wait // for the committer's write
 	}
-	return s.failure
+	return s.failed0
 }
 
 func (s *Store) poke() {
@@ -1099,7 +1126,11 @@ func (s *Store) Close() error {
 		if s.failure() == nil {
 			dropErr = s.dropFolded(true)
 		}
-		err := errors.Join(dropErr, closeSegments(s.segs), s.conn.Close(), s.db.Close(), s.wal.Close())
+		var stmtErr error
+		if s.foldTx != nil {
+			stmtErr = s.foldTx.close()
+		}
+		err := errors.Join(dropErr, closeSegments(s.segs), stmtErr, s.conn.Close(), s.db.Close(), s.wal.Close())
 		if f := s.failure(); f != nil {
 			err = f
 		}
@@ -1240,7 +1271,9 @@ func (s *Store) unfoldedLocked() int64 {
 }
 
 // addFold adds one log record's changes to the chunks waiting for a fold;
-// fmu is held.
+// fmu is held. It takes changes: the chunks keep what they need of them
+// (the bodies), and the slice goes to the spares for a later group to
+// reuse, so the caller must not use it after.
 //
 // A chunk is closed once it holds foldChunk bytes or foldRows rows, and
 // before a group that would take it past foldRows: a big group (a batch)
@@ -1251,7 +1284,17 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
-	s.folds[len(s.folds)-1].add(changes, seq, size)
+	if s.latest == nil {
+		s.latest = latestDocs{}
+	}
+	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
+	if cap(changes) <= spareChanges {
+		clear(changes) // the bodies, for the garbage collector
+		select {
+		case s.spare <- changes[:0]:
+		default:
+		}
+	}
 }
 
 // writeGroup writes g as one log record, with one pwrite at the end of the
@@ -1406,7 +1449,6 @@ func (s *Store) faultAt(at string) error {
 // rolls it back whole: the chunk stays queued for the next try (and its
 // records stay in the log in any case: dropFolded). wmu is held.
 func (s *Store) foldLog() (more bool, err error) {
-	ctx := context.Background()
 	s.fmu.Lock()
 	if len(s.folds) == 0 {
 		s.fmu.Unlock()
@@ -1424,30 +1466,27 @@ func (s *Store) foldLog() (more bool, err error) {
 		// Seal the chunk: groups made durable meanwhile go to the next.
 		s.folds = append(s.folds, newFoldSet())
 	}
+	f.seal()
 	s.fmu.Unlock()
 	start := time.Now()
-	tx, err := s.conn.BeginTx(ctx, nil)
-	if err != nil {
-		return true, err
+	if s.foldTx == nil {
+		s.foldTx = newFoldTx(s.conn)
 	}
+	tx := s.foldTx
 	// A chunk of a few big groups holds more documents than foldRows: it
 	// is written in parts of foldRows, one a call, so that no commit waits
 	// for more than one part.
 	part := f.partable(s.tune.foldRows)
-	write := func() error { return f.write(ctx, tx, func() error { return s.faultAt(FaultFold) }) }
+	write := func() error { return f.write(tx, func() error { return s.faultAt(FaultFold) }) }
 	if part {
 		write = func() error {
-			if err := f.writePart(ctx, tx, s.tune.foldRows); err != nil {
+			if err := f.writePart(tx, s.tune.foldRows); err != nil {
 				return err
 			}
 			return s.faultAt(FaultFold)
 		}
 	}
-	if err := write(); err != nil {
-		tx.Rollback()
-		return true, err
-	}
-	if err := tx.Commit(); err != nil {
+	if err := tx.run(write); err != nil {
 		return true, err
 	}
 	if s.tune.onFold != nil {
@@ -1462,6 +1501,7 @@ func (s *Store) foldLog() (more bool, err error) {
 	s.stats.LogBytes -= f.bytes
 	s.mu.Unlock()
 	s.fmu.Lock()
+	f.forget()
 	s.folds = s.folds[1:]
 	if len(s.folds) == 1 && s.folds[0].empty() {
 		s.folds = nil
