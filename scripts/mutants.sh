@@ -23,9 +23,7 @@ mutations=(
   "engine: ignore a failed commit (answer an unsaved write as success)@@engine/db.go@@	if err := wait(); err != nil {@@	if err := wait(); false \&\& err != nil {@@./engine ./httpapi"
   "store: flush interval x100 under --sync <ms>@@store/store.go@@t := time.NewTicker(s.mode.Interval)@@t := time.NewTicker(s.mode.Interval * 100)@@./store"
   "httpapi: drop the key-expiry check@@httpapi/idempotency.go@@if !ok || (m.Expires != 0 \&\& m.Expires <= s.db.Clock().NowMS()) {@@if !ok {@@./httpapi"
-  "store: commit instead of roll back when a fold fails@@store/store.go@@		tx.Rollback()
-		return true, err@@		tx.Commit()
-		return true, err@@./store ./engine"
+  "store: commit instead of roll back when a fold fails@@store/fold.go@@		tx.exec(\"ROLLBACK\")@@		tx.exec(\"COMMIT\")@@./store ./engine"
   "engine: combine a token's update rules with AND instead of OR@@engine/scope.go@@Op: fenecql.OpOr, L: or, R: f}@@Op: fenecql.OpAnd, L: or, R: f}@@./engine ./httpapi ./auth"
   "engine: keep in memory the units the store lost (no undo)@@engine/db.go@@		undoSteps(db, db.pending[i].undo)@@		_ = undoSteps@@./engine ./httpapi"
   "engine: never end a store failure (no recovery)@@engine/db.go@@		if err == nil {
