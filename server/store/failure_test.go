@@ -122,13 +122,7 @@ func TestFoldFailsMidway(t *testing.T) {
 	sameState(t, "after a failed fold", got, want)
 	// The replayed log folds in chunks of 4 KB, each its own transaction.
 	more, _ := script(6, 100)
-	for _, u := range more {
-		for _, c := range u {
-			if err := want.apply(c); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	want.applyAll(t, more)
 	commitAll(t, s2, 201, more)
 	for s2.Stats().Folds < 3 {
 		time.Sleep(time.Millisecond)

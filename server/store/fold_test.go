@@ -242,22 +242,10 @@ func TestFoldInParts(t *testing.T) {
 		}
 	}
 	units = append(units, batch, later)
-	for _, u := range units {
-		for _, c := range u {
-			if err := want.apply(c); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	want.applyAll(t, units)
 	// The 5th question at FaultFold fails: the creation's chunk folds
 	// whole (the 1st), and three parts of 100 documents commit.
-	var asked atomic.Int32
-	fault := func(at string) error {
-		if at == FaultFold && asked.Add(1) == 5 {
-			return errInjected
-		}
-		return nil
-	}
+	fault := failFoldAt(5)
 	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 100, maxPending: 64 << 20, busyTimeout: time.Second}
 	_, _, _, s := load(t, path, Options{Fault: fault}, tune)
 	for i, u := range units {
@@ -331,22 +319,10 @@ func TestFoldAcrossChunks(t *testing.T) {
 	// creation in the last.
 	units = append(units, []Change{{Op: OpPut, Coll: "d", ID: 1, Body: []byte("gone")}, {Op: OpPut, Coll: "d", ID: 2, Body: []byte("gone")}})
 	units = append(units, []Change{{Op: OpDrop, Coll: "d"}, {Op: OpCreate, Coll: "d", ID: 1, Body: []byte("schema 2")}, {Op: OpPut, Coll: "d", ID: 1, Body: []byte("kept")}})
-	for _, u := range append(slices.Clone(first), units...) {
-		for _, c := range u {
-			if err := want.apply(c); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	want.applyAll(t, append(slices.Clone(first), units...))
 
 	// The 11th chunk's fold fails: the claims' ten chunks are folded.
-	var asked atomic.Int32
-	fault := func(at string) error {
-		if at == FaultFold && asked.Add(1) == 11 {
-			return errInjected
-		}
-		return nil
-	}
+	fault := failFoldAt(11)
 	var rows []int64
 	changed := func() int64 {
 		var n int64
@@ -545,13 +521,7 @@ func TestFoldBatches(t *testing.T) {
 		id += 2 * n
 	}
 	units = append(units, runs)
-	for _, u := range units {
-		for _, c := range u {
-			if err := want.apply(c); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	want.applyAll(t, units)
 	// The first two units fold first; the runs are one chunk, written in
 	// one transaction (no parts).
 	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
@@ -567,5 +537,17 @@ func TestFoldBatches(t *testing.T) {
 	// Every document is in the tables (the log is folded whole).
 	if docs, _, _ := tableCounts(t, path); docs != len(want.colls["a"].docs)+len(want.colls["b"].docs) {
 		t.Fatalf("%d documents in the tables, want %d", docs, len(want.colls["a"].docs)+len(want.colls["b"].docs))
+	}
+}
+
+// failFoldAt answers a Fault that fails the nth question at FaultFold
+// (counting from 1) and lets every other pass.
+func failFoldAt(n int32) func(at string) error {
+	var asked atomic.Int32
+	return func(at string) error {
+		if at == FaultFold && asked.Add(1) == n {
+			return errInjected
+		}
+		return nil
 	}
 }

@@ -35,6 +35,18 @@ type mcoll struct {
 
 func newModel() *model { return &model{colls: map[string]*mcoll{}, meta: map[string]Change{}} }
 
+// applyAll applies every change of units to m, in order.
+func (m *model) applyAll(t *testing.T, units [][]Change) {
+	t.Helper()
+	for _, u := range units {
+		for _, c := range u {
+			if err := m.apply(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 func (m *model) apply(c Change) error {
 	switch c.Op {
 	case OpCreate:
