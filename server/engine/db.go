@@ -467,8 +467,10 @@ func (db *DB) recoverStore() {
 			db.mu.Lock()
 			db.st.Resume()
 			db.broken = nil
-			db.mu.Unlock()
+			// Said before a write can see the store working: an operator
+			// (or a test) that saw a write taken finds the line already.
 			db.log.Info("the store works again: writes are taken", "probes", tries)
+			db.mu.Unlock()
 			return
 		}
 		delay = min(2*delay, storeRetryMax)
