@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,12 +44,15 @@ func (m *Metrics) Register(c prometheus.Collector) error { return m.reg.Register
 // after waits until this node has applied the write Fenec-After names:
 // 504 behind past afterBound.
 func (s *Server) after(r *http.Request) *apiError {
-	v := r.Header.Get("Fenec-After")
-	if v == "" {
+	vs, found := r.Header["Fenec-After"]
+	if !found {
 		return nil
 	}
+	// Present, it is one sequence number: an empty or repeated header is
+	// refused, never read as no header (openapi.yaml's FenecAfter).
+	v := strings.Join(vs, ", ")
 	seq, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || seq > maxSeq {
+	if len(vs) != 1 || err != nil || seq > maxSeq {
 		return badRequest("Fenec-After %q: want a Fenec-Seq, a whole number from 0 to %d", v, maxSeq)
 	}
 	if s.cfg.Cluster == nil {

@@ -39,7 +39,7 @@ func TestLoneServerHasNoCluster(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("a lone server answered a write it never made after %v, want at once", took)
 	}
-	for _, bad := range []string{"-1", "9007199254740992", "9223372036854775808", "x"} {
+	for _, bad := range []string{"-1", "9007199254740992", "9223372036854775808", "x", "", " "} {
 		r, err = ts.c.Do("POST", "/batch", map[string]any{"statements": []any{map[string]any{"query": "get notes count"}}}, map[string]string{"Fenec-After": bad})
 		if err != nil || r.Status != 400 {
 			t.Fatalf("Fenec-After %s: %v %v, want 400", bad, err, r)
