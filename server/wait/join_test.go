@@ -41,13 +41,20 @@ func (g *groups) len() int {
 	return len(g.changes)
 }
 
+// groupedQueue answers a fixture on a file under --sync always, with the
+// jobs collection, and the groups its store commits.
+func groupedQueue(t *testing.T) (*fixture, *groups) {
+	g := &groups{}
+	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/q.db", Sync: store.SyncMode{Kind: store.SyncAlways}, OnCommit: g.onCommit})
+	f.exec(jobs)
+	return f, g
+}
+
 // TestWokenClaimJoinsThePutsGroup: under --sync always, a put that wakes
 // a held claim and the claim's write go to the store in one group, made
 // durable by one sync — the claim's answer does not wait for a second.
 func TestWokenClaimJoinsThePutsGroup(t *testing.T) {
-	var g groups
-	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/j.db", Sync: store.SyncMode{Kind: store.SyncAlways}, OnCommit: g.onCommit})
-	f.exec(jobs)
+	f, g := groupedQueue(t)
 	for i := 1; i <= 5; i++ {
 		h := f.hold(5*time.Second, claim, "w")
 		f.settle(1)
@@ -191,9 +198,7 @@ func testManyPutsManyHeld(t *testing.T, f *fixture) {
 // own round at once, and the claim's write joins its group: the arrival's
 // look does not put the next write's off.
 func TestPutJustAfterArrivalJoins(t *testing.T) {
-	var g groups
-	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/a.db", Sync: store.SyncMode{Kind: store.SyncAlways}, OnCommit: g.onCommit})
-	f.exec(jobs)
+	f, g := groupedQueue(t)
 	for i := 1; i <= 5; i++ {
 		h := f.hold(5*time.Second, claim, "w")
 		f.settle(1)
