@@ -347,7 +347,7 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 						args = append(args, cf.docs[d.id])
 					}
 				}
-				if err := tx.exec(tx.docsSQL(put, size), args...); err != nil {
+				if err := tx.exec(docsText[docsKey{put, size}], args...); err != nil {
 					return err
 				}
 				keys = keys[size:]
@@ -363,24 +363,26 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 // written in statements of 32 rows, then of 8, then of one.
 var docBatch = []int{32, 8, 1}
 
-// docsSQL answers the statement that puts (or deletes) n documents of one
-// collection: its parameters are the collection's name, then each
-// document's id (and body).
-func (tx *foldTx) docsSQL(put bool, n int) string {
-	k := docsKey{put, n}
-	q := tx.docsText[k]
-	if q == "" {
-		q = docsSQL(put, n)
-		tx.docsText[k] = q
+// docsText holds writeDocs' statements, one for each size of docBatch
+// and each of put and delete, made once.
+var docsText = func() map[docsKey]string {
+	m := map[docsKey]string{}
+	for _, n := range docBatch {
+		for _, put := range []bool{true, false} {
+			m[docsKey{put, n}] = docsSQL(put, n)
+		}
 	}
-	return q
-}
+	return m
+}()
 
 type docsKey struct {
 	put bool
 	n   int
 }
 
+// docsSQL answers the statement that puts (or deletes) n documents of one
+// collection: its parameters are the collection's name, then each
+// document's id (and body).
 func docsSQL(put bool, n int) string {
 	var b strings.Builder
 	if put {
@@ -409,15 +411,14 @@ func docsSQL(put bool, n int) string {
 // statements cost no parsing (database/sql's Tx would prepare its
 // statements anew in each transaction). It is the Store's, under wmu.
 type foldTx struct {
-	ctx      context.Context
-	conn     *sql.Conn
-	stmts    map[string]*sql.Stmt
-	docsText map[docsKey]string
-	args     []any
+	ctx   context.Context
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+	args  []any
 }
 
 func newFoldTx(conn *sql.Conn) *foldTx {
-	return &foldTx{ctx: context.Background(), conn: conn, stmts: map[string]*sql.Stmt{}, docsText: map[docsKey]string{}}
+	return &foldTx{ctx: context.Background(), conn: conn, stmts: map[string]*sql.Stmt{}}
 }
 
 // exec runs q, prepared on its first use.
