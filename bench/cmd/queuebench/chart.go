@@ -111,6 +111,7 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 		return nil, nil
 	}
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, ticks
+	spread(&p.X)
 	// Room above the lines for the legend.
 	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.4
 	return p, nil
@@ -169,8 +170,19 @@ func (r *report) wakePlot() (*plot.Plot, error) {
 		return nil, nil
 	}
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	spread(&p.X)
 	// Room above the curves for the legend.
 	p.Y.Min, p.Y.Max = 0, 1.35
 	p.Y.Tick.Marker = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 0.5, Label: "0.5"}, {Value: 1, Label: "1"}}
 	return p, nil
+}
+
+// spread widens a log axis that holds one value (a run of one worker
+// count, or samples all alike) to a factor of two either side: the plot
+// would otherwise widen it by one either side, to zero or below, which a
+// log scale cannot show.
+func spread(a *plot.Axis) {
+	if a.Min >= a.Max {
+		a.Min, a.Max = a.Min/2, a.Max*2
+	}
 }

@@ -100,3 +100,21 @@ func TestTopInOrder(t *testing.T) {
 		t.Errorf("the last job is ready at %v, not a second ago", last.runAt)
 	}
 }
+
+// TestChartOfOnePoint draws the picture of a run with one worker count
+// and alike wake samples: each plot's axis then holds one value, which a
+// log scale drawn with the plot's own padding (to zero) refused with a
+// panic after the run (-only http -workers 1).
+func TestChartOfOnePoint(t *testing.T) {
+	r := &report{Figures: []figure{
+		{Section: secDurable, Name: "1 worker", Durability: "durable", Workers: 1, Method: oneStatement, Fenec: &result{JobsPerSec: 30000}},
+		{Section: secWait, Name: "held", Fenec: &result{Samples: []float64{0.4, 0.4}}},
+	}}
+	file := filepath.Join(t.TempDir(), "queue.png")
+	if err := r.chart(file); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+		t.Fatalf("no picture: %v", err)
+	}
+}
