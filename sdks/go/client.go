@@ -86,9 +86,12 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := config{timeout: DefaultTimeout, client: &http.Client{}}
+	cfg := config{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.client == nil {
+		cfg.client = defaultHTTPClient()
 	}
 	return &Client{
 		t:       &apiTransport{client: cfg.client, token: cfg.token},
@@ -337,4 +340,26 @@ func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply s
 		}
 	}
 	return res, nil
+}
+
+// keptConnsPerHost is how many idle connections to a node the client of
+// Connect keeps: net/http keeps 2, so calls from more goroutines at once —
+// a Worker's claim and its jobs' acks (Concurrency 10) — would close the
+// rest after each call and dial anew (a TCP handshake, and a connection
+// the server sets up, per call).
+const keptConnsPerHost = 64
+
+// defaultHTTPClient answers the HTTP client of a Client made without
+// WithHTTPClient: net/http's default transport (its proxy from the
+// environment, its timeouts), keeping keptConnsPerHost idle connections to
+// a host; net/http's default client if that transport was replaced.
+func defaultHTTPClient() *http.Client {
+	dt, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Client{}
+	}
+	tr := dt.Clone()
+	tr.MaxIdleConnsPerHost = keptConnsPerHost
+	tr.MaxIdleConns = max(tr.MaxIdleConns, keptConnsPerHost)
+	return &http.Client{Transport: tr}
 }

@@ -10,10 +10,13 @@ import (
 	"errors"
 	"math/big"
 	"net"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -488,4 +491,46 @@ func hs256(t *testing.T, secret string, claims map[string]any) string {
 	mac := hmac.New(sha256.New, []byte(secret))
 	mac.Write([]byte(signed))
 	return signed + "." + enc.EncodeToString(mac.Sum(nil))
+}
+
+// TestConcurrentCallsKeepTheirConnections: calls from more goroutines than
+// net/http keeps idle connections to a host by default (2) reuse their
+// connections, as a Worker's claim and its jobs' acks do (Concurrency 10),
+// rather than closing all but two after each round and dialing anew.
+func TestConcurrentCallsKeepTheirConnections(t *testing.T) {
+	db, _ := server(t)
+	mustQuery(t, db, `create collection jobs (run_at timestamp @sorted)`)
+	var dials atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		ConnectStart: func(string, string) { dials.Add(1) },
+	})
+	const goroutines, rounds = 8, 30
+	calls := func(rounds int) {
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range rounds {
+					if _, err := db.Query(ctx, `put jobs {run_at: now()}`); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+	}
+	// The connections are made: up to one per goroutine, a few more when a
+	// dial loses the race to a connection freed meanwhile.
+	calls(rounds)
+	dials.Store(0)
+	calls(rounds)
+	// Two at most, for slack: a connection the server ended.
+	if n := dials.Load(); n > 2 {
+		t.Errorf("%d connections dialed for %d calls from %d goroutines on connections already made: they were closed after use", n, goroutines*rounds, goroutines)
+	}
 }
