@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"syscall"
-	"unsafe"
 )
 
 // rawIO reads and writes a TCP connection's socket with raw system calls
@@ -20,7 +19,8 @@ import (
 // every 20 µs for a millisecond and sleeps again: a futex wake, about one
 // nanosleep per request and their context switches. The socket is
 // non-blocking, so neither call can block the thread: nothing needs the
-// syscall state's hand-off of the processor.
+// syscall state's hand-off of the processor. (sysRead and sysWrite:
+// rawio_norace_linux.go; under the race detector, syscall's own.)
 type rawIO struct {
 	rc     syscall.RawConn
 	nc     net.Conn
@@ -48,7 +48,7 @@ func newRawIO(rwc net.Conn) *rawIO {
 
 func (r *rawIO) read1(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.p))), uintptr(len(r.p)))
+		n, e := sysRead(fd, r.p)
 		switch e {
 		case syscall.EINTR:
 			continue
@@ -62,7 +62,7 @@ func (r *rawIO) read1(fd uintptr) bool {
 
 func (r *rawIO) write1(fd uintptr) bool {
 	for len(r.p) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(r.p))), uintptr(len(r.p)))
+		n, e := sysWrite(fd, r.p)
 		switch e {
 		case 0:
 			r.n += int(n)
