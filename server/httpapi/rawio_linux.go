@@ -21,6 +21,13 @@ import (
 // non-blocking, so neither call can block the thread: nothing needs the
 // syscall state's hand-off of the processor. (sysRead and sysWrite:
 // rawio_norace_linux.go; under the race detector, syscall's own.)
+//
+// Measured at one worker (BenchmarkHTTPQueue/sync=off/workers=1, perf stat
+// -e context-switches,syscalls:sys_enter_nanosleep,syscalls:sys_enter_futex
+// -p <server> over 3 s, per answer written): context switches 3.5 → 1.6,
+// nanosleeps 1.2 → 0.03, futex calls 0.74 → 0.01; the server's CPU per job
+// 10.4 → 8.8 µs (-benchtime 60000x, six runs each, alternated, on a machine
+// shared with other benchmarks). At 2 workers context switches 1.9 → 1.0.
 type rawIO struct {
 	rc     syscall.RawConn
 	nc     net.Conn
