@@ -27,7 +27,10 @@ import (
 // -p <server> over 3 s, per answer written): context switches 3.5 → 1.6,
 // nanosleeps 1.2 → 0.03, futex calls 0.74 → 0.01; the server's CPU per job
 // 10.4 → 8.8 µs (-benchtime 60000x, six runs each, alternated, on a machine
-// shared with other benchmarks). At 2 workers context switches 1.9 → 1.0.
+// shared with other benchmarks); at 2 workers context switches 1.9 → 1.0,
+// CPU per job 9.7 → 8.0 µs (seven runs each). At 4 and 16 workers, and
+// under --sync always (whose pwrite and fdatasync wake sysmon anyway),
+// the CPU per job moved less than the runs' noise.
 type rawIO struct {
 	rc     syscall.RawConn
 	nc     net.Conn
