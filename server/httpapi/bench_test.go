@@ -324,7 +324,7 @@ func BenchmarkHTTP(b *testing.B) {
 // nothing is folded and the two figures agree; sync=always shows the fold.
 func BenchmarkHTTPQueue(b *testing.B) {
 	for _, sync := range []string{"always", "off"} {
-		for _, workers := range []int{1, 16} {
+		for _, workers := range []int{1, 2, 4, 16} {
 			b.Run(fmt.Sprintf("sync=%s/workers=%d", sync, workers), func(b *testing.B) { benchQueue(b, sync, workers) })
 		}
 	}

@@ -221,7 +221,7 @@ func (s *HTTPServer) newConn(rwc net.Conn) *conn {
 	if s.closing.Load() {
 		return nil
 	}
-	c := &conn{s: s, rwc: rwc, accepted: time.Now(), buf: make([]byte, connBufSize)}
+	c := &conn{s: s, rwc: rwc, raw: newRawIO(rwc), accepted: time.Now(), buf: make([]byte, connBufSize)}
 	if ra := rwc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
@@ -256,6 +256,7 @@ var aLongTimeAgo = time.Unix(1, 0)
 type conn struct {
 	s        *HTTPServer
 	rwc      net.Conn
+	raw      *rawIO // rwc read and written with raw system calls, if a TCP connection (rawio_linux.go)
 	remote   string
 	ctx      context.Context
 	accepted time.Time
@@ -305,7 +306,18 @@ func (c *conn) readConn(p []byte) (int, error) {
 	if c.bgErr != nil {
 		return 0, c.bgErr
 	}
+	if c.raw != nil {
+		return c.raw.Read(p)
+	}
 	return c.rwc.Read(p)
+}
+
+// write writes p whole to the connection, or fails.
+func (c *conn) write(p []byte) (int, error) {
+	if c.raw != nil {
+		return c.raw.Write(p)
+	}
+	return c.rwc.Write(p)
 }
 
 // readBy keeps the read deadline within [want-slack, want], setting it

@@ -180,7 +180,7 @@ func (w *response) startStream() {
 	w.head = out
 	held := w.body
 	w.body = w.body[:0]
-	if _, err := w.c.rwc.Write(out); err != nil {
+	if _, err := w.c.write(out); err != nil {
 		w.err = err
 		return
 	}
@@ -201,7 +201,7 @@ func (w *response) send(p []byte) (int, error) {
 		bufs := net.Buffers{size, p, []byte("\r\n")}
 		_, err = bufs.WriteTo(w.c.rwc)
 	} else {
-		_, err = w.c.rwc.Write(p)
+		_, err = w.c.write(p)
 	}
 	if err != nil {
 		w.err = err
@@ -248,7 +248,7 @@ func (w *response) finish() bool {
 	}
 	if w.streaming {
 		if w.err == nil && w.chunked() {
-			_, w.err = w.c.rwc.Write([]byte("0\r\n\r\n"))
+			_, w.err = w.c.write([]byte("0\r\n\r\n"))
 		}
 		return w.err == nil && !w.closeAfter && (w.cl < 0 || w.written == w.cl)
 	}
@@ -274,7 +274,7 @@ func (w *response) finish() bool {
 		out = append(out, w.body...)
 	}
 	w.head = out
-	if _, err := w.c.rwc.Write(out); err != nil {
+	if _, err := w.c.write(out); err != nil {
 		return false
 	}
 	return !w.closeAfter

@@ -1,0 +1,10 @@
+//go:build !linux
+
+package httpapi
+
+import "net"
+
+// rawIO is rawio_linux.go's; elsewhere a connection is read through net.
+type rawIO struct{ net.Conn }
+
+func newRawIO(net.Conn) *rawIO { return nil }
