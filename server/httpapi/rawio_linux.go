@@ -32,13 +32,21 @@ import (
 // under --sync always (whose pwrite and fdatasync wake sysmon anyway),
 // the CPU per job moved less than the runs' noise.
 type rawIO struct {
-	rc     syscall.RawConn
-	nc     net.Conn
-	p      []byte
-	n      int
-	errno  syscall.Errno
-	readF  func(fd uintptr) bool
-	writeF func(fd uintptr) bool
+	rc syscall.RawConn
+	nc net.Conn
+	// rd and wr are the call under way of each direction, apart, so that
+	// a read and a write may run at once as net's do.
+	rd, wr rawCall
+}
+
+// rawCall is one Read's or Write's buffer and outcome, and the function
+// RawConn calls with the socket (made once: a method value per call
+// would allocate).
+type rawCall struct {
+	p     []byte
+	n     int
+	errno syscall.Errno
+	f     func(fd uintptr) bool
 }
 
 // newRawIO answers rawIO on rwc, or nil when rwc is not a TCP connection.
@@ -52,11 +60,11 @@ func newRawIO(rwc net.Conn) *rawIO {
 		return nil
 	}
 	r := &rawIO{rc: rc, nc: rwc}
-	r.readF, r.writeF = r.read1, r.write1
+	r.rd.f, r.wr.f = r.rd.read1, r.wr.write1
 	return r
 }
 
-func (r *rawIO) read1(fd uintptr) bool {
+func (r *rawCall) read1(fd uintptr) bool {
 	for {
 		n, e := sysRead(fd, r.p)
 		switch e {
@@ -70,7 +78,7 @@ func (r *rawIO) read1(fd uintptr) bool {
 	}
 }
 
-func (r *rawIO) write1(fd uintptr) bool {
+func (r *rawCall) write1(fd uintptr) bool {
 	for len(r.p) > 0 {
 		n, e := sysWrite(fd, r.p)
 		switch e {
@@ -93,15 +101,16 @@ func (r *rawIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	r.p, r.n, r.errno = p, 0, 0
-	err := r.rc.Read(r.readF)
-	n := r.n
-	r.p = nil
+	c := &r.rd
+	c.p, c.n, c.errno = p, 0, 0
+	err := r.rc.Read(c.f)
+	n := c.n
+	c.p = nil
 	switch {
 	case err != nil:
 		return 0, r.opError("read", err)
-	case r.errno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", r.errno))
+	case c.errno != 0:
+		return 0, r.opError("read", os.NewSyscallError("read", c.errno))
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -110,15 +119,16 @@ func (r *rawIO) Read(p []byte) (int, error) {
 
 // Write is net.Conn's Write, its errors as net's.
 func (r *rawIO) Write(p []byte) (int, error) {
-	r.p, r.n, r.errno = p, 0, 0
-	err := r.rc.Write(r.writeF)
-	n := r.n
-	r.p = nil
+	c := &r.wr
+	c.p, c.n, c.errno = p, 0, 0
+	err := r.rc.Write(c.f)
+	n := c.n
+	c.p = nil
 	switch {
 	case err != nil:
 		return n, r.opError("write", err)
-	case r.errno != 0:
-		return n, r.opError("write", os.NewSyscallError("write", r.errno))
+	case c.errno != 0:
+		return n, r.opError("write", os.NewSyscallError("write", c.errno))
 	}
 	return n, nil
 }

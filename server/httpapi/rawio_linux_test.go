@@ -107,3 +107,42 @@ func TestRawIOAsNet(t *testing.T) {
 		t.Fatalf("closed: raw write %v, net %v", got, want)
 	}
 }
+
+// TestRawIOReadWhileWriting: a read and a write of one connection at once
+// (as net's may) keep apart, each its own bytes; under -race, a state the
+// two shared would be reported.
+func TestRawIOReadWhileWriting(t *testing.T) {
+	srv, cli := tcpPair(t)
+	raw := newRawIO(srv)
+	out := bytes.Repeat([]byte("w"), 4<<20)
+	in := bytes.Repeat([]byte("r"), 4<<20)
+	wrote := make(chan error, 1)
+	go func() {
+		n, err := raw.Write(out)
+		if err == nil && n != len(out) {
+			err = io.ErrShortWrite
+		}
+		wrote <- err
+	}()
+	go cli.Write(in)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(cli, int64(len(out))))
+		got <- b
+	}()
+	var read []byte
+	buf := make([]byte, 64<<10)
+	for len(read) < len(in) {
+		n, err := raw.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read = append(read, buf[:n]...)
+	}
+	if err := <-wrote; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(read, in) || !bytes.Equal(<-got, out) {
+		t.Fatal("the bytes read or written were not the ones sent")
+	}
+}
