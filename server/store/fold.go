@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -347,7 +348,10 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 						args = append(args, cf.docs[d.id])
 					}
 				}
-				if err := tx.exec(docsText[docsKey{put, size}], args...); err != nil {
+				// A run of deletes whose ids lie close together is
+				// deleted by one scan of their range (docsSQL).
+				dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
+				if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
 					return err
 				}
 				keys = keys[size:]
@@ -364,26 +368,37 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 var docBatch = []int{32, 8, 1}
 
 // docsText holds writeDocs' statements, one for each size of docBatch
-// and each of put and delete, made once.
+// and each of put, delete and delete of a dense run, made once.
 var docsText = func() map[docsKey]string {
 	m := map[docsKey]string{}
 	for _, n := range docBatch {
-		for _, put := range []bool{true, false} {
-			m[docsKey{put, n}] = docsSQL(put, n)
+		for _, k := range []docsKey{{true, n, false}, {false, n, false}, {false, n, true}} {
+			m[k] = docsSQL(k.put, n, k.dense)
 		}
 	}
 	return m
 }()
 
 type docsKey struct {
-	put bool
-	n   int
+	put   bool
+	n     int
+	dense bool // a delete whose ids span less than 2n (writeDocs)
 }
 
 // docsSQL answers the statement that puts (or deletes) n documents of one
 // collection: its parameters are the collection's name, then each
-// document's id (and body).
-func docsSQL(put bool, n int) string {
+// document's id (and body), ids ascending.
+//
+// A delete of ids in a list seeks each one from the B-tree's root: the
+// delete moves the cursor, and the next id is sought afresh. A dense
+// delete also bounds the id by the first and the last of the list, which
+// SQLite then reads as one range of the primary key, stepping from row to
+// row and deleting those in the list (`+id` keeps it from seeking them):
+// the rows between that stay are read and passed, so it pays only where
+// the ids lie close together, as a queue's acked jobs do (at 1 000 000
+// rows, about 1 µs of CPU a row less, BenchmarkFold). Both delete the same
+// rows.
+func docsSQL(put bool, n int, dense bool) string {
 	var b strings.Builder
 	if put {
 		b.WriteString(`INSERT OR REPLACE INTO docs(coll, id, body) VALUES `)
@@ -395,12 +410,16 @@ func docsSQL(put bool, n int) string {
 		}
 		return b.String()
 	}
-	b.WriteString(`DELETE FROM docs WHERE coll = ?1 AND id IN (`)
+	b.WriteString(`DELETE FROM docs WHERE coll = ?1 AND `)
+	if dense {
+		b.WriteString("id BETWEEN ?2 AND ?" + strconv.Itoa(n+1) + " AND +")
+	}
+	b.WriteString("id IN (")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("?")
+		b.WriteString("?" + strconv.Itoa(i+2))
 	}
 	b.WriteString(")")
 	return b.String()

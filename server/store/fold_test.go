@@ -551,3 +551,64 @@ func failFoldAt(n int32) func(at string) error {
 		return nil
 	}
 }
+
+// TestFoldDenseDeletes: deletes whose ids lie close together, among
+// documents that stay, fold by a scan of their range (docsSQL's dense
+// form), and deletes far apart by seeking each; both leave exactly the
+// documents not deleted.
+func TestFoldDenseDeletes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	fill := []Change{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}}
+	for i := range int64(400) {
+		fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "doc %d", 1+i)})
+	}
+	var dels []Change
+	for id := int64(1); id <= 128; id++ {
+		if id%4 != 0 { // 96 deletes, each 32 within 43 ids: dense
+			dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id})
+		}
+	}
+	for id := int64(150); id < 150+5*40; id += 5 { // 40 deletes 5 apart: not dense
+		dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id})
+	}
+	want.applyAll(t, [][]Change{fill, dels})
+	_, _, _, s := load(t, path, Options{}, defaultTuning)
+	commitAll(t, s, 1, [][]Change{fill})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s = load(t, path, Options{}, tune)
+	commitAll(t, s, 2, [][]Change{dels})
+	s.mu.Lock()
+	for s.writing || s.syncing || len(s.unsynced) > 0 {
+		s.waitChange()
+	}
+	s.mu.Unlock()
+	s.wmu.Lock()
+	for more := true; more; {
+		var err error
+		if more, err = s.foldLog(); err != nil {
+			s.wmu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []docsKey{{false, 32, true}, {false, 32, false}, {false, 8, false}} {
+		if s.foldTx.stmts[docsText[k]] == nil {
+			t.Errorf("the fold did not use %q", docsText[k])
+		}
+	}
+	s.wmu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, 2, "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if docs, _, _ := tableCounts(t, path); docs != 400-96-40 {
+		t.Fatalf("%d documents in the tables, want %d", docs, 400-96-40)
+	}
+}
