@@ -60,16 +60,27 @@ type docKey struct {
 // replay meets the states it met before the fold.
 //
 // It is kept by collection name, then id, and each chunk's collFold holds
-// its collection's map: an int64 key per change, not a name hashed again.
-// A name's map stays while the store is open (emptied, not deleted), so
-// that every chunk's collFold of that name holds the same one.
-type latestDocs map[string]map[int64]*foldSet
+// its collection's entry: an int64 key per change, not a name hashed
+// again. A name's entry stays while the store is open (its map emptied,
+// not deleted), so that every chunk's collFold of that name holds the
+// same one.
+type latestDocs map[string]*collLatest
 
-// of answers the map of collection name's documents.
-func (l latestDocs) of(name string) map[int64]*foldSet {
+type collLatest struct {
+	docs map[int64]*foldSet
+	// sealed bounds the ids the docs table may hold of the collection:
+	// those it held at open (Load) and those the chunks sealed so far put
+	// (foldSet.seal). A document of a higher id was put after the last
+	// seal, if at all, and no fold has written it, nor will but its last
+	// writer's: its delete needs no row (foldSet.apply).
+	sealed int64
+}
+
+// of answers the entry of collection name.
+func (l latestDocs) of(name string) *collLatest {
 	m := l[name]
 	if m == nil {
-		m = map[int64]*foldSet{}
+		m = &collLatest{docs: map[int64]*foldSet{}}
 		l[name] = m
 	}
 	return m
@@ -82,8 +93,8 @@ type collFold struct {
 	order   int                // creation order among this window's creates
 	schema  []byte             // when created
 	nextID  int64              // created: its next id; else the next_id to raise it to (0: none)
-	docs    map[int64][]byte   // nil body: delete
-	latest  map[int64]*foldSet // latestDocs' map of this name
+	docs    map[int64][]byte // nil body: delete
+	latest  *collLatest      // latestDocs' entry of this name
 }
 
 type metaFold struct {
@@ -149,12 +160,14 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		cf.nextID = max(cf.nextID, c.ID+1)
 	case OpDelete:
 		cf := f.coll(c.Coll, latest)
-		if cf.reset {
-			// The table holds nothing of this collection by now: forgetting
-			// the put is enough — here and in the chunks before, which
-			// write the document (if at all) before f empties the table.
+		if cf.reset || c.ID >= cf.latest.sealed {
+			// The table holds nothing of this collection by now, or never
+			// held this document (a job put and acked between two folds):
+			// forgetting the put is enough — here and in the chunks before,
+			// which write the document (if at all) before f empties the
+			// table, or, not being its last writer any more, not at all.
 			delete(cf.docs, c.ID)
-			delete(cf.latest, c.ID)
+			delete(cf.latest.docs, c.ID)
 		} else {
 			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
@@ -173,7 +186,7 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 // need not either, since it empties the collection's table after them.
 func (cf *collFold) unlatest() {
 	for id := range cf.docs {
-		delete(cf.latest, id)
+		delete(cf.latest.docs, id)
 	}
 }
 
@@ -184,7 +197,7 @@ func (cf *collFold) unlatest() {
 func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
-		cf.latest[id] = f
+		cf.latest.docs[id] = f
 	}
 }
 
@@ -274,7 +287,8 @@ func (f *foldSet) write(tx *foldTx, midway func() error) error {
 // whose last writer is f (latestDocs), by collection, then by ascending
 // id, which keeps the B-tree writes sequential. A later chunk may take a
 // document over only before this: the order stays as sealed while f is
-// written in parts, or written again after a failed try.
+// written in parts, or written again after a failed try. The ids f puts
+// are from now on ones the table may hold (collLatest.sealed).
 func (f *foldSet) seal() {
 	if f.order != nil {
 		return
@@ -282,8 +296,9 @@ func (f *foldSet) seal() {
 	f.order = []docKey{}
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
+		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
 		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
-			if cf.latest[id] == f {
+			if cf.latest.docs[id] == f {
 				f.order = append(f.order, docKey{name, id})
 			}
 		}
@@ -295,8 +310,8 @@ func (f *foldSet) seal() {
 func (f *foldSet) forget() {
 	for _, cf := range f.colls {
 		for id := range cf.docs {
-			if cf.latest[id] == f {
-				delete(cf.latest, id)
+			if cf.latest.docs[id] == f {
+				delete(cf.latest.docs, id)
 			}
 		}
 	}
