@@ -37,9 +37,12 @@ type foldSet struct {
 	written int
 }
 
+// docKey is a document a chunk's fold writes: its body as the chunk left
+// it (nil: delete), which no change alters once the chunk is sealed.
 type docKey struct {
 	coll string
 	id   int64
+	body []byte
 }
 
 // latestDocs maps each document with a write not yet folded to the last
@@ -67,6 +70,7 @@ type docKey struct {
 type latestDocs map[string]*collLatest
 
 type collLatest struct {
+	name string
 	docs map[int64]*foldSet
 	// sealed bounds the ids the docs table may hold of the collection:
 	// those it held at open (Load) and those the chunks sealed so far put
@@ -80,7 +84,7 @@ type collLatest struct {
 func (l latestDocs) of(name string) *collLatest {
 	m := l[name]
 	if m == nil {
-		m = &collLatest{docs: map[int64]*foldSet{}}
+		m = &collLatest{name: name, docs: map[int64]*foldSet{}}
 		l[name] = m
 	}
 	return m
@@ -88,11 +92,11 @@ func (l latestDocs) of(name string) *collLatest {
 
 // collFold is what the fold does to one collection name.
 type collFold struct {
-	reset   bool               // delete the table's rows for this name first (drop or re-create)
-	created bool               // insert a collections row (created in this window)
-	order   int                // creation order among this window's creates
-	schema  []byte             // when created
-	nextID  int64              // created: its next id; else the next_id to raise it to (0: none)
+	reset   bool             // delete the table's rows for this name first (drop or re-create)
+	created bool             // insert a collections row (created in this window)
+	order   int              // creation order among this window's creates
+	schema  []byte           // when created
+	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
 	docs    map[int64][]byte // nil body: delete
 	latest  *collLatest      // latestDocs' entry of this name
 }
@@ -294,25 +298,34 @@ func (f *foldSet) seal() {
 		return
 	}
 	f.order = []docKey{}
+	var ids []int64
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
 		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
-		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
+		ids = ids[:0]
+		for id := range cf.docs {
 			if cf.latest.docs[id] == f {
-				f.order = append(f.order, docKey{name, id})
+				ids = append(ids, id)
 			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			f.order = append(f.order, docKey{name, id, cf.docs[id]})
 		}
 	}
 }
 
 // forget removes from latest the documents whose last writer is f, once
-// f's fold has committed whole (fmu held).
+// f's fold has committed whole (fmu held): those it wrote (seal), unless
+// a later chunk has written them since.
 func (f *foldSet) forget() {
-	for _, cf := range f.colls {
-		for id := range cf.docs {
-			if cf.latest.docs[id] == f {
-				delete(cf.latest.docs, id)
-			}
+	var cf *collFold
+	for _, k := range f.order {
+		if cf == nil || k.coll != cf.latest.name {
+			cf = f.colls[k.coll]
+		}
+		if cf.latest.docs[k.id] == f {
+			delete(cf.latest.docs, k.id)
 		}
 	}
 }
@@ -348,10 +361,9 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 	args := tx.args
 	for len(keys) > 0 {
 		k := keys[0]
-		cf := f.colls[k.coll]
-		put := cf.docs[k.id] != nil
+		put := k.body != nil
 		run := 1
-		for run < len(keys) && keys[run].coll == k.coll && (cf.docs[keys[run].id] != nil) == put {
+		for run < len(keys) && keys[run].coll == k.coll && (keys[run].body != nil) == put {
 			run++
 		}
 		for _, size := range docBatch {
@@ -360,7 +372,7 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 				for _, d := range keys[:size] {
 					args = append(args, d.id)
 					if put {
-						args = append(args, cf.docs[d.id])
+						args = append(args, d.body)
 					}
 				}
 				// A run of deletes whose ids lie close together is
