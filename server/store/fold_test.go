@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -759,5 +760,40 @@ func TestFoldSkipsUnwrittenAfterParts(t *testing.T) {
 	}
 	if docs, _, _ := tableCounts(t, path); docs != 0 {
 		t.Fatalf("%d documents in the tables, want 0", docs)
+	}
+}
+
+// TestLatestPages: latestPages answers what was set for each id — the
+// ids of a page apart, of pages apart, negative and the extremes — and
+// drops a page once its last entry is deleted.
+func TestLatestPages(t *testing.T) {
+	l := latestPages{}
+	a, b := newFoldSet(), newFoldSet()
+	ids := []int64{0, 1, pageIDs - 1, pageIDs, 5 * pageIDs, -1, -pageIDs, math.MinInt64, math.MaxInt64}
+	for i, id := range ids {
+		if l.get(id) != nil {
+			t.Fatalf("id %d: set before any set", id)
+		}
+		l.set(id, []*foldSet{a, b}[i%2])
+	}
+	l.set(1, b) // again: still one entry
+	for i, id := range ids {
+		want := []*foldSet{a, b}[i%2]
+		if id == 1 {
+			want = b
+		}
+		if l.get(id) != want {
+			t.Fatalf("id %d: got another chunk", id)
+		}
+	}
+	for _, id := range ids {
+		l.del(id)
+		l.del(id) // again: nothing to do
+		if l.get(id) != nil {
+			t.Fatalf("id %d: still set after its delete", id)
+		}
+	}
+	if len(l) != 0 {
+		t.Fatalf("%d pages left with no entry", len(l))
 	}
 }
