@@ -1294,9 +1294,8 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
-	if s.latest == nil {
-		s.latest = latestDocs{}
-	}
+	// s.latest is Load's, which bounds the ids the tables hold: none is
+	// made here, which would take the tables for empty.
 	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
 	if cap(changes) <= spareChanges {
 		clear(changes) // the bodies, for the garbage collector
