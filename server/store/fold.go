@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,9 +37,12 @@ type foldSet struct {
 	written int
 }
 
+// docKey is a document a chunk's fold writes: its body as the chunk left
+// it (nil: delete), which no change alters once the chunk is sealed.
 type docKey struct {
 	coll string
 	id   int64
+	body []byte
 }
 
 // latestDocs maps each document with a write not yet folded to the last
@@ -59,16 +63,74 @@ type docKey struct {
 // replay meets the states it met before the fold.
 //
 // It is kept by collection name, then id, and each chunk's collFold holds
-// its collection's map: an int64 key per change, not a name hashed again.
-// A name's map stays while the store is open (emptied, not deleted), so
-// that every chunk's collFold of that name holds the same one.
-type latestDocs map[string]map[int64]*foldSet
+// its collection's entry: an int64 key per change, not a name hashed
+// again. A name's entry stays while the store is open (its map emptied,
+// not deleted), so that every chunk's collFold of that name holds the
+// same one.
+type latestDocs map[string]*collLatest
 
-// of answers the map of collection name's documents.
-func (l latestDocs) of(name string) map[int64]*foldSet {
+type collLatest struct {
+	name string
+	docs latestPages
+	// sealed bounds the ids the docs table may hold of the collection:
+	// those it held at open (Load) and those the chunks sealed so far put
+	// (foldSet.seal). A document of a higher id was put after the last
+	// seal, if at all, and no fold has written it, nor will but its last
+	// writer's: its delete needs no row (foldSet.apply).
+	sealed int64
+}
+
+// latestPages maps a document's id to its last chunk, in pages of
+// pageIDs consecutive ids: a queue's ids are consecutive, so the map is
+// pageIDs times smaller than one of ids, and the ids a chunk writes
+// share pages, where a map of ids scatters them (its accesses were most
+// of the seal's CPU at 1 000 000 jobs, each a cache miss).
+type latestPages map[uint64]*latestPage
+
+const pageIDs = 32
+
+type latestPage struct {
+	last [pageIDs]*foldSet
+	n    int // entries not nil: the page goes when none is left
+}
+
+func (l latestPages) get(id int64) *foldSet {
+	if p := l[uint64(id)/pageIDs]; p != nil {
+		return p.last[uint64(id)%pageIDs]
+	}
+	return nil
+}
+
+func (l latestPages) set(id int64, f *foldSet) {
+	p := l[uint64(id)/pageIDs]
+	if p == nil {
+		p = &latestPage{}
+		l[uint64(id)/pageIDs] = p
+	}
+	if p.last[uint64(id)%pageIDs] == nil {
+		p.n++
+	}
+	p.last[uint64(id)%pageIDs] = f
+}
+
+func (l latestPages) del(id int64) {
+	p := l[uint64(id)/pageIDs]
+	if p == nil || p.last[uint64(id)%pageIDs] == nil {
+		return
+	}
+	p.last[uint64(id)%pageIDs] = nil
+	if p.n--; p.n == 0 {
+		delete(l, uint64(id)/pageIDs)
+	}
+}
+
+// (Ids are taken as unsigned, so that any int64 finds its page and slot.)
+
+// of answers the entry of collection name.
+func (l latestDocs) of(name string) *collLatest {
 	m := l[name]
 	if m == nil {
-		m = map[int64]*foldSet{}
+		m = &collLatest{name: name, docs: latestPages{}}
 		l[name] = m
 	}
 	return m
@@ -76,13 +138,13 @@ func (l latestDocs) of(name string) map[int64]*foldSet {
 
 // collFold is what the fold does to one collection name.
 type collFold struct {
-	reset   bool               // delete the table's rows for this name first (drop or re-create)
-	created bool               // insert a collections row (created in this window)
-	order   int                // creation order among this window's creates
-	schema  []byte             // when created
-	nextID  int64              // created: its next id; else the next_id to raise it to (0: none)
-	docs    map[int64][]byte   // nil body: delete
-	latest  map[int64]*foldSet // latestDocs' map of this name
+	reset   bool             // delete the table's rows for this name first (drop or re-create)
+	created bool             // insert a collections row (created in this window)
+	order   int              // creation order among this window's creates
+	schema  []byte           // when created
+	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
+	docs    map[int64][]byte // nil body: delete
+	latest  *collLatest      // latestDocs' entry of this name
 }
 
 type metaFold struct {
@@ -148,12 +210,14 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		cf.nextID = max(cf.nextID, c.ID+1)
 	case OpDelete:
 		cf := f.coll(c.Coll, latest)
-		if cf.reset {
-			// The table holds nothing of this collection by now: forgetting
-			// the put is enough — here and in the chunks before, which
-			// write the document (if at all) before f empties the table.
+		if cf.reset || c.ID >= cf.latest.sealed {
+			// The table holds nothing of this collection by now, or never
+			// held this document (a job put and acked between two folds):
+			// forgetting the put is enough — here and in the chunks before,
+			// which write the document (if at all) before f empties the
+			// table, or, not being its last writer any more, not at all.
 			delete(cf.docs, c.ID)
-			delete(cf.latest, c.ID)
+			cf.latest.docs.del(c.ID)
 		} else {
 			f.newDoc(cf, c.ID)
 			cf.docs[c.ID] = nil
@@ -172,7 +236,7 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 // need not either, since it empties the collection's table after them.
 func (cf *collFold) unlatest() {
 	for id := range cf.docs {
-		delete(cf.latest, id)
+		cf.latest.docs.del(id)
 	}
 }
 
@@ -183,7 +247,7 @@ func (cf *collFold) unlatest() {
 func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
-		cf.latest[id] = f
+		cf.latest.docs.set(id, f)
 	}
 }
 
@@ -273,30 +337,41 @@ func (f *foldSet) write(tx *foldTx, midway func() error) error {
 // whose last writer is f (latestDocs), by collection, then by ascending
 // id, which keeps the B-tree writes sequential. A later chunk may take a
 // document over only before this: the order stays as sealed while f is
-// written in parts, or written again after a failed try.
+// written in parts, or written again after a failed try. The ids f puts
+// are from now on ones the table may hold (collLatest.sealed).
 func (f *foldSet) seal() {
 	if f.order != nil {
 		return
 	}
 	f.order = []docKey{}
+	var ids []int64
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
-		for _, id := range slices.Sorted(maps.Keys(cf.docs)) {
-			if cf.latest[id] == f {
-				f.order = append(f.order, docKey{name, id})
+		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
+		ids = ids[:0]
+		for id := range cf.docs {
+			if cf.latest.docs.get(id) == f {
+				ids = append(ids, id)
 			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			f.order = append(f.order, docKey{name, id, cf.docs[id]})
 		}
 	}
 }
 
 // forget removes from latest the documents whose last writer is f, once
-// f's fold has committed whole (fmu held).
+// f's fold has committed whole (fmu held): those it wrote (seal), unless
+// a later chunk has written them since.
 func (f *foldSet) forget() {
-	for _, cf := range f.colls {
-		for id := range cf.docs {
-			if cf.latest[id] == f {
-				delete(cf.latest, id)
-			}
+	var cf *collFold
+	for _, k := range f.order {
+		if cf == nil || k.coll != cf.latest.name {
+			cf = f.colls[k.coll]
+		}
+		if cf.latest.docs.get(k.id) == f {
+			cf.latest.docs.del(k.id)
 		}
 	}
 }
@@ -332,10 +407,9 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 	args := tx.args
 	for len(keys) > 0 {
 		k := keys[0]
-		cf := f.colls[k.coll]
-		put := cf.docs[k.id] != nil
+		put := k.body != nil
 		run := 1
-		for run < len(keys) && keys[run].coll == k.coll && (cf.docs[keys[run].id] != nil) == put {
+		for run < len(keys) && keys[run].coll == k.coll && (keys[run].body != nil) == put {
 			run++
 		}
 		for _, size := range docBatch {
@@ -344,10 +418,13 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 				for _, d := range keys[:size] {
 					args = append(args, d.id)
 					if put {
-						args = append(args, cf.docs[d.id])
+						args = append(args, d.body)
 					}
 				}
-				if err := tx.exec(docsText[docsKey{put, size}], args...); err != nil {
+				// A run of deletes whose ids lie close together is
+				// deleted by one scan of their range (docsSQL).
+				dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
+				if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
 					return err
 				}
 				keys = keys[size:]
@@ -364,26 +441,37 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 var docBatch = []int{32, 8, 1}
 
 // docsText holds writeDocs' statements, one for each size of docBatch
-// and each of put and delete, made once.
+// and each of put, delete and delete of a dense run, made once.
 var docsText = func() map[docsKey]string {
 	m := map[docsKey]string{}
 	for _, n := range docBatch {
-		for _, put := range []bool{true, false} {
-			m[docsKey{put, n}] = docsSQL(put, n)
+		for _, k := range []docsKey{{true, n, false}, {false, n, false}, {false, n, true}} {
+			m[k] = docsSQL(k.put, n, k.dense)
 		}
 	}
 	return m
 }()
 
 type docsKey struct {
-	put bool
-	n   int
+	put   bool
+	n     int
+	dense bool // a delete whose ids span less than 2n (writeDocs)
 }
 
 // docsSQL answers the statement that puts (or deletes) n documents of one
 // collection: its parameters are the collection's name, then each
-// document's id (and body).
-func docsSQL(put bool, n int) string {
+// document's id (and body), ids ascending.
+//
+// A delete of ids in a list seeks each one from the B-tree's root: the
+// delete moves the cursor, and the next id is sought afresh. A dense
+// delete also bounds the id by the first and the last of the list, which
+// SQLite then reads as one range of the primary key, stepping from row to
+// row and deleting those in the list (`+id` keeps it from seeking them):
+// the rows between that stay are read and passed, so it pays only where
+// the ids lie close together, as a queue's acked jobs do (at 1 000 000
+// rows, about 1 µs of CPU a row less, BenchmarkFold). Both delete the same
+// rows.
+func docsSQL(put bool, n int, dense bool) string {
 	var b strings.Builder
 	if put {
 		b.WriteString(`INSERT OR REPLACE INTO docs(coll, id, body) VALUES `)
@@ -395,12 +483,16 @@ func docsSQL(put bool, n int) string {
 		}
 		return b.String()
 	}
-	b.WriteString(`DELETE FROM docs WHERE coll = ?1 AND id IN (`)
+	b.WriteString(`DELETE FROM docs WHERE coll = ?1 AND `)
+	if dense {
+		b.WriteString("id BETWEEN ?2 AND ?" + strconv.Itoa(n+1) + " AND +")
+	}
+	b.WriteString("id IN (")
 	for i := range n {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("?")
+		b.WriteString("?" + strconv.Itoa(i+2))
 	}
 	b.WriteString(")")
 	return b.String()

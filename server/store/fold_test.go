@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -389,11 +390,28 @@ func TestFoldAcrossChunks(t *testing.T) {
 // server's chunks.
 //
 //	cd server && go test ./store -run '^$' -bench Fold -benchtime 100000x
-func BenchmarkFold(b *testing.B) {
+func BenchmarkFold(b *testing.B) { benchFold(b, false) }
+
+// BenchmarkFoldFresh is BenchmarkFold with the jobs put after the last
+// fold, as in a queue whose jobs are done within the fold's age: put,
+// claimed and acked, a job is never written (TestFoldSkipsUnwritten).
+func BenchmarkFoldFresh(b *testing.B) { benchFold(b, true) }
+
+func benchFold(b *testing.B, fresh bool) {
 	jobs := (b.N + 9) / 10 * 10
 	path := filepath.Join(b.TempDir(), "f.db")
 	body := func(state string, i int) []byte {
 		return fmt.Appendf(nil, `{"queue":"q","state":%q,"payload":"job %08d of the benchmark's queue, a body of some 200 bytes as a job has","attempts":1,"lease":0}`, state, i)
+	}
+	var units [][]Change
+	put := func() {
+		for i := 0; i < jobs; i += 100 {
+			var u []Change
+			for j := i; j < min(i+100, jobs); j++ {
+				u = append(u, Change{Op: OpPut, Coll: "jobs", ID: int64(j + 1), Body: body("ready", j)})
+			}
+			units = append(units, u)
+		}
 	}
 	s, err := Open(path, Options{Sync: SyncMode{Kind: SyncOff}})
 	if err != nil {
@@ -404,13 +422,13 @@ func BenchmarkFold(b *testing.B) {
 	}
 	seq := uint64(1)
 	s.Commit(seq, []Change{{Op: OpCreate, Coll: "jobs", ID: 1, Body: []byte("schema")}})
-	for i := 0; i < jobs; i += 100 {
-		var u []Change
-		for j := i; j < min(i+100, jobs); j++ {
-			u = append(u, Change{Op: OpPut, Coll: "jobs", ID: int64(j + 1), Body: body("ready", j)})
+	if !fresh {
+		put()
+		for _, u := range units {
+			seq++
+			s.Commit(seq, u)
 		}
-		seq++
-		s.Commit(seq, u)
+		units = nil
 	}
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
@@ -425,7 +443,9 @@ func BenchmarkFold(b *testing.B) {
 	if _, err := s.Load(func(Change) error { return nil }); err != nil {
 		b.Fatal(err)
 	}
-	var units [][]Change
+	if fresh {
+		put()
+	}
 	claim := func(k int) {
 		u := make([]Change, 10)
 		for j := range u {
@@ -549,5 +569,231 @@ func failFoldAt(n int32) func(at string) error {
 			return errInjected
 		}
 		return nil
+	}
+}
+
+// TestFoldDenseDeletes: deletes whose ids lie close together, among
+// documents that stay, fold by a scan of their range (docsSQL's dense
+// form), and deletes far apart by seeking each; both leave exactly the
+// documents not deleted.
+func TestFoldDenseDeletes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	fill := []Change{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}}
+	for i := range int64(400) {
+		fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "doc %d", 1+i)})
+	}
+	var dels []Change
+	for id := int64(1); id <= 128; id++ {
+		if id%4 != 0 { // 96 deletes, each 32 within 43 ids: dense
+			dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id})
+		}
+	}
+	for id := int64(150); id < 150+5*40; id += 5 { // 40 deletes 5 apart: not dense
+		dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id})
+	}
+	want.applyAll(t, [][]Change{fill, dels})
+	_, _, _, s := load(t, path, Options{}, defaultTuning)
+	commitAll(t, s, 1, [][]Change{fill})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s = load(t, path, Options{}, tune)
+	commitAll(t, s, 2, [][]Change{dels})
+	s.mu.Lock()
+	for s.writing || s.syncing || len(s.unsynced) > 0 {
+		s.waitChange()
+	}
+	s.mu.Unlock()
+	s.wmu.Lock()
+	for more := true; more; {
+		var err error
+		if more, err = s.foldLog(); err != nil {
+			s.wmu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []docsKey{{false, 32, true}, {false, 32, false}, {false, 8, false}} {
+		if s.foldTx.stmts[docsText[k]] == nil {
+			t.Errorf("the fold did not use %q", docsText[k])
+		}
+	}
+	s.wmu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, 2, "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if docs, _, _ := tableCounts(t, path); docs != 400-96-40 {
+		t.Fatalf("%d documents in the tables, want %d", docs, 400-96-40)
+	}
+}
+
+// sealAll seals every chunk waiting for a fold, as their folds will, and
+// answers the documents they write ("coll/id").
+func sealAll(s *Store) []string {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	var out []string
+	for _, f := range s.folds {
+		f.seal()
+		for _, k := range f.docOrder() {
+			out = append(out, fmt.Sprintf("%s/%d", k.coll, k.id))
+		}
+	}
+	return out
+}
+
+// TestFoldSkipsUnwritten: a document put and deleted again before a fold
+// wrote it — in one chunk or across chunks, as a job put, claimed and
+// acked between two folds — costs the fold no row, while one the tables
+// hold, one put again after its delete, and one a sealed chunk writes do;
+// the tables end as the units describe.
+func TestFoldSkipsUnwritten(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	first := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
+	for i := range int64(10) {
+		first = append(first, []Change{{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "held %d", 1+i)}})
+	}
+	_, _, _, s := load(t, path, Options{}, defaultTuning)
+	commitAll(t, s, 1, first)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two units a chunk: the puts of 11–20 are in chunks before their
+	// deletes.
+	var units [][]Change
+	for i := range int64(10) {
+		units = append(units, []Change{{Op: OpPut, Coll: "c", ID: 11 + i, Body: fmt.Appendf(nil, "job %d", 11+i)}})
+	}
+	for i := range int64(10) {
+		units = append(units, []Change{{Op: OpDelete, Coll: "c", ID: 11 + i}})
+	}
+	units = append(units,
+		[]Change{{Op: OpPut, Coll: "c", ID: 21, Body: []byte("job 21")}, {Op: OpDelete, Coll: "c", ID: 21}},
+		[]Change{{Op: OpPut, Coll: "c", ID: 22, Body: []byte("job 22")}, {Op: OpDelete, Coll: "c", ID: 22}, {Op: OpPut, Coll: "c", ID: 22, Body: []byte("job 22 again")}},
+		[]Change{{Op: OpDelete, Coll: "c", ID: 5}},
+		[]Change{{Op: OpPut, Coll: "c", ID: 23, Body: []byte("job 23")}},
+	)
+	want.applyAll(t, append(slices.Clone(first), units...))
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 4, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s = load(t, path, Options{}, tune)
+	commitAll(t, s, uint64(len(first)+1), units)
+	s.mu.Lock()
+	for s.writing || s.syncing || len(s.unsynced) > 0 {
+		s.waitChange()
+	}
+	s.mu.Unlock()
+	if got, want := slices.Sorted(slices.Values(sealAll(s))), []string{"c/22", "c/23", "c/5"}; !slices.Equal(got, want) {
+		t.Errorf("the folds write %v, want %v", got, want)
+	}
+	// 23 is now in a sealed chunk: its delete is a row.
+	del := []Change{{Op: OpDelete, Coll: "c", ID: 23}}
+	want.applyAll(t, [][]Change{del})
+	seq := uint64(len(first) + len(units) + 1)
+	commitAll(t, s, seq, [][]Change{del})
+	if got := sealAll(s); len(slices.DeleteFunc(slices.Clone(got), func(d string) bool { return d != "c/23" })) != 2 {
+		t.Errorf("after 23's delete the folds write %v, want c/23 twice", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, seq, "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if docs, _, _ := tableCounts(t, path); docs != 10 {
+		t.Fatalf("%d documents in the tables, want 10", docs)
+	}
+}
+
+// TestFoldSkipsUnwrittenAfterParts: documents a fold's parts wrote before a
+// failure (past the collection's next_id, which only the last part
+// raises) are held by the tables: deleted after the next open, they are
+// deleted rows, not skipped.
+func TestFoldSkipsUnwrittenAfterParts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	units := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
+	var batch []Change
+	for i := range int64(300) {
+		batch = append(batch, Change{Op: OpPut, Coll: "c", ID: 1 + i, Body: fmt.Appendf(nil, "job %d", 1+i)})
+	}
+	units = append(units, batch)
+	// The 3rd question at FaultFold fails: the creation's chunk folds,
+	// then one part of 100 documents.
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 100, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{Fault: failFoldAt(3)}, tune)
+	for i, u := range units {
+		if err := s.Commit(uint64(i+1), u)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); !errors.Is(err, errInjected) {
+		t.Fatalf("Close with a failing fold answered %v", err)
+	}
+	if docs, _, folded := tableCounts(t, path); docs != 100 || folded != 1 {
+		t.Fatalf("after a part: %d documents, folded_seq %d; want 100, 1", docs, folded)
+	}
+	var dels []Change
+	for i := range int64(300) {
+		dels = append(dels, Change{Op: OpDelete, Coll: "c", ID: 1 + i})
+	}
+	units = append(units, dels)
+	want.applyAll(t, units)
+	_, _, _, s = load(t, path, Options{}, defaultTuning)
+	if err := s.Commit(3, dels)(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, 3, "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if docs, _, _ := tableCounts(t, path); docs != 0 {
+		t.Fatalf("%d documents in the tables, want 0", docs)
+	}
+}
+
+// TestLatestPages: latestPages answers what was set for each id — the
+// ids of a page apart, of pages apart, negative and the extremes — and
+// drops a page once its last entry is deleted.
+func TestLatestPages(t *testing.T) {
+	l := latestPages{}
+	a, b := newFoldSet(), newFoldSet()
+	ids := []int64{0, 1, pageIDs - 1, pageIDs, 5 * pageIDs, -1, -pageIDs, math.MinInt64, math.MaxInt64}
+	for i, id := range ids {
+		if l.get(id) != nil {
+			t.Fatalf("id %d: set before any set", id)
+		}
+		l.set(id, []*foldSet{a, b}[i%2])
+	}
+	l.set(1, b) // again: still one entry
+	for i, id := range ids {
+		want := []*foldSet{a, b}[i%2]
+		if id == 1 {
+			want = b
+		}
+		if l.get(id) != want {
+			t.Fatalf("id %d: got another chunk", id)
+		}
+	}
+	for _, id := range ids {
+		l.del(id)
+		l.del(id) // again: nothing to do
+		if l.get(id) != nil {
+			t.Fatalf("id %d: still set after its delete", id)
+		}
+	}
+	if len(l) != 0 {
+		t.Fatalf("%d pages left with no entry", len(l))
 	}
 }

@@ -630,21 +630,31 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 	if err != nil {
 		return 0, err
 	}
+	// The ids the docs table holds bound those the fold must delete rows
+	// of (collLatest.sealed): below the collection's next_id, or past it
+	// when a fold's part wrote documents before a crash.
+	latest := latestDocs{}
 	for _, c := range colls {
 		if err := fn(c); err != nil {
 			return 0, err
 		}
+		held := c.ID
 		err := query(ctx, s.conn, `SELECT id, body FROM docs WHERE coll = ? ORDER BY id`, func(r *sql.Rows) error {
 			d := Change{Op: OpPut, Coll: c.Coll}
 			if err := r.Scan(&d.ID, &d.Body); err != nil {
 				return err
 			}
+			held = max(held, d.ID+1)
 			return fn(d)
 		}, c.Coll)
 		if err != nil {
 			return 0, err
 		}
+		latest.of(c.Coll).sealed = held
 	}
+	s.fmu.Lock()
+	s.latest = latest
+	s.fmu.Unlock()
 	err = query(ctx, s.conn, `SELECT key, body, expires FROM meta ORDER BY key`, func(r *sql.Rows) error {
 		m := Change{Op: OpMetaPut}
 		if err := r.Scan(&m.Key, &m.Body, &m.Expires); err != nil {
@@ -1291,9 +1301,8 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
-	if s.latest == nil {
-		s.latest = latestDocs{}
-	}
+	// s.latest is Load's, which bounds the ids the tables hold: none is
+	// made here, which would take the tables for empty.
 	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
 	if cap(changes) <= spareChanges {
 		clear(changes) // the bodies, for the garbage collector

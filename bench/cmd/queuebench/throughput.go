@@ -3,7 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -89,6 +95,8 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 	pid := q.serverPID()
 	var cpu0 time.Duration
 	if pid > 0 {
+		stop := profile(pid)
+		defer stop()
 		cpu0 = treeCPU(pid)
 	}
 	start := time.Now()
@@ -174,4 +182,32 @@ func sweep(q queue, n int, workers []int, d time.Duration, lossy bool) ([]*resul
 		out = append(out, r.result(lossy))
 	}
 	return out, nil
+}
+
+// profiles numbers the runs profile records.
+var profiles atomic.Int64
+
+// profile records the server's CPU with perf (its call graphs) over a run
+// and the work it leaves (drain), when QUEUEBENCH_PERF names a directory:
+// the n-th run's goes to perf-n-<pid>.data there. It answers the function
+// that stops the recording. A developer sees where the server's CPU went
+// at the run's scale, which a run of the Go benchmarks on a small queue
+// does not show.
+func profile(pid int) (stop func()) {
+	dir := os.Getenv("QUEUEBENCH_PERF")
+	if dir == "" {
+		return func() {}
+	}
+	out := filepath.Join(dir, "perf-"+strconv.FormatInt(profiles.Add(1), 10)+"-"+strconv.Itoa(pid)+".data")
+	cmd := exec.Command("perf", "record", "-g", "-q", "-o", out, "-p", strconv.Itoa(pid))
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "queuebench: perf:", err)
+		return func() {}
+	}
+	time.Sleep(200 * time.Millisecond) // perf attaches before the run starts
+	return func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	}
 }
