@@ -44,6 +44,7 @@ mutations=(
   "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := watcherOf(w); ok {@@		if wt, ok := watcherOf(w); false \&\& ok {@@./httpapi ./cmd/fenec"
   "store: a sync takes only the group written early, not the units queued after it@@store/store.go@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull:@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull \&\& false:@@./store"
   "store: zeros written ahead over the block the log's records end in@@store/logfile.go@@	from := max(seg.zeroed, (seg.size+zeroBlock-1)/zeroBlock*zeroBlock)@@	from := max(seg.zeroed, seg.size/zeroBlock*zeroBlock)@@./store"
+  "store: a chunk's seal does not raise the bound of the ids the tables may hold@@store/fold.go@@		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)@@		cf.latest.sealed = max(cf.latest.sealed, 0)@@./store"
 )
 
 only=("$@")
