@@ -101,16 +101,10 @@ func (r *rawIO) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	c := &r.rd
-	c.p, c.n, c.errno = p, 0, 0
-	err := r.rc.Read(c.f)
-	n := c.n
-	c.p = nil
+	n, err := r.call(&r.rd, p, false)
 	switch {
 	case err != nil:
-		return 0, r.opError("read", err)
-	case c.errno != 0:
-		return 0, r.opError("read", os.NewSyscallError("read", c.errno))
+		return 0, err
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -118,17 +112,24 @@ func (r *rawIO) Read(p []byte) (int, error) {
 }
 
 // Write is net.Conn's Write, its errors as net's.
-func (r *rawIO) Write(p []byte) (int, error) {
-	c := &r.wr
+func (r *rawIO) Write(p []byte) (int, error) { return r.call(&r.wr, p, true) }
+
+// call runs c's read or write of p through RawConn, which waits for the
+// socket's readiness and keeps net's deadlines and closing.
+func (r *rawIO) call(c *rawCall, p []byte, write bool) (int, error) {
+	op, do := "read", r.rc.Read
+	if write {
+		op, do = "write", r.rc.Write
+	}
 	c.p, c.n, c.errno = p, 0, 0
-	err := r.rc.Write(c.f)
+	err := do(c.f)
 	n := c.n
 	c.p = nil
 	switch {
 	case err != nil:
-		return n, r.opError("write", err)
+		return n, r.opError(op, err)
 	case c.errno != 0:
-		return n, r.opError("write", os.NewSyscallError("write", c.errno))
+		return n, r.opError(op, os.NewSyscallError(op, c.errno))
 	}
 	return n, nil
 }
