@@ -64,6 +64,9 @@ func (r *report) chart(file string) error {
 func (r *report) throughputPlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "Claim 10, ack each: jobs/s by workers"
+	if r.Rounds > 1 {
+		p.Title.Text = fmt.Sprintf("Claim 10, ack each: jobs/s by workers\n(median of %d drives of %s; bars: lowest to highest drive)", r.Rounds, r.Duration)
+	}
 	p.X.Label.Text = "workers"
 	p.Y.Label.Text = "jobs/s (solid: durable, dashed: relaxed)"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -81,11 +84,17 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 			{"Redis", redisColor, func(f figure) *result { return f.Redis }},
 		} {
 			var xys plotter.XYs
+			var bars rangeBars
 			for _, f := range r.Figures {
 				if f.Durability != d.name || f.Method != oneStatement || sys.get(f) == nil {
 					continue
 				}
-				xys = append(xys, plotter.XY{X: float64(f.Workers), Y: sys.get(f).JobsPerSec})
+				res := sys.get(f)
+				xys = append(xys, plotter.XY{X: float64(f.Workers), Y: res.JobsPerSec})
+				if len(res.Rounds) > 1 {
+					lo, hi := minMax(of(res.Rounds, jobsPerSec))
+					bars = append(bars, rangeBar{x: float64(f.Workers), y: res.JobsPerSec, lo: lo, hi: hi})
+				}
 				if !seen[f.Workers] {
 					seen[f.Workers] = true
 					ticks = append(ticks, plot.Tick{Value: float64(f.Workers), Label: fmt.Sprint(f.Workers)})
@@ -103,6 +112,14 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 				l.Dashes = dashed
 			}
 			p.Add(l, s)
+			if len(bars) > 0 {
+				eb, err := plotter.NewYErrorBars(bars)
+				if err != nil {
+					return nil, err
+				}
+				eb.Color = sys.c
+				p.Add(eb)
+			}
 			p.Legend.Add(sys.name+", "+d.name, l, s)
 			lines++
 		}
@@ -122,6 +139,9 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 func (r *report) wakePlot() (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = "put → waiting worker"
+	if r.Rounds > 1 {
+		p.Title.Text = fmt.Sprintf("put → waiting worker\n(held: %d windows of %d jobs a system, pooled)", r.Rounds, r.Samples)
+	}
 	p.X.Label.Text = "ms from the put (log scale)"
 	p.Y.Label.Text = "share of jobs"
 	p.Legend.Top, p.Legend.Left = true, true
@@ -176,6 +196,18 @@ func (r *report) wakePlot() (*plot.Plot, error) {
 	p.Y.Tick.Marker = plot.ConstantTicks{{Value: 0, Label: "0"}, {Value: 0.5, Label: "0.5"}, {Value: 1, Label: "1"}}
 	return p, nil
 }
+
+// A rangeBar is a median and the spread of its rounds, for an error bar.
+type rangeBar struct{ x, y, lo, hi float64 }
+
+// rangeBars are error bars from a point's lowest to its highest round.
+type rangeBars []rangeBar
+
+func (b rangeBars) Len() int                    { return len(b) }
+func (b rangeBars) XY(i int) (float64, float64) { return b[i].x, b[i].y }
+
+// YError answers the distances below and above the point.
+func (b rangeBars) YError(i int) (float64, float64) { return b[i].y - b[i].lo, b[i].hi - b[i].y }
 
 // spread widens a log axis that holds one value (a run of one worker
 // count, or samples all alike) to a factor of two either side: the plot

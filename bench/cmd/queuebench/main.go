@@ -51,6 +51,10 @@ type result struct {
 	// Samples are a latency distribution in milliseconds, sorted, for the
 	// chart.
 	Samples []float64 `json:"samples_ms,omitempty"`
+	// Rounds are the figures of each drive of a throughput cell, or of
+	// each window of a wake figure, in the order taken (rounds.go): the
+	// spread the report shows beside the median or the pool.
+	Rounds []round `json:"rounds,omitempty"`
 }
 
 // A figure is one line of the table: Fenec's result and, where a peer does
@@ -89,7 +93,8 @@ type config struct {
 	bin      string
 	jobs     int
 	workers  []int
-	duration time.Duration
+	duration time.Duration // of one drive
+	rounds   int           // drives a throughput cell, windows a wake figure
 	samples  int
 	parts    map[string]bool
 	install  bool
@@ -102,8 +107,9 @@ func main() {
 	flag.StringVar(&cfg.bin, "fenec", "bin/fenec", "the fenec `binary` to benchmark")
 	flag.IntVar(&cfg.jobs, "jobs", 1000000, "jobs in the queue")
 	workers := flag.String("workers", "1,2,4,16", "comma-separated worker `counts`")
-	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "how long each throughput run claims (it stops sooner if the queue runs out)")
-	flag.IntVar(&cfg.samples, "samples", 300, "jobs put per wake measurement")
+	flag.DurationVar(&cfg.duration, "duration", 2*time.Second, "how long each drive of a throughput cell claims (it stops sooner if the queue runs out)")
+	flag.IntVar(&cfg.rounds, "rounds", 3, "`drives` of each throughput cell (the median is reported), and windows of the put → held worker figure")
+	flag.IntVar(&cfg.samples, "samples", 300, "jobs put per wake measurement (per window of the held one)")
 	only := flag.String("only", strings.Join(allParts, ","), "comma-separated `parts` to run: "+strings.Join(allParts, ", "))
 	flag.BoolVar(&cfg.install, "install", true, "apt-get install PostgreSQL and Redis when they are missing")
 	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
@@ -121,6 +127,9 @@ func main() {
 	}
 	if cfg.parts, err = parseParts(*only); err != nil {
 		fail(err)
+	}
+	if cfg.rounds < 1 {
+		fail(fmt.Errorf("-rounds: %d is not a count of drives", cfg.rounds))
 	}
 	rep, err := run(cfg)
 	if err != nil {
@@ -200,14 +209,14 @@ func run(cfg config) (*report, error) {
 	}{
 		{p["claim"], "the claim's cost", func() ([]figure, error) { return claimCost(cfg.jobs) }},
 		{p["process"], "workers in process", func() ([]figure, error) {
-			return inProcess(tmp, cfg.jobs, cfg.workers, cfg.duration)
+			return inProcess(tmp, cfg.jobs, cfg.workers, cfg.duration, cfg.rounds)
 		}},
 		{p["http"] || p["postgres"] || p["redis"], "workers over the network", func() ([]figure, error) {
-			return network(&comparison{bin: cfg.bin, dir: tmp, jobs: cfg.jobs, workers: cfg.workers, duration: cfg.duration,
+			return network(&comparison{bin: cfg.bin, dir: tmp, jobs: cfg.jobs, workers: cfg.workers, duration: cfg.duration, rounds: cfg.rounds,
 				fenec: p["http"], postgres: p["postgres"], redis: p["redis"], versions: rep.Versions})
 		}},
 		{p["wake"], "put → waiting worker", func() ([]figure, error) {
-			return wake(cfg.bin, tmp, cfg.samples, p["redis"], rep.Versions)
+			return wake(cfg.bin, tmp, cfg.samples, cfg.rounds, p["redis"], rep.Versions)
 		}},
 		{p["delayed"], "delayed jobs", func() ([]figure, error) { return delayed(cfg.bin, cfg.samples/3) }},
 		{p["idle"], "idle held claims", func() ([]figure, error) { return idle(cfg.bin, 1000) }},

@@ -27,7 +27,7 @@ func TestSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := run(config{bin: bin, jobs: 300, workers: []int{1, 4}, duration: 200 * time.Millisecond, samples: 6, parts: parts})
+	rep, err := run(config{bin: bin, jobs: 300, workers: []int{1, 4}, duration: 200 * time.Millisecond, rounds: 2, samples: 6, parts: parts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +60,14 @@ func TestSmoke(t *testing.T) {
 		if f.Method == threeStatements && r != nil && r.Unit == "" {
 			t.Errorf("%s: no share of lost races", f.Name)
 		}
+		// Each throughput cell is two drives, the held figure two
+		// windows of 6 jobs, pooled.
+		if r != nil && r.JobsPerSec > 0 && len(r.Rounds) != 2 {
+			t.Errorf("%s: %d drives, want 2", f.Name, len(r.Rounds))
+		}
+		if strings.Contains(f.Name, "Fenec-Wait") && (len(r.Rounds) != 2 || len(r.Samples) != 12) {
+			t.Errorf("%s: %d windows, %d samples; want 2 and 12", f.Name, len(r.Rounds), len(r.Samples))
+		}
 	}
 	if md := rep.markdown(1); !strings.Contains(md, "| 4 workers, claim 10, ack each |") {
 		t.Errorf("no line for 4 workers over HTTP:\n%s", md)
@@ -69,7 +77,7 @@ func TestSmoke(t *testing.T) {
 	if err := rep.updateDocs(docs); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := os.ReadFile(docs); strings.Contains(string(b), "old") || !strings.Contains(string(b), "### Queue benchmark") {
+	if b, _ := os.ReadFile(docs); strings.Contains(string(b), "\nold\n") || !strings.Contains(string(b), "### Queue benchmark") {
 		t.Errorf("the table did not replace the old one:\n%s", b)
 	}
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -31,105 +34,194 @@ type comparison struct {
 	dir      string // temporary files
 	jobs     int
 	workers  []int
-	duration time.Duration
+	duration time.Duration // of one drive
+	rounds   int           // drives of each cell
 	fenec    bool
 	postgres bool
 	redis    bool
 	versions map[string]string // filled in: each peer's version
 }
 
-// network runs the queue over the network at both durabilities, each
-// system with every worker count, and answers a line a durability and
-// count with the three side by side; then Fenec's three round trips at the
-// most workers.
+// A contender is one queue driven in a group: a system at a durability.
+type contender struct {
+	name string // fenec, three (Fenec claiming in three round trips), postgresql, redis
+	q    queue
+	only int // drive only at this worker count (0: at every count)
+}
+
+// network runs the queue over the network at both durabilities, and
+// answers a line a durability and worker count with the three systems
+// side by side; then Fenec's three round trips at the most workers.
+//
+// Every server runs at once, so their drives can be interleaved: for each
+// durability, round after round, worker count after worker count, a group
+// fills every system's queue to the job count and lets each settle, then
+// drives each in turn for the drive's duration (group). A cell is the
+// median of its drives (cell), each of them a minute or less from the
+// other systems' drives of the same round: a slow patch of the host moves
+// one drive of each system alike, or one drive of one, which the median
+// passes over.
 func network(c *comparison) ([]figure, error) {
 	type key struct {
+		name    string
 		dur     string
 		workers int
 	}
-	fen, pg, rd := map[key]*result{}, map[key]*result{}, map[key]*result{}
-	three := map[string]*result{}
+	tallies := map[key][]tally{}
 	most := c.workers[len(c.workers)-1]
-	record := func(into map[key]*result, d durability, rs []*result) {
-		for i, r := range rs {
-			into[key{d.name, c.workers[i]}] = r
-		}
-	}
-	if c.fenec {
-		for _, d := range durabilities {
-			file := filepath.Join(c.dir, "http-"+d.name+".db")
-			s, err := startServer(c.bin, "--file", file, "--sync", d.fenec)
-			if err != nil {
-				return nil, err
-			}
-			if _, err := s.query(jobsSchema, nil, 0); err != nil {
-				s.stop()
-				return nil, err
-			}
-			rs, err := sweep(&httpQueue{s: s}, c.jobs, c.workers, c.duration, false)
-			if err == nil {
-				record(fen, d, rs)
-				rs, err = sweep(&httpQueue{s: s, three: true}, c.jobs, []int{most}, c.duration, true)
-			}
-			s.stop()
-			removeDB(file)
-			if err != nil {
-				return nil, fmt.Errorf("fenec --sync %s: %w", d.fenec, err)
-			}
-			three[d.name] = rs[0]
-		}
-	}
+	var pids []int // every server's, for quietAll
+	var pg *pgServer
 	if c.postgres {
 		s, err := startPostgres(c.dir)
 		if err != nil {
 			return nil, err
 		}
+		defer s.stop()
+		pg = s
 		c.versions["postgresql"] = s.version
-		for _, d := range durabilities {
-			rs, err := sweep(&pgQueue{s: s, syncCommit: d.pg}, c.jobs, c.workers, c.duration, false)
-			if err != nil {
-				s.stop()
-				return nil, fmt.Errorf("postgresql synchronous_commit=%s: %w\n%s", d.pg, err, s.log)
-			}
-			record(pg, d, rs)
-		}
-		s.stop()
+		pids = append(pids, s.cmd.Process.Pid)
 	}
+	var rd *redisServer
 	if c.redis {
 		s, err := startRedis(c.dir, durabilities[0].redis)
 		if err != nil {
 			return nil, err
 		}
+		defer s.stop()
+		rd = s
 		c.versions["redis"] = s.version
-		for _, d := range durabilities {
-			// One load serves both durabilities: appendfsync is switched
-			// on the running server.
-			err := s.rdb.ConfigSet(context.Background(), "appendfsync", d.redis).Err()
-			var rs []*result
-			if err == nil {
-				rs, err = sweep(&redisQueue{s: s}, c.jobs, c.workers, c.duration, false)
+		pids = append(pids, s.cmd.Process.Pid)
+	}
+	for _, d := range durabilities {
+		err := func() error {
+			var cs []contender
+			servers := append([]int(nil), pids...)
+			if c.fenec {
+				// Two servers: the queue claimed in one statement, and the
+				// one claimed in three round trips, each filled on its own.
+				for _, three := range []bool{false, true} {
+					name, only := "fenec", 0
+					if three {
+						name, only = "three", most
+					}
+					file := filepath.Join(c.dir, "http-"+d.name+"-"+name+".db")
+					s, err := startServer(c.bin, "--file", file, "--sync", d.fenec)
+					if err != nil {
+						return err
+					}
+					defer removeDB(file)
+					defer s.stop()
+					if _, err := s.query(jobsSchema, nil, 0); err != nil {
+						return err
+					}
+					cs = append(cs, contender{name: name, q: &httpQueue{s: s, three: three}, only: only})
+					servers = append(servers, s.cmd.Process.Pid)
+				}
 			}
-			if err != nil {
-				s.stop()
-				return nil, fmt.Errorf("redis appendfsync %s: %w\n%s", d.redis, err, s.log)
+			if pg != nil {
+				cs = append(cs, contender{name: "postgresql", q: &pgQueue{s: pg, syncCommit: d.pg}})
 			}
-			record(rd, d, rs)
+			if rd != nil {
+				// One load serves both durabilities: appendfsync is
+				// switched on the running server.
+				if err := rd.rdb.ConfigSet(context.Background(), "appendfsync", d.redis).Err(); err != nil {
+					return fmt.Errorf("redis appendfsync %s: %w", d.redis, err)
+				}
+				cs = append(cs, contender{name: "redis", q: &redisQueue{s: rd}})
+			}
+			for r := range c.rounds {
+				for _, w := range c.workers {
+					var in []contender
+					for _, ct := range cs {
+						if ct.only == 0 || ct.only == w {
+							in = append(in, ct)
+						}
+					}
+					start := time.Now()
+					ts, err := group(in, w, r, c.jobs, c.duration, servers)
+					if err != nil {
+						msg := fmt.Sprintf("%s, round %d, %s: %v", d.name, r+1, plural(w, "worker"), err)
+						if pg != nil {
+							msg += "\n" + pg.log.String()
+						}
+						if rd != nil {
+							msg += "\n" + rd.log.String()
+						}
+						return errors.New(msg)
+					}
+					var said []string
+					for i, ct := range in {
+						k := key{ct.name, d.name, w}
+						tallies[k] = append(tallies[k], ts[i])
+						said = append(said, fmt.Sprintf("%s %.0f", ct.name, float64(ts[i].jobs)/ts[i].took.Seconds()))
+					}
+					fmt.Fprintf(os.Stderr, "queuebench: %s, round %d/%d, %s: %s jobs/s (%.0f s)\n",
+						d.name, r+1, c.rounds, plural(w, "worker"), strings.Join(said, ", "), time.Since(start).Seconds())
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			return nil, err
 		}
-		s.stop()
 	}
 	var figs []figure
 	for _, d := range durabilities {
 		for _, w := range c.workers {
-			k := key{d.name, w}
+			at := func(name string) *result { return cell(tallies[key{name, d.name, w}], name == "three") }
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim 10, ack each", plural(w, "worker")),
-				Durability: d.name, Workers: w, Method: oneStatement, Fenec: fen[k], Postgres: pg[k], Redis: rd[k]})
+				Durability: d.name, Workers: w, Method: oneStatement, Fenec: at("fenec"), Postgres: at("postgresql"), Redis: at("redis")})
 		}
-		if r := three[d.name]; r != nil {
+		if r := cell(tallies[key{"three", d.name, most}], true); r != nil {
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim in three round trips (read, compare-and-set, read back), ack each", plural(most, "worker")),
 				Durability: d.name, Workers: most, Method: threeStatements, Fenec: r})
 		}
 	}
 	return figs, nil
+}
+
+// group drives each contender once with w workers for d, in round r:
+// first every queue is filled to n jobs and settled, all at once (a fill
+// needs no quiet machine, and Fenec's settle waits seconds for its store
+// to fold the fill, during which the peers' fills and checkpoints run);
+// then one contender after another, in an order turned by the round
+// (rotate), each drive starting only once every server is quiet
+// (quietAll), so none pays for another's work. It answers the tallies in
+// the contenders' order.
+func group(cs []contender, w, r, n int, d time.Duration, pids []int) ([]tally, error) {
+	errs := make([]error, len(cs))
+	var wg sync.WaitGroup
+	for i, ct := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := ct.q.fill(n); err != nil {
+				errs[i] = fmt.Errorf("%s: fill: %w", ct.name, err)
+			} else if err := ct.q.settle(); err != nil {
+				errs[i] = fmt.Errorf("%s: settle: %w", ct.name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	idx := make([]int, len(cs))
+	for i := range idx {
+		idx[i] = i
+	}
+	out := make([]tally, len(cs))
+	for _, i := range rotate(idx, r) {
+		if err := quietAll(pids); err != nil {
+			return nil, err
+		}
+		t, err := drive(cs[i].q, w, d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cs[i].name, err)
+		}
+		out[i] = t
+	}
+	return out, nil
 }
 
 // removeDB removes a SQLite file and its WAL, so a million jobs do not

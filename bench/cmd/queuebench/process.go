@@ -132,7 +132,7 @@ func timeClaims(q *engineQueue, after func(ids []any) error) (*result, error) {
 // inProcess drives workers in process over a file at --sync 250, claiming
 // in one statement and then in three, each acking every job it won with a
 // statement of its own.
-func inProcess(dir string, n int, workers []int, d time.Duration) ([]figure, error) {
+func inProcess(dir string, n int, workers []int, d time.Duration, rounds int) ([]figure, error) {
 	sync, err := store.ParseSync("250")
 	if err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func inProcess(dir string, n int, workers []int, d time.Duration) ([]figure, err
 	}
 	var figs []figure
 	for _, q := range []*engineQueue{one, {db: db, three: true}} {
-		rs, err := sweep(q, n, workers, d, q.three)
+		rs, err := sweep(q, n, workers, d, rounds, q.three)
 		if err != nil {
 			return nil, err
 		}

@@ -167,37 +167,49 @@ func (w *redisWorker) step(ctx context.Context) (time.Duration, int, int, error)
 	return took, len(jobs), len(jobs), nil
 }
 
-// redisWake times BLPOP as wake times Fenec-Wait: one client blocked on
-// an empty list, an RPUSH from another at a random moment, the time from
-// the push to the pop's answer.
-func redisWake(s *redisServer, samples int) (*result, error) {
-	ctx := context.Background()
-	got := make(chan time.Time, 1)
-	failed := make(chan error, 1)
+// redisWaker times BLPOP as a fenecWaker times Fenec-Wait: one client
+// blocked on an empty list, an RPUSH from another at a random moment, the
+// time from the push to the pop's answer.
+type redisWaker struct {
+	s      *redisServer
+	got    chan time.Time
+	failed chan error
+}
+
+func startRedisWaker(s *redisServer) *redisWaker {
+	w := &redisWaker{s: s, got: make(chan time.Time, 1), failed: make(chan error, 1)}
 	go func() {
 		for {
-			if _, err := s.rdb.BLPop(ctx, 30*time.Second, "wake").Result(); err != nil {
-				failed <- err
+			if _, err := s.rdb.BLPop(context.Background(), 30*time.Second, "wake").Result(); err != nil {
+				w.failed <- err
 				return
 			}
-			got <- time.Now()
+			w.got <- time.Now()
 		}
 	}()
 	time.Sleep(50 * time.Millisecond)
+	return w
+}
+
+// window pushes n jobs one at a time, and answers the time from each push
+// to the pop's answer.
+func (w *redisWaker) window(n int) ([]time.Duration, error) {
 	var lat []time.Duration
-	for range samples {
+	for range n {
 		time.Sleep(time.Duration(2+rand.IntN(20)) * time.Millisecond)
 		start := time.Now()
-		if err := s.rdb.RPush(ctx, "wake", "job").Err(); err != nil {
+		if err := w.s.rdb.RPush(context.Background(), "wake", "job").Err(); err != nil {
 			return nil, err
 		}
 		select {
-		case at := <-got:
+		case at := <-w.got:
 			lat = append(lat, at.Sub(start))
-		case err := <-failed:
+		case err := <-w.failed:
 			return nil, err
 		}
 	}
-	p50, p99 := percentiles(lat)
-	return &result{P50: p50, P99: p99, Note: fmt.Sprintf("%d jobs, appendfsync everysec", samples), Samples: millis(lat)}, nil
+	return lat, nil
 }
+
+// close stops the server, which ends the blocked BLPOP.
+func (w *redisWaker) close() { w.s.stop() }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,9 @@ type report struct {
 	Machine  machine           `json:"machine"`
 	Versions map[string]string `json:"versions"`
 	Jobs     int               `json:"jobs"`
-	Duration string            `json:"duration_per_run"`
+	Duration string            `json:"duration_per_drive"`
+	Rounds   int               `json:"rounds"`
+	Samples  int               `json:"samples_per_window"`
 	Batch    int               `json:"batch"`
 	Note     string            `json:"note,omitempty"`
 	Figures  []figure          `json:"figures"`
@@ -49,6 +52,8 @@ func newReport(cfg config) *report {
 		Versions: map[string]string{"fenec": fenecVersion(), "go": runtime.Version()},
 		Jobs:     cfg.jobs,
 		Duration: cfg.duration.String(),
+		Rounds:   cfg.rounds,
+		Samples:  cfg.samples,
 		Batch:    batchSize,
 		Note:     cfg.note,
 	}
@@ -72,7 +77,8 @@ func (r *report) markdown(h int) string {
 	hd := strings.Repeat("#", h)
 	fmt.Fprintf(&b, "%s Queue benchmark\n\n", hd)
 	fmt.Fprintf(&b, "%s, on %s: %d cores, %.0f GiB, %s.  \n", r.Date, r.Machine.CPU, r.Machine.Cores, r.Machine.MemoryGiB, r.Machine.OS)
-	fmt.Fprintf(&b, "%s jobs in each queue; claims of %d; each throughput run %s or until the queue is empty, the queue refilled before each.  \n", count(r.Jobs), r.Batch, r.Duration)
+	fmt.Fprintf(&b, "%s jobs in each queue; claims of %d.  \n", count(r.Jobs), r.Batch)
+	b.WriteString(r.method())
 	var vs []string
 	for _, k := range []string{"fenec", "go", "postgresql", "pgx", "redis", "go-redis"} {
 		if v := r.Versions[k]; v != "" {
@@ -105,21 +111,49 @@ func (r *report) markdown(h int) string {
 	return b.String()
 }
 
-// cell writes a result for the table; a system that did not run the
-// figure is a dash.
+// method says what each number of the run is: how many drives of how
+// long a throughput cell is, how they are reduced to one, and what the
+// bracketed spreads are.
+func (r *report) method() string {
+	drives := fmt.Sprintf("%s of %s", plural(r.Rounds, "drive"), r.Duration)
+	if r.Rounds == 1 {
+		return fmt.Sprintf("Each throughput figure is one drive of %s (or until the queue is empty), the queue refilled to its size and settled before it.  \n", r.Duration)
+	}
+	return fmt.Sprintf("Each throughput figure is the median of %s each (or until the queue is empty), and so are the claim's p50 and p99 (the median of the drives' own); "+
+		"server CPU/job is the CPU of all %d drives over all their jobs. Before each drive the queue is refilled to its size and settled, and every server is quiet. "+
+		"The systems take turns: in each round every system drives once at a worker count before the next count, so the drives of a line's systems are a minute apart at most. "+
+		"put → held worker: %s of %d jobs for each system, Fenec's and Redis's in turn, p50 and p99 of all %d. "+
+		"[lo–hi]: the lowest and highest of the drives (of the windows for put → held, of the rounds' own ratios in the Fenec/peer column).  \n",
+		drives, r.Rounds, plural(r.Rounds, "window"), r.Samples, r.Rounds*r.Samples)
+}
+
+// between writes a spread as [lo–hi], or "" for fewer than two values or
+// any not measured (0).
+func between(v []float64, write func(float64) string) string {
+	if len(v) < 2 || slices.Contains(v, 0) {
+		return ""
+	}
+	lo, hi := minMax(v)
+	return " [" + write(lo) + "–" + write(hi) + "]"
+}
+
+func jobsCount(v float64) string { return count(int(math.Round(v))) }
+
+// cell writes a result for the table, with the spread of its rounds; a
+// system that did not run the figure is a dash.
 func (r *result) cell() string {
 	if r == nil {
 		return "—"
 	}
 	var parts []string
 	if r.JobsPerSec > 0 {
-		parts = append(parts, "**"+count(int(math.Round(r.JobsPerSec)))+" jobs/s**")
+		parts = append(parts, "**"+count(int(math.Round(r.JobsPerSec)))+" jobs/s**"+between(of(r.Rounds, jobsPerSec), jobsCount))
 	}
 	if r.P50 > 0 || r.P99 > 0 {
-		parts = append(parts, fmt.Sprintf("p50 %s, p99 %s", num(r.P50), num(r.P99)))
+		parts = append(parts, fmt.Sprintf("p50 %s%s, p99 %s", num(r.P50), between(of(r.Rounds, p50Of), num), num(r.P99)))
 	}
 	if r.ServerCPU > 0 {
-		cpu := num(r.ServerCPU) + " µs server CPU/job"
+		cpu := num(r.ServerCPU) + between(of(r.Rounds, cpuOf), num) + " µs server CPU/job"
 		if r.ServerCPUDrained > 0 {
 			cpu += " (" + num(r.ServerCPUDrained) + " with the fold after)"
 		}
@@ -153,13 +187,17 @@ func (f figure) ratio() string {
 		switch {
 		case p.r == nil:
 		case f.Fenec.JobsPerSec > 0 && p.r.JobsPerSec > 0:
-			parts = append(parts, fmt.Sprintf("%s %.2f×", p.name, f.Fenec.JobsPerSec/p.r.JobsPerSec))
+			parts = append(parts, fmt.Sprintf("%s %.2f×%s", p.name, f.Fenec.JobsPerSec/p.r.JobsPerSec,
+				between(pairedRatios(f.Fenec.Rounds, p.r.Rounds, jobsPerSec), ratioText)))
 		case f.Fenec.P50 > 0 && p.r.P50 > 0:
-			parts = append(parts, fmt.Sprintf("%s %.2f× (p50)", p.name, f.Fenec.P50/p.r.P50))
+			parts = append(parts, fmt.Sprintf("%s %.2f× (p50)%s", p.name, f.Fenec.P50/p.r.P50,
+				between(pairedRatios(f.Fenec.Rounds, p.r.Rounds, p50Of), ratioText)))
 		}
 	}
 	return strings.Join(parts, " · ")
 }
+
+func ratioText(v float64) string { return fmt.Sprintf("%.2f", v) }
 
 // num writes a number to three significant digits, without an exponent.
 func num(v float64) string {
@@ -170,61 +208,111 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', digits, 64)
 }
 
-// targets says where the run stands on the issue's aims: Fenec at least
-// twice PostgreSQL's jobs/s at equal durability; put → waiting worker
-// under 0.5 ms at p50 and 1 ms at p99; a claim as cheap over n jobs as
-// over 1 000.
+// targets says where the run stands on issue 13's aims, from the cells'
+// medians (and the pool of the held figure), each with how many rounds
+// met it alone: a target met by the median but not in every round is one
+// the noise can still move.
+//   - jobs/s at least PostgreSQL's at 1 and 2 workers and twice it at 4
+//     and more, durable and relaxed;
+//   - jobs/s at least half Redis's, durable, at the most workers;
+//   - the server's CPU at most 12 µs a job, with the fold after where it
+//     was measured, at every worker count, durable and relaxed;
+//   - one worker's durable claim at most 0.25 ms at p50;
+//   - put → held worker at most 0.3 ms at p50 and 1 ms at p99;
+//   - a claim as cheap over n jobs as over 1 000.
 func targets(figs []figure, n int) []target {
 	var ts []target
-	for _, d := range durabilities {
-		var fen, pg float64
-		var each []string
+	network := func(d durability, fn func(f figure)) {
 		for _, f := range figs {
-			if f.Durability != d.name || f.Method != oneStatement || f.Fenec == nil || f.Postgres == nil {
-				continue
+			if f.Durability == d.name && f.Method == oneStatement && f.Fenec != nil {
+				fn(f)
 			}
-			fen, pg = max(fen, f.Fenec.JobsPerSec), max(pg, f.Postgres.JobsPerSec)
-			each = append(each, fmt.Sprintf("%.2f× at %d", f.Fenec.JobsPerSec/f.Postgres.JobsPerSec, f.Workers))
-		}
-		if pg > 0 {
-			ts = append(ts, target{Aim: "Fenec ≥ 2× PostgreSQL's jobs/s, " + d.name,
-				Stand: fmt.Sprintf("best %s against %s jobs/s, %.2f× (by workers: %s)", count(int(fen)), count(int(pg)), fen/pg, strings.Join(each, ", ")),
-				Met:   fen >= 2*pg})
 		}
 	}
-	// The server's CPU per job (claim 10 + a /batch ack, over HTTP): at
-	// most 12 µs, at every worker count, each durability.
+	for _, d := range durabilities {
+		var each []string
+		met, seen := true, false
+		network(d, func(f figure) {
+			if f.Postgres == nil || f.Postgres.JobsPerSec == 0 {
+				return
+			}
+			want := 1.0
+			if f.Workers >= 4 {
+				want = 2
+			}
+			ratio := f.Fenec.JobsPerSec / f.Postgres.JobsPerSec
+			seen, met = true, met && ratio >= want
+			each = append(each, fmt.Sprintf("%.2f× at %d (≥ %g×%s)", ratio, f.Workers, want,
+				inRounds(pairedRatios(f.Fenec.Rounds, f.Postgres.Rounds, jobsPerSec), func(v float64) bool { return v >= want })))
+		})
+		if seen {
+			ts = append(ts, target{Aim: "Fenec's jobs/s ≥ 1× PostgreSQL's at 1 and 2 workers, ≥ 2× at 4 and more, " + d.name,
+				Stand: "by workers: " + strings.Join(each, ", "), Met: met})
+		}
+	}
+	var most *figure
+	network(durabilities[0], func(f figure) {
+		if f.Redis != nil && f.Redis.JobsPerSec > 0 && (most == nil || f.Workers > most.Workers) {
+			most = &f
+		}
+	})
+	if most != nil {
+		ratio := most.Fenec.JobsPerSec / most.Redis.JobsPerSec
+		ts = append(ts, target{Aim: fmt.Sprintf("Fenec's jobs/s ≥ 0.5× Redis's, durable, at %d workers", most.Workers),
+			Stand: fmt.Sprintf("%s against %s jobs/s, %.2f×%s", count(int(math.Round(most.Fenec.JobsPerSec))), count(int(math.Round(most.Redis.JobsPerSec))), ratio,
+				inRounds(pairedRatios(most.Fenec.Rounds, most.Redis.Rounds, jobsPerSec), func(v float64) bool { return v >= 0.5 })),
+			Met: ratio >= 0.5})
+	}
+	// The server's CPU per job (claim 10 + a /batch ack, over HTTP), with
+	// the fold of the run's log after it where that was measured.
 	for _, d := range durabilities {
 		var each []string
 		worst := 0.0
-		for _, f := range figs {
-			if f.Durability != d.name || f.Method != oneStatement || f.Fenec == nil || f.Fenec.ServerCPU == 0 {
-				continue
+		network(d, func(f figure) {
+			if f.Fenec.ServerCPU == 0 {
+				return
 			}
-			worst = max(worst, f.Fenec.ServerCPU)
-			peers := ""
+			cpu, line := f.Fenec.ServerCPU, num(f.Fenec.ServerCPU)
+			if f.Fenec.ServerCPUDrained > 0 {
+				cpu = f.Fenec.ServerCPUDrained
+				line += " (" + num(cpu) + " with the fold)"
+			}
+			worst = max(worst, cpu)
+			line += fmt.Sprintf(" at %d", f.Workers)
+			var peers []string
 			if f.Postgres != nil && f.Postgres.ServerCPU > 0 {
-				peers += ", PostgreSQL " + num(f.Postgres.ServerCPU)
+				peers = append(peers, "PostgreSQL "+num(f.Postgres.ServerCPU))
 			}
 			if f.Redis != nil && f.Redis.ServerCPU > 0 {
-				peers += ", Redis " + num(f.Redis.ServerCPU)
+				peers = append(peers, "Redis "+num(f.Redis.ServerCPU))
 			}
-			line := fmt.Sprintf("%s at %d", num(f.Fenec.ServerCPU), f.Workers)
-			if peers != "" {
-				line += " (" + strings.TrimPrefix(peers, ", ") + ")"
+			if len(peers) > 0 {
+				line += " (" + strings.Join(peers, ", ") + ")"
 			}
 			each = append(each, line)
-		}
+		})
 		if worst > 0 {
-			ts = append(ts, target{Aim: "Fenec's server CPU ≤ 12 µs a job, " + d.name,
+			ts = append(ts, target{Aim: "Fenec's server CPU ≤ 12 µs a job with the fold counted, " + d.name,
 				Stand: "µs a job by workers: " + strings.Join(each, "; "), Met: worst <= 12})
 		}
 	}
+	network(durabilities[0], func(f figure) {
+		if f.Workers != 1 || f.Fenec.P50 == 0 {
+			return
+		}
+		ts = append(ts, target{Aim: "one worker's claim p50 ≤ 0.25 ms, durable",
+			Stand: fmt.Sprintf("p50 %s ms%s", num(f.Fenec.P50), inRounds(of(f.Fenec.Rounds, p50Of), func(v float64) bool { return v <= 0.25 })),
+			Met:   f.Fenec.P50 <= 0.25})
+	})
 	for _, f := range figs {
 		if f.Section == secWait && f.Fenec != nil && strings.Contains(f.Name, "Fenec-Wait") {
-			ts = append(ts, target{Aim: "put → waiting worker p50 < 0.5 ms, p99 < 1 ms",
-				Stand: fmt.Sprintf("p50 %s ms, p99 %s ms", num(f.Fenec.P50), num(f.Fenec.P99)),
-				Met:   f.Fenec.P50 < 0.5 && f.Fenec.P99 < 1})
+			stand := fmt.Sprintf("p50 %s ms, p99 %s ms of %s jobs%s", num(f.Fenec.P50), num(f.Fenec.P99), count(len(f.Fenec.Samples)),
+				inRounds(of(f.Fenec.Rounds, p50Of), func(v float64) bool { return v <= 0.3 }))
+			if f.Redis != nil {
+				stand += fmt.Sprintf("; Redis BLPOP p50 %s, p99 %s", num(f.Redis.P50), num(f.Redis.P99))
+			}
+			ts = append(ts, target{Aim: "put → held worker p50 ≤ 0.3 ms, p99 ≤ 1 ms", Stand: stand,
+				Met: f.Fenec.P50 <= 0.3 && f.Fenec.P99 <= 1})
 		}
 	}
 	var small, large *result
@@ -244,6 +332,21 @@ func targets(figs []figure, n int) []target {
 			Met: large.P50 <= 1.5*small.P50 && large.Value == small.Value})
 	}
 	return ts
+}
+
+// inRounds writes how many of a figure's rounds meet a target alone, as
+// "; 2 of 3 rounds meet it", or "" for fewer than two rounds.
+func inRounds(v []float64, ok func(float64) bool) string {
+	if len(v) < 2 {
+		return ""
+	}
+	k := 0
+	for _, x := range v {
+		if ok(x) {
+			k++
+		}
+	}
+	return fmt.Sprintf("; %d of %d rounds meet it", k, len(v))
 }
 
 // write writes queue.md, queue.json and queue.png into dir.

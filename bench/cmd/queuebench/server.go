@@ -143,6 +143,29 @@ func quiet(pid int) error {
 	return fmt.Errorf("process %d still busy 3 minutes after a load", pid)
 }
 
+// quietAll waits until every process of pids, with its children, has
+// spent under a tenth of a core for a quarter of a second: no server's
+// work (a fold, a checkpoint, a rewrite of Redis's file) lands on the
+// drive that follows, whichever system it drives.
+func quietAll(pids []int) error {
+	const window = 250 * time.Millisecond
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); {
+		before := make([]time.Duration, len(pids))
+		for i, pid := range pids {
+			before[i] = treeCPU(pid)
+		}
+		time.Sleep(window)
+		busy := false
+		for i, pid := range pids {
+			busy = busy || treeCPU(pid)-before[i] >= window/10
+		}
+		if !busy {
+			return nil
+		}
+	}
+	return fmt.Errorf("processes %v still busy after 3 minutes", pids)
+}
+
 // rss answers the server process's resident memory, from /proc.
 func (s *server) rss() int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", s.cmd.Process.Pid))

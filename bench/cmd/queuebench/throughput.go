@@ -145,41 +145,31 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 	return total, first
 }
 
-// result turns a tally into a table cell: jobs acked a second, the claim's
-// p50 and p99, and for claims that can lose races, the share they lost.
-func (r tally) result(lossy bool) *result {
-	p50, p99 := percentiles(r.claims)
-	res := &result{JobsPerSec: float64(r.jobs) / r.took.Seconds(), P50: p50, P99: p99,
-		Note: fmt.Sprintf("%d jobs in %.1f s", r.jobs, r.took.Seconds())}
-	if r.cpu > 0 && r.jobs > 0 {
-		res.ServerCPU = float64(r.cpu.Nanoseconds()) / 1e3 / float64(r.jobs)
-		if r.drained > 0 {
-			res.ServerCPUDrained = float64(r.drained.Nanoseconds()) / 1e3 / float64(r.jobs)
+// sweep measures q at each worker count in rounds: in each round, for
+// each count in turn, it fills q to n jobs, lets it settle and drives it
+// for d; each count's cell is then the rounds' drives (cell). Round after
+// round rather than count after count, so a slow patch of the host is
+// shared among the counts rather than landing on one.
+func sweep(q queue, n int, workers []int, d time.Duration, rounds int, lossy bool) ([]*result, error) {
+	ts := make([][]tally, len(workers))
+	for range rounds {
+		for i, w := range workers {
+			if err := q.fill(n); err != nil {
+				return nil, err
+			}
+			if err := q.settle(); err != nil {
+				return nil, err
+			}
+			t, err := drive(q, w, d)
+			if err != nil {
+				return nil, err
+			}
+			ts[i] = append(ts[i], t)
 		}
 	}
-	if lossy && r.read > 0 {
-		res.Value = 100 * float64(r.read-r.jobs) / float64(r.read)
-		res.Unit = "% of jobs read lost to another worker"
-	}
-	return res
-}
-
-// sweep fills q to n jobs before each worker count and drives it for d,
-// answering one result per count.
-func sweep(q queue, n int, workers []int, d time.Duration, lossy bool) ([]*result, error) {
-	var out []*result
-	for _, w := range workers {
-		if err := q.fill(n); err != nil {
-			return nil, err
-		}
-		if err := q.settle(); err != nil {
-			return nil, err
-		}
-		r, err := drive(q, w, d)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r.result(lossy))
+	out := make([]*result, len(workers))
+	for i := range workers {
+		out[i] = cell(ts[i], lossy)
 	}
 	return out, nil
 }

@@ -23,79 +23,141 @@ const (
 // to the worker holding it: held by Fenec-Wait, then polling every 10 ms
 // and every 100 ms, counting the claims each sent. The server keeps a file
 // at --sync 250, as Redis, beside it, keeps its append-only file at
-// everysec; with withRedis, BLPOP is timed the same way.
-func wake(bin, dir string, samples int, withRedis bool, versions map[string]string) ([]figure, error) {
-	var figs []figure
+// everysec; with withRedis, BLPOP is timed the same way. The held figure,
+// the one the issue sets targets for, is taken in windows of samples
+// jobs, Fenec's and Redis's in turn with both servers running, and pooled
+// (rounds.go): a slow patch of the host lands on both. The polling lines
+// are one window each.
+func wake(bin, dir string, samples, windows int, withRedis bool, versions map[string]string) ([]figure, error) {
+	fw, err := startFenecWaker(bin, dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	var rw *redisWaker
+	if withRedis {
+		r, err := startRedis(dir, "everysec")
+		if err != nil {
+			fw.close()
+			return nil, err
+		}
+		versions["redis"] = r.version
+		rw = startRedisWaker(r)
+	}
+	var fws, rws [][]time.Duration
+	for i := range windows {
+		for _, sys := range rotate([]string{"fenec", "redis"}, i) {
+			switch {
+			case sys == "fenec":
+				fws = append(fws, fw.window(samples))
+			case rw != nil:
+				lat, err := rw.window(samples)
+				if err != nil {
+					fw.close()
+					rw.close()
+					return nil, fmt.Errorf("BLPOP: %w", err)
+				}
+				rws = append(rws, lat)
+			}
+		}
+	}
+	held := pooled(fws)
+	held.Value, held.Unit = fw.perJob(windows*samples), "claims/job"
+	held.Note = fmt.Sprintf("%d jobs in %s of %d", windows*samples, plural(windows, "window"), samples)
+	fw.close()
+	figs := []figure{{Section: secWait, Name: "put → held worker (Fenec-Wait; Redis BLPOP)", Fenec: held}}
+	if rw != nil {
+		figs[0].Redis = pooled(rws)
+		figs[0].Redis.Note = fmt.Sprintf("%d jobs in %s of %d, appendfsync everysec", windows*samples, plural(windows, "window"), samples)
+		rw.close()
+	}
 	for _, mode := range []struct {
 		name string
 		poll time.Duration
 		n    int
 	}{
-		{"put → held worker (Fenec-Wait; Redis BLPOP)", 0, samples},
 		{"put → worker polling every 10 ms", 10 * time.Millisecond, samples},
 		{"put → worker polling every 100 ms", 100 * time.Millisecond, samples / 3},
 	} {
-		file := tempFile(dir, "wake")
-		s, err := startServer(bin, "--file", file, "--sync", "250")
+		fw, err := startFenecWaker(bin, dir, mode.poll)
 		if err != nil {
 			return nil, err
 		}
-		s.must(jobsSchema)
-		got := make(chan time.Time, 1)
-		var claims atomic.Int64
-		var stop atomic.Bool
-		go func() {
-			for !stop.Load() {
-				wait := 30 * time.Second
-				if mode.poll > 0 {
-					wait = 0
-				}
-				rows, err := s.query(claimOne, []any{"w"}, wait)
-				claims.Add(1)
-				if err != nil {
-					return
-				}
-				if len(rows) == 0 {
-					time.Sleep(mode.poll)
-					continue
-				}
-				got <- time.Now()
-				s.query(ackOne, []any{rows[0]["id"], "w"}, 0)
-			}
-		}()
-		time.Sleep(50 * time.Millisecond)
-		claims.Store(0)
-		var lat []time.Duration
-		for i := 0; i < mode.n; i++ {
-			// A pause unrelated to the polling period and longer than it,
-			// so puts land at every phase of it: the poller's sleep starts
-			// again as it takes each job.
-			spread := max(20*time.Millisecond, 2*mode.poll)
-			time.Sleep(2*time.Millisecond + rand.N(spread))
-			start := time.Now()
-			s.must(`put jobs {run_at: now(), attempts: 0}`)
-			lat = append(lat, (<-got).Sub(start))
-		}
-		stop.Store(true)
+		lat := fw.window(mode.n)
 		p50, p99 := percentiles(lat)
 		figs = append(figs, figure{Section: secWait, Name: mode.name, Fenec: &result{P50: p50, P99: p99,
-			Value: float64(claims.Load()) / float64(mode.n), Unit: "claims/job", Note: fmt.Sprintf("%d jobs", mode.n), Samples: millis(lat)}})
-		s.stop()
-		removeDB(file)
-	}
-	if withRedis {
-		r, err := startRedis(dir, "everysec")
-		if err != nil {
-			return nil, err
-		}
-		versions["redis"] = r.version
-		figs[0].Redis, err = redisWake(r, samples)
-		r.stop()
-		if err != nil {
-			return nil, fmt.Errorf("BLPOP: %w", err)
-		}
+			Value: fw.perJob(mode.n), Unit: "claims/job", Note: fmt.Sprintf("%d jobs", mode.n), Samples: millis(lat)}})
+		fw.close()
 	}
 	return figs, nil
+}
+
+// fenecWaker is a `fenec serve` at --sync 250 with one worker claiming
+// from it, held by Fenec-Wait (poll 0) or polling every poll.
+type fenecWaker struct {
+	s      *server
+	file   string
+	poll   time.Duration
+	got    chan time.Time
+	claims atomic.Int64
+	stop   atomic.Bool
+}
+
+func startFenecWaker(bin, dir string, poll time.Duration) (*fenecWaker, error) {
+	file := tempFile(dir, "wake")
+	s, err := startServer(bin, "--file", file, "--sync", "250")
+	if err != nil {
+		return nil, err
+	}
+	s.must(jobsSchema)
+	f := &fenecWaker{s: s, file: file, poll: poll, got: make(chan time.Time, 1)}
+	go func() {
+		for !f.stop.Load() {
+			wait := 30 * time.Second
+			if poll > 0 {
+				wait = 0
+			}
+			rows, err := s.query(claimOne, []any{"w"}, wait)
+			f.claims.Add(1)
+			if err != nil {
+				return
+			}
+			if len(rows) == 0 {
+				time.Sleep(poll)
+				continue
+			}
+			f.got <- time.Now()
+			s.query(ackOne, []any{rows[0]["id"], "w"}, 0)
+		}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	f.claims.Store(0)
+	return f, nil
+}
+
+// window puts n jobs one at a time, and answers the time from each put to
+// the worker holding it.
+func (f *fenecWaker) window(n int) []time.Duration {
+	var lat []time.Duration
+	for range n {
+		// A pause unrelated to the polling period and longer than it,
+		// so puts land at every phase of it: the poller's sleep starts
+		// again as it takes each job.
+		spread := max(20*time.Millisecond, 2*f.poll)
+		time.Sleep(2*time.Millisecond + rand.N(spread))
+		start := time.Now()
+		f.s.must(`put jobs {run_at: now(), attempts: 0}`)
+		lat = append(lat, (<-f.got).Sub(start))
+	}
+	return lat
+}
+
+// perJob answers the claims the worker sent per job, over jobs put.
+func (f *fenecWaker) perJob(jobs int) float64 { return float64(f.claims.Load()) / float64(jobs) }
+
+func (f *fenecWaker) close() {
+	f.stop.Store(true)
+	f.s.stop()
+	removeDB(f.file)
 }
 
 // delayed puts jobs due 50 ms on to a held worker, and measures how late
