@@ -67,7 +67,7 @@ func network(c *comparison) ([]figure, error) {
 		dur     string
 		workers int
 	}
-	tallies := map[key][]tally{}
+	tallies := map[key][]*tally{}
 	most := c.workers[len(c.workers)-1]
 	var pids []int // every server's, for quietAll
 	var pg *pgServer
@@ -95,6 +95,10 @@ func network(c *comparison) ([]figure, error) {
 	for _, d := range durabilities {
 		err := func() error {
 			var cs []contender
+			// The drives whose server has yet to finish its work for
+			// them, by contender: finished before that contender fills
+			// again, before any drive, and before the servers stop.
+			unfinished := map[string]func() error{}
 			servers := append([]int(nil), pids...)
 			if c.fenec {
 				// Two servers: the queue claimed in one statement, and the
@@ -138,7 +142,7 @@ func network(c *comparison) ([]figure, error) {
 						}
 					}
 					start := time.Now()
-					ts, err := group(in, w, r, c.jobs, c.duration, servers)
+					ts, err := group(in, w, r, c.jobs, c.duration, servers, unfinished)
 					if err != nil {
 						msg := fmt.Sprintf("%s, round %d, %s: %v", d.name, r+1, plural(w, "worker"), err)
 						if pg != nil {
@@ -159,6 +163,11 @@ func network(c *comparison) ([]figure, error) {
 						d.name, r+1, c.rounds, plural(w, "worker"), strings.Join(said, ", "), time.Since(start).Seconds())
 				}
 			}
+			for name, f := range unfinished {
+				if err := f(); err != nil {
+					return fmt.Errorf("%s, %s: after its last drive: %w", d.name, name, err)
+				}
+			}
 			return nil
 		}()
 		if err != nil {
@@ -168,11 +177,11 @@ func network(c *comparison) ([]figure, error) {
 	var figs []figure
 	for _, d := range durabilities {
 		for _, w := range c.workers {
-			at := func(name string) *result { return cell(tallies[key{name, d.name, w}], name == "three") }
+			at := func(name string) *result { return cell(values(tallies[key{name, d.name, w}]), name == "three") }
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim 10, ack each", plural(w, "worker")),
 				Durability: d.name, Workers: w, Method: oneStatement, Fenec: at("fenec"), Postgres: at("postgresql"), Redis: at("redis")})
 		}
-		if r := cell(tallies[key{"three", d.name, most}], true); r != nil {
+		if r := cell(values(tallies[key{"three", d.name, most}]), true); r != nil {
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim in three round trips (read, compare-and-set, read back), ack each", plural(most, "worker")),
 				Durability: d.name, Workers: most, Method: threeStatements, Fenec: r})
 		}
@@ -180,21 +189,62 @@ func network(c *comparison) ([]figure, error) {
 	return figs, nil
 }
 
-// group drives each contender once with w workers for d, in round r:
-// first every queue is filled to n jobs and settled, all at once (a fill
+// group drives each contender once with w workers for d, in round r.
+// First every queue is filled to n jobs and settled, all at once: a fill
 // needs no quiet machine, and Fenec's settle waits seconds for its store
-// to fold the fill, during which the peers' fills and checkpoints run);
-// then one contender after another, in an order turned by the round
-// (rotate), each drive starting only once every server is quiet
-// (quietAll), so none pays for another's work. It answers the tallies in
-// the contenders' order.
-func group(cs []contender, w, r, n int, d time.Duration, pids []int) ([]tally, error) {
+// to fold the fill, while the peers' fills and checkpoints run. Then one
+// contender after another, in an order turned by the round (rotate), each
+// drive starting only once every server is quiet (quietAll) and every
+// earlier drive's server has finished its work for it (unfinished: Fenec's
+// fold of the drive's log, which would otherwise land on the next drive),
+// so none pays for another's work. Fenec's three round trips drive last,
+// and the fold of its drive is waited for in the next group's fills. It
+// answers the tallies in the contenders' order; a drive whose finishing
+// is still in unfinished gets its drained figure when that is called.
+func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished map[string]func() error) ([]*tally, error) {
+	finish := func(name string) error {
+		f := unfinished[name]
+		delete(unfinished, name)
+		if f == nil {
+			return nil
+		}
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: after its drive: %w", name, err)
+		}
+		return nil
+	}
+	// Each contender's earlier drive is finished before it fills again;
+	// those of contenders not in this group meanwhile.
 	errs := make([]error, len(cs))
+	fs := make([]func() error, len(cs))
+	for i, ct := range cs {
+		fs[i] = unfinished[ct.name]
+		delete(unfinished, ct.name)
+	}
 	var wg sync.WaitGroup
+	rest := make([]error, 0, len(unfinished))
+	var mu sync.Mutex
+	for name := range unfinished {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := unfinished[name](); err != nil {
+				mu.Lock()
+				rest = append(rest, fmt.Errorf("%s: after its drive: %w", name, err))
+				mu.Unlock()
+			}
+		}()
+	}
 	for i, ct := range cs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if fs[i] != nil {
+				if err := fs[i](); err != nil {
+					errs[i] = fmt.Errorf("%s: after its drive: %w", ct.name, err)
+					return
+				}
+			}
 			if err := ct.q.fill(n); err != nil {
 				errs[i] = fmt.Errorf("%s: fill: %w", ct.name, err)
 			} else if err := ct.q.settle(); err != nil {
@@ -203,25 +253,44 @@ func group(cs []contender, w, r, n int, d time.Duration, pids []int) ([]tally, e
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	clear(unfinished)
+	if err := errors.Join(append(errs, rest...)...); err != nil {
 		return nil, err
 	}
-	idx := make([]int, len(cs))
-	for i := range idx {
-		idx[i] = i
+	var order, last []int
+	for i, ct := range cs {
+		if ct.name == "three" {
+			last = append(last, i)
+		} else {
+			order = append(order, i)
+		}
 	}
-	out := make([]tally, len(cs))
-	for _, i := range rotate(idx, r) {
+	out := make([]*tally, len(cs))
+	for _, i := range append(rotate(order, r), last...) {
+		for name := range unfinished {
+			if err := finish(name); err != nil {
+				return nil, err
+			}
+		}
 		if err := quietAll(pids); err != nil {
 			return nil, err
 		}
-		t, err := drive(cs[i].q, w, d)
+		t, f, err := start(cs[i].q, w, d)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", cs[i].name, err)
 		}
-		out[i] = t
+		out[i], unfinished[cs[i].name] = t, f
 	}
 	return out, nil
+}
+
+// values answers the tallies pointed to.
+func values(ts []*tally) []tally {
+	out := make([]tally, len(ts))
+	for i, t := range ts {
+		out[i] = *t
+	}
+	return out
 }
 
 // removeDB removes a SQLite file and its WAL, so a million jobs do not

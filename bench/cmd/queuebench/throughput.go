@@ -64,9 +64,24 @@ type tally struct {
 }
 
 // drive runs n workers of q for d, or until the queue is empty, and
-// answers what they did. Each worker finishes the batch in hand, so no job
-// is left leased for the next run.
+// answers what they did, once the server's work for the run is done too
+// (start, then finish).
 func drive(q queue, n int, d time.Duration) (tally, error) {
+	t, finish, err := start(q, n, d)
+	if err != nil {
+		return tally{}, err
+	}
+	err = finish()
+	return *t, err
+}
+
+// start runs n workers of q for d, or until the queue is empty, and
+// answers what they did. Each worker finishes the batch in hand, so no job
+// is left leased for the next run. finish waits for the server's work for
+// the run (drainer) and adds its CPU to the tally; until then the tally
+// has no drained figure, and the server may be busy: a group (network.go)
+// lets it fold while the next group's queues fill, rather than waiting.
+func start(q queue, n int, d time.Duration) (t *tally, finish func() error, err error) {
 	ws := make([]worker, n)
 	for i := range ws {
 		w, err := q.worker(i)
@@ -74,7 +89,7 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 			for _, w := range ws[:i] {
 				w.close()
 			}
-			return tally{}, err
+			return nil, nil, err
 		}
 		ws[i] = w
 	}
@@ -94,13 +109,13 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 	// a user's pool would, and again before any lets it go.
 	pid := q.serverPID()
 	var cpu0 time.Duration
+	stop := func() {}
 	if pid > 0 {
-		stop := profile(pid)
-		defer stop()
+		stop = profile(pid)
 		cpu0 = treeCPU(pid)
 	}
-	start := time.Now()
-	deadline := start.Add(d)
+	began := time.Now()
+	deadline := began.Add(d)
 	for _, w := range ws {
 		wg.Add(1)
 		go func() {
@@ -129,20 +144,28 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 		}()
 	}
 	wg.Wait()
-	total.took = time.Since(start)
+	total.took = time.Since(began)
 	if pid > 0 {
 		total.cpu = treeCPU(pid) - cpu0
-		if d, ok := q.(drainer); ok && first == nil {
+	}
+	if first != nil {
+		stop()
+		return nil, nil, first
+	}
+	finish = func() error {
+		defer stop()
+		if d, ok := q.(drainer); ok && pid > 0 {
 			done, err := d.drain()
 			if err != nil {
-				return total, err
+				return err
 			}
 			if done {
 				total.drained = treeCPU(pid) - cpu0
 			}
 		}
+		return nil
 	}
-	return total, first
+	return &total, finish, nil
 }
 
 // sweep measures q at each worker count in rounds: in each round, for
