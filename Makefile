@@ -138,13 +138,13 @@ wait-bench: build
 # the table in docs/benchmarks.md. BENCH_NOTE goes into the header.
 BENCH_NOTE ?=
 queue-bench: build
-	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 10s \
+	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 2s -rounds 3 \
 		-out results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
 
-# The same over 100 000 jobs and 3 s runs, in a few minutes, into
+# The same over 100 000 jobs, each cell one drive of 3 s, in a few minutes, into
 # bench/results/quick (not kept in git).
 queue-bench-quick: build
-	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s \
+	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s -rounds 1 \
 		-out results/quick -note "$(BENCH_NOTE)"
 
 # The queue console (console/, README.md "The console"): its TypeScript,

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"context"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -44,140 +44,132 @@ type comparison struct {
 
 // A contender is one queue driven in a group: a system at a durability.
 type contender struct {
-	name string // fenec, three (Fenec claiming in three round trips), postgresql, redis
+	sys  string // fenec, three (Fenec claiming in three round trips), postgresql, redis
+	dur  string // durable, relaxed
 	q    queue
 	only int // drive only at this worker count (0: at every count)
 }
+
+func (c contender) name() string { return c.sys + " " + c.dur }
 
 // network runs the queue over the network at both durabilities, and
 // answers a line a durability and worker count with the three systems
 // side by side; then Fenec's three round trips at the most workers.
 //
-// Every server runs at once, so their drives can be interleaved: for each
-// durability, round after round, worker count after worker count, a group
-// fills every system's queue to the job count and lets each settle, then
-// drives each in turn for the drive's duration (group). A cell is the
-// median of its drives (cell), each of them a minute or less from the
-// other systems' drives of the same round: a slow patch of the host moves
-// one drive of each system alike, or one drive of one, which the median
-// passes over.
+// Every server runs at once, each system at each durability with a queue
+// of its own (Fenec and Redis a server each, PostgreSQL a database each),
+// so their drives can be interleaved: round after round, worker count
+// after worker count, a group fills every queue to the job count and lets
+// it settle, then drives each in turn for the drive's duration (group). A
+// cell is the median of its drives (cell), each of them a minute or less
+// from the other systems' drives of the same round: a slow patch of the
+// host moves one drive of each system alike, or one drive of one, which
+// the median passes over.
 func network(c *comparison) ([]figure, error) {
 	type key struct {
-		name    string
+		sys     string
 		dur     string
 		workers int
 	}
 	tallies := map[key][]*tally{}
 	most := c.workers[len(c.workers)-1]
-	var pids []int // every server's, for quietAll
-	var pg *pgServer
+	var (
+		cs   []contender
+		pids []int // every server's, for quietAll
+		logs []*bytes.Buffer
+	)
 	if c.postgres {
 		s, err := startPostgres(c.dir)
 		if err != nil {
 			return nil, err
 		}
 		defer s.stop()
-		pg = s
 		c.versions["postgresql"] = s.version
-		pids = append(pids, s.cmd.Process.Pid)
-	}
-	var rd *redisServer
-	if c.redis {
-		s, err := startRedis(c.dir, durabilities[0].redis)
-		if err != nil {
-			return nil, err
+		pids, logs = append(pids, s.cmd.Process.Pid), append(logs, s.log)
+		for _, d := range durabilities {
+			url, err := s.database(d.name)
+			if err != nil {
+				return nil, err
+			}
+			cs = append(cs, contender{sys: "postgresql", dur: d.name, q: &pgQueue{s: s, url: url, syncCommit: d.pg}})
 		}
-		defer s.stop()
-		rd = s
-		c.versions["redis"] = s.version
-		pids = append(pids, s.cmd.Process.Pid)
 	}
-	for _, d := range durabilities {
-		err := func() error {
-			var cs []contender
-			// The drives whose server has yet to finish its work for
-			// them, by contender: finished before that contender fills
-			// again, before any drive, and before the servers stop.
-			unfinished := map[string]func() error{}
-			servers := append([]int(nil), pids...)
-			if c.fenec {
-				// Two servers: the queue claimed in one statement, and the
-				// one claimed in three round trips, each filled on its own.
-				for _, three := range []bool{false, true} {
-					name, only := "fenec", 0
-					if three {
-						name, only = "three", most
-					}
-					file := filepath.Join(c.dir, "http-"+d.name+"-"+name+".db")
-					s, err := startServer(c.bin, "--file", file, "--sync", d.fenec)
-					if err != nil {
-						return err
-					}
-					defer removeDB(file)
-					defer s.stop()
-					if _, err := s.query(jobsSchema, nil, 0); err != nil {
-						return err
-					}
-					cs = append(cs, contender{name: name, q: &httpQueue{s: s, three: three}, only: only})
-					servers = append(servers, s.cmd.Process.Pid)
+	if c.redis {
+		for _, d := range durabilities {
+			s, err := startRedis(c.dir, d.redis)
+			if err != nil {
+				return nil, err
+			}
+			defer s.stop()
+			c.versions["redis"] = s.version
+			pids, logs = append(pids, s.cmd.Process.Pid), append(logs, s.log)
+			cs = append(cs, contender{sys: "redis", dur: d.name, q: &redisQueue{s: s}})
+		}
+	}
+	if c.fenec {
+		// At each durability two servers: the queue claimed in one
+		// statement, and the one claimed in three round trips.
+		for _, d := range durabilities {
+			for _, three := range []bool{false, true} {
+				sys, only := "fenec", 0
+				if three {
+					sys, only = "three", most
+				}
+				file := filepath.Join(c.dir, "http-"+d.name+"-"+sys+".db")
+				s, err := startServer(c.bin, "--file", file, "--sync", d.fenec)
+				if err != nil {
+					return nil, err
+				}
+				defer removeDB(file)
+				defer s.stop()
+				if _, err := s.query(jobsSchema, nil, 0); err != nil {
+					return nil, err
+				}
+				cs = append(cs, contender{sys: sys, dur: d.name, q: &httpQueue{s: s, three: three}, only: only})
+				pids = append(pids, s.cmd.Process.Pid)
+			}
+		}
+	}
+	// The drives whose server has yet to finish its work for them, by
+	// contender: finished before that contender fills again, before any
+	// drive, and before the servers stop.
+	unfinished := map[string]func() error{}
+	for r := range c.rounds {
+		for _, w := range c.workers {
+			var in []contender
+			for _, ct := range cs {
+				if ct.only == 0 || ct.only == w {
+					in = append(in, ct)
 				}
 			}
-			if pg != nil {
-				cs = append(cs, contender{name: "postgresql", q: &pgQueue{s: pg, syncCommit: d.pg}})
-			}
-			if rd != nil {
-				// One load serves both durabilities: appendfsync is
-				// switched on the running server.
-				if err := rd.rdb.ConfigSet(context.Background(), "appendfsync", d.redis).Err(); err != nil {
-					return fmt.Errorf("redis appendfsync %s: %w", d.redis, err)
+			start := time.Now()
+			ts, filled, err := group(in, w, r, c.jobs, c.duration, pids, unfinished)
+			if err != nil {
+				msg := fmt.Sprintf("round %d, %s: %v", r+1, plural(w, "worker"), err)
+				for _, l := range logs {
+					msg += "\n" + l.String()
 				}
-				cs = append(cs, contender{name: "redis", q: &redisQueue{s: rd}})
+				return nil, errors.New(msg)
 			}
-			for r := range c.rounds {
-				for _, w := range c.workers {
-					var in []contender
-					for _, ct := range cs {
-						if ct.only == 0 || ct.only == w {
-							in = append(in, ct)
-						}
-					}
-					start := time.Now()
-					ts, err := group(in, w, r, c.jobs, c.duration, servers, unfinished)
-					if err != nil {
-						msg := fmt.Sprintf("%s, round %d, %s: %v", d.name, r+1, plural(w, "worker"), err)
-						if pg != nil {
-							msg += "\n" + pg.log.String()
-						}
-						if rd != nil {
-							msg += "\n" + rd.log.String()
-						}
-						return errors.New(msg)
-					}
-					var said []string
-					for i, ct := range in {
-						k := key{ct.name, d.name, w}
-						tallies[k] = append(tallies[k], ts[i])
-						said = append(said, fmt.Sprintf("%s %.0f", ct.name, float64(ts[i].jobs)/ts[i].took.Seconds()))
-					}
-					fmt.Fprintf(os.Stderr, "queuebench: %s, round %d/%d, %s: %s jobs/s (%.0f s)\n",
-						d.name, r+1, c.rounds, plural(w, "worker"), strings.Join(said, ", "), time.Since(start).Seconds())
-				}
+			var said []string
+			for i, ct := range in {
+				k := key{ct.sys, ct.dur, w}
+				tallies[k] = append(tallies[k], ts[i])
+				said = append(said, fmt.Sprintf("%s %.0f", ct.name(), float64(ts[i].jobs)/ts[i].took.Seconds()))
 			}
-			for name, f := range unfinished {
-				if err := f(); err != nil {
-					return fmt.Errorf("%s, %s: after its last drive: %w", d.name, name, err)
-				}
-			}
-			return nil
-		}()
-		if err != nil {
-			return nil, err
+			fmt.Fprintf(os.Stderr, "queuebench: round %d/%d, %s: %s jobs/s (%.0f s, of which %.0f s filling and settling)\n",
+				r+1, c.rounds, plural(w, "worker"), strings.Join(said, ", "), time.Since(start).Seconds(), filled.Seconds())
+		}
+	}
+	for name, f := range unfinished {
+		if err := f(); err != nil {
+			return nil, fmt.Errorf("%s: after its last drive: %w", name, err)
 		}
 	}
 	var figs []figure
 	for _, d := range durabilities {
 		for _, w := range c.workers {
-			at := func(name string) *result { return cell(values(tallies[key{name, d.name, w}]), name == "three") }
+			at := func(sys string) *result { return cell(values(tallies[key{sys, d.name, w}]), false) }
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim 10, ack each", plural(w, "worker")),
 				Durability: d.name, Workers: w, Method: oneStatement, Fenec: at("fenec"), Postgres: at("postgresql"), Redis: at("redis")})
 		}
@@ -201,7 +193,8 @@ func network(c *comparison) ([]figure, error) {
 // and the fold of its drive is waited for in the next group's fills. It
 // answers the tallies in the contenders' order; a drive whose finishing
 // is still in unfinished gets its drained figure when that is called.
-func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished map[string]func() error) ([]*tally, error) {
+func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished map[string]func() error) (ts []*tally, filled time.Duration, err error) {
+	began := time.Now()
 	finish := func(name string) error {
 		f := unfinished[name]
 		delete(unfinished, name)
@@ -218,8 +211,8 @@ func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished 
 	errs := make([]error, len(cs))
 	fs := make([]func() error, len(cs))
 	for i, ct := range cs {
-		fs[i] = unfinished[ct.name]
-		delete(unfinished, ct.name)
+		fs[i] = unfinished[ct.name()]
+		delete(unfinished, ct.name())
 	}
 	var wg sync.WaitGroup
 	rest := make([]error, 0, len(unfinished))
@@ -241,47 +234,61 @@ func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished 
 			defer wg.Done()
 			if fs[i] != nil {
 				if err := fs[i](); err != nil {
-					errs[i] = fmt.Errorf("%s: after its drive: %w", ct.name, err)
+					errs[i] = fmt.Errorf("%s: after its drive: %w", ct.name(), err)
 					return
 				}
 			}
 			if err := ct.q.fill(n); err != nil {
-				errs[i] = fmt.Errorf("%s: fill: %w", ct.name, err)
+				errs[i] = fmt.Errorf("%s: fill: %w", ct.name(), err)
 			} else if err := ct.q.settle(); err != nil {
-				errs[i] = fmt.Errorf("%s: settle: %w", ct.name, err)
+				errs[i] = fmt.Errorf("%s: settle: %w", ct.name(), err)
 			}
 		}()
 	}
 	wg.Wait()
 	clear(unfinished)
 	if err := errors.Join(append(errs, rest...)...); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	var order, last []int
+	filled = time.Since(began)
+	// The order: the peers and one of Fenec's servers, turned by the
+	// round; then Fenec's other server, whose fold is waited for in the
+	// next group's fills rather than before another drive; then the three
+	// round trips'. Which of Fenec's servers drives last alternates.
+	var ones, threes, order []int
 	for i, ct := range cs {
-		if ct.name == "three" {
-			last = append(last, i)
-		} else {
+		switch ct.sys {
+		case "fenec":
+			ones = append(ones, i)
+		case "three":
+			threes = append(threes, i)
+		default:
 			order = append(order, i)
 		}
 	}
+	var last []int
+	if len(ones) > 0 {
+		ones = rotate(ones, r)
+		order, last = append(order, ones[1:]...), ones[:1]
+	}
+	order = append(append(rotate(order, r), last...), rotate(threes, r)...)
 	out := make([]*tally, len(cs))
-	for _, i := range append(rotate(order, r), last...) {
+	for _, i := range order {
 		for name := range unfinished {
 			if err := finish(name); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 		if err := quietAll(pids); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		t, f, err := start(cs[i].q, w, d)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", cs[i].name, err)
+			return nil, 0, fmt.Errorf("%s: %w", cs[i].name(), err)
 		}
-		out[i], unfinished[cs[i].name] = t, f
+		out[i], unfinished[cs[i].name()] = t, f
 	}
-	return out, nil
+	return out, filled, nil
 }
 
 // values answers the tallies pointed to.

@@ -107,8 +107,9 @@ type pgServer struct {
 
 // startPostgres runs initdb and postgres in dir/pg with fsync on and
 // synchronous_commit on (workers that want it off say so per session), and
-// creates the queue's table. PostgreSQL refuses to run as root, so as root
-// it runs as the postgres user the Debian package made.
+// waits until it takes connections (each queue is a database of its own:
+// database). PostgreSQL refuses to run as root, so as root it runs as the
+// postgres user the Debian package made.
 func startPostgres(dir string) (*pgServer, error) {
 	bin := pgBin()
 	if bin == "" {
@@ -164,12 +165,7 @@ func startPostgres(dir string) (*pgServer, error) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		conn, err := pgx.Connect(ctx, s.url)
 		if err == nil {
-			_, err = conn.Exec(ctx, pgSchema)
 			conn.Close(ctx)
-			if err != nil {
-				s.stop()
-				return nil, err
-			}
 			return s, nil
 		}
 		if time.Now().After(deadline) {
@@ -179,18 +175,43 @@ func startPostgres(dir string) (*pgServer, error) {
 	}
 }
 
+// database answers the URL of a database of this name, which it creates
+// with the queue's table: each durability's queue has one of its own, so
+// both can be filled at once.
+func (s *pgServer) database(name string) (string, error) {
+	url := strings.Replace(s.url, "/postgres?", "/"+name+"?", 1)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		return "", err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+	conn.Close(ctx)
+	if err != nil {
+		return "", err
+	}
+	if conn, err = pgx.Connect(ctx, url); err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, pgSchema)
+	return url, err
+}
+
 // stop asks for a fast shutdown: sessions ended, a checkpoint written.
 func (s *pgServer) stop() { stopProcess(s.cmd, os.Interrupt) }
 
-// pgQueue is the queue in PostgreSQL, each worker on a connection of its
-// own with synchronous_commit as the durability it is compared at.
+// pgQueue is the queue in a database of PostgreSQL, each worker on a
+// connection of its own with synchronous_commit as the durability it is
+// compared at.
 type pgQueue struct {
 	s          *pgServer
+	url        string // the database's
 	syncCommit string // on or off
 }
 
 func (q *pgQueue) connect() (*pgx.Conn, error) {
-	cfg, err := pgx.ParseConfig(q.s.url)
+	cfg, err := pgx.ParseConfig(q.url)
 	if err != nil {
 		return nil, err
 	}
