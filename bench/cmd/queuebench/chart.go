@@ -74,7 +74,7 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 	seen := map[int]bool{}
 	lines := 0
 	for _, d := range durabilities {
-		for _, sys := range []struct {
+		for k, sys := range []struct {
 			name string
 			c    color.Color
 			get  func(figure) *result
@@ -83,6 +83,9 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 			{"PostgreSQL", pgColor, func(f figure) *result { return f.Postgres }},
 			{"Redis", redisColor, func(f figure) *result { return f.Redis }},
 		} {
+			// Each system's points a little aside of the worker count
+			// (the axis is a log scale), so their bars do not overlap.
+			aside := 1 + 0.04*float64(k-1)
 			var xys plotter.XYs
 			var bars rangeBars
 			for _, f := range r.Figures {
@@ -90,10 +93,10 @@ func (r *report) throughputPlot() (*plot.Plot, error) {
 					continue
 				}
 				res := sys.get(f)
-				xys = append(xys, plotter.XY{X: float64(f.Workers), Y: res.JobsPerSec})
+				xys = append(xys, plotter.XY{X: float64(f.Workers) * aside, Y: res.JobsPerSec})
 				if len(res.Rounds) > 1 {
 					lo, hi := minMax(of(res.Rounds, jobsPerSec))
-					bars = append(bars, rangeBar{x: float64(f.Workers), y: res.JobsPerSec, lo: lo, hi: hi})
+					bars = append(bars, rangeBar{x: float64(f.Workers) * aside, y: res.JobsPerSec, lo: lo, hi: hi})
 				}
 				if !seen[f.Workers] {
 					seen[f.Workers] = true
