@@ -119,12 +119,18 @@ func (r *report) method() string {
 	if r.Rounds == 1 {
 		return fmt.Sprintf("Each throughput figure is one drive of %s (or until the queue is empty), the queue refilled to its size and settled before it.  \n", r.Duration)
 	}
+	held := ""
+	for _, f := range r.Figures {
+		if f.Section == secWait && strings.Contains(f.Name, "Fenec-Wait") {
+			held = fmt.Sprintf("put → held worker: %s of %d jobs for each system, Fenec's and Redis's in turn, p50 and p99 of all %d. ",
+				plural(r.Rounds, "window"), r.Samples, r.Rounds*r.Samples)
+		}
+	}
 	return fmt.Sprintf("Each throughput figure is the median of %s each (or until the queue is empty), and so are the claim's p50 and p99 (the median of the drives' own); "+
 		"server CPU/job is the CPU of all %d drives over all their jobs. Before each drive the queue is refilled to its size and settled, and every server is quiet. "+
 		"The systems take turns: in each round every system drives once at a worker count before the next count, so the drives of a line's systems are a minute apart at most. "+
-		"put → held worker: %s of %d jobs for each system, Fenec's and Redis's in turn, p50 and p99 of all %d. "+
-		"[lo–hi]: the lowest and highest of the drives (of the windows for put → held, of the rounds' own ratios in the Fenec/peer column).  \n",
-		drives, r.Rounds, plural(r.Rounds, "window"), r.Samples, r.Rounds*r.Samples)
+		"%s[lo–hi]: the lowest and highest of the drives (of the windows for put → held, of the rounds' own ratios in the Fenec/peer column).  \n",
+		drives, r.Rounds, held)
 }
 
 // between writes a spread as [lo–hi], or "" for fewer than two values or
@@ -335,7 +341,7 @@ func targets(figs []figure, n int) []target {
 }
 
 // inRounds writes how many of a figure's rounds meet a target alone, as
-// "; 2 of 3 rounds meet it", or "" for fewer than two rounds.
+// "; met in 2 of 3 rounds", or "" for fewer than two rounds.
 func inRounds(v []float64, ok func(float64) bool) string {
 	if len(v) < 2 {
 		return ""
@@ -346,7 +352,7 @@ func inRounds(v []float64, ok func(float64) bool) string {
 			k++
 		}
 	}
-	return fmt.Sprintf("; %d of %d rounds meet it", k, len(v))
+	return fmt.Sprintf("; met in %d of %d rounds", k, len(v))
 }
 
 // write writes queue.md, queue.json and queue.png into dir.

@@ -169,13 +169,16 @@ func TestSpreadInReport(t *testing.T) {
 		"PostgreSQL 2.14× [0.92–2.14]",
 		"**14 000 jobs/s** [13 000–16 000] · p50 0.500, p99 1.00 · 60.0 µs server CPU/job |",
 		"the median of 3 drives of 2s",
-		"2.14× at 1 (≥ 1×; 2 of 3 rounds meet it)",
-		"p50 0.240 ms; 2 of 3 rounds meet it",
+		"2.14× at 1 (≥ 1×; met in 2 of 3 rounds)",
+		"p50 0.240 ms; met in 2 of 3 rounds",
 		"13.0 with the fold) at 1 (PostgreSQL 60.0)",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("no %q in:\n%s", want, md)
 		}
+	}
+	if strings.Contains(md, "put → held worker: ") {
+		t.Errorf("the method names the held windows of a run without them:\n%s", md)
 	}
 	for _, tg := range r.Targets {
 		if strings.HasPrefix(tg.Aim, "Fenec's server CPU") && tg.Met {
