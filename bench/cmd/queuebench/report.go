@@ -115,22 +115,32 @@ func (r *report) markdown(h int) string {
 // long a throughput cell is, how they are reduced to one, and what the
 // bracketed spreads are.
 func (r *report) method() string {
-	drives := fmt.Sprintf("%s of %s", plural(r.Rounds, "drive"), r.Duration)
-	if r.Rounds == 1 {
-		return fmt.Sprintf("Each throughput figure is one drive of %s (or until the queue is empty), the queue refilled to its size and settled before it.  \n", r.Duration)
-	}
-	held := ""
+	var throughput, held bool
 	for _, f := range r.Figures {
-		if f.Section == secWait && strings.Contains(f.Name, "Fenec-Wait") {
-			held = fmt.Sprintf("put → held worker: %s of %d jobs for each system, Fenec's and Redis's in turn, p50 and p99 of all %d. ",
-				plural(r.Rounds, "window"), r.Samples, r.Rounds*r.Samples)
-		}
+		throughput = throughput || (f.Fenec != nil && f.Fenec.JobsPerSec > 0)
+		held = held || (f.Section == secWait && strings.Contains(f.Name, "Fenec-Wait"))
 	}
-	return fmt.Sprintf("Each throughput figure is the median of %s each (or until the queue is empty), and so are the claim's p50 and p99 (the median of the drives' own); "+
-		"server CPU/job is the CPU of all %d drives over all their jobs. Before each drive the queue is refilled to its size and settled, and every server is quiet. "+
-		"The systems take turns: in each round every system drives once at a worker count before the next count, so the drives of a line's systems are a minute apart at most. "+
-		"%s[lo–hi]: the lowest and highest of the drives (of the windows for put → held, of the rounds' own ratios in the Fenec/peer column).  \n",
-		drives, r.Rounds, held)
+	var b strings.Builder
+	switch {
+	case throughput && r.Rounds == 1:
+		fmt.Fprintf(&b, "Each throughput figure is one drive of %s (or until the queue is empty), the queue refilled to its size and settled before it. ", r.Duration)
+	case throughput:
+		fmt.Fprintf(&b, "Each throughput figure is the median of %s of %s each (or until the queue is empty), and so are the claim's p50 and p99 (the median of the drives' own); "+
+			"server CPU/job is the CPU of all %d drives over all their jobs. Before each drive the queue is refilled to its size and settled, and every server is quiet. "+
+			"The systems take turns: in each round every system drives once at a worker count before the next count, so the drives of a line's systems are a minute apart at most. ",
+			plural(r.Rounds, "drive"), r.Duration, r.Rounds)
+	}
+	if held {
+		fmt.Fprintf(&b, "put → held worker: %s of %d jobs for each system, Fenec's and Redis's in turn, p50 and p99 of all %d. ",
+			plural(r.Rounds, "window"), r.Samples, r.Rounds*r.Samples)
+	}
+	if r.Rounds > 1 && (throughput || held) {
+		b.WriteString("[lo–hi]: the lowest and highest of the drives (of the windows for put → held, of the rounds' own ratios in the Fenec/peer column).")
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return strings.TrimSpace(b.String()) + "  \n"
 }
 
 // between writes a spread as [lo–hi], or "" for fewer than two values or
