@@ -402,9 +402,10 @@ func (f *foldSet) writePart(tx *foldTx, n int) error {
 // writeDocs puts or deletes the documents keys names: each run of puts,
 // or of deletes, of one collection in statements of many rows (docBatch),
 // which costs SQLite and database/sql far less a row than a statement a
-// row (BenchmarkFold).
+// row (BenchmarkFold). In a run of deletes, each stretch of at least
+// rangeMin consecutive ids is deleted by one statement of its bounds
+// (rangeSQL), the rest as before.
 func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
-	args := tx.args
 	for len(keys) > 0 {
 		k := keys[0]
 		put := k.body != nil
@@ -412,23 +413,78 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 		for run < len(keys) && keys[run].coll == k.coll && (keys[run].body != nil) == put {
 			run++
 		}
-		for _, size := range docBatch {
-			for ; run >= size; run -= size {
-				args = append(args[:0], k.coll)
-				for _, d := range keys[:size] {
-					args = append(args, d.id)
-					if put {
-						args = append(args, d.body)
-					}
-				}
-				// A run of deletes whose ids lie close together is
-				// deleted by one scan of their range (docsSQL).
-				dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
-				if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
-					return err
-				}
-				keys = keys[size:]
+		batch := keys[:run]
+		if !put {
+			var err error
+			if batch, err = f.deleteRanges(tx, batch); err != nil {
+				return err
 			}
+		}
+		if err := f.writeBatches(tx, batch, put); err != nil {
+			return err
+		}
+		keys = keys[run:]
+	}
+	return nil
+}
+
+// rangeMin is the fewest consecutive ids deleteRanges deletes by their
+// bounds: a statement of two bound ids costs less than a row's share of
+// a multi-row one from there on (BenchmarkFoldRelaxed).
+const rangeMin = 4
+
+// deleteRanges deletes each stretch of at least rangeMin consecutive ids
+// of keys (deletes of one collection, ids ascending) by one statement of
+// its first and last id, and answers the other keys, in order, for
+// writeBatches (in tx.loose: keys is the chunk's sealed order, which
+// stays as it is). Where the ids from first to last are all in keys, the
+// rows the range holds are exactly those keys name: the same rows go as
+// with a statement listing them, but SQLite steps from row to row
+// deleting each, with no list to bind and search.
+func (f *foldSet) deleteRanges(tx *foldTx, keys []docKey) ([]docKey, error) {
+	loose := tx.loose[:0]
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].id == keys[j-1].id+1 {
+			j++
+		}
+		if j-i >= rangeMin {
+			if err := tx.exec(rangeSQL, keys[i].coll, keys[i].id, keys[j-1].id); err != nil {
+				return nil, err
+			}
+		} else {
+			loose = append(loose, keys[i:j]...)
+		}
+		i = j
+	}
+	tx.loose = loose
+	return loose, nil
+}
+
+// rangeSQL deletes a collection's documents of ids from ?2 to ?3, both
+// included (deleteRanges).
+const rangeSQL = `DELETE FROM docs WHERE coll = ?1 AND id BETWEEN ?2 AND ?3`
+
+// writeBatches writes keys (of one collection, all puts or all deletes)
+// in statements of docBatch's sizes.
+func (f *foldSet) writeBatches(tx *foldTx, keys []docKey, put bool) error {
+	args := tx.args
+	for _, size := range docBatch {
+		for len(keys) >= size {
+			args = append(args[:0], keys[0].coll)
+			for _, d := range keys[:size] {
+				args = append(args, d.id)
+				if put {
+					args = append(args, d.body)
+				}
+			}
+			// A run of deletes whose ids lie close together is
+			// deleted by one scan of their range (docsSQL).
+			dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
+			if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
+				return err
+			}
+			keys = keys[size:]
 		}
 	}
 	clear(args)
@@ -507,6 +563,7 @@ type foldTx struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 	args  []any
+	loose []docKey // writeDocs' deletes outside a range (deleteRanges)
 }
 
 func newFoldTx(conn *sql.Conn) *foldTx {
