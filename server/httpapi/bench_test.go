@@ -321,9 +321,10 @@ func BenchmarkHTTP(b *testing.B) {
 // With FENEC_HTTPAPI_BENCH_FOLD=1 it also reports server-µs/op-folded, the
 // CPU per job with the store's fold of the jobs' changes (benchFoldEnv).
 // Under off the store writes no log until 64 MB of changes are queued, so
-// nothing is folded and the two figures agree; sync=always shows the fold.
+// nothing is folded and the two figures agree; sync=always shows the fold,
+// and so does sync=250, queue-bench's relaxed server (--sync 250).
 func BenchmarkHTTPQueue(b *testing.B) {
-	for _, sync := range []string{"always", "off"} {
+	for _, sync := range []string{"always", "off", "250"} {
 		for _, workers := range []int{1, 2, 4, 16} {
 			b.Run(fmt.Sprintf("sync=%s/workers=%d", sync, workers), func(b *testing.B) { benchQueue(b, sync, workers) })
 		}
