@@ -78,6 +78,10 @@ type collLatest struct {
 	// seal, if at all, and no fold has written it, nor will but its last
 	// writer's: its delete needs no row (foldSet.apply).
 	sealed int64
+	// hint is the documents the last chunk sealed held of the
+	// collection: a chunk's map of them is made that big, not grown to
+	// it (a relaxed server's chunk holds thousands).
+	hint int
 }
 
 // latestPages maps a document's id to its last chunk, in pages of
@@ -144,7 +148,12 @@ type collFold struct {
 	schema  []byte           // when created
 	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
 	docs    map[int64][]byte // nil body: delete
-	latest  *collLatest      // latestDocs' entry of this name
+	// ids lists the ids docs took, in the order they came, for seal to
+	// sort: a queue's come nearly in order, which sorts in about one pass
+	// where the map's own order takes a full sort. An id may be listed
+	// twice (deleted from docs and put again), or be no longer in docs.
+	ids    []int64
+	latest *collLatest // latestDocs' entry of this name
 }
 
 type metaFold struct {
@@ -178,7 +187,8 @@ func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs)
 func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
-		cf = &collFold{docs: map[int64][]byte{}, latest: latest.of(name)}
+		l := latest.of(name)
+		cf = &collFold{docs: make(map[int64][]byte, l.hint), latest: l}
 		f.colls[name] = cf
 	}
 	return cf
@@ -192,11 +202,11 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		f.creates++
 		f.rows++
 		f.resets = true
-		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, latest: cf.latest}
+		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, ids: cf.ids[:0], latest: cf.latest}
 	case OpDrop:
 		cf := f.coll(c.Coll, latest)
 		cf.unlatest()
-		*cf = collFold{reset: true, docs: map[int64][]byte{}, latest: cf.latest}
+		*cf = collFold{reset: true, docs: map[int64][]byte{}, ids: cf.ids[:0], latest: cf.latest}
 		f.rows++
 		f.resets = true
 	case OpPut:
@@ -248,6 +258,7 @@ func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
 		cf.latest.docs.set(id, f)
+		cf.ids = append(cf.ids, id)
 	}
 }
 
@@ -343,21 +354,25 @@ func (f *foldSet) seal() {
 	if f.order != nil {
 		return
 	}
-	f.order = []docKey{}
-	var ids []int64
+	n := 0
+	for _, cf := range f.colls {
+		n += len(cf.docs)
+	}
+	f.order = make([]docKey, 0, n)
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
 		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
-		ids = ids[:0]
-		for id := range cf.docs {
-			if cf.latest.docs.get(id) == f {
-				ids = append(ids, id)
+		cf.latest.hint = len(cf.docs)
+		slices.Sort(cf.ids)
+		for i, id := range cf.ids {
+			if i > 0 && id == cf.ids[i-1] {
+				continue
+			}
+			if body, ok := cf.docs[id]; ok && cf.latest.docs.get(id) == f {
+				f.order = append(f.order, docKey{name, id, body})
 			}
 		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			f.order = append(f.order, docKey{name, id, cf.docs[id]})
-		}
+		cf.ids = nil
 	}
 }
 

@@ -477,6 +477,7 @@ func benchFold(b *testing.B, fresh bool, group int) {
 		ack(k)
 	}
 	var waits []func() error
+	commitCPU0 := processCPU()
 	for i, u := range units {
 		seq++
 		waits = append(waits, s.Commit(seq, u))
@@ -495,6 +496,7 @@ func benchFold(b *testing.B, fresh bool, group int) {
 		s.waitChange()
 	}
 	s.mu.Unlock()
+	commitCPU := processCPU() - commitCPU0
 	changed := func() int64 {
 		var n int64
 		if err := s.conn.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n); err != nil {
@@ -520,6 +522,9 @@ func benchFold(b *testing.B, fresh bool, group int) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(jobs), "fold-cpu-µs/job")
 	b.ReportMetric(float64(rows)/float64(jobs), "rows/job")
 	b.ReportMetric(float64(jobs)/float64(folds), "jobs/chunk")
+	// The commits' CPU before the fold: the log's records written, and
+	// their changes added to the chunks (foldSet.add).
+	b.ReportMetric(float64(commitCPU.Microseconds())/float64(jobs), "commit-cpu-µs/job")
 }
 
 // TestFoldBatches: runs of puts and of deletes of every length around the
