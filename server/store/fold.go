@@ -79,10 +79,15 @@ type collLatest struct {
 	// writer's: its delete needs no row (foldSet.apply).
 	sealed int64
 	// hint is the documents the last chunk sealed held of the
-	// collection: a chunk's map of them is made that big, not grown to
-	// it (a relaxed server's chunk holds thousands).
+	// collection, up to maxHint: a chunk's map of them is made that big,
+	// not grown to it (a relaxed server's chunk holds thousands).
 	hint int
 }
+
+// maxHint bounds collLatest.hint: after one chunk of a huge batch, each
+// chunk made before the next seal would otherwise start with a map as
+// big, whatever it then holds.
+const maxHint = 1 << 14
 
 // latestPages maps a document's id to its last chunk, in pages of
 // pageIDs consecutive ids: a queue's ids are consecutive, so the map is
@@ -362,7 +367,7 @@ func (f *foldSet) seal() {
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
 		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
-		cf.latest.hint = len(cf.docs)
+		cf.latest.hint = min(len(cf.docs), maxHint)
 		slices.Sort(cf.ids)
 		for i, id := range cf.ids {
 			if i > 0 && id == cf.ids[i-1] {
