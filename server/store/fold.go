@@ -193,7 +193,7 @@ func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
 		l := latest.of(name)
-		cf = &collFold{docs: make(map[int64][]byte, l.hint), latest: l}
+		cf = &collFold{docs: make(map[int64][]byte, l.hint), ids: make([]int64, 0, l.hint), latest: l}
 		f.colls[name] = cf
 	}
 	return cf
