@@ -78,7 +78,16 @@ type collLatest struct {
 	// seal, if at all, and no fold has written it, nor will but its last
 	// writer's: its delete needs no row (foldSet.apply).
 	sealed int64
+	// hint is the documents the last chunk sealed held of the
+	// collection, up to maxHint: a chunk's map of them is made that big,
+	// not grown to it (a relaxed server's chunk holds thousands).
+	hint int
 }
+
+// maxHint bounds collLatest.hint: after one chunk of a huge batch, each
+// chunk made before the next seal would otherwise start with a map as
+// big, whatever it then holds.
+const maxHint = 1 << 14
 
 // latestPages maps a document's id to its last chunk, in pages of
 // pageIDs consecutive ids: a queue's ids are consecutive, so the map is
@@ -144,7 +153,12 @@ type collFold struct {
 	schema  []byte           // when created
 	nextID  int64            // created: its next id; else the next_id to raise it to (0: none)
 	docs    map[int64][]byte // nil body: delete
-	latest  *collLatest      // latestDocs' entry of this name
+	// ids lists the ids docs took, in the order they came, for seal to
+	// sort: a queue's come nearly in order, which sorts in about one pass
+	// where the map's own order takes a full sort. An id may be listed
+	// twice (deleted from docs and put again), or be no longer in docs.
+	ids    []int64
+	latest *collLatest // latestDocs' entry of this name
 }
 
 type metaFold struct {
@@ -178,7 +192,8 @@ func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs)
 func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
-		cf = &collFold{docs: map[int64][]byte{}, latest: latest.of(name)}
+		l := latest.of(name)
+		cf = &collFold{docs: make(map[int64][]byte, l.hint), ids: make([]int64, 0, l.hint), latest: l}
 		f.colls[name] = cf
 	}
 	return cf
@@ -192,11 +207,11 @@ func (f *foldSet) apply(c Change, latest latestDocs) {
 		f.creates++
 		f.rows++
 		f.resets = true
-		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, latest: cf.latest}
+		*cf = collFold{reset: true, created: true, order: f.creates, schema: c.Body, nextID: c.ID, docs: map[int64][]byte{}, ids: cf.ids[:0], latest: cf.latest}
 	case OpDrop:
 		cf := f.coll(c.Coll, latest)
 		cf.unlatest()
-		*cf = collFold{reset: true, docs: map[int64][]byte{}, latest: cf.latest}
+		*cf = collFold{reset: true, docs: map[int64][]byte{}, ids: cf.ids[:0], latest: cf.latest}
 		f.rows++
 		f.resets = true
 	case OpPut:
@@ -248,6 +263,7 @@ func (f *foldSet) newDoc(cf *collFold, id int64) {
 	if _, ok := cf.docs[id]; !ok {
 		f.rows++
 		cf.latest.docs.set(id, f)
+		cf.ids = append(cf.ids, id)
 	}
 }
 
@@ -343,21 +359,25 @@ func (f *foldSet) seal() {
 	if f.order != nil {
 		return
 	}
-	f.order = []docKey{}
-	var ids []int64
+	n := 0
+	for _, cf := range f.colls {
+		n += len(cf.docs)
+	}
+	f.order = make([]docKey, 0, n)
 	for _, name := range slices.Sorted(maps.Keys(f.colls)) {
 		cf := f.colls[name]
 		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)
-		ids = ids[:0]
-		for id := range cf.docs {
-			if cf.latest.docs.get(id) == f {
-				ids = append(ids, id)
+		cf.latest.hint = min(len(cf.docs), maxHint)
+		slices.Sort(cf.ids)
+		for i, id := range cf.ids {
+			if i > 0 && id == cf.ids[i-1] {
+				continue
+			}
+			if body, ok := cf.docs[id]; ok && cf.latest.docs.get(id) == f {
+				f.order = append(f.order, docKey{name, id, body})
 			}
 		}
-		slices.Sort(ids)
-		for _, id := range ids {
-			f.order = append(f.order, docKey{name, id, cf.docs[id]})
-		}
+		cf.ids = nil
 	}
 }
 
@@ -402,9 +422,10 @@ func (f *foldSet) writePart(tx *foldTx, n int) error {
 // writeDocs puts or deletes the documents keys names: each run of puts,
 // or of deletes, of one collection in statements of many rows (docBatch),
 // which costs SQLite and database/sql far less a row than a statement a
-// row (BenchmarkFold).
+// row (BenchmarkFold). In a run of deletes, each stretch of at least
+// rangeMin consecutive ids is deleted by one statement of its bounds
+// (rangeSQL), the rest as before.
 func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
-	args := tx.args
 	for len(keys) > 0 {
 		k := keys[0]
 		put := k.body != nil
@@ -412,23 +433,78 @@ func (f *foldSet) writeDocs(tx *foldTx, keys []docKey) error {
 		for run < len(keys) && keys[run].coll == k.coll && (keys[run].body != nil) == put {
 			run++
 		}
-		for _, size := range docBatch {
-			for ; run >= size; run -= size {
-				args = append(args[:0], k.coll)
-				for _, d := range keys[:size] {
-					args = append(args, d.id)
-					if put {
-						args = append(args, d.body)
-					}
-				}
-				// A run of deletes whose ids lie close together is
-				// deleted by one scan of their range (docsSQL).
-				dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
-				if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
-					return err
-				}
-				keys = keys[size:]
+		batch := keys[:run]
+		if !put {
+			var err error
+			if batch, err = f.deleteRanges(tx, batch); err != nil {
+				return err
 			}
+		}
+		if err := f.writeBatches(tx, batch, put); err != nil {
+			return err
+		}
+		keys = keys[run:]
+	}
+	return nil
+}
+
+// rangeMin is the fewest consecutive ids deleteRanges deletes by their
+// bounds: a statement of two bound ids costs less than a row's share of
+// a multi-row one from there on (BenchmarkFoldRelaxed).
+const rangeMin = 4
+
+// deleteRanges deletes each stretch of at least rangeMin consecutive ids
+// of keys (deletes of one collection, ids ascending) by one statement of
+// its first and last id, and answers the other keys, in order, for
+// writeBatches (in tx.loose: keys is the chunk's sealed order, which
+// stays as it is). Where the ids from first to last are all in keys, the
+// rows the range holds are exactly those keys name: the same rows go as
+// with a statement listing them, but SQLite steps from row to row
+// deleting each, with no list to bind and search.
+func (f *foldSet) deleteRanges(tx *foldTx, keys []docKey) ([]docKey, error) {
+	loose := tx.loose[:0]
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].id == keys[j-1].id+1 {
+			j++
+		}
+		if j-i >= rangeMin {
+			if err := tx.exec(rangeSQL, keys[i].coll, keys[i].id, keys[j-1].id); err != nil {
+				return nil, err
+			}
+		} else {
+			loose = append(loose, keys[i:j]...)
+		}
+		i = j
+	}
+	tx.loose = loose
+	return loose, nil
+}
+
+// rangeSQL deletes a collection's documents of ids from ?2 to ?3, both
+// included (deleteRanges).
+const rangeSQL = `DELETE FROM docs WHERE coll = ?1 AND id BETWEEN ?2 AND ?3`
+
+// writeBatches writes keys (of one collection, all puts or all deletes)
+// in statements of docBatch's sizes.
+func (f *foldSet) writeBatches(tx *foldTx, keys []docKey, put bool) error {
+	args := tx.args
+	for _, size := range docBatch {
+		for len(keys) >= size {
+			args = append(args[:0], keys[0].coll)
+			for _, d := range keys[:size] {
+				args = append(args, d.id)
+				if put {
+					args = append(args, d.body)
+				}
+			}
+			// A run of deletes whose ids lie close together is
+			// deleted by one scan of their range (docsSQL).
+			dense := !put && size > 1 && keys[size-1].id-keys[0].id < int64(2*size)
+			if err := tx.exec(docsText[docsKey{put, size, dense}], args...); err != nil {
+				return err
+			}
+			keys = keys[size:]
 		}
 	}
 	clear(args)
@@ -507,6 +583,7 @@ type foldTx struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
 	args  []any
+	loose []docKey // writeDocs' deletes outside a range (deleteRanges)
 }
 
 func newFoldTx(conn *sql.Conn) *foldTx {

@@ -390,14 +390,21 @@ func TestFoldAcrossChunks(t *testing.T) {
 // server's chunks.
 //
 //	cd server && go test ./store -run '^$' -bench Fold -benchtime 100000x
-func BenchmarkFold(b *testing.B) { benchFold(b, false) }
+func BenchmarkFold(b *testing.B) { benchFold(b, false, 16) }
 
 // BenchmarkFoldFresh is BenchmarkFold with the jobs put after the last
 // fold, as in a queue whose jobs are done within the fold's age: put,
 // claimed and acked, a job is never written (TestFoldSkipsUnwritten).
-func BenchmarkFoldFresh(b *testing.B) { benchFold(b, true) }
+func BenchmarkFoldFresh(b *testing.B) { benchFold(b, true, 16) }
 
-func benchFold(b *testing.B, fresh bool) {
+// BenchmarkFoldRelaxed is BenchmarkFold with the groups a relaxed server
+// (--sync 250) makes: every unit of an interval in one group, here 2 000
+// units (10 000 jobs claimed and acked, a quarter second at 40 000 jobs/s).
+// A group that big is a chunk of its own, written in parts of foldRows
+// documents.
+func BenchmarkFoldRelaxed(b *testing.B) { benchFold(b, false, 2000) }
+
+func benchFold(b *testing.B, fresh bool, group int) {
 	jobs := (b.N + 9) / 10 * 10
 	path := filepath.Join(b.TempDir(), "f.db")
 	body := func(state string, i int) []byte {
@@ -470,10 +477,11 @@ func benchFold(b *testing.B, fresh bool) {
 		ack(k)
 	}
 	var waits []func() error
+	commitCPU0 := processCPU()
 	for i, u := range units {
 		seq++
 		waits = append(waits, s.Commit(seq, u))
-		if i%16 == 15 || i == len(units)-1 {
+		if i%group == group-1 || i == len(units)-1 {
 			for _, w := range waits {
 				if err := w(); err != nil {
 					b.Fatal(err)
@@ -488,6 +496,7 @@ func benchFold(b *testing.B, fresh bool) {
 		s.waitChange()
 	}
 	s.mu.Unlock()
+	commitCPU := processCPU() - commitCPU0
 	changed := func() int64 {
 		var n int64
 		if err := s.conn.QueryRowContext(context.Background(), `SELECT total_changes()`).Scan(&n); err != nil {
@@ -513,6 +522,9 @@ func benchFold(b *testing.B, fresh bool) {
 	b.ReportMetric(float64(cpu.Microseconds())/float64(jobs), "fold-cpu-µs/job")
 	b.ReportMetric(float64(rows)/float64(jobs), "rows/job")
 	b.ReportMetric(float64(jobs)/float64(folds), "jobs/chunk")
+	// The commits' CPU before the fold: the log's records written, and
+	// their changes added to the chunks (foldSet.add).
+	b.ReportMetric(float64(commitCPU.Microseconds())/float64(jobs), "commit-cpu-µs/job")
 }
 
 // TestFoldBatches: runs of puts and of deletes of every length around the
@@ -795,5 +807,80 @@ func TestLatestPages(t *testing.T) {
 	}
 	if len(l) != 0 {
 		t.Fatalf("%d pages left with no entry", len(l))
+	}
+}
+
+// TestFoldDeleteRanges: stretches of consecutive deletes, of every length
+// around rangeMin, among documents that stay, and one long stretch, fold
+// to exactly the documents not deleted — in one transaction, and in parts
+// of 16 documents that cut stretches in two. Those of rangeMin ids or more
+// go by their bounds (rangeSQL).
+func TestFoldDeleteRanges(t *testing.T) {
+	for _, rows := range []int{1 << 20, 16} {
+		t.Run(fmt.Sprintf("foldRows=%d", rows), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f.db")
+			want := newModel()
+			fill := []Change{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "b", ID: 1, Body: []byte("schema")}}
+			for i := range int64(400) {
+				fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "a %d", 1+i)})
+				fill = append(fill, Change{Op: OpPut, Coll: "b", ID: 1 + i, Body: fmt.Appendf(nil, "b %d", 1+i)})
+			}
+			var dels []Change
+			deleted := 0
+			id := int64(1)
+			for n := int64(1); n <= 9; n++ {
+				for i := range n {
+					dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id + i})
+				}
+				deleted += int(n)
+				id += n + 1 + n%2 // a gap of one or two documents that stay
+			}
+			for i := range int64(100) { // and one long stretch
+				dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: 200 + i})
+			}
+			deleted += 100
+			// In b, ids out of order within the unit: the fold sorts them.
+			for _, i := range []int64{9, 5, 6, 8, 7, 1, 3} {
+				dels = append(dels, Change{Op: OpDelete, Coll: "b", ID: i})
+			}
+			deleted += 7
+			want.applyAll(t, [][]Change{fill, dels})
+			_, _, _, s := load(t, path, Options{}, defaultTuning)
+			commitAll(t, s, 1, [][]Change{fill})
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: rows, maxPending: 64 << 20, busyTimeout: time.Second}
+			_, _, _, s = load(t, path, Options{}, tune)
+			commitAll(t, s, 2, [][]Change{dels})
+			s.mu.Lock()
+			for s.writing || s.syncing || len(s.unsynced) > 0 {
+				s.waitChange()
+			}
+			s.mu.Unlock()
+			s.wmu.Lock()
+			for more := true; more; {
+				var err error
+				if more, err = s.foldLog(); err != nil {
+					s.wmu.Unlock()
+					t.Fatal(err)
+				}
+			}
+			if s.foldTx.stmts[rangeSQL] == nil {
+				t.Errorf("the fold did not use %q", rangeSQL)
+			}
+			s.wmu.Unlock()
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+			s2 := loadSame(t, path, 2, "folded", want)
+			if err := s2.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if docs, _, _ := tableCounts(t, path); docs != 800-deleted {
+				t.Fatalf("%d documents in the tables, want %d", docs, 800-deleted)
+			}
+		})
 	}
 }
