@@ -217,6 +217,35 @@ func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes
 	return cpu, mallocs, bytes, unfolded
 }
 
+// switches answers the server process's context switches so far, its
+// threads' voluntary and involuntary ones summed (/proc/<pid>/task/*/status),
+// or -1 where /proc does not tell. A thread that sleeps and wakes again
+// (the runtime's monitor polling while a goroutine sits in fdatasync, an
+// idle M woken for a ready goroutine) costs a switch each time: a count
+// the load of a shared machine moves far less than CPU time
+// (docs/architecture.md, "The durable path's CPU").
+func (s *benchServer) switches() int64 {
+	dir := fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, t := range tasks {
+		raw, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if name, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
+				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				n += k
+			}
+		}
+	}
+	return n
+}
+
 // benchFoldEnv, when set, has measureN wait for the store to fold its log
 // before the measured requests, and again after them, reporting
 // server-µs/op-folded: the server's CPU from the first request until the
@@ -256,6 +285,7 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 		s.folded(b) // the fill's fold is not the measured requests'
 	}
 	cpu0, m0, b0 := s.usage(b)
+	cs0 := s.switches()
 	if profile {
 		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
 		time.Sleep(100 * time.Millisecond)
@@ -266,6 +296,7 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	}
 	b.StopTimer()
 	cpu1, m1, b1 := s.usage(b)
+	cs1 := s.switches()
 	if profile {
 		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
 		time.Sleep(time.Second)
@@ -274,6 +305,9 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	b.ReportMetric(float64((cpu1-cpu0).Microseconds())/n, "server-µs/op")
 	b.ReportMetric((m1-m0)/n, "server-allocs/op")
 	b.ReportMetric((b1-b0)/n, "server-B/op")
+	if cs0 >= 0 && cs1 >= 0 {
+		b.ReportMetric(float64(cs1-cs0)/n, "server-cs/op")
+	}
 	if rows > 0 {
 		b.ReportMetric((m1-m0)/n/float64(rows), "server-allocs/row")
 	}
