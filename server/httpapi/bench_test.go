@@ -113,7 +113,8 @@ type benchServer struct {
 func startBenchServer(b *testing.B, sync string) *benchServer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchServeEnv+"="+b.TempDir(), "FENEC_HTTPAPI_BENCH_SYNC="+sync)
+	// As fenec serve runs (SchedEnv).
+	cmd.Env, _ = SchedEnv(append(os.Environ(), benchServeEnv+"="+b.TempDir(), "FENEC_HTTPAPI_BENCH_SYNC="+sync))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
