@@ -113,7 +113,8 @@ type benchServer struct {
 func startBenchServer(b *testing.B, sync string) *benchServer {
 	b.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), benchServeEnv+"="+b.TempDir(), "FENEC_HTTPAPI_BENCH_SYNC="+sync)
+	// As fenec serve runs (SchedEnv).
+	cmd.Env, _ = SchedEnv(append(os.Environ(), benchServeEnv+"="+b.TempDir(), "FENEC_HTTPAPI_BENCH_SYNC="+sync))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -217,26 +218,27 @@ func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes
 	return cpu, mallocs, bytes, unfolded
 }
 
-// switches answers the server's context switches so far, voluntary (a
-// thread that waits) and not, summed over its threads (those that ended
-// are not counted: the Go runtime keeps its threads), or -1 where /proc
-// does not say.
+// switches answers the server process's context switches so far, its
+// threads' voluntary and involuntary ones summed (/proc/<pid>/task/*/status),
+// or -1 where /proc does not tell. A thread that sleeps and wakes again
+// (the runtime's monitor polling while a goroutine sits in fdatasync, an
+// idle M woken for a ready goroutine) costs a switch each time: a count
+// the load of a shared machine moves far less than CPU time
+// (docs/architecture.md, "The durable path's CPU").
 func (s *benchServer) switches() int64 {
-	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid))
+	dir := fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		return -1
 	}
 	var n int64
-	for _, d := range dirs {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", s.cmd.Process.Pid, d.Name()))
+	for _, t := range tasks {
+		raw, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
 		if err != nil {
-			continue // the thread ended
+			continue // the thread exited meanwhile
 		}
 		for _, line := range strings.Split(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "voluntary_ctxt_switches:"); ok {
-				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				n += k
-			} else if v, ok := strings.CutPrefix(line, "nonvoluntary_ctxt_switches:"); ok {
+			if name, v, ok := strings.Cut(line, ":"); ok && strings.HasSuffix(name, "ctxt_switches") {
 				k, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 				n += k
 			}

@@ -789,7 +789,8 @@ func TestEncoding(t *testing.T) {
 // statement of 1 or 10 puts of 200-byte bodies, by 1, 4 or 16 writers that
 // wait for their unit as a request would, and the process's CPU time per
 // unit (user and system, the kernel's share of the syncs included: a
-// figure a loaded disk moves far less than units/s).
+// figure a loaded disk moves far less than units/s), and its context
+// switches per unit (cs/op).
 //
 //	cd server && go test ./store -run '^$' -bench Commit -benchtime 2000x
 func BenchmarkCommit(b *testing.B) {
@@ -812,7 +813,7 @@ func BenchmarkCommit(b *testing.B) {
 					seq := uint64(1)
 					var left atomic.Int64
 					left.Store(int64(b.N))
-					cpu0 := processCPU()
+					cpu0, cs0 := processCPU(), processSwitches()
 					b.ResetTimer()
 					var wg sync.WaitGroup
 					for range writers {
@@ -835,13 +836,14 @@ func BenchmarkCommit(b *testing.B) {
 					}
 					wg.Wait()
 					b.StopTimer()
-					cpu := processCPU() - cpu0
+					cpu, cs := processCPU()-cpu0, processSwitches()-cs0
 					st := s.Stats()
 					if err := s.Close(); err != nil {
 						b.Fatal(err)
 					}
 					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "stmts/s")
 					b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+					b.ReportMetric(float64(cs)/float64(b.N), "cs/op")
 					if st.Fsyncs > 0 {
 						b.ReportMetric(float64(st.Commits)/float64(st.Fsyncs), "units/fsync")
 					}
@@ -858,6 +860,18 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// processSwitches answers the context switches (voluntary and involuntary)
+// the process's threads have made: each sleep and wake of a thread (in a
+// sync, the runtime's monitor polling meanwhile, an idle thread woken for a
+// waiter) costs one (docs/architecture.md, "The durable path's CPU").
+func processSwitches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw + ru.Nivcsw
 }
 
 // TestWALStaysOneFile: the store syncs SQLite's WAL through a descriptor

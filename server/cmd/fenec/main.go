@@ -44,6 +44,15 @@ func main() {
 		fmt.Fprint(os.Stderr, usage)
 		os.Exit(2)
 	}
+	// GODEBUG is read only as the process starts: the server runs itself
+	// again with the setting that keeps the runtime's monitor from its
+	// deep sleep (httpapi.SchedEnv says why). Exec returns only if it
+	// fails, and the server then serves without it.
+	if env, changed := httpapi.SchedEnv(os.Environ()); changed {
+		if exe, err := os.Executable(); err == nil {
+			_ = syscall.Exec(exe, os.Args, env)
+		}
+	}
 	if err := serve(os.Args[2:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return
@@ -105,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nEnvironment:\n  FENEC_TOKEN  the --token, when the flag is not given\n  GOGC         the Go collector's target (default here 400: documents live long)\n  GOMEMLIMIT   a soft memory limit (default here half the machine's memory)\n")
+		fmt.Fprint(fs.Output(), "\nEnvironment:\n  FENEC_TOKEN  the --token, when the flag is not given\n  GOGC         the Go collector's target (default here 400: documents live long)\n  GOMEMLIMIT   a soft memory limit (default here half the machine's memory)\n  GODEBUG      schedtrace=2147483647 is added unless it names schedtrace (docs/architecture.md)\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -95,5 +97,35 @@ func TestNonLoopbackWithTokenOrInsecure(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestServeKeepsSysmonAwake: fenec serve runs with GODEBUG's schedtrace
+// set (httpapi.SchedEnv), read from the environment the running process
+// was started with — its own exec of itself — and a GODEBUG that names
+// schedtrace already is the one it runs with.
+func TestServeKeepsSysmonAwake(t *testing.T) {
+	godebug := func(p *apitest.Process) string {
+		t.Helper()
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Cmd.Process.Pid))
+		if err != nil {
+			t.Skipf("no /proc here: %v", err)
+		}
+		for _, kv := range strings.Split(string(raw), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	t.Setenv("GODEBUG", "gctrace=0")
+	p, _ := start(t, "--file", ":memory:")
+	if got := godebug(p); got != "gctrace=0,schedtrace=2147483647" {
+		t.Errorf("fenec serve runs with GODEBUG=%q, want gctrace=0,schedtrace=2147483647", got)
+	}
+	t.Setenv("GODEBUG", "schedtrace=0")
+	p, _ = start(t, "--file", ":memory:")
+	if got := godebug(p); got != "schedtrace=0" {
+		t.Errorf("with GODEBUG=schedtrace=0 fenec serve runs with GODEBUG=%q", got)
 	}
 }
