@@ -43,7 +43,25 @@ type HTTPServer struct {
 	served  bool
 	// handoffs counts the connections handed to net/http (for the tests).
 	handoffs atomic.Int64
+	// inbound, if set, counts the requests on their way to a commit
+	// (CountInbound).
+	inbound Inbound
 }
+
+// Inbound counts requests on their way to a commit (store.Inbound): Add
+// as one is read, Done once as it queues its write or ends without one.
+type Inbound interface {
+	Add()
+	Done()
+}
+
+// CountInbound has the server count in in every POST whose head it reads
+// (the requests that may write), until the handler says its write is
+// queued or will not be (arrival), or the request ends: under --sync
+// always the store's sync waits a little for the requests so counted
+// (docs/architecture.md, "Group commit"). Called before Serve. The
+// connections handed to net/http are not counted.
+func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 
 // watchAfter is how long a request runs before its connection is watched
 // for the client going away (a request's statements stop then:
@@ -278,6 +296,8 @@ type conn struct {
 	res    response
 	cancel context.CancelFunc
 
+	counted bool // the request is counted in s.inbound (CountInbound)
+
 	mu        sync.Mutex
 	inRequest bool      // a handler runs: the watch may start
 	started   time.Time // when its head was read
@@ -364,6 +384,7 @@ func (c *conn) serve() {
 		if handedOff {
 			return
 		}
+		c.arrived() // a handler's panic
 		c.stopWatch()
 		if c.cancel != nil {
 			c.cancel()
@@ -396,6 +417,10 @@ func (c *conn) serve() {
 		}
 		if !c.state.CompareAndSwap(stateIdle, stateActive) && !c.state.CompareAndSwap(stateNew, stateActive) {
 			return // closed by Shutdown as the head came
+		}
+		if c.s.inbound != nil && c.req.Method == http.MethodPost {
+			c.s.inbound.Add()
+			c.counted = true
 		}
 		if !c.serveRequest() {
 			return
@@ -597,6 +622,7 @@ func (c *conn) serveRequest() bool {
 	c.inRequest, c.started = true, now
 	c.mu.Unlock()
 	c.s.handler.ServeHTTP(w, req)
+	c.arrived() // a handler that never said: it wrote nothing, or failed
 	ok := w.finish()
 	// The watch stops once the answer is out, not before: stopping it
 	// wakes its goroutine and waits for it, and a held claim's answer,
@@ -605,6 +631,15 @@ func (c *conn) serveRequest() bool {
 	cancel()
 	c.cancel = nil
 	return ok
+}
+
+// arrived lowers the count of requests on their way to a commit, once per
+// request counted (CountInbound).
+func (c *conn) arrived() {
+	if c.counted {
+		c.counted = false
+		c.s.inbound.Done()
+	}
 }
 
 // watch makes the current request's context end when its client goes

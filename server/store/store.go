@@ -146,6 +146,9 @@ type Options struct {
 	// Log receives what opening the file found (a torn log tail dropped).
 	// Default: discarded.
 	Log *slog.Logger
+	// Inbound, if set, counts the requests on their way to a commit: under
+	// --sync always a sync waits a little for them (flush).
+	Inbound *Inbound
 }
 
 // The points at which Options.Fault is asked.
@@ -215,6 +218,9 @@ type tuning struct {
 	// the sync of SQLite's WAL that makes their folds durable: tests kill
 	// the process there.
 	onDrop func()
+	// hold is the longest a sync waits for the requests on their way
+	// (Options.Inbound; flush).
+	hold time.Duration
 }
 
 const defaultSegBytes = 64 << 20
@@ -232,13 +238,14 @@ const defaultSegBytes = 64 << 20
 // (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
 // CPU, the page cache holding it in large folios that each small
 // record's sync walks.
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, hold: defaultHold}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
 type Store struct {
 	mem      bool // ":memory:": keep nothing
 	mode     SyncMode
+	inbound  *Inbound // under always only: the requests a sync waits a little for
 	onCommit func(time.Duration, int, bool)
 	onFail   func(error)
 	fault    func(string) error
@@ -407,6 +414,9 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{}),
 		spare: make(chan []Change, spareGroups)}
 	s.failed0 = s.failure
+	if mode.Kind == SyncAlways {
+		s.inbound = opts.Inbound
+	}
 	err = s.prepare(path)
 	if err == nil {
 		err = s.openLog()
@@ -874,7 +884,7 @@ func (s *Store) flush(g *group) error {
 		return g.err
 	}
 	g.led = true
-	gathered := false
+	gathered, held := false, false
 	for g.state != done {
 		switch {
 		case g.state == syncing:
@@ -885,6 +895,15 @@ func (s *Store) flush(g *group) error {
 			s.waitChange()
 		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull)):
 			s.writeLocked(g)
+		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull && s.inbound.Pending() > 0:
+			// Requests are on their way to a commit: their units join
+			// this sync (gathered next) if they come within the hold.
+			// Only this leader can be here (its group is the one
+			// written), and no group is written meanwhile.
+			held = true
+			s.mu.Unlock()
+			s.inbound.wait(s.tune.hold)
+			s.mu.Lock()
 		case g.state == written && !s.syncing && !gathered && s.mode.Kind == SyncAlways && s.cur.units > 0 && !s.writing && !s.segFull:
 			// The units queued meanwhile join this sync (their leader,
 			// if any, finds its group written, then syncing).
@@ -899,6 +918,11 @@ func (s *Store) flush(g *group) error {
 	s.mu.Unlock()
 	return g.err
 }
+
+// defaultHold bounds the hold (flush): about one fdatasync of a small
+// record here (logfile.go's BenchmarkSegmentAppend, 50–70 µs), so a sync
+// held waits no longer than the one it spares its units.
+const defaultHold = 60 * time.Microsecond
 
 // pipelineUnits is the most units a sync under way may carry for the next
 // group to be written meanwhile (flush): as many as a few workers keep in
