@@ -54,7 +54,7 @@ func benchServe(dir, sync string) error {
 		return err
 	}
 	m := NewMetrics()
-	inbound := store.NewInbound()
+	inbound := store.NewInbound(0)
 	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit, Inbound: inbound})
 	if err != nil {
 		return err

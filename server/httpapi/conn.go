@@ -53,6 +53,8 @@ type HTTPServer struct {
 type Inbound interface {
 	Add()
 	Done()
+	// SetActive tells how many connections sent one lately (sweep).
+	SetActive(n int)
 }
 
 // CountInbound has the server count in in every POST whose head it reads
@@ -68,6 +70,10 @@ func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 // docs/fenecql.md). Quicker requests are not watched: they end before a
 // watch would tell anything.
 const watchAfter = 50 * time.Millisecond
+
+// activeWindow is how lately a connection sent a request that may write
+// for the store's syncs to expect its next one (CountInbound).
+const activeWindow = 2 * watchAfter
 
 // newHTTPServer answers a server of h under fallback's timeouts, fallback
 // taking the connections handed over.
@@ -221,15 +227,22 @@ func (s *HTTPServer) sweep() {
 		case <-t.C:
 		}
 		now := time.Now()
+		active := 0
 		s.mu.Lock()
 		for c := range s.conns {
 			c.mu.Lock()
 			if c.inRequest && now.Sub(c.started) >= s.watchAfter {
 				c.startWatch()
 			}
+			if !c.posted.IsZero() && now.Sub(c.posted) < activeWindow {
+				active++
+			}
 			c.mu.Unlock()
 		}
 		s.mu.Unlock()
+		if s.inbound != nil {
+			s.inbound.SetActive(active)
+		}
 	}
 }
 
@@ -297,10 +310,12 @@ type conn struct {
 	cancel context.CancelFunc
 
 	counted bool // the request is counted in s.inbound (CountInbound)
+	wrote   bool // and it queued a write: posted is set once it ends
 
 	mu        sync.Mutex
 	inRequest bool      // a handler runs: the watch may start
 	started   time.Time // when its head was read
+	posted    time.Time // when the head of the last request that queued a write was read (CountInbound)
 	watching  bool
 	aborted   bool // the watch's read is being stopped
 	bgDone    chan struct{}
@@ -384,7 +399,7 @@ func (c *conn) serve() {
 		if handedOff {
 			return
 		}
-		c.arrived() // a handler's panic
+		c.arrived(false) // a handler's panic
 		c.stopWatch()
 		if c.cancel != nil {
 			c.cancel()
@@ -622,7 +637,7 @@ func (c *conn) serveRequest() bool {
 	c.inRequest, c.started = true, now
 	c.mu.Unlock()
 	c.s.handler.ServeHTTP(w, req)
-	c.arrived() // a handler that never said: it wrote nothing, or failed
+	c.arrived(false) // a handler that never said: it wrote nothing, or failed
 	ok := w.finish()
 	// The watch stops once the answer is out, not before: stopping it
 	// wakes its goroutine and waits for it, and a held claim's answer,
@@ -634,10 +649,12 @@ func (c *conn) serveRequest() bool {
 }
 
 // arrived lowers the count of requests on their way to a commit, once per
-// request counted (CountInbound).
-func (c *conn) arrived() {
+// request counted (CountInbound); wrote: its unit is queued, and the
+// connection counts as one that wrote lately (sweep).
+func (c *conn) arrived(wrote bool) {
 	if c.counted {
 		c.counted = false
+		c.wrote = wrote
 		c.s.inbound.Done()
 	}
 }
@@ -697,6 +714,9 @@ func (c *conn) gone() bool {
 func (c *conn) stopWatch() {
 	c.mu.Lock()
 	c.inRequest = false
+	if c.wrote {
+		c.posted, c.wrote = c.started, false
+	}
 	w, done := c.watching, c.bgDone
 	if w {
 		c.aborted = true

@@ -234,7 +234,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		// A held claim may wait long before it writes: it is no longer
 		// on its way to a commit a sync should wait for.
 		if arr != nil {
-			arr.arrived()
+			arr.arrived(false)
 		}
 		// A held claim must stop holding when its client goes away, not
 		// take a job nobody will work on: on a connection served by
@@ -312,7 +312,7 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		var durable func() error
 		rs, durable, err = s.db.RunUnwaited(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
 		if arr != nil {
-			arr.arrived()
+			arr.arrived(err == nil && req.write)
 		}
 		if err == nil {
 			if err = durable(); err != nil {
@@ -493,9 +493,9 @@ func deref[T any](p *T) T {
 type watcher interface{ watch() }
 
 // arrival is a request the connection counts on its way to a commit
-// (HTTPServer.CountInbound): arrived says its unit is queued, or that it
-// will queue none soon.
-type arrival interface{ arrived() }
+// (HTTPServer.CountInbound): arrived says its unit is queued (wrote), or
+// that it will queue none soon.
+type arrival interface{ arrived(wrote bool) }
 
 // arrivalOf finds the arrival under w's wrappers, if any.
 func arrivalOf(w http.ResponseWriter) arrival {

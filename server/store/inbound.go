@@ -19,26 +19,43 @@ import (
 // on every path the request may take, or each sync waits its whole hold.
 type Inbound struct {
 	n       atomic.Int64
-	watched atomic.Bool   // a sync's leader waits for none to be on their way
-	none    chan struct{} // told (capacity 1) when the count falls to zero while watched
+	active  atomic.Int64  // the connections that sent a request lately (SetActive)
+	watched atomic.Bool   // a sync's leader waits for those on their way
+	arrived chan struct{} // told (capacity 1) when one arrives while watched
 	timer   *time.Timer   // the hold's bound; used by the one leader holding
+	hold    time.Duration // the longest a sync waits for them
 }
 
-// NewInbound answers a count of none.
-func NewInbound() *Inbound {
+// DefaultHold bounds the wait of a sync for the requests on their way:
+// about one fdatasync of a small record here (logfile.go's
+// BenchmarkSegmentAppend, 50–70 µs), so a sync held waits no longer than
+// the one it spares their units.
+const DefaultHold = 60 * time.Microsecond
+
+// NewInbound answers a count of none, for a store whose syncs wait for
+// them up to hold (0: DefaultHold; tests lengthen it to see the wait).
+func NewInbound(hold time.Duration) *Inbound {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &Inbound{none: make(chan struct{}, 1), timer: t}
+	if hold <= 0 {
+		hold = DefaultHold
+	}
+	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold}
 }
 
 // Add counts a request on its way.
 func (in *Inbound) Add() { in.n.Add(1) }
 
+// SetActive tells how many connections sent a request that may write
+// lately: the units a sync may expect.
+func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
+
 // Done counts one that arrived: queued its unit, or ended without one.
 func (in *Inbound) Done() {
-	if in.n.Add(-1) == 0 && in.watched.Load() {
+	in.n.Add(-1)
+	if in.watched.Load() {
 		select {
-		case in.none <- struct{}{}:
+		case in.arrived <- struct{}{}:
 		default:
 		}
 	}
@@ -47,21 +64,23 @@ func (in *Inbound) Done() {
 // Pending answers how many are on their way.
 func (in *Inbound) Pending() int64 { return in.n.Load() }
 
-// wait waits until none is on its way, or for d at most. One caller at a
-// time (the leader of the one group written and not yet synced: flush).
+// Active answers SetActive's count.
+func (in *Inbound) Active() int64 { return in.active.Load() }
+
+// wait waits until one on its way arrives (Done), or for d at most. One
+// caller at a time (the leader of the one group written and not yet
+// synced: flush).
 func (in *Inbound) wait(d time.Duration) {
 	select {
-	case <-in.none: // told after an earlier wait ended
+	case <-in.arrived: // told after an earlier wait ended
 	default:
 	}
 	in.watched.Store(true)
-	if in.n.Load() > 0 {
-		in.timer.Reset(d)
-		select {
-		case <-in.none:
-		case <-in.timer.C:
-		}
-		in.timer.Stop()
+	in.timer.Reset(d)
+	select {
+	case <-in.arrived:
+	case <-in.timer.C:
 	}
+	in.timer.Stop()
 	in.watched.Store(false)
 }

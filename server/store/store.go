@@ -218,9 +218,6 @@ type tuning struct {
 	// the sync of SQLite's WAL that makes their folds durable: tests kill
 	// the process there.
 	onDrop func()
-	// hold is the longest a sync waits for the requests on their way
-	// (Options.Inbound; flush).
-	hold time.Duration
 }
 
 const defaultSegBytes = 64 << 20
@@ -238,7 +235,7 @@ const defaultSegBytes = 64 << 20
 // (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
 // CPU, the page cache holding it in large folios that each small
 // record's sync walks.
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, hold: defaultHold}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).
@@ -287,6 +284,10 @@ type Store struct {
 	failed    error
 	syncErr   error // a sync failed: the files are in doubt until reopened
 	stats     Stats
+
+	// The hold before a sync (holdLocked); under mu.
+	holdMisses int // holds in a row that gained no unit
+	holdRest   int // syncs to start without a hold
 
 	wake      chan struct{} // "write the queued units now", or "fold"; capacity 1
 	probe     chan chan error
@@ -895,15 +896,11 @@ func (s *Store) flush(g *group) error {
 			s.waitChange()
 		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull)):
 			s.writeLocked(g)
-		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull && s.inbound.Pending() > 0:
-			// Requests are on their way to a commit: their units join
-			// this sync (gathered next) if they come within the hold.
+		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull:
 			// Only this leader can be here (its group is the one
-			// written), and no group is written meanwhile.
+			// written), and no group is written while it holds.
 			held = true
-			s.mu.Unlock()
-			s.inbound.wait(s.tune.hold)
-			s.mu.Lock()
+			s.holdLocked()
 		case g.state == written && !s.syncing && !gathered && s.mode.Kind == SyncAlways && s.cur.units > 0 && !s.writing && !s.segFull:
 			// The units queued meanwhile join this sync (their leader,
 			// if any, finds its group written, then syncing).
@@ -919,10 +916,56 @@ func (s *Store) flush(g *group) error {
 	return g.err
 }
 
-// defaultHold bounds the hold (flush): about one fdatasync of a small
-// record here (logfile.go's BenchmarkSegmentAppend, 50–70 µs), so a sync
-// held waits no longer than the one it spares its units.
-const defaultHold = 60 * time.Microsecond
+// holdLocked waits, before a sync starts, for the units of requests on
+// their way to a commit (Options.Inbound), which then join the sync
+// (gathered): while any is between its head and its commit, or while the
+// sync would carry fewer units than connections wrote lately, for
+// Inbound's hold at most. Holds that gain no unit twice running stop the
+// holding for holdRest syncs: a connection that wrote lately but will
+// not soon does not delay every sync. mu is held, and released meanwhile.
+func (s *Store) holdLocked() {
+	if s.holdRest > 0 {
+		s.holdRest--
+		return
+	}
+	units0 := s.pendingUnitsLocked()
+	end := time.Now().Add(s.inbound.hold)
+	waited := false
+	for units := units0; s.inbound.Pending() > 0 || units < s.inbound.Active(); units = s.pendingUnitsLocked() {
+		d := time.Until(end)
+		if d <= 0 {
+			break
+		}
+		waited = true
+		s.mu.Unlock()
+		s.inbound.wait(d)
+		s.mu.Lock()
+	}
+	switch {
+	case !waited:
+	case s.pendingUnitsLocked() > units0:
+		s.holdMisses = 0
+	default:
+		s.holdMisses++
+		if s.holdMisses == 2 {
+			s.holdMisses, s.holdRest = 0, holdRest
+		}
+	}
+}
+
+// holdRest is how many syncs start without a hold after two holds gained
+// nothing (holdLocked).
+const holdRest = 16
+
+// pendingUnitsLocked answers the units written and queued, not yet
+// syncing; mu is held.
+func (s *Store) pendingUnitsLocked() int64 {
+	units := int64(s.cur.units)
+	for _, g := range s.unsynced {
+		units += int64(g.units)
+	}
+	return units
+}
 
 // pipelineUnits is the most units a sync under way may carry for the next
 // group to be written meanwhile (flush): as many as a few workers keep in

@@ -175,7 +175,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// request's own goroutine.
 	var inbound *store.Inbound
 	if o.cluster.id == "" {
-		inbound = store.NewInbound()
+		inbound = store.NewInbound(0)
 	}
 	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound})
 	if err != nil {
