@@ -96,6 +96,9 @@ func benchServe(dir, sync string) error {
 	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
 	srv := NewHTTPServer(s, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	// FENEC_HTTPAPI_BENCH_NOHOLD=1 serves without the count of requests
+	// on their way, so the store's syncs never hold (store.Inbound): the
+	// hold's effect, compared in one binary.
 	if os.Getenv("FENEC_HTTPAPI_BENCH_NOHOLD") == "" {
 		srv.CountInbound(inbound)
 	}
@@ -334,6 +337,8 @@ func BenchmarkHTTP(b *testing.B) {
 // CPU per job with the store's fold of the jobs' changes (benchFoldEnv).
 // Under off the store writes no log until 64 MB of changes are queued, so
 // nothing is folded and the two figures agree; sync=always shows the fold.
+// units/sync is the requests that wrote (a claim and a /batch per ten
+// jobs) over the syncs of the log made meanwhile.
 func BenchmarkHTTPQueue(b *testing.B) {
 	for _, sync := range []string{"always", "off"} {
 		for _, workers := range []int{1, 2, 4, 16} {

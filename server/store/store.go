@@ -876,6 +876,12 @@ func (s *Store) poke() {
 // ended waited for one more sync: with a few writers most syncs carried
 // one unit (4 HTTP workers claiming 10 and acking them in a /batch, on 2
 // loaded cores: 0.70–0.83 syncs a unit, against 0.53–0.63 so).
+//
+// Before it starts a sync, the leader may hold it a little for units on
+// their way (holdLocked, Options.Inbound): with a few writers, those that
+// came just after a sync started otherwise wait for the next one, and the
+// syncs alternate between small groups (docs/architecture.md, "Group
+// commit", has the rule and what it measured).
 // Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
