@@ -5,12 +5,14 @@ import (
 	"time"
 )
 
-// Inbound counts the requests on their way to a commit: read by the
+// Inbound counts the requests on their way to a commit — read by the
 // server that answers them, not yet queued to the store (Commit), nor
-// answered without a write. Under --sync always a sync about to start
-// waits a little while any are on their way (flush, "the hold"), so that
-// the units they are about to queue join it instead of waiting for one
-// sync more (docs/architecture.md, "Group commit").
+// answered without a write — and the connections that wrote lately. Under
+// --sync always a sync about to start waits a little while any request is
+// on its way, or while it would carry fewer units than those connections
+// (holdLocked, "the hold"), so that the units about to be queued join it
+// instead of waiting for one sync more (docs/architecture.md, "Group
+// commit").
 //
 // The store is below whatever reads the requests (the HTTP server), so it
 // cannot ask it: the count is made where the two are put together
@@ -19,7 +21,7 @@ import (
 // on every path the request may take, or each sync waits its whole hold.
 type Inbound struct {
 	n       atomic.Int64
-	active  atomic.Int64  // the connections that sent a request lately (SetActive)
+	active  atomic.Int64  // the connections that wrote lately (SetActive)
 	watched atomic.Bool   // a sync's leader waits for those on their way
 	arrived chan struct{} // told (capacity 1) when one arrives while watched
 	timer   *time.Timer   // the hold's bound; used by the one leader holding
@@ -46,8 +48,8 @@ func NewInbound(hold time.Duration) *Inbound {
 // Add counts a request on its way.
 func (in *Inbound) Add() { in.n.Add(1) }
 
-// SetActive tells how many connections sent a request that may write
-// lately: the units a sync may expect.
+// SetActive tells how many connections wrote lately: the units a sync
+// may expect.
 func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
 
 // Done counts one that arrived: queued its unit, or ended without one.
