@@ -53,7 +53,7 @@ type HTTPServer struct {
 type Inbound interface {
 	Add()
 	Done()
-	// SetActive tells how many connections sent one lately (sweep).
+	// SetActive tells how many connections wrote lately (sweep).
 	SetActive(n int)
 }
 
@@ -71,8 +71,8 @@ func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 // watch would tell anything.
 const watchAfter = 50 * time.Millisecond
 
-// activeWindow is how lately a connection sent a request that may write
-// for the store's syncs to expect its next one (CountInbound).
+// activeWindow is how lately a connection queued a write for the store's
+// syncs to expect its next one (CountInbound).
 const activeWindow = 2 * watchAfter
 
 // newHTTPServer answers a server of h under fallback's timeouts, fallback
