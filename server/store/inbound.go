@@ -53,6 +53,9 @@ func (in *Inbound) Add() { in.n.Add(1) }
 func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
 
 // Done counts one that arrived: queued its unit, or ended without one.
+// It wakes the leader holding, which looks again. (Waking it only once
+// none is on its way and enough units are in measured no better:
+// BenchmarkHTTPQueue at 2, 4 and 16 workers, within the noise.)
 func (in *Inbound) Done() {
 	in.n.Add(-1)
 	if in.watched.Load() {
@@ -69,15 +72,20 @@ func (in *Inbound) Pending() int64 { return in.n.Load() }
 // Active answers SetActive's count.
 func (in *Inbound) Active() int64 { return in.active.Load() }
 
-// wait waits until one on its way arrives (Done), or for d at most. One
-// caller at a time (the leader of the one group written and not yet
-// synced: flush).
-func (in *Inbound) wait(d time.Duration) {
+// wait waits until one on its way arrives (Done), or for d at most;
+// pending is the count its caller saw, and a change before the watch
+// starts ends the wait at once (the caller looks again). One caller at a
+// time (the leader of the one group written and not yet synced: flush).
+func (in *Inbound) wait(d time.Duration, pending int64) {
 	select {
 	case <-in.arrived: // told after an earlier wait ended
 	default:
 	}
 	in.watched.Store(true)
+	if in.n.Load() != pending {
+		in.watched.Store(false)
+		return
+	}
 	in.timer.Reset(d)
 	select {
 	case <-in.arrived:

@@ -935,20 +935,24 @@ func (s *Store) holdLocked() {
 		return
 	}
 	units0 := s.pendingUnitsLocked()
-	end := time.Now().Add(s.inbound.hold)
-	waited := false
-	for units := units0; s.inbound.Pending() > 0 || units < s.inbound.Active(); units = s.pendingUnitsLocked() {
-		d := time.Until(end)
-		if d <= 0 {
+	var end time.Time // zero: not waited
+	for {
+		units, pending := s.pendingUnitsLocked(), s.inbound.Pending()
+		if pending <= 0 && units >= s.inbound.Active() {
 			break
 		}
-		waited = true
+		now := time.Now()
+		if end.IsZero() {
+			end = now.Add(s.inbound.hold)
+		} else if !now.Before(end) {
+			break
+		}
 		s.mu.Unlock()
-		s.inbound.wait(d)
+		s.inbound.wait(end.Sub(now), pending)
 		s.mu.Lock()
 	}
 	switch {
-	case !waited:
+	case end.IsZero():
 	case s.pendingUnitsLocked() > units0:
 		s.holdMisses = 0
 	default:
