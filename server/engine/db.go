@@ -30,6 +30,9 @@ type Options struct {
 	// StoreFault is the store's fault hook (store.Options.Fault): tests
 	// make the store's writes fail with it.
 	StoreFault func(at string) error
+	// Inbound is handed to the store (store.Options.Inbound): the requests
+	// on their way to a commit, counted by the server that reads them.
+	Inbound *store.Inbound
 }
 
 // A failed store is probed again after storeRetryMin, then at doubling
@@ -104,7 +107,7 @@ func Open(opts Options) (*DB, error) {
 // reopens its file (replica.go).
 func (db *DB) storeOptions() store.Options {
 	o := db.opts
-	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log}
+	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log, Inbound: o.Inbound}
 }
 
 // replay applies one persisted change while the file is opened.

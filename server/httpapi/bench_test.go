@@ -54,7 +54,8 @@ func benchServe(dir, sync string) error {
 		return err
 	}
 	m := NewMetrics()
-	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit})
+	inbound := store.NewInbound(0)
+	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit, Inbound: inbound})
 	if err != nil {
 		return err
 	}
@@ -95,6 +96,12 @@ func benchServe(dir, sync string) error {
 	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
 	srv := NewHTTPServer(s, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	// FENEC_HTTPAPI_BENCH_NOHOLD=1 serves without the count of requests
+	// on their way, so the store's syncs never hold (store.Inbound): the
+	// hold's effect, compared in one binary.
+	if os.Getenv("FENEC_HTTPAPI_BENCH_NOHOLD") == "" {
+		srv.CountInbound(inbound)
+	}
 	if err := srv.Serve(l); !strings.Contains(fmt.Sprint(err), "closed") {
 		return err
 	}
@@ -108,6 +115,9 @@ type benchServer struct {
 	in   io.WriteCloser
 	base string
 	c    *http.Client
+	// units is how many units (requests that write) an op makes, if
+	// known: measureN then reports units/sync.
+	units float64
 }
 
 func startBenchServer(b *testing.B, sync string) *benchServer {
@@ -182,13 +192,13 @@ func (s *benchServer) query(b *testing.B, q string, params ...any) []byte {
 // usage answers the server process's CPU time (/proc/<pid>/stat, user and
 // system) and its Go allocations so far (/_metrics' Go collector).
 func (s *benchServer) usage(b *testing.B) (cpu time.Duration, mallocs, bytes float64) {
-	cpu, mallocs, bytes, _ = s.usageFold(b)
+	cpu, mallocs, bytes, _, _ = s.usageFold(b)
 	return cpu, mallocs, bytes
 }
 
-// usageFold is usage with fenec_store_unfolded_bytes: the store's log not
-// yet folded into its tables.
-func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes, unfolded float64) {
+// usageFold is usage with fenec_store_unfolded_bytes, the store's log not
+// yet folded into its tables, and fenec_store_fsyncs_total.
+func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes, unfolded, fsyncs float64) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
 	if err != nil {
 		b.Fatal(err)
@@ -213,9 +223,11 @@ func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes
 			bytes, _ = strconv.ParseFloat(v, 64)
 		case name == "fenec_store_unfolded_bytes":
 			unfolded, _ = strconv.ParseFloat(v, 64)
+		case name == "fenec_store_fsyncs_total":
+			fsyncs, _ = strconv.ParseFloat(v, 64)
 		}
 	}
-	return cpu, mallocs, bytes, unfolded
+	return cpu, mallocs, bytes, unfolded, fsyncs
 }
 
 // switches answers the server process's context switches so far, its
@@ -259,7 +271,7 @@ const benchFoldEnv = "FENEC_HTTPAPI_BENCH_FOLD"
 // of /_metrics costs the server about 2 ms of CPU.
 func (s *benchServer) folded(b *testing.B) time.Duration {
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {
-		cpu, _, _, unfolded := s.usageFold(b)
+		cpu, _, _, unfolded, _ := s.usageFold(b)
 		if unfolded == 0 {
 			return cpu
 		}
@@ -285,7 +297,7 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	if fold {
 		s.folded(b) // the fill's fold is not the measured requests'
 	}
-	cpu0, m0, b0 := s.usage(b)
+	cpu0, m0, b0, _, sync0 := s.usageFold(b)
 	cs0 := s.switches()
 	if profile {
 		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
@@ -297,7 +309,7 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	}
 	b.StopTimer()
 	cs1 := s.switches()
-	cpu1, m1, b1 := s.usage(b)
+	cpu1, m1, b1, _, sync1 := s.usageFold(b)
 	if profile {
 		_ = s.cmd.Process.Signal(syscall.SIGUSR1)
 		time.Sleep(time.Second)
@@ -311,6 +323,9 @@ func (s *benchServer) measureN(b *testing.B, calls, rows int, run func(i int)) {
 	}
 	if rows > 0 {
 		b.ReportMetric((m1-m0)/n/float64(rows), "server-allocs/row")
+	}
+	if s.units > 0 && sync1 > sync0 {
+		b.ReportMetric(s.units*n/(sync1-sync0), "units/sync")
 	}
 	if fold {
 		b.ReportMetric(float64((s.folded(b)-cpu0).Microseconds())/n, "server-µs/op-folded")
@@ -358,6 +373,8 @@ func BenchmarkHTTP(b *testing.B) {
 // Under off the store writes no log until 64 MB of changes are queued, so
 // nothing is folded and the two figures agree; sync=always shows the fold,
 // and so does sync=250, queue-bench's relaxed server (--sync 250).
+// units/sync is the requests that wrote (a claim and a /batch per ten
+// jobs) over the syncs of the log made meanwhile.
 func BenchmarkHTTPQueue(b *testing.B) {
 	for _, sync := range []string{"always", "off", "250"} {
 		for _, workers := range []int{1, 2, 4, 16} {
@@ -371,6 +388,7 @@ func benchQueue(b *testing.B, mode string, workers int) {
 	const ack = `del jobs where id = $1 and owner = $2 require 1`
 	s := startBenchServer(b, mode)
 	s.query(b, benchJobs)
+	s.units = 0.2 // a claim and a /batch per ten jobs
 	claims := (b.N + 9) / 10
 	s.fillBench(b, claims*10)
 	var next atomic.Int64

@@ -43,13 +43,37 @@ type HTTPServer struct {
 	served  bool
 	// handoffs counts the connections handed to net/http (for the tests).
 	handoffs atomic.Int64
+	// inbound, if set, counts the requests on their way to a commit
+	// (CountInbound).
+	inbound Inbound
 }
+
+// Inbound counts requests on their way to a commit (store.Inbound): Add
+// as one is read, Done once as it queues its write or ends without one.
+type Inbound interface {
+	Add()
+	Done()
+	// SetActive tells how many connections wrote lately (sweep).
+	SetActive(n int)
+}
+
+// CountInbound has the server count in in every POST whose head it reads
+// (the requests that may write), until the handler says its write is
+// queued or will not be (arrival), or the request ends: under --sync
+// always the store's sync waits a little for the requests so counted
+// (docs/architecture.md, "Group commit"). Called before Serve. The
+// connections handed to net/http are not counted.
+func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 
 // watchAfter is how long a request runs before its connection is watched
 // for the client going away (a request's statements stop then:
 // docs/fenecql.md). Quicker requests are not watched: they end before a
 // watch would tell anything.
 const watchAfter = 50 * time.Millisecond
+
+// activeWindow is how lately a connection queued a write for the store's
+// syncs to expect its next one (CountInbound).
+const activeWindow = 2 * watchAfter
 
 // newHTTPServer answers a server of h under fallback's timeouts, fallback
 // taking the connections handed over.
@@ -203,15 +227,22 @@ func (s *HTTPServer) sweep() {
 		case <-t.C:
 		}
 		now := time.Now()
+		active := 0
 		s.mu.Lock()
 		for c := range s.conns {
 			c.mu.Lock()
 			if c.inRequest && now.Sub(c.started) >= s.watchAfter {
 				c.startWatch()
 			}
+			if !c.posted.IsZero() && now.Sub(c.posted) < activeWindow {
+				active++
+			}
 			c.mu.Unlock()
 		}
 		s.mu.Unlock()
+		if s.inbound != nil {
+			s.inbound.SetActive(active)
+		}
 	}
 }
 
@@ -278,9 +309,13 @@ type conn struct {
 	res    response
 	cancel context.CancelFunc
 
+	counted bool // the request is counted in s.inbound (CountInbound)
+	wrote   bool // and it queued a write: posted is set once it ends
+
 	mu        sync.Mutex
 	inRequest bool      // a handler runs: the watch may start
 	started   time.Time // when its head was read
+	posted    time.Time // when the head of the last request that queued a write was read (CountInbound)
 	watching  bool
 	aborted   bool // the watch's read is being stopped
 	bgDone    chan struct{}
@@ -364,6 +399,7 @@ func (c *conn) serve() {
 		if handedOff {
 			return
 		}
+		c.arrived(false) // a handler's panic
 		c.stopWatch()
 		if c.cancel != nil {
 			c.cancel()
@@ -396,6 +432,10 @@ func (c *conn) serve() {
 		}
 		if !c.state.CompareAndSwap(stateIdle, stateActive) && !c.state.CompareAndSwap(stateNew, stateActive) {
 			return // closed by Shutdown as the head came
+		}
+		if c.s.inbound != nil && c.req.Method == http.MethodPost {
+			c.s.inbound.Add()
+			c.counted = true
 		}
 		if !c.serveRequest() {
 			return
@@ -597,6 +637,7 @@ func (c *conn) serveRequest() bool {
 	c.inRequest, c.started = true, now
 	c.mu.Unlock()
 	c.s.handler.ServeHTTP(w, req)
+	c.arrived(false) // a handler that never said: it wrote nothing, or failed
 	ok := w.finish()
 	// The watch stops once the answer is out, not before: stopping it
 	// wakes its goroutine and waits for it, and a held claim's answer,
@@ -605,6 +646,17 @@ func (c *conn) serveRequest() bool {
 	cancel()
 	c.cancel = nil
 	return ok
+}
+
+// arrived lowers the count of requests on their way to a commit, once per
+// request counted (CountInbound); wrote: its unit is queued, and the
+// connection counts as one that wrote lately (sweep).
+func (c *conn) arrived(wrote bool) {
+	if c.counted {
+		c.counted = false
+		c.wrote = wrote
+		c.s.inbound.Done()
+	}
 }
 
 // watch makes the current request's context end when its client goes
@@ -662,6 +714,9 @@ func (c *conn) gone() bool {
 func (c *conn) stopWatch() {
 	c.mu.Lock()
 	c.inRequest = false
+	if c.wrote {
+		c.posted, c.wrote = c.started, false
+	}
 	w, done := c.watching, c.bgDone
 	if w {
 		c.aborted = true

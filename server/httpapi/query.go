@@ -229,7 +229,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
+	arr := arrivalOf(w)
 	if req.wait != nil {
+		// A held claim may wait long before it writes: it is no longer
+		// on its way to a commit a sync should wait for.
+		if arr != nil {
+			arr.arrived(false)
+		}
 		// A held claim must stop holding when its client goes away, not
 		// take a job nobody will work on: on a connection served by
 		// HTTPServer the request's context is only watched when asked
@@ -240,7 +246,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	}
 	// Reads write nothing, so a key on them only has them run again.
 	if req.key == "" || !req.write {
-		rs, err := s.execute(r.Context(), req, nil)
+		rs, err := s.execute(r.Context(), req, nil, arr)
 		if r.Context().Err() != nil {
 			return // the client went away: nobody to answer
 		}
@@ -283,7 +289,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
 		return s.keyRecord(req, answer, rs[0].Seq)
-	})
+	}, arr)
 	if r.Context().Err() != nil {
 		return
 	}
@@ -295,14 +301,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 // execute runs the request — held by the wait package, with Fenec-Wait,
-// while it would take nothing — and answers what it answered.
-func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta) ([]*engine.Result, error) {
+// while it would take nothing — and answers what it answered. arr, if
+// set, is told once the write is queued to the store, before its wait.
+func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, arr arrival) ([]*engine.Result, error) {
 	var rs []*engine.Result
 	var took time.Duration
 	var err error
 	if req.wait == nil {
 		start := time.Now()
-		rs, err = s.db.RunWith(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
+		var durable func() error
+		rs, durable, err = s.db.RunUnwaited(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
+		if arr != nil {
+			arr.arrived(err == nil && req.write)
+		}
+		if err == nil {
+			if err = durable(); err != nil {
+				rs = nil
+			}
+		}
 		took = time.Since(start)
 	} else {
 		rs, took, err = s.heldInTerm(ctx, func(ctx context.Context) ([]*engine.Result, time.Duration, error) {
@@ -475,6 +491,25 @@ func deref[T any](p *T) T {
 // client goes away only once watch is called; the watching lasts until the
 // answer is written.
 type watcher interface{ watch() }
+
+// arrival is a request the connection counts on its way to a commit
+// (HTTPServer.CountInbound): arrived says its unit is queued (wrote), or
+// that it will queue none soon.
+type arrival interface{ arrived(wrote bool) }
+
+// arrivalOf finds the arrival under w's wrappers, if any.
+func arrivalOf(w http.ResponseWriter) arrival {
+	for {
+		if a, ok := w.(arrival); ok {
+			return a
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return nil
+		}
+		w = u.Unwrap()
+	}
+}
 
 // watcherOf finds the watcher under w's wrappers, if any.
 func watcherOf(w http.ResponseWriter) (watcher, bool) {

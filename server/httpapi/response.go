@@ -65,6 +65,8 @@ func (w *response) Header() http.Header { return w.header }
 // (watcher).
 func (w *response) watch() { w.c.watch() }
 
+func (w *response) arrived(wrote bool) { w.c.arrived(wrote) }
+
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {
 		w.c.s.logf("http: superfluous response.WriteHeader call")

@@ -146,6 +146,9 @@ type Options struct {
 	// Log receives what opening the file found (a torn log tail dropped).
 	// Default: discarded.
 	Log *slog.Logger
+	// Inbound, if set, counts the requests on their way to a commit: under
+	// --sync always a sync waits a little for them (flush).
+	Inbound *Inbound
 }
 
 // The points at which Options.Fault is asked.
@@ -239,6 +242,7 @@ var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldC
 type Store struct {
 	mem      bool // ":memory:": keep nothing
 	mode     SyncMode
+	inbound  *Inbound // under always only: the requests a sync waits a little for
 	onCommit func(time.Duration, int, bool)
 	onFail   func(error)
 	fault    func(string) error
@@ -280,6 +284,10 @@ type Store struct {
 	failed    error
 	syncErr   error // a sync failed: the files are in doubt until reopened
 	stats     Stats
+
+	// The hold before a sync (holdLocked); under mu.
+	holdMisses int // holds in a row that gained no unit
+	holdRest   int // syncs to start without a hold
 
 	wake      chan struct{} // "write the queued units now", or "fold"; capacity 1
 	probe     chan chan error
@@ -407,6 +415,9 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{}),
 		spare: make(chan []Change, spareGroups)}
 	s.failed0 = s.failure
+	if mode.Kind == SyncAlways {
+		s.inbound = opts.Inbound
+	}
 	err = s.prepare(path)
 	if err == nil {
 		err = s.openLog()
@@ -865,6 +876,12 @@ func (s *Store) poke() {
 // ended waited for one more sync: with a few writers most syncs carried
 // one unit (4 HTTP workers claiming 10 and acking them in a /batch, on 2
 // loaded cores: 0.70–0.83 syncs a unit, against 0.53–0.63 so).
+//
+// Before it starts a sync, the leader may hold it a little for units on
+// their way (holdLocked, Options.Inbound): with a few writers, those that
+// came just after a sync started otherwise wait for the next one, and the
+// syncs alternate between small groups (docs/architecture.md, "Group
+// commit", has the rule and what it measured).
 // Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
@@ -874,7 +891,7 @@ func (s *Store) flush(g *group) error {
 		return g.err
 	}
 	g.led = true
-	gathered := false
+	gathered, held := false, false
 	for g.state != done {
 		switch {
 		case g.state == syncing:
@@ -885,6 +902,11 @@ func (s *Store) flush(g *group) error {
 			s.waitChange()
 		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull)):
 			s.writeLocked(g)
+		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull:
+			// Only this leader can be here (its group is the one
+			// written), and no group is written while it holds.
+			held = true
+			s.holdLocked()
 		case g.state == written && !s.syncing && !gathered && s.mode.Kind == SyncAlways && s.cur.units > 0 && !s.writing && !s.segFull:
 			// The units queued meanwhile join this sync (their leader,
 			// if any, finds its group written, then syncing).
@@ -898,6 +920,61 @@ func (s *Store) flush(g *group) error {
 	}
 	s.mu.Unlock()
 	return g.err
+}
+
+// holdLocked waits, before a sync starts, for the units of requests on
+// their way to a commit (Options.Inbound), which then join the sync
+// (gathered): while any is between its head and its commit, or while the
+// sync would carry fewer units than connections wrote lately, for
+// Inbound's hold at most. Holds that gain no unit twice running stop the
+// holding for holdRest syncs: a connection that wrote lately but will
+// not soon does not delay every sync. mu is held, and released meanwhile.
+func (s *Store) holdLocked() {
+	if s.holdRest > 0 {
+		s.holdRest--
+		return
+	}
+	units0 := s.pendingUnitsLocked()
+	var end time.Time // zero: not waited
+	for {
+		units, pending := s.pendingUnitsLocked(), s.inbound.Pending()
+		if pending <= 0 && units >= s.inbound.Active() {
+			break
+		}
+		now := time.Now()
+		if end.IsZero() {
+			end = now.Add(s.inbound.hold)
+		} else if !now.Before(end) {
+			break
+		}
+		s.mu.Unlock()
+		s.inbound.wait(end.Sub(now), pending)
+		s.mu.Lock()
+	}
+	switch {
+	case end.IsZero():
+	case s.pendingUnitsLocked() > units0:
+		s.holdMisses = 0
+	default:
+		s.holdMisses++
+		if s.holdMisses == 2 {
+			s.holdMisses, s.holdRest = 0, holdRest
+		}
+	}
+}
+
+// holdRest is how many syncs start without a hold after two holds gained
+// nothing (holdLocked).
+const holdRest = 16
+
+// pendingUnitsLocked answers the units written and queued, not yet
+// syncing; mu is held.
+func (s *Store) pendingUnitsLocked() int64 {
+	units := int64(s.cur.units)
+	for _, g := range s.unsynced {
+		units += int64(g.units)
+	}
+	return units
 }
 
 // pipelineUnits is the most units a sync under way may carry for the next

@@ -176,7 +176,17 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	metrics := httpapi.NewMetrics()
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log})
+	// The requests on their way to a commit: the HTTP server counts them,
+	// the store's syncs (under --sync always) wait a little for them. Made
+	// here, where both are put together, since the store is below the
+	// server and must not ask it (store.Inbound). Not on a cluster node:
+	// its writes reach the store by the replicated log, not from the
+	// request's own goroutine.
+	var inbound *store.Inbound
+	if o.cluster.id == "" {
+		inbound = store.NewInbound(0)
+	}
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound})
 	if err != nil {
 		return err
 	}
@@ -203,6 +213,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := httpapi.NewHTTPServer(api, log)
+	if inbound != nil {
+		srv.CountInbound(inbound)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	sweepCtx, stopSweep := context.WithCancel(context.Background())

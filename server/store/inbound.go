@@ -1,0 +1,96 @@
+package store
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// Inbound counts the requests on their way to a commit — read by the
+// server that answers them, not yet queued to the store (Commit), nor
+// answered without a write — and the connections that wrote lately. Under
+// --sync always a sync about to start waits a little while any request is
+// on its way, or while it would carry fewer units than those connections
+// (holdLocked, "the hold"), so that the units about to be queued join it
+// instead of waiting for one sync more (docs/architecture.md, "Group
+// commit").
+//
+// The store is below whatever reads the requests (the HTTP server), so it
+// cannot ask it: the count is made where the two are put together
+// (fenec serve) and handed to both, the server raising and lowering it,
+// the store only reading it. Every raise must be matched by one lowering
+// on every path the request may take, or each sync waits its whole hold.
+type Inbound struct {
+	n       atomic.Int64
+	active  atomic.Int64  // the connections that wrote lately (SetActive)
+	watched atomic.Bool   // a sync's leader waits for those on their way
+	arrived chan struct{} // told (capacity 1) when one arrives while watched
+	timer   *time.Timer   // the hold's bound; used by the one leader holding
+	hold    time.Duration // the longest a sync waits for them
+}
+
+// DefaultHold bounds the wait of a sync for the requests on their way:
+// about one fdatasync of a small record here (logfile.go's
+// BenchmarkSegmentAppend, 50–70 µs), so a sync held waits no longer than
+// the one it spares their units.
+const DefaultHold = 60 * time.Microsecond
+
+// NewInbound answers a count of none, for a store whose syncs wait for
+// them up to hold (0: DefaultHold; tests lengthen it to see the wait).
+func NewInbound(hold time.Duration) *Inbound {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	if hold <= 0 {
+		hold = DefaultHold
+	}
+	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold}
+}
+
+// Add counts a request on its way.
+func (in *Inbound) Add() { in.n.Add(1) }
+
+// SetActive tells how many connections wrote lately: the units a sync
+// may expect.
+func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
+
+// Done counts one that arrived: queued its unit, or ended without one.
+// It wakes the leader holding, which looks again. (Waking it only once
+// none is on its way and enough units are in measured no better:
+// BenchmarkHTTPQueue at 2, 4 and 16 workers, within the noise.)
+func (in *Inbound) Done() {
+	in.n.Add(-1)
+	if in.watched.Load() {
+		select {
+		case in.arrived <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Pending answers how many are on their way.
+func (in *Inbound) Pending() int64 { return in.n.Load() }
+
+// Active answers SetActive's count.
+func (in *Inbound) Active() int64 { return in.active.Load() }
+
+// wait waits until one on its way arrives (Done), or for d at most;
+// pending is the count its caller saw, and a change before the watch
+// starts ends the wait at once (the caller looks again). One caller at a
+// time (the leader of the one group written and not yet synced: flush).
+func (in *Inbound) wait(d time.Duration, pending int64) {
+	select {
+	case <-in.arrived: // told after an earlier wait ended
+	default:
+	}
+	in.watched.Store(true)
+	if in.n.Load() != pending {
+		in.watched.Store(false)
+		return
+	}
+	in.timer.Reset(d)
+	select {
+	case <-in.arrived:
+	case <-in.timer.C:
+	}
+	in.timer.Stop()
+	in.watched.Store(false)
+}

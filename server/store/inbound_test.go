@@ -1,0 +1,89 @@
+package store
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestHold checks the wait before a sync (flush, holdLocked) under
+// --sync always: a unit committed while another request is on its way
+// waits for it, and its sync carries both; one waits no longer than the
+// hold; with none on its way, and no other connection writing lately, a
+// lone unit never waits; and holds that gain nothing stop for a while.
+func TestHold(t *testing.T) {
+	const hold = 400 * time.Millisecond
+	in := NewInbound(hold)
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "h.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in}, defaultTuning)
+	defer s.Close()
+	seq := uint64(0)
+	unit := func() []Change {
+		seq++
+		return []Change{{Op: OpPut, Coll: "c", ID: int64(seq), Body: []byte(`{}`)}}
+	}
+	timed := func(wait func() error) time.Duration {
+		t.Helper()
+		start := time.Now()
+		if err := wait(); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+
+	// Alone: no wait (the bound is far above a sync's time, even on a
+	// loaded machine).
+	for range 3 {
+		if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
+			t.Fatalf("a lone unit waited %v", d)
+		}
+	}
+
+	// Another request on its way: the first unit's sync waits for its
+	// unit, and one sync makes both durable.
+	in.Add()
+	syncs := s.Stats().Fsyncs
+	first := s.Commit(seq+1, unit())
+	done := make(chan time.Duration, 1)
+	go func() { done <- timed(first) }()
+	time.Sleep(hold / 4)
+	second := s.Commit(seq+1, unit())
+	in.Done()
+	if d := timed(second); d >= hold/2 {
+		t.Fatalf("the unit on its way waited %v after its commit", d)
+	}
+	if d := <-done; d < hold/8 || d >= hold {
+		t.Fatalf("the unit held for one on its way waited %v, want from %v to the hold, %v", d, hold/8, hold)
+	}
+	if n := s.Stats().Fsyncs - syncs; n != 1 {
+		t.Fatalf("%d syncs for the two units, want 1", n)
+	}
+
+	// One on its way that never comes: the wait ends at the hold.
+	in.Add()
+	if d := timed(s.Commit(seq+1, unit())); d < hold || d >= 3*hold {
+		t.Fatalf("a unit held for a request that never came waited %v, want the hold, %v", d, hold)
+	}
+	in.Done()
+	if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
+		t.Fatalf("a lone unit waited %v once none was on its way", d)
+	}
+
+	// Two connections wrote lately, but the other writes no more: its
+	// hold is the second in a row to gain nothing (the one above for a
+	// request that never came was the first), so holdRest syncs then
+	// start at once.
+	in.SetActive(2)
+	for i := range 1 + holdRest {
+		d := timed(s.Commit(seq+1, unit()))
+		if i < 1 && (d < hold || d >= 3*hold) {
+			t.Fatalf("unit %d waited %v, want the hold, %v, for the other connection", i, d, hold)
+		}
+		if i >= 1 && d >= hold/2 {
+			t.Fatalf("unit %d waited %v after two holds that gained nothing", i, d)
+		}
+	}
+	in.SetActive(1)
+	if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
+		t.Fatalf("a lone unit of the one connection writing waited %v", d)
+	}
+}
