@@ -26,7 +26,19 @@ type Inbound struct {
 	arrived chan struct{} // told (capacity 1) when one arrives while watched
 	timer   *time.Timer   // the hold's bound; used by the one leader holding
 	hold    time.Duration // the longest a sync waits for them
+	// busy is how soon after the last sync ended one must start for the
+	// connections that wrote lately to be waited for (holdLocked).
+	busy time.Duration
 }
+
+// busyHolds is Inbound.busy in holds: about 1 ms by DefaultHold. Under
+// a steady load of a few workers, syncs follow each other within a few
+// hundred µs; a server whose last sync ended longer ago is writing now
+// and then, its writers are not about to send, and a hold there would
+// cost more than it asks: with every P idle, the Go runtime's poller
+// sleeps in whole milliseconds, so a hold of 60 µs that runs out lasts
+// about 1 ms.
+const busyHolds = 16
 
 // DefaultHold bounds the wait of a sync for the requests on their way:
 // about one fdatasync of a small record here (logfile.go's
@@ -42,7 +54,7 @@ func NewInbound(hold time.Duration) *Inbound {
 	if hold <= 0 {
 		hold = DefaultHold
 	}
-	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold}
+	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold, busy: busyHolds * hold}
 }
 
 // Add counts a request on its way.

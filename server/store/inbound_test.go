@@ -10,7 +10,9 @@ import (
 // --sync always: a unit committed while another request is on its way
 // waits for it, and its sync carries both; one waits no longer than the
 // hold; with none on its way, and no other connection writing lately, a
-// lone unit never waits; and holds that gain nothing stop for a while.
+// lone unit never waits; holds that gain nothing stop for a while; and a
+// server writing only now and then does not hold for the connections
+// that wrote lately.
 func TestHold(t *testing.T) {
 	const hold = 400 * time.Millisecond
 	in := NewInbound(hold)
@@ -85,5 +87,17 @@ func TestHold(t *testing.T) {
 	in.SetActive(1)
 	if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
 		t.Fatalf("a lone unit of the one connection writing waited %v", d)
+	}
+
+	// Two connections wrote lately, but the server writes only now and
+	// then (the last sync ended longer than busy ago): no hold, which on
+	// an idle server would last a millisecond for a hold of 60 µs.
+	in.busy = hold / 4
+	in.SetActive(2)
+	for i := range 3 {
+		time.Sleep(in.busy + 10*time.Millisecond)
+		if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
+			t.Fatalf("unit %d, after a pause longer than busy, waited %v for a connection that wrote lately", i, d)
+		}
 	}
 }

@@ -286,8 +286,9 @@ type Store struct {
 	stats     Stats
 
 	// The hold before a sync (holdLocked); under mu.
-	holdMisses int // holds in a row that gained no unit
-	holdRest   int // syncs to start without a hold
+	holdMisses int       // holds in a row that gained no unit
+	holdRest   int       // syncs to start without a hold
+	lastSync   time.Time // when the last sync ended (under always with inbound)
 
 	wake      chan struct{} // "write the queued units now", or "fold"; capacity 1
 	probe     chan chan error
@@ -925,8 +926,8 @@ func (s *Store) flush(g *group) error {
 // holdLocked waits, before a sync starts, for the units of requests on
 // their way to a commit (Options.Inbound), which then join the sync
 // (gathered): while any is between its head and its commit, or while the
-// sync would carry fewer units than connections wrote lately, for
-// Inbound's hold at most. Holds that gain no unit twice running stop the
+// sync would carry fewer units than connections wrote lately and the
+// last sync ended within Inbound.busy, for Inbound's hold at most. Holds that gain no unit twice running stop the
 // holding for holdRest syncs: a connection that wrote lately but will
 // not soon does not delay every sync. mu is held, and released meanwhile.
 func (s *Store) holdLocked() {
@@ -936,12 +937,22 @@ func (s *Store) holdLocked() {
 	}
 	units0 := s.pendingUnitsLocked()
 	var end time.Time // zero: not waited
+	siblings := -1    // whether to wait for the connections that wrote lately (-1: not asked yet)
 	for {
 		units, pending := s.pendingUnitsLocked(), s.inbound.Pending()
 		if pending <= 0 && units >= s.inbound.Active() {
 			break
 		}
 		now := time.Now()
+		if siblings < 0 {
+			siblings = 0
+			if now.Sub(s.lastSync) < s.inbound.busy {
+				siblings = 1
+			}
+		}
+		if pending <= 0 && siblings == 0 {
+			break // writing now and then: Inbound.busy
+		}
 		if end.IsZero() {
 			end = now.Add(s.inbound.hold)
 		} else if !now.Before(end) {
@@ -1081,6 +1092,9 @@ func (s *Store) syncLocked() {
 	} else {
 		for _, g := range batch {
 			g.wrote += took
+		}
+		if s.inbound != nil {
+			s.lastSync = start.Add(took)
 		}
 		s.stats.Fsyncs++
 		s.syncedTo(batch[len(batch)-1].seq)
