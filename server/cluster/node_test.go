@@ -44,6 +44,12 @@ func count(t *testing.T, db *engine.DB) string {
 // startNodes starts k nodes whose stores ask fault before each write.
 func startNodes(t *testing.T, k int, fault func(at string) error) []*testNode {
 	t.Helper()
+	return startNodesWith(t, k, fault, Config{})
+}
+
+// startNodesWith starts k nodes with base's timings.
+func startNodesWith(t *testing.T, k int, fault func(at string) error, base Config) []*testNode {
+	t.Helper()
 	dir := t.TempDir()
 	var peers []Peer
 	for i := 1; i <= k; i++ {
@@ -55,7 +61,9 @@ func startNodes(t *testing.T, k int, fault func(at string) error) []*testNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, err := Start(db, Config{ID: p.ID, RaftAddr: p.Addr, HTTPURL: "http://" + p.ID, Dir: filepath.Join(dir, p.ID+".raft"), Bootstrap: peers})
+		cfg := base
+		cfg.ID, cfg.RaftAddr, cfg.HTTPURL, cfg.Dir, cfg.Bootstrap = p.ID, p.Addr, "http://"+p.ID, filepath.Join(dir, p.ID+".raft"), peers
+		n, err := Start(db, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

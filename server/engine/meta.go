@@ -38,6 +38,23 @@ func (db *DB) GetMeta(key string) (Meta, bool) {
 	return m, ok
 }
 
+// GetMetaCommitted answers a side record as GetMeta does, with the last
+// write of memory, at that same moment, that is committed: on a cluster's
+// leader memory may hold writes it proposed, and the records they made,
+// that the log has not committed yet — and, if the leader loses its term
+// before it discards them, never will (docs/cluster.md, A leader that
+// loses its term). A record made by a later write than committed must not
+// be taken as done. On a lone server it is the last write memory holds.
+func (db *DB) GetMetaCommitted(key string) (m Meta, ok bool, committed uint64) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	m, ok = db.meta[key]
+	if db.repl.r == nil {
+		return m, ok, db.seq
+	}
+	return m, ok, db.repl.stored
+}
+
 // MetaLen answers how many side records are held.
 func (db *DB) MetaLen() int {
 	db.mu.RLock()

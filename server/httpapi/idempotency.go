@@ -54,14 +54,27 @@ func (s *Server) keyRecord(req *request, answer []byte, seq uint64) map[string]e
 // lookupKey answers the record of a key still alive. One past its time is
 // gone even before the sweeper deletes it. An unreadable record is an
 // error, not an absent one: running the write again could do it twice.
+// So is a record whose write a cluster's log has not committed: a leader's
+// memory holds it from the moment the write runs, and the write's own
+// request holds the key's lock until the log answers — but once that
+// answer was an error (the leader lost its term: outcome unknown), a
+// retry reaching this node before it discards what it did not commit
+// would find the record still there. Replaying it would acknowledge a
+// write the cluster may never hold (docs/cluster.md, Idempotency-Key);
+// the retry is answered the same unknown outcome instead.
 func (s *Server) lookupKey(key string) (keyRecordBody, bool, error) {
-	m, ok := s.db.GetMeta(keyPrefix + key)
+	m, ok, committed := s.db.GetMetaCommitted(keyPrefix + key)
 	if !ok || (m.Expires != 0 && m.Expires <= s.db.Clock().NowMS()) {
 		return keyRecordBody{}, false, nil
 	}
 	var rec keyRecordBody
 	if err := json.Unmarshal(m.Body, &rec); err != nil {
 		return keyRecordBody{}, false, fmt.Errorf("the record of Idempotency-Key %q is unreadable: %w", key, err)
+	}
+	if rec.Seq > committed {
+		return keyRecordBody{}, false, engine.ReplicationError(
+			fmt.Errorf("the write first sent under Idempotency-Key %q (Fenec-Seq %d) is not committed by the cluster's log; this node has committed up to %d", key, rec.Seq, committed),
+			"the write was not committed")
 	}
 	return rec, true, nil
 }

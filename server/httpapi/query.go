@@ -267,6 +267,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	unlock := s.keys.lock(req.key)
 	defer unlock()
 	rec, ok, err := s.lookupKey(req.key)
+	if errors.Is(err, engine.ErrReplication) {
+		writeError(w, engineError(err, req.batch))
+		return
+	}
 	if err != nil {
 		s.log.Error("idempotency", "err", err)
 		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: err.Error()})
