@@ -196,8 +196,16 @@ func appendOnce(list []string, s string) []string {
 // Discard drops from memory every write the log has not committed — a
 // leader that lost its term — by rebuilding memory from the file, and
 // tells the subscribers every collection changed.
-func (db *DB) Discard() error {
+func (db *DB) Discard() error { return db.discardIf(true, 0) }
+
+// discardIf discards as Discard does: always, or only if memory is still
+// named mark.
+func (db *DB) discardIf(always bool, mark uint64) error {
 	db.mu.Lock()
+	if !always && mark != db.repl.mark {
+		db.mu.Unlock()
+		return nil
+	}
 	before := db.seq
 	err := db.discardLocked()
 	var colls []string
@@ -212,6 +220,13 @@ func (db *DB) Discard() error {
 	}
 	return err
 }
+
+// Refused is told the log refused a write made by the memory named mark
+// (a cluster's node skips an entry of an earlier term: docs/cluster.md, A
+// leader that loses its term). If that memory is this one, it holds a
+// write the log will never have, and every write it makes from now on
+// would rest on it: it is rebuilt from the file, as Discard does.
+func (db *DB) Refused(mark uint64) error { return db.discardIf(false, mark) }
 
 // discardLocked rebuilds memory from the file when memory is ahead of it.
 // Memory gets a new mark either way, so a write proposed before is
