@@ -283,8 +283,10 @@ func (n *Node) propose() {
 			// over: raft, leading again in a later term, would append it
 			// there, on top of what this term's log may lack (a write
 			// raft refused once it no longer led stays in memory until
-			// leaveOffice discards it).
-			if p.mark != n.db.Mark() || !n.leads(p.term) {
+			// leaveOffice discards it); nor once the office is given up
+			// (handOn), for raft refuses writes while it hands its
+			// leadership on, and leads on in the same term if that fails.
+			if p.mark != n.db.Mark() || p.term != n.office.Load() || !n.leads(p.term) {
 				n.sendMu.RUnlock()
 				p.sent <- nil
 				continue
@@ -369,6 +371,54 @@ func (n *Node) takeOffice() {
 	if err != nil {
 		n.log.Warn("cluster: recording this leader's URL", "err", err)
 	}
+}
+
+// stopWriting gives up the office: from now on no write is admitted, and
+// no proposal handed to raft (under sendMu, which the send loop holds from
+// its look at the office to raft's Apply).
+func (n *Node) stopWriting() {
+	n.sendMu.Lock()
+	n.office.Store(nil)
+	n.sendMu.Unlock()
+}
+
+// handOn runs a transfer of this node's leadership. raft refuses writes
+// while it runs and, if it fails, leads on in the same term: a write it
+// refused would stay in this memory, and the next one, appended in that
+// term, would not follow the log (the term's tag does not tell them
+// apart). So this node gives its office up first, and if it still leads
+// in the same term afterwards, takes it again as a new leader does: the
+// writes raft did not take discarded, and a barrier so memory holds every
+// write the log has before it serves.
+func (n *Node) handOn(transfer func() raft.Future) error {
+	o := n.office.Load()
+	n.stopWriting()
+	err := transfer().Error()
+	if o == nil || !n.leads(o) {
+		return err
+	}
+	n.sendMu.Lock()
+	derr := n.db.Discard()
+	n.sendMu.Unlock()
+	if derr != nil {
+		n.log.Error("cluster: discarding the writes not taken while handing leadership on", "err", derr)
+		return err
+	}
+	// raft answers a failed transfer a moment before it takes entries
+	// again (it says so in its leaderLoop): the barrier is sent again
+	// until it is taken.
+	berr := n.raft.Barrier(10 * time.Second).Error()
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(berr, raft.ErrLeadershipTransferInProgress) && n.leads(o) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		berr = n.raft.Barrier(10 * time.Second).Error()
+	}
+	if berr != nil || !n.leads(o) {
+		n.log.Warn("cluster: still leading after handing leadership on failed, but the barrier did not pass", "err", berr)
+		return err
+	}
+	// Unless the watch has moved the office meanwhile (a later term's).
+	n.office.CompareAndSwap(nil, newOffice(o.term))
+	return err
 }
 
 func (n *Node) leaveOffice() {
@@ -470,7 +520,7 @@ func (n *Node) StoreFailed(err error) {
 // waiting out an election.
 func (n *Node) Shutdown() error {
 	if n.raft.State() == raft.Leader {
-		n.office.Store(nil)
+		n.stopWriting()
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("cluster: handing leadership on before stopping", "err", err)
 		}

@@ -191,3 +191,69 @@ func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
 		}
 	}
 }
+
+// TestNoWriteAcrossAFailedTransfer: raft refuses writes while it hands its
+// leadership on and, when the transfer fails (here its target is down and
+// behind, so raft gives up after the election timeout), leads on in the
+// same term. A write sent meanwhile must be refused unrun: one run and
+// then refused by raft stays in memory, and the next write, appended in
+// the same term (its tag does not tell it apart), does not follow the
+// log. Before, that next write was committed and the follower left,
+// handed it, stopped following the log (StoreFailed).
+func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
+	nodes := startNodesWith(t, 3, nil, Config{Election: 2 * time.Second})
+	lead := leader(t, nodes)
+	ctx := context.Background()
+	for _, q := range []string{"create collection notes (n int)", "put notes {n: 1}"} {
+		if _, err := lead.db.Exec(ctx, q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var gone *testNode
+	for _, nd := range nodes {
+		if nd != lead {
+			gone = nd
+			break
+		}
+	}
+	gone.stop()
+	// It misses a write: the transfer waits for it to catch up, in vain.
+	if _, err := lead.db.Exec(ctx, "put notes {n: 2}", nil); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- lead.n.Transfer(gone.n.cfg.ID) }()
+	time.Sleep(300 * time.Millisecond)
+	_, err1 := lead.db.Exec(ctx, "put notes {n: 3}", nil)
+	t.Logf("a write while the leader hands its leadership on: %v", err1)
+	if err := <-errc; err == nil {
+		t.Fatalf("the transfer to the stopped %s succeeded", gone.n.cfg.ID)
+	}
+	var nl *engine.NotLeaderError
+	if !errors.As(err1, &nl) {
+		t.Errorf("the write during the transfer: %v, want refused unrun", err1)
+	}
+	lead = leader(t, nodes)
+	if _, err := lead.db.Exec(ctx, "put notes {n: 4}", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := notes(t, lead.db)
+	time.Sleep(200 * time.Millisecond) // what the log hands the follower meanwhile
+	for _, nd := range nodes {
+		if nd == gone {
+			continue
+		}
+		if s := nd.n.raft.State(); s == raft.Shutdown {
+			t.Fatalf("%s stopped following the log", nd.n.cfg.ID)
+		}
+		for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := notes(t, nd.db); got != want {
+			t.Errorf("%s holds %s; the leader %s holds %s", nd.n.cfg.ID, got, lead.n.cfg.ID, want)
+		}
+	}
+	if want != `[{"n":1},{"n":2},{"n":4}]` {
+		t.Errorf("the notes: %s, want n 1, 2 and 4 (the write during the transfer refused)", want)
+	}
+}

@@ -45,15 +45,17 @@ type Replicator interface {
 // and names the leader.
 type NotLeaderError struct {
 	Leader string // the leader's HTTP URL; "" while none is known
-	// Elected: this node was just elected and applies the earlier terms'
-	// writes before it takes its own. Like a node that knows no leader, it
-	// refused the write unrun, and will take it shortly.
+	// Elected: this node leads but takes no writes yet: just elected, it
+	// applies the earlier terms' writes before it takes its own (or it
+	// hands its leadership on, or has just failed to). Like a node that
+	// knows no leader, it refused the write unrun; retried shortly it is
+	// taken, here or by the next leader.
 	Elected bool
 }
 
 func (e *NotLeaderError) Error() string {
 	if e.Elected {
-		return "this node was just elected the cluster's leader and applies the earlier terms' writes first: retry shortly"
+		return "this node leads the cluster but takes no writes yet (just elected, it applies the earlier terms' writes first; or it hands its leadership on): retry shortly"
 	}
 	if e.Leader == "" {
 		return "this node is not the cluster's leader and no leader is known now: retry shortly"
