@@ -393,6 +393,14 @@ func (n *Node) stopWriting() {
 func (n *Node) handOn(transfer func() raft.Future) error {
 	o := n.office.Load()
 	n.stopWriting()
+	// Every proposal sent before is in raft's queue, which a barrier
+	// follows: once it passes, raft has taken them all, so none is
+	// refused by the transfer and then one after it taken if it fails.
+	if o != nil {
+		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+			n.log.Warn("cluster: before handing leadership on, the barrier failed", "err", err)
+		}
+	}
 	err := transfer().Error()
 	if o == nil || !n.leads(o) {
 		return err
