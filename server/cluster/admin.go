@@ -139,7 +139,7 @@ func (n *Node) Transfer(id string) error {
 		return &engine.NotLeaderError{Leader: n.LeaderURL()}
 	}
 	if id == "" {
-		return n.adminError(n.raft.LeadershipTransfer().Error())
+		return n.adminError(n.handOn(n.raft.LeadershipTransfer))
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -150,7 +150,7 @@ func (n *Node) Transfer(id string) error {
 			if s.Suffrage != raft.Voter {
 				return fmt.Errorf("%w: %q is not a voter", errUnknownMember, id)
 			}
-			return n.adminError(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+			return n.adminError(n.handOn(func() raft.Future { return n.raft.LeadershipTransferToServer(s.ID, s.Address) }))
 		}
 	}
 	return fmt.Errorf("%w: no member %q", errUnknownMember, id)

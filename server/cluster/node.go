@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -87,13 +88,20 @@ type Node struct {
 	unwritten      []pendingWrite
 	unwrittenBytes int
 
-	ready   atomic.Bool // the leader has applied every earlier term's write
-	addrs   sync.Map    // node id → HTTP URL
+	// office: the raft term this node's memory takes writes in, set once
+	// the term's barrier has applied every earlier term's write; nil while
+	// it takes none. A write is admitted, and proposed, only while raft
+	// leads in that same term: see Writable.
+	office  atomic.Pointer[office]
+	addrs   sync.Map // node id → HTTP URL
 	changes atomic.Uint64
 	notify  chan bool
 	obsCh   chan raft.Observation
 	obs     *raft.Observer
 	done    chan struct{}
+	// watchHold, set by a test, is called by watch before it handles each
+	// notification of raft's: it holds the watch as a loaded machine may.
+	watchHold atomic.Pointer[func(leader bool)]
 
 	termMu     sync.Mutex
 	termCtx    context.Context // ends when this node's term as leader does
@@ -117,7 +125,38 @@ type Node struct {
 type proposal struct {
 	data []byte
 	mark uint64
+	term *office               // the term the memory that made it took writes in
 	sent chan raft.ApplyFuture // nil when refused
+}
+
+// office is a term in which this node's memory takes writes, and the tag
+// its proposals carry in their log entries' Extensions (see fsm.Apply).
+type office struct {
+	term uint64
+	tag  []byte
+}
+
+func newOffice(term uint64) *office {
+	return &office{term: term, tag: binary.AppendUvarint([]byte{termTag}, term)}
+}
+
+// termTag starts the Extensions of an entry: the term its memory took
+// writes in follows (a uvarint).
+const termTag = 1
+
+// entryTerm answers the term an entry's Extensions name; ok false for an
+// entry without (one logged before they carried it).
+func entryTerm(ext []byte) (term uint64, ok bool) {
+	if len(ext) < 2 || ext[0] != termTag {
+		return 0, false
+	}
+	term, k := binary.Uvarint(ext[1:])
+	return term, k > 0
+}
+
+// leads answers whether raft leads now in o's term.
+func (n *Node) leads(o *office) bool {
+	return o != nil && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == o.term
 }
 
 // Start makes db a node of a cluster and starts raft. db serves no write
@@ -240,12 +279,19 @@ func (n *Node) propose() {
 		n.propMu.Unlock()
 		for _, p := range batch {
 			n.sendMu.RLock()
-			if p.mark != n.db.Mark() {
+			// Not from memory since discarded, nor from a term that is
+			// over: raft, leading again in a later term, would append it
+			// there, on top of what this term's log may lack (a write
+			// raft refused once it no longer led stays in memory until
+			// leaveOffice discards it); nor once the office is given up
+			// (handOn), for raft refuses writes while it hands its
+			// leadership on, and leads on in the same term if that fails.
+			if p.mark != n.db.Mark() || p.term != n.office.Load() || !n.leads(p.term) {
 				n.sendMu.RUnlock()
 				p.sent <- nil
 				continue
 			}
-			p.sent <- n.raft.Apply(p.data, 0)
+			p.sent <- n.raft.ApplyLog(raft.Log{Data: p.data, Extensions: p.term.tag}, 0)
 			n.sendMu.RUnlock()
 		}
 	}
@@ -284,6 +330,9 @@ func (n *Node) watch() {
 			if !ok {
 				return
 			}
+			if h := n.watchHold.Load(); h != nil {
+				(*h)(leader)
+			}
 			if leader {
 				n.takeOffice()
 			} else {
@@ -294,16 +343,25 @@ func (n *Node) watch() {
 }
 
 func (n *Node) takeOffice() {
+	// The term is read before the barrier: a barrier that succeeds while
+	// raft still leads in it was applied in it, so memory then holds every
+	// write of the terms before. If the term moved meanwhile, the
+	// notifications of its loss and of the next election follow this one.
+	o := newOffice(n.raft.CurrentTerm())
 	if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
 		n.log.Warn("cluster: elected, but the barrier failed", "err", err)
+		return
+	}
+	if !n.leads(o) {
+		n.log.Warn("cluster: elected, but the term ended before its barrier was applied", "term", o.term)
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.termMu.Lock()
 	n.termCtx, n.termCancel = ctx, cancel
 	n.termMu.Unlock()
-	n.ready.Store(true)
-	n.log.Info("cluster: leading", "term", n.raft.CurrentTerm())
+	n.office.Store(o)
+	n.log.Info("cluster: leading", "term", o.term)
 	if m, ok := n.db.GetMeta(addrPrefix + n.cfg.ID); ok && string(m.Body) == n.cfg.HTTPURL {
 		return
 	}
@@ -315,8 +373,64 @@ func (n *Node) takeOffice() {
 	}
 }
 
+// stopWriting gives up the office: from now on no write is admitted, and
+// no proposal handed to raft (under sendMu, which the send loop holds from
+// its look at the office to raft's Apply).
+func (n *Node) stopWriting() {
+	n.sendMu.Lock()
+	n.office.Store(nil)
+	n.sendMu.Unlock()
+}
+
+// handOn runs a transfer of this node's leadership. raft refuses writes
+// while it runs and, if it fails, leads on in the same term: a write it
+// refused would stay in this memory, and the next one, appended in that
+// term, would not follow the log (the term's tag does not tell them
+// apart). So this node gives its office up first, and if it still leads
+// in the same term afterwards, takes it again as a new leader does: the
+// writes raft did not take discarded, and a barrier so memory holds every
+// write the log has before it serves.
+func (n *Node) handOn(transfer func() raft.Future) error {
+	o := n.office.Load()
+	n.stopWriting()
+	// Every proposal sent before is in raft's queue, which a barrier
+	// follows: once it passes, raft has taken them all, so none is
+	// refused by the transfer and then one after it taken if it fails.
+	if o != nil {
+		if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+			n.log.Warn("cluster: before handing leadership on, the barrier failed", "err", err)
+		}
+	}
+	err := transfer().Error()
+	if o == nil || !n.leads(o) {
+		return err
+	}
+	n.sendMu.Lock()
+	derr := n.db.Discard()
+	n.sendMu.Unlock()
+	if derr != nil {
+		n.log.Error("cluster: discarding the writes not taken while handing leadership on", "err", derr)
+		return err
+	}
+	// raft answers a failed transfer a moment before it takes entries
+	// again (it says so in its leaderLoop): the barrier is sent again
+	// until it is taken.
+	berr := n.raft.Barrier(10 * time.Second).Error()
+	for deadline := time.Now().Add(10 * time.Second); errors.Is(berr, raft.ErrLeadershipTransferInProgress) && n.leads(o) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		berr = n.raft.Barrier(10 * time.Second).Error()
+	}
+	if berr != nil || !n.leads(o) {
+		n.log.Warn("cluster: still leading after handing leadership on failed, but the barrier did not pass", "err", berr)
+		return err
+	}
+	// Unless the watch has moved the office meanwhile (a later term's).
+	n.office.CompareAndSwap(nil, newOffice(o.term))
+	return err
+}
+
 func (n *Node) leaveOffice() {
-	n.ready.Store(false)
+	n.office.Store(nil)
 	n.termMu.Lock()
 	n.termCancel()
 	n.termMu.Unlock()
@@ -336,9 +450,15 @@ func (n *Node) TermContext() context.Context {
 	return n.termCtx
 }
 
-// Writable implements engine.Replicator.
+// Writable implements engine.Replicator. A write is admitted only while
+// raft leads in the term this node took office in: not between the term's
+// loss and leaveOffice (raft would refuse the proposal, and its write would
+// stay in memory until the discard), nor in a later term before its
+// takeOffice (a proposal appended there would rest on that memory). The
+// watch that runs them follows raft behind, by as long as the machine
+// holds it. Three atomic loads.
 func (n *Node) Writable() error {
-	if n.ready.Load() {
+	if n.leads(n.office.Load()) {
 		return nil
 	}
 	if n.raft != nil && n.raft.State() == raft.Leader {
@@ -370,7 +490,7 @@ func (n *Node) LeaderURL() string {
 // SQLite file, which follows the log behind it on every node alike (see
 // storeBehind).
 func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
-	p := &proposal{data: encodeEntry(seq, mark, changes), mark: mark, sent: make(chan raft.ApplyFuture, 1)}
+	p := &proposal{data: encodeEntry(seq, mark, changes), mark: mark, term: n.office.Load(), sent: make(chan raft.ApplyFuture, 1)}
 	n.propMu.Lock()
 	n.queue = append(n.queue, p)
 	n.propMu.Unlock()
@@ -398,7 +518,7 @@ func (n *Node) Propose(seq, mark uint64, changes []store.Change) func() error {
 // follows the log stops taking part, so it acknowledges no entry it cannot
 // keep; restarted, it replays the log from its file.
 func (n *Node) StoreFailed(err error) {
-	n.ready.Store(false)
+	n.office.Store(nil)
 	n.log.Error("cluster: this node can no longer follow the log and stops taking part until restarted", "err", err)
 	go func() { _ = n.raft.Shutdown().Error() }()
 }
@@ -408,7 +528,7 @@ func (n *Node) StoreFailed(err error) {
 // waiting out an election.
 func (n *Node) Shutdown() error {
 	if n.raft.State() == raft.Leader {
-		n.ready.Store(false)
+		n.stopWriting()
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			n.log.Warn("cluster: handing leadership on before stopping", "err", err)
 		}
@@ -419,7 +539,7 @@ func (n *Node) Shutdown() error {
 	n.raft.DeregisterObserver(n.obs)
 	close(n.obsCh)
 	<-n.done
-	n.ready.Store(false)
+	n.office.Store(nil)
 	n.termMu.Lock()
 	n.termCancel()
 	n.termMu.Unlock()
@@ -461,6 +581,23 @@ type fsm Node
 func (f *fsm) Apply(l *raft.Log) any {
 	n := (*Node)(f)
 	seq, mark, changes, err := decodeEntry(l.Data)
+	if term, tagged := entryTerm(l.Extensions); err == nil && tagged && term != l.Term {
+		// Made by memory that took writes in another term than the one
+		// raft appended it in: a leader that lost its term and was elected
+		// again before its watch had discarded that memory, and the
+		// proposal passed Writable and the send loop's look at the term
+		// just before. The memory may hold a write raft refused meanwhile,
+		// so this one may not follow the log. Every node skips it alike —
+		// the entry decides, not the node's state, so a replay after a
+		// restart skips it again — and the node that made it rebuilds that
+		// memory. Its write was not done: refused, as a new leader refuses
+		// writes before its barrier.
+		if err := n.db.Refused(mark); err != nil {
+			n.StoreFailed(fmt.Errorf("discarding the memory of a write of an earlier term (log entry %d): %w", l.Index, err))
+			return applied{err: engine.ReplicationError(err, "this node could not discard its memory")}
+		}
+		return applied{err: &engine.NotLeaderError{Elected: true}}
+	}
 	if err == nil {
 		var wait func() error
 		if wait, err = n.db.Apply(seq, mark, changes); err == nil {

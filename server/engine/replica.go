@@ -45,15 +45,17 @@ type Replicator interface {
 // and names the leader.
 type NotLeaderError struct {
 	Leader string // the leader's HTTP URL; "" while none is known
-	// Elected: this node was just elected and applies the earlier terms'
-	// writes before it takes its own. Like a node that knows no leader, it
-	// refused the write unrun, and will take it shortly.
+	// Elected: this node leads but takes no writes yet: just elected, it
+	// applies the earlier terms' writes before it takes its own (or it
+	// hands its leadership on, or has just failed to). Like a node that
+	// knows no leader, it refused the write unrun; retried shortly it is
+	// taken, here or by the next leader.
 	Elected bool
 }
 
 func (e *NotLeaderError) Error() string {
 	if e.Elected {
-		return "this node was just elected the cluster's leader and applies the earlier terms' writes first: retry shortly"
+		return "this node leads the cluster but takes no writes yet (just elected, it applies the earlier terms' writes first; or it hands its leadership on): retry shortly"
 	}
 	if e.Leader == "" {
 		return "this node is not the cluster's leader and no leader is known now: retry shortly"
@@ -196,8 +198,16 @@ func appendOnce(list []string, s string) []string {
 // Discard drops from memory every write the log has not committed — a
 // leader that lost its term — by rebuilding memory from the file, and
 // tells the subscribers every collection changed.
-func (db *DB) Discard() error {
+func (db *DB) Discard() error { return db.discardIf(true, 0) }
+
+// discardIf discards as Discard does: always, or only if memory is still
+// named mark.
+func (db *DB) discardIf(always bool, mark uint64) error {
 	db.mu.Lock()
+	if !always && mark != db.repl.mark {
+		db.mu.Unlock()
+		return nil
+	}
 	before := db.seq
 	err := db.discardLocked()
 	var colls []string
@@ -212,6 +222,13 @@ func (db *DB) Discard() error {
 	}
 	return err
 }
+
+// Refused is told the log refused a write made by the memory named mark
+// (a cluster's node skips an entry of an earlier term: docs/cluster.md, A
+// leader that loses its term). If that memory is this one, it holds a
+// write the log will never have, and every write it makes from now on
+// would rest on it: it is rebuilt from the file, as Discard does.
+func (db *DB) Refused(mark uint64) error { return db.discardIf(false, mark) }
 
 // discardLocked rebuilds memory from the file when memory is ahead of it.
 // Memory gets a new mark either way, so a write proposed before is
