@@ -45,6 +45,9 @@ mutations=(
   "store: a sync takes only the group written early, not the units queued after it@@store/store.go@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull:@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull \&\& false:@@./store"
   "store: zeros written ahead over the block the log's records end in@@store/logfile.go@@	from := max(seg.zeroed, (seg.size+zeroBlock-1)/zeroBlock*zeroBlock)@@	from := max(seg.zeroed, seg.size/zeroBlock*zeroBlock)@@./store"
   "store: a chunk's seal does not raise the bound of the ids the tables may hold@@store/fold.go@@		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)@@		cf.latest.sealed = max(cf.latest.sealed, 0)@@./store"
+  "httpapi: a retry under an Idempotency-Key replays a record whose write the cluster's log has not committed@@httpapi/idempotency.go@@	if rec.Seq > committed {@@	if false \&\& rec.Seq > committed {@@./cluster ./httpapi"
+  "store: the fold's range delete steps over a gap of one id (deletes a document that stays)@@store/fold.go@@		for j < len(keys) \&\& keys[j].id == keys[j-1].id+1 {@@		for j < len(keys) \&\& keys[j].id <= keys[j-1].id+2 {@@./store"
+  "cluster: an entry made by memory of another term is applied, not skipped@@cluster/node.go@@tagged \&\& term != l.Term {@@tagged \&\& false \&\& term != l.Term {@@./cluster"
 )
 
 only=("$@")
