@@ -53,11 +53,7 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 	nodes := startNodes(t, 3, nil)
 	lead := leader(t, nodes)
 	ctx := context.Background()
-	for _, q := range []string{"create collection notes (n int)", "put notes {n: 1}"} {
-		if _, err := lead.db.Exec(ctx, q, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedNotes(t, lead)
 	var other *testNode
 	for _, nd := range nodes {
 		if nd != lead {
@@ -117,9 +113,7 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 	}
 	want := notes(t, lead.db)
 	for _, nd := range nodes {
-		for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		catchUp(nd, lead)
 		if got := notes(t, nd.db); got != want {
 			t.Errorf("%s holds %s; the leader %s holds %s", nd.n.cfg.ID, got, lead.n.cfg.ID, want)
 		}
@@ -140,11 +134,7 @@ func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
 	nodes := startNodes(t, 3, nil)
 	lead := leader(t, nodes)
 	ctx := context.Background()
-	for _, q := range []string{"create collection notes (n int)", "put notes {n: 1}"} {
-		if _, err := lead.db.Exec(ctx, q, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedNotes(t, lead)
 	o := lead.n.office.Load()
 	stale := newOffice(o.term - 1)
 	put := func(key string) []store.Change {
@@ -175,9 +165,7 @@ func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
 	}
 	want := notes(t, lead.db)
 	for _, nd := range nodes {
-		for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		catchUp(nd, lead)
 		if s := nd.n.raft.State(); s == raft.Shutdown {
 			t.Errorf("%s stopped following the log", nd.n.cfg.ID)
 		}
@@ -204,11 +192,7 @@ func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 	nodes := startNodesWith(t, 3, nil, Config{Election: 2 * time.Second})
 	lead := leader(t, nodes)
 	ctx := context.Background()
-	for _, q := range []string{"create collection notes (n int)", "put notes {n: 1}"} {
-		if _, err := lead.db.Exec(ctx, q, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seedNotes(t, lead)
 	var gone *testNode
 	for _, nd := range nodes {
 		if nd != lead {
@@ -246,14 +230,29 @@ func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 		if s := nd.n.raft.State(); s == raft.Shutdown {
 			t.Fatalf("%s stopped following the log", nd.n.cfg.ID)
 		}
-		for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
-			time.Sleep(10 * time.Millisecond)
-		}
+		catchUp(nd, lead)
 		if got := notes(t, nd.db); got != want {
 			t.Errorf("%s holds %s; the leader %s holds %s", nd.n.cfg.ID, got, lead.n.cfg.ID, want)
 		}
 	}
 	if want != `[{"n":1},{"n":2},{"n":4}]` {
 		t.Errorf("the notes: %s, want n 1, 2 and 4 (the write during the transfer refused)", want)
+	}
+}
+
+// seedNotes creates the collection notes on lead, with one note, n 1.
+func seedNotes(t *testing.T, lead *testNode) {
+	t.Helper()
+	for _, q := range []string{"create collection notes (n int)", "put notes {n: 1}"} {
+		if _, err := lead.db.Exec(context.Background(), q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// catchUp waits, 10 s at most, until nd has applied every write lead has.
+func catchUp(nd, lead *testNode) {
+	for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -605,28 +605,7 @@ func TestFoldDenseDeletes(t *testing.T) {
 		dels = append(dels, Change{Op: OpDelete, Coll: "a", ID: id})
 	}
 	want.applyAll(t, [][]Change{fill, dels})
-	_, _, _, s := load(t, path, Options{}, defaultTuning)
-	commitAll(t, s, 1, [][]Change{fill})
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: 1 << 20, maxPending: 64 << 20, busyTimeout: time.Second}
-	_, _, _, s = load(t, path, Options{}, tune)
-	commitAll(t, s, 2, [][]Change{dels})
-	s.mu.Lock()
-	for s.writing || s.syncing || len(s.unsynced) > 0 {
-		s.waitChange()
-	}
-	s.mu.Unlock()
-	s.wmu.Lock()
-	for more := true; more; {
-		var err error
-		if more, err = s.foldLog(); err != nil {
-			s.wmu.Unlock()
-			t.Fatal(err)
-		}
-	}
+	s := foldByHand(t, path, fill, dels, 1<<20)
 	for _, k := range []docsKey{{false, 32, true}, {false, 32, false}, {false, 8, false}} {
 		if s.foldTx.stmts[docsText[k]] == nil {
 			t.Errorf("the fold did not use %q", docsText[k])
@@ -643,6 +622,36 @@ func TestFoldDenseDeletes(t *testing.T) {
 	if docs, _, _ := tableCounts(t, path); docs != 400-96-40 {
 		t.Fatalf("%d documents in the tables, want %d", docs, 400-96-40)
 	}
+}
+
+// foldByHand commits fill to a store at path and closes it, reopens it
+// with no fold of its own (rows a part), commits dels, and folds the whole
+// log itself. It answers the store with wmu held, for the caller to look
+// at the statements its fold used (s.foldTx.stmts), then unlock.
+func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store {
+	t.Helper()
+	_, _, _, s := load(t, path, Options{}, defaultTuning)
+	commitAll(t, s, 1, [][]Change{fill})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: rows, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s = load(t, path, Options{}, tune)
+	commitAll(t, s, 2, [][]Change{dels})
+	s.mu.Lock()
+	for s.writing || s.syncing || len(s.unsynced) > 0 {
+		s.waitChange()
+	}
+	s.mu.Unlock()
+	s.wmu.Lock()
+	for more := true; more; {
+		var err error
+		if more, err = s.foldLog(); err != nil {
+			s.wmu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	return s
 }
 
 // sealAll seals every chunk waiting for a fold, as their folds will, and
@@ -845,28 +854,7 @@ func TestFoldDeleteRanges(t *testing.T) {
 			}
 			deleted += 7
 			want.applyAll(t, [][]Change{fill, dels})
-			_, _, _, s := load(t, path, Options{}, defaultTuning)
-			commitAll(t, s, 1, [][]Change{fill})
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: rows, maxPending: 64 << 20, busyTimeout: time.Second}
-			_, _, _, s = load(t, path, Options{}, tune)
-			commitAll(t, s, 2, [][]Change{dels})
-			s.mu.Lock()
-			for s.writing || s.syncing || len(s.unsynced) > 0 {
-				s.waitChange()
-			}
-			s.mu.Unlock()
-			s.wmu.Lock()
-			for more := true; more; {
-				var err error
-				if more, err = s.foldLog(); err != nil {
-					s.wmu.Unlock()
-					t.Fatal(err)
-				}
-			}
+			s := foldByHand(t, path, fill, dels, rows)
 			if s.foldTx.stmts[rangeSQL] == nil {
 				t.Errorf("the fold did not use %q", rangeSQL)
 			}
