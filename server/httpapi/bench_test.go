@@ -189,15 +189,10 @@ func (s *benchServer) query(b *testing.B, q string, params ...any) []byte {
 	return s.post(b, "/query", body)
 }
 
-// usage answers the server process's CPU time (/proc/<pid>/stat, user and
-// system) and its Go allocations so far (/_metrics' Go collector).
-func (s *benchServer) usage(b *testing.B) (cpu time.Duration, mallocs, bytes float64) {
-	cpu, mallocs, bytes, _, _ = s.usageFold(b)
-	return cpu, mallocs, bytes
-}
-
-// usageFold is usage with fenec_store_unfolded_bytes, the store's log not
-// yet folded into its tables, and fenec_store_fsyncs_total.
+// usageFold answers the server process's CPU time (/proc/<pid>/stat, user
+// and system), its Go allocations so far (/_metrics' Go collector),
+// fenec_store_unfolded_bytes (the store's log not yet folded into its
+// tables) and fenec_store_fsyncs_total.
 func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes, unfolded, fsyncs float64) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
 	if err != nil {
