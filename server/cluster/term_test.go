@@ -54,13 +54,7 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 	lead := leader(t, nodes)
 	ctx := context.Background()
 	seedNotes(t, lead)
-	var other *testNode
-	for _, nd := range nodes {
-		if nd != lead {
-			other = nd
-			break
-		}
-	}
+	other := otherThan(nodes, lead)
 	// other leads once first, so its URL is recorded: its term in the
 	// window below writes nothing (a write of another leader would make
 	// the old leader discard its memory, closing the window).
@@ -193,13 +187,7 @@ func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 	lead := leader(t, nodes)
 	ctx := context.Background()
 	seedNotes(t, lead)
-	var gone *testNode
-	for _, nd := range nodes {
-		if nd != lead {
-			gone = nd
-			break
-		}
-	}
+	gone := otherThan(nodes, lead)
 	gone.stop()
 	// It misses a write: the transfer waits for it to catch up, in vain.
 	if _, err := lead.db.Exec(ctx, "put notes {n: 2}", nil); err != nil {
@@ -255,4 +243,14 @@ func catchUp(nd, lead *testNode) {
 	for deadline := time.Now().Add(10 * time.Second); nd.db.Seq() < lead.db.Seq() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// otherThan answers the first of nodes that is not nd.
+func otherThan(nodes []*testNode, nd *testNode) *testNode {
+	for _, x := range nodes {
+		if x != nd {
+			return x
+		}
+	}
+	return nil
 }

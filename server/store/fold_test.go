@@ -611,14 +611,7 @@ func TestFoldDenseDeletes(t *testing.T) {
 			t.Errorf("the fold did not use %q", docsText[k])
 		}
 	}
-	s.wmu.Unlock()
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s2 := loadSame(t, path, 2, "folded", want)
-	if err := s2.Close(); err != nil {
-		t.Fatal(err)
-	}
+	reopenFolded(t, s, path, want)
 	if docs, _, _ := tableCounts(t, path); docs != 400-96-40 {
 		t.Fatalf("%d documents in the tables, want %d", docs, 400-96-40)
 	}
@@ -652,6 +645,20 @@ func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store
 		}
 	}
 	return s
+}
+
+// reopenFolded ends foldByHand's look (s.wmu held), closes s, and opens
+// path again, which must hold want, all of it folded.
+func reopenFolded(t *testing.T, s *Store, path string, want *model) {
+	t.Helper()
+	s.wmu.Unlock()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, 2, "folded", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sealAll seals every chunk waiting for a fold, as their folds will, and
@@ -858,14 +865,7 @@ func TestFoldDeleteRanges(t *testing.T) {
 			if s.foldTx.stmts[rangeSQL] == nil {
 				t.Errorf("the fold did not use %q", rangeSQL)
 			}
-			s.wmu.Unlock()
-			if err := s.Close(); err != nil {
-				t.Fatal(err)
-			}
-			s2 := loadSame(t, path, 2, "folded", want)
-			if err := s2.Close(); err != nil {
-				t.Fatal(err)
-			}
+			reopenFolded(t, s, path, want)
 			if docs, _, _ := tableCounts(t, path); docs != 800-deleted {
 				t.Fatalf("%d documents in the tables, want %d", docs, 800-deleted)
 			}
