@@ -89,11 +89,18 @@ PY
     bad=1
     continue
   fi
-  if (cd "$tmp/server" && go test -count=1 $pkgs >"$tmp.log" 2>&1); then
+  # A mutant may hang a test rather than fail it: bounded, a timeout is a
+  # failure too.
+  if (cd "$tmp/server" && go test -count=1 -timeout 5m $pkgs >"$tmp.log" 2>&1); then
     printf '%-3s %-66s %s\n' "$n" "$name" "SURVIVED ($pkgs)"
     bad=1
   else
-    caught=$(grep -m3 -E '^\s*--- FAIL: ' "$tmp.log" | sed -E 's/^\s*--- FAIL: ([^ ]+).*/\1/' | paste -sd, -)
+    # No "--- FAIL" line (a test binary that did not build, or timed out):
+    # grep finds none, which must not end the script (set -e, pipefail).
+    caught=$(grep -m3 -E '^\s*--- FAIL: ' "$tmp.log" | sed -E 's/^\s*--- FAIL: ([^ ]+).*/\1/' | paste -sd, - || true)
+    if [ -z "$caught" ] && grep -q 'panic: test timed out' "$tmp.log"; then
+      caught="a test timing out (a hang)"
+    fi
     printf '%-3s %-66s %s\n' "$n" "$name" "caught by ${caught:-a failing build of the tests}"
   fi
 done
