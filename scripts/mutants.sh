@@ -41,7 +41,7 @@ mutations=(
   "store: ignore synced: refuse a bad log record followed by any intact one@@store/logfile.go@@	if bad >= 0 \&\& afterSynced > base {@@	if bad >= 0 \&\& afterSynced >= 0 \&\& after > 0 {@@./store"
   "store: log records say nothing was synced (synced 0)@@store/store.go@@appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)@@appendRecord(s.buf[:0], g.seq, 0, g.changes)@@./store"
   "httpapi: the connection server reads a head with Transfer-Encoding itself@@httpapi/head.go@@		case equalFold(name, \"transfer-encoding\"), equalFold(name, \"expect\")@@		case equalFold(name, \"expect\")@@./httpapi"
-  "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := watcherOf(w); ok {@@		if wt, ok := watcherOf(w); false \&\& ok {@@./httpapi ./cmd/fenec"
+  "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := under[watcher](w); ok {@@		if wt, ok := under[watcher](w); false \&\& ok {@@./httpapi ./cmd/fenec"
   "store: a sync takes only the group written early, not the units queued after it@@store/store.go@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull:@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull \&\& false:@@./store"
   "store: zeros written ahead over the block the log's records end in@@store/logfile.go@@	from := max(seg.zeroed, (seg.size+zeroBlock-1)/zeroBlock*zeroBlock)@@	from := max(seg.zeroed, seg.size/zeroBlock*zeroBlock)@@./store"
   "store: a chunk's seal does not raise the bound of the ids the tables may hold@@store/fold.go@@		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)@@		cf.latest.sealed = max(cf.latest.sealed, 0)@@./store"

@@ -229,7 +229,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
-	arr := arrivalOf(w)
+	arr, _ := under[arrival](w)
 	if req.wait != nil {
 		// A held claim may wait long before it writes: it is no longer
 		// on its way to a commit a sync should wait for.
@@ -240,7 +240,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 		// take a job nobody will work on: on a connection served by
 		// HTTPServer the request's context is only watched when asked
 		// (conn.go); under net/http it always is.
-		if wt, ok := watcherOf(w); ok {
+		if wt, ok := under[watcher](w); ok {
 			wt.watch()
 		}
 	}
@@ -501,29 +501,17 @@ type watcher interface{ watch() }
 // that it will queue none soon.
 type arrival interface{ arrived(wrote bool) }
 
-// arrivalOf finds the arrival under w's wrappers, if any.
-func arrivalOf(w http.ResponseWriter) arrival {
+// under finds a T under w's wrappers (their Unwrap), if any: the
+// connection's own response answers watcher and arrival.
+func under[T any](w http.ResponseWriter) (T, bool) {
 	for {
-		if a, ok := w.(arrival); ok {
-			return a
+		if t, ok := w.(T); ok {
+			return t, true
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {
-			return nil
-		}
-		w = u.Unwrap()
-	}
-}
-
-// watcherOf finds the watcher under w's wrappers, if any.
-func watcherOf(w http.ResponseWriter) (watcher, bool) {
-	for {
-		if wt, ok := w.(watcher); ok {
-			return wt, true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return nil, false
+			var zero T
+			return zero, false
 		}
 		w = u.Unwrap()
 	}

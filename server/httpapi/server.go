@@ -411,7 +411,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets a held claim reach the connection's watch (watcherOf), and
+// Unwrap lets a held claim reach the connection's watch (under), and
 // http.ResponseController the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
