@@ -653,10 +653,27 @@ func TestFailure(t *testing.T) {
 		_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{Sync: SyncMode{Kind: SyncInterval, Interval: time.Millisecond}}, defaultTuning)
 		breakStore(t, s)
 		put := []Change{{Op: OpMetaPut, Key: "k", Body: []byte("v")}}
-		if err := s.Commit(1, put)(); err != nil {
-			t.Fatalf("interval wait answered %v before the write", err)
+		// The writer's lock held, the committer cannot write the unit
+		// before its wait is called: without it, a wait called a tick
+		// late (a loaded machine, -race) found the store already failed
+		// by that write, and answered the failure, as it should then.
+		s.wmu.Lock()
+		answered := make(chan error, 1)
+		go func() { answered <- s.Commit(1, put)() }()
+		select {
+		case err := <-answered:
+			s.wmu.Unlock()
+			if err != nil {
+				t.Fatalf("interval wait answered %v before the write", err)
+			}
+		case <-time.After(10 * time.Second):
+			s.wmu.Unlock()
+			t.Fatal("interval wait waited for the write")
 		}
-		for s.Stats().Failed == nil {
+		for deadline := time.Now().Add(10 * time.Second); s.Stats().Failed == nil; {
+			if time.Now().After(deadline) {
+				t.Fatal("the committer's write to the broken log did not fail the store within 10 s")
+			}
 			time.Sleep(time.Millisecond)
 		}
 		if err := s.Commit(2, put)(); err == nil || !strings.Contains(err.Error(), brokenWrite) {
