@@ -204,22 +204,29 @@ func testPutWakesHeldClaim(t *testing.T, f *fixture) {
 	t.Logf("answered %v after the put", o.at.Sub(put))
 }
 
+// TestDelayedJobNotBefore: a held claim takes a delayed job when it comes
+// due, never before, and woken by the time: with no other write, only the
+// end of the claim's wait would answer it otherwise, so its lateness is
+// held against that, not against a bound a loaded machine can exceed.
 func TestDelayedJobNotBefore(t *testing.T) {
+	const wait = 5 * time.Second
 	f := newFixture(t, clock.System{})
 	f.exec(jobs)
 	f.exec(`put jobs {run_at: now() + 300, attempts: 0}`)
 	due := time.Now().Add(300 * time.Millisecond)
-	h := f.hold(5*time.Second, claim, "w1")
-	o := h.answer(t, 2*time.Second)
+	start := time.Now()
+	h := f.hold(wait, claim, "w1")
+	o := h.answer(t, wait+5*time.Second)
 	if o.err != nil || o.answer != `[{"id":1}]` {
 		t.Fatalf("%+v", o)
 	}
 	if o.at.Before(due.Add(-time.Millisecond)) {
 		t.Errorf("taken %v before its time", due.Sub(o.at))
 	}
-	if late := o.at.Sub(due); late > 50*time.Millisecond {
-		t.Errorf("taken %v late", late)
+	if o.at.Sub(start) >= wait {
+		t.Errorf("taken %v late, at the end of the claim's %v wait: the time did not wake it", o.at.Sub(due), wait)
 	}
+	t.Logf("taken %v after its time", o.at.Sub(due))
 }
 
 func TestManualClockWakesExactlyTheDue(t *testing.T) {
@@ -363,11 +370,13 @@ func testCancelledClaimTakesNothing(t *testing.T, f *fixture) {
 func TestCloseAnswersHeld(t *testing.T) {
 	f := newFixture(t, clock.System{})
 	f.exec(jobs)
+	// Answered by the close, not at the end of its 30 s wait: within 5 s
+	// proves that on a machine as loaded as it gets.
 	h := f.hold(30*time.Second, claim, "w")
 	f.settle(1)
 	start := time.Now()
 	f.hub.Close()
-	if o := h.answer(t, time.Second); o.answer != `[]` || time.Since(start) > 100*time.Millisecond {
+	if o := h.answer(t, 5*time.Second); o.answer != `[]` {
 		t.Fatalf("%+v after %v", o, time.Since(start))
 	}
 }
