@@ -35,6 +35,26 @@ func (g *groups) since(n int) []int {
 	return append([]int(nil), g.changes[n:]...)
 }
 
+// after waits until the groups synced since the first n hold changes
+// changes in all (OnCommit runs just after a group's waiters are let go,
+// so an answer may come before it), and answers them: split into more
+// groups or not, they are all there.
+func (g *groups) after(t *testing.T, n, changes int) []int {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		got, sum := g.since(n), 0
+		for _, c := range got {
+			sum += c
+		}
+		if sum >= changes {
+			return got
+		}
+		if time.Now().After(end) {
+			t.Fatalf("groups of %v changes synced in 10 s, want %d changes", got, changes)
+		}
+	}
+}
+
 func (g *groups) len() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -58,17 +78,15 @@ func TestWokenClaimJoinsThePutsGroup(t *testing.T) {
 	for i := 1; i <= 5; i++ {
 		h := f.hold(5*time.Second, claim, "w")
 		f.settle(1)
-		time.Sleep(20 * time.Millisecond) // past lookGap since its first look
+		f.looked() // the arrival's round is done: the put's round runs the claim
 		n := g.len()
 		f.exec(`put jobs {run_at: now(), attempts: 0}`)
-		o := h.answer(t, 2*time.Second)
+		o := h.answer(t, 5*time.Second)
 		if o.err != nil {
 			t.Fatalf("claim %d: %v", i, o.err)
 		}
 		f.settle(0)
-		// OnCommit runs just after a group's waiters are let go.
-		time.Sleep(20 * time.Millisecond)
-		if got := g.since(n); len(got) != 1 || got[0] != 2 {
+		if got := g.after(t, n, 2); len(got) != 1 || got[0] != 2 {
 			t.Fatalf("put %d and the claim it woke were made durable in groups of %v changes, want one group of 2", i, got)
 		}
 	}
@@ -89,7 +107,7 @@ func TestStoreFailsUnderPutAndWokenClaim(t *testing.T) {
 	f.exec(jobs)
 	h := f.hold(5*time.Second, claim, "w")
 	f.settle(1)
-	time.Sleep(20 * time.Millisecond)
+	f.looked() // the arrival's round is done: the put's round runs the claim
 	seq := f.db.Seq()
 	fail.Store(true)
 	_, err := f.db.Exec(t.Context(), `put jobs {run_at: now(), attempts: 0}`, nil)
@@ -223,8 +241,7 @@ func TestPutJustAfterArrivalJoins(t *testing.T) {
 			t.Fatalf("claim %d: %v", i, o.err)
 		}
 		f.settle(0)
-		time.Sleep(20 * time.Millisecond)
-		if got := g.since(n); len(got) != 1 || got[0] != 2 {
+		if got := g.after(t, n, 2); len(got) != 1 || got[0] != 2 {
 			t.Fatalf("put %d, sent just after the claim's arrival, and the claim were made durable in groups of %v changes, want one group of 2", i, got)
 		}
 	}
