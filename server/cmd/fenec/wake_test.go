@@ -14,21 +14,37 @@ import (
 // durable by a sync.
 func fsyncGroups(t *testing.T, c *apitest.Client) int {
 	t.Helper()
+	return counter(t, c, "fenec_store_fsyncs_total")
+}
+
+// counter reads an unlabelled counter from /_metrics.
+func counter(t *testing.T, c *apitest.Client, name string) int {
+	t.Helper()
 	r, err := c.Do("GET", "/_metrics", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(r.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, "fenec_store_fsyncs_total "); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			n, err := strconv.ParseFloat(v, 64)
 			if err != nil {
-				t.Fatalf("fenec_store_fsyncs_total %q", v)
+				t.Fatalf("%s %q", name, v)
 			}
 			return int(n)
 		}
 	}
-	t.Fatal("no fenec_store_fsyncs_total in /_metrics")
+	t.Fatalf("no %s in /_metrics", name)
 	return 0
+}
+
+// awaitCounter waits until the counter name reaches at least n.
+func awaitCounter(t *testing.T, c *apitest.Client, name string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); counter(t, c, name) < n; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed at %d within 10 s, want %d", name, counter(t, c, name), n)
+		}
+	}
 }
 
 // TestPutAndTheClaimItWakesShareOneSync: under --sync always, a put that
@@ -38,9 +54,13 @@ func TestPutAndTheClaimItWakesShareOneSync(t *testing.T) {
 	_, c := start(t, "--file", t.TempDir()+"/share.db", "--sync", "always")
 	c.MustQuery(jobsDDL)
 	for i := 1; i <= 5; i++ {
+		looks := counter(t, c, "fenec_held_looks_total")
 		ch := heldQuery(c, "30000", nil, claimOne, "w")
 		awaitHeld(t, c, 1)
-		time.Sleep(20 * time.Millisecond) // past the line's last look
+		// The claim's arrival look: its round done, the put's runs on the
+		// put's goroutine (a round under way would leave it to the loop).
+		awaitCounter(t, c, "fenec_held_looks_total", looks+1)
+		time.Sleep(20 * time.Millisecond) // the round's end, just after its look
 		before := fsyncGroups(t, c)
 		c.MustQuery("put jobs {run_at: now(), attempts: 0}")
 		r := answerOf(t, ch, 5*time.Second)
@@ -48,7 +68,10 @@ func TestPutAndTheClaimItWakesShareOneSync(t *testing.T) {
 			t.Fatalf("claim %d: %d %s", i, r.Status, r.Body)
 		}
 		awaitHeld(t, c, 0)
-		time.Sleep(20 * time.Millisecond) // the metric counts just after the answers
+		// The metric counts just after the answers: waited for, then a
+		// little longer for a second sync, had there been one.
+		awaitCounter(t, c, "fenec_store_fsyncs_total", before+1)
+		time.Sleep(20 * time.Millisecond)
 		if n := fsyncGroups(t, c) - before; n != 1 {
 			t.Fatalf("put %d and the claim it woke took %d syncs of the store, want 1", i, n)
 		}
