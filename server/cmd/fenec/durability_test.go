@@ -51,7 +51,18 @@ func TestKillLosesNoAcknowledgedWrite(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Killed once 1.5 s have passed and 100 writes are acknowledged — on
+	// a disk slowed by other jobs that may take longer — or at 20 s.
+	began := time.Now()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if since := time.Since(began); since >= 1500*time.Millisecond && n >= 100 || since >= 20*time.Second {
+			break
+		}
+	}
 	p.Kill()
 	close(stop)
 	wg.Wait()
