@@ -282,11 +282,20 @@ func (l *lockedWriter) String() string {
 	return l.buf.String()
 }
 
+// handed is every address FreeAddr answered in this process.
+var (
+	handedMu sync.Mutex
+	handed   = map[string]bool{}
+)
+
 // FreeAddr answers a loopback address free now, on a port below the
 // kernel's ephemeral range: a port from that range (a listener on :0)
 // may be handed to any outgoing connection on the machine — a client's
 // of this very test — between its release here and a node's bind, and a
-// node restarted after a kill must bind its raft address again.
+// node restarted after a kill must bind its raft address again. It never
+// answers one address twice in a process: addresses picked together are
+// all free when picked but none bound yet, so a repeat would give two
+// nodes one port.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	low := 32768
@@ -299,9 +308,21 @@ func FreeAddr(t testing.TB) string {
 	}
 	for try := 0; try < 1000; try++ {
 		addr := fmt.Sprintf("127.0.0.1:%d", 10000+mrand.IntN(low-10000))
+		handedMu.Lock()
+		again := handed[addr]
+		handedMu.Unlock()
+		if again {
+			continue
+		}
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
-			return addr
+			handedMu.Lock()
+			again = handed[addr] // another goroutine's pick meanwhile
+			handed[addr] = true
+			handedMu.Unlock()
+			if !again {
+				return addr
+			}
 		}
 	}
 	t.Fatal("no free port below the ephemeral range in 1000 tries")
