@@ -39,12 +39,13 @@ func (h *Hub) loop() {
 // With unlooked (a writer's round), a lone line to look gets the turn
 // without the look: with no other bid to rank against, the look would
 // only tell whether its head takes a row, and the head's own run, all or
-// nothing (OnlyIfTakes), tells that too — a look then a run are one pick
-// fewer as a run alone, on the path from a put to the claim it wakes. A
-// run that takes nothing reports back (turnDone) and its line looks in
-// the loop's next round, which always looks (it sets when time alone
+// nothing (OnlyIfTakes), tells that too: on the path from a put to the
+// claim it wakes, a run alone picks once where a look then a run pick
+// twice (docs/architecture.md, "Put → held worker, hop by hop"). A run
+// that takes nothing reports back (turnDone) and its line looks in the
+// loop's next round, which always looks: the look sets when time alone
 // gives the line rows, and a loop's round that gave turns unlooked would
-// give them again at each report).
+// give one again at each report.
 func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool) {
 	h.mu.Lock()
 	now := time.Now()
