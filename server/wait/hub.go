@@ -176,7 +176,7 @@ func (h *Hub) written(wr engine.Write) {
 		h.poke()
 		return
 	}
-	next, w, woke := h.round(wr.Joins)
+	next, w, woke := h.round(wr.Joins, true)
 	h.rmu.Unlock()
 	if !next.IsZero() {
 		h.poke() // the loop's timer takes the look put off by lookGap

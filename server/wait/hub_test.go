@@ -540,3 +540,81 @@ func TestWakesCounted(t *testing.T) {
 		t.Fatalf("wakes by a write %v, by the time %v; want 4 and 1", write, byTime)
 	}
 }
+
+// TestLoneLineTurnUnlooked: a put that a lone line's head can take gives
+// it the turn without a look (fenec_held_looks_total stays as it was) and
+// the claim takes the job, on a database in memory and under --sync
+// always; a put it cannot take yet (a job due later) is tried by the
+// head's own run, which takes nothing and leaves it held, and the loop's
+// look that follows finds when the job comes due, so the claim takes it
+// then, not before.
+func TestLoneLineTurnUnlooked(t *testing.T) {
+	for name, opts := range map[string]func(t *testing.T) engine.Options{
+		"memory": func(*testing.T) engine.Options { return engine.Options{File: ":memory:"} },
+		"always": func(t *testing.T) engine.Options {
+			return engine.Options{File: t.TempDir() + "/w.db", Sync: store.SyncMode{Kind: store.SyncAlways}}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, err := engine.Open(opts(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := NewMetrics(prometheus.NewRegistry())
+			hub := New(db, m)
+			t.Cleanup(func() { hub.Close(); db.Close() })
+			f := &fixture{t: t, db: db, hub: hub}
+			f.exec(jobs)
+			// held holds a claim and waits until its arrival's look is done.
+			held := func() *held {
+				h := f.hold(5*time.Second, claim, "w")
+				f.settle(1)
+				for end := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+					hub.mu.Lock()
+					looked := true
+					for _, l := range hub.lines {
+						looked = looked && !l.entered && l.running == nil
+					}
+					hub.mu.Unlock()
+					if looked {
+						return h
+					}
+					if time.Now().After(end) {
+						t.Fatal("the arrival's look did not happen")
+					}
+				}
+			}
+
+			h := held()
+			looks := testutil.ToFloat64(m.looks)
+			f.exec(`put jobs {run_at: now(), attempts: 0}`)
+			if o := h.answer(t, 2*time.Second); o.err != nil || o.answer != `[{"id":1}]` {
+				t.Fatalf("the claim woken by the put: %+v", o)
+			}
+			if got := testutil.ToFloat64(m.looks); got != looks {
+				t.Errorf("looks %v → %v for a lone line's turn, want none", looks, got)
+			}
+			f.settle(0)
+
+			h = held()
+			looks = testutil.ToFloat64(m.looks)
+			put := time.Now()
+			f.exec(`put jobs {run_at: now() + 300, attempts: 0}`)
+			time.Sleep(100 * time.Millisecond)
+			h.still(t)
+			if hub.Held() != 1 {
+				t.Fatalf("held %d after a put it cannot take yet, want 1", hub.Held())
+			}
+			o := h.answer(t, 3*time.Second)
+			if o.err != nil || o.answer != `[{"id":2}]` {
+				t.Fatalf("the claim, once the job came due: %+v", o)
+			}
+			if took := o.at.Sub(put); took < 300*time.Millisecond {
+				t.Errorf("the job due 300 ms after its put was taken after %v", took)
+			}
+			if got := testutil.ToFloat64(m.looks); got <= looks {
+				t.Errorf("looks %v → %v: the run that took nothing was not followed by a look", looks, got)
+			}
+		})
+	}
+}

@@ -19,7 +19,7 @@ func (h *Hub) loop() {
 		}
 		h.rounds.Add(1)
 		h.rmu.Lock()
-		next, _, _ := h.round(false)
+		next, _, _ := h.round(false, false)
 		h.rmu.Unlock()
 		h.timer.Stop()
 		if !next.IsZero() {
@@ -35,7 +35,18 @@ func (h *Hub) loop() {
 // it woke a held claim's goroutine (woke). With here, the claim given the
 // turn is not woken but answered to the caller (run), which runs it itself
 // (runHere) — unless its request has already ended. rmu is held.
-func (h *Hub) round(here bool) (next time.Time, run *waiter, woke bool) {
+//
+// With unlooked (a writer's round), a lone line to look gets the turn
+// without the look: with no other bid to rank against, the look would
+// only tell whether its head takes a row, and the head's own run, all or
+// nothing (OnlyIfTakes), tells that too: on the path from a put to the
+// claim it wakes, a run alone picks once where a look then a run pick
+// twice (docs/architecture.md, "Put → held worker, hop by hop"). A run
+// that takes nothing reports back (turnDone) and its line looks in the
+// loop's next round, which always looks: the look sets when time alone
+// gives the line rows, and a loop's round that gave turns unlooked would
+// give one again at each report.
+func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool) {
 	h.mu.Lock()
 	now := time.Now()
 	later := func(t time.Time) {
@@ -71,6 +82,12 @@ func (h *Hub) round(here bool) (next time.Time, run *waiter, woke bool) {
 				lines = append(lines, l)
 			}
 		}
+	}
+	if unlooked && len(lines) == 1 {
+		run, woke = h.turn(lines[0], lines[0].waiters[0], here)
+		h.setAlarm()
+		h.mu.Unlock()
+		return next, run, woke
 	}
 	heads := make([]*waiter, len(lines))
 	reqs := make([][]engine.Parsed, len(lines))
@@ -115,16 +132,21 @@ func (h *Hub) round(here bool) (next time.Time, run *waiter, woke bool) {
 		}
 	}
 	if best >= 0 {
-		l, w := lines[best], heads[best]
-		if here && w.ctx.Err() == nil {
-			l.running, w.here, run = w, true, w
-		} else {
-			h.give(l, w)
-			woke = true
-		}
+		run, woke = h.turn(lines[best], heads[best], here)
 	}
 	h.setAlarm()
 	return next, run, woke
+}
+
+// turn gives w, the head of l, the turn: answered to be run on the
+// caller's goroutine with here (round), else woken; h.mu is held.
+func (h *Hub) turn(l *line, w *waiter, here bool) (run *waiter, woke bool) {
+	if here && w.ctx.Err() == nil {
+		l.running, w.here = w, true
+		return w, false
+	}
+	h.give(l, w)
+	return nil, true
 }
 
 // setAlarm has the clock call timeMoved when the earliest line whose rows
