@@ -1392,9 +1392,20 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
+	// A chunk started by a group of at most foldRows changes closes before
+	// it holds more than foldRows rows, and one started by a bigger group
+	// holds that group alone: either way no more documents than most. Its
+	// maps are made no bigger than that, whatever the last chunk sealed
+	// held (collLatest.hint): after a fill's big batches, a relaxed
+	// server's small chunks each made a map for thousands, a tenth of
+	// its CPU at one worker (docs/architecture.md).
+	most := 0
+	if s.tune.foldRows > 0 {
+		most = max(s.tune.foldRows, len(changes))
+	}
 	// s.latest is Load's, which bounds the ids the tables hold: none is
 	// made here, which would take the tables for empty.
-	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
+	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest, most)
 	if cap(changes) <= spareChanges {
 		clear(changes) // the bodies, for the garbage collector
 		select {
