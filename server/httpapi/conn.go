@@ -224,10 +224,11 @@ func (s *HTTPServer) closeIdle() bool {
 // sweep watches the connections of requests running past watchAfter.
 //
 // With no request running and no connection that wrote lately, it stops
-// ticking until a request starts (serveRequest wakes it): an idle server's
-// ticks, 40 a second, were more than half of its CPU (each wakes a thread
-// of the runtime's), and a drive of queue-bench pays for some ten idle
-// seconds while the store folds its log (docs/architecture.md).
+// ticking until a request starts (serveRequest wakes it): an idle
+// server's ticks, 40 a second, were more than half of its CPU (each wakes
+// a thread of the runtime's), and a drive of queue-bench pays for some
+// ten idle seconds while the store folds its log (docs/architecture.md,
+// "The relaxed path's CPU").
 func (s *HTTPServer) sweep() {
 	period := s.watchAfter / 2
 	t := time.NewTicker(period)

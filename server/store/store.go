@@ -323,9 +323,10 @@ const spareGroups = 4
 // batch's is left to the garbage collector. It holds a relaxed server's
 // group of an interval at tens of thousands of jobs a second (two changes
 // a job: a claim's and its ack's), 2.5 MB: a slice grown anew each
-// interval, from a spare of 4 096, cost about a twentieth of the server's
-// CPU at one worker under --sync 250 in its copies and its fresh pages'
-// faults (docs/architecture.md).
+// interval, from a spare of 4 096, cost the server about 3 % of its CPU
+// at one worker under --sync 250 in its copies, its fresh pages' faults
+// and the collector's work (docs/architecture.md, "The relaxed path's
+// CPU").
 const spareChanges = 1 << 15
 
 // group is the units queued between two commits: one log record; one sync
@@ -1402,8 +1403,8 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 	// holds that group alone: either way no more documents than most. Its
 	// maps are made no bigger than that, whatever the last chunk sealed
 	// held (collLatest.hint): after a fill's big batches, a relaxed
-	// server's small chunks each made a map for thousands, a tenth of
-	// its CPU at one worker (docs/architecture.md).
+	// server's small chunks each made a map for thousands, 7 % of its
+	// CPU at one worker (docs/architecture.md, "The relaxed path's CPU").
 	most := 0
 	if s.tune.foldRows > 0 {
 		most = max(s.tune.foldRows, len(changes))
