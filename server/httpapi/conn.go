@@ -46,6 +46,10 @@ type HTTPServer struct {
 	// inbound, if set, counts the requests on their way to a commit
 	// (CountInbound).
 	inbound Inbound
+	// asleep is set while the sweeper waits for a request to start rather
+	// than ticking (sweep); a request that sees it wakes it (wake).
+	asleep atomic.Bool
+	wake   chan struct{}
 }
 
 // Inbound counts requests on their way to a commit (store.Inbound): Add
@@ -86,6 +90,7 @@ func newHTTPServer(h http.Handler, fallback *http.Server) *HTTPServer {
 		readTimeout:  fallback.ReadTimeout,
 		writeTimeout: fallback.WriteTimeout,
 		done:         make(chan struct{}),
+		wake:         make(chan struct{}, 1),
 		conns:        map[*conn]struct{}{},
 		watchAfter:   watchAfter,
 		// Unset, the header and idle timeouts are the read timeout, as
@@ -217,8 +222,16 @@ func (s *HTTPServer) closeIdle() bool {
 }
 
 // sweep watches the connections of requests running past watchAfter.
+//
+// With no request running and no connection that wrote lately, it stops
+// ticking until a request starts (serveRequest wakes it): an idle
+// server's ticks, 40 a second, were more than half of its CPU (each wakes
+// a thread of the runtime's), and a drive of queue-bench pays for some
+// ten idle seconds while the store folds its log (docs/architecture.md,
+// "The relaxed path's CPU").
 func (s *HTTPServer) sweep() {
-	t := time.NewTicker(s.watchAfter / 2)
+	period := s.watchAfter / 2
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -226,22 +239,65 @@ func (s *HTTPServer) sweep() {
 			return
 		case <-t.C:
 		}
-		now := time.Now()
-		active := 0
-		s.mu.Lock()
-		for c := range s.conns {
-			c.mu.Lock()
-			if c.inRequest && now.Sub(c.started) >= s.watchAfter {
+		if s.sweepOnce() {
+			continue
+		}
+		// Asleep is set before the connections are looked at again: a
+		// request that started meanwhile either sees it (and wakes the
+		// sweeper) or is seen here.
+		t.Stop()
+		s.asleep.Store(true)
+		if s.sweepOnce() {
+			if s.asleep.Swap(false) {
+				t.Reset(period)
+				continue
+			}
+			// A request woke the sweeper meanwhile: take its wake.
+		}
+		select {
+		case <-s.done:
+			return
+		case <-s.wake:
+		}
+		t.Reset(period)
+	}
+}
+
+// sweepOnce starts the watch of each request running past watchAfter,
+// tells the inbound how many connections wrote lately, and reports
+// whether the sweeper has to tick on: whether a request runs or a
+// connection wrote lately.
+func (s *HTTPServer) sweepOnce() bool {
+	now := time.Now()
+	active, running := 0, false
+	s.mu.Lock()
+	for c := range s.conns {
+		c.mu.Lock()
+		if c.inRequest {
+			running = true
+			if now.Sub(c.started) >= s.watchAfter {
 				c.startWatch()
 			}
-			if !c.posted.IsZero() && now.Sub(c.posted) < activeWindow {
-				active++
-			}
-			c.mu.Unlock()
 		}
-		s.mu.Unlock()
-		if s.inbound != nil {
-			s.inbound.SetActive(active)
+		if !c.posted.IsZero() && now.Sub(c.posted) < activeWindow {
+			active++
+		}
+		c.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if s.inbound != nil {
+		s.inbound.SetActive(active)
+	}
+	return running || active > 0
+}
+
+// wakeSweep wakes the sweeper if it waits for a request (sweep); a
+// request calls it once it counts as running (inRequest).
+func (s *HTTPServer) wakeSweep() {
+	if s.asleep.Load() && s.asleep.CompareAndSwap(true, false) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -636,6 +692,7 @@ func (c *conn) serveRequest() bool {
 	c.mu.Lock()
 	c.inRequest, c.started = true, now
 	c.mu.Unlock()
+	c.s.wakeSweep()
 	c.s.handler.ServeHTTP(w, req)
 	c.arrived(false) // a handler that never said: it wrote nothing, or failed
 	ok := w.finish()

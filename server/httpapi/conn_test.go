@@ -731,6 +731,40 @@ func TestConnLongRequest(t *testing.T) {
 	awaitGoroutines(t, before)
 }
 
+// TestConnLongRequestAfterIdle: the sweeper stops ticking while the
+// server is idle (sweep), and a request that then runs past watchAfter is
+// still watched: its client going away ends its context.
+func TestConnLongRequestAfterIdle(t *testing.T) {
+	cancelled := make(chan bool, 1)
+	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+			cancelled <- true
+		case <-time.After(time.Second):
+			cancelled <- false
+		}
+		io.WriteString(w, "long")
+	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
+	ln := serveOn(t, srv)
+	c := mustDial(t, ln.Addr().String())
+	defer c.Close()
+	for deadline := time.Now().Add(2 * time.Second); !srv.asleep.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("an idle server's sweeper still ticks after 2 s")
+		}
+	}
+	io.WriteString(c, "GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(150 * time.Millisecond)
+	if srv.asleep.Load() {
+		t.Fatal("the sweeper sleeps while a request runs")
+	}
+	start := time.Now()
+	c.Close()
+	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
+		t.Fatalf("a long request's client gone after the server was idle: its context ended %v, after %v", false, time.Since(start))
+	}
+}
+
 // TestConnBodyRoom: a client that declares a body of up to --max-body and
 // sends none of it holds little memory: the room for a body grows as its
 // bytes come, not to its declared length at once.
