@@ -29,6 +29,10 @@ type foldSet struct {
 	creates int       // creations so far, to keep their order
 	rows    int       // the rows its fold writes or deletes, about: what a fold's time grows with
 	resets  bool      // a collection is dropped or created: folded in one transaction
+	// room bounds the documents a collection may hold in this chunk, so
+	// the size its maps are made at (collLatest.hint): Store.addFold sets
+	// it from its first group (0: no bound).
+	room int
 
 	// A chunk that creates or drops nothing may be folded in parts
 	// (writePart): order lists its documents in the order they are
@@ -193,7 +197,11 @@ func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
 		l := latest.of(name)
-		cf = &collFold{docs: make(map[int64][]byte, l.hint), ids: make([]int64, 0, l.hint), latest: l}
+		n := l.hint
+		if f.room > 0 {
+			n = min(n, f.room)
+		}
+		cf = &collFold{docs: make(map[int64][]byte, n), ids: make([]int64, 0, n), latest: l}
 		f.colls[name] = cf
 	}
 	return cf

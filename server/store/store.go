@@ -1392,9 +1392,20 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
+	// A chunk begun by a group of at most foldRows rows closes before it
+	// passes foldRows; one begun by a bigger group takes no other. So it
+	// holds at most that many documents of a collection, however many the
+	// last chunk sealed held (collLatest.hint): under --sync always, after
+	// a put of thousands of jobs, each chunk of a few claims' and acks'
+	// rows made maps for thousands until the next fold (a quarter of a
+	// megabyte a chunk).
+	f := s.folds[len(s.folds)-1]
+	if f.empty() && s.tune.foldRows > 0 {
+		f.room = max(s.tune.foldRows, len(changes)+1)
+	}
 	// s.latest is Load's, which bounds the ids the tables hold: none is
 	// made here, which would take the tables for empty.
-	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest)
+	f.add(changes, seq, size, s.latest)
 	if cap(changes) <= spareChanges {
 		clear(changes) // the bodies, for the garbage collector
 		select {
