@@ -134,6 +134,9 @@ func clientLine(figs []figure) string {
 		}
 		if len(parts) > 0 {
 			name, _, _ := strings.Cut(f.Name, ",")
+			if f.Method == threeStatements {
+				name += " claiming in three round trips"
+			}
 			lines = append(lines, name+": "+strings.Join(parts, " · "))
 		}
 	}

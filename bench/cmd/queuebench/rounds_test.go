@@ -223,6 +223,7 @@ func TestClientCPU(t *testing.T) {
 		{Section: secDurable, Name: "1 worker, claim 10, ack each", Durability: "durable", Workers: 1, Method: oneStatement, Fenec: fen, Postgres: pg},
 		{Section: secDurable, Name: "4 workers, claim 10, ack each", Durability: "durable", Workers: 4, Method: oneStatement, Fenec: &result{JobsPerSec: 40000}},
 		{Section: secRelaxed, Name: "1 worker, claim 10, ack each", Durability: "relaxed", Workers: 1, Method: oneStatement, Fenec: &result{JobsPerSec: 50000, ClientCPU: 11}},
+		{Section: secRelaxed, Name: "1 worker, claim in three round trips (read, compare-and-set, read back), ack each", Durability: "relaxed", Workers: 1, Method: threeStatements, Fenec: &result{JobsPerSec: 9000, ClientCPU: 40}},
 	}}
 	md := rep.markdown(1)
 	durable := md[strings.Index(md, secDurable):strings.Index(md, secRelaxed)]
@@ -233,7 +234,7 @@ func TestClientCPU(t *testing.T) {
 	if strings.Contains(durable, "4 workers:") {
 		t.Errorf("the client line names a line without a client figure:\n%s", durable)
 	}
-	if relaxed := md[strings.Index(md, secRelaxed):]; !strings.Contains(relaxed, "1 worker: Fenec 11.0.") {
+	if relaxed := md[strings.Index(md, secRelaxed):]; !strings.Contains(relaxed, "1 worker: Fenec 11.0; 1 worker claiming in three round trips: Fenec 40.0.") {
 		t.Errorf("no client line under the relaxed table:\n%s", relaxed)
 	}
 	if process := md[strings.Index(md, secProcess):strings.Index(md, secDurable)]; strings.Contains(process, "Client CPU") {
