@@ -96,9 +96,9 @@ func cell(ts []tally, lossy bool) *result {
 		return nil
 	}
 	var (
-		rounds             []round
-		jobs, read         int
-		took, cpu, drained, client time.Duration
+		rounds                        []round
+		jobs, read                    int
+		took, cpu, drained, client    time.Duration
 		allCPU, allDrained, allClient = true, true, true
 	)
 	for _, t := range ts {
