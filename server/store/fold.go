@@ -28,11 +28,11 @@ type foldSet struct {
 	since   time.Time // when the oldest of those records was logged
 	creates int       // creations so far, to keep their order
 	rows    int       // the rows its fold writes or deletes, about: what a fold's time grows with
-	// most bounds the documents a collection's map in f is made for
-	// (collLatest.hint), when known (0: not): a chunk closed by rows holds
-	// no more documents than rows (Store.addFold).
-	most   int
-	resets bool // a collection is dropped or created: folded in one transaction
+	resets  bool      // a collection is dropped or created: folded in one transaction
+	// room bounds the documents a collection may hold in this chunk, so
+	// the size its maps are made at (collLatest.hint): Store.addFold sets
+	// it from its first group (0: no bound).
+	room int
 
 	// A chunk that creates or drops nothing may be folded in parts
 	// (writePart): order lists its documents in the order they are
@@ -180,14 +180,10 @@ func (f *foldSet) empty() bool { return f.seq == 0 }
 // add folds one log record's changes (ending at seq, size bytes long) into
 // f.
 // Each document written is recorded in latest as written last by f.
-//
-// most, when not 0, bounds the documents f may come to hold: its maps are
-// made no bigger.
-func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs, most int) {
+func (f *foldSet) add(changes []Change, seq uint64, size int, latest latestDocs) {
 	if f.empty() {
 		f.since = time.Now()
 		f.first = seq
-		f.most = most
 	}
 	for _, c := range changes {
 		f.apply(c, latest)
@@ -201,11 +197,11 @@ func (f *foldSet) coll(name string, latest latestDocs) *collFold {
 	cf := f.colls[name]
 	if cf == nil {
 		l := latest.of(name)
-		hint := l.hint
-		if f.most > 0 {
-			hint = min(hint, f.most)
+		n := l.hint
+		if f.room > 0 {
+			n = min(n, f.room)
 		}
-		cf = &collFold{docs: make(map[int64][]byte, hint), ids: make([]int64, 0, hint), latest: l}
+		cf = &collFold{docs: make(map[int64][]byte, n), ids: make([]int64, 0, n), latest: l}
 		f.colls[name] = cf
 	}
 	return cf

@@ -872,3 +872,86 @@ func TestFoldDeleteRanges(t *testing.T) {
 		})
 	}
 }
+
+// TestFoldChunkSizedByItsRoom: a chunk's maps are made for the documents
+// it can hold, not for those of the last chunk sealed. After a put of
+// thousands of documents is folded (its seal leaves a hint of thousands),
+// each chunk of small units held maps made for thousands until the next
+// fold: a quarter of a megabyte a chunk, under --sync always a chunk every
+// few claims. The sizes are asked of the ids' slice (a map's are not
+// told), made alike; the state stays the units'.
+func TestFoldChunkSizedByItsRoom(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	want := newModel()
+	fill := []Change{{Op: OpCreate, Coll: "jobs", ID: 1, Body: []byte("schema")}}
+	for i := range int64(5000) {
+		fill = append(fill, Change{Op: OpPut, Coll: "jobs", ID: 1 + i, Body: fmt.Appendf(nil, "job %d", 1+i)})
+	}
+	const rows = 64
+	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: rows, maxPending: 64 << 20, busyTimeout: time.Second}
+	_, _, _, s := load(t, path, Options{}, tune)
+	commitAll(t, s, 1, [][]Change{fill})
+	units := [][]Change{fill}
+	// Fold the fill by hand: its seal leaves the hint.
+	s.wmu.Lock()
+	for more := true; more; {
+		var err error
+		if more, err = s.foldLog(); err != nil {
+			s.wmu.Unlock()
+			t.Fatal(err)
+		}
+	}
+	s.wmu.Unlock()
+	if h := s.latest["jobs"].hint; h < 1000 {
+		t.Fatalf("the fill's seal left a hint of %d; the test needs thousands", h)
+	}
+	// Claims of ten and acks of ten, many chunks of them, and one unit
+	// bigger than a chunk's rows, which begins a chunk of its own.
+	seq := uint64(2)
+	for c := range int64(30) {
+		var claim, ack []Change
+		for i := range int64(10) {
+			id := 1 + c*10 + i
+			claim = append(claim, Change{Op: OpPut, Coll: "jobs", ID: id, Body: fmt.Appendf(nil, "claimed %d", id)})
+			ack = append(ack, Change{Op: OpDelete, Coll: "jobs", ID: id})
+		}
+		units = append(units, claim, ack)
+	}
+	var big []Change
+	for i := range int64(3 * rows) {
+		big = append(big, Change{Op: OpPut, Coll: "jobs", ID: 1000 + i, Body: fmt.Appendf(nil, "big %d", i)})
+	}
+	units = append(units, big)
+	// One at a time: a group is a unit.
+	for i, u := range units[1:] {
+		if err := s.Commit(seq+uint64(i), u)(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.fmu.Lock()
+	chunks := 0
+	for _, f := range s.folds {
+		cf := f.colls["jobs"]
+		if cf == nil {
+			continue
+		}
+		chunks++
+		// Its first group's changes, or foldRows, bound its room: no
+		// group here holds more than the big unit.
+		if cap(cf.ids) > len(big)+1 {
+			t.Errorf("a chunk of %d documents (%d rows) made its ids for %d; no group here holds more than %d changes", len(cf.docs), f.rows, cap(cf.ids), len(big))
+		}
+	}
+	s.fmu.Unlock()
+	if chunks < 3 {
+		t.Fatalf("%d chunks hold the units; the test needs several", chunks)
+	}
+	want.applyAll(t, units)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := loadSame(t, path, uint64(len(units)), "after the folds", want)
+	if err := s2.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1398,20 +1398,20 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 		(s.tune.foldRows > 0 && s.folds[n-1].rows+len(changes)+1 > s.tune.foldRows))) {
 		s.folds = append(s.folds, newFoldSet())
 	}
-	// A chunk started by a group of at most foldRows changes closes before
-	// it holds more than foldRows rows, and one started by a bigger group
-	// holds that group alone: either way no more documents than most. Its
-	// maps are made no bigger than that, whatever the last chunk sealed
-	// held (collLatest.hint): after a fill's big batches, a relaxed
-	// server's small chunks each made a map for thousands, 7 % of its
-	// CPU at one worker (docs/architecture.md, "The relaxed path's CPU").
-	most := 0
-	if s.tune.foldRows > 0 {
-		most = max(s.tune.foldRows, len(changes))
+	// A chunk begun by a group of at most foldRows rows closes before it
+	// passes foldRows; one begun by a bigger group takes no other. So it
+	// holds at most that many documents of a collection, however many the
+	// last chunk sealed held (collLatest.hint): under --sync always, after
+	// a put of thousands of jobs, each chunk of a few claims' and acks'
+	// rows made maps for thousands until the next fold (a quarter of a
+	// megabyte a chunk).
+	f := s.folds[len(s.folds)-1]
+	if f.empty() && s.tune.foldRows > 0 {
+		f.room = max(s.tune.foldRows, len(changes)+1)
 	}
 	// s.latest is Load's, which bounds the ids the tables hold: none is
 	// made here, which would take the tables for empty.
-	s.folds[len(s.folds)-1].add(changes, seq, size, s.latest, most)
+	f.add(changes, seq, size, s.latest)
 	if cap(changes) <= spareChanges {
 		clear(changes) // the bodies, for the garbage collector
 		select {

@@ -48,6 +48,11 @@ type result struct {
 	// the run on its work for it (Fenec: folding the run's log into the
 	// tables, which the store defers by up to 10 s), until done.
 	ServerCPUDrained float64 `json:"server_cpu_us_per_job_drained,omitempty"`
+	// ClientCPU is the benchmark process's own CPU time per job acked, in
+	// µs, over the run (getrusage): its workers' clients — Fenec's
+	// net/http and encoding/json, pgx, go-redis — which share the
+	// machine's cores with the server.
+	ClientCPU float64 `json:"client_cpu_us_per_job,omitempty"`
 	// Samples are a latency distribution in milliseconds, sorted, for the
 	// chart.
 	Samples []float64 `json:"samples_ms,omitempty"`

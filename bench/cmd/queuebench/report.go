@@ -91,13 +91,17 @@ func (r *report) markdown(h int) string {
 	}
 	b.WriteString("\nFenec/peer: Fenec's number over the peer's — of jobs/s where the line has them (above 1: Fenec does more), else of the p50 (below 1: Fenec is quicker). Latencies are in ms.\n")
 	section := ""
+	var in []figure // the section's figures so far
 	for _, f := range r.Figures {
 		if f.Section != section {
-			section = f.Section
+			b.WriteString(clientLine(in))
+			section, in = f.Section, nil
 			fmt.Fprintf(&b, "\n%s# %s\n\n| figure | Fenec | PostgreSQL | Redis | Fenec/peer |\n| --- | --- | --- | --- | --- |\n", hd, section)
 		}
+		in = append(in, f)
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", f.Name, f.Fenec.cell(), f.Postgres.cell(), f.Redis.cell(), f.ratio())
 	}
+	b.WriteString(clientLine(in))
 	if len(r.Targets) > 0 {
 		fmt.Fprintf(&b, "\n%s# Targets\n\n", hd)
 		for _, t := range r.Targets {
@@ -109,6 +113,38 @@ func (r *report) markdown(h int) string {
 		}
 	}
 	return b.String()
+}
+
+// clientLine writes, under a table of runs over the network, the client's
+// CPU per job of each system at each line that has it (result.ClientCPU):
+// the benchmark's own process, which drives the workers on the same cores
+// as the servers, so a server's jobs/s is bounded by its clients' cost
+// too. "" when no line has it.
+func clientLine(figs []figure) string {
+	var lines []string
+	for _, f := range figs {
+		var parts []string
+		for _, p := range []struct {
+			name string
+			r    *result
+		}{{"Fenec", f.Fenec}, {"PostgreSQL", f.Postgres}, {"Redis", f.Redis}} {
+			if p.r != nil && p.r.ClientCPU > 0 {
+				parts = append(parts, p.name+" "+num(p.r.ClientCPU)+between(of(p.r.Rounds, clientOf), num))
+			}
+		}
+		if len(parts) > 0 {
+			name, _, _ := strings.Cut(f.Name, ",")
+			if f.Method == threeStatements {
+				name += " claiming in three round trips"
+			}
+			lines = append(lines, name+": "+strings.Join(parts, " · "))
+		}
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return "\nClient CPU/job in µs (this benchmark's own process over the same drives: its workers' clients, Fenec's net/http and encoding/json, pgx, go-redis, on the same cores as the servers): " +
+		strings.Join(lines, "; ") + ".\n"
 }
 
 // method says what each number of the run is: how many drives of how

@@ -25,6 +25,7 @@ type round struct {
 	P99              float64 `json:"p99_ms,omitempty"`
 	ServerCPU        float64 `json:"server_cpu_us_per_job,omitempty"`
 	ServerCPUDrained float64 `json:"server_cpu_us_per_job_drained,omitempty"`
+	ClientCPU        float64 `json:"client_cpu_us_per_job,omitempty"`
 	Jobs             int     `json:"jobs,omitempty"`
 	Seconds          float64 `json:"seconds,omitempty"`
 }
@@ -69,6 +70,7 @@ func jobsPerSec(r round) float64 { return r.JobsPerSec }
 func p50Of(r round) float64      { return r.P50 }
 func p99Of(r round) float64      { return r.P99 }
 func cpuOf(r round) float64      { return r.ServerCPU }
+func clientOf(r round) float64   { return r.ClientCPU }
 
 // perJob answers a CPU time per job in µs.
 func perJob(cpu time.Duration, jobs int) float64 {
@@ -85,6 +87,8 @@ func perJob(cpu time.Duration, jobs int) float64 {
 //     summed (a job costs the same CPU in a slow patch or not, and the
 //     sum has the ticks of 10 ms /proc counts in the error of one drive);
 //     with the fold after only when every drive has it.
+//   - the client's CPU per job (this process's), alike: every drive's
+//     over all their jobs, when every drive has it.
 //   - the share of jobs read lost to another worker (lossy): over all the
 //     drives' reads.
 func cell(ts []tally, lossy bool) *result {
@@ -92,10 +96,10 @@ func cell(ts []tally, lossy bool) *result {
 		return nil
 	}
 	var (
-		rounds             []round
-		jobs, read         int
-		took, cpu, drained time.Duration
-		allCPU, allDrained = true, true
+		rounds                        []round
+		jobs, read                    int
+		took, cpu, drained, client    time.Duration
+		allCPU, allDrained, allClient = true, true, true
 	)
 	for _, t := range ts {
 		p50, p99 := percentiles(t.claims)
@@ -113,12 +117,18 @@ func cell(ts []tally, lossy bool) *result {
 		} else {
 			allDrained = false
 		}
+		if t.client > 0 && t.jobs > 0 {
+			r.ClientCPU = perJob(t.client, t.jobs)
+		} else {
+			allClient = false
+		}
 		rounds = append(rounds, r)
 		jobs += t.jobs
 		read += t.read
 		took += t.took
 		cpu += t.cpu
 		drained += t.drained
+		client += t.client
 	}
 	res := &result{
 		JobsPerSec: median(of(rounds, jobsPerSec)),
@@ -132,6 +142,9 @@ func cell(ts []tally, lossy bool) *result {
 		if allDrained {
 			res.ServerCPUDrained = perJob(drained, jobs)
 		}
+	}
+	if allClient && jobs > 0 {
+		res.ClientCPU = perJob(client, jobs)
 	}
 	if lossy && read > 0 {
 		res.Value = 100 * float64(read-jobs) / float64(read)

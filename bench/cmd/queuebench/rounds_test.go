@@ -189,3 +189,59 @@ func TestSpreadInReport(t *testing.T) {
 		}
 	}
 }
+
+// TestClientCPU checks the client's CPU per job: like the server's, every
+// drive's CPU summed over their jobs summed (not a mean of the drives'
+// figures), each drive's own kept as a round, none when a drive lacks it
+// (a queue in this process); and the line under a network table, which
+// names each system's figure at each worker count with its spread, and is
+// left out where no line has one.
+func TestClientCPU(t *testing.T) {
+	ms := time.Millisecond
+	ts := []tally{
+		{jobs: 20000, took: 2 * time.Second, claims: claimsOf(10, ms, ms), cpu: 400 * ms, client: 200 * ms},
+		{jobs: 5000, took: 2 * time.Second, claims: claimsOf(10, ms, ms), cpu: 150 * ms, client: 100 * ms},
+		{jobs: 25000, took: 2 * time.Second, claims: claimsOf(10, ms, ms), cpu: 450 * ms, client: 300 * ms},
+	}
+	r := cell(ts, false)
+	// 600 ms over 50 000 jobs: 12 µs; the drives' own 10, 20 and 12.
+	if math.Abs(r.ClientCPU-12) > 1e-9 {
+		t.Errorf("client CPU %v µs/job, want 12 (600 ms over 50 000 jobs)", r.ClientCPU)
+	}
+	if got := of(r.Rounds, clientOf); !slices.Equal(got, []float64{10, 20, 12}) {
+		t.Errorf("the drives' client CPU %v, want [10 20 12]", got)
+	}
+	ts[1].client = 0
+	if r := cell(ts, false); r.ClientCPU != 0 {
+		t.Errorf("client CPU %v with a drive not measured, want none", r.ClientCPU)
+	}
+
+	pg := &result{JobsPerSec: 14000, ClientCPU: 8, Rounds: []round{{JobsPerSec: 14000, ClientCPU: 7}, {JobsPerSec: 13000, ClientCPU: 9}}}
+	fen := &result{JobsPerSec: 30000, ClientCPU: 12.5}
+	rep := &report{Jobs: 1000, Batch: 10, Duration: "2s", Rounds: 1, Figures: []figure{
+		{Section: secProcess, Name: "1 worker, claim in one statement, ack each", Workers: 1, Fenec: &result{JobsPerSec: 100000}},
+		{Section: secDurable, Name: "1 worker, claim 10, ack each", Durability: "durable", Workers: 1, Method: oneStatement, Fenec: fen, Postgres: pg},
+		{Section: secDurable, Name: "4 workers, claim 10, ack each", Durability: "durable", Workers: 4, Method: oneStatement, Fenec: &result{JobsPerSec: 40000}},
+		{Section: secRelaxed, Name: "1 worker, claim 10, ack each", Durability: "relaxed", Workers: 1, Method: oneStatement, Fenec: &result{JobsPerSec: 50000, ClientCPU: 11}},
+		{Section: secRelaxed, Name: "1 worker, claim in three round trips (read, compare-and-set, read back), ack each", Durability: "relaxed", Workers: 1, Method: threeStatements, Fenec: &result{JobsPerSec: 9000, ClientCPU: 40}},
+	}}
+	md := rep.markdown(1)
+	durable := md[strings.Index(md, secDurable):strings.Index(md, secRelaxed)]
+	line := "1 worker: Fenec 12.5 · PostgreSQL 8.00 [7.00–9.00]."
+	if !strings.Contains(durable, "Client CPU/job in µs") || !strings.Contains(durable, line) {
+		t.Errorf("no client line %q under the durable table:\n%s", line, durable)
+	}
+	if strings.Contains(durable, "4 workers:") {
+		t.Errorf("the client line names a line without a client figure:\n%s", durable)
+	}
+	if relaxed := md[strings.Index(md, secRelaxed):]; !strings.Contains(relaxed, "1 worker: Fenec 11.0; 1 worker claiming in three round trips: Fenec 40.0.") {
+		t.Errorf("no client line under the relaxed table:\n%s", relaxed)
+	}
+	if process := md[strings.Index(md, secProcess):strings.Index(md, secDurable)]; strings.Contains(process, "Client CPU") {
+		t.Errorf("a client line under a table without client figures:\n%s", process)
+	}
+	// The line follows its table's last row, before the next heading.
+	if i, j := strings.Index(md, "Client CPU/job"), strings.Index(md, "| 4 workers, claim 10"); i < j {
+		t.Errorf("the client line comes before its table's rows:\n%s", md)
+	}
+}

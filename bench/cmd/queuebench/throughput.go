@@ -58,6 +58,10 @@ type tally struct {
 	took   time.Duration
 	claims []time.Duration
 	cpu    time.Duration // the server's CPU time over the run; 0: not measured
+	// client is this process's own CPU time over the run, its workers'
+	// clients' (HTTP and JSON, pgx, go-redis); 0: not measured (a queue
+	// in this process, whose CPU is the server's too).
+	client time.Duration
 	// drained is cpu with the server's background work for the run
 	// (drainer) until it ended; 0: not measured.
 	drained time.Duration
@@ -108,11 +112,12 @@ func start(q queue, n int, d time.Duration) (t *tally, finish func() error, err 
 	// The server's CPU is read once every worker holds its connection, as
 	// a user's pool would, and again before any lets it go.
 	pid := q.serverPID()
-	var cpu0 time.Duration
+	var cpu0, client0 time.Duration
 	stop := func() {}
 	if pid > 0 {
 		stop = profile(pid)
 		cpu0 = treeCPU(pid)
+		client0 = selfCPU()
 	}
 	began := time.Now()
 	deadline := began.Add(d)
@@ -146,6 +151,7 @@ func start(q queue, n int, d time.Duration) (t *tally, finish func() error, err 
 	wg.Wait()
 	total.took = time.Since(began)
 	if pid > 0 {
+		total.client = selfCPU() - client0
 		total.cpu = treeCPU(pid) - cpu0
 	}
 	if first != nil {
