@@ -598,7 +598,9 @@ func TestLoneLineTurnUnlooked(t *testing.T) {
 
 			h = held()
 			looks = testutil.ToFloat64(m.looks)
-			put := time.Now()
+			// now() is the server's clock in whole ms: the job is due 300 ms
+			// after the put's ms began, which may be up to 1 ms before this.
+			put := time.Now().Truncate(time.Millisecond)
 			f.exec(`put jobs {run_at: now() + 300, attempts: 0}`)
 			time.Sleep(100 * time.Millisecond)
 			h.still(t)
