@@ -48,6 +48,7 @@ mutations=(
   "httpapi: a retry under an Idempotency-Key replays a record whose write the cluster's log has not committed@@httpapi/idempotency.go@@	if rec.Seq > committed {@@	if false \&\& rec.Seq > committed {@@./cluster ./httpapi"
   "store: the fold's range delete steps over a gap of one id (deletes a document that stays)@@store/fold.go@@		for j < len(keys) \&\& keys[j].id == keys[j-1].id+1 {@@		for j < len(keys) \&\& keys[j].id <= keys[j-1].id+2 {@@./store"
   "cluster: an entry made by memory of another term is applied, not skipped@@cluster/node.go@@tagged \&\& term != l.Term {@@tagged \&\& false \&\& term != l.Term {@@./cluster"
+  "httpapi: a request after an idle spell does not wake the sleeping sweeper (its watch never starts)@@httpapi/conn.go@@	c.s.wakeSweep()@@	_ = c.s.wakeSweep@@./httpapi"
 )
 
 only=("$@")
