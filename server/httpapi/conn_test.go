@@ -693,13 +693,7 @@ func TestConnLongRequest(t *testing.T) {
 			io.WriteString(w, "ok")
 			return
 		}
-		select {
-		case <-r.Context().Done():
-			cancelled <- true
-		case <-time.After(time.Second):
-			cancelled <- false
-		}
-		io.WriteString(w, "long")
+		longUntilGone(w, r, cancelled)
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
 	ln := serveOn(t, srv)
 	time.Sleep(10 * time.Millisecond)
@@ -731,19 +725,25 @@ func TestConnLongRequest(t *testing.T) {
 	awaitGoroutines(t, before)
 }
 
+// longUntilGone answers "long" after a second, or once its client went
+// away, and says on cancelled which came first.
+func longUntilGone(w http.ResponseWriter, r *http.Request, cancelled chan<- bool) {
+	select {
+	case <-r.Context().Done():
+		cancelled <- true
+	case <-time.After(time.Second):
+		cancelled <- false
+	}
+	io.WriteString(w, "long")
+}
+
 // TestConnLongRequestAfterIdle: the sweeper stops ticking while the
 // server is idle (sweep), and a request that then runs past watchAfter is
 // still watched: its client going away ends its context.
 func TestConnLongRequestAfterIdle(t *testing.T) {
 	cancelled := make(chan bool, 1)
 	srv := newHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-			cancelled <- true
-		case <-time.After(time.Second):
-			cancelled <- false
-		}
-		io.WriteString(w, "long")
+		longUntilGone(w, r, cancelled)
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
 	ln := serveOn(t, srv)
 	c := mustDial(t, ln.Addr().String())

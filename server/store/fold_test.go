@@ -591,10 +591,7 @@ func failFoldAt(n int32) func(at string) error {
 func TestFoldDenseDeletes(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
-	fill := []Change{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}}
-	for i := range int64(400) {
-		fill = append(fill, Change{Op: OpPut, Coll: "a", ID: 1 + i, Body: fmt.Appendf(nil, "doc %d", 1+i)})
-	}
+	fill := filled("a", 400, "doc")
 	var dels []Change
 	for id := int64(1); id <= 128; id++ {
 		if id%4 != 0 { // 96 deletes, each 32 within 43 ids: dense
@@ -873,6 +870,16 @@ func TestFoldDeleteRanges(t *testing.T) {
 	}
 }
 
+// filled answers the changes that create coll and put n documents in it,
+// ids 1 to n, each body its word and its id.
+func filled(coll string, n int64, word string) []Change {
+	fill := []Change{{Op: OpCreate, Coll: coll, ID: 1, Body: []byte("schema")}}
+	for id := int64(1); id <= n; id++ {
+		fill = append(fill, Change{Op: OpPut, Coll: coll, ID: id, Body: fmt.Appendf(nil, "%s %d", word, id)})
+	}
+	return fill
+}
+
 // TestFoldChunkSizedByItsRoom: a chunk's maps are made for the documents
 // it can hold, not for those of the last chunk sealed. After a put of
 // thousands of documents is folded (its seal leaves a hint of thousands),
@@ -883,10 +890,7 @@ func TestFoldDeleteRanges(t *testing.T) {
 func TestFoldChunkSizedByItsRoom(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
-	fill := []Change{{Op: OpCreate, Coll: "jobs", ID: 1, Body: []byte("schema")}}
-	for i := range int64(5000) {
-		fill = append(fill, Change{Op: OpPut, Coll: "jobs", ID: 1 + i, Body: fmt.Appendf(nil, "job %d", 1+i)})
-	}
+	fill := filled("jobs", 5000, "job")
 	const rows = 64
 	tune := tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 << 40, foldRows: rows, maxPending: 64 << 20, busyTimeout: time.Second}
 	_, _, _, s := load(t, path, Options{}, tune)
