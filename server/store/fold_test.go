@@ -633,6 +633,13 @@ func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store
 		s.waitChange()
 	}
 	s.mu.Unlock()
+	foldAll(t, s)
+	return s
+}
+
+// foldAll folds the whole log by hand, and answers with s.wmu held.
+func foldAll(t *testing.T, s *Store) {
+	t.Helper()
 	s.wmu.Lock()
 	for more := true; more; {
 		var err error
@@ -641,7 +648,6 @@ func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store
 			t.Fatal(err)
 		}
 	}
-	return s
 }
 
 // reopenFolded ends foldByHand's look (s.wmu held), closes s, and opens
@@ -897,14 +903,7 @@ func TestFoldChunkSizedByItsRoom(t *testing.T) {
 	commitAll(t, s, 1, [][]Change{fill})
 	units := [][]Change{fill}
 	// Fold the fill by hand: its seal leaves the hint.
-	s.wmu.Lock()
-	for more := true; more; {
-		var err error
-		if more, err = s.foldLog(); err != nil {
-			s.wmu.Unlock()
-			t.Fatal(err)
-		}
-	}
+	foldAll(t, s)
 	s.wmu.Unlock()
 	if h := s.latest["jobs"].hint; h < 1000 {
 		t.Fatalf("the fill's seal left a hint of %d; the test needs thousands", h)
