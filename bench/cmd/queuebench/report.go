@@ -124,10 +124,7 @@ func clientLine(figs []figure) string {
 	var lines []string
 	for _, f := range figs {
 		var parts []string
-		for _, p := range []struct {
-			name string
-			r    *result
-		}{{"Fenec", f.Fenec}, {"PostgreSQL", f.Postgres}, {"Redis", f.Redis}} {
+		for _, p := range f.systems() {
 			if p.r != nil && p.r.ClientCPU > 0 {
 				parts = append(parts, p.name+" "+num(p.r.ClientCPU)+between(of(p.r.Rounds, clientOf), num))
 			}
@@ -226,16 +223,24 @@ func (r *result) cell() string {
 	return strings.Join(parts, " · ")
 }
 
+// system is one system's result in a figure, under its name.
+type system struct {
+	name string
+	r    *result
+}
+
+// systems answers f's results by system: Fenec's first, then its peers'.
+func (f figure) systems() []system {
+	return []system{{"Fenec", f.Fenec}, {"PostgreSQL", f.Postgres}, {"Redis", f.Redis}}
+}
+
 // ratio writes Fenec's number over each peer's.
 func (f figure) ratio() string {
 	if f.Fenec == nil {
 		return ""
 	}
 	var parts []string
-	for _, p := range []struct {
-		name string
-		r    *result
-	}{{"PostgreSQL", f.Postgres}, {"Redis", f.Redis}} {
+	for _, p := range f.systems()[1:] {
 		switch {
 		case p.r == nil:
 		case f.Fenec.JobsPerSec > 0 && p.r.JobsPerSec > 0:
