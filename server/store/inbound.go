@@ -23,7 +23,8 @@ type Inbound struct {
 	n       atomic.Int64
 	active  atomic.Int64  // the connections that wrote lately (SetActive)
 	watched atomic.Bool   // a sync's leader waits for those on their way
-	clock   holdClock     // the hold's bound, and woken when one arrives while watched
+	arrived chan struct{} // told (capacity 1) when one arrives while watched
+	timer   *time.Timer   // the hold's bound; used by the one leader holding
 	hold    time.Duration // the longest a sync waits for them
 	// busy is how soon after the last sync ended one must start for the
 	// connections that wrote lately to be waited for (holdLocked).
@@ -48,10 +49,12 @@ const DefaultHold = 60 * time.Microsecond
 // NewInbound answers a count of none, for a store whose syncs wait for
 // them up to hold (0: DefaultHold; tests lengthen it to see the wait).
 func NewInbound(hold time.Duration) *Inbound {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	if hold <= 0 {
 		hold = DefaultHold
 	}
-	return &Inbound{clock: newHoldClock(), hold: hold, busy: busyHolds * hold}
+	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold, busy: busyHolds * hold}
 }
 
 // Add counts a request on its way.
@@ -68,7 +71,10 @@ func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
 func (in *Inbound) Done() {
 	in.n.Add(-1)
 	if in.watched.Load() {
-		in.clock.wake()
+		select {
+		case in.arrived <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -78,24 +84,25 @@ func (in *Inbound) Pending() int64 { return in.n.Load() }
 // Active answers SetActive's count.
 func (in *Inbound) Active() int64 { return in.active.Load() }
 
-// startHold arms the hold's bound, d from now, once a hold: its waits
-// all end at it. One caller at a time (the leader of the one group
-// written and not yet synced: flush), as for wait and endHold.
-func (in *Inbound) startHold(d time.Duration) { in.clock.arm(d) }
-
-// wait waits until one on its way arrives (Done), or for the bound
-// startHold armed, answering true at the bound (the caller then waits no
-// more); pending is the count its caller saw, and a change before the
-// watch starts ends the wait at once (the caller looks again).
-func (in *Inbound) wait(pending int64) bool {
-	in.clock.forget() // a wake after an earlier wait ended
-	in.watched.Store(true)
-	defer in.watched.Store(false)
-	if in.n.Load() != pending {
-		return false
+// wait waits until one on its way arrives (Done), or for d at most;
+// pending is the count its caller saw, and a change before the watch
+// starts ends the wait at once (the caller looks again). One caller at a
+// time (the leader of the one group written and not yet synced: flush).
+func (in *Inbound) wait(d time.Duration, pending int64) {
+	select {
+	case <-in.arrived: // told after an earlier wait ended
+	default:
 	}
-	return in.clock.wait()
+	in.watched.Store(true)
+	if in.n.Load() != pending {
+		in.watched.Store(false)
+		return
+	}
+	in.timer.Reset(d)
+	select {
+	case <-in.arrived:
+	case <-in.timer.C:
+	}
+	in.timer.Stop()
+	in.watched.Store(false)
 }
-
-// endHold stops the bound of a hold that ended before it.
-func (in *Inbound) endHold() { in.clock.disarm() }

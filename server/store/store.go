@@ -944,7 +944,6 @@ func (s *Store) holdLocked() {
 	units0 := s.pendingUnitsLocked()
 	var end time.Time // zero: not waited
 	siblings := -1    // whether to wait for the connections that wrote lately (-1: not asked yet)
-	bound := false    // the hold's bound came (Inbound.wait)
 	for {
 		units, pending := s.pendingUnitsLocked(), s.inbound.Pending()
 		if pending <= 0 && units >= s.inbound.Active() {
@@ -961,21 +960,13 @@ func (s *Store) holdLocked() {
 			break // writing now and then: Inbound.busy
 		}
 		if end.IsZero() {
-			// Armed once: the waits below all end at it.
 			end = now.Add(s.inbound.hold)
-			s.inbound.startHold(s.inbound.hold)
 		} else if !now.Before(end) {
 			break
 		}
 		s.mu.Unlock()
-		bound = s.inbound.wait(pending)
+		s.inbound.wait(end.Sub(now), pending)
 		s.mu.Lock()
-		if bound {
-			break
-		}
-	}
-	if !end.IsZero() && !bound {
-		s.inbound.endHold()
 	}
 	switch {
 	case end.IsZero():
