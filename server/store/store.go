@@ -873,8 +873,12 @@ func (s *Store) poke() {
 // during a write and a sync, so under many writers it would take more
 // syncs (each costing CPU in the kernel) for the same units. So a group is
 // written during a sync only while the sync carries at most pipelineUnits
-// units; past that it waits for the sync to end and takes what came
-// meanwhile.
+// units, and while at most twice that many connections wrote lately
+// (Inbound.Active): past either it waits for the sync to end and takes
+// what came meanwhile. With 16 HTTP workers a sync of one or two units
+// is a lull, and the group written early in it then took a second write
+// after the hold for the units that came (docs/architecture.md,
+// "Sixteen durable workers").
 //
 // And a sync takes every unit queued when it starts: under --sync always
 // the leader that starts it first writes the units queued since the group
@@ -888,7 +892,10 @@ func (s *Store) poke() {
 // their way (holdLocked, Options.Inbound): with a few writers, those that
 // came just after a sync started otherwise wait for the next one, and the
 // syncs alternate between small groups (docs/architecture.md, "Group
-// commit", has the rule and what it measured).
+// commit", has the rule and what it measured). A leader whose group is
+// still the queued one holds before writing it, so that the units that
+// come meanwhile join the group and one write takes them all; one whose
+// group was written early holds after, and gathers what came.
 // Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
@@ -907,7 +914,13 @@ func (s *Store) flush(g *group) error {
 			s.mu.Lock()
 		case s.stopping:
 			s.waitChange()
-		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull)):
+		case g.state == queued && !s.syncing && !held && s.inbound != nil && !s.writing && len(s.unsynced) == 0 && !s.segFull:
+			// g is the queued group (s.cur), and only its leader can be
+			// here: the units that come while it holds join it, and one
+			// write takes them all.
+			held = true
+			s.holdLocked()
+		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull && (s.inbound == nil || s.inbound.Active() <= 2*pipelineUnits))):
 			s.writeLocked(g)
 		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull:
 			// Only this leader can be here (its group is the one
@@ -996,7 +1009,8 @@ func (s *Store) pendingUnitsLocked() int64 {
 
 // pipelineUnits is the most units a sync under way may carry for the next
 // group to be written meanwhile (flush): as many as a few workers keep in
-// flight, fewer than many workers put in one group.
+// flight, fewer than many workers put in one group. Past 2*pipelineUnits
+// connections writing lately (Inbound.Active) no group is written early.
 const pipelineUnits = 2
 
 // waitChange waits, with mu released, until the pipeline's state changes.
