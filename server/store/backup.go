@@ -30,7 +30,8 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 		}
 	}
 	// Groups made durable by other leaders are handed to the folds before
-	// their pipeline stage ends (doneLocked).
+	// their pipeline stage ends (doneLocked), or left in hand, which
+	// foldLog hands first (Settle).
 	s.mu.Lock()
 	for s.writing || s.syncing || len(s.unsynced) > 0 {
 		s.waitChange()
