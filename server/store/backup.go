@@ -30,8 +30,7 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 		}
 	}
 	// Groups made durable by other leaders are handed to the folds before
-	// their pipeline stage ends (doneLocked), or left in hand, which
-	// foldLog hands first (Settle).
+	// their pipeline stage ends (doneLocked).
 	s.mu.Lock()
 	for s.writing || s.syncing || len(s.unsynced) > 0 {
 		s.waitChange()
