@@ -33,9 +33,6 @@ type Options struct {
 	// Inbound is handed to the store (store.Options.Inbound): the requests
 	// on their way to a commit, counted by the server that reads them.
 	Inbound *store.Inbound
-	// Settles says the caller calls Settle after it has answered each
-	// write (store.Options.Settles).
-	Settles bool
 }
 
 // A failed store is probed again after storeRetryMin, then at doubling
@@ -110,7 +107,7 @@ func Open(opts Options) (*DB, error) {
 // reopens its file (replica.go).
 func (db *DB) storeOptions() store.Options {
 	o := db.opts
-	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log, Inbound: o.Inbound, Settles: o.Settles}
+	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log, Inbound: o.Inbound}
 }
 
 // replay applies one persisted change while the file is opened.
@@ -163,11 +160,6 @@ func (db *DB) Close() error {
 	}
 	return db.st.Close()
 }
-
-// Settle does the store's work on the writes made durable that their
-// sync's leader left for after its answer (store.Store.Settle, under
-// Options.Settles): a server calls it once an answer is written.
-func (db *DB) Settle() { db.st.Settle() }
 
 // Clock answers the database's clock.
 func (db *DB) Clock() clock.Clock { return db.clock }

@@ -55,7 +55,7 @@ func benchServe(dir, sync string) error {
 	}
 	m := NewMetrics()
 	inbound := store.NewInbound(0)
-	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit, Inbound: inbound, Settles: true})
+	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit, Inbound: inbound})
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,6 @@ func benchServe(dir, sync string) error {
 	}
 	go func() { _, _ = io.Copy(io.Discard, os.Stdin); l.Close() }()
 	srv := NewHTTPServer(s, slog.New(slog.NewTextHandler(os.Stderr, nil)))
-	srv.SettleAfter(db.Settle) // as fenec serve
 	// FENEC_HTTPAPI_BENCH_NOHOLD=1 serves without the count of requests
 	// on their way, so the store's syncs never hold (store.Inbound): the
 	// hold's effect, compared in one binary.

@@ -46,8 +46,6 @@ type HTTPServer struct {
 	// inbound, if set, counts the requests on their way to a commit
 	// (CountInbound).
 	inbound Inbound
-	// settle, if set, runs after each answer is written (SettleAfter).
-	settle func()
 	// asleep is set while the sweeper waits for a request to start rather
 	// than ticking (sweep); a request that sees it wakes it (wake).
 	asleep atomic.Bool
@@ -70,12 +68,6 @@ type Inbound interface {
 // (docs/architecture.md, "Group commit"). Called before Serve. The
 // connections handed to net/http are not counted.
 func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
-
-// SettleAfter has the server call settle on a connection's goroutine once
-// each answer is written (engine.DB.Settle): what the store left of a
-// write for after its answer is done then, while the answer is on its way
-// to the client, not before it is written. Called before Serve.
-func (s *HTTPServer) SettleAfter(settle func()) { s.settle = settle }
 
 // watchAfter is how long a request runs before its connection is watched
 // for the client going away (a request's statements stop then:
@@ -710,9 +702,6 @@ func (c *conn) serveRequest() bool {
 	c.stopWatch()
 	cancel()
 	c.cancel = nil
-	if c.s.settle != nil {
-		c.s.settle()
-	}
 	return ok
 }
 

@@ -149,11 +149,6 @@ type Options struct {
 	// Inbound, if set, counts the requests on their way to a commit: under
 	// --sync always a sync waits a little for them (flush).
 	Inbound *Inbound
-	// Settles says the caller calls Settle after it has answered each
-	// write: under --sync always the groups a sync made durable are then
-	// handed to the folds (and told to OnCommit) after the answer of the
-	// one who led the sync, not before (Settle).
-	Settles bool
 }
 
 // The points at which Options.Fault is asked.
@@ -290,15 +285,6 @@ type Store struct {
 	syncErr   error // a sync failed: the files are in doubt until reopened
 	stats     Stats
 
-	// The groups made durable, not yet handed to the folds (handLocked);
-	// under mu. Under always with settles the leader of a sync leaves its
-	// groups here for Settle, after its answer.
-	hand    []*group
-	handBuf []*group    // the slice hand was before it was taken, for reuse
-	handMu  sync.Mutex  // held while groups taken from hand are handed: in order
-	handOut atomic.Bool // hand is not empty (Settle's quick look)
-	settles bool        // Options.Settles, under always
-
 	// The hold before a sync (holdLocked); under mu.
 	holdMisses int       // holds in a row that gained no unit
 	holdRest   int       // syncs to start without a hold
@@ -362,7 +348,6 @@ type group struct {
 	wrote time.Duration // its write to the log took
 	bytes int           // its log record's size
 	seg   *segment      // the segment it was written to
-	last  bool          // the last group a sync made durable (OnCommit's fsync)
 }
 
 // groupState is where a group is on its way to the disk.
@@ -439,7 +424,6 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 	s.failed0 = s.failure
 	if mode.Kind == SyncAlways {
 		s.inbound = opts.Inbound
-		s.settles = opts.Settles
 	}
 	err = s.prepare(path)
 	if err == nil {
@@ -1143,17 +1127,7 @@ func (s *Store) syncLocked() {
 
 // doneLocked answers groups now durable, in seq order, and hands them to
 // the folds; mu is held, and released meanwhile (the caller's writing or
-// syncing flag keeps the next groups' doneLocked after this one's, and
-// hand keeps them in order when the hand-off waits for Settle).
-//
-// Under always with settles, a sync's groups are left in hand when none
-// waits there already: the sync's leader, a request's goroutine, returns
-// to answer its request, and hands them after its answer is written
-// (Settle). At one worker that takes onCommit and addFold (a few µs) out
-// of the time from the sync's end to the answer (docs/architecture.md,
-// "One durable worker's claim, hop by hop"). Groups never wait longer
-// than the next sync, fold or Settle: each hands every group in hand
-// first.
+// syncing flag keeps the next groups' doneLocked after this one's).
 func (s *Store) doneLocked(gs []*group, fsync bool) {
 	last := gs[len(gs)-1]
 	s.durable = last.seq
@@ -1163,62 +1137,24 @@ func (s *Store) doneLocked(gs []*group, fsync bool) {
 		g.state = done
 		close(g.done)
 	}
-	last.last = fsync
-	later := s.settles && fsync && len(s.hand) == 0
-	s.hand = append(s.hand, gs...)
-	if later {
-		s.handOut.Store(true)
-		return
-	}
-	s.handLocked()
-}
-
-// Settle hands to the folds the groups a sync made durable whose leader
-// left them for after its answer (Options.Settles, doneLocked). The caller
-// calls it once it has answered a write; it costs an atomic load when
-// there are none.
-func (s *Store) Settle() {
-	if !s.handOut.Load() {
-		return
-	}
-	s.mu.Lock()
-	s.handLocked()
-	s.mu.Unlock()
-}
-
-// handLocked tells onCommit of the groups in hand and adds them to the
-// folds, in seq order; mu is held, and released meanwhile.
-func (s *Store) handLocked() {
-	if len(s.hand) == 0 {
-		return
-	}
-	s.mu.Unlock()
-	s.handMu.Lock()
-	s.mu.Lock()
-	gs := s.hand
-	s.hand, s.handBuf = s.handBuf[:0], gs
-	s.handOut.Store(false)
 	loaded := s.loaded
 	s.mu.Unlock()
 	if s.onCommit != nil {
-		for _, g := range gs {
-			s.onCommit(g.wrote, len(g.changes), g.last)
+		for i, g := range gs {
+			s.onCommit(g.wrote, len(g.changes), fsync && i == len(gs)-1)
 		}
 	}
-	due := false
-	if loaded && len(gs) > 0 {
+	if loaded {
 		s.fmu.Lock()
 		first := len(s.folds) == 0
 		for _, g := range gs {
 			s.addFold(g.changes, g.seq, g.bytes)
 		}
-		due = first || s.unfoldedLocked() >= s.tune.foldBytes
+		due := first || s.unfoldedLocked() >= s.tune.foldBytes
 		s.fmu.Unlock()
-	}
-	clear(gs) // the groups, for the garbage collector
-	s.handMu.Unlock()
-	if due {
-		s.poke() // the committer arms its fold timer, or folds
+		if due {
+			s.poke() // the committer arms its fold timer, or folds
+		}
 	}
 	s.mu.Lock()
 }
@@ -1403,9 +1339,7 @@ func (s *Store) run() {
 			s.mu.Unlock()
 		}
 		// Fold only once Load has handed over the log's unfolded rows;
-		// before that the fold set does not cover the whole log. The
-		// groups a leader left in hand count (Settle).
-		s.Settle()
+		// before that the fold set does not cover the whole log.
 		s.fmu.Lock()
 		unfolded, age := s.unfoldedLocked(), time.Duration(0)
 		if len(s.folds) > 0 {
@@ -1587,7 +1521,6 @@ func (s *Store) syncedTo(seq uint64) {
 // is held.
 func (s *Store) dropFolded(all bool) error {
 	s.mu.Lock()
-	s.handLocked() // a group in hand is durable, not folded: its segment stays
 	loaded := s.loaded
 	s.mu.Unlock()
 	if !loaded {
@@ -1655,7 +1588,6 @@ func (s *Store) faultAt(at string) error {
 // rolls it back whole: the chunk stays queued for the next try (and its
 // records stay in the log in any case: dropFolded). wmu is held.
 func (s *Store) foldLog() (more bool, err error) {
-	s.Settle() // the groups in hand go first: the fold takes them in order
 	s.fmu.Lock()
 	if len(s.folds) == 0 {
 		s.fmu.Unlock()

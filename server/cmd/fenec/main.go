@@ -186,7 +186,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if o.cluster.id == "" {
 		inbound = store.NewInbound(0)
 	}
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound, Settles: inbound != nil})
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound})
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	srv := httpapi.NewHTTPServer(api, log)
 	if inbound != nil {
 		srv.CountInbound(inbound)
-		srv.SettleAfter(db.Settle)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
