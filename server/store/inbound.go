@@ -31,20 +31,23 @@ type Inbound struct {
 	busy time.Duration
 }
 
-// busyHolds is Inbound.busy in holds: about 1 ms by DefaultHold. Under
+// busyHolds is Inbound.busy in holds: about 2 ms by DefaultHold. Under
 // a steady load of a few workers, syncs follow each other within a few
 // hundred µs; a server whose last sync ended longer ago is writing now
 // and then, its writers are not about to send, and a hold there would
 // cost more than it asks: with every P idle, the Go runtime's poller
-// sleeps in whole milliseconds, so a hold of 60 µs that runs out lasts
+// sleeps in whole milliseconds, so a hold of 120 µs that runs out lasts
 // about 1 ms.
 const busyHolds = 16
 
 // DefaultHold bounds the wait of a sync for the requests on their way:
-// about one fdatasync of a small record here (logfile.go's
-// BenchmarkSegmentAppend, 50–70 µs), so a sync held waits no longer than
-// the one it spares their units.
-const DefaultHold = 60 * time.Microsecond
+// about two fdatasyncs of a small record here (logfile.go's
+// BenchmarkSegmentAppend, 50–70 µs). Half that, the runtime's timer ran
+// out before most of the other connections' requests came (a hold of 60
+// µs lasted 100–200 and gained 1–1.5 units); at 120 µs a sync carries
+// more of them, for less CPU a job at 4 workers (docs/architecture.md,
+// "What bounds four durable workers").
+const DefaultHold = 120 * time.Microsecond
 
 // NewInbound answers a count of none, for a store whose syncs wait for
 // them up to hold (0: DefaultHold; tests lengthen it to see the wait).

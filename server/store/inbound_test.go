@@ -91,7 +91,7 @@ func TestHold(t *testing.T) {
 
 	// Two connections wrote lately, but the server writes only now and
 	// then (the last sync ended longer than busy ago): no hold, which on
-	// an idle server would last a millisecond for a hold of 60 µs.
+	// an idle server would last a millisecond for a hold of 120 µs.
 	in.busy = hold / 4
 	in.SetActive(2)
 	for i := range 3 {
