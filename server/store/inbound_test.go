@@ -2,6 +2,8 @@ package store
 
 import (
 	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -100,4 +102,122 @@ func TestHold(t *testing.T) {
 			t.Fatalf("unit %d, after a pause longer than busy, waited %v for a connection that wrote lately", i, d)
 		}
 	}
+}
+
+// TestHoldBeforeWrite checks that a sync held for a request on its way
+// (flush, holdLocked) writes its units as one log record: the leader
+// holds its group while it is still queued, so the unit committed during
+// the hold joins it, rather than the leader writing its own unit first
+// and the late one after it (two records, two writes, for one sync).
+// OnCommit is called once per record, with its changes. It also checks
+// that a sync under way carrying one unit, with many connections
+// writing lately, has the next group wait for it rather than be written
+// early (pipelineUnits): the one written after it takes every unit
+// queued meanwhile.
+func TestHoldBeforeWrite(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	in := NewInbound(hold)
+	var mu sync.Mutex
+	var records []int // each record's changes, in order
+	onCommit := func(_ time.Duration, changes int, _ bool) {
+		mu.Lock()
+		records = append(records, changes)
+		mu.Unlock()
+	}
+	taken := func() []int {
+		mu.Lock()
+		defer mu.Unlock()
+		out := slices.Clone(records)
+		records = records[:0]
+		return out
+	}
+	gate := &syncGate{}
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "g.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in, OnCommit: onCommit, Fault: gate.fault}, defaultTuning)
+	defer s.Close()
+	seq := uint64(0)
+	unit := func() []Change {
+		seq++
+		return []Change{{Op: OpPut, Coll: "c", ID: int64(seq), Body: []byte(`{}`)}}
+	}
+	if err := s.Commit(seq+1, unit())(); err != nil {
+		t.Fatal(err)
+	}
+	taken()
+
+	// One on its way: the first unit's leader holds; the second comes.
+	in.Add()
+	syncs := s.Stats().Fsyncs
+	first := s.Commit(seq+1, unit())
+	done := make(chan error, 1)
+	go func() { done <- first() }()
+	time.Sleep(hold / 4)
+	second := s.Commit(seq+1, unit())
+	in.Done()
+	if err := second(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Fsyncs - syncs; n != 1 {
+		t.Fatalf("%d syncs for the two units, want 1", n)
+	}
+	if got := taken(); !slices.Equal(got, []int{2}) {
+		t.Fatalf("the held sync wrote records of %v changes, want one of 2", got)
+	}
+
+	// Many connections wrote lately (and none holds: busy 0, so the
+	// siblings' rule never applies). A sync of one unit is under way,
+	// kept there by the fault hook; the next unit's group waits for it
+	// rather than be written early, and the unit after joins it.
+	in.busy = 0
+	in.SetActive(16)
+	gate.arm()
+	a := s.Commit(seq+1, unit())
+	go func() { done <- a() }()
+	<-gate.entered
+	b := s.Commit(seq+1, unit())
+	bDone := make(chan error, 1)
+	go func() { bDone <- b() }()
+	time.Sleep(50 * time.Millisecond) // b's leader decides meanwhile
+	c := s.Commit(seq+1, unit())
+	close(gate.release)
+	for _, err := range []error{<-done, <-bDone, c()} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := taken(); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("with 16 connections writing, the units during a sync of one went in records of %v changes, want [1 2]", got)
+	}
+}
+
+// syncGate keeps the next sync of the log in the fault hook until
+// released, telling when it got there.
+type syncGate struct {
+	mu      sync.Mutex
+	armed   bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *syncGate) arm() {
+	g.mu.Lock()
+	g.armed, g.entered, g.release = true, make(chan struct{}), make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *syncGate) fault(at string) error {
+	g.mu.Lock()
+	hold := at == FaultSync && g.armed
+	if hold {
+		g.armed = false
+	}
+	entered, release := g.entered, g.release
+	g.mu.Unlock()
+	if hold {
+		close(entered)
+		<-release
+	}
+	return nil
 }
