@@ -914,19 +914,16 @@ func (s *Store) flush(g *group) error {
 			s.mu.Lock()
 		case s.stopping:
 			s.waitChange()
-		case g.state == queued && !s.syncing && !held && s.inbound != nil && !s.writing && len(s.unsynced) == 0 && !s.segFull:
-			// g is the queued group (s.cur), and only its leader can be
-			// here: the units that come while it holds join it, and one
-			// write takes them all.
+		case !held && s.inbound != nil && !s.syncing && !s.writing && !s.segFull &&
+			((g.state == queued && len(s.unsynced) == 0) || (g.state == written && len(s.unsynced) == 1)):
+			// Only this leader can be here: its group is the queued one
+			// (s.cur), whose units that come while it holds join it and
+			// one write takes them all; or the one written (early), and
+			// no group is written while it holds.
 			held = true
 			s.holdLocked()
 		case g.state == queued && !s.writing && len(s.unsynced) == 0 && (!s.syncing || (s.syncUnits <= pipelineUnits && !s.segFull && (s.inbound == nil || s.inbound.Active() <= 2*pipelineUnits))):
 			s.writeLocked(g)
-		case g.state == written && !s.syncing && !held && s.inbound != nil && len(s.unsynced) == 1 && !s.writing && !s.segFull:
-			// Only this leader can be here (its group is the one
-			// written), and no group is written while it holds.
-			held = true
-			s.holdLocked()
 		case g.state == written && !s.syncing && !gathered && s.mode.Kind == SyncAlways && s.cur.units > 0 && !s.writing && !s.segFull:
 			// The units queued meanwhile join this sync (their leader,
 			// if any, finds its group written, then syncing).
