@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"text/template"
 	"unicode"
@@ -15,6 +16,30 @@ var funcs = template.FuncMap{
 	"upperSnake": func(s string) string { return strings.ToUpper(snake(s)) },
 	"json":       toJSON,
 	"lines":      lines,
+	"args":       args,
+	"xml":        xmlText,
+}
+
+// xmlText escapes text for a C# XML doc comment.
+func xmlText(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+// args makes a map of its key, value pairs, to hand a template several
+// values: {{template "decode" args "type" .Type "expr" "json['a']"}}.
+func args(kv ...any) (map[string]any, error) {
+	if len(kv)%2 != 0 {
+		return nil, fmt.Errorf("args: %d values, not key, value pairs", len(kv))
+	}
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		k, ok := kv[i].(string)
+		if !ok {
+			return nil, fmt.Errorf("args: key %v is not a string", kv[i])
+		}
+		m[k] = kv[i+1]
+	}
+	return m, nil
 }
 
 // words splits an identifier, a header name or a path at '-', '_', '/',

@@ -37,6 +37,9 @@ var languages = []Language{
 	{Name: "python", Template: "python.tmpl", Out: "sdks/python/src/fenecdb/_generated.py"},
 	{Name: "go", Template: "go.tmpl", Out: "sdks/go/api.gen.go", Format: format.Source},
 	{Name: "kotlin", Template: "kotlin.tmpl", Out: "sdks/kotlin/src/main/kotlin/com/fenecdb/Transport.gen.kt"},
+	{Name: "csharp", Template: "csharp.tmpl", Out: "sdks/dotnet/src/FenecDb/Transport.g.cs"},
+	{Name: "swift", Template: "swift.tmpl", Out: "sdks/swift/Sources/FenecDB/Transport.swift"},
+	{Name: "dart", Template: "dart.tmpl", Out: "sdks/dart/lib/src/transport.g.dart"},
 }
 
 //go:embed templates/*.tmpl

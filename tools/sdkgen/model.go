@@ -34,6 +34,7 @@ type NamedType struct {
 type Type struct {
 	Kind        string
 	Ref         string
+	Target      *Type  // ref: the named schema it names (set by Load)
 	Items       *Type  // array
 	Props       []Prop // object, by name
 	Values      *Type  // object: additionalProperties
@@ -41,6 +42,35 @@ type Type struct {
 	Enum        []any
 	Nullable    bool // null is allowed and not already in Enum
 	Description string
+}
+
+// AllowsNull reports whether null is a value of the type: nullable, or
+// null among its Enum values.
+func (t *Type) AllowsNull() bool {
+	if t.Nullable {
+		return true
+	}
+	for _, v := range t.Enum {
+		if v == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Raw reports whether the type is JSON as it is: any, a union, or a ref to
+// one (the Go transport's json.RawMessage; C#'s JsonElement).
+func (t *Type) Raw() bool {
+	if t.Kind == "ref" {
+		return t.Target.Raw()
+	}
+	return t.Kind == "any" || t.Kind == "union"
+}
+
+// Record reports whether the type is a ref to an object schema with
+// properties: a record, struct or class of its own in every language.
+func (t *Type) Record() bool {
+	return t.Kind == "ref" && t.Target.Kind == "object" && len(t.Target.Props) > 0
 }
 
 // Prop is one property of an object.
@@ -144,7 +174,60 @@ func Load(path string) (*Model, error) {
 		}
 	}
 	sort.SliceStable(m.Operations, func(i, j int) bool { return m.Operations[i].Path < m.Operations[j].Path })
+	if err := m.resolve(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	return m, nil
+}
+
+// resolve sets every ref's Target, so that a template can tell a ref to an
+// object from a ref to an alias (C# has no type aliases: a ref to Value is
+// JsonElement there).
+func (m *Model) resolve() error {
+	named := map[string]*Type{}
+	for _, n := range m.Types {
+		named[n.Name] = n.Type
+	}
+	var walk func(t *Type) error
+	walk = func(t *Type) error {
+		if t == nil {
+			return nil
+		}
+		if t.Kind == "ref" {
+			if t.Target = named[t.Ref]; t.Target == nil {
+				return fmt.Errorf("no schema %q", t.Ref)
+			}
+		}
+		for _, c := range append([]*Type{t.Items, t.Values}, t.Variants...) {
+			if err := walk(c); err != nil {
+				return err
+			}
+		}
+		for _, p := range t.Props {
+			if err := walk(p.Type); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, n := range m.Types {
+		if err := walk(n.Type); err != nil {
+			return err
+		}
+	}
+	for _, op := range m.Operations {
+		for _, t := range []*Type{op.Body, op.Answer} {
+			if err := walk(t); err != nil {
+				return err
+			}
+		}
+		for _, h := range op.Headers {
+			if err := walk(h.Type); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func operation(doc *openapi3.T, path, method string, o *openapi3.Operation) (Operation, error) {
