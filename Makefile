@@ -8,7 +8,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: cluster-check test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -49,6 +49,7 @@ test: check-tracked check-generated test-venv test-tools
 	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/... ./cluster/...
 	$(MAKE) test-python
 	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
+	$(MAKE) test-generated-parse
 	$(MAKE) test-js
 	$(MAKE) test-go-sdk
 	$(MAKE) test-kotlin
@@ -91,6 +92,19 @@ sdks/python/.venv/.installed: sdks/python/pyproject.toml
 # The Go SDK: vet, then its tests under -race against bin/fenec.
 test-go-sdk: build
 	cd sdks/go && $(GO) vet ./... && FENEC_BIN=$(CURDIR)/bin/fenec $(GO) test -race ./...
+
+# The C#, Swift and Dart transports (tools/sdkgen's output; no compiler for
+# them here): tree-sitter's grammars, pinned in a venv under
+# tools/sdkgen/parsecheck (gitignored), parse each file (an ERROR or MISSING
+# node fails) and pytest checks its models, routes, calls, header names and
+# error codes against openapi.yaml over the parse tree.
+PARSECHECK := tools/sdkgen/parsecheck
+test-generated-parse: $(PARSECHECK)/.venv/.installed
+	cd $(PARSECHECK) && .venv/bin/pytest -q -p no:cacheprovider
+$(PARSECHECK)/.venv/.installed: $(PARSECHECK)/requirements.txt
+	python3 -m venv $(PARSECHECK)/.venv
+	$(PARSECHECK)/.venv/bin/pip install -q -r $(PARSECHECK)/requirements.txt
+	touch $@
 
 # The JS/TS SDK: npm ci (again when package-lock.json changes), tsc (strict),
 # then node --test against bin/fenec.

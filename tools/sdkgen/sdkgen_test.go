@@ -85,3 +85,159 @@ func TestCheckedIn(t *testing.T) {
 		}
 	}
 }
+
+// TestResolve checks what the C#, Swift and Dart templates ask of a type:
+// the schema a ref names, and whether it is raw JSON, a record of its own,
+// or allows null.
+func TestResolve(t *testing.T) {
+	m, err := Load("../../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]*Type{}
+	for _, n := range m.Types {
+		named[n.Name] = n.Type
+	}
+	for _, c := range []struct {
+		ref         string
+		raw, record bool
+	}{
+		{"Value", true, false},
+		{"Answer", true, false},
+		{"ClockMove", true, false},
+		{"Row", false, false},
+		{"Rows", false, false},
+		{"QueryRequest", false, true},
+		{"Error", false, true},
+	} {
+		ref := &Type{Kind: "ref", Ref: c.ref, Target: named[c.ref]}
+		if ref.Raw() != c.raw || ref.Record() != c.record {
+			t.Errorf("%s: raw %v record %v, want %v %v", c.ref, ref.Raw(), ref.Record(), c.raw, c.record)
+		}
+	}
+	for _, op := range m.Operations {
+		if op.Body != nil && op.Body.Kind == "ref" && op.Body.Target == nil {
+			t.Errorf("%s: body ref %s not resolved", op.ID, op.Body.Ref)
+		}
+	}
+	var index *Type
+	for _, p := range named["Field"].Props {
+		if p.Name == "index" {
+			index = p.Type
+		}
+	}
+	if index == nil || !index.AllowsNull() || index.Nullable {
+		t.Errorf("Field.index allows null through its enum: %+v", index)
+	}
+	if named["Rows"].AllowsNull() {
+		t.Error("Rows allows no null")
+	}
+}
+
+// TestNewTransports checks a line of each call, header and code in the
+// C#, Swift and Dart transports (the parse check, make
+// test-generated-parse, reads the whole files).
+func TestNewTransports(t *testing.T) {
+	m, err := Load("../../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"csharp": {
+			"namespace FenecDb;",
+			"#nullable enable",
+			"public sealed class Transport : IDisposable, IAsyncDisposable",
+			"public Task<Reply<JsonElement>> QueryAsync(QueryRequest body, QueryHeaders? headers = null, CancellationToken cancellationToken = default)",
+			"public Task<Reply<string>> MetricsAsync(CancellationToken cancellationToken = default)",
+			`new("Fenec-Wait", headers?.FenecWait?.ToString(CultureInfo.InvariantCulture)),`,
+			`public const string FenecSeq = "Fenec-Seq";`,
+			`public static readonly Route Health = new("GET", "/_health", false);`,
+			`[JsonPropertyName("raft_address")]`,
+			"public required long AffectedValue { get; init; }",
+			`"no_leader" => ErrorCode.NoLeader,`,
+		},
+		"swift": {
+			"public func query(_ body: QueryRequest, headers: QueryHeaders = QueryHeaders()) async throws -> Reply<Answer>",
+			"public func metrics() async throws -> Reply<String>",
+			`("Fenec-After", headers.fenecAfter.map { String($0) }),`,
+			"public struct ClusterMember: Codable, Sendable, Hashable {",
+			`case raftAddress = "raft_address"`,
+			"public var index: String?",
+			`case noLeader = "no_leader"`,
+			"public typealias Rows = [Row]",
+			"public struct Transport: Sendable {",
+		},
+		"dart": {
+			"import 'package:http/http.dart' as http;",
+			"Future<Reply<Answer>> query(QueryRequest body, {QueryHeaders headers = const QueryHeaders(), Future<void>? abortTrigger}) async {",
+			`"Idempotency-Key": headers.idempotencyKey,`,
+			`raftAddress: json["raft_address"] as String,`,
+			`if (leaderId != null) "leader_id": leaderId!,`,
+			`"members": members.map((e) => e.toJson()).toList(),`,
+			"final String? index;",
+			`noLeader("no_leader"),`,
+			"typedef Value = Object?;",
+		},
+	}
+	for _, l := range languages {
+		lines, ok := want[l.Name]
+		if !ok {
+			continue
+		}
+		out, err := Render(l, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range lines {
+			if !bytes.Contains(out, []byte(line)) {
+				t.Errorf("%s lacks %q", l.Out, line)
+			}
+		}
+		for _, code := range m.ErrorCodes {
+			if !bytes.Contains(out, []byte(`"`+code+`"`)) {
+				t.Errorf("%s lacks the code %s", l.Out, code)
+			}
+		}
+		for _, h := range m.Headers {
+			if !bytes.Contains(out, []byte(`"`+h.Name+`"`)) {
+				t.Errorf("%s lacks the header %s", l.Out, h.Name)
+			}
+		}
+		delete(want, l.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("no language for %v", want)
+	}
+}
+
+// TestCheckStale: -check fails on a generated file that differs from what
+// it would write, and passes once it is written.
+func TestCheckStale(t *testing.T) {
+	root := t.TempDir()
+	spec, err := os.ReadFile("../../openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "openapi.yaml"), spec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, lang := range []string{"csharp", "swift", "dart"} {
+		if err := run(root, "openapi.yaml", lang, true); err == nil {
+			t.Errorf("%s: -check passes with no file", lang)
+		}
+		if err := run(root, "openapi.yaml", lang, false); err != nil {
+			t.Fatal(err)
+		}
+		if err := run(root, "openapi.yaml", lang, true); err != nil {
+			t.Errorf("%s: -check fails on what it wrote: %v", lang, err)
+		}
+	}
+	path := filepath.Join(root, "sdks/swift/Sources/FenecDB/Transport.swift")
+	b, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(root, "openapi.yaml", "swift", true); err == nil {
+		t.Error("-check passes on an edited Transport.swift")
+	}
+}
