@@ -32,6 +32,12 @@ FILES = {
     "dart": (tree_sitter_dart, ROOT / "sdks/dart/lib/src/transport.g.dart"),
 }
 
+# The hand-written files beside them, parsed too.
+BESIDE = [
+    (tree_sitter_swift, ROOT / "sdks/swift/Package.swift"),
+    (tree_sitter_dart, ROOT / "sdks/dart/lib/fenecdb.dart"),
+]
+
 # The client's own error codes, after the API's (as every SDK has them).
 CLIENT_CODES = ["network", "timeout", "unexpected"]
 
@@ -276,6 +282,14 @@ def test_parses_without_error(lang: str) -> None:
     ]
     assert not bad, "\n".join(bad)
     assert not root.has_error
+
+
+@pytest.mark.parametrize("module,path", BESIDE, ids=[str(p.relative_to(ROOT)) for _, p in BESIDE])
+def test_beside_parses(module: Any, path: pathlib.Path) -> None:
+    parser = tree_sitter.Parser(tree_sitter.Language(module.language()))
+    root = parser.parse(path.read_bytes()).root_node
+    bad = [n.start_point for n in nodes(root) if n.is_error or n.is_missing]
+    assert not bad, f"{path.relative_to(ROOT)}: ERROR or MISSING at {bad}"
 
 
 # --- C# ------------------------------------------------------------------
