@@ -18,6 +18,30 @@ var funcs = template.FuncMap{
 	"lines":      lines,
 	"args":       args,
 	"xml":        xmlText,
+	"swiftName":  swiftName,
+}
+
+// swiftReserved are Swift's keywords that an identifier may not be without
+// backticks (the error code internal is one).
+var swiftReserved = map[string]bool{}
+
+func init() {
+	for _, w := range strings.Fields(`associatedtype class deinit enum extension fileprivate func import init
+		inout internal let operator private precedencegroup protocol public rethrows static struct
+		subscript typealias var break case catch continue default defer do else fallthrough for
+		guard if in repeat return throw switch where while Any as await false is nil self Self
+		super throws true try`) {
+		swiftReserved[w] = true
+	}
+}
+
+// swiftName is s in lowerCamelCase, in backticks when it is a Swift keyword.
+func swiftName(s string) string {
+	c := camel(s)
+	if swiftReserved[c] {
+		return "`" + c + "`"
+	}
+	return c
 }
 
 // xmlText escapes text for a C# XML doc comment.

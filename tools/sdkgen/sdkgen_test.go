@@ -27,6 +27,14 @@ func TestNames(t *testing.T) {
 	}
 }
 
+func TestSwiftName(t *testing.T) {
+	for in, want := range map[string]string{"internal": "`internal`", "default": "`default`", "fenec-wait": "fenecWait", "type": "type"} {
+		if got := swiftName(in); got != want {
+			t.Errorf("swiftName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 // TestModel checks what the templates rely on in the repository's spec.
 func TestModel(t *testing.T) {
 	m, err := Load("../../openapi.yaml")
@@ -164,6 +172,7 @@ func TestNewTransports(t *testing.T) {
 			`case raftAddress = "raft_address"`,
 			"public var index: String?",
 			`case noLeader = "no_leader"`,
+			"case `internal` = \"internal\"",
 			"public typealias Rows = [Row]",
 			"public struct Transport: Sendable {",
 		},

@@ -72,6 +72,40 @@ def camel(s: str) -> str:
     return p[:1].lower() + p[1:]
 
 
+# Words each language refuses as an identifier, which tree-sitter's
+# grammars accept (they parse `case internal = "internal"` in Swift): a
+# declared name that is one fails test_no_reserved_names. Swift's may stand
+# in backticks.
+RESERVED = {
+    "swift": set("""associatedtype class deinit enum extension fileprivate func import init
+        inout internal let operator private precedencegroup protocol public rethrows static struct
+        subscript typealias var break case catch continue default defer do else fallthrough for
+        guard if in repeat return throw switch where while Any as await false is nil self Self
+        super throws true try""".split()),
+    "dart": set("""assert break case catch class const continue default do else enum extends
+        false final finally for if in is new null rethrow return super switch this throw true
+        try var void while with""".split()),
+    "csharp": set("""abstract as base bool break byte case catch char checked class const continue
+        decimal default delegate do double else enum event explicit extern false finally fixed
+        float for foreach goto if implicit in int interface internal is lock long namespace new
+        null object operator out override params private protected public readonly ref return
+        sbyte sealed short sizeof stackalloc static string struct switch this throw true try
+        typeof uint ulong unchecked unsafe ushort using virtual void volatile while""".split()),
+}
+
+# The nodes that declare a name, per language: (node type, field).
+DECLARING = {
+    "swift": [("enum_entry", "name"), ("pattern", "bound_identifier"), ("parameter", "name"), ("function_declaration", "name")],
+    "dart": [("initialized_identifier", None), ("enum_constant", "name"), ("formal_parameter", "name"), ("static_final_declaration", None)],
+    "csharp": [("property_declaration", "name"), ("enum_member_declaration", "name"), ("parameter", "name"), ("variable_declarator", "name"), ("method_declaration", "name")],
+}
+
+
+def bare(name: str) -> str:
+    """A Swift name without its backticks."""
+    return name[1:-1] if name.startswith("`") and name.endswith("`") else name
+
+
 def type_name(name: str) -> str:
     """A schema's type name: Error is ErrorBody (Swift's Error protocol,
     Dart's Error class), as in the TS and Python transports."""
@@ -292,6 +326,19 @@ def test_beside_parses(module: Any, path: pathlib.Path) -> None:
     assert not bad, f"{path.relative_to(ROOT)}: ERROR or MISSING at {bad}"
 
 
+@pytest.mark.parametrize("lang", sorted(FILES))
+def test_no_reserved_names(lang: str) -> None:
+    _, root = tree(lang)
+    bad = []
+    for type_, field in DECLARING[lang]:
+        for n in nodes(root, type_):
+            names = [n.child_by_field_name(field)] if field else [c for c in n.named_children if c.type == "identifier"][:1]
+            for id_ in names:
+                if id_ is not None and id_.text.decode() in RESERVED[lang]:
+                    bad.append(f"{id_.text.decode()!r} at {id_.start_point[0] + 1}:{id_.start_point[1] + 1}")
+    assert not bad, f"{lang}: reserved words declared as names: {bad}"
+
+
 # --- C# ------------------------------------------------------------------
 
 def cs_types() -> dict[str, tree_sitter.Node]:
@@ -428,7 +475,7 @@ def swift_props(decl: tree_sitter.Node) -> list[tuple[str, str]]:
     out = []
     for p in children(body, "property_declaration"):
         ann = child(p, "type_annotation")
-        out.append((text(p.child_by_field_name("name")), text(ann.named_children[0]) if ann else ""))
+        out.append((bare(text(p.child_by_field_name("name"))), text(ann.named_children[0]) if ann else ""))
     return out
 
 
@@ -442,7 +489,7 @@ def test_swift_models() -> None:
         assert keys is not None, f"Swift {tn}: no CodingKeys"
         wire_of = {}
         for e in nodes(keys, "enum_entry"):
-            case = text(e.child_by_field_name("name"))
+            case = bare(text(e.child_by_field_name("name")))
             rv = e.child_by_field_name("raw_value")
             wire_of[case] = string_value(rv) if rv is not None else case
         props = dict(swift_props(decls[tn]))
@@ -475,9 +522,9 @@ def test_swift_operations() -> None:
     decls = swift_decls()
     routes = {}
     for p in nodes(decls["Routes"], "property_declaration"):
-        routes[text(p.child_by_field_name("name"))] = [text(a.named_children[-1]) for a in nodes(p, "value_argument")]
+        routes[bare(text(p.child_by_field_name("name")))] = [text(a.named_children[-1]) for a in nodes(p, "value_argument")]
     body = decls["Transport"].child_by_field_name("body")
-    funcs = {text(f.child_by_field_name("name")): f for f in children(body, "function_declaration")}
+    funcs = {bare(text(f.child_by_field_name("name"))): f for f in children(body, "function_declaration")}
     for op in OPERATIONS:
         name = camel(op["id"])
         assert routes.get(name) == [f'"{op["method"]}"', f'"{op["path"]}"', str(op["auth"]).lower()], f"Swift Routes.{name}: {routes.get(name)}"
@@ -502,10 +549,10 @@ def test_swift_operations() -> None:
 
 def test_swift_headers_and_codes() -> None:
     decls = swift_decls()
-    consts = {text(p.child_by_field_name("name")): string_value(p.child_by_field_name("value")) for p in nodes(decls["ApiHeaders"], "property_declaration")}
+    consts = {bare(text(p.child_by_field_name("name"))): string_value(p.child_by_field_name("value")) for p in nodes(decls["ApiHeaders"], "property_declaration")}
     assert set(consts.values()) == header_names()
     assert all(k == camel(v) for k, v in consts.items()), consts
-    codes = [(text(e.child_by_field_name("name")), string_value(e.child_by_field_name("raw_value"))) for e in nodes(decls["ErrorCode"], "enum_entry")]
+    codes = [(bare(text(e.child_by_field_name("name"))), string_value(e.child_by_field_name("raw_value"))) for e in nodes(decls["ErrorCode"], "enum_entry")]
     assert codes == [(camel(c), c) for c in ERROR_CODES + CLIENT_CODES]
 
 

@@ -57,7 +57,7 @@ public enum ErrorCode: String, Sendable, Hashable, CaseIterable, Codable {
     case tooLarge = "too_large"
     case keyReused = "key_reused"
     case keyLimit = "key_limit"
-    case internal = "internal"
+    case `internal` = "internal"
     case unavailable = "unavailable"
     case statementTimeout = "statement_timeout"
     case behind = "behind"
