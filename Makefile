@@ -1,5 +1,6 @@
 # Fenec's tasks. `make test` is what CI runs (.ci/run): it needs Go and
-# python3 (a venv with PyJWT, for the JWT interop test) and node 20 with npm
+# python3 (venvs: PyJWT, for the JWT interop test; tree-sitter's grammars,
+# for test-generated-parse) and node 20 with npm
 # (the JS SDK), and fetches every module and package it uses. `make fuzz-api`
 # also needs curl.
 SHELL := bash
@@ -96,8 +97,9 @@ test-go-sdk: build
 # The C#, Swift and Dart transports (tools/sdkgen's output; no compiler for
 # them here): tree-sitter's grammars, pinned in a venv under
 # tools/sdkgen/parsecheck (gitignored), parse each file (an ERROR or MISSING
-# node fails) and pytest checks its models, routes, calls, header names and
-# error codes against openapi.yaml over the parse tree.
+# node fails, and so does a name the language reserves) and pytest checks
+# its models, routes, calls, header names and error codes against
+# openapi.yaml over the parse tree.
 PARSECHECK := tools/sdkgen/parsecheck
 test-generated-parse: $(PARSECHECK)/.venv/.installed
 	cd $(PARSECHECK) && .venv/bin/pytest -q -p no:cacheprovider

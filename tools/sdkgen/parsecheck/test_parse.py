@@ -3,8 +3,9 @@ grammars) and checked against openapi.yaml.
 
 No compiler for these languages runs here (docs/sdks.md, SDKs to come), so
 this is what catches a template mistake: a file that does not parse (an
-ERROR or MISSING node anywhere in its tree), or a model, route, header or
-call that is not what openapi.yaml says. Every expectation below is worked
+ERROR or MISSING node anywhere in its tree, or a declared name its language
+reserves, which the grammars let pass), or a model, route, header or call
+that is not what openapi.yaml says. Every expectation below is worked
 out from openapi.yaml itself, never from tools/sdkgen's model, and every
 fact about a generated file is read from its parse tree.
 """
