@@ -295,6 +295,19 @@ def string_value(n: tree_sitter.Node) -> str:
     return t[1:-1]
 
 
+def route_refs(lang: str, body: tree_sitter.Node) -> list[str]:
+    """The names a call's body takes from Routes (Routes.query → query)."""
+    out = []
+    for n in nodes(body):
+        if lang == "csharp" and n.type == "member_access_expression" and text(n.child_by_field_name("expression")) == "Routes":
+            out.append(text(n.child_by_field_name("name")))
+        elif lang == "swift" and n.type == "navigation_expression" and text(n.child_by_field_name("target")) == "Routes":
+            out.append(bare(text(n.child_by_field_name("suffix"))[1:]))
+        elif lang == "dart" and n.type == "identifier" and text(n) == "Routes" and n.next_named_sibling is not None:
+            out.append(text(n.next_named_sibling).lstrip("."))
+    return out
+
+
 def child(n: tree_sitter.Node, *types: str) -> tree_sitter.Node | None:
     for c in n.named_children:
         if c.type in types:
@@ -429,6 +442,13 @@ def test_csharp_operations() -> None:
             want.append((f"{name}Headers?", "headers"))
         want.append(("CancellationToken", "cancellationToken"))
         assert params == want, f"C# {name}Async({params}), want {want}"
+        assert route_refs("csharp", m.child_by_field_name("body")) == [name], f"C# {name}Async sends {route_refs('csharp', m.child_by_field_name('body'))}"
+        sent = []
+        for n in nodes(m.child_by_field_name("body"), "implicit_object_creation_expression"):
+            args = [a for a in nodes(n, "argument") if a.parent == n.named_children[0]]
+            sent.append((string_value(args[0].named_children[0]), text(args[1])))
+        want_sent = [(p["name"], f"headers?.{pascal(p['name'])}") for p in op["headers"]]
+        assert [(w, v[: len(f)]) for (w, v), (_, f) in zip(sent, want_sent)] == want_sent and len(sent) == len(want_sent), f"C# {name}Async sends headers {sent}"
         if op["headers"]:
             h = types[f"{name}Headers"]
             got = [(text(p.child_by_field_name("type")), text(p.child_by_field_name("name"))) for p in cs_members(h, "property_declaration")]
@@ -541,6 +561,11 @@ def test_swift_operations() -> None:
         if op["headers"]:
             want.append(["headers", f"{pascal(op['id'])}Headers"])
         assert params == want, f"Swift {name}({params}), want {want}"
+        fbody = f.child_by_field_name("body")
+        assert route_refs("swift", fbody) == [name], f"Swift {name} sends {route_refs('swift', fbody)}"
+        sent = [(string_value(t.named_children[0]), text(t.named_children[1])) for t in nodes(fbody, "tuple_expression") if t.named_children and t.named_children[0].type == "line_string_literal"]
+        want_sent = [(p["name"], f"headers.{camel(p['name'])}") for p in op["headers"]]
+        assert len(sent) == len(want_sent) and all(w == ws and v.startswith(f) for (w, v), (ws, f) in zip(sent, want_sent)), f"Swift {name} sends headers {sent}"
         if op["headers"]:
             got = swift_props(decls[f"{pascal(op['id'])}Headers"])
             assert got == [(camel(p["name"]), swift_type(p["schema"]) + "?") for p in op["headers"]], f"Swift {name} headers: {got}"
@@ -601,6 +626,26 @@ def dart_method(decl: tree_sitter.Node, name: str) -> tuple[tree_sitter.Node, tr
     raise AssertionError(f"Dart {text(decl.child_by_field_name('name'))}: no method {name}")
 
 
+def dart_reader(s: dict[str, Any], nullable: bool) -> str:
+    """What fromJson must hold to read a value of schema s: the cast of a
+    primitive, the fromJson of a record (or of a list's records)."""
+    k = kind(s)
+    if raw(s):
+        return ""
+    if k == "ref" and ref_name(s) in records():
+        return f"{type_name(ref_name(s))}.fromJson("
+    if k == "ref":
+        return dart_reader(SCHEMAS[ref_name(s)], nullable)
+    if k == "array":
+        inner = dart_reader(s["items"], False)
+        return inner or ("asList<Object?>" + ("?" if nullable else ""))
+    if k in ("string", "integer", "boolean"):
+        return "as" + dart_type(s) + ("?" if nullable else "")
+    if k == "number":
+        return "asnum" + ("?" if nullable else "")
+    return "asMap<String,Object?>" + ("?" if nullable else "")
+
+
 def test_dart_models() -> None:
     decls = dart_decls()
     for name, s in records().items():
@@ -610,10 +655,12 @@ def test_dart_models() -> None:
         # fromJson: each field read from its JSON name.
         _, from_body = dart_method(decls[tn], "fromJson")
         wire_of = {}
+        read = {}
         for a in nodes(from_body, "named_argument"):
             label = text(child(child(a, "label"), "identifier"))
             key = next(nodes(a, "index_selector")).named_children[0]
             wire_of[label] = string_value(key)
+            read[label] = a
         assert set(wire_of.values()) == set(s["properties"]), f"Dart {tn}.fromJson reads {sorted(wire_of.values())}"
         assert set(fields) == set(wire_of), f"Dart {tn}: fields {sorted(fields)}, fromJson {sorted(wire_of)}"
         # toJson: each JSON name written from its field.
@@ -629,6 +676,9 @@ def test_dart_models() -> None:
             assert field == camel(wire), f"Dart {tn}.{field} for {wire}"
             assert fields[field] == want, f"Dart {tn}.{field}: {fields[field]}, want {want}"
             assert written[wire] == field, f"Dart {tn}.toJson writes {wire} from {written[wire]}"
+            reader = dart_reader(ps, wire not in required or allows_null(ps))
+            if reader:
+                assert reader in text(read[field]), f"Dart {tn}.fromJson reads {wire} as {text(read[field])}, want {reader}"
     for name, s in aliases().items():
         assert name in decls and decls[name].type == "type_alias", f"Dart: no typedef {name}"
         d = decls[name]
@@ -652,7 +702,11 @@ def test_dart_operations() -> None:
     for op in OPERATIONS:
         name = camel(op["id"])
         assert routes.get(name) == [f'"{op["method"]}"', f'"{op["path"]}"', str(op["auth"]).lower()], f"Dart Routes.{name}: {routes.get(name)}"
-        sig, _ = dart_method(decls["Transport"], name)
+        sig, mbody = dart_method(decls["Transport"], name)
+        assert route_refs("dart", mbody) == [name], f"Dart {name} sends {route_refs('dart', mbody)}"
+        sent = [(string_value(p.child_by_field_name("key")), "".join(text(v) for v in p.children_by_field_name("value"))) for p in nodes(mbody, "pair")]
+        want_sent = [(p["name"], f"headers.{camel(p['name'])}") for p in op["headers"]]
+        assert len(sent) == len(want_sent) and all(w == ws and v.startswith(f) for (w, v), (ws, f) in zip(sent, want_sent)), f"Dart {name} sends headers {sent}"
         params = child(sig, "formal_parameter_list")
         ret = sig.text[: params.start_byte - sig.start_byte].decode().rsplit(name, 1)[0]
         want_ret = f"Future<Reply<{answer_type(op, dart_type, 'String')}>>"
