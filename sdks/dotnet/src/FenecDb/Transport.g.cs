@@ -827,7 +827,8 @@ public sealed class Transport : IDisposable, IAsyncDisposable
             }
             try
             {
-                return new Reply<T>(status, answered, body, true, JsonSerializer.Deserialize<T>(body, Json), null);
+                var value = JsonSerializer.Deserialize<T>(body, Json);
+                return new Reply<T>(status, answered, body, value is not null, value, null);
             }
             catch (JsonException)
             {
