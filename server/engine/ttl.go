@@ -110,3 +110,30 @@ func (db *DB) sweepOrder() []string {
 	sort.Slice(names, func(i, j int) bool { return db.created[names[i]] < db.created[names[j]] })
 	return names
 }
+
+// liveLen answers how many documents are live at now: those stored less
+// those lapsed and not swept yet, which are few (the sweeper deletes them
+// within a second or so), so they are counted along the @ttl indexes.
+func (c *Collection) liveLen(now int64) int {
+	n := c.Len()
+	if c.ttls == nil {
+		return n
+	}
+	var seen map[int64]bool
+	if len(c.ttls) > 1 {
+		seen = map[int64]bool{}
+	}
+	for _, tf := range c.ttls {
+		hi := bound{v: fenecql.Time(now - tf.ms), inclusive: true, set: true}
+		tf.times.walk(bound{}, hi, false, func(id int64) bool {
+			if seen == nil {
+				n--
+			} else if !seen[id] {
+				seen[id] = true
+				n--
+			}
+			return true
+		})
+	}
+	return n
+}
