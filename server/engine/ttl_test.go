@@ -428,3 +428,27 @@ func TestNear(t *testing.T) {
 		}
 	}
 }
+
+// TestTTLHeldClaim: a held claim's look (what the wait hub asks) does not
+// bid for a lapsed row, and a claim run then takes nothing; a lapse is
+// no reason to wake a claim (NextDue), since it only takes rows away.
+func TestTTLHeldClaim(t *testing.T) {
+	db, clk := openMem(t)
+	mustExec(t, db, `create collection jobs (run_at timestamp @sorted, owner text, seen timestamp @ttl(1m))`)
+	mustExec(t, db, `put jobs {run_at: now(), seen: now()}`)
+	ps, err := Parse([]Statement{{Query: `set jobs {owner: "w"} where run_at <= now() and owner is null order run_at limit 1 returning id`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := db.Look([][]Parsed{ps})[0]; !b.Takes {
+		t.Fatalf("before the lapse the claim should take the job: %+v", b)
+	}
+	clk.Advance(60_000)
+	if b := db.Look([][]Parsed{ps})[0]; b.Takes || b.Err != nil {
+		t.Fatalf("a lapsed job was bid for: %+v", b)
+	}
+	rs, err := db.Run(context.Background(), ps)
+	if err != nil || len(rs[0].Rows) != 0 {
+		t.Fatalf("a claim took a lapsed job: %v %v", rs, err)
+	}
+}
