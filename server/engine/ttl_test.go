@@ -256,8 +256,9 @@ func TestSweepHold(t *testing.T) {
 	}
 	t.Logf("%d lapsed documents swept in %d batches of at most %d: hold max %v, mean %v; a writer beside it waited at most %v",
 		total, batches, SweepBatch, holdMax, holdSum/time.Duration(batches), writerMax)
-	// Loose bounds: the machine is shared. The figure is in the log.
-	if holdMax > 100*time.Millisecond {
+	// Loose bounds: the machine is shared. The figure is in the log. The
+	// race detector slows each access several times: no bound under it.
+	if holdMax > 100*time.Millisecond && !raceEnabled {
 		t.Errorf("a sweep batch held the write lock for %v", holdMax)
 	}
 }
