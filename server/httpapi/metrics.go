@@ -22,6 +22,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	commit     prometheus.Histogram
 	fsyncs     prometheus.Counter
+	lapsed     prometheus.Counter
 	queues     queueRates
 
 	// The children of the vectors above that requests count, by their
@@ -65,6 +66,10 @@ func NewMetrics() *Metrics {
 			Name: "fenec_store_fsyncs_total",
 			Help: "Syncs (fdatasync) of the log that made group commits durable; one may cover several groups.",
 		}),
+		lapsed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_lapsed_deleted_total",
+			Help: "Documents whose @ttl lapsed that this node's sweeper deleted (only a cluster's leader sweeps).",
+		}),
 	}
 	m.queues = newQueueRates()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -72,7 +77,7 @@ func NewMetrics() *Metrics {
 		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
-	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, build,
+	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, build,
 		m.queues.claimed, m.queues.acked,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -157,13 +162,13 @@ func (m *Metrics) observe(kind string, took time.Duration) {
 // scrape: collections come and go, so a fixed gauge per name would lie.
 type documentsCollector struct{ db *engine.DB }
 
-var documentsDesc = prometheus.NewDesc("fenec_documents", "Documents per collection.", []string{"collection"}, nil)
+var documentsDesc = prometheus.NewDesc("fenec_documents", "Documents stored per collection (a lapsed @ttl document until the sweeper deletes it).", []string{"collection"}, nil)
 
 func (c documentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- documentsDesc }
 
 func (c documentsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, info := range c.db.Collections() {
-		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Docs), info.Name)
+		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Stored), info.Name)
 	}
 }
 
