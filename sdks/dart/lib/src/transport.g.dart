@@ -438,6 +438,7 @@ class Field {
   const Field({
     required this.index,
     required this.name,
+    this.ttlMs,
     required this.type,
   });
 
@@ -445,17 +446,23 @@ class Field {
   factory Field.fromJson(Map<String, Object?> json) => Field(
         index: json["index"] as String?,
         name: json["name"] as String,
+        ttlMs: json["ttl_ms"] as int?,
         type: json["type"] as String,
       );
 
   final String? index;
   final String name;
+  /// The field's `@ttl` in milliseconds, present only on a field
+  /// that has one: a document lapses once this field's time plus
+  /// it is no longer after now (docs/fenecql.md, Expiry).
+  final int? ttlMs;
   final String type;
 
   /// The JSON object of this value, for jsonEncode; an absent field is left out.
   Map<String, Object?> toJson() => {
         "index": index,
         "name": name,
+        if (ttlMs != null) "ttl_ms": ttlMs!,
         "type": type,
       };
 }
@@ -769,7 +776,8 @@ class Transport {
   /// GET /collections: Every collection, with its fields, their types and indexes.
   ///
   /// A JWT held to a policy is shown only the collections it may read,
-  /// each with the count of the documents it may read.
+  /// each with the count of the documents it may read. Documents whose
+  /// `@ttl` has lapsed are not counted, swept or not.
   Future<Reply<Collections>> collections({Future<void>? abortTrigger}) async {
     final r = await _send(Routes.collections, null, {}, abortTrigger);
     return _reply(r, (json) => Collections.fromJson(json as Map<String, Object?>));

@@ -422,6 +422,15 @@ public sealed record Field
     [JsonPropertyName("name")]
     public required string Name { get; init; }
 
+    /// <summary>
+    /// The field's `@ttl` in milliseconds, present only on a field
+    /// that has one: a document lapses once this field's time plus
+    /// it is no longer after now (docs/fenecql.md, Expiry).
+    /// </summary>
+    [JsonPropertyName("ttl_ms")]
+    [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
+    public long? TtlMs { get; init; }
+
     [JsonPropertyName("type")]
     public required string Type { get; init; }
 }
@@ -752,7 +761,8 @@ public sealed class Transport : IDisposable, IAsyncDisposable
     /// GET /collections: Every collection, with its fields, their types and indexes.
     ///
     /// A JWT held to a policy is shown only the collections it may read,
-    /// each with the count of the documents it may read.
+    /// each with the count of the documents it may read. Documents whose
+    /// `@ttl` has lapsed are not counted, swept or not.
     /// </summary>
     public Task<Reply<Collections>> CollectionsAsync(CancellationToken cancellationToken = default)
     {

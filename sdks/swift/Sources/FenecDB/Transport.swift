@@ -371,17 +371,23 @@ public struct ErrorBody: Codable, Sendable, Hashable {
 public struct Field: Codable, Sendable, Hashable {
     public var index: String?
     public var name: String
+    /// The field's `@ttl` in milliseconds, present only on a field
+    /// that has one: a document lapses once this field's time plus
+    /// it is no longer after now (docs/fenecql.md, Expiry).
+    public var ttlMs: Int64?
     public var type: String
 
-    public init(index: String?, name: String, type: String) {
+    public init(index: String?, name: String, ttlMs: Int64? = nil, type: String) {
         self.index = index
         self.name = name
+        self.ttlMs = ttlMs
         self.type = type
     }
 
     enum CodingKeys: String, CodingKey {
         case index
         case name
+        case ttlMs = "ttl_ms"
         case type
     }
 }
@@ -652,7 +658,8 @@ public struct Transport: Sendable {
     /// GET /collections: Every collection, with its fields, their types and indexes.
     ///
     /// A JWT held to a policy is shown only the collections it may read,
-    /// each with the count of the documents it may read.
+    /// each with the count of the documents it may read. Documents whose
+    /// `@ttl` has lapsed are not counted, swept or not.
     public func collections() async throws -> Reply<Collections> {
         let sent: [(String, String?)] = []
         let (status, answered, data) = try await send(Routes.collections, body: nil, headers: sent)
