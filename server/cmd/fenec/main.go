@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -225,9 +224,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	scheme := "http"
 	if serverTLS != nil {
-		// The handshake runs on the connection's first read, under the
-		// head's timeout (httpapi.HTTPServer).
-		ln = tls.NewListener(ln, serverTLS.ServerConfig())
 		scheme = "https"
 	}
 	node, err := startNode(o, db, scheme+"://"+ln.Addr().String(), metrics, log)
@@ -258,7 +254,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if serverTLS != nil {
+			served <- srv.ServeTLS(ln, serverTLS.ServerConfig())
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
 	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "file", o.file, "sync", syncMode.String(), "clock", o.clock)
 
