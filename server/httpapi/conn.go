@@ -502,6 +502,7 @@ func (c *conn) serve() {
 			return
 		}
 		if err != nil {
+			c.plainToTLS(err)
 			return // gone, or silent past a timeout: net/http answers neither
 		}
 		if !c.buildRequest() {
@@ -523,6 +524,28 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// plainToTLS answers, as net/http does, a client that sent plain HTTP to
+// the TLS port: with a 400 that says so, in plain HTTP, rather than a
+// closed connection.
+func (c *conn) plainToTLS(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil || !looksLikeHTTP(re.RecordHeader[:]) {
+		return
+	}
+	re.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+}
+
+// looksLikeHTTP reports whether a TLS record's first bytes are an HTTP
+// request's method.
+func looksLikeHTTP(hdr []byte) bool {
+	switch string(hdr[:min(len(hdr), 5)]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH":
+		return true
+	}
+	return false
 }
 
 // rstAvoidanceDelay is how long a connection closed with its request's
