@@ -330,7 +330,9 @@ func TestClusterMutualTLS(t *testing.T) {
 	if err := leap(rogue(t, member), other); err != nil {
 		t.Fatalf("with a certificate of the cluster's CA: %v", err)
 	}
-	if got := c.term(other); got != before+100 {
+	// At least: the node, left without the rogue's heartbeats, may have
+	// begun an election since.
+	if got := c.term(other); got < before+100 {
 		t.Errorf("a member's AppendEntries of term %d left %s at term %d", before+100, other.id, got)
 	}
 }
