@@ -2,6 +2,8 @@ package fenecdb
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -40,6 +42,7 @@ type config struct {
 	token   string
 	timeout time.Duration
 	client  *http.Client
+	tls     *tls.Config
 }
 
 // WithToken sends token as "Authorization: Bearer <token>" on every
@@ -58,6 +61,19 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // it must exceed the longest wait, or held claims are cut short: prefer
 // [WithTimeout].
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client = hc } }
+
+// WithTLSConfig connects over https with cfg: its RootCAs to trust a
+// server whose certificate a CA of your own signed (the system's roots
+// otherwise), its Certificates to present one to a server started with
+// --tls-client-ca (docs/http.md, "TLS"). It configures the Client's own
+// HTTP client, so it does not go with [WithHTTPClient]: set TLS on that
+// client's transport instead.
+//
+//	pem, _ := os.ReadFile("ca.pem")
+//	roots := x509.NewCertPool()
+//	roots.AppendCertsFromPEM(pem)
+//	db, err := fenecdb.Connect("https://db.example.com:8443", fenecdb.WithTLSConfig(&tls.Config{RootCAs: roots}))
+func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
 // Connect answers a Client for the server at rawURL, such as
 // "http://127.0.0.1:8080", or for the nodes of a cluster, their URLs
@@ -90,8 +106,11 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.client != nil && cfg.tls != nil {
+		return nil, errors.New("fenecdb: WithTLSConfig and WithHTTPClient together: set the TLS configuration on the HTTP client's transport")
+	}
 	if cfg.client == nil {
-		cfg.client = defaultHTTPClient()
+		cfg.client = defaultHTTPClient(cfg.tls)
 	}
 	return &Client{
 		t:       &apiTransport{client: cfg.client, token: cfg.token},
@@ -352,13 +371,20 @@ const keptConnsPerHost = 64
 // defaultHTTPClient answers the HTTP client of a Client made without
 // WithHTTPClient: net/http's default transport (its proxy from the
 // environment, its timeouts), keeping keptConnsPerHost idle connections to
-// a host; net/http's default client if that transport was replaced.
-func defaultHTTPClient() *http.Client {
+// a host, with tlsCfg if not nil; net/http's default client if that
+// transport was replaced.
+func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
 	dt, ok := http.DefaultTransport.(*http.Transport)
 	if !ok {
+		if tlsCfg != nil {
+			return &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: tlsCfg}}
+		}
 		return &http.Client{}
 	}
 	tr := dt.Clone()
+	if tlsCfg != nil {
+		tr.TLSClientConfig = tlsCfg
+	}
 	tr.MaxIdleConnsPerHost = keptConnsPerHost
 	tr.MaxIdleConns = max(tr.MaxIdleConns, keptConnsPerHost)
 	return &http.Client{Transport: tr}

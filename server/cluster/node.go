@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -66,6 +67,11 @@ type Config struct {
 	Heartbeat, Election, LeaderLease time.Duration
 	// SnapshotThreshold: log entries between snapshots; zero picks 8192.
 	SnapshotThreshold uint64
+	// ServerTLS and DialTLS, both set, carry raft over mutual TLS: the
+	// configuration the raft port accepts with (it must require a client
+	// certificate) and the one this node dials the others with. Both nil,
+	// raft is plain TCP.
+	ServerTLS, DialTLS *tls.Config
 }
 
 // addrPrefix is the side record (engine.Meta) a leader keeps its HTTP URL
@@ -215,7 +221,18 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --raft-advertise %s: %w", cfg.Advertise, err)
 	}
-	if n.trans, err = raft.NewTCPTransport(cfg.RaftAddr, adv, 4, 5*time.Second, os.Stderr); err != nil {
+	if (cfg.ServerTLS == nil) != (cfg.DialTLS == nil) {
+		n.logs.Close()
+		return nil, errors.New("cluster: mutual TLS needs both a server and a dialing configuration")
+	}
+	if cfg.ServerTLS != nil {
+		layer, err := newTLSLayer(cfg.RaftAddr, adv, cfg.ServerTLS, cfg.DialTLS, n.log)
+		if err != nil {
+			n.logs.Close()
+			return nil, fmt.Errorf("cluster: --raft %s: %w", cfg.RaftAddr, err)
+		}
+		n.trans = raft.NewNetworkTransport(layer, 4, 5*time.Second, os.Stderr)
+	} else if n.trans, err = raft.NewTCPTransport(cfg.RaftAddr, adv, 4, 5*time.Second, os.Stderr); err != nil {
 		n.logs.Close()
 		return nil, fmt.Errorf("cluster: --raft %s: %w", cfg.RaftAddr, err)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"log"
@@ -46,6 +47,9 @@ type HTTPServer struct {
 	// inbound, if set, counts the requests on their way to a commit
 	// (CountInbound).
 	inbound Inbound
+	// tls, if set, is the configuration every connection is served
+	// under (ServeTLS).
+	tls *tls.Config
 	// asleep is set while the sweeper waits for a request to start rather
 	// than ticking (sweep); a request that sees it wakes it (wake).
 	asleep atomic.Bool
@@ -146,6 +150,17 @@ func (s *HTTPServer) logf(format string, args ...any) {
 	} else {
 		log.Printf(format, args...)
 	}
+}
+
+// ServeTLS serves ln as Serve does, each connection over TLS with cfg.
+// The TLS records are read and written through the socket's raw system
+// calls (rawio_linux.go) as a plain connection's requests are, and the
+// handshake runs on the connection's first read, under the head's timeout.
+func (s *HTTPServer) ServeTLS(ln net.Listener, cfg *tls.Config) error {
+	s.mu.Lock()
+	s.tls = cfg
+	s.mu.Unlock()
+	return s.Serve(ln)
 }
 
 // Shutdown stops accepting, closes idle connections and waits for the
@@ -309,6 +324,13 @@ func (s *HTTPServer) newConn(rwc net.Conn) *conn {
 		return nil
 	}
 	c := &conn{s: s, rwc: rwc, raw: newRawIO(rwc), accepted: time.Now(), buf: make([]byte, connBufSize)}
+	if s.tls != nil {
+		var under net.Conn = rwc
+		if c.raw != nil {
+			under = &rawConn{Conn: rwc, raw: c.raw}
+		}
+		c.rwc, c.raw = tls.Server(under, s.tls), nil
+	}
 	if ra := rwc.RemoteAddr(); ra != nil {
 		c.remote = ra.String()
 	}
@@ -480,6 +502,7 @@ func (c *conn) serve() {
 			return
 		}
 		if err != nil {
+			c.plainToTLS(err)
 			return // gone, or silent past a timeout: net/http answers neither
 		}
 		if !c.buildRequest() {
@@ -501,6 +524,28 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// plainToTLS answers, as net/http does, a client that sent plain HTTP to
+// the TLS port: with a 400 that says so, in plain HTTP, rather than a
+// closed connection.
+func (c *conn) plainToTLS(err error) {
+	var re tls.RecordHeaderError
+	if !errors.As(err, &re) || re.Conn == nil || !looksLikeHTTP(re.RecordHeader[:]) {
+		return
+	}
+	re.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(re.Conn, "HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server.\n")
+}
+
+// looksLikeHTTP reports whether a TLS record's first bytes are an HTTP
+// request's method.
+func looksLikeHTTP(hdr []byte) bool {
+	switch string(hdr[:min(len(hdr), 5)]) {
+	case "GET /", "HEAD ", "POST ", "PUT /", "OPTIO", "DELET", "PATCH":
+		return true
+	}
+	return false
 }
 
 // rstAvoidanceDelay is how long a connection closed with its request's
@@ -881,6 +926,17 @@ func (l *handoffListener) Close() error {
 }
 
 func (l *handoffListener) Addr() net.Addr { return l.addr }
+
+// rawConn is a TCP connection read and written through rawIO: what a
+// TLS connection served here runs over. Deadlines and Close are the TCP
+// connection's, which rawIO keeps.
+type rawConn struct {
+	net.Conn
+	raw *rawIO
+}
+
+func (c *rawConn) Read(p []byte) (int, error)  { return c.raw.Read(p) }
+func (c *rawConn) Write(p []byte) (int, error) { return c.raw.Write(p) }
 
 // prefixConn reads pre, then the connection.
 type prefixConn struct {

@@ -91,7 +91,7 @@ const (
 )
 
 // allParts are the parts of a run, in order.
-var allParts = []string{"claim", "process", "http", "postgres", "redis", "wake", "delayed", "idle", "couriers"}
+var allParts = []string{"claim", "process", "http", "https", "postgres", "redis", "wake", "delayed", "idle", "couriers"}
 
 // config is a run's settings, from the flags.
 type config struct {
@@ -216,9 +216,9 @@ func run(cfg config) (*report, error) {
 		{p["process"], "workers in process", func() ([]figure, error) {
 			return inProcess(tmp, cfg.jobs, cfg.workers, cfg.duration, cfg.rounds)
 		}},
-		{p["http"] || p["postgres"] || p["redis"], "workers over the network", func() ([]figure, error) {
+		{p["http"] || p["https"] || p["postgres"] || p["redis"], "workers over the network", func() ([]figure, error) {
 			return network(&comparison{bin: cfg.bin, dir: tmp, jobs: cfg.jobs, workers: cfg.workers, duration: cfg.duration, rounds: cfg.rounds,
-				fenec: p["http"], postgres: p["postgres"], redis: p["redis"], versions: rep.Versions})
+				fenec: p["http"], https: p["https"], postgres: p["postgres"], redis: p["redis"], versions: rep.Versions})
 		}},
 		{p["wake"], "put → waiting worker", func() ([]figure, error) {
 			return wake(cfg.bin, tmp, cfg.samples, cfg.rounds, p["redis"], rep.Versions)

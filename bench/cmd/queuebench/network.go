@@ -37,6 +37,7 @@ type comparison struct {
 	duration time.Duration // of one drive
 	rounds   int           // drives of each cell
 	fenec    bool
+	https    bool // Fenec over TLS too, at every worker count
 	postgres bool
 	redis    bool
 	versions map[string]string // filled in: each peer's version
@@ -44,7 +45,7 @@ type comparison struct {
 
 // A contender is one queue driven in a group: a system at a durability.
 type contender struct {
-	sys  string // fenec, three (Fenec claiming in three round trips), postgresql, redis
+	sys  string // fenec, three (Fenec claiming in three round trips), https (Fenec over TLS), postgresql, redis
 	dur  string // durable, relaxed
 	q    queue
 	only int // drive only at this worker count (0: at every count)
@@ -130,6 +131,26 @@ func network(c *comparison) ([]figure, error) {
 			}
 		}
 	}
+	if c.https {
+		cert, key, client, err := serverCert(c.dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range durabilities {
+			file := filepath.Join(c.dir, "https-"+d.name+".db")
+			s, err := startServerTLS(c.bin, client, "--file", file, "--sync", d.fenec, "--tls-cert", cert, "--tls-key", key)
+			if err != nil {
+				return nil, err
+			}
+			defer removeDB(file)
+			defer s.stop()
+			if _, err := s.query(jobsSchema, nil, 0); err != nil {
+				return nil, err
+			}
+			cs = append(cs, contender{sys: "https", dur: d.name, q: &httpQueue{s: s}})
+			pids = append(pids, s.cmd.Process.Pid)
+		}
+	}
 	// The drives whose server has yet to finish its work for them, by
 	// contender: finished before that contender fills again, before any
 	// drive, and before the servers stop.
@@ -172,6 +193,10 @@ func network(c *comparison) ([]figure, error) {
 			at := func(sys string) *result { return cell(values(tallies[key{sys, d.name, w}]), false) }
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim 10, ack each", plural(w, "worker")),
 				Durability: d.name, Workers: w, Method: oneStatement, Fenec: at("fenec"), Postgres: at("postgresql"), Redis: at("redis")})
+			if r := at("https"); r != nil {
+				figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim 10, ack each, over https (TLS 1.3, P-256)", plural(w, "worker")),
+					Durability: d.name, Workers: w, Method: overTLS, Fenec: r})
+			}
 		}
 		if r := cell(values(tallies[key{"three", d.name, most}]), true); r != nil {
 			figs = append(figs, figure{Section: d.section, Name: fmt.Sprintf("%s, claim in three round trips (read, compare-and-set, read back), ack each", plural(most, "worker")),

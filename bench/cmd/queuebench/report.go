@@ -131,8 +131,11 @@ func clientLine(figs []figure) string {
 		}
 		if len(parts) > 0 {
 			name, _, _ := strings.Cut(f.Name, ",")
-			if f.Method == threeStatements {
+			switch f.Method {
+			case threeStatements:
 				name += " claiming in three round trips"
+			case overTLS:
+				name += " over https"
 			}
 			lines = append(lines, name+": "+strings.Join(parts, " · "))
 		}

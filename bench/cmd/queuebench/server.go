@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,6 +26,12 @@ type server struct {
 }
 
 func startServer(bin string, args ...string) (*server, error) {
+	return startServerTLS(bin, nil, args...)
+}
+
+// startServerTLS starts a server whose args include --tls-cert, its
+// client trusting client's roots; with client nil, as startServer.
+func startServerTLS(bin string, client *tls.Config, args ...string) (*server, error) {
 	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0", "--slow-ms", "0"}, args...)...)
 	cmd.Stderr = io.Discard
 	out, err := cmd.StdoutPipe()
@@ -45,8 +52,12 @@ func startServer(bin string, args ...string) (*server, error) {
 	}()
 	select {
 	case a := <-addr:
-		tr := &http.Transport{MaxIdleConnsPerHost: 4096}
-		return &server{cmd: cmd, url: "http://" + a, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
+		tr := &http.Transport{MaxIdleConnsPerHost: 4096, TLSClientConfig: client}
+		scheme := "http://"
+		if client != nil {
+			scheme = "https://"
+		}
+		return &server{cmd: cmd, url: scheme + a, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("%s did not print its address in 30 s", bin)

@@ -38,6 +38,13 @@ export interface ConnectOptions {
   timeout?: number | undefined;
   /** The fetch to send with (default `globalThis.fetch`). */
   fetch?: typeof fetch | undefined;
+  /**
+   * On Node, an undici dispatcher every request is sent through (fetch's
+   * `dispatcher`): to trust a CA of your own, or to present a client
+   * certificate, an `Agent` of the undici package made with
+   * `{ connect: { ca, cert, key } }` (docs/sdks.md, "TLS").
+   */
+  dispatcher?: object | undefined;
 }
 
 /** The client's timeout when none is given: 30 s, in every Fenec SDK (docs/sdks.md). */
@@ -73,7 +80,10 @@ export class Client {
   /** Use {@link connect}. */
   constructor(url: string | readonly string[], opts: ConnectOptions = {}) {
     this.#nodes = new Nodes(checkURLs(url));
-    this.#fetch = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    const f = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    const dispatcher = opts.dispatcher;
+    // Node's fetch reads `dispatcher` from the request's init (undici's).
+    this.#fetch = dispatcher === undefined ? f : (input, init) => f(input, { ...init, dispatcher } as RequestInit);
     this.#token = opts.token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
@@ -464,6 +474,12 @@ function milliseconds(what: string, n: number): number {
   return n;
 }
 
+/** Node's codes of a server certificate that failed the client's check. */
+const TLS_CHECK: ReadonlySet<string> = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'UNABLE_TO_GET_ISSUER_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID', 'ERR_TLS_CERT_ALTNAME_INVALID', 'CERT_UNTRUSTED',
+]);
+
 /** What went wrong under fetch's "fetch failed": the system's words and code. */
 function cause(err: unknown): string {
   const words: Record<string, string> = {
@@ -481,6 +497,7 @@ function cause(err: unknown): string {
   for (let e = err as { message?: unknown; code?: unknown; cause?: unknown } | undefined; e && parts.length < 4; e = e.cause as typeof e) {
     const code = typeof e.code === 'string' ? e.code : undefined;
     if (code && words[code]) return `${words[code]} (${code}${typeof e.message === 'string' ? `: ${e.message}` : ''})`;
+    if (code && TLS_CHECK.has(code)) return `TLS: the server's certificate failed the check (${code}${typeof e.message === 'string' ? `: ${e.message}` : ''})`;
     if (typeof e.message === 'string' && e.message !== 'fetch failed') parts.push(e.message);
   }
   return parts.join(': ') || String(err);

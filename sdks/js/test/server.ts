@@ -61,7 +61,8 @@ export async function launch(how: Launch = {}): Promise<Server> {
       }
     });
   });
-  return { url: `http://${addr}`, addr, stop: () => stop(child), kill: (signal) => stop(child, signal) };
+  const scheme = how.args?.includes('--tls-cert') ? 'https' : 'http';
+  return { url: `${scheme}://${addr}`, addr, stop: () => stop(child), kill: (signal) => stop(child, signal) };
 }
 
 function stop(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,12 +14,14 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
+	"github.com/fenecdb/fenec/server/tlsfiles"
 )
 
 // clusterFlags make `fenec serve` a cluster node (docs/cluster.md). With
 // no --node-id the server is alone, as before, and none of this runs.
 type clusterFlags struct {
 	id, raft, advertise, dir, bootstrap, url string
+	cert, key, ca                            string
 	snapshotEvery                            uint64
 	peers                                    []cluster.Peer
 }
@@ -30,15 +33,21 @@ func (c *clusterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.dir, "raft-dir", "", "the `directory` of a cluster node's raft log and snapshots (default <file>.raft)")
 	fs.StringVar(&c.bootstrap, "bootstrap", "", "the first voters, `id=host:port,...` (this node among them); used only on the first start, when --raft-dir is empty")
 	fs.Uint64Var(&c.snapshotEvery, "raft-snapshot-every", 8192, "snapshot a cluster node's file, and truncate its log, after this many `entries`")
-	fs.StringVar(&c.url, "advertise-http", "", "the `URL` clients reach this node's API at, named to them by followers (default http://<the --http address>)")
+	fs.StringVar(&c.url, "advertise-http", "", "the `URL` clients reach this node's API at, named to them by followers (default http://<the --http address>, https:// under --tls-cert)")
+	fs.StringVar(&c.cert, "node-cert", "", "carry raft over mutual TLS: this node's PEM certificate `file`, signed by --node-ca; re-read when it changes")
+	fs.StringVar(&c.key, "node-key", "", "the PEM private key `file` of --node-cert; re-read when it changes")
+	fs.StringVar(&c.ca, "node-ca", "", "the PEM `file` of the cluster's CA: only nodes with a certificate it signed may connect to raft, and only they are dialed")
 }
 
 func (c *clusterFlags) check(file, sync string) error {
 	if c.id == "" {
-		if c.raft != "" || c.bootstrap != "" || c.advertise != "" || c.dir != "" || c.url != "" {
-			return errors.New("--raft, --raft-advertise, --raft-dir, --bootstrap and --advertise-http need --node-id")
+		if c.raft != "" || c.bootstrap != "" || c.advertise != "" || c.dir != "" || c.url != "" || c.cert != "" || c.key != "" || c.ca != "" {
+			return errors.New("--raft, --raft-advertise, --raft-dir, --bootstrap, --advertise-http and --node-cert, --node-key, --node-ca need --node-id")
 		}
 		return nil
+	}
+	if (c.cert == "") != (c.key == "") || (c.cert == "") != (c.ca == "") {
+		return errors.New("--node-cert, --node-key and --node-ca go together")
 	}
 	if c.raft == "" {
 		return errors.New("--node-id needs --raft")
@@ -77,17 +86,29 @@ func (c *clusterFlags) check(file, sync string) error {
 // node is the running cluster node; nil when the server is alone.
 type node struct{ n *cluster.Node }
 
-func startNode(o options, db *engine.DB, httpAddr string, metrics *httpapi.Metrics, log *slog.Logger) (*node, error) {
+func startNode(o options, db *engine.DB, httpURL string, metrics *httpapi.Metrics, log *slog.Logger) (*node, error) {
 	c := o.cluster
 	if c.id == "" {
 		return nil, nil
 	}
 	url := c.url
 	if url == "" {
-		url = "http://" + httpAddr
+		url = httpURL
 	}
-	n, err := cluster.Start(db, cluster.Config{ID: c.id, RaftAddr: c.raft, Advertise: c.advertise, HTTPURL: strings.TrimSuffix(url, "/"),
-		Dir: c.dir, Bootstrap: c.peers, Log: log, SnapshotThreshold: c.snapshotEvery})
+	cfg := cluster.Config{ID: c.id, RaftAddr: c.raft, Advertise: c.advertise, HTTPURL: strings.TrimSuffix(url, "/"),
+		Dir: c.dir, Bootstrap: c.peers, Log: log, SnapshotThreshold: c.snapshotEvery}
+	if c.cert != "" {
+		// Both ends are Fenec nodes: TLS 1.3, nothing older.
+		files, err := tlsfiles.Load(c.cert, c.key, c.ca, tlsfiles.Options{MinVersion: tls.VersionTLS13})
+		if err != nil {
+			return nil, fmt.Errorf("--node-cert: %w", err)
+		}
+		cfg.ServerTLS = files.ServerConfig()
+		if cfg.DialTLS, err = files.PeerConfig(); err != nil {
+			return nil, err
+		}
+	}
+	n, err := cluster.Start(db, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +116,7 @@ func startNode(o options, db *engine.DB, httpAddr string, metrics *httpapi.Metri
 		n.Shutdown()
 		return nil, err
 	}
-	log.Info("cluster node", "id", c.id, "raft", c.raft, "dir", c.dir, "url", url)
+	log.Info("cluster node", "id", c.id, "raft", c.raft, "dir", c.dir, "url", url, "mutual_tls", c.cert != "")
 	return &node{n}, nil
 }
 

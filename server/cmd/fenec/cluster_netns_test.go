@@ -97,7 +97,9 @@ func (ns *netns) cut(i int, op string) {
 // newNetnsCluster starts three nodes, each in a namespace of its own.
 func newNetnsCluster(t *testing.T) (*netns, *testCluster) {
 	ns := newNetns(t, 3)
-	c := &testCluster{t: t, token: "cluster-test-token"}
+	// Each node listens on its namespace's address, beyond loopback, in
+	// plain HTTP and raft: --insecure says so (docs/cluster.md).
+	c := &testCluster{t: t, token: "cluster-test-token", extra: []string{"--insecure"}}
 	for i := 0; i < 3; i++ {
 		c.nodes = append(c.nodes, &clusterNode{id: fmt.Sprintf("n%d", i+1), http: ns.addr(i) + ":8080", raft: ns.addr(i) + ":7000"})
 	}

@@ -39,6 +39,8 @@ type testCluster struct {
 	// binOf answers the program that runs a node: bin, or a script that
 	// runs bin in the node's network namespace.
 	binOf func(*clusterNode) string
+	// argsOf, if set, answers flags of a node's own (its certificate).
+	argsOf func(*clusterNode) []string
 }
 
 // noProxy is a transport that never goes through $http_proxy: the nodes'
@@ -77,6 +79,9 @@ func (c *testCluster) start(nd *clusterNode) {
 	args := append([]string{"--http", nd.http, "--file", nd.file, "--node-id", nd.id, "--raft", nd.raft, "--bootstrap", c.bootstrap}, c.extra...)
 	if c.token != "" {
 		args = append(args, "--token", c.token)
+	}
+	if c.argsOf != nil {
+		args = append(args, c.argsOf(nd)...)
 	}
 	p := apitest.Start(c.t, c.binOf(nd), args...)
 	nd.p = p

@@ -27,6 +27,7 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi"
 	"github.com/fenecdb/fenec/server/store"
+	"github.com/fenecdb/fenec/server/tlsfiles"
 )
 
 const usage = `fenec is the Fenec document database.
@@ -81,6 +82,7 @@ type options struct {
 	idemBytes                      int64
 	maxBody                        int64
 	slowMS                         int
+	tlsCert, tlsKey, tlsClientCA   string
 	insecure                       bool
 	noConsole                      bool
 	corsOrigins                    []string
@@ -105,7 +107,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
-	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (its chain after it); re-read when it changes; needs --tls-key")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert; re-read when it changes")
+	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require of every client a certificate signed by a CA of this PEM `file`; needs --tls-cert")
+	// Until the token rule has a flag of its own, --insecure also lets a
+	// non-loopback --http run without a token.
+	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS: --http without --tls-cert, --raft without --node-cert (a bearer token then crosses the network in clear)")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
 	fs.Func("cors-origin", "let pages of this exact `origin` (https://app.example.com) call /query and /batch from a browser; repeatable; none by default", func(v string) error {
 		if err := httpapi.CheckOrigin(v); err != nil {
@@ -148,6 +155,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
 	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return o, errors.New("--tls-cert and --tls-key go together")
+	}
+	if o.tlsClientCA != "" && o.tlsCert == "" {
+		return o, errors.New("--tls-client-ca needs --tls-cert and --tls-key")
+	}
 	if err := o.cluster.check(o.file, o.sync); err != nil {
 		return o, err
 	}
@@ -165,6 +178,20 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecure && !loopback(o.http) {
 		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
+	}
+	// A bearer token sent in clear is a password on the wire: beyond
+	// loopback, TLS or a flag that says so (docs/http.md, "TLS").
+	if o.tlsCert == "" && !o.insecure && !loopback(o.http) {
+		return fmt.Errorf("--http %s is reachable from other machines over plain HTTP, where tokens cross the network in clear: give --tls-cert and --tls-key, or pass --insecure", o.http)
+	}
+	if o.cluster.id != "" && o.cluster.cert == "" && !o.insecure && !loopback(o.cluster.raft) {
+		return fmt.Errorf("--raft %s is reachable from other machines without TLS, where any process could join the cluster: give --node-cert, --node-key and --node-ca, or pass --insecure", o.cluster.raft)
+	}
+	var serverTLS *tlsfiles.Files
+	if o.tlsCert != "" {
+		if serverTLS, err = tlsfiles.Load(o.tlsCert, o.tlsKey, o.tlsClientCA, tlsfiles.Options{NextProtos: []string{"http/1.1"}}); err != nil {
+			return fmt.Errorf("--tls-cert: %w", err)
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	httpapi.TuneGC()
@@ -199,7 +226,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		db.Close()
 		return err
 	}
-	node, err := startNode(o, db, ln.Addr().String(), metrics, log)
+	scheme := "http"
+	if serverTLS != nil {
+		scheme = "https"
+	}
+	node, err := startNode(o, db, scheme+"://"+ln.Addr().String(), metrics, log)
 	if err != nil {
 		ln.Close()
 		db.Close()
@@ -229,9 +260,15 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go func() { api.SweepLapsed(sweepCtx, sweepLapsedEvery); close(lapsedSwept) }()
 
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() {
+		if serverTLS != nil {
+			served <- srv.ServeTLS(ln, serverTLS.ServerConfig())
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
 	fmt.Fprintf(stdout, "listening on %s\n", ln.Addr())
-	log.Info("serving", "addr", ln.Addr().String(), "file", o.file, "sync", syncMode.String(), "clock", o.clock)
+	log.Info("serving", "addr", ln.Addr().String(), "scheme", scheme, "file", o.file, "sync", syncMode.String(), "clock", o.clock)
 
 	var serveErr error
 	select {

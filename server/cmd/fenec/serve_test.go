@@ -65,19 +65,20 @@ func TestRefusesToStart(t *testing.T) {
 }
 
 // TestNonLoopbackWithTokenOrInsecure: a token, or --insecure, lets the
-// server listen beyond loopback (it is still reached on 127.0.0.1 here).
-// The token then guards every route but /_health.
+// server listen beyond loopback (it is still reached on 127.0.0.1 here);
+// without TLS, --insecure is needed either way (tls_test.go). The token
+// then guards every route but /_health.
 func TestNonLoopbackWithTokenOrInsecure(t *testing.T) {
 	tests := []struct {
-		flag        string
+		flags       []string
 		collections int // GET /collections without a token
 	}{
-		{"--token=s3cret", 401},
-		{"--insecure", 200},
+		{[]string{"--token=s3cret", "--insecure"}, 401},
+		{[]string{"--insecure"}, 200},
 	}
 	for _, tt := range tests {
-		t.Run(tt.flag, func(t *testing.T) {
-			p := apitest.Start(t, bin, "--file", ":memory:", "--http", "0.0.0.0:0", tt.flag)
+		t.Run(strings.Join(tt.flags, " "), func(t *testing.T) {
+			p := apitest.Start(t, bin, append([]string{"--file", ":memory:", "--http", "0.0.0.0:0"}, tt.flags...)...)
 			_, port, _ := net.SplitHostPort(strings.TrimPrefix(p.URL, "http://"))
 			c := &apitest.Client{T: t, Base: "http://127.0.0.1:" + port}
 			if r, err := c.Do("GET", "/_health", nil, nil); err != nil || r.Status != 200 {

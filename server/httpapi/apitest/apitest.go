@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,7 +189,7 @@ func Validate(req *http.Request, r *Response) error {
 
 // Process is a running `fenec serve`.
 type Process struct {
-	URL    string // http://127.0.0.1:<port>
+	URL    string // http://127.0.0.1:<port>; https:// with --tls-cert
 	Cmd    *exec.Cmd
 	stderr *lockedWriter
 	done   chan struct{}
@@ -223,6 +224,9 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 	select {
 	case a := <-addr:
 		p.URL = "http://" + a
+		if slices.Contains(args, "--tls-cert") {
+			p.URL = "https://" + a
+		}
 	case <-p.done:
 		t.Fatalf("fenec serve %v exited before listening: %v\n%s", args, p.err, p.Log())
 	case <-time.After(30 * time.Second):

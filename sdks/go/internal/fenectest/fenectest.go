@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -136,6 +137,9 @@ func (s *Server) tryStart(addr string) error {
 	select {
 	case a := <-found:
 		s.URL = "http://" + a
+		if slices.Contains(s.args, "--tls-cert") {
+			s.URL = "https://" + a
+		}
 		return nil
 	case <-s.done:
 		s.cmd = nil

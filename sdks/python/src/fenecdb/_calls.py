@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import ssl
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
@@ -27,6 +28,21 @@ MAX_WAIT = 30.0
 """The longest ``wait=`` the server holds a claim, in seconds."""
 
 StatementLike = Union[Statement, str]
+
+Verify = Union[bool, str, ssl.SSLContext]
+"""How an https server's certificate is checked (``connect``'s ``verify``)."""
+
+
+def ssl_context(verify: Verify) -> Union[bool, ssl.SSLContext]:
+    """The TLS context httpx is given for ``verify``: the system's trusted
+    CAs for ``True`` (httpx's own default is certifi's bundle, which knows
+    no CA an organisation installed), a PEM file's CAs for a path; a context
+    or ``False`` as is."""
+    if verify is True:
+        return ssl.create_default_context()
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return verify
 
 
 class _Default:
@@ -155,6 +171,11 @@ def _reason(e: BaseException) -> str:
         if id(inner) in seen:
             continue
         seen.add(id(inner))
+        if isinstance(inner, ssl.SSLCertVerificationError):
+            # Its errno (1) would read "operation not permitted".
+            return f"TLS: the server's certificate failed the check: {inner.verify_message}"
+        if isinstance(inner, ssl.SSLError):
+            return f"TLS: {inner.reason or inner}"
         if isinstance(inner, OSError) and (inner.errno or inner.strerror):
             # asyncio's strerror is "Connect call failed (…)": the errno says why.
             text = os.strerror(inner.errno) if inner.errno else str(inner.strerror)

@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Optional, Sequence, Union
 
 from ._async.client import AsyncClient
-from ._calls import DEFAULT_TIMEOUT
+from ._calls import DEFAULT_TIMEOUT, Verify
 from ._sync.client import Client
 
 
 def connect(
-    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+    url: Union[str, Sequence[str]],
+    *,
+    token: Optional[str] = None,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+    verify: Verify = True,
 ) -> Client:
     """A blocking client of the Fenec server at ``url`` (``http(s)://host[:port]``,
     checked now: a ValueError names what is wrong) — or of a cluster's
@@ -21,13 +25,24 @@ def connect(
 
     ``token`` is sent as ``Authorization: Bearer <token>``; ``timeout`` is the
     seconds a call may take (default 30; ``None``: no limit), and a call
-    sent with ``wait=`` may take that much longer."""
-    return Client(url, token=token, timeout=timeout)
+    sent with ``wait=`` may take that much longer.
+
+    ``verify`` checks an https server's certificate: ``True`` against the
+    system's trusted CAs; a path, against the CAs of that PEM file (a CA of
+    your own); an :class:`ssl.SSLContext` as made (to present a client
+    certificate, ``ctx.load_cert_chain(...)``); ``False`` not at all. A
+    certificate that fails the check fails the call with
+    ``httpx.ConnectError`` naming ``CERTIFICATE_VERIFY_FAILED``."""
+    return Client(url, token=token, timeout=timeout, verify=verify)
 
 
 def connect_async(
-    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+    url: Union[str, Sequence[str]],
+    *,
+    token: Optional[str] = None,
+    timeout: Optional[float] = DEFAULT_TIMEOUT,
+    verify: Verify = True,
 ) -> AsyncClient:
     """An asyncio client of the Fenec server at ``url``; use it with
     ``async with``. Arguments as :func:`connect`."""
-    return AsyncClient(url, token=token, timeout=timeout)
+    return AsyncClient(url, token=token, timeout=timeout, verify=verify)

@@ -30,8 +30,10 @@ class AsyncClient:
     "Several nodes"); ``token`` is sent as
     ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
     take (default 30; ``None``: no limit), which a call's own ``timeout=``
-    replaces; ``transport`` replaces httpx's. Cancelling a task gives its
-    request up: a claim held at the server is released."""
+    replaces; ``verify`` is how an https server's certificate is checked
+    (see :func:`fenecdb.connect`); ``transport`` replaces httpx's (and with
+    it ``verify``). Cancelling a task gives its request up: a claim held at
+    the server is released."""
 
     def __init__(
         self,
@@ -39,17 +41,20 @@ class AsyncClient:
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
+        verify: calls.Verify = True,
         transport: Optional[httpx.AsyncBaseTransport] = None,
     ) -> None:
         self._settings = calls.Settings(url, token, timeout)
         self._transport = transport
+        # One TLS context for every node's httpx client.
+        self._ssl = calls.ssl_context(verify)
         first = self._settings.nodes.current
         # One httpx client per node (its base URL), made when first sent to.
         self._https: Dict[str, httpx.AsyncClient] = {first: self._http_client(first)}
         self._lock = threading.Lock()
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=node, transport=self._transport, timeout=self._settings.timeout)
+        return httpx.AsyncClient(base_url=node, transport=self._transport, timeout=self._settings.timeout, verify=self._ssl)
 
     @property
     def node(self) -> str:

@@ -30,11 +30,18 @@ import java.net.http.HttpRequest
 import java.net.http.HttpResponse
 import java.net.http.HttpTimeoutException
 import java.nio.channels.ClosedChannelException
+import java.nio.file.Files
+import java.nio.file.Path
+import java.security.KeyStore
+import java.security.cert.CertificateFactory
 import java.time.Instant
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.atomic.AtomicReference
+import javax.net.ssl.SSLContext
+import javax.net.ssl.SSLHandshakeException
+import javax.net.ssl.TrustManagerFactory
 import kotlin.time.Duration
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
@@ -77,24 +84,46 @@ public object Fenec {
      * (a timeout, a connection lost after sending, any other 503, a 403 of
      * the token's rules) is thrown as is: only an idempotency key makes the
      * retry of a write whose outcome is unknown safe.
+     *
+     * Over https the server's certificate is checked against the JVM's
+     * trusted CAs, or with [sslContext] when given: [trusting] makes one
+     * that trusts the CAs of a PEM file (a CA of your own); an SSLContext
+     * with a key manager presents a client certificate. A certificate that
+     * fails the check fails the call with [ErrorCode.NETWORK], its message
+     * starting "TLS:".
      */
-    public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
+    public fun connect(url: String, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT, sslContext: SSLContext? = null): Client {
         val parts = url.split(',')
-        return connect(if (parts.size > 1) parts.map { it.trim() } else parts, token, timeout)
+        return connect(if (parts.size > 1) parts.map { it.trim() } else parts, token, timeout, sslContext)
     }
 
     /** [connect] to the nodes of a cluster, one URL each. */
-    public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
+    public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT, sslContext: SSLContext? = null): Client {
         val nodes = parseUrls(urls)
         requireMillis("timeout", timeout)
         require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
         // HTTP/1.1: a held claim given up closes its connection, which is
         // how the server learns the claim is gone (docs/queues.md).
-        val http = HttpClient.newBuilder()
+        val builder = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
-            .build()
-        return Client(nodes, token, timeout, null, http, Schema())
+        if (sslContext != null) builder.sslContext(sslContext)
+        return Client(nodes, token, timeout, null, builder.build(), Schema())
+    }
+
+    /**
+     * An SSLContext that trusts the CA certificates of the PEM file
+     * [caFile], and only them: for [connect] to a server whose certificate
+     * a CA of your own signed.
+     */
+    @JvmStatic
+    public fun trusting(caFile: Path): SSLContext {
+        val certs = Files.newInputStream(caFile).use { CertificateFactory.getInstance("X.509").generateCertificates(it) }
+        require(certs.isNotEmpty()) { "$caFile holds no PEM certificate" }
+        val store = KeyStore.getInstance(KeyStore.getDefaultType()).apply { load(null, null) }
+        certs.forEachIndexed { i, c -> store.setCertificateEntry("ca$i", c) }
+        val tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm()).apply { init(store) }
+        return SSLContext.getInstance("TLS").apply { init(null, tmf.trustManagers, null) }
     }
 
     /** [connect] for Java, with the default timeout (30 s). */
@@ -106,6 +135,11 @@ public object Fenec {
     @JvmStatic
     public fun connect(url: String, token: String?, timeout: java.time.Duration): Client =
         connect(url, token, timeout.toMillis().milliseconds)
+
+    /** [connect] for Java, with a java.time.Duration timeout and an SSLContext. */
+    @JvmStatic
+    public fun connect(url: String, token: String?, timeout: java.time.Duration, sslContext: SSLContext): Client =
+        connect(url, token, timeout.toMillis().milliseconds, sslContext)
 
     /** [connect] to several nodes for Java, with the default timeout (30 s). */
     @JvmStatic
@@ -594,6 +628,7 @@ private fun cause(e: Throwable): String {
             is ConnectException -> return "connection refused" + (x.message?.takeIf { it.isNotBlank() && !it.contains("refused", true) }?.let { " ($it)" } ?: "")
             is UnknownHostException -> return "unknown host ${x.message ?: ""}".trim()
             is ClosedChannelException -> return "the connection was closed"
+            is SSLHandshakeException -> return "TLS: the handshake failed (${x.message ?: "no reason given"})"
         }
         if (x.cause == null || x.cause === x) break
         x = x.cause

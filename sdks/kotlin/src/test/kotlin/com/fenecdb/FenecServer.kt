@@ -47,7 +47,7 @@ class FenecServer(
             errors.join(2000) // the whole of stderr, for the message
             error("fenec did not start: $stderr")
         }
-        url = "http://$addr"
+        url = (if ("--tls-cert" in flags) "https://" else "http://") + addr
     }
 
     /** A client of this server. */
