@@ -116,6 +116,15 @@ func short(v Value) string {
 	return cut(string(appendValue(nil, v, true)), 40)
 }
 
+// ClipLen is how much of a text a client sent an error message echoes
+// (Clip).
+const ClipLen = 200
+
+// Clip cuts text a client sent to at most ClipLen bytes, marked with "…"
+// where cut, for an error message that echoes it: a megabyte identifier
+// is named by its start, not sent back whole.
+func Clip(s string) string { return cut(s, ClipLen) }
+
 // cut shortens s to at most n bytes on a rune boundary, marking the cut.
 func cut(s string, n int) string {
 	if len(s) <= n {

@@ -46,21 +46,25 @@ func (e ClusterStatusRole) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeBadRequest       ErrorCode = "bad_request"
-	ErrorCodeBehind           ErrorCode = "behind"
-	ErrorCodeConflict         ErrorCode = "conflict"
-	ErrorCodeForbidden        ErrorCode = "forbidden"
-	ErrorCodeInternal         ErrorCode = "internal"
-	ErrorCodeKeyLimit         ErrorCode = "key_limit"
-	ErrorCodeKeyReused        ErrorCode = "key_reused"
-	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
-	ErrorCodeNoLeader         ErrorCode = "no_leader"
-	ErrorCodeNotFound         ErrorCode = "not_found"
-	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
-	ErrorCodeTooLarge         ErrorCode = "too_large"
-	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
-	ErrorCodeUnavailable      ErrorCode = "unavailable"
-	ErrorCodeUnmet            ErrorCode = "unmet"
+	ErrorCodeBadRequest         ErrorCode = "bad_request"
+	ErrorCodeBehind             ErrorCode = "behind"
+	ErrorCodeConflict           ErrorCode = "conflict"
+	ErrorCodeForbidden          ErrorCode = "forbidden"
+	ErrorCodeHostNotAllowed     ErrorCode = "host_not_allowed"
+	ErrorCodeInternal           ErrorCode = "internal"
+	ErrorCodeKeyLimit           ErrorCode = "key_limit"
+	ErrorCodeKeyReused          ErrorCode = "key_reused"
+	ErrorCodeMethodNotAllowed   ErrorCode = "method_not_allowed"
+	ErrorCodeNoLeader           ErrorCode = "no_leader"
+	ErrorCodeNotFound           ErrorCode = "not_found"
+	ErrorCodeOriginNotAllowed   ErrorCode = "origin_not_allowed"
+	ErrorCodeRequestTimeout     ErrorCode = "request_timeout"
+	ErrorCodeStatementTimeout   ErrorCode = "statement_timeout"
+	ErrorCodeTooLarge           ErrorCode = "too_large"
+	ErrorCodeTooManyConnections ErrorCode = "too_many_connections"
+	ErrorCodeUnauthorized       ErrorCode = "unauthorized"
+	ErrorCodeUnavailable        ErrorCode = "unavailable"
+	ErrorCodeUnmet              ErrorCode = "unmet"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -74,6 +78,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeForbidden:
 		return true
+	case ErrorCodeHostNotAllowed:
+		return true
 	case ErrorCodeInternal:
 		return true
 	case ErrorCodeKeyLimit:
@@ -86,9 +92,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeNotFound:
 		return true
+	case ErrorCodeOriginNotAllowed:
+		return true
+	case ErrorCodeRequestTimeout:
+		return true
 	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
+		return true
+	case ErrorCodeTooManyConnections:
 		return true
 	case ErrorCodeUnauthorized:
 		return true
@@ -389,6 +401,9 @@ type Conflict = Error
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
 
+// HostNotAllowed defines model for HostNotAllowed.
+type HostNotAllowed = Error
+
 // Internal defines model for Internal.
 type Internal = Error
 
@@ -397,6 +412,9 @@ type KeyReused = Error
 
 // NotFound defines model for NotFound.
 type NotFound = Error
+
+// RequestTimeout defines model for RequestTimeout.
+type RequestTimeout = Error
 
 // TooLarge defines model for TooLarge.
 type TooLarge = Error
@@ -1052,109 +1070,112 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7HwLbxu3lvBfIeYrYLt3JI9sp20UXOCqvenX3D6Sm7gbYCPDQ80cWaxHpEJyLGsDAftr9oftL1mcQ3Ie",
-	"0siW0rR79962QGtJfBye94v8EGVqvlASpDXR8EM0A56Dpj+/BQnZG3iPf+dgMi0WVigZDaPLGbCcWz7h",
-	"Bo4My2Zc3gCT5XwCmvGpxf8yDe9LMJbZGbdsqZWFfhRHJpvBnOOScyHFvJxHwySO7GoB0TAS0sIN6Gi9",
-	"jqMXOcwXyoK0r2FR8BXk23CkVpeQsuUMJLMzYFyaJWgmDH2aCm1s+M4qZmfCsGrZbNX7HlYx0371NnAg",
-	"EbJ3EW4QXVUAGquFvInWCOCCaz4H20TWCI++DeaIpfRz7w28Tx0YWSFAWrbkxgMIOTuerBiXKyZVDkxN",
-	"GWdZURoL+mQ4lniggFFdSsOUzMCtReNnuNJiUQjIA8aFhbE81sDz3kqVukff4ETG2VQVhVqCPomZIoQ9",
-	"SS485Z4w02cjVigJY2lA3yE1CUbDLpKEcev2niqkMi3KhCUApLJsznPoj2UURwLP7vgpiiPJ54hBhwiH",
-	"qCbCp0rPuXU88MVFFEdzfu/Y42mSfDl4+vTsycWXF8nTp4P4Mc6hLd5yYbcp8aMoCmEgUzI3yBIzVeSE",
-	"Zy7m7Jiz1IBNESNpDkV6gmdFxHssLGeigLEUli1VWeTM8lvAM8+EvBkiLmaqqMRgqtWcJbjJeZIkyaMo",
-	"IYBb8hEQQPPjveUlW30Pq+2jDxCUsydP2GRlgSjsSKfBamSapbAzd1g+B3YLyIt5/YXnvbE8noOdqTxm",
-	"C25nMZuofOWWdOPVLcgTZKiKrTdFcSz5DRcydjumtZz3gqAPGcl1TCt6rvVofkbL3cJqLGk6x+9BV6Ih",
-	"DLs4O8PTaZiWBvx8dguwwEVwap99DyvDCnEHY5n2eqKhEqwtUnacw5SXhWVnF2x2QlCYUt+JOyC1ZizX",
-	"1m3BHd7GkhPGfim9dPbZW+SVJvMgqxm2sd2c3/duYWVSnG7GEjlvewShN0WVYGcgKmmMK/ErZU4qV8LS",
-	"4UaYcP6YhFKXAd9PknOW3sLquhBzYVN2TKdTiDhhDXHDKmaltKIYS1Xguggag/uF0HDyABtvaNZNXv4B",
-	"5I2dRcOzJ0+Il8PnQady1WAWShog3fo1z187+uKnTEnkFvyTFF7GkcNPfzHI5h8iuOfzRQFuZI7rTnh+",
-	"7fkjiiPQWuloGC2UETiRXQyGeDrILKAuuONFCTGbqlLmbBytx1G0bh7lMw3TaBj9v9Pabp66X83pc1qb",
-	"DrBtMAOLkto0lluYowkQhs15geoPTcCCawMxQ4yghHkLEzOHbCduJ32E6GuYCZnvgZBfDXptYnJiptrM",
-	"gOe/tKHVU4b8YIjbhCRrguB+o+S0EJn97QEekV6WTOSkyP9SSvEevQQi7LOgSMj0IvQWJAH4rdITkecg",
-	"f3sIf0Ikkv3N0eiYTC3Aq84jw3RZAMq2ZGoBmlul8UtVWmDc3AZN3Z4Wk2IiQI/cseAEHZpNb673gxPa",
-	"LevwUtbuhqM2ORHC2XSkdOE5kPQKItArn7jx65FhP7/+wfljt1ItZdup2pJzNFvSgpa8+D34wil1IRtq",
-	"mUj/PaxeAyrL30OaYNMFJU4kU0UeVdugEXw/KfstqqOP0n5S2WtSZg3dl6migIy03y9qYrzvxqYCihxt",
-	"BbefQOeNJCslcQFr7Ke03+ZYacfVTp1dKvUD1zfw+5CAvBZhWIFbauT1JlMckZ0my6vyVUrw/Sx5aWdK",
-	"i/+Aj6ND2VygJsVcGJKmCXBNYcotyE9kcJpLkpnxWymN4Zi82VAQb9++7Y1KOwNp8TTQRnWX7P4s+R0X",
-	"BZ8UvxPZjFUa2JSLAjWn9wy5hsrZI7+FkYOubw0jR/NZ0FRjWfmkRpHUoW6jNXNy8ry2uxNGTApwoVEz",
-	"7lpyM5Y34g4kKxfsOC3r86cnz8h/quy6YZpLtuDGthiLHM5qUM+KOajSps7TBU1HXCzQbUOQkVreXo3l",
-	"cVrNuw7zTp4FGFteJkefQq42NQ3+QOHLnK/YccMLPBk2jHlAjC4lentE5znYj2R6nFlzO4ZVpHJSlxFg",
-	"CdNqaZynj2gWGgwbfArtw1K/HpNpdaY52F0eQLUlCcNoOiWHkI6a5+Qp8uKVRpNsBbqlU14Y2Nz1O7V0",
-	"mM9VVjo2CD46Wm1VWgTLlloKeZPWWZFFY+EPEW9s/kjU58+YR8N39bQ6X6Emv0BGynxErN+Vm6i46igE",
-	"bQiRkvByGg3fPYz+12pponX88KAKl+sr9Fu5zWY1NA8it40WDaYsXJZKWJibx3jDb7KusMG15qsttIVl",
-	"u7BGwDZijwOgrTXB3gD/vQS9CrutKUp64eYNHjlDY7OuY3xTqOz2R3UH2/R/fs8zW6yYkpRzSnl+x2UG",
-	"13OTsuO5ugOmpAuBUwPWfW3AnrR55AC81Bs8nPY5e3J+kZydJ8mXT/Gf+CBJqPfoQMdhZKRD/3ag+vW3",
-	"wbwKdPtJLQ9kPelmbNtPNBvo/75487L31RfJgP18+Y0LJ+aNxBiStlLl0Vly9kUvedJLzi+Tp8OzZHiW",
-	"9JMk+fdoM26Po/ue0hRdnK1jBGIX4jZQ0pg42ESPX4WW28HaFLP8CPOJUyhtVIh823lp7Jes46jgN9cg",
-	"rfYz2lhTshX8ND30OW05bIc/BRp8IXO4d7Z/jgrkmr6I4kMw8QVBZuw12lyeBSY8GLomYZkRMqNkLYEZ",
-	"vKFnjE8MSFt7TyHdS6GSMMyCnh8G/pcIfhVr+nETpQrgsjnuAtVcA0cfTQB1E7CPtFy58JNZxSbgjsGt",
-	"n4Dj1E2MS2ppXZ4WXbeuQ7PjZAsrJ4dh4glyNJ/aa57nGox5kB8H6zgqdbGNBjwjhuVHhn13efmqDrPr",
-	"CgCe2CCcx9x9oSFTOnd5PUQGjUfiA8/NyTMGhQFP+seE+U7Zxyh5vim6AsOc1snDOhVrPCrQozw/UPc5",
-	"gT8k37ihDjZp1abDTBk7XChtfTY2EKXXw3nOKHzMzoMmkn36ORpaXW65mHRqxnN085lUsnenKE6gZLTP",
-	"AdXk7CDU2eOEepQur2HuvYnflDQdkD4A2hvLbWm2bYDPV+7SMJ3qI+Q4Z6DhcMWdqflc2IM2DIkSnGgp",
-	"Q3CgjhF5105eOUTxYzbQHAauj5oPR09tGK5d2bhDyNzvZqO6aQBkbcGoCHMonp7Wm3ejKxgajKC3NWtl",
-	"KKkQiMIHjylOv5vX6TuHnqMZJMnaP1poez6bUU5Tt5BaUy4wD4XtIlRvQiU4iqOMy1zk3OKpzKy0uVrK",
-	"7eL3htYyXQ0ChEnkFhf7NqUJzVNVDT/Qln6Fp0Rf5DCv8qJb4yFG/HobIhtv6IyWgLgjb3FxTcAHVNSl",
-	"5tJMD458dzErWQyqY2OA5sVmJhbMqmfEnqwAykRNLVuI7PZA+7Red52kyuUeeIgqJfJIWmNDgihbvL9U",
-	"fIvDH5IGFDVXsXzQD9uMQ3BG3DhDBdjVgzgyByIpa8/cTxHUFHks19Fcvgtwl07btqAdrRQvJOMsPZ2g",
-	"8566IlDSm3ADeaO46fOyGFHuR/Fzsp55S1W167cbefRpVbaLW6UO16VwjV/5UhsJuS9CxlVm0ip1TVWA",
-	"KI5uYXWtXSHIfaDsKNW7fZGKtq9y3nG0lZGN4mjiCrMIzvWWn9ttJSCgvY3it74ER9l63w2BKrQfxQew",
-	"rlvco7WL6E5kDtRIwVcIRDLKm+MZNzPCk3hfIopuQEWxLIviKo7wf65a4DzbB+3hHkIaVqjBEBTLTAvF",
-	"ibhwTxRRCkmHJDKWzxdRHFHK2gH3MHG69QBNiD0WunD6HfACdepBSN3JBiuX4m9UP54xJYuVd0QEcYn7",
-	"YZs31nGkbrtWBYqi65UtvwVfPDb97RACbT2O604t0U9HvgBCGSRPEYVWx8HW1UjXRi8Ndrt0YbWVID0M",
-	"t9RLYXbBXmfA088G//2f//WZTPEMe6nff+NFCduaN47eI7RdpXZwDtDff2hoymPOrOaiwFAufeYKQmmv",
-	"l1JI4AoJGkLXwIlXqHsHTg6ULpS+fii7uOfBt8+n1TKmvEOminIuKalCIsWOU5Gnvh9sqjRLP09PGszW",
-	"Asx0lSswzqWGiKWJWd2CeGR8P1ldXtmbgoiDDvq5822DIFfsb29e/uQaSnCTtlqjShJkpRZ29QZ3cJh0",
-	"1dgdDNgoO1O5NmXH07IoGM8yMObEH/Rvby/ZHWgxDf16VE38ZWl7BjIdOhfdN66rDLloBkXu2l/B9ZZQ",
-	"nr/XW6hCZKt0LI9zlZlTt1V/np/02Vtfq+JyxdBmiptSu1ayuposAXLIXT8YIZJ0hTtkhcuZtQtXnRNy",
-	"qrYPT3JA3YJVxaxqLHZYyZm6A01Jr5ghG+PZhQwS1GeXM2HGckp60PX9UoIsU9Jqntlhu65vbqEAqyRh",
-	"Bu5Ar9ibv35/ZMY4WhrK7KCg3YAEzS3kIT8Y1+2QrtJ6xwuKlQwDns3q/kiqORvLhO2P5Vg+pz1Is7tz",
-	"GspS0Grc8RE1I6Qfxk7/j6MhG0fjMknOszkYw2+APsA4itmYrPg4Go5lGHMrZB4GrNNnDafM70qponQc",
-	"cTuOdjlqfTaifs6xbLb9FMLYELXVHcAXLK0cLdrPD8P5jQ6lseTMOWFon3IFvpWI3zYXe8LSbU8tDb2h",
-	"I/ycEh5HVRU+41qvqGVC4ZhvXE2653ShV5whzuo9l5nKqdaKXFLV/y+ShKUNv9JNcwpLSt+qkhXKQD5k",
-	"nC20ul8h1021knYsM2r/pYwbzgHkpcIAOWebzSR09AYr/P/nl6Gby2Phu+ejvzJu2BKKIt7ow21wi2/V",
-	"wFPkKInENsecFYrnbMILLjNi8Rm5HiybQXZLlf7SAAOBxv6E4PAGFBcQvn+C+HA54xZFwneZVpi9XC0g",
-	"ZYavTMyMYmlW6oL18nQsXZdFVdnufceOmpOGbLNL4MgR82vU3qBNn6WnZJo82QLj+p79Bb9x2grRobS4",
-	"EdIw139h1VimU9IehGbW62VKm54blbJjuOeZDZOoyx9QrxTgA+PJaix9nvXEkRimhbiZWXacvnx1+eLl",
-	"T29Sz4Uv/Zpc5mOZjkhP9vCcWhU9j8zej8TF6YnTF6bMZtTBR1Nb7dBnyUU8lsTpZOtfvXxzGXYa+ciG",
-	"EJbGGySIQ5/lWy5sAGejxSN95tt4CSrvNIStvcnYOAEJWS8c8pgUgIM7ZpL4AW109+mf3y+Ugd53jjWH",
-	"dWInZh193WmfjcayxjShCm2Mq+fUyLpIzllaRXa+Ebx5rrEkLYBi8M3L12+q9ljjzNzE8Zfv+m41TbtN",
-	"cRByF3FjiiJ5milpVAFpsCLvSyiB+W9j5BB+4y49LEAtCmCae/+ZS8bHcsFDUUAYNnr1YhjsVxAP7m3n",
-	"sbCoJg2tpSScxKF/eywrgr/xDkTvlbPSjkGkYkIWQgJzRtQhhnpyqaM0ULgtGFL1wuGcuS5EBtKQa+N7",
-	"t0cLns2gd9ZPyBEStqguJkRxdAfaOHud9AduiFqA5AsRDaPzftI/j+II1T85OqfXWaEyijgWynRkDi6J",
-	"M6m3oGWbqTo9WVEya9juRMDBVNtSMh7LqhPBgMVv++xnQiCttjIW5oxAcLRwypa46sKd3/XVCiVf5NEw",
-	"+lHdARXaI+czg7Ffq3x1WL9Ts6vhLEmSZO8Opro3Y9322smX3OiEP0uST9ZpVzUX7Gi2IxQeGbpUgKSh",
-	"NsgLB0DXuhWgp41+fZoyeHxKq72SJp0/Pqlu2aYZF4/PqDppccJgjy2qtlTy6sv5nGNIRzxD7DbnsuSF",
-	"Z7djismdMG8aJxrgRvuAh98YCnkXJrrC1VFuKEmMUN2A7YocqVGH+fquL4F424FynkNPeJ8MbdzW5S3k",
-	"/58AcsMa0UWXTLQrar8pEzY32sGJeDAXTmpVgDMGMod7MHGrOYAI4pLw/X9czmsxUnW74siwOwFLtCDk",
-	"hvpWfBeb+U8UnDVYJ/BLm31O676Lbv37lvhFoJtNYSG3rpDwLJiqOISLrr5A5YOpkDkqbWNZuRhLqzBO",
-	"gz4beeby1xGBWe96o8bNqatMU/nOp6d2M1vw2X8IlamPVsYCV5Vn0QE6uF2d+d018R5CEDjCXdJsYvpf",
-	"XDHH0ZN9YGo2q7dl8Lut4lnVYuQE4LjVhESZ133ksFHQ7RbEl1vLYjwXCrINvX3udXzzDk+KwVzQjmxe",
-	"YkAHTJdSUm/zhk0I+USU5dR7jZQ9mihljdV8QZEDyzAAA8PKhffOmZF8YWboYvr8h+sFsFwU/bEc5bm7",
-	"C+QO67QJ3Av08FoXNH1rCWoDU06nmt/AWPraqcuV7NILozz3Ne5frRIuNhtdhtEg6eO/F8MvkySpOpSC",
-	"yB8kv3XL0j+y/qgUtb+1L0zddfKHJvl1mmSU58E544Zxpz5c8vaBbq09VImu+q26NcmI5UC3M3MiqBue",
-	"u/hnyVdsAlOlwYfQi4Jn1d1TnueQhxxw089gI7pCWecDg4jvjqQ8H7rmsE8ls+fRx8mhb1H7QxT/NUXR",
-	"kT9IY5X0qfzqw0z6rCrn+sCszfi+2vsb8pXfYde9OBfoCbLbIVfWVdSt8fq/AVVwaFD5mZhNStsANNzq",
-	"4xSbjmUuzC3dgn5x+tJVMk6GbM8rf312OasfL1loNQHTKHSTJ9PAi5vEJisEB4ppUIcaCsEnohB2RSpx",
-	"LKNmcS8avrtqslyrot44e5+5mDtUz3ZE/3OwWmRmJ5P96H9/lMss3NvTRcGFfOQKZxfRPBS/X/zcktpX",
-	"Ws0RiaUJgMThvjaeisF99WyD6//rxiWVER5IQDZr/gZ95ro+7bI31DpHKZ36XiR9FlOXsJ7Sizxzz0An",
-	"ffZiSpPaD29QAx6/Qw7DaC2Duoroan3SvZWA3EsOO7dpl2Gla2hR+8mhHTfz6iGn9Ts4u27oNQZvPB+z",
-	"x4zGi0frq4808+5+EBfFSDoj5gruNUN8y0XBOPtFTVzFVrq0PKoNFyf1ykXsKoFKM+nKXOjGh9p98xre",
-	"u7oN5N1ZHC0Hw8FXF2dRHJm5XbDQwXVVdW5EBqy7IP9BLSXoIZNlUcSOdkP22XmMvHPN7ZBJtTw+YX9i",
-	"gyRJ2OeMWwvzhTWNP9eudwt9qj+zzwZ0HFoVP56Fy69097UB5ofIqmiIrP0Xj7J+puaE8ADkogxALviq",
-	"UDwfss8GG5DFFRhDlqxpizD9JpwxU6Wke2frvR2u1vXIT+ZpNVzA6srnu+at2AHd4Wt+fIeLIvjDi/XV",
-	"1WHwh2ui2/rwOc9mHddj40pbdD6x4V9M69rXjz2tXlZrvXPWaz509tD0jqfRCPp/Jncxefr4hOpNGfIv",
-	"z/Y5yBzsR3mjF2d7LF+/I0J+1h7EqF4/+SiHF+fsgVf/UtCGf1zKpg3kRUEK1F2Nb1pV3zpGdnWjO7mz",
-	"SDGiNqXQdMSZazNCw2hmaildmotc8Xox5t8kQMcwHktqqKn6IEiwQxdAfa++MaUzFm2A+mu1UOvY71qd",
-	"7Bd1g/q7qiuWrEQorXqlXPdE0QaowfzounXWz3Cau55Q9602ZrX2IDvSmAD3dufYYAhaNyZ2jg7Nw62V",
-	"r6qf0XC4q8p7hscNTO4Kjushle/nXDM7g5V7JCPTwOsY+WAN1hIE15VT7+o7cMjDIMrGvoEAUWCaxadu",
-	"37Pq+tyVqaHUT3XZ1LpWxuqRkuqX9MO4snHjaMjkOnVvNfoZ/gG8Zr8jazzmUCVuQpwUcq1BxDtkhtpr",
-	"/2ndTO56EhrZOsl4dhuz5Uz4Bj56fcQjuOlEVu7YoPYaGx5YeNRkbw9vHUf05OQGPP4dSlR14F5mil1z",
-	"YQE8vA91njDTCVoXYFv+65ZjyP7knqdsOoiV8/onNgheq5vEXMvhn/1cJ5b+J7orwQYJqxiSfU4n9T77",
-	"5lnRpfc/5Z0H8q4vz/kndX33927bz3F8Yu82sKTz9ppJBG4ZJ84MqqCJnabXG7ioewnPTBtKgn2ebi+L",
-	"znWwCsNBdR3FGQKR03fOxAwbQVMwbMNdhIqDJet4ROLcPyJBtgN3Xu2QBYnIoAGuI6sB9dX+pNzt42/2",
-	"/9cv4Pzh2P/h2P8fdexV1xWTTqe+nc6sbym8u1rHH1DVukSm08d0i5l6+oenp4OzL6lyOhh+lXyVkFr2",
-	"q2+6PK99TTq07NeergMDnYCNZ7QorxzXOUBKqZIs1xk0S83ghcpuGyuiH7a93qj1tOWRCV1CbKPy39lt",
-	"41cOFYH11fp/AgAA//8=",
+	"7FwPbxs3lv8qxFyB2N2RPLKdtlGwwLrd9JLtn3QT9wJcxvBQM08W6xGpkhzLukDAfZr7YPdJDu+RnD/S",
+	"2JbSJLe7SAu0ljTkPD6+/+9HvotyNV8oCdKaaPwumgEvQNOf34OE/DX8jn8XYHItFlYoGY2j8xmwgls+",
+	"4QYeGZbPuLwCJqv5BDTjU4v/ZRp+r8BYZmfcsqVWFoZRHJl8BnOOU86FFPNqHo2TOLKrBUTjSEgLV6Cj",
+	"9TqOXhQwXygL0r6CRclXUGzTkVldQcaWM5DMzoBxaZagmTD0aSq0seE7q5idCcPqafPV4AdYxUz72bvE",
+	"gUTK3kb4guiiJtBYLeRVtEYCF1zzOdg2s85w6dtknrGMfh68ht8zR0ZeCpCWLbnxBELBDiYrxuWKSVUA",
+	"U1PGWV5WxoI+HKcSFxQ4qitpmJI5uLno+RnOtFiUAorAcWEhlQcaeDFYqUoP6BscyDibqrJUS9CHMVPE",
+	"sMfJqd+5x8wM2RkrlYRUGtA3uJtEo2GnScK4de+eKtxlmpQJSwRIZdmcFzBMZRRHAtfu5CmKI8nnyEHH",
+	"CMeoNsOnSs+5dTLw1WkUR3N+68TjSZJ8PXry5Pjx6denyZMno/ghyaFXvOHCbu/ET6IshYFcycKgSMxU",
+	"WRCfuZizA84yAzZDjmQFlNkhrhUZ77mwnIkSUiksW6qqLJjl14Brngl5NUZezFRZq8FUqzlL8CUnSZIk",
+	"D7KECO7oR2AAjY931pd89QOstpc+QlKOHz9mk5UF2mG3dRqsRqFZCjtzi+VzYNeAslg0X3jZS+XBHOxM",
+	"FTFbcDuL2UQVKzele15dgzxEgarFelMVU8mvuJCxe2PW6PkgKPqYkV7HNKOXWs/mpzTdNaxSScM5fg+6",
+	"Vg1h2OnxMa5Ow7Qy4Meza4AFToJDh+wHWBlWihtIZTYYiJZJsLbM2EEBU16Vlh2fstkhUWEqfSNugMya",
+	"sVxb9wru+JZKThz7rfLaOWRvUFbawoOiZtjG6+b8dnANK5PhcJNKlLztJ4i9GZoEOwNRa2Ncq18lCzK5",
+	"EpaON8KE9ceklLoK/H6cnLDsGlaXpZgLm7EDWp1CxglrSBpWMaukFWUqVYnzImkMbhdCw+E9YrxhWTdl",
+	"+UeQV3YWjY8fPyZZDp9HvcZVg1koaYBs67e8eOX2Fz/lSqK04J9k8HKOEn70m0ExfxfBLZ8vSnBPFjjv",
+	"hBeXXj6iOAKtlY7G0UIZgQPZ6WiMq4PcAtqCG15WELOpqmTB0midRtG6vZQvNEyjcfRvR43fPHK/mqNn",
+	"NDctYNthBhEls2kstzBHFyAMm/MSzR+6gAXXBmKGHEEN8x4mZo7ZTt0Oh0jRtzATstiBIX+Y9MbFFCRM",
+	"jZsBL39Zy6pnDOXBkLQJSd4Eyf1OyWkpcvvxCT4juyyZKMiQ/6WS4neMEmhjnwZDQq4XqbcgicDvlZ6I",
+	"ogD58Sn8GZlI/rdAp2NytQBvOh8ZpqsSULclUwvQ3CqNX6rKAuPmOljq7rCYDBMR+sgtC/CriVZLA5ot",
+	"+JWLKCRTWlwJSft4JW5AutkGg1xpM3A/HmIotBkHDn506r7lV17KJlBxckLhh3DRAMpI6WWXLBKyngcK",
+	"m18fGfbrqx9dJHct1VJ2w7EtC7GOo+fK2J+VPXOM/BRyFcIAYWeqsow73qOU/e3NuTOTIVBSslwFjTcY",
+	"GBhgSDB5xlSWSi0mPL8mXcEJlIT2fmSDwUwZNM+Fys3RzNrFcF7ELI2+dVtq0ohsMTp+aUFLXn4KDji3",
+	"KGTLsZHy/ACrV4Du5lPYI9gM4kmXydlTTNoNCYi+n5X9Hg36e/kPqewluYOW98hVWUJO/uM3NTE++mVT",
+	"AWWB3pbbD+A1ziSrJGkDa71Paf+aA6WdXXAOwbvIczEHVdlPsxEU/RXC+wWtMUTyhr+REDRfGClZR5kL",
+	"4XIlpV8QpUPKYAq2jqNzpX7k+go+4QKEYSW+UqPp2qA8G7gQTBWrjOj7VfLKzpQW/wXvJ05Ve4JGoubC",
+	"kHGcANeUr16D/ECRR3tKijf8q5TGvFxebdj7N2/eDM4qOwNpcTXQZXWfKf5V8hsuSj4pP9G2Gas0sCkX",
+	"JbpQnyJwDXXUTwEso0xNXxtGGcfT4HhSWScnRpHxQPGlOQuK9r3zuhFGTEpwOXI7AV9yk0pnrqsFO8iq",
+	"Zv3Z4VMKpOsAzzDNJVtwYzuCRZlH/dDA60bmUh7QtMTFAuN3JBl3ywcuqTzI6nGXYdzh00BjJ93gGFzK",
+	"1abBxB8oj53zFTtopQOH41ZUFxijK+ldza9yDvY9hR5HNtKO+TVZzsyVhljC0LG5lA/ZLDQYNvoQRpRl",
+	"fj4ms3pNc7B3hYL1K0kZzqZTygxoqUVBKQMvf9EYm1mB+cmUlwY23/pcLR3nC5VXTgxCshbCh0yDrbQU",
+	"8iprymOL1sTvIt56+QPpv19jEY3fNsOawpWa/AY5+aQzEv2+IlUtVY9CHIMUKQkvp9H47f3sf6WWJlrH",
+	"9z9U83J9gQkMt/msoeZe5nbZosFUpStXCgtz85Bs+Jesa25wrflqi21h2j6uEbGtJHQPahtLsDPBf69A",
+	"r8Lb1pQuv3DjRg+sofWyvmV8V6r8+id1A9v7/+yW57ZcUSSqpizjxQ2XOVzOTcYO5uoGmJKuFpIZsO5r",
+	"A/awKyN78KV5wf31v+PHJ6fJ8UmSfP0E/4n30oTmHT3s2G8badEfj1Q//zaZF2HfflbLPUVPuhHb/hPd",
+	"BobxL16/HHzzVTJiv55/5zKPeatCiltbm/LoODn+apA8HiQn58mT8XEyPk6GSZL8Z7RZwImj24HSlCwe",
+	"r2Mk4i7GbbCkNXC0yR4/C013h2hTCvoTzCfOoHRZIYrt4KX1vmQdRyW/ugRptR/R5ZqSnVy2nWjM6ZXj",
+	"bjZbosMXsoBb5/vnaEAu6Yso3ocTXxFlxl6iz+V5EMK9qWtvLDNC5lS1JzJDNPSU8YkBaZvoKaSzFM8L",
+	"wyzo+X7kf43k16UD/9xEqRK4bD93imauxaP33gB1FbiPe7ly1QRmFZuAWwa3fgA+p65inFJL6wr2GLr1",
+	"LZodJFtcOdyPE49RovnUXvKi0GDMvfI4WsdRpcttNuAapSrgkWHPz89/aaomTSsIV2yQzgPuvtCQK124",
+	"Ai8yg57HzQdemMOnDEoDfusfUuYbZR/ayZNN1RWY5nRWHuapReNBhT4rij1tn1P4fQrPG+Zgc6+6+zBT",
+	"xo4XSltflg+bMhjgOOcU3ufNozaTfR8iGltdbYWYtGrGCwzzmVRycKMoT6Bc2xcDm+3s2ajjhzfqwX15",
+	"BXMfTXzUremh9B7SXltuK7PtA3zh+i4L02s+QrF7Bhr2N9y5ms+F3euFod6DAy1VCPa0MaLoe5M3DlH8",
+	"kA80+5Hrs+b92dM4hkuHH+hRMve72WhzGwDZeDDqxu3LpyfNy/vZFRwNZtDblrV2lNQRRuWDhwynf5u3",
+	"6Xc+eoJukDRr92yhG/lsZjlt20JmTbnEPCAcytDGC5CAKI5yLgtRcIurMrPKFmopt1EQG1bL9CFFiJMo",
+	"LS73bWsTuqcaFrGnL/0GV4mxyH5R5Wm/xUOO+Pk2VDbesBkdBXFL3pLiZgPvMVHnmksz3TvzvUtYyWMQ",
+	"oAETNK82M7FgVj0l8WQlUCVqatlC5Nd7+qf1um8ldUl6z0XUJZEHyhobGkRF79214nt8/D5tQFVzret7",
+	"47DNPARHxK011IRd3MsjsyeT8u7I3QxBsyMP1Tra0/cR7spp2x60B1PzQjLOsqMJBu+Z6+klgwk3ULS6",
+	"3L4uixnlbjt+Qt6z6JiqbiN/o44+rfu3cadj4+Aql/iV77mSkvtudFxXJq1Sl9QFiOLoGlaX2vWz3Aeq",
+	"jhLwwffa6PV1zTuOtiqyURxNXIceybmsraxrsW6Qg8Hkxld+na3pkMA5l6vLpnVi7jXKqDQQ9rG7Z298",
+	"i5bK/x5ngzZ5GMV76IKb3O9TnxQ5HdzTxIXgI+y6Ud6/z7iZEePF7xXy/ApUFMuqLC/iCP/n2g8uVL7X",
+	"we6g9WGGhgxBydG0VJw2A25pi5VCWcBNMpbPF1EcUQ3cEXf/5vQbFhoQey708fQ58BKN9F5MvVMMVq5n",
+	"0GqnPHW9axfZCJIS98O2bKzjSF33zQqUljczW34NHpZghts5CQYP+Fx/rYp+euQ7KlSS8jui0I052vog",
+	"ml320sPuLX1c7VRc9+MtoXTMXbQ3JfXsi9H//vf/fCEzXMNO9vw/eFnBtimPo9+R2j4oBriI6u8/tkzv",
+	"AWdWc1Fibpg9dR2mbDDIKMdwnQkNAY9y6C30zpmYI6WPpa/uK1fuuPDt9Wm1jKmQkauymkuq0pBKsYNM",
+	"FJlHGk6VZtmX2WFL2DqEmb7+BybOBLVZmpg14NZHxmMymn7NzjuIPOjZP7e+bRLkiv3t9cufHVQJX9I1",
+	"a9SagrzSwq5e4xscJ1179w4BbPWxqf+bsYNpVZaM5zkYc+gX+rc35+wGtJgGJCi1J39b2oGBXAdMrPvG",
+	"4RVRimZQFg5YDQ61RI2DwWChSpGvslQ69Ip71XBeHA7Zm4CdkSuGTlhcVdqBFJv2tAQooHBIQ2Ik2Qq3",
+	"yJqXM2sXrt0n5FRtL570gNA2dQuuhqw7rhRM3YCmKlrMUIxx7UIGDRqy85kwqZySHXSIcqq45UpazXM7",
+	"7gIFzDWUYJUkzsAN6BV7/dcfHpkUn5aGSkWoaFcgQXMLRSg4xg3Q1rVub3hJyZdhwPNZg7ylJraxTNhh",
+	"KlP5jN5Blt2t01DZg2bjTo4I3ZC9S539T6MxS6O0SpKTfA7G8CugD5BGMUvJi6fROJXhmWshi/DAOnva",
+	"ivL8W6n2lKURt2l0V+Q3ZGeEFE5lGxZWCmNDGthgy09ZVkdu9D7/GI5vYd9SyZmL6tA/FQo81Ixftyd7",
+	"zLLt0C8LqGNCjWXEx7O6rZ9zrVeEwVD4zHeuyT1wttAbzpC4DZ7JXBXUvEUpqQEFp0nCslag6oY5g1Uj",
+	"XhzcZcw4W2h1u0Kpm2olbSpzApZTCQ/HAMpSaYCCs010Ci29JQr//uw84AQ9F54/O/sr44YtoSzjDYR3",
+	"S1o89gNXUaAmktgccFYqXrAJL7nMScRnFHqwfAb5NUEHKgMMBDr7Q6LDO1CcQHhABsnhcsYtqoTHL9ec",
+	"PV8tIGOGr0zMjGJZXumSDYoslQ62UbfKB8/Zo/agMduEHTxymxngcUOWHZFr8tsWBNefBlnwK2etkB0u",
+	"JDcef2dVKrMpWQ9icxcbmbEDuOW5DYPo/AigXSnBZ9qTVSp94fbQbTFMS3E1s+wge/nL+YuXP7/OvBS+",
+	"9HNyWaQyOyM7OcB1alUOPDMHP5EUZ4fOXpgqn7VwnG2g/XFyGqeSJJ18/S8vX5+HN535VIkYlsUbWxAH",
+	"BO8bLmwgZwMzkj31AHGPaeS16jYuY2MFpGSDsMgDMgCO7phJkgf00f2rf3a7UAYGz51ojptKUcx6Tgxk",
+	"Q3aWyobTxCr0Ma5B1DDrNDlhWZ0q+iMG7XWlkqwAqsF3L1+9roHXxrm5gKh15wk6cHz3UnwIpYukMUOV",
+	"PMqVNKqELHiR3yuoCACH38YoIfzKHadZgFqUwDT38TOXjKdywUOXQRh29suLcfBfm0DUA2HRTBqaS0k4",
+	"jMPJgFTWG/7aBxCDX5yXdgIiFROyFBKYc6KOMYTqI6xy2OGuYkg1CItz7roUOUhDoY0/FXC24PkMBsfD",
+	"hAIhYcv6yEsURzegjfPXyXDkHlELkHwhonF0MkyGJ1EcofmnQOfoMi9VThnHQpmeUsQ5SSaBFTq+mdrd",
+	"kxVVx8ZdaAM+TM0yJeNU1tAGAxa/HbJfiYE028pYmDMiwe2FM7YkVadu/Q6xLZR8UUTj6Cd1A9S5b/L5",
+	"b1Wx2g9A1YZJHCdJkuwMiWrAHutu1E6x5MYZi+Mk+WDQvRqtcAd6j1j4yNBxFdwawlWeOgL65q0JPWqd",
+	"BKEho4eHdPCaNOjk4UHNYQAacfrwiBphTAO+eXjABlwXh412oKyGx+KA4x3WvwGTpxyims85JpAkoSTc",
+	"cy4rXnrhPqAKgDMdm66QHnBP+/SKXxlKsBcmusDZUUupxo20XYHty1MJZ8R8e9p3cGrkO345ED4CRI+6",
+	"dQgRte1ngMKwVi7Tp4HdhuBHFfn2i+6Qe1yYS161KsG5HlnALZi4g22gDXE9hH851fjDIlufR3pk2I2A",
+	"JXpGCq/9ERSXc/pPlHS2hDRIZldQjxqASr9feUOSKTB9oHSXW9dxeRpccBzSYNeIoT7LVMgCnZGxrFqk",
+	"0irMP2HIzuojIrnTPetTCvQkBcHvNPU5fdntbrEOuciPobj83k5G4KzyONrDt3TbWJ/cw+ygbkEi3LHm",
+	"Nqc/O5xP6HDi6PEuHGifIehq/POtnmaN/HLqdtDBhlH9ehetb/XZ+9X+5da0mBWHPnnLH51439U+KZdh",
+	"ShysPptXmBYD05WUBDnf8HWhKouWI/OxN9XgJkpZYzVfUP7FckxjwbBq4XMcZiRfmBkG6r6K5CAaloty",
+	"mMqzonAn7txine2CW0Gn0toHqD3iB22PqaZTza8glb6l7SpOd1mhs6Lw0IM/bIBON/FH42iUDPHf0/HX",
+	"SZLUwLFgYPayFg2S7B/ZWtVuwd+qIUwDBvpst/6Z7NZZUYQQlxvGnbFyBfd7IHs7GC5dg+767dYZK4DO",
+	"ahckPu7xwuWsS75iE5gqDb7ssSh5Xp9E50UBRajbt2ModkYHqpsabjAod2e/XuodQvBDWYiT6P203uMU",
+	"Pyv+Z8X/+IrvhC3ofl0WrDOU/cKVWd3w98l0V808HuAjSrF/w11HMV1yLigmCdXUvrb/+0rw3sL4h/b8",
+	"/4NjIZBEN2BiNqlsi4nhkCunWkcqC2Gu6XaIF0cvXR/ucMx2PAE7ZOez5lKnhVYTMC2YBkWQrT1zg9hk",
+	"heRAOQ2OQUMp+ESUwq7IOaQyaremo/Hbi7Y6dPAgrbUPmavhhN7vHdWkOVgtcnOnAvzkf39QAyzc2qNF",
+	"yYV84ERz36Z5Kv7RDfEfLq/8otUct6syYclxuO8B+cfgtr44xwFv+3eN2m33FOrb2BiDWVGD43B1R8Ks",
+	"UjGyOZBMn8XUNXamdCfa3Ivq4ZC9mNKg7tVHhHzlNyjLmP3n0HTbXU9cuttqUE8oJeM26wtm6Pxn1L30",
+	"7Y4jsc0jR81NZHcdjW09vHGB1w4jWnfOrS/eM7RyB/O4KM+kk1cHTGkE4nsuSsbZb2rikA3Sta/QQLlM",
+	"eFAtYtcxV5pJ1w7GRC1gXNrnX982cKm3x3G0HI1H35weR3Fk5nYRLoiILmqEU2TAugs23qmlBD1msirL",
+	"2O3dmH1xEqPsXHI7ZlItDw7Zn9goSRL2JePWwnxhTevPtcM4Yhz7Z/bFiJZDs+LH43DqnA6dt8h8F1kV",
+	"jVG0/+JZNszVnBgeiFxUgcgFX5WKF2P2xWiDsrgmY8ySNb0iDL8Ka8xVJenA53rnILdzLvmDRbetsLs+",
+	"a/22fRx9RIdn2x/f4qRI/vh0fXGxH/3hfPa25X3G81nPufS4tha9VxX5Oyv73uufParvtuzcNDloXzV5",
+	"3/CeyymJ+s8h+mny5OFh9WVgFNMf77L+OXzSDOD0eAeqmluPKH7cYevru5reK8nAMTvsor8ZbiMnqWTb",
+	"4/KyJHPtbsBo+3AP6CQvvnEIobeZd0bgwQAF5MyB/9ANm5laSlc2dTf+1JMxf/UIBrxxKgnmVqOTyIwE",
+	"bE5zfUZrSG+1oUXqH7V5nWW/7RxYOW3OobytserkkwLgwbuABqlIL0B76Z9uAO1+hPMTzYAGTd4a1XkH",
+	"ea3WALi1dz4b3E7nYNSdTwdIf2fmi/pndFPuRoIdCyAtTt5V/mgeqSNNFwjaGazcXTi5Bv5PUAX5w8G3",
+	"w/E1HPGYPYq1SOpiDznC7THtBnJ/FF7jxO+qE1LhsT7vbh34ub4nqf4le5fW3j6NxkyuM3dvsB/hL2Nt",
+	"I6RZ6z6ZumwYctPQVwjmp0efCZD/Lxtwc4diatWKJeP5dcyWM+Ehv3QBkmdwO5yuA9NREz+3YtFwr9LO",
+	"se46juj64w16/J3IaIbB3XEXOzhyCTzctHeSMNNLWh9hW5H8VojM/uSuSm6HynUY/yc2CvG7G8QcSPnP",
+	"fqwzGf4nOq7FRgmrBZJ9SSv12cvmWjG58T8VvQvySQAv+AdNAnaP87s3An3gOD+IpIt724UbbhknyQym",
+	"oM2ddvwfpKh/Ci9MG0aCfZltT4tpRvBY41F9gM05KVHQd879jVvpY3C647s2Kg5etucemxN/jw35NXzz",
+	"6g5dkMgMesBhOFtUX+y+lXdnO5snhppLuD6nOJ9TnM8pzg4pjuo7Ateb3nQL1s0pqrcX6/gdGnZXqnbW",
+	"n65toDNH46Oj0fHXhEkYjb9JvknICfjZNwOsVx7tEY4UNTG/IwNDjo17A6lzEDe1Vyqak+VoKpeWDquU",
+	"Kr9uzYhR3/Z8Z52rmR+ZgCtkG5iaXtScnzn0o9YX6/8LAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
