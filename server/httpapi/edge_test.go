@@ -221,3 +221,47 @@ func TestEdgeClip(t *testing.T) {
 		t.Errorf("a long path: %v %d bytes", err, len(r.Body))
 	}
 }
+
+// TestEdgeIntParams: an int field takes a parameter that is an integer of
+// 64 bits, or a whole float below 2^53; below -2^63 is refused as above
+// 2^63-1 is, and so is a number too small for a float (1e-400).
+func TestEdgeIntParams(t *testing.T) {
+	ts := newTestServer(t, ":memory:", nil)
+	ts.c.MustQuery("create collection nums (n int)")
+	for _, tt := range []struct {
+		param, stored string // stored "" : refused with 400
+	}{
+		{"9223372036854775807", "9223372036854775807"},
+		{"-9223372036854775808", "-9223372036854775808"},
+		{"9223372036854775808", ""},
+		{"-9223372036854775809", ""},
+		{"-99999999999999999999", ""},
+		{"2.0", "2"},
+		{"1e3", "1000"},
+		{"-0.0", "0"},
+		{"2.5", ""},
+		{"1e-400", ""},
+		{"9007199254740991.0", "9007199254740991"},
+		{"9007199254740993.0", ""}, // read as the float 2^53
+		{"9007199254740992.0", ""},
+		{"1e300", ""},
+	} {
+		seq := ts.db.Seq()
+		r, err := ts.c.Do("POST", "/query", `{"query":"put nums {n: $1}","params":[`+tt.param+`]}`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status == 200 {
+			r = ts.c.MustQuery("get nums select n order id desc limit 1")
+		}
+		if tt.stored == "" {
+			if r.Status != 400 || ts.db.Seq() != seq {
+				t.Errorf("%s: %d %s, want a refusal", tt.param, r.Status, r.Body)
+			}
+			continue
+		}
+		if r.Status != 200 || strings.TrimSpace(string(r.Body)) != `[{"n":`+tt.stored+`}]` {
+			t.Errorf("%s: %d %s, want %s", tt.param, r.Status, r.Body, tt.stored)
+		}
+	}
+}
