@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -77,9 +78,12 @@ type options struct {
 	idemBytes                      int64
 	maxBody                        int64
 	slowMS                         int
-	insecure                       bool
+	insecureOpen                   bool
 	noConsole                      bool
 	corsOrigins                    []string
+	hosts                          []string
+	maxConns, maxConnsPerAddr      int
+	idleTimeout                    time.Duration
 	cluster                        clusterFlags
 }
 
@@ -101,7 +105,17 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
-	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --http without a token")
+	fs.BoolVar(&o.insecureOpen, "insecure-open", false, "allow a non-loopback --http without a token or JWT keys: anyone who reaches it may read and write everything")
+	fs.Func("host", "also answer requests whose Host is this `name` (any port) when no token or JWT keys are set; repeatable; without it only localhost, 127.0.0.1 and [::1] are answered (DNS rebinding)", func(v string) error {
+		if v == "" || strings.ContainsAny(v, "/ ") {
+			return fmt.Errorf("%q is not a host name", v)
+		}
+		o.hosts = append(o.hosts, v)
+		return nil
+	})
+	fs.IntVar(&o.maxConns, "max-conns", httpapi.DefaultMaxConns, "the most connections open at once; past it a new one is answered 503 too_many_connections and closed; 0: no cap")
+	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "the most connections open at once from one client IP address; 0: no cap")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", httpapi.IdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
 	fs.Func("cors-origin", "let pages of this exact `origin` (https://app.example.com) call /query and /batch from a browser; repeatable; none by default", func(v string) error {
 		if err := httpapi.CheckOrigin(v); err != nil {
@@ -143,6 +157,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
+	case o.maxConns < 0:
+		return o, fmt.Errorf("--max-conns %d: want 0 (no cap) or more", o.maxConns)
+	case o.maxConnsPerAddr < 0:
+		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (no cap) or more", o.maxConnsPerAddr)
+	case o.idleTimeout <= 0:
+		return o, fmt.Errorf("--idle-timeout %v: want a positive duration", o.idleTimeout)
 	}
 	if err := o.cluster.check(o.file, o.sync); err != nil {
 		return o, err
@@ -159,8 +179,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--sync: %w", err)
 	}
-	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecure && !loopback(o.http) {
-		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
+	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecureOpen && !loopback(o.http) {
+		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure-open", o.http)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	httpapi.TuneGC()
@@ -204,7 +224,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api, err := httpapi.New(httpapi.Config{
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
 		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
-		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole, Cluster: node.api(),
+		CORSOrigins: o.corsOrigins, Hosts: o.hosts, NoConsole: o.noConsole, Cluster: node.api(),
 	})
 	if err != nil {
 		node.shutdown()
@@ -213,6 +233,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := httpapi.NewHTTPServer(api, log)
+	srv.Limit(httpapi.Limits{MaxConns: o.maxConns, MaxConnsPerAddr: o.maxConnsPerAddr, IdleTimeout: o.idleTimeout, Refused: metrics.ConnRefused})
 	if inbound != nil {
 		srv.CountInbound(inbound)
 	}
