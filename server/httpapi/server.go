@@ -4,8 +4,10 @@
 // handler sees it, so a malformed request is a clear 4xx that writes
 // nothing.
 //
-// A request goes through, in order: the route (404, 405), the token (401),
-// the body limit (413), the spec's validation (400), then its handler;
+// A request goes through, in order: the edge's checks (edge.go: Host 421,
+// Origin 403, two Authorization headers 400), the route (404, 405), the
+// token (401), the body limit (413; a body that stops arriving 408), the
+// spec's validation (400), then its handler;
 // for /query and /batch the validation and the decoding are one pass
 // where the body allows (body.go). A JWT's access (package auth) goes with
 // the request to the engine, which holds its statements to it.
