@@ -56,6 +56,13 @@ test: check-tracked check-generated test-venv test-tools
 	$(MAKE) test-kotlin
 	$(MAKE) test-console
 
+# The adversarial suite's loads against a real fenec serve (200 keep-alive
+# writers for 20 s; 3 000 slowloris connections while /_health is timed):
+# docs/reliability.md, "Adversarial clients". Its probes run in `make test`.
+.PHONY: test-adversarial
+test-adversarial:
+	cd server && FENEC_ADVERSARIAL=1 $(GO) test -count=1 -v -timeout 10m -run 'TestAdversarial' ./cmd/fenec/
+
 # strace: server/store's TestSyncBeforeAck watches the fsyncs under it; ip
 # (iproute2): the cluster's partition test makes network namespaces;
 # openssl: the JS, Python and Kotlin SDKs' TLS tests make their certificates

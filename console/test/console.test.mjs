@@ -5,16 +5,16 @@
 // other origins through the JS SDK. It writes docs/console.png.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:http';
-import { createInterface } from 'node:readline';
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { chromium } from 'playwright-core';
+import { servers, startFenec } from './fenec.mjs';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const FENEC_BIN = process.env.FENEC_BIN ?? here('../../bin/fenec');
@@ -24,7 +24,6 @@ const SECRET = '0123456789abcdef0123456789abcdef';
 const QUEUE = 'create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)';
 
 let browser;
-const servers = [];
 
 before(async () => {
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
@@ -34,39 +33,6 @@ after(async () => {
   await browser?.close();
   await Promise.all(servers.map((s) => s.stop()));
 });
-
-/** Starts `fenec serve --clock manual` on a free port with more flags. */
-async function startFenec(...args) {
-  if (!existsSync(FENEC_BIN)) throw new Error(`${FENEC_BIN} is missing: run make build`);
-  const child = spawn(FENEC_BIN, ['serve', '--clock', 'manual', '--http', '127.0.0.1:0', '--file', ':memory:', '--sync', 'off', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const stderr = [];
-  child.stderr.on('data', (b) => stderr.push(b.toString()));
-  const addr = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`fenec did not start: ${stderr.join('')}`)), 15_000);
-    child.once('exit', (code) => reject(new Error(`fenec exited (${code}): ${stderr.join('')}`)));
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      const m = /^listening on (\S+)/.exec(line);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-  const s = {
-    url: `http://${addr}`,
-    stop: () =>
-      child.exitCode !== null || child.signalCode !== null
-        ? Promise.resolve()
-        : new Promise((resolve) => {
-            child.once('exit', resolve);
-            child.kill('SIGTERM');
-          }),
-  };
-  servers.push(s);
-  return s;
-}
 
 /** POSTs to the server as `token`; answers the status and the parsed body. */
 async function post(s, token, path, body) {

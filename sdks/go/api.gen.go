@@ -53,44 +53,52 @@ type ErrorCode string
 
 // The codes an error answer of the API carries.
 const (
-	CodeBadRequest       ErrorCode = "bad_request"
-	CodeUnauthorized     ErrorCode = "unauthorized"
-	CodeForbidden        ErrorCode = "forbidden"
-	CodeNotFound         ErrorCode = "not_found"
-	CodeMethodNotAllowed ErrorCode = "method_not_allowed"
-	CodeConflict         ErrorCode = "conflict"
-	CodeUnmet            ErrorCode = "unmet"
-	CodeTooLarge         ErrorCode = "too_large"
-	CodeKeyReused        ErrorCode = "key_reused"
-	CodeKeyLimit         ErrorCode = "key_limit"
-	CodeInternal         ErrorCode = "internal"
-	CodeUnavailable      ErrorCode = "unavailable"
-	CodeStatementTimeout ErrorCode = "statement_timeout"
-	CodeBehind           ErrorCode = "behind"
-	CodeNoLeader         ErrorCode = "no_leader"
+	CodeBadRequest         ErrorCode = "bad_request"
+	CodeUnauthorized       ErrorCode = "unauthorized"
+	CodeForbidden          ErrorCode = "forbidden"
+	CodeNotFound           ErrorCode = "not_found"
+	CodeMethodNotAllowed   ErrorCode = "method_not_allowed"
+	CodeConflict           ErrorCode = "conflict"
+	CodeUnmet              ErrorCode = "unmet"
+	CodeTooLarge           ErrorCode = "too_large"
+	CodeKeyReused          ErrorCode = "key_reused"
+	CodeKeyLimit           ErrorCode = "key_limit"
+	CodeInternal           ErrorCode = "internal"
+	CodeUnavailable        ErrorCode = "unavailable"
+	CodeStatementTimeout   ErrorCode = "statement_timeout"
+	CodeBehind             ErrorCode = "behind"
+	CodeNoLeader           ErrorCode = "no_leader"
+	CodeOriginNotAllowed   ErrorCode = "origin_not_allowed"
+	CodeHostNotAllowed     ErrorCode = "host_not_allowed"
+	CodeRequestTimeout     ErrorCode = "request_timeout"
+	CodeTooManyConnections ErrorCode = "too_many_connections"
 )
 
 // apiErrorCodes are the codes of the API, as openapi.yaml declares them.
-var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader}
+var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader, CodeOriginNotAllowed, CodeHostNotAllowed, CodeRequestTimeout, CodeTooManyConnections}
 
 // Sentinels of the API's codes, for errors.Is: an [*Error] is one of them
 // when its Code is theirs.
 var (
-	ErrBadRequest       = &Error{Code: CodeBadRequest, At: -1}
-	ErrUnauthorized     = &Error{Code: CodeUnauthorized, At: -1}
-	ErrForbidden        = &Error{Code: CodeForbidden, At: -1}
-	ErrNotFound         = &Error{Code: CodeNotFound, At: -1}
-	ErrMethodNotAllowed = &Error{Code: CodeMethodNotAllowed, At: -1}
-	ErrConflict         = &Error{Code: CodeConflict, At: -1}
-	ErrUnmet            = &Error{Code: CodeUnmet, At: -1}
-	ErrTooLarge         = &Error{Code: CodeTooLarge, At: -1}
-	ErrKeyReused        = &Error{Code: CodeKeyReused, At: -1}
-	ErrKeyLimit         = &Error{Code: CodeKeyLimit, At: -1}
-	ErrInternal         = &Error{Code: CodeInternal, At: -1}
-	ErrUnavailable      = &Error{Code: CodeUnavailable, At: -1}
-	ErrStatementTimeout = &Error{Code: CodeStatementTimeout, At: -1}
-	ErrBehind           = &Error{Code: CodeBehind, At: -1}
-	ErrNoLeader         = &Error{Code: CodeNoLeader, At: -1}
+	ErrBadRequest         = &Error{Code: CodeBadRequest, At: -1}
+	ErrUnauthorized       = &Error{Code: CodeUnauthorized, At: -1}
+	ErrForbidden          = &Error{Code: CodeForbidden, At: -1}
+	ErrNotFound           = &Error{Code: CodeNotFound, At: -1}
+	ErrMethodNotAllowed   = &Error{Code: CodeMethodNotAllowed, At: -1}
+	ErrConflict           = &Error{Code: CodeConflict, At: -1}
+	ErrUnmet              = &Error{Code: CodeUnmet, At: -1}
+	ErrTooLarge           = &Error{Code: CodeTooLarge, At: -1}
+	ErrKeyReused          = &Error{Code: CodeKeyReused, At: -1}
+	ErrKeyLimit           = &Error{Code: CodeKeyLimit, At: -1}
+	ErrInternal           = &Error{Code: CodeInternal, At: -1}
+	ErrUnavailable        = &Error{Code: CodeUnavailable, At: -1}
+	ErrStatementTimeout   = &Error{Code: CodeStatementTimeout, At: -1}
+	ErrBehind             = &Error{Code: CodeBehind, At: -1}
+	ErrNoLeader           = &Error{Code: CodeNoLeader, At: -1}
+	ErrOriginNotAllowed   = &Error{Code: CodeOriginNotAllowed, At: -1}
+	ErrHostNotAllowed     = &Error{Code: CodeHostNotAllowed, At: -1}
+	ErrRequestTimeout     = &Error{Code: CodeRequestTimeout, At: -1}
+	ErrTooManyConnections = &Error{Code: CodeTooManyConnections, At: -1}
 )
 
 // apiAffected is openapi.yaml's Affected.

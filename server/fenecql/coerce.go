@@ -21,10 +21,15 @@ func Coerce(v Value, t Type) (Value, error) {
 		case KindInt:
 			return v, nil
 		case KindFloat:
-			// -2^63 is exact as a float; 2^63 is the first float past the
-			// top, so the upper bound is strict.
-			if f := v.Float(); f == math.Trunc(f) && f >= math.MinInt64 && f < math.MaxInt64 {
+			// A whole float (2.0, 1e3) is the integer, below 2^53: from
+			// there floats are spaced 2 or more apart, and the integer the
+			// client wrote (9007199254740993.0, read as 2^53) may have
+			// been rounded on its way to a float.
+			if f := v.Float(); f == math.Trunc(f) && math.Abs(f) < maxExactFloat {
 				return Int(int64(f)), nil
+			}
+			if f := v.Float(); f == math.Trunc(f) {
+				return Null, Errorf(0, "int expected, found float %s: from 2^53 a float may not be the integer written; write it without a fraction or an exponent", short(v))
 			}
 		}
 	case TypeFloat:
@@ -115,6 +120,19 @@ func jsonableAll(vs []Value) ([]Value, bool) {
 func short(v Value) string {
 	return cut(string(appendValue(nil, v, true)), 40)
 }
+
+// maxExactFloat is 2^53: a float below it that is whole is the integer
+// written, from it on it may be a neighbour rounded to it.
+const maxExactFloat = 1 << 53
+
+// ClipLen is how much of a text a client sent an error message echoes
+// (Clip).
+const ClipLen = 200
+
+// Clip cuts text a client sent to at most ClipLen bytes, marked with "…"
+// where cut, for an error message that echoes it: a megabyte identifier
+// is named by its start, not sent back whole.
+func Clip(s string) string { return cut(s, ClipLen) }
 
 // cut shortens s to at most n bytes on a rune boundary, marking the cut.
 func cut(s string, n int) string {

@@ -35,12 +35,24 @@ func (e *Error) Error() string {
 
 // Errorf makes an invalid-statement error at pos (0 for none).
 func Errorf(pos Pos, format string, args ...any) *Error {
-	return &Error{Code: CodeInvalid, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: CodeInvalid, Pos: pos, Msg: fmt.Sprintf(format, clipArgs(args)...)}
 }
 
 // CodeErrorf makes an error of the given code at pos (0 for none).
 func CodeErrorf(code Code, pos Pos, format string, args ...any) *Error {
-	return &Error{Code: code, Pos: pos, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Code: code, Pos: pos, Msg: fmt.Sprintf(format, clipArgs(args)...)}
+}
+
+// clipArgs clips the texts among an error's arguments (Clip): the names,
+// paths and literals a statement's errors echo are the client's, and may
+// be of any length.
+func clipArgs(args []any) []any {
+	for i, a := range args {
+		if s, ok := a.(string); ok && len(s) > ClipLen {
+			args[i] = Clip(s)
+		}
+	}
+	return args
 }
 
 // CodeOf answers the code of a FenecQL error in err's chain; 0, which is

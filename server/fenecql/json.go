@@ -312,17 +312,33 @@ func numberValue(s string) (Value, error) {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			return Int(n), nil
 		}
+		// Past 64 bits it is a float, which an int field takes only up
+		// to 2^53 (Coerce): -2^63-1 is not stored as -2^63.
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil && !isRangeErr(err) || math.IsNaN(f) {
 		return Null, Errorf(0, "invalid number %s", strconv.Quote(cut(s, 40)))
 	}
-	// Underflow is a range error too, answered with 0 (as near as a float
-	// gets, so kept); overflow answers ±Inf, which no JSON can carry back.
-	if math.IsInf(f, 0) {
+	// Overflow answers ±Inf, which no JSON can carry back; underflow
+	// answers 0 (1e-400), a number the client did not write.
+	if math.IsInf(f, 0) || f == 0 && nonZero(s) {
 		return Null, Errorf(0, "number %s is out of range", cut(s, 40))
 	}
 	return Float(f), nil
+}
+
+// nonZero reports whether a JSON number has a digit other than 0 before
+// its exponent.
+func nonZero(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == 'e' || c == 'E':
+			return false
+		case c >= '1' && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 func isRangeErr(err error) bool {

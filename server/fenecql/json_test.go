@@ -45,7 +45,7 @@ func TestParseJSONRoundTrip(t *testing.T) {
 		{`1E+3`, `1000.0`},
 		{`2.5e-7`, `2.5e-7`},
 		{`1e21`, `1e+21`},
-		{`1e-400`, `0.0`}, // underflow reads as zero
+		{`0e-400`, `0.0`}, // zero, however written
 		{`""`, `""`},
 		{`"plain"`, `"plain"`},
 		{`"\u00e9\ud83d\ude00\n\t\"\\\/\b\f\r"`, `"é😀\n\t\"\\/\b\f\r"`},
@@ -301,6 +301,17 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
+// TestNumberUnderflow: a number too small for a float is refused, not
+// read as the 0 the client did not write.
+func TestNumberUnderflow(t *testing.T) {
+	for _, in := range []string{`1e-400`, `-1e-400`, `0.000e-999999`, `[1e-400]`} {
+		_, err := ParseJSON([]byte(in))
+		if (in == `0.000e-999999`) != (err == nil) {
+			t.Errorf("ParseJSON(%s): %v", in, err)
+		}
+	}
+}
+
 func TestCoerce(t *testing.T) {
 	tests := []struct {
 		v       Value
@@ -312,7 +323,13 @@ func TestCoerce(t *testing.T) {
 		{Null, TypeGeo, `null`, ""},
 		{Int(5), TypeInt, `5`, ""},
 		{Float(5), TypeInt, `5`, ""},
-		{Float(-9223372036854775808), TypeInt, `-9223372036854775808`, ""},
+		{Float(1e3), TypeInt, `1000`, ""},
+		{Float(1<<53 - 1), TypeInt, `9007199254740991`, ""},
+		{Float(-(1<<53 - 1)), TypeInt, `-9007199254740991`, ""},
+		// From 2^53 a whole float may be a rounded integer: -2^63-1 reads
+		// as the float -2^63, and is not stored as -2^63.
+		{Float(1 << 53), TypeInt, "", "int expected, found float 9007199254740992.0: from 2^53"},
+		{Float(-9223372036854775808), TypeInt, "", "int expected, found float -9223372036854776000.0: from 2^53"},
 		{Float(9223372036854775808), TypeInt, "", "int expected, found float 9223372036854776000.0"},
 		{Float(5.5), TypeInt, "", "int expected, found float 5.5"},
 		{Text("x"), TypeInt, "", `int expected, found text "x"`},

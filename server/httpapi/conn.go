@@ -54,6 +54,10 @@ type HTTPServer struct {
 	// than ticking (sweep); a request that sees it wakes it (wake).
 	asleep atomic.Bool
 	wake   chan struct{}
+
+	limits Limits
+	count  connCount
+	spare  spareFD // owned by Serve's goroutine
 }
 
 // Inbound counts requests on their way to a commit (store.Inbound): Add
@@ -117,6 +121,8 @@ func (s *HTTPServer) Serve(ln net.Listener) error {
 	s.mu.Unlock()
 	go func() { _ = s.fallback.Serve(s.handoff) }()
 	go s.sweep()
+	s.spare.take()
+	defer s.spare.free()
 	var delay time.Duration
 	for {
 		rwc, err := ln.Accept()
@@ -127,6 +133,15 @@ func (s *HTTPServer) Serve(ln net.Listener) error {
 			if errors.Is(err, net.ErrClosed) {
 				return err
 			}
+			if outOfFDs(err) && s.spare.free() {
+				// The spare descriptor lets one waiting connection in to
+				// be refused, then is taken back once it is closed.
+				if c, err := ln.Accept(); err == nil {
+					s.refuse(c, "fd_limit")
+				}
+				s.spare.take()
+				continue
+			}
 			// Out of file descriptors and the like: as net/http, wait and
 			// try again.
 			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
@@ -135,9 +150,16 @@ func (s *HTTPServer) Serve(ln net.Listener) error {
 			continue
 		}
 		delay = 0
-		c := s.newConn(rwc)
+		s.spare.take() // if it could not be taken back before
+		release, reason := s.take(rwc)
+		if release == nil {
+			s.refuse(rwc, reason)
+			continue
+		}
+		c := s.newConn(rwc, release)
 		if c == nil {
 			rwc.Close()
+			release()
 			continue
 		}
 		go c.serve()
@@ -317,13 +339,13 @@ func (s *HTTPServer) wakeSweep() {
 	}
 }
 
-func (s *HTTPServer) newConn(rwc net.Conn) *conn {
+func (s *HTTPServer) newConn(rwc net.Conn, release func()) *conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
 		return nil
 	}
-	c := &conn{s: s, rwc: rwc, raw: newRawIO(rwc), accepted: time.Now(), buf: make([]byte, connBufSize)}
+	c := &conn{s: s, rwc: rwc, raw: newRawIO(rwc), accepted: time.Now(), buf: make([]byte, connBufSize), release: release}
 	if s.tls != nil {
 		var under net.Conn = rwc
 		if c.raw != nil {
@@ -370,6 +392,7 @@ type conn struct {
 	ctx      context.Context
 	accepted time.Time
 	state    atomic.Int32
+	release  func() // counts the connection out of the server's Limits, once closed
 
 	buf  []byte // read buffer: buf[r:w] is read and not yet used
 	r, w int
@@ -404,6 +427,7 @@ type conn struct {
 
 func (c *conn) close() {
 	c.rwc.Close()
+	c.release()
 	c.s.mu.Lock()
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
@@ -644,7 +668,7 @@ func (c *conn) handOff() bool {
 	delete(c.s.conns, c)
 	c.s.mu.Unlock()
 	c.s.handoffs.Add(1)
-	return c.s.handoff.give(&framingConn{Conn: &prefixConn{Conn: c.rwc, pre: pre}})
+	return c.s.handoff.give(&releasingConn{Conn: &framingConn{Conn: &prefixConn{Conn: c.rwc, pre: pre}}, release: c.release})
 }
 
 // buildRequest makes c.req of the head scanned, as net/http's readRequest
@@ -951,4 +975,17 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// releasingConn is a connection handed to net/http, counted in the
+// server's Limits until net/http closes it.
+type releasingConn struct {
+	net.Conn
+	release func()
+}
+
+func (c *releasingConn) Close() error {
+	err := c.Conn.Close()
+	c.release()
+	return err
 }

@@ -136,11 +136,11 @@ func exchangeAnswers(t *testing.T, addr, raw string, methods ...string) []answer
 }
 
 func post(path, body string, extra ...string) string {
-	return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + strings.Join(extra, "") +
+	return "POST " + path + " HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n" + strings.Join(extra, "") +
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
 }
 
-const health = "GET /_health HTTP/1.1\r\nHost: x\r\n\r\n"
+const health = "GET /_health HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 // TestConnPipelined: requests sent at once on one connection are
 // answered in order, each read by HTTPServer itself.
@@ -177,28 +177,28 @@ func TestConnPipelined(t *testing.T) {
 func TestConnHandOff(t *testing.T) {
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (n int)")
-	chunked := "POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+	chunked := "POST /query HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"1a\r\n{\"query\":\"get jobs count\"}\r\n0\r\n\r\n"
 	cases := []struct {
 		name, raw string
 		methods   []string
 	}{
 		{"chunked", chunked + health, []string{"POST", "GET"}},
-		{"expect", "POST /query HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST", "POST"}},
+		{"expect", "POST /query HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST", "POST"}},
 		{"http/1.0", "GET /_health HTTP/1.0\r\n\r\n", []string{"GET"}},
 		{"no host", "GET /_health HTTP/1.1\r\n\r\n", []string{"GET"}},
 		{"bare LF", "GET /_health HTTP/1.1\nHost: x\n\n" + health, []string{"GET", "GET"}},
-		{"obs-fold", "GET /_health HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n\r\n", []string{"GET"}},
+		{"obs-fold", "GET /_health HTTP/1.1\r\nHost: localhost\r\nX-A: a\r\n b\r\n\r\n", []string{"GET"}},
 		{"space before colon", "GET /_health HTTP/1.1\r\nHost : x\r\n\r\n", []string{"GET"}},
-		{"two lengths", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 26\r\nContent-Length: 26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST"}},
-		{"odd length", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: +26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST"}},
-		{"bad target", "GET /_health%zz HTTP/1.1\r\nHost: x\r\n\r\n", []string{"GET"}},
+		{"two lengths", "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: 26\r\nContent-Length: 26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST"}},
+		{"odd length", "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: +26\r\n\r\n{\"query\":\"get jobs count\"}", []string{"POST"}},
+		{"bad target", "GET /_health%zz HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"GET"}},
 		{"absolute target", "GET http://x/_health HTTP/1.1\r\nHost: y\r\n\r\n", []string{"GET"}},
-		{"odd method", "BREW /_health HTTP/1.1\r\nHost: x\r\n\r\n", []string{"BREW"}},
-		{"upgrade", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", []string{"GET"}},
-		{"utf-8 value", "GET /_health HTTP/1.1\r\nHost: x\r\nX-Name: é\r\n\r\n", []string{"GET"}},
-		{"big head", "GET /_health HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 6000) + "\r\n\r\n", []string{"GET"}},
-		{"too big head", "GET /_health HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 1<<20+8192) + "\r\n\r\n", []string{"GET"}},
+		{"odd method", "BREW /_health HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"BREW"}},
+		{"upgrade", "GET /_health HTTP/1.1\r\nHost: localhost\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", []string{"GET"}},
+		{"utf-8 value", "GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Name: é\r\n\r\n", []string{"GET"}},
+		{"big head", "GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 6000) + "\r\n\r\n", []string{"GET"}},
+		{"too big head", "GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Big: " + strings.Repeat("a", 1<<20+8192) + "\r\n\r\n", []string{"GET"}},
 		{"garbage", "hello\r\n\r\n", []string{"GET"}},
 		{"body past its length", post("/query", `{"query":"get jobs count"}`) + "xyz\r\n\r\n", []string{"POST", "GET"}},
 	}
@@ -234,7 +234,7 @@ func TestConnHandOff(t *testing.T) {
 // connection closed.
 func TestConnAmbiguousFraming(t *testing.T) {
 	ct := newConnTest(t, nil)
-	raw := "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
 	out := exchange(t, ct.lean, health+raw, false)
 	first := answersIn(t, out[:strings.Index(out, "HTTP/1.1 400")], "GET")
 	if first[0].StatusCode != 200 || !strings.HasSuffix(out, ambiguousFramingAnswer) {
@@ -267,7 +267,7 @@ func TestConnHEAD(t *testing.T) {
 		t.Fatalf("HEAD %v %d, GET %v %d", rs[0].Header, rs[0].ContentLength, rs[1].Header, rs[1].ContentLength)
 	}
 	// The console's files: the same head as net/http's (its Date aside).
-	console := "HEAD /console/ HTTP/1.1\r\nHost: x\r\n\r\nGET /console/ HTTP/1.1\r\nHost: x\r\n\r\n"
+	console := "HEAD /console/ HTTP/1.1\r\nHost: localhost\r\n\r\nGET /console/ HTTP/1.1\r\nHost: localhost\r\n\r\n"
 	lean := exchangeAnswers(t, ct.lean, console, "HEAD", "GET")
 	bare := exchangeAnswers(t, ct.bare, console, "HEAD", "GET")
 	for i := range lean {
@@ -304,7 +304,7 @@ func TestConnSlowloris(t *testing.T) {
 			closed <- string(b)
 		}()
 		// A byte every 50 ms: the head would take 2 s.
-		for _, b := range []byte("GET /_health HTTP/1.1\r\nHost: x\r\nX-Slow: " + strings.Repeat("a", 10)) {
+		for _, b := range []byte("GET /_health HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + strings.Repeat("a", 10)) {
 			if _, err := c.Write([]byte{b}); err != nil {
 				break
 			}
@@ -485,10 +485,10 @@ func TestConnPanic(t *testing.T) {
 		w.Write([]byte("ok"))
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
 	ln := serveOn(t, srv)
-	if out := exchange(t, ln.Addr().String(), "GET /panic HTTP/1.1\r\nHost: x\r\n\r\n", false); out != "" {
+	if out := exchange(t, ln.Addr().String(), "GET /panic HTTP/1.1\r\nHost: localhost\r\n\r\n", false); out != "" {
 		t.Fatalf("answered %q", out)
 	}
-	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET")
+	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET")
 	if rs[0].body != "ok" || rs[0].Header.Get("Content-Type") != "text/plain; charset=utf-8" {
 		t.Fatalf("after a panic: %q %v", rs[0].body, rs[0].Header)
 	}
@@ -521,7 +521,7 @@ func TestConnLargeAnswer(t *testing.T) {
 		}
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
 	ln := serveOn(t, srv)
-	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /flush HTTP/1.1\r\nHost: x\r\n\r\n", "GET", "GET")
+	rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\nGET /flush HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET", "GET")
 	for i, want := range []string{piece + piece + piece, "ab"} {
 		if rs[i].body != want || len(rs[i].TransferEncoding) != 1 || rs[i].TransferEncoding[0] != "chunked" {
 			t.Errorf("answer %d: %d bytes, sent %v", i, len(rs[i].body), rs[i].TransferEncoding)
@@ -555,7 +555,7 @@ func TestConnSlowBody(t *testing.T) {
 	}
 	out := <-closed
 	rs, err := parseAnswers(out, []string{"POST"})
-	if took := time.Since(start); err != nil || rs[0].StatusCode != 400 || !rs[0].Close || took > 1200*time.Millisecond {
+	if took := time.Since(start); err != nil || rs[0].StatusCode != 408 || !rs[0].Close || took > 1200*time.Millisecond {
 		t.Fatalf("slow body: %q after %v", out, took)
 	}
 	if ct.db.Seq() != seq {
@@ -594,14 +594,14 @@ func TestConnWatchStreaming(t *testing.T) {
 	ln := serveOn(t, srv)
 	c := mustDial(t, ln.Addr().String())
 	defer c.Close()
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	time.Sleep(100 * time.Millisecond)
 	c.(*net.TCPConn).CloseWrite() // the watch reads the end
 	rs := answersIn(t, readFor(c, 2*time.Second), "GET")
 	if rs[0].body != piece || !rs[0].Close {
 		t.Fatalf("%d bytes, close %v", len(rs[0].body), rs[0].Close)
 	}
-	if rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: x\r\n\r\n", "GET"); rs[0].body != piece {
+	if rs := exchangeAnswers(t, ln.Addr().String(), "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "GET"); rs[0].body != piece {
 		t.Fatalf("then %d bytes", len(rs[0].body))
 	}
 }
@@ -661,7 +661,7 @@ func TestConnNoLeak(t *testing.T) {
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	time.Sleep(50 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	chunked := "POST /query HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+	chunked := "POST /query HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"1a\r\n{\"query\":\"get jobs count\"}\r\n0\r\n\r\n"
 	held := post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n")
 	raws := []string{health + health, health + chunked, held, health + held, post("/query", `{"query":"get jobs count"}`)[:60]}
@@ -698,7 +698,7 @@ func TestConnLongRequest(t *testing.T) {
 	ln := serveOn(t, srv)
 	time.Sleep(10 * time.Millisecond)
 	before := runtime.NumGoroutine()
-	long := "GET /long HTTP/1.1\r\nHost: x\r\n\r\n"
+	long := "GET /long HTTP/1.1\r\nHost: localhost\r\n\r\n"
 
 	c := mustDial(t, ln.Addr().String())
 	io.WriteString(c, long)
@@ -713,7 +713,7 @@ func TestConnLongRequest(t *testing.T) {
 	defer c.Close()
 	io.WriteString(c, long)
 	time.Sleep(150 * time.Millisecond)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	if <-cancelled {
 		t.Fatal("a pipelined request ended the long one")
 	}
@@ -753,7 +753,7 @@ func TestConnLongRequestAfterIdle(t *testing.T) {
 			t.Fatal("an idle server's sweeper still ticks after 2 s")
 		}
 	}
-	io.WriteString(c, "GET /long HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET /long HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	time.Sleep(150 * time.Millisecond)
 	if srv.asleep.Load() {
 		t.Fatal("the sweeper sleeps while a request runs")
@@ -778,7 +778,7 @@ func TestConnBodyRoom(t *testing.T) {
 	for range clients {
 		c := mustDial(t, addr)
 		defer c.Close()
-		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
+		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
 	}
 	time.Sleep(300 * time.Millisecond) // the handlers wait for the bodies
 	runtime.GC()
@@ -811,20 +811,20 @@ func TestConnSameAnswers(t *testing.T) {
 		name, raw string
 		methods   []string
 	}{
-		{"GET with a body", "GET /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"GET"}},
-		{"HEAD with a body", "HEAD /_health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", []string{"HEAD"}},
-		{"leading zeros", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 00" + strconv.Itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
-		{"zero length", "POST /query HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", []string{"POST"}},
-		{"no length", "POST /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"POST"}},
-		{"close", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: CLOSE\r\n\r\n", []string{"GET"}},
-		{"keep-alive", "GET /_health HTTP/1.1\r\nHost: x\r\nConnection: Keep-Alive\r\n\r\n", []string{"GET"}},
-		{"no route", "GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n", []string{"GET"}},
-		{"method not allowed", "DELETE /query HTTP/1.1\r\nHost: x\r\n\r\n", []string{"DELETE"}},
+		{"GET with a body", "GET /_health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello", []string{"GET"}},
+		{"HEAD with a body", "HEAD /_health HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello", []string{"HEAD"}},
+		{"leading zeros", "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: 00" + strconv.Itoa(len(q)) + "\r\n\r\n" + q, []string{"POST"}},
+		{"zero length", "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n", []string{"POST"}},
+		{"no length", "POST /query HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"POST"}},
+		{"close", "GET /_health HTTP/1.1\r\nHost: localhost\r\nConnection: CLOSE\r\n\r\n", []string{"GET"}},
+		{"keep-alive", "GET /_health HTTP/1.1\r\nHost: localhost\r\nConnection: Keep-Alive\r\n\r\n", []string{"GET"}},
+		{"no route", "GET /nowhere HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"GET"}},
+		{"method not allowed", "DELETE /query HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"DELETE"}},
 		{"bad JSON", post("/query", `{"query":`), []string{"POST"}},
 		{"bad query", post("/query", `{"query":"get nowhere"}`), []string{"POST"}},
-		{"query string", "GET /_health?x=%20y&z HTTP/1.1\r\nHost: x\r\nPragma: no-cache\r\n\r\n", []string{"GET"}},
-		{"preflight", "OPTIONS /query HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\nAccess-Control-Request-Method: POST\r\n\r\n", []string{"OPTIONS"}},
-		{"HEAD", "HEAD /_metrics HTTP/1.1\r\nHost: x\r\n\r\n", []string{"HEAD"}},
+		{"query string", "GET /_health?x=%20y&z HTTP/1.1\r\nHost: localhost\r\nPragma: no-cache\r\n\r\n", []string{"GET"}},
+		{"preflight", "OPTIONS /query HTTP/1.1\r\nHost: localhost\r\nOrigin: http://a\r\nAccess-Control-Request-Method: POST\r\n\r\n", []string{"OPTIONS"}},
+		{"HEAD", "HEAD /_metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", []string{"HEAD"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -874,7 +874,7 @@ func TestConnShutdownWatch(t *testing.T) {
 	}), &http.Server{ErrorLog: log.New(t.Output(), "", 0)})
 	ln := serveOn(t, srv)
 	c := mustDial(t, ln.Addr().String())
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	awaitConns(t, srv, 1)
 	shut := make(chan error, 1)
 	go func() { shut <- srv.Shutdown(context.Background()) }()
@@ -903,7 +903,7 @@ func TestConnSlowReader(t *testing.T) {
 	c := mustDial(t, ln.Addr().String())
 	defer c.Close()
 	c.(*net.TCPConn).SetReadBuffer(4 << 10)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	io.WriteString(c, "GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	awaitConns(t, srv, 1)
 	start := time.Now()
 	awaitConns(t, srv, 0)

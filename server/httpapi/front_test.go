@@ -100,7 +100,7 @@ func TestCORS(t *testing.T) {
 		}
 		resp, body = raw(t, ts, "OPTIONS", path, pre("https://evil.example.com"))
 		if resp.StatusCode != 403 || resp.Header.Get("Access-Control-Allow-Origin") != "" ||
-			body != `{"error":"origin https://evil.example.com is not one of the server's --cors-origin","code":"forbidden"}`+"\n" {
+			body != `{"error":"origin https://evil.example.com is not one of the server's --cors-origin","code":"origin_not_allowed"}`+"\n" {
 			t.Errorf("another origin's preflight of %s: %d %v %s", path, resp.StatusCode, resp.Header, body)
 		}
 	}
@@ -120,7 +120,8 @@ func TestCORS(t *testing.T) {
 	if r, err := bad.Do("POST", "/query", `{"query": "get jobs"}`, map[string]string{"Origin": app}); err != nil || r.Status != 401 || r.Header.Get("Access-Control-Allow-Origin") != app {
 		t.Errorf("a refusal must reach the page of an allowed origin: %v %v", err, r)
 	}
-	if r, err := ts.c.Do("POST", "/batch", `{"statements": [{"query": "get jobs count"}]}`, map[string]string{"Origin": "https://evil.example.com"}); err != nil || r.Status != 200 || r.Header.Get("Access-Control-Allow-Origin") != "" {
+	// Another origin's request is refused unrun, its token notwithstanding.
+	if r, err := ts.c.Do("POST", "/batch", `{"statements": [{"query": "get jobs count"}]}`, map[string]string{"Origin": "https://evil.example.com"}); err != nil || r.Status != 403 || r.Code() != "origin_not_allowed" || r.Header.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("a request from another origin: %v %v", err, r)
 	}
 

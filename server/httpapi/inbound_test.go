@@ -76,7 +76,7 @@ func TestConnInbound(t *testing.T) {
 	// A request whose body has not all come is on its way: a lone write
 	// meanwhile is held, until its connection closes.
 	mid := mustDial(t, addr)
-	io.WriteString(mid, "POST /query HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":")
+	io.WriteString(mid, "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":")
 	for deadline := time.Now().Add(5 * time.Second); in.Pending() != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a request with half its body: %d counted on their way, want 1", in.Pending())

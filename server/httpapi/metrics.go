@@ -23,6 +23,7 @@ type Metrics struct {
 	commit     prometheus.Histogram
 	fsyncs     prometheus.Counter
 	lapsed     prometheus.Counter
+	refused    *prometheus.CounterVec
 	queues     queueRates
 
 	// The children of the vectors above that requests count, by their
@@ -71,18 +72,28 @@ func NewMetrics() *Metrics {
 			Help: "Documents whose @ttl lapsed that this node's sweeper deleted (only a cluster's leader sweeps).",
 		}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fenec_http_connections_refused_total",
+		Help: "Connections answered 503 too_many_connections and closed, by reason: max_conns, max_conns_per_addr, or fd_limit (out of file descriptors).",
+	}, []string{"reason"})
+	for _, r := range []string{"max_conns", "max_conns_per_addr", "fd_limit"} {
+		m.refused.WithLabelValues(r) // shown at 0 before the first
+	}
 	m.queues = newQueueRates()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fenec_build_info",
 		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
-	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, build,
+	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, m.refused, build,
 		m.queues.claimed, m.queues.acked,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
+
+// ConnRefused counts a connection refused (Limits.Refused).
+func (m *Metrics) ConnRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
 // OnCommit is engine.Options.OnCommit.
 func (m *Metrics) OnCommit(d time.Duration, changes int, fsync bool) {

@@ -4,8 +4,10 @@
 // handler sees it, so a malformed request is a clear 4xx that writes
 // nothing.
 //
-// A request goes through, in order: the route (404, 405), the token (401),
-// the body limit (413), the spec's validation (400), then its handler;
+// A request goes through, in order: the edge's checks (edge.go: Host 421,
+// Origin 403, two Authorization headers 400), the route (404, 405), the
+// token (401), the body limit (413; a body that stops arriving 408), the
+// spec's validation (400), then its handler;
 // for /query and /batch the validation and the decoding are one pass
 // where the body allows (body.go). A JWT's access (package auth) goes with
 // the request to the engine, which holds its statements to it.
@@ -71,6 +73,10 @@ type Config struct {
 	// CORSOrigins are the exact origins whose pages may call /query and
 	// /batch (front.go); none by default.
 	CORSOrigins []string
+	// Hosts are the Host names, beyond the loopback ones, that a server
+	// without a token or JWT keys answers (fenec serve --host); with
+	// either, every Host is answered (edge.go).
+	Hosts []string
 	// NoConsole leaves /console unserved.
 	NoConsole bool
 	// Cluster is the node's cluster (cluster.go); nil on a lone server.
@@ -90,6 +96,7 @@ type Server struct {
 	gate    *auth.Gate
 	hub     *wait.Hub
 	console http.Handler
+	hosts   []string // Config.Hosts, as hostName gives them
 
 	// queryRoute and batchRoute are the spec's POST /query and POST /batch.
 	queryRoute, batchRoute *routers.Route
@@ -166,6 +173,9 @@ func New(cfg Config) (*Server, error) {
 		gate:    cfg.Gate,
 		console: console.Handler(),
 	}
+	for _, h := range cfg.Hosts {
+		s.hosts = append(s.hosts, hostName(h))
+	}
 	for path, to := range map[string]**routers.Route{"/query": &s.queryRoute, "/batch": &s.batchRoute} {
 		req, _ := http.NewRequest(http.MethodPost, path, nil)
 		if *to, _, err = router.FindRoute(req); err != nil {
@@ -213,6 +223,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "internal error"})
 		}
 	}()
+	if e := s.guard(w, r); e != nil {
+		writeError(w, e)
+		s.metrics.request("unknown", statuses[e.code]) // before the route is found
+		return
+	}
 	if s.front(w, r) {
 		return // the console, or a CORS preflight
 	}
@@ -244,7 +259,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r = admitted
 	}
-	body, e := s.readBody(r, sc.body[:0])
+	body, e := s.readBody(sw, r, sc.body[:0])
 	if e != nil {
 		writeError(sw, e)
 		return
@@ -308,11 +323,11 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		}
 		slices.Sort(allow)
 		return nil, &apiError{code: gen.ErrorCodeMethodNotAllowed,
-			msg:   fmt.Sprintf("%s %s: the method is not allowed (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", ")),
+			msg:   fmt.Sprintf("%s %s: the method is not allowed (allowed: %s)", Clip(r.Method), Clip(r.URL.Path), strings.Join(allow, ", ")),
 			allow: strings.Join(allow, ", ")}
 	}
 	return nil, &apiError{code: gen.ErrorCodeNotFound,
-		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", r.Method, r.URL.Path)}
+		msg: fmt.Sprintf("no route %s %s (see openapi.yaml)", Clip(r.Method), Clip(r.URL.Path))}
 }
 
 // maxBodyRoom is the most room taken for a body before its bytes come.
@@ -320,8 +335,16 @@ const maxBodyRoom = 64 << 10
 
 // readBody reads the body whole, under the body limit, into dst's room
 // where it fits.
-func (s *Server) readBody(r *http.Request, dst []byte) ([]byte, *apiError) {
-	if n := r.ContentLength; n > 0 && n <= s.cfg.MaxBody {
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, dst []byte) ([]byte, *apiError) {
+	if r.ContentLength > s.cfg.MaxBody {
+		// Refused on its length alone, unread: the connection closes
+		// after the answer rather than wait for, or read off, a body
+		// that will not be taken (and a request sent after it on the
+		// connection is not read either).
+		w.Header().Set("Connection", "close")
+		return nil, tooLarge(s.cfg.MaxBody)
+	}
+	if n := r.ContentLength; n > 0 {
 		// The length is known and net/http reads no byte past it: one
 		// buffer of that size (up to maxBodyRoom), where io.ReadAll would
 		// grow one from 512 bytes, copying as it goes.
@@ -340,25 +363,43 @@ func (s *Server) readBody(r *http.Request, dst []byte) ([]byte, *apiError) {
 				err = io.ErrUnexpectedEOF
 			}
 			if err != nil {
-				return nil, badRequest("reading the body: %v", err)
+				return nil, bodyError(w, err)
 			}
 			return buf.Bytes(), nil
 		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, badRequest("reading the body: %v", err)
+			return nil, bodyError(w, err)
 		}
 		return body, nil
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, s.cfg.MaxBody))
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, &apiError{code: gen.ErrorCodeTooLarge,
-				msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", tooLarge.Limit)}
+		var over *http.MaxBytesError
+		if errors.As(err, &over) {
+			w.Header().Set("Connection", "close") // the rest of the body is not read
+			return nil, tooLarge(over.Limit)
 		}
-		return nil, badRequest("reading the body: %v", err)
+		return nil, bodyError(w, err)
 	}
 	return body, nil
+}
+
+func tooLarge(limit int64) *apiError {
+	return &apiError{code: gen.ErrorCodeTooLarge,
+		msg: fmt.Sprintf("the body is larger than the server's --max-body of %d bytes", limit)}
+}
+
+// bodyError returns the refusal of a body whose read failed, and has the
+// connection closed after the answer (what is left of the body is not
+// read): 408 for a body that stopped arriving within the read timeout,
+// 400 for one cut short. The read error's own text is not sent: it names
+// the connection's addresses.
+func bodyError(w http.ResponseWriter, err error) *apiError {
+	w.Header().Set("Connection", "close")
+	if isTimeout(err) {
+		return &apiError{code: gen.ErrorCodeRequestTimeout, msg: "the body did not arrive within the server's read timeout"}
+	}
+	return badRequest("the body ended before its Content-Length, or its connection failed")
 }
 
 // check runs the spec's validation on a request and its body, read by

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -83,9 +84,12 @@ type options struct {
 	maxBody                        int64
 	slowMS                         int
 	tlsCert, tlsKey, tlsClientCA   string
-	insecure                       bool
+	insecure, insecureOpen         bool
 	noConsole                      bool
 	corsOrigins                    []string
+	hosts                          []string
+	maxConns, maxConnsPerAddr      int
+	idleTimeout                    time.Duration
 	cluster                        clusterFlags
 }
 
@@ -110,9 +114,18 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (its chain after it); re-read when it changes; needs --tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert; re-read when it changes")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require of every client a certificate signed by a CA of this PEM `file`; needs --tls-cert")
-	// Until the token rule has a flag of its own, --insecure also lets a
-	// non-loopback --http run without a token.
 	fs.BoolVar(&o.insecure, "insecure", false, "allow listening beyond loopback without TLS: --http without --tls-cert, --raft without --node-cert (a bearer token then crosses the network in clear)")
+	fs.BoolVar(&o.insecureOpen, "insecure-open", false, "allow a non-loopback --http without a token or JWT keys: anyone who reaches it may read and write everything")
+	fs.Func("host", "also answer requests whose Host is this `name` (any port) when no token or JWT keys are set; repeatable; without it only localhost, 127.0.0.1 and [::1] are answered (DNS rebinding)", func(v string) error {
+		if v == "" || strings.ContainsAny(v, "/ ") {
+			return fmt.Errorf("%q is not a host name", v)
+		}
+		o.hosts = append(o.hosts, v)
+		return nil
+	})
+	fs.IntVar(&o.maxConns, "max-conns", httpapi.DefaultMaxConns, "the most connections open at once; past it a new one is answered 503 too_many_connections and closed; 0: no cap")
+	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "the most connections open at once from one client IP address; 0: no cap")
+	fs.DurationVar(&o.idleTimeout, "idle-timeout", httpapi.IdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
 	fs.Func("cors-origin", "let pages of this exact `origin` (https://app.example.com) call /query and /batch from a browser; repeatable; none by default", func(v string) error {
 		if err := httpapi.CheckOrigin(v); err != nil {
@@ -154,6 +167,12 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
+	case o.maxConns < 0:
+		return o, fmt.Errorf("--max-conns %d: want 0 (no cap) or more", o.maxConns)
+	case o.maxConnsPerAddr < 0:
+		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (no cap) or more", o.maxConnsPerAddr)
+	case o.idleTimeout <= 0:
+		return o, fmt.Errorf("--idle-timeout %v: want a positive duration", o.idleTimeout)
 	}
 	if (o.tlsCert == "") != (o.tlsKey == "") {
 		return o, errors.New("--tls-cert and --tls-key go together")
@@ -176,8 +195,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--sync: %w", err)
 	}
-	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecure && !loopback(o.http) {
-		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure", o.http)
+	if o.token == "" && o.jwtSecret == "" && o.jwtKeys == "" && !o.insecureOpen && !loopback(o.http) {
+		return fmt.Errorf("--http %s is reachable from other machines and no --token or JWT key is set: set one, or pass --insecure-open", o.http)
 	}
 	// A bearer token sent in clear is a password on the wire: beyond
 	// loopback, TLS or a flag that says so (docs/http.md, "TLS").
@@ -239,7 +258,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api, err := httpapi.New(httpapi.Config{
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
 		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
-		CORSOrigins: o.corsOrigins, NoConsole: o.noConsole, Cluster: node.api(),
+		CORSOrigins: o.corsOrigins, Hosts: o.hosts, NoConsole: o.noConsole, Cluster: node.api(),
 	})
 	if err != nil {
 		node.shutdown()
@@ -248,6 +267,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	srv := httpapi.NewHTTPServer(api, log)
+	srv.Limit(httpapi.Limits{MaxConns: o.maxConns, MaxConnsPerAddr: o.maxConnsPerAddr, IdleTimeout: o.idleTimeout, Refused: metrics.ConnRefused})
 	if inbound != nil {
 		srv.CountInbound(inbound)
 	}

@@ -36,6 +36,11 @@ func TestRefusesToStart(t *testing.T) {
 	}{
 		{[]string{"--http", "0.0.0.0:0", "--file", ":memory:"}, "no --token"},
 		{[]string{"--http", ":0", "--file", ":memory:"}, "no --token"},
+		{[]string{"--http", ":0", "--file", ":memory:"}, "--insecure-open"},
+		{[]string{"--max-conns", "-1", "--file", ":memory:"}, "--max-conns"},
+		{[]string{"--max-conns-per-addr", "-1", "--file", ":memory:"}, "--max-conns-per-addr"},
+		{[]string{"--idle-timeout", "0s", "--file", ":memory:"}, "--idle-timeout"},
+		{[]string{"--host", "", "--file", ":memory:"}, "not a host name"},
 		{[]string{"--sync", "sometimes", "--file", ":memory:"}, "--sync"},
 		{[]string{"--clock", "sundial", "--file", ":memory:"}, "--clock"},
 		{[]string{"--max-body", "0", "--file", ":memory:"}, "--max-body"},
@@ -64,7 +69,7 @@ func TestRefusesToStart(t *testing.T) {
 	}
 }
 
-// TestNonLoopbackWithTokenOrInsecure: a token, or --insecure, lets the
+// TestNonLoopbackWithTokenOrInsecure: a token, or --insecure-open, lets the
 // server listen beyond loopback (it is still reached on 127.0.0.1 here);
 // without TLS, --insecure is needed either way (tls_test.go). The token
 // then guards every route but /_health.
@@ -74,7 +79,7 @@ func TestNonLoopbackWithTokenOrInsecure(t *testing.T) {
 		collections int // GET /collections without a token
 	}{
 		{[]string{"--token=s3cret", "--insecure"}, 401},
-		{[]string{"--insecure"}, 200},
+		{[]string{"--insecure-open", "--insecure"}, 200},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.flags, " "), func(t *testing.T) {

@@ -46,21 +46,25 @@ func (e ClusterStatusRole) Valid() bool {
 
 // Defines values for ErrorCode.
 const (
-	ErrorCodeBadRequest       ErrorCode = "bad_request"
-	ErrorCodeBehind           ErrorCode = "behind"
-	ErrorCodeConflict         ErrorCode = "conflict"
-	ErrorCodeForbidden        ErrorCode = "forbidden"
-	ErrorCodeInternal         ErrorCode = "internal"
-	ErrorCodeKeyLimit         ErrorCode = "key_limit"
-	ErrorCodeKeyReused        ErrorCode = "key_reused"
-	ErrorCodeMethodNotAllowed ErrorCode = "method_not_allowed"
-	ErrorCodeNoLeader         ErrorCode = "no_leader"
-	ErrorCodeNotFound         ErrorCode = "not_found"
-	ErrorCodeStatementTimeout ErrorCode = "statement_timeout"
-	ErrorCodeTooLarge         ErrorCode = "too_large"
-	ErrorCodeUnauthorized     ErrorCode = "unauthorized"
-	ErrorCodeUnavailable      ErrorCode = "unavailable"
-	ErrorCodeUnmet            ErrorCode = "unmet"
+	ErrorCodeBadRequest         ErrorCode = "bad_request"
+	ErrorCodeBehind             ErrorCode = "behind"
+	ErrorCodeConflict           ErrorCode = "conflict"
+	ErrorCodeForbidden          ErrorCode = "forbidden"
+	ErrorCodeHostNotAllowed     ErrorCode = "host_not_allowed"
+	ErrorCodeInternal           ErrorCode = "internal"
+	ErrorCodeKeyLimit           ErrorCode = "key_limit"
+	ErrorCodeKeyReused          ErrorCode = "key_reused"
+	ErrorCodeMethodNotAllowed   ErrorCode = "method_not_allowed"
+	ErrorCodeNoLeader           ErrorCode = "no_leader"
+	ErrorCodeNotFound           ErrorCode = "not_found"
+	ErrorCodeOriginNotAllowed   ErrorCode = "origin_not_allowed"
+	ErrorCodeRequestTimeout     ErrorCode = "request_timeout"
+	ErrorCodeStatementTimeout   ErrorCode = "statement_timeout"
+	ErrorCodeTooLarge           ErrorCode = "too_large"
+	ErrorCodeTooManyConnections ErrorCode = "too_many_connections"
+	ErrorCodeUnauthorized       ErrorCode = "unauthorized"
+	ErrorCodeUnavailable        ErrorCode = "unavailable"
+	ErrorCodeUnmet              ErrorCode = "unmet"
 )
 
 // Valid indicates whether the value is a known member of the ErrorCode enum.
@@ -74,6 +78,8 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeForbidden:
 		return true
+	case ErrorCodeHostNotAllowed:
+		return true
 	case ErrorCodeInternal:
 		return true
 	case ErrorCodeKeyLimit:
@@ -86,9 +92,15 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeNotFound:
 		return true
+	case ErrorCodeOriginNotAllowed:
+		return true
+	case ErrorCodeRequestTimeout:
+		return true
 	case ErrorCodeStatementTimeout:
 		return true
 	case ErrorCodeTooLarge:
+		return true
+	case ErrorCodeTooManyConnections:
 		return true
 	case ErrorCodeUnauthorized:
 		return true
@@ -394,6 +406,9 @@ type Conflict = Error
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
 
+// HostNotAllowed defines model for HostNotAllowed.
+type HostNotAllowed = Error
+
 // Internal defines model for Internal.
 type Internal = Error
 
@@ -402,6 +417,9 @@ type KeyReused = Error
 
 // NotFound defines model for NotFound.
 type NotFound = Error
+
+// RequestTimeout defines model for RequestTimeout.
+type RequestTimeout = Error
 
 // TooLarge defines model for TooLarge.
 type TooLarge = Error
@@ -1057,112 +1075,115 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7HyNchs3kvCroOZLlaTskBpKchLTtVWrZJ0v3vzYayvnqjNVGnCmKSIaAmMAI4rnUtU9zT3YPclVN4D5",
-	"IYcS6Ti5vd0kVYlI4qe70f/dwIcoU4tSSZDWROMP0Rx4Dpr+/BYkZG/gPf6dg8m0KK1QMhpHF3NgObd8",
-	"yg0cGJbNubwGJqvFFDTjM4v/ZRreV2Ass3Nu2VIrC8Mojkw2hwXHJRdCikW1iMZJHNlVCdE4EtLCNejo",
-	"/j6OXuSwKJUFaV9DWfAV5JtwpFZXkLLlHCSzc2BcmiVoJgx9mgltbPjOKmbnwrB62Ww1+B5WMdN+9S5w",
-	"IBGydxFuEF3WABqrhbyO7hHAkmu+ANsm1jmivgnmOUvp58EbeJ86MLJCgLRsyY0HEHJ2OF0xLldMqhyY",
-	"mjHOsqIyFvTReCIRoUBRXUnDlMzArUXj57hSWRYC8kBxYWEiDzXwfLBSlR7QNziRcTZTRaGWoI9ipohg",
-	"T5Izf3JPmBmyc1YoCRNpQN/iaRKMhp0lCePW7T1TeMq0KBOWAJDKsgXPYTiRURwJxN3xUxRHki+Qgo4Q",
-	"jlBtgs+UXnDreOCLsyiOFvzOscfTJPly9PTpyZOzL8+Sp09H8WOcQ1u85cJunsSPoiiEgUzJ3CBLzFWR",
-	"E525WLBDzlIDNkWKpDkU6RHiioT3VFjORQETKSxbqqrImeU3gDjPhbweIy3mqqjFYKbVgiW4yWmSJMmj",
-	"JCGAO/IRCEDz453lJVt9D6tN1EcIysmTJ2y6skAn7I5Og9XINEth5w5ZvgB2A8iLefOF572JPFyAnas8",
-	"ZiW385hNVb5yS7rx6gbkETJUzdbrojiR/JoLGbsd00bOB0HQx4zkOqYVPdd6Mj+j5W5gNZE0neP3oGvR",
-	"EIadnZwgdhpmlQE/n90AlLgITh2y72FlWCFuYSLTwUC0VIK1RcoOc5jxqrDs5IzNjwgKU+lbcQuk1ozl",
-	"2rotuKPbRHKi2C+Vl84he4u80mYeZDXD1rZb8LvBDaxMitPNRCLnbY4g8qaoEuwcRC2NcS1+lcxJ5UpY",
-	"OtoIE/CPSSh1Fej9JDll6Q2srgqxEDZlh4SdQsIJa4gbVjGrpBXFRKoC10XQGNyVQsPRA2y8plnXefkH",
-	"kNd2Ho1PnjwhXg6fR73KVYMplTRAuvVrnr9254ufMiWRW/BPUngZRw4//sUgm3+I4I4vygLcyBzXnfL8",
-	"yvNHFEegtdLROCqVETiRnY3GiB1kFlAX3PKigpjNVCVzNonuJ1F030blMw2zaBz9v+PGbh67X83xc1qb",
-	"ENg0mIFFSW0ayy0s0AQIwxa8QPWHJqDk2kDMkCIoYd7CxMwR24nb0RAh+hrmQuY7EORXg96YmJyYqTEz",
-	"4PkvbWn1lCE/GOI2IcmaILjfKDkrRGZ/e4DPSS9LJnJS5H+ppHiPXgId7LOgSMj0IvQWJAH4rdJTkecg",
-	"f3sIf0Iikv3N0eiYTJXgVeeBYboqAGVbMlWC5lZp/FJVFhg3N0FTd6fFpJgI0AOHFhyhQ7PuzQ1+cEK7",
-	"YR1eysbdcKdNToRwNh1PuvAcSHoFCeiVT9z69cCwn1//4PyxG6mWsutUbcg5mi1pQUte/B584ZS6kC21",
-	"TEf/PaxeAyrL30OaYN0FJU4kU0UeVdegEXw/KfstqqOP0n5S2StSZi3dl6migIy03y9qarzvxmYCihxt",
-	"BbefQOedS1ZJ4gLW2k9pv82h0o6rnTq7UOoHrq/h9zkC8lqEYQVuqZHX20xxQHaaLK/KVynB97PklZ0r",
-	"Lf4DPu4cqvYCzVEshCFpmgLXFKbcgPxEBqe9JJkZv5XSGI7J6zUF8fbt28F5ZecgLWIDXVL3ye7Pkt9y",
-	"UfBp8Tsdm7FKA5txUaDm9J4h11A7e+S3MHLQ9Y1h5Gg+C5pqImuf1CiSOtRttGZOTp7XdrfCiGkBLjRq",
-	"x11LbibyWtyCZFXJDtOqwT89ekb+U23XDdNcspIb22EscjjrQQMrFqAqmzpPFzShWJbotiHIeFreXk3k",
-	"YVrPuwrzjp4FGDteJkefQq7WNQ3+QOHLgq/YYcsLPBq3jHkgjK4kent0zguwH8n0OLPhdgyrSOWkLiPA",
-	"EqbV0jhPH8ksNBg2+hTah6V+PSbTGqcF2G0eQL0lCcP5bEYOIaGa5+Qp8uKVRpNsBbqlM14YWN/1O7V0",
-	"lM9VVjk2CD46Wm1VWQTLVloKeZ02WZGytfCHiLc2fyTq8zjm0fhdM63JV6jpL5CRMj8n1u/LTdRcdRCC",
-	"NoRISXg5i8bvHib/a7U00X388KCalveX6Ldym80baB4kbpcsGkxVuCyVsLAwj/GG3+S+pgbXmq82yBaW",
-	"7aMaAduKPfaAttEEOwP89wr0Kux2T1HSCzdv9AgOrc360PimUNnNj+oWNs//+R3PbLFiSlLOKeX5LZcZ",
-	"XC1Myg4X6haYki4ETg1Y97UBe9TlkT3o0mzwcNrn5MnpWXJymiRfPsV/4r0kodmjhxz7HSMh/duB6tff",
-	"BPMynNtParkn60k3Y9N+otlA//fFm5eDr75IRuzni29cOLFoJcbwaGtVHp0kJ18MkieD5PQieTo+ScYn",
-	"yTBJkn+P1uP2OLobKE3Rxcl9jEBsI9waSVoTR+vk8avQcltYm2KWH2ExdQqlSwqRbzovrf2S+zgq+PUV",
-	"SKv9jC7VlOwEP20PfUFbjrvhT4EGX8gc7pztX6ACuaIvongfSnxBkBl7hTaXZ4EJ94aufbDMCJlRspbA",
-	"DN7QM8anBqRtvKeQ7qVQSRhmQS/2A/9LBL+ONf24qVIFcNked4ZqrkWjjz4AdR2oj2e5cuEns4pNwaHB",
-	"rZ+A49R1jEtqaV2eFl23PqTZYbJBlaP9KPEEOZrP7BXPcw3GPMiPo/s4qnSxSQbEEcPyA8O+u7h41YTZ",
-	"TQUAMTYI5yF3X2jIlM5dXg+JQePx8IHn5ugZg8KAP/rHhPlW2cdO8nRddAWGOR3Mwzo1azwq0Od5vqfu",
-	"cwK/T75xTR2sn1X3HObK2HGptPXZ2HAogwHOc0bhY3YetYns08/R2Opqw8UkrBnP0c1nUsnBraI4gZLR",
-	"PgfUHGfPQZ08flCPnstrWHhv4jc9mh5IHwDtjeW2Mps2wOcrt2mYXvURcpxz0LC/4s7UYiHsXhuGRAlO",
-	"tJQh2FPHiLxvJ68covgxG2j2A9dHzfuTpzEMV65s3CNk7nezVt00ALKxYFSE2ZdOT5vN+8kVDA1G0Jua",
-	"tTaUVAhE4YPHFKffzev0rUNP0QySZO0eLXQ9n/Uop61bSK0pF5iHwnYRqjehEhzFUcZlLnJuESszr2yu",
-	"lnKz+L2mtUxfgwBRErnFxb5taULzVFfD97SlXyGW6Ivs51We9Ws8pIhfb01k4zWd0REQh/IGFzcH+ICK",
-	"utBcmtneke82ZiWLQXVsDNC82MxFyax6RuzJCqBM1MyyUmQ3e9qn+/s+TOpc7p5I1CmRR9IaaxJE2eLd",
-	"peJbHP6QNKCouYrlg37YehyCM+IWDjVglw/SyOxJpKw7czdF0JzIY7mO9vJ9gLt02qYF7WmleCEZZ+nx",
-	"FJ331BWBksGUG8hbxU2fl8WIcrcTPyXrmXdUVbd+u5ZHn9Vlu7hT6nBdClf4lS+1kZD7ImRcZyatUldU",
-	"BYji6AZWV9oVgtwHyo5SvdsXqWj7OucdRxsZ2SiOpq4wi+Bcbfi5/VYCAtm7JH7rS3CUrffdEKhCh1G8",
-	"B+u6xT1Z+w7dicyeGin4CuGQjPLmeM7NnOgk3ldIomtQUSyroriMI/yfqxY4z/ZBe7iDkMaRtUVvZHxB",
-	"TSdQ5AeGpX+hrg4hO8FwzEoNZM2VpPwX427GRFKwiC6HkjBmvE7msoKXBtqtV2ELSqyUReXS6+Q3sELJ",
-	"67odTqolO8xVZo5naPveF8NFHrPnd6XQK99UUQvI6GFbFn5taC8ogJsVihNHwx2xoVLIrwiZsXxRRnFE",
-	"eXp3Ig9zZL/yowmxP/o+RvoOeIGGZC9O2sr7K1fXaJV8nrmjct6Xo7P7YVMg7uNI3fStCpQ6aFa2/AZ8",
-	"xdwMN+MmdHBwXD+H0U8HvupDaTN/IgpNrYOtr3uwS14a7Hbpo2onK7wfbamBxGyDvUn7p5+N/vs//+sz",
-	"mSIOO9mcf+NFBZvmJo7eI7R9/QXgvL6//9AyD4ecWc1FgfFr+sxVwdLBIKU4yFVPNIRWiSNvRXaOFh0o",
-	"fSR9/VBKdUfEN/HTahlTsiVTRbWQlEkikWKHqchT3wQ3U5qln6dHLWbrAGb6ajQY3FMXyNLErOm7PDC+",
-	"ia6pKe18gkiDnvNz+G2CIFfsb29e/uS6aHCTri6n8hlklRZ29QZ3cJR0JegtDNiqtVONOmWHs6ooGM8y",
-	"MObII/q3txfsFrSYhSZFKqH+srQDA5kO7ZruG9dKh1w0hyJ3Pb/gGmqouDEYlKoQ2SqdSKeM3VbDRX40",
-	"ZG99gY7LFUNHQVxX2vXPNSV0CZBD7vQ1EZJ0hUOypuXc2tKVJIWcqU3kSQ6oRbKxLKGb2lElZ+oWNGX6",
-	"YoZsjLgLGSRoyC7mwkzkjPSga3amrGCmpNU8s+NuM4O5gQIsWjiZM7gFvWJv/vr9gZngaGkonYWCdg0S",
-	"NLeQh6Ro3PSAuvLyLS8oQDQMeDZvmkKp0G4sE3Y4kRP5nPYgze7wNJSaodW44yPqwEg/TJz+n0RjNokm",
-	"VZKcZgswhl8DfYBJFLMJuS6TaDyRYcyNkHkYcJ8+a3miflfKj6WTiNtJtM07HbJzamL1Bt9X/wthbAhV",
-	"m7bnM5bW3iXt54fh/FZb1kRy5jxPtE+5At8/xW/aiz1h6aZ7moaG2HP8nBIdz+vWg4xrvaI+EYVjvnGF",
-	"+IHThV5xhuBy8FxmKqcCM3JJ3fRwliQsbTnTbppTWFL6/pysUAZy9HpKre5WyHUzraSdyIx6ninNiHMA",
-	"eakwQB7pegcNod5ihf///CK0sHkqfPf8/K+MG7aEoojXmo9b3OL7UxCLHCWR2OaQs0LxnE15wWVGLD4n",
-	"14Nlc8huqL2hMsBAoLE/Iji8AcUFhG8aIT5czrlFkfCttTVlL1YlpMzwlYmZUSzNKl2wQZ5OpGstqcv5",
-	"g+/YQXvSmK23Rhy4w/watTdoM2TpMZkmf2yBcf1FhZJfO22F5FBaXAtpmGs6sWoiU/IfHZnZYJApbQZu",
-	"VMoO4Y5nNkyiqw2AeqUAnw2YribSJ5eP3BHDrBDXc8sO05evLl68/OlN6rnwpV+Ty3wi03PSkwPEU6ti",
-	"4Ik5+JG4OD1y+sJU2ZzaFmlqpwf8JDmLJ5I4nWz9q5dvLsJO5z6cI4Kl8doRxKG59C0XNoCz1teSPvO9",
-	"ywSVdxrC1t5krGFAQjYISB6SAnBwx0wSP6CN7sf++V2pDAy+c6w5brJZMetpZk+H7HwiG0oTqdDGuCJW",
-	"Q6yz5JSldTjru9/beE0kaQEUg29evn5T9wQbZ+amjr98q3unU9xtioOQu4gbUxTJ40xJowpIgxV5X0EF",
-	"zH8bI4fwa3fTowRVFsA09/4zl4xPZMlDJUQYdv7qxTjYryAe3NvOQ2FRTRpaS0k4ikPT+kTWB/7GOxCD",
-	"V85KOwaRiglZCAnMGVFHGGpEpjbacMJdwZBqEJBz5roQGUhDro1vWD8veTaHwckwIUdI2KK+jRHF0S1o",
-	"4+x1Mhy5IaoEyUsRjaPTYTI8jeII1T85OsdXWaEyijhKZXrSJRfEmdRQ0bHNFDlOV5TBG3fbL3AwFfSU",
-	"jCeybr8wYPHbIfuZCEirrYyFBSMQ3Fk4ZUtcdebwd83EQskXeTSOflS3QN0FkfOZwdivVb7ar8mr3cpx",
-	"kiRJsnPbVtOQct/12smXXGv/P0mST9ZeWHdUbOkwJBIeGLpJgUdDvZ9nDoC+dWtAj1uXFGjK6PEpnZ5S",
-	"mnT6+KSmT51mnD0+o24fxgmjHbaoe3HJq68WC44hHfEMsduCy4oXnt0OKSZ3wrxunGiAG+0DHn5tKOQt",
-	"TXSJq6PcUGYcoboG2xc5huwM1WJ83cfbDpTzHAbC+2Ro4zZurCH//wSQG9aKLvpkoltG/E2ZsL3RFk5E",
-	"xFw4qVUBzhjIHO7AxJ2OCDoQV3kY/uNyXoeR6islB4bdCliiBSE31N8/cLGZ/0TBWYt1Ar902ee4aTbp",
-	"179viV8EutkUFnLrqifPgqmKQ7joiipUM5kJmaPSNpZV5URahXEaDNm5Zy6fCARmveuNGjenVjpNCUSf",
-	"ntrObMFn/yGU4z5aGQtcVZ5Ee+jgbknqd9fEOwhB4AiXRG1T+l9cMcfRk11ganfod2Xwu42KYd1X5QTg",
-	"sNN5RZnXXeSwVcXuF8SXG8tiPBeq0C29fep1fPviUorBXNCObFFhQAdMV1JSQ/eaTQj5RJTl1HuNlD2a",
-	"KmWN1bykyIFlGICBYVXpvXNmJC/NHF1Mn/9wDRCWi2I4ked57i5AOWSdNoE7gR5e51aq76dBbWCq2Uzz",
-	"a5hIXzB2uZJteuE8z31h/1erhLP17p5xNEqG+O/Z+MskSeq2rCDye8lv06f1j6w/akXtnyoQpmm1+UOT",
-	"/DpNcp7nwTnjhnGnPlzy9oEWtR1Uia6bzPo1yTnLga6k5nSgbnju4p8lX7EpzJQGH0KXBc/qC7c8zyEP",
-	"OeC2n8HO6d5okw8MIr49kvJ86DriPpXMnkYfJ4e+L+8PUfzXFEV3/EEa66RP7VfvZ9LndTnXB2ZdxvfV",
-	"3t+Qr/wO2y4DukBPkN0OubK+om5D1/8NqIJDg8rPxGxa2Rag4Sojp9h0InNhbujq94vjl66ScTRmO95z",
-	"HLKLefNiS6nVFEyr0E2eTIsubhKbrhAcKGZBHWooBJ+KQtgVqcSJjNrFvWj87rLNcp2Kegv3IXMxd6ie",
-	"bYn+F2C1yMxWJvvR//4ol1m4s8dlwYV85N5q36F5KH6/+Lkjta+0WiARKxMAicMldcSKwV39VoVreuyn",
-	"JZURHkhAtmv+Bn3mpj7tsjfUL0gpneYyKH0WM5ewntEzRAvPQEdD9mJGk7qvjVDXIb9FDsNoLYOmiuhq",
-	"fdI9EIHcSw47t2mfYaW7d1H3naUt1xGbIcfN4z/briW2Bq+9mbPDjNYzT/eXH2nm3aUoLopz6YyYK7g3",
-	"DPEtFwXj7Bc1dRVb6dLyqDZcnDSoythVApVm0pW50I0Ptfv23cN3TRvIu5M4Wo7Go6/OTqI4MgtbstC2",
-	"dll3bkQGrHsV4INaStBjJquiiN3ZjdlnpzHyzhW3YybV8vCI/YmNkiRhnzNuLSxKa1p/3ruGNfSp/sw+",
-	"GxE6tCp+PAk3funCbwvMD5FV0RhZ+y+eZMNMLYjgAciyCkCWfFUono/ZZ6M1yOIajDFL7mmLMP064Jip",
-	"StJlu/udHa7OndBP5mm1XMD6nuu79lXgEV1cbH98h4si+OOz+8vL/eAPd2M39eFzns177gTHtbbofVfE",
-	"PxPXt68fe1w/J9d53G3Qft3toek978ER9P9M7mLy9PEJ9UM65F+e7ILIAuxHeaNnJzss3zyeQn7WDodR",
-	"P/nyUQ4vztmBrv55pDX/uJJtG8iLghSoew+gbVV96xjZ1bWW7N4ixTm1KYWmI85cmxEaRjNXS+nSXOSK",
-	"N4sx/xADOobxRFJDTd0HQYIdugCaxwRaU4bsr/XXy7kyMJG+0XXOjetUzclnlMq65dA8myWU1iPdG822",
-	"kP21eqxDuHedCwBnTV//u7qZmOxMKM56td50VdEGqAP96Kbj2M9wur+Z0HS+tmZ19iBL1JoAd3br2GBK",
-	"OhdNto4OPdedlS/rn9H00NwWSU76SNK0UfuZN/Sw2haAN0higPriQ5P06KvEPSW4SaHL1hxj6Mjudzcp",
-	"ba7ZFv43Q2rv1jmfdg4r9/ZJpoE3WYC9dXRH1F3fUbOr7zEiH4rIHPsWCaSFaZfX+r3ruq91Wy6Kklv1",
-	"HWLrmjXrt2fqX9IPk9qKT6Ixk/epe4LTz/DvGrY7OlnrjY46NRUiwZBNDkqsR6apgfif1pHmruuilY+U",
-	"jGc3MVvOhW9RpEdlPIHbbnLtcI4av7jlY4a3anb2Ye/jiF4SXYPHPy+Kyhzcg1uxa58sgIdnv04TZnpB",
-	"6wNsw0PfcH3Zn9yro20XuHbP/8RGwS93k5hrqvyzn+vE0v9EV2DYKGE1Q7LPCVMflazjikGL/ynvRcg7",
-	"9zznn9S5391/776y8on998CSzp9tp0m4ZZw4M6iCNnXafn3gov4lPDOtKQn2ebq5LIYPwWqNR/UtI2eo",
-	"RE7fORM4boWFwfCOtx1UHCxtz9sgp/5tELIduPNqiyxIJAYNcD1nLagvdz/K7VHM+g2H5mGjP0KXP0KX",
-	"/6Ohi+q7RNMbtnQTts09jHeX9/EHVLUuVev0MV1Op1sL4+Pj0cmXVBsejb9KvkpILfvV112e177qHi4l",
-	"NG6nA4P82+7raJQ5j5ssJyWNSZabHKGldvdCZTetFdEP21zvvPNi6YEJfVBsrbeht5/IrxxqHveX9/8T",
-	"AAD//w==",
+	"7FyNbhs5kn4Vom+A2LMtuWU7MxMFC6xnNnPJzk9mE88FuMhwU90li+MW2SHZlnWBgHuae7B7kkMVyf6R",
+	"2raUyeR2F9kFduMWf4rF+udHvo8ytSiVBGlNNH4fzYHnoOmf34OE7DW8w3/nYDItSiuUjMbR+RxYzi2f",
+	"cgOPDMvmXF4Bk9ViCprxmcX/ZRreVWAss3Nu2VIrC8Mojkw2hwXHIRdCikW1iMZJHNlVCdE4EtLCFeho",
+	"vY6jFzksSmVB2ldQFnwF+TYdqdUVpGw5B8nsHBiXZgmaCUN/zYQ2Nnyzitm5MKweNlsNfoBVzLQfvUsc",
+	"SKTsbYQTRBc1gcZqIa+iNRJYcs0XYNvMOsOlb5N5xlL6efAa3qWOjKwQIC1bcuMJhJwdTFeMyxWTKgem",
+	"ZoyzrKiMBX04nkhcUOCorqRhSmbgxqL2cxypLAsBeeC4sDCRBxp4PlipSg/oC3ZknM1UUagl6MOYKWLY",
+	"4+TU79xjZobsjBVKwkQa0De4m0SjYadJwrh1c88U7jINyoQlAqSybMFzGE5kFEcC1+7kKYojyRfIQccI",
+	"x6g2w2dKL7h1MvDVaRRHC37rxONJknw9evLk+PHp16fJkyej+CHJoSnecGG3d+InURTCQKZkblAk5qrI",
+	"ic9cLNgBZ6kBmyJH0hyK9BDXioz3XFjORQETKSxbqqrImeXXgGueC3k1Rl7MVVGrwUyrBUtwkpMkSZIH",
+	"WUIEd/QjMID6xzvrS7b6AVbbSx8hKcePH7PpygLtsNs6DVaj0CyFnbvF8gWwa0BZzJsPXvYm8mABdq7y",
+	"mJXczmM2VfnKDenaq2uQhyhQtVhvquJE8isuZOxmTBs9HwRFHzPS65hG9FLr2fyUhruG1URSd47fQdeq",
+	"IQw7PT7G1WmYVQZ8f3YNUOIg2HXIfoCVYYW4gYlMBwPRMgnWFik7yGHGq8Ky41M2PyQqTKVvxA2QWTOW",
+	"a+um4I5vE8mJY79VXjuH7A3KSlt4UNQM25huwW8H17AyKXY3E4mSt92C2JuiSbBzELU2xrX6VTInkyth",
+	"6XgjTFh/TEqpq8Dvx8kJS69hdVmIhbApO6DVKWScsIakYRWzSlpRTKQqcFwkjcFtKTQc3iPGG5Z1U5Z/",
+	"BHll59H4+PFjkuXw96jXuGowpZIGyLZ+y/NXbn/xr0xJlBb8Jxm8jKOEH/1mUMzfR3DLF2UBrmWO4055",
+	"funlI4oj0FrpaByVygjsyE5HY1wdZBbQFtzwooKYzVQlczaJ1pMoWreX8oWGWTSO/u2o8ZtH7ldz9IzG",
+	"pgVsO8wgomQ2jeUWFugChGELXqD5QxdQcm0gZsgR1DDvYWLmmO3U7XCIFH0LcyHzHRjyu0lvXExOwtS4",
+	"GfDyl7asespQHgxJm5DkTZDc75ScFSKzfzzBZ2SXJRM5GfK/VFK8wyiBNvZpMCTkepF6C5II/F7pqchz",
+	"kH88hT8jE8n/5uh0TKZK8KbzkWG6KgB1WzJVguZWafyoKguMm+tgqbvdYjJMROgjtyzAT1OtlgY0K/mV",
+	"iygkU1pcCUn7eCVuQLrRBoNMaTNwPx5iKLQZBw5+dOq+5VdeyiZQcXJC4Ydw0QDKSOFllywSsp4HCptf",
+	"Hxn266sfXSR3LdVSdsOxLQuxjqPnytiflT1zjPwUchXCAGHnqrKMO96jlP3tzbkzkyFQUrJYBY03GBgY",
+	"YEgwecaJLJQqpzy7Jl3BAZSE9n6kg8FcGTTPucrM0dzacrjIYzaJvnVbaiYR2WJ0/NKClrz4FBxwblHI",
+	"lmMj5fkBVq8A3c2nsEewGcSTLpOzp5i0GxIQfT8r+z0a9A/yH1LZS3IHLe+RqaKAjPzHb2pqfPTLZgKK",
+	"HL0ttx/Ba5xJVknSBtaaT2k/zYHSzi44h+Bd5LlYgKrsp9kIiv5y4f2C1hgiecPfSAiaL4yUrKPMhXCZ",
+	"ktIviNIhZTAFW8fRuVI/cn0Fn3ABwrACp9RoujYoTwcuBFP5KiX6fpW8snOlxX/Bh4lT1R6gkaiFMGQc",
+	"p8A15avXID9S5NEekuINP5XSmJfLqw17/+bNm8FZZecgLa4GuqzuM8W/Sn7DRcGnxSfaNmOVBjbjokAX",
+	"6lMErqGO+imAZZSp6WvDKON4GhzPRNbJiVFkPFB8acycon3vvG6EEdMCXI7cTsCX3EykM9dVyQ7Sqll/",
+	"eviUAuk6wDNMc8lKbmxHsCjzqBsNvG6kLuUBTUssS4zfkWTcLR+4TORBWve7DP0OnwYaO+kGx+BSrjYN",
+	"Jv5AeeyCr9hBKx04HLeiusAYXUnvan6VC7AfKPTYs5F2zK/JcqauNMQSho7NpXzIZqHBsNHHMKIs9eMx",
+	"mdZrWoC9KxSspyRlOJvNKDOgpeY5pQy8+EVjbGYF5iczXhjYnPW5WjrO5yqrnBiEZC2ED6kGW2kp5FXa",
+	"lMfK1sDvI96a/IH0368xj8Zvm25N4UpNf4OMfNIZiX5fkaqWqkchjkGKlISXs2j89n72v1JLE63j+xvV",
+	"vFxfYALDbTZvqLmXuV22aDBV4cqVwsLCPCQbfpJ1zQ2uNV9tsS0M28c1IraVhO5BbWMJdib47xXoVZht",
+	"TenyC9dv9MAaWpP1LeO7QmXXP6kb2N7/Z7c8s8WKIlE1YynPb7jM4HJhUnawUDfAlHS1kNSAdZ8N2MOu",
+	"jOzBl2aC++t/x49PTpPjkyT5+gn+J95LE5o5etix3zbSov84Uv3422RehH37WS33FD3pemz7T3QbGMa/",
+	"eP1y8M1XyYj9ev6dyzwWrQopbm1tyqPj5PirQfJ4kJycJ0/Gx8n4OBkmSfKf0WYBJ45uB0pTsni8jpGI",
+	"uxi3wZJWx9Eme/woNNwdok0p6E+wmDqD0mWFyLeDl9Z8yTqOCn51CdJq36PLNSU7uWw70VjQlONuNlug",
+	"wxcyh1vn+xdoQC7pQxTvw4mviDJjL9Hn8iwI4d7UtTeWGSEzqtoTmSEaesr41IC0TfQU0lmK54VhFvRi",
+	"P/K/RvLr0oFvN1WqAC7b7U7RzLV49MEboK4C93EvV66awKxiU3DL4NZ3wHbqKsYhtbSuYI+hW9+i2UGy",
+	"xZXD/TjxGCWaz+wlz3MNxtwrj6N1HFW62GYDrlGqHB4Z9vz8/JematIcBeGKDdJ5wN0HDZnSuSvwIjOo",
+	"PW4+8NwcPmVQGPBb/5Ay3yj70E6ebKquwDSns/IwTi0aDyr0WZ7vafucwu9TeN4wB5t71d2HuTJ2XCpt",
+	"fVk+bMpggP2cU/iQmUdtJvtziGhsdbUVYtKqGc8xzGdSycGNojyBcm1fDGy2s2ejjh/eqAf35RUsfDTx",
+	"h25ND6X3kPbacluZbR/gC9d3WZhe8xGK3XPQsL/hztRiIexeE4Z6D3a0VCHY08aIvG8mbxyi+CEfaPYj",
+	"12fN+7OncQyXDj/Qo2Tud7NxzG0AZOPB6DRuXz49aSbvZ1dwNJhBb1vW2lHSiTAqHzxkOP1s3qbf2fQE",
+	"3SBp1u7ZQjfy2cxy2raFzJpyiXlAOBThGC9AAqI4yrjMRc4trsrMK5urpdxGQWxYLdOHFCFOorS43Let",
+	"TeiealjEnr70G1wlxiL7RZWn/RYPOeLH21DZeMNmdBTELXlLipsNvMdEnWsuzWzvzPcuYSWPQYAGTNC8",
+	"2sxFyax6SuLJCqBK1MyyUmTXe/qn9bpvJXVJes9F1CWRB8oaGxpERe/dteJ7bH6fNqCquaPre+OwzTwE",
+	"e8StNdSEXdzLI7Mnk7Juz90MQbMjD9U62sP3Ee7KadsetAdT80IyztKjKQbvqTvTSwZTbiBvnXL7uixm",
+	"lLvt+Al5z7xjqroH+Rt19Fl9fht3TmwcXOUSP/kzV1Jyfxod15VJq9QlnQJEcXQNq0vtzrPcH1QdJeCD",
+	"P2uj6euadxxtVWSjOJq6E3ok57K2su6IdYMcDCY3Pvl1toZDAhdcri6boxNzr1FGpYGwj909e+OPaKn8",
+	"73E2aJOHUbyHLrjB/T71SZHTwT1NXAg+wq4b5f37nJs5MV68q5DnV6CiWFZFcRFH+H/u+MGFyvc62B20",
+	"Po6sLXpT7XOCM0GRPzIs/QvhhYTsZNcxKzVQeECnwA5vhz0mkrJPjGGUhDHjdXWYFbw00Ab1hSmoUlMW",
+	"lavXUyDCCiWvaqClVEt/SjxDZ/quoIPiZ7el0CsP16k1bnS/cwy/NrwXlBHOCsVJAuGW5FopVACkzFi+",
+	"KKM4osK/25H7JbLfmlKH2G99nyA9B16gZ9pLku6U/ZU7KGmdIT11W+XCOcdn98O2QqzjSF33jQpUi2hG",
+	"tvwaPBbDDLcTMYyYsF2/hNFPj/wxEtXh/I4o9N2Otj5cape91NjN0sfVTpl5P94SNMncRXtzjpB+Mfrf",
+	"//6fL2SKa9jJif0HLyrY9l9x9A6p7cOfgAsj//5jy98ccGY1FwUmxOlTd6yWDgYpJVbuOEZDAOEcere0",
+	"c/rpSOlj6av7arQ7Lnx7fVotY6reZKqoFpJKU6RS7CAVeerhlTOlWfpletgStg5hpu/QRwPPCV+0NDFr",
+	"EL2PjAeiNIdUO+8g8qBn/9z6tkmQK/a31y9/dvgsnKRry+k8DrJKC7t6jTM4Troz7TsEsHV4T4feKTuY",
+	"VUXBeJaBMYd+oX97c85uQItZgL/SmexvSzswkOkABHZfHEgTpWgORe7Q5OCgWnRaMhiUqhDZKp1IZ4zd",
+	"VMNFfjhkbwJgSK4YRh7iqtIOmdmcyUuAHHJnr4mRZCvcImtezq0t3RmnkDO1vXjSA4IYNZ4l4PQdV3Km",
+	"bkBT6TBmKMa4diGDBg3Z+VyYiZyRHXQweiozZkpazTM77qIjzDUUYNHDyZzBDegVe/3XHx6ZCbaWhupj",
+	"qGhXIEFzC3mossYNutidV9/wgjJOw4Bn8wZuTCf3xjJhhxM5kc9oDrLsbp2Gaj00GndyRJCO9P3E2f9J",
+	"NGaTaFIlyUm2AGP4FdAfMIliNqHQZRKNJzK0uRYyDw3W6dNWaOtnpYJbOom4nUR3hbtDdkbwaO/wPZyg",
+	"EMaG3LcB1J+ytA5XaT7fDPu3AH8TyZkLZdE/5Qo8vo5ftwd7zNLteDcNUGuCyqXEx7May5BxrVcEPFHY",
+	"5jt3sj9wttAbzpCtDp7JTOV0Yo1SUqMoTpOEpa3o3HVzBquG+TiMD0Y9pVa3K5S6mVbSTmRGaHqqW2If",
+	"QFkqDFBEugnJoaW3ROHfn50HcKTnwvNnZ39l3LAlFEW8AWtvSYsHvOAqctREEpsDzgrFczblBZcZific",
+	"Qg+WzSG7JrxEZYCBQGd/SHR4B4oDCI9CITlczrlFlfCg7Zqz56sSUmb4ysTMKJZmlS7YIE8n0mFVanzA",
+	"4Dl71O40ZptYi0duMwMmcMjSI3JNftuC4PorMCW/ctYK2eHyEONBh1ZNZErxo2NzFxCasgO45ZkNnejS",
+	"DKBdKcCXF6arifTV6kO3xTArxNXcsoP05S/nL17+/Dr1UvjSj8llPpHpGdnJAa5Tq2LgmTn4iaQ4PXT2",
+	"wlTZvAVebd8uOE5O44kkSSdf/8vL1+dhpjOfHxLD0nhjC+IAW37DhQ3kbABl0qceFe+BnLxW3cZlbKyA",
+	"lGwQFnlABsDRHTNJ8oA+un/1z25LZWDw3InmuCmPxaznmkQ6ZGcT2XCaWIU+xp2KNcw6TU5YWufH/l5F",
+	"e10TSVYA1eC7l69e12hz49xcgBG7SxSdOwhuUmyE0kXSmKJKHmVKGlVAGrzIuwoqQv3h1xglhF+5O0Ql",
+	"qLIAprmPn7lkfCJLHo5WhGFnv7wYB/+1ib49EBbNpKGxlITDOFyHmMh6w1/7AGLwi/PSTkCkYkIWQgJz",
+	"TtQxhqCMBNAOO9xVDKkGYXHOXRciA2kotPFXIc5Kns1hcDxMKBAStqjv+URxdAPaOH+dDEeuiSpB8lJE",
+	"4+hkmAxPojhC80+BztFlVqiMMo5SmZ76yzlJJiE0Or6ZMsfpikqC4y6eAxvTCaGS8UTWeA4DFr8O2a/E",
+	"QBptZSwsGJHg9sIZW5KqU7d+B1MXSr7Io3H0k7oBgis0RYxvVb7aDzXWxoYcJ0mS7IwDaxAu627UTrHk",
+	"xsWS4yT5aHjFGqJxB2SRWPjI0B0d3BoCk546AvrGrQk9al1/oS6jh7t0QKrU6eThTs0NCOpx+nCPGlZN",
+	"Hb55uMMGRhm7jXagrMYEY4fjHda/cTeAcohqseCYQJKEknAvuKx44YX7gCoAznRsukJq4Fr79IpfGUqw",
+	"SxNd4OiopVTYR9quwPblqaEWREdJ/tiqhvvjx4HwESB61K2bl6htPwPkhrVymT4N7J6C/qEi357oDrnH",
+	"hbnkVasCnOuROdyCiTuADtoQd3DyL6cav1tk60tYjwy7EbBEz0jhtb9343JO/xclnS0hDZLZFdSjBpXT",
+	"71fekGQKTB8o3eXWHTM9DS44DmmwO32iw6WZkDk6I2NZVU6kVZh/wpCd1fdiMqd71qcU6ElywhxqKoz6",
+	"stvdYh1ykR9DRf2DnYzAUeVxtIdv6Z7dfXIPs4O6BYlwxeE2pz87nE/ocOLo8S4caF+c6Gr8862D3Bru",
+	"5tTtoAOIo/r1LlrfAhf0q/3LrWExKw7ggJY/OvG+q309MMWUOFh9tqgwLQamKykJZ7/h60JVFi1H6mNv",
+	"qsFNlbLGal5S/sUyTGPBsKr0OQ4zkpdmjoG6ryI5XIrlohhO5Fmeu2uGbrHOdsGtoKt47VvjHuaEtsdU",
+	"s5nmVzCR/hzfVZzuskJnee7xFr/bAJ1ugq7G0SgZ4n9Px18nSVKj5YKB2ctaNPC5f2RrVbsF/5SIMA0C",
+	"6rPd+meyW2d5HkJcbhh3xsoV3O/BKe5guHSNNOy3W2csB7qgnpP4uOa5y1mXfMWmMFMafNmjLHhWX7/n",
+	"eQ55qNu3Yyh2RrfImxpuMCh3Z79e6h0s8mNZiJPow7TegzM/K/5nxf/jFd8JW9D9uixYZyj7hSvz+sDf",
+	"J9NdNfN4gD9Qiv0Md90/dcm5oJgkVFP7jv0/VIL3Fsbftef/HxwLgSS6AROzaWVbTAw3eznVOiYyF+aa",
+	"nsR4cfTSncMdjtmO136H7HzevGRVajUF04JpUATZ2jPXiU1XSA4Us+AYNBSCT0Uh7Iqcw0RG7aPpaPz2",
+	"oq0OHTxIa+1D5mo44ez3jmrSAqwWmblTAX7yvz+oARZu7VFZcCEfuMbdt2mein90Q/y7yyu/aLXA7apM",
+	"WHIcHrlA/jG4rV8Lcmjj/l2j47Z7CvVtbIzBrKjBcbi6IwF1qRjZ3MKmv8XMHezM6CG4hRfVwyF7MaNO",
+	"3feeCO7Lb1CWMfvPoDltd2fi0j3Rg3pCKRm3aV8wQ5deo+5Ld3fcA26aHDXPr911H7jVeOPVsh16tB7a",
+	"W198YGjlbiNyUZxJJ68OmNIIxPdcFIyz39TUIRukO75CA+Uy4UFVxu7EXGkm3XEwJmoB49K+9Pu2gUu9",
+	"PY6j5Wg8+ub0OIojs7BleBUjuqgRTpEB614Vea+WEvSYyaooYrd3Y/bFSYyyc8ntmEm1PDhkf2KjJEnY",
+	"l4xbC4vSmtY/1w7YiXHsn9kXI1oOjYp/Hoer9nTTvkXm+8iqaIyi/RfPsmGmFsTwQGRZBSJLvioUz8fs",
+	"i9EGZXFNxpgla5oidL8Ka8xUJemW63rnILdzGfujRbetsLu+YP62fQd/RDeG23++xUGR/PHp+uJiP/rD",
+	"pfRty/uMZ/Oey/hxbS1632fyD3X2zevbHtUPenae1xy039e8r3vPi5xE/ecQ/TR58nC3+gU0iumPd1n/",
+	"Aj5pBnB6vANVzVNPFD/usPX1A1UflGRgnx120T+Ht5GTVLLtcXlRkLl2z360fbgHdJIX37h50XuYd0bg",
+	"wQAF5MyB/9ANm7laSlc2dc8c1YMx/94KBrzxRBLMrUYnkRkJ2JzmzZBWlyH7a/2Z3hObSA8/n3Pj8OM5",
+	"xcJSWTccBgNmCaX1i+6tV7QW+3utZodxbzv3fE6b6ztva4g/ebUAmfBOpME60gRocX3r5h6A7+E8TdOh",
+	"waO3enXmIL/X6gC39s62wXF17pPd2TrchOiMfFH/jI6O+rZYctzHkuZyg+95TQ9p3kHwFksM0PWXcHVh",
+	"9E3ino7d5tBFq48xtGXr3R1YW2ruKvA0TepY2oW6dg4r98RRpoH/E9R5fnd64ZCKDUc8KpGiSRKB2IOq",
+	"cJ9M+4i8P8+okfB3VUKptFo/Y2AdvLt+/qr+JX0/qeOZSTRmcp2656B9D//GbhsDzlrPBNWF0ZB9h5OT",
+	"YGB77A1dOfiXTSm4w2m1quGS8ew6Zsu58KBmetfKM7idMNSh96jJEFrRdngua+dofh1H9Kr1Bj3+qWt0",
+	"NOCeLowd4LoAHh5QPEmY6SWtj7CtXGUrCWB/ci9gt5OBOlH5ExuFDMV1Yg6G/Wff15kM/xPdwmOjhNUC",
+	"yb6klfr8bHOtmL75n/LeBfk0h+f8o6Y5u2cy3YeePnImE0TSRfbt0hS3jJNkBlPQ5k47wwlS1D+EF6YN",
+	"I8G+TLeHxUQqeNTxqL6X6JyoyOmbc8/jVoIcgoLxXRsVhyig53miE/88Efk1nHl1hy5IZAY1cCjVFtUX",
+	"u2/l3fnc5p2o5m21z0nc5yTucxK3QxKn+i759SZw3ZJ8c0/s7cU6fo+G3RXjnfWn1zjoVtX46Gh0/DWh",
+	"Lkbjb5JvEnICfvTNAOuVx7OES1NNAO7IoEi/+xwknY3ETXWZjgXIcjS1WUvXcQqVXbdGxKhve7yzzovb",
+	"j0xATrIN1FAvLtCPHE7c1hfr/wsAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -62,6 +62,10 @@ enum ErrorCode {
   statementTimeout("statement_timeout"),
   behind("behind"),
   noLeader("no_leader"),
+  originNotAllowed("origin_not_allowed"),
+  hostNotAllowed("host_not_allowed"),
+  requestTimeout("request_timeout"),
+  tooManyConnections("too_many_connections"),
   network("network"),
   timeout("timeout"),
   unexpected("unexpected");

@@ -110,6 +110,14 @@ public enum ErrorCode
     Behind,
     /// <summary><c>no_leader</c></summary>
     NoLeader,
+    /// <summary><c>origin_not_allowed</c></summary>
+    OriginNotAllowed,
+    /// <summary><c>host_not_allowed</c></summary>
+    HostNotAllowed,
+    /// <summary><c>request_timeout</c></summary>
+    RequestTimeout,
+    /// <summary><c>too_many_connections</c></summary>
+    TooManyConnections,
     /// <summary><c>network</c></summary>
     Network,
     /// <summary><c>timeout</c></summary>
@@ -139,6 +147,10 @@ public static class ErrorCodes
         ErrorCode.StatementTimeout => "statement_timeout",
         ErrorCode.Behind => "behind",
         ErrorCode.NoLeader => "no_leader",
+        ErrorCode.OriginNotAllowed => "origin_not_allowed",
+        ErrorCode.HostNotAllowed => "host_not_allowed",
+        ErrorCode.RequestTimeout => "request_timeout",
+        ErrorCode.TooManyConnections => "too_many_connections",
         ErrorCode.Network => "network",
         ErrorCode.Timeout => "timeout",
         ErrorCode.Unexpected => "unexpected",
@@ -163,6 +175,10 @@ public static class ErrorCodes
         "statement_timeout" => ErrorCode.StatementTimeout,
         "behind" => ErrorCode.Behind,
         "no_leader" => ErrorCode.NoLeader,
+        "origin_not_allowed" => ErrorCode.OriginNotAllowed,
+        "host_not_allowed" => ErrorCode.HostNotAllowed,
+        "request_timeout" => ErrorCode.RequestTimeout,
+        "too_many_connections" => ErrorCode.TooManyConnections,
         "network" => ErrorCode.Network,
         "timeout" => ErrorCode.Timeout,
         "unexpected" => ErrorCode.Unexpected,

@@ -111,6 +111,22 @@ class NoLeader(FenecError):
     """The server's ``no_leader`` error; ``code`` is ``"no_leader"``."""
 
 
+class OriginNotAllowed(FenecError):
+    """The server's ``origin_not_allowed`` error; ``code`` is ``"origin_not_allowed"``."""
+
+
+class HostNotAllowed(FenecError):
+    """The server's ``host_not_allowed`` error; ``code`` is ``"host_not_allowed"``."""
+
+
+class RequestTimeout(FenecError):
+    """The server's ``request_timeout`` error; ``code`` is ``"request_timeout"``."""
+
+
+class TooManyConnections(FenecError):
+    """The server's ``too_many_connections`` error; ``code`` is ``"too_many_connections"``."""
+
+
 ERRORS: Dict[str, Type[FenecError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
@@ -127,6 +143,10 @@ ERRORS: Dict[str, Type[FenecError]] = {
     "statement_timeout": StatementTimeout,
     "behind": Behind,
     "no_leader": NoLeader,
+    "origin_not_allowed": OriginNotAllowed,
+    "host_not_allowed": HostNotAllowed,
+    "request_timeout": RequestTimeout,
+    "too_many_connections": TooManyConnections,
 }
 """Each error ``code`` of the contract, and its exception class."""
 
@@ -232,7 +252,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind", "no_leader"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"]
     # What is wrong, and where.
     error: str
 
