@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"time"
+
+	"modernc.org/sqlite"
 )
 
 // Backup writes a consistent copy of the file, holding every unit
@@ -51,4 +55,130 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 		return fmt.Errorf("store: backup to %s: %w", path, err)
 	}
 	return nil
+}
+
+// Copy writes a consistent copy of the file to path while commits go on,
+// and returns the seq it holds: every unit committed before the call, and
+// maybe some after, never part of a unit. Unlike Backup it does not hold
+// the writer for the whole copy: it waits for the units committed before
+// the call to be durable and folds the log up to them, then copies the
+// file with SQLite's online backup a few pages at a time, releasing the
+// writer between steps. The folds made meanwhile go through the same
+// connection, which SQLite then writes into the copy too, so the copy ends
+// as the file is at the last step (a unit folded or not, whole). progress,
+// if set, is told the pages copied and the pages in all after each step.
+func (s *Store) Copy(ctx context.Context, path string, progress func(done, total int)) (uint64, error) {
+	if s.mem {
+		return 0, errors.New("store: a :memory: store has no file to copy")
+	}
+	s.mu.Lock()
+	if s.failed != nil {
+		err := s.failed
+		s.mu.Unlock()
+		return 0, err
+	}
+	target := s.lastSeq
+	g, units := s.cur, s.cur.units
+	s.mu.Unlock()
+	if units > 0 {
+		if err := s.flush(g); err != nil {
+			return 0, err
+		}
+	}
+	s.mu.Lock()
+	for s.durable < target && s.failed == nil {
+		s.waitChange()
+	}
+	err := s.failed
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	// Fold up to target, a chunk per hold of the writer. A group made
+	// durable is handed to the folds just after durable moves (doneLocked):
+	// when nothing is left to fold short of target, it is on its way.
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		s.wmu.Lock()
+		folded, err := s.foldedSeq(ctx)
+		more := false
+		if err == nil && folded < target {
+			more, err = s.foldLog()
+		}
+		s.wmu.Unlock()
+		if err != nil {
+			return 0, fmt.Errorf("store: copy to %s: folding the log: %w", path, err)
+		}
+		if folded >= target {
+			break
+		}
+		if !more {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	var bk *sqlite.Backup
+	s.wmu.Lock()
+	err = s.conn.Raw(func(dc any) error {
+		c, ok := dc.(interface {
+			NewBackup(string) (*sqlite.Backup, error)
+		})
+		if !ok {
+			return fmt.Errorf("the SQLite driver's connection (%T) has no online backup", dc)
+		}
+		var err error
+		bk, err = c.NewBackup("file:" + (&url.URL{Path: path}).EscapedPath())
+		return err
+	})
+	s.wmu.Unlock()
+	if err != nil {
+		return 0, fmt.Errorf("store: copy to %s: %w", path, err)
+	}
+	var seq uint64
+	for {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		more := false
+		s.wmu.Lock()
+		err = s.conn.Raw(func(any) error {
+			var err error
+			more, err = bk.Step(int32(s.tune.copyPages))
+			return err
+		})
+		if err == nil && !more {
+			// The copy is the file as it is now: its folded_seq is the
+			// copy's, read before the writer lets a fold in.
+			seq, err = s.foldedSeq(ctx)
+		}
+		total, left := bk.PageCount(), bk.Remaining()
+		s.wmu.Unlock()
+		if err != nil {
+			break
+		}
+		if progress != nil {
+			progress(total-left, total)
+		}
+		if !more {
+			break
+		}
+	}
+	s.wmu.Lock()
+	ferr := s.conn.Raw(func(any) error { return bk.Finish() })
+	s.wmu.Unlock()
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: copy to %s: %w", path, err)
+	}
+	return seq, nil
+}
+
+// foldedSeq reads folded_seq: the last seq the tables hold. wmu is held.
+func (s *Store) foldedSeq(ctx context.Context) (uint64, error) {
+	var seq uint64
+	err := s.conn.QueryRowContext(ctx, `SELECT value FROM state WHERE key = 'folded_seq'`).Scan(&seq)
+	return seq, err
 }
