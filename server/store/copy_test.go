@@ -2,9 +2,9 @@ package store
 
 import (
 	"path/filepath"
-	"time"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestCopyWhileCommitting: a copy taken while units are committed holds
