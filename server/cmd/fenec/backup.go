@@ -253,7 +253,7 @@ func nodeOf(ctx context.Context, r *remote) string {
 
 // copyFacts is what checkCopy found in a copy.
 type copyFacts struct {
-	seq          uint64
+	seq         uint64
 	colls, docs int
 }
 

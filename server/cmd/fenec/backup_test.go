@@ -180,7 +180,7 @@ type claimAt struct {
 func ns(t *testing.T, c *apitest.Client, coll string) []int64 {
 	t.Helper()
 	var rows []struct{ N int64 }
-	c.MustQuery("get " + coll + " select n").JSON(t, &rows)
+	c.MustQuery("get "+coll+" select n").JSON(t, &rows)
 	out := make([]int64, len(rows))
 	for i, r := range rows {
 		out[i] = r.N
