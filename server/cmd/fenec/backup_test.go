@@ -315,3 +315,62 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+// TestImportKilledMidway: an import killed partway through (SIGKILL) and
+// run again ends with the same documents as one that ran whole: the
+// chunks the server took are replayed under their keys, the rest written.
+func TestImportKilledMidway(t *testing.T) {
+	dir := t.TempDir()
+	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
+	_, b := start(t, "--file", filepath.Join(dir, "b.db"))
+	a.MustQuery("create collection many (n int @unique, s text)")
+	const total = 80000
+	for i := 0; i < total; i += 4000 {
+		docs := make([]map[string]any, 4000)
+		for j := range docs {
+			docs[j] = map[string]any{"n": i + j, "s": strings.Repeat("s", 50)}
+		}
+		a.MustQuery("put many $1", docs)
+	}
+	export := filepath.Join(dir, "export.jsonl")
+	mustFenec(t, nil, "export", "--from", a.Base, "--out", export)
+
+	cmd := exec.Command(bin, "import", "--to", b.Base, export)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed once some chunks are in, and not all.
+	count := func() int {
+		var cs struct {
+			Collections []struct{ Documents int }
+		}
+		r, err := b.Do("GET", "/collections", nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.JSON(t, &cs)
+		if len(cs.Collections) == 0 {
+			return 0
+		}
+		return cs.Collections[0].Documents
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	n := 0
+	for n = count(); n == 0 && time.Now().Before(deadline); n = count() {
+		time.Sleep(2 * time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	n = count()
+	if n == 0 || n >= total {
+		t.Fatalf("the import was killed with %d documents of %d in: want some, not all", n, total)
+	}
+	out := mustFenec(t, nil, "import", "--to", b.Base, export)
+	if !strings.Contains(out, "40 chunks") || strings.Contains(out, "(0 replayed") {
+		t.Fatalf("run again after %d documents, fenec import said %q: want some of its 40 chunks replayed", n, out)
+	}
+	t.Logf("killed with %d documents in; run again: %s", n, strings.TrimSpace(out))
+	if x, y := a.MustQuery("get many").Body, b.MustQuery("get many").Body; string(x) != string(y) {
+		t.Fatalf("after the import was run again the documents differ (%d and %d bytes)", len(x), len(y))
+	}
+}
