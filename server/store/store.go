@@ -239,7 +239,7 @@ const defaultSegBytes = 64 << 20
 // (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
 // CPU, the page cache holding it in large folios that each small
 // record's sync walks.
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, copyPages: 512}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, copyPages: 64}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).

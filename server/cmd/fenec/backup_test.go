@@ -118,7 +118,8 @@ func TestBackupUnderLoad(t *testing.T) {
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
 	// The backup begins once the load runs.
-	for next.Load() < 500 && time.Now().Before(deadline) {
+	loadFrom := time.Now()
+	for (next.Load() < 500 || time.Since(loadFrom) < 3*time.Second) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	backupFile := filepath.Join(dir, "backup.db")
@@ -132,12 +133,30 @@ func TestBackupUnderLoad(t *testing.T) {
 		t.Fatalf("fenec backup said %q", out)
 	}
 
-	var during []time.Duration
+	var during, earlier []time.Duration
 	var before []int64
 	for _, cl := range claims {
 		if !cl.began.Before(began) && cl.began.Before(ended) {
 			during = append(during, cl.took)
+		} else if cl.began.Before(began) {
+			earlier = append(earlier, cl.took)
 		}
+	}
+	// The writes answered in each half second around the backup.
+	var timeline []string
+	for from := began.Add(-time.Second); from.Before(ended.Add(time.Second)); from = from.Add(500 * time.Millisecond) {
+		n := 0
+		for _, a := range acked {
+			if !a.at.Before(from) && a.at.Before(from.Add(500*time.Millisecond)) {
+				n++
+			}
+		}
+		timeline = append(timeline, fmt.Sprint(n))
+	}
+	t.Logf("writes answered per 0.5 s, from 1 s before the backup to 1 s after: %s", strings.Join(timeline, " "))
+	slices.Sort(earlier)
+	if len(earlier) > 0 {
+		t.Logf("before the backup: %d claims, p50 %v, p99 %v", len(earlier), earlier[len(earlier)/2], earlier[len(earlier)*99/100])
 	}
 	for _, a := range acked {
 		if a.at.Before(began) {
