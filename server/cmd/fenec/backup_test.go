@@ -271,7 +271,8 @@ func TestExportImportRoundTrip(t *testing.T) {
 		{"id": 10, "j": "text in json", "f": 1e300, "b": false},
 		{"j": null, "n": null},
 		{"j": 0.1, "f": 0.30000000000000004, "n": -9223372036854775808, "ts": 0, "g": [180, -90], "s": ""},
-		{"j": [], "ts": "9999-12-31T23:59:59.999Z", "f": -0.0}
+		{"j": [], "ts": "9999-12-31T23:59:59.999Z", "f": -0.0},
+		{"id": 100000, "s": "past a window of ids with none"}
 	]]}`, nil)
 	if err != nil || r.Status != 200 {
 		t.Fatalf("%v %v", err, r)
@@ -286,7 +287,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	export := filepath.Join(dir, "export.jsonl")
 	mustFenec(t, nil, "export", "--from", a.Base, "--out", export)
 	out := mustFenec(t, nil, "import", "--to", b.Base, export)
-	if !strings.Contains(out, "5004 documents in 5 chunks (0 replayed") {
+	if !strings.Contains(out, "5005 documents in 5 chunks (0 replayed") {
 		t.Fatalf("fenec import said %q", out)
 	}
 	same := func(what string) {

@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -167,29 +166,23 @@ func listCollections(ctx context.Context, r *remote) ([]collectionInfo, error) {
 	return out.Collections, nil
 }
 
-// exportDocs writes c's documents, a page of ids at a time, each as the
-// server answered it (its bytes kept: numbers, timestamps and json as
-// they are), and returns how many.
+// exportDocs writes c's documents, in id order, each as the server
+// answered it (its bytes kept: numbers, timestamps and json as they
+// are), and returns how many. It reads a window of exportPage ids at a
+// time by id lookup (`where id in $1`), which costs the window, where a
+// page of `where id > $1` scans from the collection's first id; past a
+// window with no document it asks for the next id there is.
 func exportDocs(ctx context.Context, r *remote, c collectionInfo, w io.Writer, shown func(int)) (int, error) {
-	q := "get " + c.Name + " where id > $1 order id limit " + strconv.Itoa(exportPage)
-	var after int64
 	n := 0
-	for {
-		body, _ := json.Marshal(map[string]any{"query": q, "params": []any{after}})
-		resp, err := r.request(ctx, "POST", "/query", bytes.NewReader(body), nil)
-		if err != nil {
-			return n, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			err := answerError("POST /query ("+q+")", resp)
-			resp.Body.Close()
-			return n, err
+	next, ok, err := nextID(ctx, r, c.Name, 0)
+	for err == nil && ok {
+		ids := make([]int64, exportPage)
+		for i := range ids {
+			ids[i] = next + int64(i)
 		}
 		var rows []json.RawMessage
-		err = json.NewDecoder(resp.Body).Decode(&rows)
-		resp.Body.Close()
-		if err != nil {
-			return n, fmt.Errorf("reading %s's documents: %w", c.Name, err)
+		if rows, err = query(ctx, r, "get "+c.Name+" where id in $1 order id", ids); err != nil {
+			break
 		}
 		for _, row := range rows {
 			if _, err := w.Write(append(row, '\n')); err != nil {
@@ -198,17 +191,54 @@ func exportDocs(ctx context.Context, r *remote, c collectionInfo, w io.Writer, s
 		}
 		n += len(rows)
 		shown(n)
-		if len(rows) < exportPage {
-			return n, nil
+		last := next + exportPage - 1
+		if len(rows) > 0 {
+			next = last + 1
+			continue
 		}
-		var last struct {
-			ID int64 `json:"id"`
-		}
-		if err := json.Unmarshal(rows[len(rows)-1], &last); err != nil || last.ID <= after {
-			return n, fmt.Errorf("reading %s's documents: a page ends without a greater id", c.Name)
-		}
-		after = last.ID
+		next, ok, err = nextID(ctx, r, c.Name, last)
 	}
+	if err != nil {
+		return n, fmt.Errorf("reading %s's documents: %w", c.Name, err)
+	}
+	return n, nil
+}
+
+// nextID answers the least id of coll above after, if there is one.
+func nextID(ctx context.Context, r *remote, coll string, after int64) (int64, bool, error) {
+	rows, err := query(ctx, r, "get "+coll+" select id where id > $1 order id limit 1", after)
+	if err != nil || len(rows) == 0 {
+		return 0, false, err
+	}
+	var doc struct {
+		ID int64 `json:"id"`
+	}
+	if err := json.Unmarshal(rows[0], &doc); err != nil || doc.ID <= after {
+		return 0, false, fmt.Errorf("the next id after %d: %s", after, rows[0])
+	}
+	return doc.ID, true, nil
+}
+
+// query runs one read through POST /query and answers its rows, each as
+// the server wrote it.
+func query(ctx context.Context, r *remote, q string, params ...any) ([]json.RawMessage, error) {
+	body, err := json.Marshal(map[string]any{"query": q, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.request(ctx, "POST", "/query", bytes.NewReader(body), nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, answerError("POST /query ("+q+")", resp)
+	}
+	var rows []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }
 
 // The chunks of an import: at most this many documents, or about this
