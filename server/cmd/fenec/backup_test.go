@@ -230,7 +230,9 @@ func TestRestoreRefuses(t *testing.T) {
 	}
 	bad := filepath.Join(dir, "bad.db")
 	raw, _ := os.ReadFile(backup)
-	raw[len(raw)/2] ^= 0xff // a page of the backup damaged
+	for i := 4096; i < 4096+64; i++ {
+		raw[i] = 0xff // the second page's B-tree header, damaged
+	}
 	os.WriteFile(bad, raw, 0o644)
 	if out, failed := fenecCmd(t, nil, "restore", bad, "--to", filepath.Join(dir, "new.db")); !failed || !strings.Contains(out, "not a sound backup") {
 		t.Fatalf("restore of a damaged backup: %s", out)
