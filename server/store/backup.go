@@ -120,6 +120,9 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 			break
 		}
 		if !more {
+			if err := s.Failed(); err != nil {
+				return 0, err
+			}
 			time.Sleep(50 * time.Microsecond)
 		}
 		runtime.Gosched() // as between the copy's steps, below
@@ -162,25 +165,30 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 			seq, err = s.foldedSeq(ctx)
 		}
 		total, left := bk.PageCount(), bk.Remaining()
-		s.wmu.Unlock()
-		if err != nil {
+		if err != nil || !more {
+			ferr := s.conn.Raw(func(any) error { return bk.Finish() })
+			s.wmu.Unlock()
+			if err == nil {
+				err = ferr
+			}
+			bk = nil
+			if err == nil && progress != nil {
+				progress(total, total)
+			}
 			break
 		}
+		s.wmu.Unlock()
 		if progress != nil {
 			progress(total-left, total)
-		}
-		if !more {
-			break
 		}
 		// The writes waiting for the writer go first: the loop would
 		// otherwise take it back before they are woken.
 		runtime.Gosched()
 	}
-	s.wmu.Lock()
-	ferr := s.conn.Raw(func(any) error { return bk.Finish() })
-	s.wmu.Unlock()
-	if err == nil {
-		err = ferr
+	if bk != nil { // given up (ctx) between steps
+		s.wmu.Lock()
+		_ = s.conn.Raw(func(any) error { return bk.Finish() })
+		s.wmu.Unlock()
 	}
 	if err == nil {
 		err = syncFile(path)

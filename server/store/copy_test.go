@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -73,4 +75,36 @@ func TestCopyWhileCommitting(t *testing.T) {
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestCopyGivenUp: a copy whose context ends between two steps returns the
+// context's error and leaves the store as it was: commits go on, and the
+// next copy holds them.
+func TestCopyGivenUp(t *testing.T) {
+	dir := t.TempDir()
+	units, _ := script(3, 400)
+	tune := defaultTuning
+	tune.copyPages = 1
+	s, err := open(filepath.Join(dir, "f.db"), Options{}, tune)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Load(func(Change) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	commitAll(t, s, 1, units[:200])
+	ctx, cancel := context.WithCancel(t.Context())
+	if _, err := s.Copy(ctx, filepath.Join(dir, "given-up.db"), func(int, int) { cancel() }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a copy given up: %v", err)
+	}
+	commitAll(t, s, 201, units[200:])
+	seq, err := s.Copy(t.Context(), filepath.Join(dir, "copy.db"), nil)
+	if err != nil || seq != 400 {
+		t.Fatalf("the next copy: seq %d, %v; want 400", seq, err)
+	}
+	want := newModel()
+	want.applyAll(t, units)
+	c := loadSame(t, filepath.Join(dir, "copy.db"), 400, "the copy after one given up", want)
+	c.Close()
 }
