@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -285,7 +286,7 @@ func checkCopy(path string) (copyFacts, error) {
 
 // integrityCheck runs PRAGMA integrity_check on the file at path.
 func integrityCheck(path string) error {
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?mode=ro")
 	if err != nil {
 		return err
 	}
@@ -458,7 +459,7 @@ func inUse(path string) error {
 	if _, err := os.Stat(path); err != nil {
 		return nil
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?_pragma=busy_timeout(0)")
 	if err != nil {
 		return err
 	}
