@@ -80,3 +80,54 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	n.learnAddrs()
 	return nil
 }
+
+// Seed makes dir the raft directory of the first node of a new cluster
+// whose state is the file at path (a restored backup holding seq writes):
+// one snapshot of the file, its configuration this node alone (id at
+// raftAddr). The node then starts with raft state (Start refuses a file
+// with writes and none) and leads itself; each node added afterwards is
+// sent the snapshot, then the log from there (docs/cluster.md, "Restoring
+// a cluster"). The snapshot's index is seq: every entry the new log takes
+// comes after it.
+func Seed(dir, id, raftAddr, path string, seq uint64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logs, err := openLogStore(filepath.Join(dir, "raft.db"))
+	if err != nil {
+		return err
+	}
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+	if err != nil {
+		logs.Close()
+		return err
+	}
+	existing, err := raft.HasExistingState(logs, logs, snaps)
+	logs.Close()
+	if err != nil {
+		return err
+	}
+	if existing {
+		return fmt.Errorf("cluster: %s already holds raft state: a seed starts a new cluster", dir)
+	}
+	conf := raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(id), Address: raft.ServerAddress(raftAddr), Suffrage: raft.Voter}}}
+	// The transport only encodes the peers of the snapshot's older format.
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
+	defer trans.Close()
+	index := max(seq, 1)
+	sink, err := snaps.Create(raft.SnapshotVersionMax, index, 1, conf, index, trans)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(sink, f); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -374,4 +375,31 @@ func (db *DB) restoreLocked(path string) error {
 	db.repl.stored = 0
 	db.seq = 0
 	return db.reopenLocked()
+}
+
+// ErrNoFile is Copy's answer on a database that keeps nothing (":memory:").
+var ErrNoFile = errors.New("this server keeps no file (--file :memory:): there is nothing to back up")
+
+// Copy writes a consistent copy of the file to a new temporary file beside
+// it while writes go on (store.Store.Copy), and returns its path and the
+// seq it holds: every write answered before the call. The caller removes
+// the file. On a cluster node it is the state this node has applied.
+func (db *DB) Copy(ctx context.Context, progress func(done, total int)) (path string, seq uint64, err error) {
+	if !db.keep {
+		return "", 0, ErrNoFile
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(db.opts.File), filepath.Base(db.opts.File)+".backup-*")
+	if err != nil {
+		return "", 0, err
+	}
+	path = tmp.Name()
+	tmp.Close()
+	db.mu.RLock()
+	st := db.st
+	db.mu.RUnlock()
+	if seq, err = st.Copy(ctx, path, progress); err != nil {
+		os.Remove(path)
+		return "", 0, err
+	}
+	return path, seq, nil
 }

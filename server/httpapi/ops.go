@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -173,3 +175,48 @@ func writeJSON(w http.ResponseWriter, v any) {
 type slogPrinter struct{ s *Server }
 
 func (p slogPrinter) Println(v ...any) { p.s.log.Error("metrics", "err", fmt.Sprint(v...)) }
+
+// Backup is GET /_backup: a consistent copy of the file, taken while
+// writes go on (engine.DB.Copy), streamed from a temporary file beside the
+// database, with the seq it holds in Fenec-Seq.
+func (s *Server) Backup(w http.ResponseWriter, r *http.Request) {
+	if e := fullAccess(r, "GET /_backup"); e != nil {
+		writeError(w, e)
+		return
+	}
+	// A big file takes longer to copy and send than the server's
+	// WriteTimeout allows a request: this route has none.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	path, seq, err := s.db.Copy(r.Context(), nil)
+	if err != nil {
+		switch {
+		case errors.Is(err, engine.ErrNoFile):
+			writeError(w, &apiError{code: gen.ErrorCodeNotFound, msg: err.Error()})
+		case s.db.StoreErr() != nil:
+			writeError(w, &apiError{code: gen.ErrorCodeUnavailable, msg: "the store failed, so no copy was taken: " + s.db.StoreErr().Error()})
+		default:
+			writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "taking the copy: " + err.Error()})
+		}
+		return
+	}
+	defer os.Remove(path)
+	f, err := os.Open(path)
+	if err != nil {
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "reading the copy: " + err.Error()})
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		writeError(w, &apiError{code: gen.ErrorCodeInternal, msg: "reading the copy: " + err.Error()})
+		return
+	}
+	// The file is gone from the directory once sent; the open descriptor
+	// keeps it readable until then.
+	w.Header().Set("Content-Type", "application/vnd.sqlite3")
+	w.Header().Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w.Header().Set("Fenec-Seq", strconv.FormatUint(seq, 10))
+	if _, err := io.Copy(w, f); err != nil {
+		s.log.Warn("sending a backup", "err", err)
+	}
+}

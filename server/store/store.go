@@ -218,6 +218,10 @@ type tuning struct {
 	// the sync of SQLite's WAL that makes their folds durable: tests kill
 	// the process there.
 	onDrop func()
+	// copyPages is how many pages one step of Copy copies while it holds
+	// the writer (wmu): 2 MB of 4 KB pages, a few ms, about a fold
+	// chunk's time, which a group written meanwhile may wait for.
+	copyPages int
 }
 
 const defaultSegBytes = 64 << 20
@@ -235,7 +239,7 @@ const defaultSegBytes = 64 << 20
 // (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
 // CPU, the page cache holding it in large folios that each small
 // record's sync walks.
-var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes}
+var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, copyPages: 64}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
 // use, but Commit must be called in seq order (the engine's write lock).

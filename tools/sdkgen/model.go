@@ -166,6 +166,11 @@ func Load(path string) (*Model, error) {
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
 		for _, method := range sortedKeys(item.Operations()) {
+			// x-sdk: false marks an operator's route the clients have no
+			// call for (GET /_backup answers a file: fenec backup's).
+			if v, ok := item.GetOperation(method).Extensions["x-sdk"]; ok && v == false {
+				continue
+			}
 			op, err := operation(doc, path, method, item.GetOperation(method))
 			if err != nil {
 				return nil, err

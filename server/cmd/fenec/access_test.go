@@ -178,6 +178,10 @@ func TestWorkerToken(t *testing.T) {
 	if r, err := w1.Do("POST", "/_clock", map[string]any{"advance_ms": 60000}, nil); err != nil || r.Status != 403 {
 		t.Errorf("w1 moved the clock: %v %v", err, r)
 	}
+	// Nor is the file its to copy: it holds what the policy hides.
+	if r, err := w1.Do("GET", "/_backup", nil, nil); err != nil || r.Status != 403 || r.Code() != "forbidden" {
+		t.Errorf("w1's GET /_backup: %v %v", err, r)
+	}
 }
 
 // A held claim runs under its token's scope: w1's waits for a mail job,

@@ -36,11 +36,28 @@ const usage = `fenec is the Fenec document database.
 Usage:
   fenec serve [flags]   serve a database file over HTTP (fenec serve --help)
   fenec token [flags]   print a signed JWT (fenec token --help)
+  fenec backup --from URL --to FILE     copy a running server's database, checked
+  fenec restore FILE --to PATH          put a backup in place of a stopped server's file
+  fenec export --from URL [--out FILE]  write collections and documents as JSON lines
+  fenec import --to URL FILE            write an export into a server, resumable
+
+Each command's --help lists its flags; docs/operations.md says when to use them.
 `
 
 func main() {
-	if len(os.Args) >= 2 && os.Args[1] == "token" {
-		os.Exit(tokenMain(os.Args[2:]))
+	if len(os.Args) >= 2 {
+		switch os.Args[1] {
+		case "token":
+			os.Exit(tokenMain(os.Args[2:]))
+		case "backup":
+			os.Exit(runCmd("backup", backupCmd, os.Args[2:]))
+		case "restore":
+			os.Exit(runCmd("restore", restoreCmd, os.Args[2:]))
+		case "export":
+			os.Exit(runCmd("export", exportCmd, os.Args[2:]))
+		case "import":
+			os.Exit(runCmd("import", importCmd, os.Args[2:]))
+		}
 	}
 	if len(os.Args) < 2 || os.Args[1] != "serve" {
 		fmt.Fprint(os.Stderr, usage)
