@@ -280,6 +280,10 @@ describe('golden statements', () => {
     'create collection users (name text @unique, active bool)',
     'create collection posts (tags json)',
     'create collection stock (sku text, qty int, weight float)',
+    'create collection locks (name text @unique, owner text, until timestamp)',
+    'create collection counters (key text @unique, n int, seen timestamp)',
+    'create collection cache (key text @unique, value text, hits int, until timestamp)',
+    'create collection places (name text, kind text, owner text, at geo @geo)',
   ];
 
   test('every golden statement runs on the server: answered, or 412 unmet for a require on empty collections', async () => {
@@ -287,7 +291,7 @@ describe('golden statements', () => {
     const statements = cases.filter((c) => c.query !== undefined);
     assert.ok(statements.length >= 100, `${statements.length} statements`);
     for (const c of statements) {
-      for (const name of ['jobs', 'tasks', 'users', 'posts', 'stock']) await db.query(`drop collection if exists ${name}`);
+      for (const name of ['jobs', 'tasks', 'users', 'posts', 'stock', 'locks', 'counters', 'cache', 'places']) await db.query(`drop collection if exists ${name}`);
       for (const s of GOLDEN_SCHEMA) await db.query(s);
       const err = await db.query(c.query!, c.params).then(() => undefined, (e: unknown) => e);
       if (err === undefined) continue;
