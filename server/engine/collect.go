@@ -31,7 +31,7 @@ func (p *plan) collect() ([]*Doc, error) {
 				return false
 			}
 		}
-		if d == nil || !p.admits(d) {
+		if d == nil || p.c.ttls != nil && p.c.lapsed(d, p.env.Now) || !p.admits(d) {
 			return true
 		}
 		p.rowsRead++
@@ -64,7 +64,8 @@ func (p *plan) collect() ([]*Doc, error) {
 	case accRange, accWalk:
 		p.c.byField[p.field].(*sortedIndex).walk(p.lo, p.hi, p.desc, byID)
 	case accNearest:
-		p.c.byField[p.field].(*geoIndex).nearest(p.point, byID)
+		// near (unlike order distance) answers only rows with a point.
+		p.c.byField[p.field].(*geoIndex).nearest(p.point, p.near, byID)
 	case accBox:
 		var ids []int64
 		p.c.byField[p.field].(*geoIndex).box(p.boxMin, p.boxMax, func(id int64) bool {

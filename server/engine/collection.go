@@ -14,6 +14,10 @@ type Field struct {
 	Name  string
 	Type  fenecql.Type
 	Index fenecql.IndexKind
+	// TTL is the field's @ttl in milliseconds, 0 for none: a document
+	// lapses once the field's time plus TTL is no longer after now()
+	// (docs/fenecql.md, Expiry).
+	TTL int64
 }
 
 // schema is a collection's fields; documents point at it to read
@@ -119,6 +123,9 @@ type Collection struct {
 	byField map[int]index
 	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
+	// ttls are the @ttl fields, each with a sorted index of its times
+	// that the sweeper walks from the oldest (ttl.go).
+	ttls []ttlField
 	// touched is []string{Name}, the list a transaction that changes
 	// only this collection tells its subscribers (tx.touch); read only.
 	touched []string
@@ -150,6 +157,19 @@ func newCollection(name string, fields []Field) *Collection {
 		}
 		c.indexes = append(c.indexes, x)
 		c.byField[i] = x
+	}
+	for i, f := range fields {
+		if f.TTL <= 0 {
+			continue
+		}
+		x, ok := c.byField[i].(*sortedIndex)
+		if !ok {
+			// Kept for the sweeper only: the planner does not see it, so a
+			// @ttl changes no plan.
+			x = newSortedIndex(i, f.Type)
+			c.indexes = append(c.indexes, x)
+		}
+		c.ttls = append(c.ttls, ttlField{field: i, ms: f.TTL, times: x})
 	}
 	if c.queue = newQueueIndex(c.s); c.queue != nil {
 		if x, ok := c.byField[c.queue.runAt].(*sortedIndex); ok {
@@ -237,12 +257,13 @@ type fieldJSON struct {
 	Name  string `json:"name"`
 	Type  string `json:"type"`
 	Index string `json:"index,omitempty"`
+	TTLMS int64  `json:"ttl_ms,omitempty"`
 }
 
 func encodeSchema(fields []Field) []byte {
 	var s schemaJSON
 	for _, f := range fields {
-		fj := fieldJSON{Name: f.Name, Type: f.Type.String()}
+		fj := fieldJSON{Name: f.Name, Type: f.Type.String(), TTLMS: f.TTL}
 		if f.Index != fenecql.NoIndex {
 			fj.Index = f.Index.String()
 		}
@@ -263,7 +284,10 @@ func decodeSchema(b []byte) ([]Field, error) {
 		if !ok {
 			return nil, fmt.Errorf("bad schema: field %s has unknown type %q", fj.Name, fj.Type)
 		}
-		f := Field{Name: fj.Name, Type: t}
+		f := Field{Name: fj.Name, Type: t, TTL: fj.TTLMS}
+		if f.TTL < 0 || f.TTL > 0 && t != fenecql.TypeTimestamp {
+			return nil, fmt.Errorf("bad schema: field %s has a @ttl of %d ms on a %s", fj.Name, fj.TTLMS, t)
+		}
 		if fj.Index != "" {
 			if f.Index, ok = fenecql.IndexByName(fj.Index); !ok {
 				return nil, fmt.Errorf("bad schema: field %s has unknown index %q", fj.Name, fj.Index)

@@ -529,7 +529,7 @@ func Kind(s fenecql.Stmt) string {
 	if !IsWrite(s) {
 		return "read"
 	}
-	if _, cl := ClausesOf(s); cl != nil && (cl.Limit != nil || len(cl.Order) > 0) {
+	if _, cl := ClausesOf(s); cl != nil && (cl.Limit != nil || len(cl.Order) > 0 || cl.Near != nil) {
 		return "claim"
 	}
 	return "write"

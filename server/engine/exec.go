@@ -51,7 +51,7 @@ func (t *tx) execCreate(s *fenecql.CreateCollection) (*Result, error) {
 		if f.Type == fenecql.TypeJSON && f.Index != fenecql.NoIndex {
 			return nil, fenecql.Errorf(f.Pos, "json field %s takes no index; index a field of its own", f.Name)
 		}
-		fields[i] = Field{Name: f.Name, Type: f.Type, Index: f.Index}
+		fields[i] = Field{Name: f.Name, Type: f.Type, Index: f.Index, TTL: f.TTL}
 	}
 	t.create(newCollection(s.Name, fields))
 	return affected(0), nil
@@ -93,6 +93,13 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 	if s.Insert {
 		verb = "insert"
 	}
+	var upsert []int // the fields the upsert's patch writes
+	if s.Upsert != nil {
+		if upsert, err = setFields(c, s.Upsert, nil); err != nil {
+			return nil, err
+		}
+	}
+	written := 0
 	for i, dv := range docs {
 		if i%checkEvery == checkEvery-1 {
 			if err := stopped(t.ctx); err != nil {
@@ -121,6 +128,37 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 				return nil, err
 			}
 		}
+		if d.ID != 0 && c.ttls != nil {
+			// A lapsed document's id is free: it is deleted here, and
+			// the new one is an insert, not an update of it.
+			if old := c.get(d.ID); old != nil && c.lapsed(old, env.Now) {
+				t.deleteDoc(c, d.ID)
+			}
+		}
+		if s.IfAbsent {
+			held, err := t.holder(c, d, i, s.Docs.Position(), env)
+			if err != nil {
+				return nil, err
+			}
+			if held != nil {
+				if s.Upsert == nil {
+					continue
+				}
+				nd, err := patchNew(c, s.Upsert, upsert, held, d, env)
+				if err != nil {
+					return nil, err
+				}
+				if err := t.checkWrite(c, GrantUpdate, held, nd, env); err != nil {
+					return nil, err
+				}
+				if err := t.checkUnique(c, nd, s.Docs.Position(), env); err != nil {
+					return nil, err
+				}
+				t.setDoc(c, nd)
+				written++
+				continue
+			}
+		}
 		if d.ID == 0 {
 			if c.nextID > MaxID {
 				return nil, fenecql.CodeErrorf(fenecql.CodeTaken, s.Docs.Position(), "%s has no new id left: ids reached %d, the highest", c.Name, int64(MaxID))
@@ -141,8 +179,52 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 			return nil, err
 		}
 		t.setDoc(c, d)
+		written++
 	}
-	return affected(int64(len(docs))), nil
+	return affected(int64(written)), nil
+}
+
+// holder answers the live document that holds d's id or one of its
+// @unique values, for put … if absent (nil: none, d is absent). Lapsed
+// holders are deleted on the way: they count as absent (docs/fenecql.md,
+// put … if absent). A document that gives no id and no @unique value
+// cannot be looked up (400); one whose id and values are held by two
+// different documents is refused (409) rather than merged into either.
+func (t *tx) holder(c *Collection, d *Doc, i int, pos fenecql.Pos, env *fenecql.Env) (*Doc, error) {
+	var held *Doc
+	var by string
+	keys := 0
+	if d.ID != 0 {
+		keys++
+		held, by = c.get(d.ID), "id"
+	}
+	for _, f := range c.unique {
+		v := d.Vals[f]
+		if v.IsNull() {
+			continue
+		}
+		keys++
+		id := c.uniqueHolder(f, v, 0)
+		if id == 0 {
+			continue
+		}
+		h := c.get(id)
+		if c.ttls != nil && c.lapsed(h, env.Now) {
+			t.deleteDoc(c, id)
+			continue
+		}
+		name := c.s.fields[f].Name
+		switch {
+		case held == nil:
+			held, by = h, name
+		case held.ID != h.ID:
+			return nil, fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s: document %d of the put meets two documents, one by its %s and one by its %s; nothing is merged", c.Name, i+1, by, name)
+		}
+	}
+	if keys == 0 {
+		return nil, fenecql.Errorf(pos, "put … if absent looks a document up by its id or a @unique value, and document %d gives neither", i+1)
+	}
+	return held, nil
 }
 
 func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecql.Value, error) {
@@ -155,11 +237,17 @@ func coerceField(c *Collection, f int, v fenecql.Value, pos fenecql.Pos) (fenecq
 
 // checkUnique refuses d when a @unique field of it holds a value another
 // live document holds. The holder is named only to a token that may read
-// it.
+// it. A lapsed holder is no holder: it is deleted, and d takes its value
+// (docs/fenecql.md, Expiry).
 func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.Env) error {
 	for _, f := range c.unique {
 		if !d.Vals[f].IsNull() {
-			if other := c.uniqueHolder(f, d.Vals[f], d.ID); other != 0 {
+			other := c.uniqueHolder(f, d.Vals[f], d.ID)
+			if other != 0 && c.ttls != nil && c.lapsed(c.get(other), env.Now) {
+				t.deleteDoc(c, other)
+				other = c.uniqueHolder(f, d.Vals[f], d.ID)
+			}
+			if other != 0 {
 				if !t.canRead(c, c.get(other), env) {
 					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(d.Vals[f]))
 				}
@@ -190,6 +278,13 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 		}
 		t.checked, t.checkedIn = cl, c
 	}
+	if cl.Near != nil {
+		ncl, err := nearClauses(c, cl, env)
+		if err != nil {
+			return nil, nil, err
+		}
+		cl = ncl
+	}
 	terms, err := t.scopeTerms(c, g, pos)
 	if err != nil {
 		return nil, nil, err
@@ -218,12 +313,42 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	return p, docs, err
 }
 
+// nearClauses answers cl with its `near f p` written out as what it
+// means: `where … and f is not null order distance(f, p)`. The @geo walk
+// (newPlan) then serves it as it serves that order, and Near stays set
+// for newPlan to see `exact`.
+func nearClauses(c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*fenecql.Clauses, error) {
+	n := cl.Near
+	f := c.field(n.Field)
+	if f < 0 {
+		return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, n.FieldPos, "collection %s has no field %s", c.Name, n.Field)
+	}
+	if _, isGeo := c.byField[f].(*geoIndex); !isGeo {
+		return nil, fenecql.Errorf(n.FieldPos, "near takes a geo field with @geo, and %s is %s without it", n.Field, c.s.fields[f].Type)
+	}
+	if !isConst(n.Point) {
+		return nil, fenecql.Errorf(n.Point.Position(), "near takes a point [lon, lat] or a parameter, not one read from the row")
+	}
+	pv, err := fenecql.Eval(n.Point, env)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fenecql.Coerce(pv, fenecql.TypeGeo); err != nil || pv.IsNull() {
+		return nil, fenecql.Errorf(n.Point.Position(), "near %s takes a point [lon, lat], lon -180..180 and lat -90..90, found %s", n.Field, short(pv))
+	}
+	ref := &fenecql.Ref{Pos: n.FieldPos, Path: []string{n.Field}}
+	out := *cl
+	out.Where = and(cl.Where, &fenecql.IsNull{Pos: n.Pos, X: ref, Not: true})
+	out.Order = []fenecql.OrderKey{{Expr: &fenecql.Call{Pos: n.Pos, Name: "distance", Args: []fenecql.Expr{ref, &fenecql.Lit{Pos: n.Point.Position(), Val: pv}}}}}
+	return &out, nil
+}
+
 func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error) {
 	c, err := t.coll(s.Pos, s.Coll)
 	if err != nil {
 		return nil, err
 	}
-	fields, err := setFields(c, s, t.fieldRoom[:0])
+	fields, err := setFields(c, s.Patch, t.fieldRoom[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +373,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		}
 		nd := sp.patched[d]
 		if nd == nil {
-			if nd, err = patch(c, s, fields, d, env); err != nil {
+			if nd, err = patch(c, s.Patch, fields, d, env); err != nil {
 				return nil, err
 			}
 		}
@@ -268,9 +393,9 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 
 // setFields checks a set's patch and answers the field each entry writes,
 // appended to room.
-func setFields(c *Collection, s *fenecql.Set, room []int) ([]int, error) {
+func setFields(c *Collection, patch []fenecql.Assign, room []int) ([]int, error) {
 	fields := room
-	for _, a := range s.Patch {
+	for _, a := range patch {
 		if a.Path[0] == "id" {
 			return nil, fenecql.Errorf(a.Pos, "id cannot be set")
 		}
@@ -310,7 +435,7 @@ func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql
 	}
 	sp := &setPicker{patched: map[*Doc]*Doc{}}
 	sp.accept = func(d *Doc) (bool, error) {
-		nd, err := patch(c, s, fields, d, env)
+		nd, err := patch(c, s.Patch, fields, d, env)
 		if err != nil {
 			return false, err
 		}
@@ -325,13 +450,21 @@ func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql
 	return sp
 }
 
-// patch answers d as set s writes it.
-func patch(c *Collection, s *fenecql.Set, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
+// patchNew answers d as an upsert's patch writes it, its `new.<field>`
+// reading the incoming document in.
+func patchNew(c *Collection, assigns []fenecql.Assign, fields []int, d, in *Doc, env *fenecql.Env) (*Doc, error) {
+	env.New = in
+	defer func() { env.New = nil }()
+	return patch(c, assigns, fields, d, env)
+}
+
+// patch answers d as a set's patch (assigns) writes it.
+func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
 	nd := c.s.newDoc(d.ID)
 	copy(nd.Vals, d.Vals)
 	env.Row = d
 	defer func() { env.Row = nil }()
-	for k, a := range s.Patch {
+	for k, a := range assigns {
 		v, err := fenecql.Eval(a.Value, env)
 		if err != nil {
 			return nil, err
@@ -546,8 +679,14 @@ func checkExpr(c *Collection, e fenecql.Expr) error {
 		}
 		switch x := x.(type) {
 		case *fenecql.Ref:
-			name := x.Path[0]
-			if name == "id" && len(x.Path) == 1 {
+			path := x.Path
+			if len(path) > 1 && path[0] == "new" {
+				// The incoming document of an upsert; the parser lets no
+				// other statement read it.
+				path = path[1:]
+			}
+			name := path[0]
+			if name == "id" && len(path) == 1 {
 				return
 			}
 			f := c.field(name)
@@ -555,7 +694,7 @@ func checkExpr(c *Collection, e fenecql.Expr) error {
 				err = fenecql.CodeErrorf(fenecql.CodeUnknown, x.Pos, "collection %s has no field %s", c.Name, name)
 				return
 			}
-			if len(x.Path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {
+			if len(path) > 1 && c.s.fields[f].Type != fenecql.TypeJSON {
 				err = fenecql.Errorf(x.Pos, "field %s is %s: a path reads into json fields only", name, c.s.fields[f].Type)
 			}
 		case *fenecql.Claim:

@@ -463,15 +463,18 @@ func (x *geoIndex) remove(d *Doc) {
 }
 
 // nearest walks the ids nearest p first (documents without a point first
-// of all, as null sorts first); equal distances come in ascending id order.
-func (x *geoIndex) nearest(p [2]float64, fn func(id int64) bool) {
+// of all, as null sorts first, unless pointsOnly); equal distances come in
+// ascending id order.
+func (x *geoIndex) nearest(p [2]float64, pointsOnly bool, fn func(id int64) bool) {
 	stopped := false
-	x.nulls.Scan(func(id int64, _ struct{}) bool {
-		if !fn(id) {
-			stopped = true
-		}
-		return !stopped
-	})
+	if !pointsOnly {
+		x.nulls.Scan(func(id int64, _ struct{}) bool {
+			if !fn(id) {
+				stopped = true
+			}
+			return !stopped
+		})
+	}
 	if stopped {
 		return
 	}

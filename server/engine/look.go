@@ -213,7 +213,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		}
 		var accept func(*Doc) (bool, error)
 		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
-			fields, err := setFields(c, set, nil)
+			fields, err := setFields(c, set.Patch, nil)
 			if err != nil {
 				return Bid{Err: err}
 			}

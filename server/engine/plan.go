@@ -52,6 +52,7 @@ type plan struct {
 	boxMin  [2]float64
 	boxMax  [2]float64
 	ordered bool // the access path yields rows in the statement's order
+	near    bool // the statement's near: rows without a point are none of its
 
 	// rest is what of the statement's where the access leaves to the row
 	// filter, when reduced (restOf): the access reaches only rows that
@@ -172,7 +173,7 @@ func (p *plan) asCmp(e fenecql.Expr) (cmpTerm, bool, error) {
 // newPlan chooses the access path for a statement's where and order, made
 // in p (a transaction's, used by one statement at a time).
 func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*plan, error) {
-	*p = plan{c: c, where: cl.Where, order: cl.Order, limit: -1, env: env, field: -1}
+	*p = plan{c: c, where: cl.Where, order: cl.Order, limit: -1, env: env, field: -1, near: cl.Near != nil}
 	var err error
 	if cl.Limit != nil {
 		if p.limit, err = countArg(cl.Limit, env, "limit"); err != nil {
@@ -183,6 +184,12 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		if p.offset, err = countArg(cl.Offset, env, "offset"); err != nil {
 			return nil, err
 		}
+	}
+	if cl.Near != nil && cl.Near.Exact {
+		// `near … exact` measures every row and sorts them: no index, so
+		// that it can check the @geo walk's answer (docs/fenecql.md, near).
+		p.acc = accScan
+		return p.finish(), nil
 	}
 	var room [4]fenecql.Expr // a worker's filters have a few terms: no allocation
 	terms := conjuncts(cl.Where, room[:0])

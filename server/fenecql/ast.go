@@ -77,12 +77,15 @@ func IndexByName(name string) (IndexKind, bool) {
 	return 0, false
 }
 
-// FieldDef is one field of a create collection statement.
+// FieldDef is one field of a create collection statement. TTL is the
+// field's @ttl in milliseconds (0: none): a row lapses once the field's
+// time plus TTL is no longer after now().
 type FieldDef struct {
 	Pos   Pos
 	Name  string
 	Type  Type
 	Index IndexKind
+	TTL   int64
 }
 
 // CreateCollection is `create collection [if not exists] c (f type [@index], ...)`.
@@ -102,12 +105,18 @@ type DropCollection struct {
 
 // Put is `put c <docs>` or, with Insert set, `insert c <docs>`. Docs is an
 // expression giving one object or a list of objects: a literal or a
-// parameter.
+// parameter. IfAbsent is `put c <docs> if absent`: a document whose id or
+// @unique value a live row holds is not written. Upsert, when not nil, is
+// the patch of `if absent else set {...}`, written to that row instead;
+// its expressions read the stored row by field name and the incoming
+// document as `new.<field>`.
 type Put struct {
-	Pos    Pos
-	Coll   string
-	Docs   Expr
-	Insert bool
+	Pos      Pos
+	Coll     string
+	Docs     Expr
+	Insert   bool
+	IfAbsent bool
+	Upsert   []Assign
 }
 
 // Assign is one `field: expr` or `path.into.json: expr` of a set's patch.
@@ -138,13 +147,25 @@ type Returning struct {
 
 // Clauses are the row-picking clauses shared by get, set and del.
 // Limit, Offset and Require are nil when absent; they are integer
-// literals or parameters.
+// literals or parameters. Near, when not nil, stands in place of Order.
 type Clauses struct {
 	Where   Expr
 	Order   []OrderKey
+	Near    *Near
 	Limit   Expr
 	Offset  Expr
 	Require Expr
+}
+
+// Near is `near <field> <point> [exact]`: the rows whose field holds a
+// point, nearest to point first. Exact measures every row rather than
+// walking the field's @geo index; both answer the same rows.
+type Near struct {
+	Pos      Pos
+	Field    string
+	FieldPos Pos
+	Point    Expr
+	Exact    bool
 }
 
 // Set is `set c {patch} [where] [order] [limit] [returning] [require]`.

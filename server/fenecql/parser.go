@@ -9,7 +9,7 @@ import (
 // Parse parses exactly one statement; a trailing ";" and comments are
 // allowed.
 func Parse(src string) (s Stmt, err error) {
-	p := &parser{lex: lexer{src: src}, eof: "end of statement"}
+	p := &parser{lex: lexer{src: src}, eof: "end of statement", stmts: true}
 	defer p.recover(&err)
 	p.next()
 	s = p.stmt()
@@ -25,7 +25,7 @@ func Parse(src string) (s Stmt, err error) {
 // ParseAll parses statements separated by ";". Empty statements between
 // semicolons are skipped, but text holding none at all is an error.
 func ParseAll(src string) (stmts []Stmt, err error) {
-	p := &parser{lex: lexer{src: src}, eof: "end of statement"}
+	p := &parser{lex: lexer{src: src}, eof: "end of statement", stmts: true}
 	defer p.recover(&err)
 	p.next()
 	for {
@@ -74,6 +74,10 @@ type parser struct {
 	eof    string // how end of input is named in messages
 	depth  int
 	height int // operators in the chains being read, innermost included
+	// stmts is set when statements are parsed, not a lone expression (a
+	// policy filter): there `new.<field>` is read only inside an
+	// upsert's patch, where newOK is set.
+	stmts, newOK bool
 }
 
 func (p *parser) recover(err *error) {
@@ -201,14 +205,41 @@ func (p *parser) stmt() Stmt {
 		p.next()
 		s := &Put{Pos: pos, Coll: p.name("a collection name"), Insert: insert}
 		s.Docs = p.docs()
-		p.expectEnd()
+		if p.isKw("if") {
+			if insert {
+				p.fail(p.tok.pos, "insert takes no if absent: write put ... if absent")
+			}
+			p.next()
+			p.expectKw("absent")
+			s.IfAbsent = true
+			if p.isKw("else") {
+				p.next()
+				p.expectKw("set")
+				p.newOK = true
+				s.Upsert = p.patch()
+				p.newOK = false
+			}
+		}
+		if !p.atEnd() {
+			if insert {
+				p.failFound("end of statement")
+			}
+			want := "if absent or end of statement"
+			if s.IfAbsent {
+				want = "else set {...} or end of statement"
+				if s.Upsert != nil {
+					want = "end of statement"
+				}
+			}
+			p.failFound(want)
+		}
 		return s
 	case p.isKw("set"):
 		return p.set()
 	case p.isKw("del"):
 		p.next()
 		s := &Del{Pos: pos, Coll: p.name("a collection name")}
-		t := p.clauses("del", "where", "order", "limit", "returning", "require")
+		t := p.clauses("del", "where", "order", "near", "limit", "returning", "require")
 		s.Clauses, s.Returning = t.Clauses, t.ret
 		return s
 	case p.isKw("get"):
@@ -247,8 +278,15 @@ func (p *parser) create() Stmt {
 			p.fail(f.Pos, "field %s given twice", f.Name)
 		}
 		f.Type = p.fieldType()
-		if p.isP("@") {
-			f.Index = p.index(f)
+		var ttlSeen bool
+		for p.isP("@") {
+			at := p.tok.pos
+			if p.annotation(&f) {
+				if ttlSeen {
+					p.fail(at, "@ttl given twice on %s", f.Name)
+				}
+				ttlSeen = true
+			}
 		}
 		s.Fields = append(s.Fields, f)
 		if !p.isP(",") {
@@ -273,13 +311,22 @@ func (p *parser) fieldType() Type {
 	return t
 }
 
-// index reads the @annotation of field f.
-func (p *parser) index(f FieldDef) IndexKind {
+// annotation reads one @annotation of field f: an index, or @ttl(...).
+// A field takes at most one index and, beside it, one @ttl; it answers
+// whether it read a @ttl.
+func (p *parser) annotation(f *FieldDef) (ttl bool) {
 	pos := p.tok.pos
 	p.next()
-	known := "(@sorted, @hash, @unique, @geo)"
+	known := "(@sorted, @hash, @unique, @geo, @ttl(<duration>))"
 	if p.tok.kind != tokIdent {
 		p.fail(pos, "expected an index %s, found %s", known, p.found())
+	}
+	if strings.EqualFold(p.tok.val, "ttl") {
+		if f.Type != TypeTimestamp {
+			p.fail(pos, "@ttl takes a timestamp field, and %s is %s", f.Name, f.Type)
+		}
+		f.TTL = p.ttl()
+		return true
 	}
 	k, ok := IndexByName(strings.ToLower(p.tok.val))
 	if !ok {
@@ -288,9 +335,82 @@ func (p *parser) index(f FieldDef) IndexKind {
 	if k == IndexGeo && f.Type != TypeGeo {
 		p.fail(pos, "@geo indexes a geo field, and %s is %s", f.Name, f.Type)
 	}
+	if f.Index != NoIndex {
+		p.fail(pos, "%s has an index already (@%s): a field takes one", f.Name, f.Index)
+	}
+	f.Index = k
 	p.next()
-	return k
+	return false
 }
+
+// ttl reads the `(<duration>)` of a @ttl, the current token being ttl,
+// and answers it in milliseconds. A duration such as 30s is no FenecQL
+// token, so its text is read straight from the source up to the ")".
+func (p *parser) ttl() int64 {
+	p.next()
+	if !p.isP("(") {
+		p.failFound(`"(" and a duration after @ttl`)
+	}
+	// The lexer stands just past the "(": the token after it is not read
+	// yet.
+	start := p.lex.pos
+	close := strings.IndexByte(p.lex.src[start:], ')')
+	if close < 0 {
+		p.fail(Pos(start+1), "expected a duration and \")\" after @ttl(")
+	}
+	text := p.lex.src[start : start+close]
+	ms, ok := parseDuration(strings.TrimSpace(text))
+	if !ok {
+		p.fail(Pos(start+1), "@ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found %q", clip(text))
+	}
+	p.lex.pos = start + close + 1
+	p.tok.end = p.lex.pos
+	p.next()
+	return ms
+}
+
+// parseDuration reads a @ttl's duration: one or more runs of digits and
+// a unit (ms, s, m, h), as Go's time.ParseDuration spells them minus the
+// fractions and the sub-millisecond units, and answers it in
+// milliseconds; ok is false for anything else and for zero.
+func parseDuration(s string) (ms int64, ok bool) {
+	if s == "" {
+		return 0, false
+	}
+	for s != "" {
+		i := 0
+		for i < len(s) && isDigit(s[i]) {
+			i++
+		}
+		if i == 0 || i > 12 {
+			return 0, false
+		}
+		n, _ := strconv.ParseInt(s[:i], 10, 64)
+		s = s[i:]
+		var unit int64
+		switch {
+		case strings.HasPrefix(s, "ms"):
+			unit, s = 1, s[2:]
+		case strings.HasPrefix(s, "s"):
+			unit, s = 1000, s[1:]
+		case strings.HasPrefix(s, "m"):
+			unit, s = 60_000, s[1:]
+		case strings.HasPrefix(s, "h"):
+			unit, s = 3_600_000, s[1:]
+		default:
+			return 0, false
+		}
+		ms += n * unit
+		if ms > maxTTL {
+			return 0, false
+		}
+	}
+	return ms, ms > 0
+}
+
+// maxTTL bounds a @ttl at about a hundred years, so a field's time plus
+// it stays far inside the int64 milliseconds a timestamp is held in.
+const maxTTL = 100 * 366 * 24 * 3_600_000
 
 func (p *parser) drop() Stmt {
 	s := &DropCollection{Pos: p.tok.pos}
@@ -337,6 +457,15 @@ func (p *parser) set() Stmt {
 	s := &Set{Pos: p.tok.pos}
 	p.next()
 	s.Coll = p.name("a collection name")
+	s.Patch = p.patch()
+	t := p.clauses("set", "where", "order", "near", "limit", "returning", "require")
+	s.Clauses, s.Returning = t.Clauses, t.ret
+	return s
+}
+
+// patch reads a set's `{field: expr, ...}`.
+func (p *parser) patch() []Assign {
+	var out []Assign
 	p.expectP("{")
 	var patched pathSet
 	for {
@@ -359,16 +488,14 @@ func (p *parser) set() Stmt {
 		p.next()
 		p.expectP(":")
 		a.Value = p.expr()
-		s.Patch = append(s.Patch, a)
+		out = append(out, a)
 		if !p.isP(",") {
 			break
 		}
 		p.next()
 	}
 	p.expectP("}", ",")
-	t := p.clauses("set", "where", "order", "limit", "returning", "require")
-	s.Clauses, s.Returning = t.Clauses, t.ret
-	return s
+	return out
 }
 
 // overlaps reports whether one path is a prefix of the other, so writing
@@ -443,7 +570,7 @@ func (p *parser) get() Stmt {
 	s := &Get{Pos: p.tok.pos}
 	p.next()
 	s.Coll = p.name("a collection name")
-	t := p.clauses("get", "select", "where", "order", "limit", "offset", "count", "require")
+	t := p.clauses("get", "select", "where", "order", "near", "limit", "offset", "count", "require")
 	s.Clauses, s.Columns, s.Count = t.Clauses, t.cols, t.count
 	return s
 }
@@ -457,7 +584,9 @@ type tail struct {
 }
 
 // clauseWords are every clause a statement may end with.
-var clauseWords = []string{"select", "where", "order", "limit", "offset", "count", "returning", "require"}
+// near is not reserved (a field may be called near): it is a clause only
+// where a clause may start.
+var clauseWords = []string{"select", "where", "order", "near", "limit", "offset", "count", "returning", "require"}
 
 // clauses reads the clauses of statement stmt, which allows those named
 // in allowed, in any order and each at most once.
@@ -476,6 +605,8 @@ func (p *parser) clauses(stmt string, allowed ...string) tail {
 			p.fail(pos, "%s given twice", word)
 		case word == "count" && slices.Contains(seen, "select"), word == "select" && slices.Contains(seen, "count"):
 			p.fail(pos, "count and select do not go together")
+		case word == "near" && slices.Contains(seen, "order"), word == "order" && slices.Contains(seen, "near"):
+			p.fail(pos, "near orders the rows itself, and takes no order")
 		}
 		seen = append(seen, word)
 		p.next()
@@ -490,6 +621,8 @@ func (p *parser) clauses(stmt string, allowed ...string) tail {
 			t.Where = p.expr()
 		case "order":
 			t.Order = p.order()
+		case "near":
+			t.Near = p.near(pos)
 		case "limit":
 			t.Limit = p.whole(word)
 		case "offset":
@@ -518,6 +651,25 @@ func (p *parser) whole(clause string) Expr {
 	}
 	p.fail(p.tok.pos, "%s must be a whole number or a parameter", clause)
 	return nil
+}
+
+// near reads `<field> <point> [exact]` after near.
+func (p *parser) near(pos Pos) *Near {
+	n := &Near{Pos: pos, FieldPos: p.tok.pos}
+	if p.tok.kind != tokIdent || isReserved(p.tok.val) {
+		p.failFound("a geo field after near")
+	}
+	n.Field = p.tok.val
+	p.next()
+	if p.atEnd() {
+		p.failFound("a point [lon, lat] or a parameter after near " + n.Field)
+	}
+	n.Point = p.sum()
+	if p.isKw("exact") {
+		n.Exact = true
+		p.next()
+	}
+	return n
 }
 
 func (p *parser) order() []OrderKey {
@@ -737,6 +889,9 @@ func (p *parser) primary() Expr {
 		path := strings.Split(t.val, ".")
 		if isReserved(path[0]) {
 			p.fail(t.pos, "%s is a reserved word", path[0])
+		}
+		if path[0] == "new" && p.stmts && !p.newOK {
+			p.fail(t.pos, "%s reads the incoming document, and only in the set of put ... if absent else set {...}", t.val)
 		}
 		p.next()
 		return &Ref{Pos: t.pos, Path: path}

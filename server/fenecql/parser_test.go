@@ -23,13 +23,27 @@ func show(n any) string {
 			if f.Index != NoIndex {
 				s += " @" + f.Index.String()
 			}
+			if f.TTL != 0 {
+				s += " @ttl=" + strconv.FormatInt(f.TTL, 10) + "ms"
+			}
 			fs = append(fs, s)
 		}
 		return fmt.Sprintf("(create %s%s (%s))", n.Name, flag(n.IfNotExists, " if-not-exists"), strings.Join(fs, ", "))
 	case *DropCollection:
 		return fmt.Sprintf("(drop %s%s)", n.Name, flag(n.IfExists, " if-exists"))
 	case *Put:
-		return fmt.Sprintf("(%s %s %s)", map[bool]string{false: "put", true: "insert"}[n.Insert], n.Coll, show(n.Docs))
+		s := fmt.Sprintf("(%s %s %s", map[bool]string{false: "put", true: "insert"}[n.Insert], n.Coll, show(n.Docs))
+		if n.IfAbsent {
+			s += " if-absent"
+		}
+		if n.Upsert != nil {
+			var as []string
+			for _, a := range n.Upsert {
+				as = append(as, strings.Join(a.Path, ".")+": "+show(a.Value))
+			}
+			s += " else-set {" + strings.Join(as, ", ") + "}"
+		}
+		return s + ")"
 	case *Set:
 		var as []string
 		for _, a := range n.Patch {
@@ -124,6 +138,12 @@ func showClauses(c Clauses) string {
 	var s string
 	if c.Where != nil {
 		s += " where=" + show(c.Where)
+	}
+	if c.Near != nil {
+		s += " near=" + c.Near.Field + " " + show(c.Near.Point)
+		if c.Near.Exact {
+			s += " exact"
+		}
 	}
 	if c.Order != nil {
 		var ks []string
@@ -270,6 +290,18 @@ func TestParse(t *testing.T) {
 		{`get set where get = put and jobs.set = true and false = insert`, `(get set where=(and (and (= get put) (= jobs.set true)) (= false insert)))`},
 		{`create collection if not exists t (a INT @Hash, b Geo, c text @unique)`, `(create t if-not-exists (a int @hash, b geo, c text @unique))`},
 		{`drop collection t`, `(drop t)`},
+		{`create collection s (k text @unique, seen timestamp @sorted @ttl(30m), at timestamp @TTL( 1h30m ), w timestamp @ttl(250ms) @hash)`,
+			`(create s (k text @unique, seen timestamp @sorted @ttl=1800000ms, at timestamp @ttl=5400000ms, w timestamp @hash @ttl=250ms))`},
+		{`put t {k: "a"} if absent`, `(put t {"k": "a"} if-absent)`},
+		{`PUT t [$1, {k: "b"}] IF ABSENT;`, `(put t [$1, {"k": "b"}] if-absent)`},
+		{`put t {k: "a", n: 1} if absent else set {n: n + new.n, seen: new.seen, data.x: coalesce(new.data.x, 0)}`,
+			`(put t {"k": "a", "n": 1} if-absent else-set {n: (+ n new.n), seen: new.seen, data.x: coalesce(new.data.x, 0)})`},
+		{`get t near home [2.29, 48.86] limit 3`, `(get t near=home [2.29, 48.86] limit=3)`},
+		{`get t select name where a > 1 near home $1 exact limit 3`, `(get t select=[name] where=(> a 1) near=home $1 exact limit=3)`},
+		{`get t near home [0, -1] where within(home, [0, 0, 1, 1])`, `(get t where=within(home, [0, 0, 1, 1]) near=home [0, -1])`},
+		{`set t {a: 1} near home [0, 0] limit 1 returning id`, `(set t {a: 1} near=home [0, 0] limit=1 returning=[id])`},
+		{`del t near home [0, 0] exact limit 1`, `(del t near=home [0, 0] exact limit=1)`},
+		{`get near where near = 1 and exact = absent`, `(get near where=(and (= near 1) (= exact absent)))`},
 		{`drop collection if exists t;`, `(drop t if-exists)`},
 		{`insert t $1`, `(insert t $1)`},
 		{`put t [$1, {a: 1}]`, `(put t [$1, {"a": 1}])`},
@@ -327,7 +359,7 @@ func TestParseAll(t *testing.T) {
 	for src, want := range map[string]string{
 		" ; -- nothing\n": "no statement",
 		"get a; get":      "position 11: expected a collection name, found end of statement",
-		"get a get b":     `position 7: expected select, where, order, limit, offset, count, require or end of statement, found "get"`,
+		"get a get b":     `position 7: expected select, where, order, near, limit, offset, count, require or end of statement, found "get"`,
 	} {
 		if _, err := ParseAll(src); err == nil || err.Error() != want {
 			t.Errorf("ParseAll(%q) = %v, want %s", src, err, want)
@@ -374,12 +406,36 @@ func TestParseErrors(t *testing.T) {
 		{`set t {a: 1} offset 1`, `position 14: set takes no offset`},
 		{`del t count`, `position 7: del takes no count`},
 		{`get t select a count`, `position 16: count and select do not go together`},
-		{`get t foo`, `position 7: expected select, where, order, limit, offset, count, require or end of statement, found "foo"`},
+		{`get t foo`, `position 7: expected select, where, order, near, limit, offset, count, require or end of statement, found "foo"`},
 		{`create collection t (a strng)`, `position 24: unknown type "strng" (int, float, text, bool, timestamp, json, geo)`},
-		{`create collection t (a int @sortd)`, `position 28: unknown index "@sortd" (@sorted, @hash, @unique, @geo)`},
+		{`create collection t (a int @sortd)`, `position 28: unknown index "@sortd" (@sorted, @hash, @unique, @geo, @ttl(<duration>))`},
 		{`create collection t (a int @geo)`, `position 28: @geo indexes a geo field, and a is int`},
-		{`create collection t (a int @)`, `position 28: expected an index (@sorted, @hash, @unique, @geo), found ")"`},
+		{`create collection t (a int @)`, `position 28: expected an index (@sorted, @hash, @unique, @geo, @ttl(<duration>)), found ")"`},
 		{`create collection t (id int)`, `position 22: id is automatic`},
+		{`create collection t (a int @ttl(30s))`, `position 28: @ttl takes a timestamp field, and a is int`},
+		{`create collection t (a timestamp @ttl(30x))`, `position 39: @ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found "30x"`},
+		{`create collection t (a timestamp @ttl(0s))`, `position 39: @ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found "0s"`},
+		{`create collection t (a timestamp @ttl(-5s))`, `position 39: @ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found "-5s"`},
+		{`create collection t (a timestamp @ttl())`, `position 39: @ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found ""`},
+		{`create collection t (a timestamp @ttl(1.5h))`, `position 39: @ttl takes a duration above zero such as 30s, 2m, 30m or 24h (units ms, s, m, h), found "1.5h"`},
+		{`create collection t (a timestamp @ttl x)`, `position 39: expected "(" and a duration after @ttl, found "x"`},
+		{`create collection t (a timestamp @ttl(30s)`, `position 43: expected ")" or ",", found end of statement`},
+		{`create collection t (a timestamp @ttl(30s`, `position 39: expected a duration and ")" after @ttl(`},
+		{`create collection t (a timestamp @ttl(1s) @ttl(2s))`, `position 43: @ttl given twice on a`},
+		{`create collection t (a timestamp @sorted @hash)`, `position 42: a has an index already (@sorted): a field takes one`},
+		{`put t {a: 1} if present`, `position 17: expected "absent", found "present"`},
+		{`put t {a: 1} if absent else {a: 2}`, `position 29: expected "set", found "{"`},
+		{`put t {a: 1} if absent else set {a: 2} where a = 1`, `position 40: expected end of statement, found "where"`},
+		{`put t {a: 1} where a = 1`, `position 14: expected if absent or end of statement, found "where"`},
+		{`insert t {a: 1} if absent`, `position 17: insert takes no if absent: write put ... if absent`},
+		{`set t {a: new.a}`, `position 11: new.a reads the incoming document, and only in the set of put ... if absent else set {...}`},
+		{`get t where new.a = 1`, `position 13: new.a reads the incoming document, and only in the set of put ... if absent else set {...}`},
+		{`put t {a: new.a} if absent`, `position 11: new.a reads the incoming document, and only in the set of put ... if absent else set {...}`},
+		{`get t near p [0, 0] order a`, `position 21: near orders the rows itself, and takes no order`},
+		{`get t order a near p [0, 0]`, `position 15: near orders the rows itself, and takes no order`},
+		{`get t near [0, 0]`, `position 12: expected a geo field after near, found "["`},
+		{`get t near p`, `position 13: expected a point [lon, lat] or a parameter after near p, found end of statement`},
+		{`get t near p [0, 0] near p [1, 1]`, `position 21: near given twice`},
 		{`create collection t (a int, b text, a int)`, `position 37: field a given twice`},
 		{`create collection t (count int)`, `position 22: count is a reserved word`},
 		{`create collection t (a.b int)`, `position 22: expected a field name, found "a.b"`},
@@ -424,7 +480,7 @@ func TestParseErrors(t *testing.T) {
 		{`get t select a, a`, `position 17: column a given twice`},
 		{`get t select a as b, c as b`, `position 27: column b given twice`},
 		{`get t select a as "b"`, `position 19: expected a column name, found string "b"`},
-		{`get t select *, a`, `position 15: expected select, where, order, limit, offset, count, require or end of statement, found ","`},
+		{`get t select *, a`, `position 15: expected select, where, order, near, limit, offset, count, require or end of statement, found ","`},
 		{`set t {} where x`, `position 8: expected a field name, found "}"`},
 		{`set t {"a": 1}`, `position 8: expected a field name, found string "a"`},
 		{`set t {id: 1}`, `position 8: id cannot be set`},
@@ -434,7 +490,7 @@ func TestParseErrors(t *testing.T) {
 		{`set t {a: 1 b: 2}`, `position 13: expected "}" or ",", found "b"`},
 		{`put t 5`, `position 7: expected a document {...}, a list of them or a parameter, found "5"`},
 		{`put t [1]`, `position 8: expected a document {...} or a parameter, found "1"`},
-		{`put t {a: 1} where x`, `position 14: expected end of statement, found "where"`},
+		{`put t {a: 1} where x`, `position 14: expected if absent or end of statement, found "where"`},
 		{`put where {a: 1}`, `position 5: where is a reserved word`},
 		{`get "t"`, `position 5: expected a collection name, found string "t"`},
 		{`explain put t {}`, `position 9: expected get, set or del after explain, found "put"`},
@@ -459,7 +515,7 @@ func TestParseErrors(t *testing.T) {
 
 func TestParseMessageClipsLongTokens(t *testing.T) {
 	_, err := Parse(`get t where x "a very long string indeed, longer than most"`)
-	want := `position 15: expected select, where, order, limit, offset, count, require or end of statement, found string "a very long string i…"`
+	want := `position 15: expected select, where, order, near, limit, offset, count, require or end of statement, found string "a very long string i…"`
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

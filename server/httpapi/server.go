@@ -415,6 +415,37 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // http.ResponseController the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// SweepLapsed deletes lapsed documents (@ttl, docs/fenecql.md) every
+// interval until ctx is done: engine.SweepBatch at a time, one commit
+// each, again at once while a batch comes back full, so a writer waits
+// for one batch at most, never for the whole sweep.
+func (s *Server) SweepLapsed(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		total := 0
+		for ctx.Err() == nil {
+			n, err := s.db.SweepLapsed(ctx, engine.SweepBatch)
+			if err != nil {
+				s.log.Error("sweeping lapsed documents", "err", err)
+				break
+			}
+			total += n
+			if n < engine.SweepBatch {
+				break
+			}
+		}
+		if total > 0 {
+			s.log.Debug("swept lapsed documents", "deleted", total)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // SweepKeys deletes expired idempotency keys now and then every interval,
 // until ctx is done.
 func (s *Server) SweepKeys(ctx context.Context, every time.Duration) {

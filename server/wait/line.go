@@ -38,6 +38,14 @@ func lineKey(ps []engine.Parsed, scope string) (key string, colls []string) {
 			}
 			collect(o.Expr)
 		}
+		if n := cl.Near; n != nil {
+			// near stands for an order: claims near two points are two lines.
+			b.WriteString("\x00near " + n.Field + " " + fenecql.Format(n.Point))
+			if n.Exact {
+				b.WriteString(" exact")
+			}
+			collect(n.Point)
+		}
 		b.WriteString("\x00limit " + fenecql.Format(cl.Limit))
 		collect(cl.Limit)
 		for _, n := range used {

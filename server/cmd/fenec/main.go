@@ -67,6 +67,10 @@ const (
 	// shutdownGrace bounds how long SIGTERM waits for requests in flight.
 	shutdownGrace = 60 * time.Second
 	sweepEvery    = time.Minute
+	// sweepLapsedEvery is how often lapsed @ttl documents are deleted;
+	// reads hide them from the moment they lapse, so it bounds only how
+	// long they take room (docs/fenecql.md, Expiry).
+	sweepLapsedEvery = time.Second
 )
 
 type options struct {
@@ -220,7 +224,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	defer stop()
 	sweepCtx, stopSweep := context.WithCancel(context.Background())
 	swept := make(chan struct{})
+	lapsedSwept := make(chan struct{})
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
+	go func() { api.SweepLapsed(sweepCtx, sweepLapsedEvery); close(lapsedSwept) }()
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -240,6 +246,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	api.Close()
 	stopSweep()
 	<-swept
+	<-lapsedSwept
 	node.shutdown()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", o.file, err)
