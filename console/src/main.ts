@@ -64,6 +64,7 @@ const ui = {
   error: el('error'),
   status: el('status'),
   queues: el('queues-body'),
+  collections: el('collections-body'),
   jobs: el('jobs'),
   jobsTitle: el('jobs-title'),
   order: el<HTMLSelectElement>('order'),
@@ -128,6 +129,7 @@ function useToken(token: string): void {
 async function loadQueues(): Promise<void> {
   const reply = await api.collections(transport!);
   if (!reply.ok) throw FenecError.fromAnswer(reply.status, reply.body, reply.text);
+  renderCollections(reply.body.collections);
   queues = reply.body.collections
     .filter((c) => c.fields.some((f) => f.name === 'run_at' && f.type === 'timestamp'))
     .map((c) => ({
@@ -136,6 +138,40 @@ async function loadQueues(): Promise<void> {
       error: c.fields.some((f) => f.name === 'error'),
     }));
   queuesAt = Date.now();
+}
+
+/** A @ttl's milliseconds as FenecQL writes them: 30m, 1h30m, 250ms. */
+function duration(ms: number): string {
+  let out = '';
+  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000], ['ms', 1]] as const) {
+    const n = Math.floor(ms / size);
+    if (n > 0) out += `${n}${unit}`;
+    ms -= n * size;
+  }
+  return out;
+}
+
+/**
+ * Every collection the token may read, with its fields as a create
+ * collection statement declares them: type, index and @ttl. A @ttl field
+ * is marked: its documents lapse that long after the field's time
+ * (docs/fenecql.md, Expiry).
+ */
+function renderCollections(colls: api.Collection[]): void {
+  const rows = colls.map((c) => {
+    const fields = c.fields.map((f) => {
+      const code = h('code', { class: 'field', 'data-field': f.name }, `${f.name} ${f.type}${f.index ? ` @${f.index}` : ''}`);
+      if (f.ttl_ms !== undefined) {
+        code.append(' ', h('span', { class: 'ttl', title: `documents lapse ${duration(f.ttl_ms)} after their ${f.name}` }, `@ttl(${duration(f.ttl_ms)})`));
+      }
+      return code;
+    });
+    const list = h('td', { class: 'fields' });
+    fields.forEach((f, i) => list.append(...(i > 0 ? [', ', f] : [f])));
+    return h('tr', { 'data-collection': c.name }, h('th', { scope: 'row' }, c.name), h('td', { class: 'docs' }, c.documents.toLocaleString('en-US')), list);
+  });
+  if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: '3', class: 'empty' }, 'No collection.')));
+  ui.collections.replaceChildren(...rows);
 }
 
 /** Each state's filter, over the fields the queue has; null: no job can be in it. */

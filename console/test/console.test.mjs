@@ -287,6 +287,23 @@ test('a wrong token shows the server\'s 401 message', async () => {
   await close();
 });
 
+test('the collections list shows each field as declared, a @ttl marked, and counts no lapsed document', async () => {
+  const s = await startFenec('--token', 'admin');
+  await q(s, 'admin', 'create collection sessions (key text @unique, seen timestamp @sorted @ttl(30m), at timestamp @ttl(1h30m))');
+  await q(s, 'admin', 'put sessions [{key: "a", seen: now()}, {key: "b", seen: now() - 1800000}]'); // b has lapsed
+  const { page, errors, close } = await newPage();
+  await login(page, s, 'admin');
+  await page.click('#collections summary');
+  await page.waitForSelector('tr[data-collection="sessions"]');
+  assert.equal(await page.textContent('tr[data-collection="sessions"] td.docs'), '1');
+  assert.equal(await page.textContent('tr[data-collection="sessions"] td.fields'),
+    'key text @unique, seen timestamp @sorted @ttl(30m), at timestamp @ttl(1h30m)');
+  assert.deepEqual(await page.$$eval('tr[data-collection="sessions"] .ttl', (ts) => ts.map((t) => t.textContent)), ['@ttl(30m)', '@ttl(1h30m)']);
+  assert.equal(await page.locator('tr[data-collection="sessions"] [data-field="key"] .ttl').count(), 0);
+  assert.deepEqual(errors, []);
+  await close();
+});
+
 // CONSOLE_JOBS=1000000 runs it over a million.
 const JOBS = Number(process.env.CONSOLE_JOBS ?? 100_000);
 

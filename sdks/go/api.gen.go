@@ -210,6 +210,10 @@ type apiError struct {
 type apiField struct {
 	Index string `json:"index"`
 	Name  string `json:"name"`
+	// The field's `@ttl` in milliseconds, present only on a field
+	// that has one: a document lapses once this field's time plus
+	// it is no longer after now (docs/fenecql.md, Expiry).
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
 	Type  string `json:"type"`
 }
 
@@ -384,7 +388,8 @@ var routeCollections = apiRoute{"GET", "/collections", true}
 // collections sends GET /collections: Every collection, with its fields, their types and indexes.
 //
 // A JWT held to a policy is shown only the collections it may read,
-// each with the count of the documents it may read.
+// each with the count of the documents it may read. Documents whose
+// `@ttl` has lapsed are not counted, swept or not.
 func (t *apiTransport) collections(ctx context.Context) (apiReply, error) {
 	headers := map[string]string{}
 	return t.call(ctx, routeCollections, nil, headers)

@@ -496,10 +496,13 @@ func (db *DB) StoreFailures() uint64 { return db.st.Stats().Failures }
 func (db *DB) StoreUnfolded() int64 { return db.st.Stats().LogBytes }
 
 // CollectionInfo describes one collection for listings.
+// Docs counts the live documents; Stored counts lapsed @ttl documents the
+// sweeper has not deleted yet too.
 type CollectionInfo struct {
 	Name   string
 	Fields []Field
 	Docs   int
+	Stored int
 }
 
 // Collections answers every collection, in creation order.
@@ -507,8 +510,9 @@ func (db *DB) Collections() []CollectionInfo {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	out := make([]CollectionInfo, 0, len(db.colls))
+	now := db.clock.NowMS()
 	for name, c := range db.colls {
-		out = append(out, CollectionInfo{Name: name, Fields: c.Fields(), Docs: c.Len()})
+		out = append(out, CollectionInfo{Name: name, Fields: c.Fields(), Docs: c.liveLen(now), Stored: c.Len()})
 	}
 	sort.Slice(out, func(i, j int) bool { return db.created[out[i].Name] < db.created[out[j].Name] })
 	return out

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"time"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 )
@@ -53,8 +54,16 @@ const SweepBatch = 512
 // cluster's follower it deletes nothing and answers 0: followers delete
 // what the leader's sweep sends them through the log.
 func (db *DB) SweepLapsed(ctx context.Context, max int) (int, error) {
-	n := 0
-	_, err := db.commit(ctx, func(t *tx) ([]*Result, error) {
+	n, _, err := db.sweepLapsed(ctx, max)
+	return n, err
+}
+
+// sweepLapsed is SweepLapsed, answering too how long the sweep's body
+// held the write lock (what TestSweepHold measures).
+func (db *DB) sweepLapsed(ctx context.Context, max int) (n int, held time.Duration, err error) {
+	_, err = db.commit(ctx, func(t *tx) ([]*Result, error) {
+		start := time.Now()
+		defer func() { held = time.Since(start) }()
 		now := db.clock.NowMS()
 		var ids []int64
 		for _, name := range db.sweepOrder() {
@@ -80,12 +89,12 @@ func (db *DB) SweepLapsed(ctx context.Context, max int) (int, error) {
 	})
 	var nl *NotLeaderError
 	if errors.As(err, &nl) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return n, nil
+	return n, held, nil
 }
 
 // sweepOrder answers the names of the collections with a @ttl field, in
@@ -100,4 +109,31 @@ func (db *DB) sweepOrder() []string {
 	}
 	sort.Slice(names, func(i, j int) bool { return db.created[names[i]] < db.created[names[j]] })
 	return names
+}
+
+// liveLen answers how many documents are live at now: those stored less
+// those lapsed and not swept yet, which are few (the sweeper deletes them
+// within a second or so), so they are counted along the @ttl indexes.
+func (c *Collection) liveLen(now int64) int {
+	n := c.Len()
+	if c.ttls == nil {
+		return n
+	}
+	var seen map[int64]bool
+	if len(c.ttls) > 1 {
+		seen = map[int64]bool{}
+	}
+	for _, tf := range c.ttls {
+		hi := bound{v: fenecql.Time(now - tf.ms), inclusive: true, set: true}
+		tf.times.walk(bound{}, hi, false, func(id int64) bool {
+			if seen == nil {
+				n--
+			} else if !seen[id] {
+				seen[id] = true
+				n--
+			}
+			return true
+		})
+	}
+	return n
 }

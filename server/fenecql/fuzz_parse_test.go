@@ -18,6 +18,9 @@ func FuzzParse(f *testing.F) {
 		`create collection if not exists t (a int @hash, b geo @geo)`,
 		`explain del t where case when a then 1 else 2 end is not null returning *`,
 		`get t where x = "\u00e9\ud83d\ude00" or $jwt.sub = new.owner; drop collection if exists t`,
+		`create collection s (k text @unique, seen timestamp @sorted @ttl(1h30m), at timestamp @ttl(250ms))`,
+		`put s [{k: "a"}, $1] if absent else set {n: n + new.n, data.x: coalesce(new.data.x, 0)}`,
+		`get s select k where a > 1 near home [2.29, 48.86] exact limit 3 offset 1`,
 	} {
 		f.Add(s)
 	}

@@ -157,13 +157,13 @@ func (m *Metrics) observe(kind string, took time.Duration) {
 // scrape: collections come and go, so a fixed gauge per name would lie.
 type documentsCollector struct{ db *engine.DB }
 
-var documentsDesc = prometheus.NewDesc("fenec_documents", "Documents per collection.", []string{"collection"}, nil)
+var documentsDesc = prometheus.NewDesc("fenec_documents", "Documents stored per collection (a lapsed @ttl document until the sweeper deletes it).", []string{"collection"}, nil)
 
 func (c documentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- documentsDesc }
 
 func (c documentsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, info := range c.db.Collections() {
-		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Docs), info.Name)
+		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Stored), info.Name)
 	}
 }
 

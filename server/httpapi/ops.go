@@ -64,6 +64,10 @@ func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 				idx := gen.FieldIndex(f.Index.String())
 				gc.Fields[i].Index = &idx
 			}
+			if f.TTL > 0 {
+				ms := int(f.TTL)
+				gc.Fields[i].TtlMs = &ms
+			}
 		}
 		out.Collections = append(out.Collections, gc)
 	}

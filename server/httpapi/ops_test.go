@@ -69,6 +69,23 @@ func TestCollections(t *testing.T) {
 	}
 }
 
+// TestCollectionsTTL: a @ttl field shows its duration, and a lapsed
+// document, not swept yet, is not counted.
+func TestCollectionsTTL(t *testing.T) {
+	ts := newTestServer(t, ":memory:", nil)
+	ts.c.MustQuery("create collection sessions (key text @unique, seen timestamp @sorted @ttl(30m), at timestamp @ttl(2h))")
+	ts.c.MustQuery(`put sessions [{key: "a", seen: now()}, {key: "b", seen: now()}, {key: "c", seen: now() - 1800000}, {key: "d", at: now() - 7200000}]`)
+	r, err := ts.c.Do("GET", "/collections", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"collections":[{"name":"sessions","documents":2,"fields":[` +
+		`{"name":"key","type":"text","index":"unique"},{"name":"seen","type":"timestamp","index":"sorted","ttl_ms":1800000},{"name":"at","type":"timestamp","index":null,"ttl_ms":7200000}]}]}` + "\n"
+	if string(r.Body) != want {
+		t.Errorf("got  %s\nwant %s", r.Body, want)
+	}
+}
+
 func TestToken(t *testing.T) {
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Token = "s3cret" })
 	tests := []struct {

@@ -192,6 +192,12 @@ export interface ErrorBody {
 export interface Field {
   index: "sorted" | "hash" | "unique" | "geo" | null;
   name: string;
+  /**
+   * The field's `@ttl` in milliseconds, present only on a field
+   * that has one: a document lapses once this field's time plus
+   * it is no longer after now (docs/fenecql.md, Expiry).
+   */
+  ttl_ms?: number;
   type: "int" | "float" | "text" | "bool" | "timestamp" | "json" | "geo";
 }
 
@@ -461,7 +467,8 @@ export function batch(
  * Every collection, with its fields, their types and indexes.
  *
  * A JWT held to a policy is shown only the collections it may read,
- * each with the count of the documents it may read.
+ * each with the count of the documents it may read. Documents whose
+ * `@ttl` has lapsed are not counted, swept or not.
  */
 export function collections(
   t: Transport,

@@ -242,10 +242,17 @@ class ErrorBody(_ErrorBodyRequired, total=False):
     at: int
 
 
-class Field(TypedDict):
+class _FieldRequired(TypedDict):
     index: Literal["sorted", "hash", "unique", "geo", None]
     name: str
     type: Literal["int", "float", "text", "bool", "timestamp", "json", "geo"]
+
+
+class Field(_FieldRequired, total=False):
+    # The field's `@ttl` in milliseconds, present only on a field
+    # that has one: a document lapses once this field's time plus
+    # it is no longer after now (docs/fenecql.md, Expiry).
+    ttl_ms: int
 
 
 class _HealthRequired(TypedDict):
@@ -701,7 +708,8 @@ def collections(
     """Every collection, with its fields, their types and indexes.
 
     A JWT held to a policy is shown only the collections it may read,
-    each with the count of the documents it may read."""
+    each with the count of the documents it may read. Documents whose
+    `@ttl` has lapsed are not counted, swept or not."""
     request = _request(
         http,
         COLLECTIONS,
@@ -722,7 +730,8 @@ async def collections_async(
     """Every collection, with its fields, their types and indexes.
 
     A JWT held to a policy is shown only the collections it may read,
-    each with the count of the documents it may read."""
+    each with the count of the documents it may read. Documents whose
+    `@ttl` has lapsed are not counted, swept or not."""
     request = _request(
         http,
         COLLECTIONS,

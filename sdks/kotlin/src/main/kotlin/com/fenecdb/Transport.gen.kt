@@ -291,7 +291,8 @@ internal fun batchRequest(
  * Every collection, with its fields, their types and indexes.
  *
  * A JWT held to a policy is shown only the collections it may read,
- * each with the count of the documents it may read.
+ * each with the count of the documents it may read. Documents whose
+ * `@ttl` has lapsed are not counted, swept or not.
  */
 internal fun collectionsRequest(
     base: URI,
