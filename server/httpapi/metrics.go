@@ -22,6 +22,7 @@ type Metrics struct {
 	requests   *prometheus.CounterVec
 	commit     prometheus.Histogram
 	fsyncs     prometheus.Counter
+	lapsed     prometheus.Counter
 	queues     queueRates
 
 	// The children of the vectors above that requests count, by their
@@ -65,6 +66,10 @@ func NewMetrics() *Metrics {
 			Name: "fenec_store_fsyncs_total",
 			Help: "Syncs (fdatasync) of the log that made group commits durable; one may cover several groups.",
 		}),
+		lapsed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenec_lapsed_deleted_total",
+			Help: "Documents whose @ttl lapsed that this node's sweeper deleted (only a cluster's leader sweeps).",
+		}),
 	}
 	m.queues = newQueueRates()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -72,7 +77,7 @@ func NewMetrics() *Metrics {
 		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
-	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, build,
+	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, build,
 		m.queues.claimed, m.queues.acked,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -431,6 +431,7 @@ func (s *Server) SweepLapsed(ctx context.Context, every time.Duration) {
 				break
 			}
 			total += n
+			s.metrics.lapsed.Add(float64(n))
 			if n < engine.SweepBatch {
 				break
 			}

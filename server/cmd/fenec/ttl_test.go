@@ -10,12 +10,18 @@ import (
 // storedDocs answers nd's fenec_documents for coll: the documents it
 // stores, lapsed or not (-1: not read).
 func storedDocs(c *testCluster, nd *clusterNode, coll string) float64 {
+	return metric(c, nd, `fenec_documents{collection="`+coll+`"}`)
+}
+
+// metric answers the sample named (with its labels) in nd's /_metrics;
+// -1: not read.
+func metric(c *testCluster, nd *clusterNode, name string) float64 {
 	r, err := c.client(nd).Do("GET", "/_metrics", nil, nil)
 	if err != nil || r.Status != 200 {
 		return -1
 	}
 	for _, line := range strings.Split(string(r.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, `fenec_documents{collection="`+coll+`"} `); ok {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}
@@ -110,4 +116,16 @@ func TestClusterTTLSweep(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	c.converge(20 * time.Second)
+	// Each lapsed document was deleted by one sweep, the leader's (or, had
+	// the leadership moved meanwhile, its successor's): never twice.
+	sum := 0.0
+	for _, nd := range c.nodes {
+		sum += metric(c, nd, "fenec_lapsed_deleted_total")
+	}
+	if sum != 40 {
+		t.Errorf("the nodes' fenec_lapsed_deleted_total add up to %v, want 40", sum)
+	}
+	if got := metric(c, lead, "fenec_lapsed_deleted_total"); got != 40 && c.leader(15*time.Second) == lead {
+		t.Errorf("the leader deleted %v lapsed documents, want 40", got)
+	}
 }
