@@ -9,7 +9,7 @@ NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
-.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick
+.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench
 
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
@@ -164,6 +164,14 @@ BENCH_NOTE ?=
 queue-bench: build
 	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 2s -rounds 3 \
 		-out results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
+
+# The recipes of docs/redis.md under load (a counter beside Redis's INCR, a
+# lock raced for, a rate limit, a million @ttl documents lapsing at once),
+# each checked for its property, into bench/results/redis.md. Not a test:
+# minutes long. REDIS_BENCH_FLAGS makes it smaller (-ttl-rows 100000 …).
+redis-bench: build
+	cd bench && $(GO) run ./cmd/queuebench -mode redis -fenec ../bin/fenec -out results \
+		-note "$(BENCH_NOTE)" $(REDIS_BENCH_FLAGS)
 
 # The same over 100 000 jobs, each cell one drive of 3 s, in a few minutes, into
 # bench/results/quick (not kept in git).

@@ -30,8 +30,21 @@ type Collection struct {
 	columns []string
 	limit   int // -1: none
 	offset  int // -1: none
+	near    *near
+	absent  *absent
 	err     error
 }
+
+// near is what Near and NearExact set: near <field> <point> [exact].
+type near struct {
+	field    string
+	lon, lat float64
+	exact    bool
+}
+
+// absent is what IfAbsent (set nil) and Upsert set: an insert renders
+// put c {…} if absent [else set {…}].
+type absent struct{ set *Doc }
 
 // cond is one condition of a where clause: a field compared with a value,
 // or a raw fragment.
@@ -188,6 +201,44 @@ func (c Collection) addOrder(field, dir string) Collection {
 
 // Limit keeps at most n rows: of a read, or of the rows an update or delete
 // picks (with [Collection.Order], the first n in that order).
+// Near orders the rows nearest first to the point (lon, lat) over a @geo
+// field: near field $n, the order of order distance(field, point)
+// (docs/fenecql.md). It replaces an earlier Near and takes no Order beside
+// it.
+func (c Collection) Near(field string, lon, lat float64) Collection {
+	return c.setNear(field, lon, lat, false)
+}
+
+// NearExact is [Collection.Near] rendered with exact: near field $n exact.
+func (c Collection) NearExact(field string, lon, lat float64) Collection {
+	return c.setNear(field, lon, lat, true)
+}
+
+func (c Collection) setNear(field string, lon, lat float64, exact bool) Collection {
+	if err := checkField(field); err != nil {
+		return c.with(err)
+	}
+	c.near = &near{field: field, lon: lon, lat: lat, exact: exact}
+	return c
+}
+
+// IfAbsent makes Insert and InsertMany write only documents not there yet:
+// put c {…} if absent, which writes nothing for a document whose id or
+// @unique value another holds (Result.Affected counts what was written).
+func (c Collection) IfAbsent() Collection {
+	c.absent = &absent{}
+	return c
+}
+
+// Upsert makes Insert an upsert: put c {…} if absent else set {…} writes
+// the document when it is absent, and else applies set to the one there.
+// In set a bare field reads the stored document and Expr("new.f") the
+// incoming one; Inc counts from 0.
+func (c Collection) Upsert(set Doc) Collection {
+	c.absent = &absent{set: &set}
+	return c
+}
+
 func (c Collection) Limit(n int) Collection {
 	if n < 0 {
 		return c.with(fmt.Errorf("fenecdb: limit must be a non-negative integer, not %d", n))

@@ -58,6 +58,15 @@ func TestBuilderErrors(t *testing.T) {
 		{"star among fields", func() (fenecdb.Statement, error) {
 			return jobs.Select("id", "*").RenderRows()
 		}, `field "*"`},
+		{"near Inf", func() (fenecdb.Statement, error) {
+			return jobs.Near("at", math.Inf(1), 1).RenderRows()
+		}, "finite"},
+		{"upsert with an Increment of NaN", func() (fenecdb.Statement, error) {
+			return jobs.Upsert(fenecdb.D("n", fenecdb.Inc(math.NaN()))).RenderInsert(fenecdb.D("key", "a"))
+		}, "finite"},
+		{"if absent on InsertMany with near", func() (fenecdb.Statement, error) {
+			return jobs.Near("at", 1, 2).IfAbsent().RenderInsertMany([]fenecdb.Doc{fenecdb.D("key", "a")})
+		}, "insert cannot use near"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, err := tc.render()

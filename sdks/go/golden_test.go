@@ -34,6 +34,9 @@ type (
 		Raw                 *fragment
 		N                   int
 		Fields              []string
+		Point               typedValue
+		Exact               bool
+		Set                 json.RawMessage
 	}
 	fragment struct {
 		Text string
@@ -106,6 +109,20 @@ func (c goldenCase) render(q fenecdb.Collection) (fenecdb.Statement, error) {
 			q = q.Offset(s.N)
 		case s.Op == "select":
 			q = q.Select(s.Fields...)
+		case s.Op == "near":
+			var p []float64
+			for _, v := range s.Point.List {
+				p = append(p, v.Go().(float64))
+			}
+			if s.Exact {
+				q = q.NearExact(s.Field, p[0], p[1])
+			} else {
+				q = q.Near(s.Field, p[0], p[1])
+			}
+		case s.Op == "ifAbsent":
+			q = q.IfAbsent()
+		case s.Op == "upsert":
+			q = q.Upsert(doc(s.Set))
 		}
 	}
 	e := c.End

@@ -77,14 +77,14 @@ func (r *renderer) value(what string, v any) error {
 }
 
 // doc writes {name: value, ...} for an insert, or for an update's patch,
-// where nil renders as null and an Increment as name + $n.
+// where nil renders as null and an Increment as coalesce(name, 0) + $n.
 func (r *renderer) doc(endpoint string, d Doc) error {
 	if d.err != nil {
 		return d.err
 	}
-	patch := endpoint == "update"
+	patch := endpoint == "update" || endpoint == "upsert"
 	if patch && len(d.names) == 0 {
-		return fmt.Errorf("fenecdb: update: an empty patch")
+		return fmt.Errorf("fenecdb: %s: an empty patch", endpoint)
 	}
 	for _, name := range d.names {
 		if !identRE.MatchString(name) {
@@ -108,7 +108,8 @@ func (r *renderer) doc(endpoint string, d Doc) error {
 			if !patch {
 				return fmt.Errorf("fenecdb: insert %s: inc is not a document value", name)
 			}
-			r.b.WriteString(name + " + ")
+			// coalesce: a field never set counts from 0 (docs/sdks.md, rule 8).
+			r.b.WriteString("coalesce(" + name + ", 0) + ")
 			r.param("inc "+name, v.by)
 		default:
 			if err := r.value(endpoint+" "+name, v); err != nil {
@@ -152,9 +153,19 @@ func (r *renderer) where(c Collection) error {
 	return nil
 }
 
-// pick writes the clauses that pick rows: order, limit and offset (which
-// only a read may have).
-func (r *renderer) pick(c Collection) {
+// pick writes the clauses that pick rows: near, order, limit and offset
+// (which only a read may have).
+func (r *renderer) pick(c Collection) error {
+	if n := c.near; n != nil {
+		if len(c.orders) > 0 {
+			return fmt.Errorf("fenecdb: near %s orders the rows: it takes no order beside it", n.field)
+		}
+		r.b.WriteString(" near " + n.field + " ")
+		r.param("near "+n.field, []float64{n.lon, n.lat})
+		if n.exact {
+			r.b.WriteString(" exact")
+		}
+	}
 	if len(c.orders) > 0 {
 		r.b.WriteString(" order " + strings.Join(c.orders, ", "))
 	}
@@ -164,6 +175,7 @@ func (r *renderer) pick(c Collection) {
 	if c.offset >= 0 {
 		r.b.WriteString(" offset " + strconv.Itoa(c.offset))
 	}
+	return nil
 }
 
 // statement answers what was rendered; rowsOf names the collection whose
@@ -186,7 +198,8 @@ func (c Collection) refuse(endpoint string, clauses ...string) error {
 	}
 	used := map[string]bool{
 		"where": len(c.conds) > 0, "order": len(c.orders) > 0, "limit": c.limit >= 0,
-		"offset": c.offset >= 0, "select": c.columns != nil,
+		"offset": c.offset >= 0, "select": c.columns != nil, "near": c.near != nil,
+		"IfAbsent or Upsert": c.absent != nil,
 	}
 	for _, clause := range clauses {
 		if used[clause] {
@@ -197,10 +210,10 @@ func (c Collection) refuse(endpoint string, clauses ...string) error {
 }
 
 // RenderRows renders what [Collection.Rows] sends:
-// get c [select …] [where …] [order …] [limit n] [offset n].
+// get c [select …] [where …] [near …] [order …] [limit n] [offset n].
 func (c Collection) RenderRows() (Statement, error) {
-	if c.err != nil {
-		return Statement{}, c.err
+	if err := c.refuse("a read", "IfAbsent or Upsert"); err != nil {
+		return Statement{}, err
 	}
 	var r renderer
 	r.b.WriteString("get " + c.name)
@@ -210,7 +223,9 @@ func (c Collection) RenderRows() (Statement, error) {
 	if err := r.where(c); err != nil {
 		return Statement{}, err
 	}
-	r.pick(c)
+	if err := r.pick(c); err != nil {
+		return Statement{}, err
+	}
 	return r.statement(c.name)
 }
 
@@ -218,10 +233,10 @@ func (c Collection) RenderRows() (Statement, error) {
 func (c Collection) RenderFirst() (Statement, error) { return c.Limit(1).RenderRows() }
 
 // RenderCount renders what [Collection.Count] sends: get c [where …] count.
-// The chain's select, order, limit and offset do not change a count.
+// The chain's select, near, order, limit and offset do not change a count.
 func (c Collection) RenderCount() (Statement, error) {
-	if c.err != nil {
-		return Statement{}, c.err
+	if err := c.refuse("count", "IfAbsent or Upsert"); err != nil {
+		return Statement{}, err
 	}
 	var r renderer
 	r.b.WriteString("get " + c.name)
@@ -232,30 +247,56 @@ func (c Collection) RenderCount() (Statement, error) {
 	return r.statement("")
 }
 
-// RenderInsert renders what [Collection.Insert] sends: insert c {…}.
+// RenderInsert renders what [Collection.Insert] sends: insert c {…}, or
+// after IfAbsent put c {…} if absent, or after Upsert
+// put c {…} if absent else set {…}.
 func (c Collection) RenderInsert(doc Doc) (Statement, error) {
-	if err := c.refuse("insert", "where", "order", "limit", "offset", "select"); err != nil {
+	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
 		return Statement{}, err
 	}
 	var r renderer
-	r.b.WriteString("insert " + c.name + " ")
+	r.b.WriteString(c.insertVerb() + c.name + " ")
 	if err := r.doc("insert", doc); err != nil {
+		return Statement{}, err
+	}
+	if err := r.absent(c); err != nil {
 		return Statement{}, err
 	}
 	return r.statement("")
 }
 
+// insertVerb is "put " for an insert if absent, else "insert ".
+func (c Collection) insertVerb() string {
+	if c.absent != nil {
+		return "put "
+	}
+	return "insert "
+}
+
+// absent writes an insert's if absent [else set {…}], if c has one.
+func (r *renderer) absent(c Collection) error {
+	if c.absent == nil {
+		return nil
+	}
+	r.b.WriteString(" if absent")
+	if c.absent.set == nil {
+		return nil
+	}
+	r.b.WriteString(" else set ")
+	return r.doc("upsert", *c.absent.set)
+}
+
 // RenderInsertMany renders what [Collection.InsertMany] sends:
 // insert c [{…}, …].
 func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
-	if err := c.refuse("insert", "where", "order", "limit", "offset", "select"); err != nil {
+	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
 		return Statement{}, err
 	}
 	if len(docs) == 0 {
 		return Statement{}, fmt.Errorf("fenecdb: insert: an empty list of documents")
 	}
 	var r renderer
-	r.b.WriteString("insert " + c.name + " [")
+	r.b.WriteString(c.insertVerb() + c.name + " [")
 	for i, d := range docs {
 		if i > 0 {
 			r.b.WriteString(", ")
@@ -265,24 +306,27 @@ func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
 		}
 	}
 	r.b.WriteByte(']')
+	if err := r.absent(c); err != nil {
+		return Statement{}, err
+	}
 	return r.statement("")
 }
 
 // RenderUpdate renders what [Collection.Update] sends:
-// set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n].
+// set c {k: v, …} [where …] [near …] [order …] [limit n] [returning …] [require n].
 func (c Collection) RenderUpdate(patch Doc, opts ...CallOption) (Statement, error) {
 	return c.write("update", &patch, opts)
 }
 
 // RenderDelete renders what [Collection.Delete] sends:
-// del c [where …] [order …] [limit n] [returning …] [require n].
+// del c [where …] [near …] [order …] [limit n] [returning …] [require n].
 func (c Collection) RenderDelete(opts ...CallOption) (Statement, error) {
 	return c.write("delete", nil, opts)
 }
 
 // write renders an update (set) or a delete (del).
 func (c Collection) write(endpoint string, patch *Doc, opts []CallOption) (Statement, error) {
-	if err := c.refuse(endpoint, "offset", "select"); err != nil {
+	if err := c.refuse(endpoint, "offset", "select", "IfAbsent or Upsert"); err != nil {
 		return Statement{}, err
 	}
 	o := readOptions(opts)
@@ -301,7 +345,9 @@ func (c Collection) write(endpoint string, patch *Doc, opts []CallOption) (State
 	if err := r.where(c); err != nil {
 		return Statement{}, err
 	}
-	r.pick(c)
+	if err := r.pick(c); err != nil {
+		return Statement{}, err
+	}
 	if o.returning != nil {
 		r.b.WriteString(" returning " + strings.Join(o.returning, ", "))
 	}

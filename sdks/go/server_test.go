@@ -534,3 +534,68 @@ func TestConcurrentCallsKeepTheirConnections(t *testing.T) {
 		t.Errorf("%d connections dialed for %d calls from %d goroutines on connections already made: they were closed after use", n, goroutines*rounds, goroutines)
 	}
 }
+
+// TestInsteadOfRedis: IfAbsent writes once; Upsert and Inc count from
+// nothing; Near answers nearest first (docs/redis.md).
+func TestInsteadOfRedis(t *testing.T) {
+	db, _ := server(t)
+	ctx := context.Background()
+	mustQuery(t, db, "create collection counters (key text @unique, n int)")
+	mustQuery(t, db, "create collection places (name text, at geo @geo)")
+	counters := db.From("counters")
+	n := func(key string) any {
+		t.Helper()
+		row, err := counters.Where("key", key).First(ctx)
+		if err != nil || row == nil {
+			t.Fatal(row, err)
+		}
+		return row.Get("n")
+	}
+	for i, want := range []int64{1, 0} {
+		res, err := counters.IfAbsent().Insert(ctx, fenecdb.D("key", "a", "n", 5+i))
+		if err != nil || res.Affected != want {
+			t.Fatalf("if absent #%d: %+v, %v; want %d written", i, res, err, want)
+		}
+	}
+	if got := n("a"); got != int64(5) {
+		t.Fatalf("n of a: %v, want 5 (the second put wrote nothing)", got)
+	}
+	hit := counters.Upsert(fenecdb.D("n", fenecdb.Inc(1)))
+	for range 3 {
+		if _, err := hit.Insert(ctx, fenecdb.D("key", "b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := n("b"); got != int64(2) { // written with n null, then coalesce(n, 0) + 1 twice
+		t.Fatalf("n of b: %v, want 2", got)
+	}
+	if _, err := counters.Upsert(fenecdb.D("n", fenecdb.Expr("n + new.n"))).Insert(ctx, fenecdb.D("key", "a", "n", 10)); err != nil || n("a") != int64(15) {
+		t.Fatalf("upsert with new.n: %v, n %v; want 15", err, n("a"))
+	}
+
+	places := db.From("places")
+	if _, err := places.InsertMany(ctx, []fenecdb.Doc{
+		fenecdb.D("name", "far", "at", []float64{10, 10}), fenecdb.D("name", "near", "at", []float64{1, 1}),
+		fenecdb.D("name", "mid", "at", []float64{5, 5}), fenecdb.D("name", "none"),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	names := func(q fenecdb.Collection) []any {
+		t.Helper()
+		rows, err := q.Select("name").Rows(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []any
+		for _, r := range rows {
+			out = append(out, r.Get("name"))
+		}
+		return out
+	}
+	if got := names(places.Near("at", 0, 0)); !reflect.DeepEqual(got, []any{"near", "mid", "far"}) {
+		t.Errorf("near [0, 0]: %v", got)
+	}
+	if got := names(places.NearExact("at", 9, 9).Limit(2)); !reflect.DeepEqual(got, []any{"far", "mid"}) {
+		t.Errorf("near [9, 9] exact: %v", got)
+	}
+}

@@ -119,7 +119,18 @@ func main() {
 	flag.BoolVar(&cfg.install, "install", true, "apt-get install PostgreSQL and Redis when they are missing")
 	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
 	flag.StringVar(&cfg.note, "note", "", "a `remark` for the header, such as what else the machine was doing")
-	out := flag.String("out", "", "write queue.md, queue.json and queue.png into this `directory`")
+	out := flag.String("out", "", "write queue.md, queue.json and queue.png (-mode redis: redis.md) into this `directory`")
+	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go)")
+	rc := recipes{}
+	flag.IntVar(&rc.incClients, "inc-clients", 16, "-mode redis: `clients` incrementing one counter")
+	flag.IntVar(&rc.incs, "incs", 10000, "-mode redis: increments `each` counter client sends")
+	flag.IntVar(&rc.lockClients, "lock-clients", 100, "-mode redis: `clients` racing for the lock")
+	flag.IntVar(&rc.lockRounds, "lock-rounds", 1000, "-mode redis: `rounds` of the lock race")
+	flag.IntVar(&rc.lapses, "lapses", 5, "-mode redis: `times` the lock is left to lapse")
+	flag.IntVar(&rc.rateClients, "rate-clients", 32, "-mode redis: `clients` asking the rate limit")
+	flag.IntVar(&rc.rateLimit, "rate-limit", 50, "-mode redis: requests `allowed` per 1 s window")
+	flag.DurationVar(&rc.rateFor, "rate-for", 5*time.Second, "-mode redis: how long the rate limit's clients ask")
+	flag.IntVar(&rc.ttlRows, "ttl-rows", 1000000, "-mode redis: `documents` lapsing at once")
 	docs := flag.String("docs", "", "replace the table between the queue-bench markers of this markdown `file`")
 	flag.Parse()
 	fail := func(err error) {
@@ -127,6 +138,17 @@ func main() {
 		os.Exit(1)
 	}
 	var err error
+	switch *mode {
+	case "queue":
+	case "redis":
+		rc.bin, rc.dir, rc.install, rc.note = cfg.bin, cfg.dir, cfg.install, cfg.note
+		if err := runRecipes(&rc, *out); err != nil {
+			fail(err)
+		}
+		return
+	default:
+		fail(fmt.Errorf("-mode: %q is neither queue nor redis", *mode))
+	}
 	if cfg.workers, err = parseWorkers(*workers); err != nil {
 		fail(err)
 	}

@@ -37,19 +37,35 @@ func ensurePeers() error {
 	if pgBin() != "" && err == nil {
 		return nil
 	}
-	if os.Geteuid() != 0 {
-		return errors.New("PostgreSQL or Redis is missing: run as root, or apt-get install -y postgresql redis-server")
+	if err := aptInstall("postgresql", "redis-server"); err != nil {
+		return err
 	}
-	for _, args := range [][]string{{"update"}, {"install", "-y", "postgresql", "redis-server"}} {
+	if pgBin() == "" {
+		return errors.New("apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/postgres")
+	}
+	return nil
+}
+
+// ensureRedis installs Redis from Debian's packages when it is missing.
+func ensureRedis() error {
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		return nil
+	}
+	return aptInstall("redis-server")
+}
+
+// aptInstall installs Debian's packages (as root).
+func aptInstall(pkgs ...string) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("%s missing: run as root, or apt-get install -y %s", strings.Join(pkgs, " or "), strings.Join(pkgs, " "))
+	}
+	for _, args := range [][]string{{"update"}, append([]string{"install", "-y"}, pkgs...)} {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("apt-get %s: %w", args[0], err)
 		}
-	}
-	if pgBin() == "" {
-		return errors.New("apt-get installed postgresql, but no /usr/lib/postgresql/*/bin/postgres")
 	}
 	return nil
 }

@@ -39,6 +39,10 @@ const O = (field: string, dir?: string): Step => (dir === undefined ? { op: 'ord
 const LIM = (n: number): Step => ({ op: 'limit', n });
 const OFF = (n: number): Step => ({ op: 'offset', n });
 const SEL = (...fields: string[]): Step => ({ op: 'select', fields });
+const NEAR = (field: string, point: Typed, exact?: boolean): Step => (exact === undefined ? { op: 'near', field, point } : { op: 'near', field, point, exact });
+const ABSENT: Step = { op: 'ifAbsent' };
+const UPSERT = (set: Doc): Step => ({ op: 'upsert', set });
+const PT = (lon: number, lat: number): Typed => L(F(lon), F(lat));
 
 // Ends.
 type Doc = Record<string, Typed>;
@@ -171,6 +175,27 @@ const CASES: Def[] = [
   ['delete returning star', 'jobs', [W('id', N(1))], DEL({ returning: ALL })],
   ['delete returning list and require', 'jobs', [W('id', N(1))], DEL({ returning: ['id', 'payload'], require: 1 })],
   ['delete pop', 'tasks', [WR('run_at <= now()'), O('priority', 'desc'), LIM(10)], DEL({ returning: ['id', 'payload'] })],
+  // instead of Redis (docs/redis.md): put … if absent, upsert, near
+  ['if absent', 'locks', [ABSENT], INS({ name: S('report'), owner: S('w1'), until: X('now() + ?', N(30000)) })],
+  ['if absent with an id', 'locks', [ABSENT], INS({ id: N(7), name: S('report') })],
+  ['if absent, a list', 'locks', [ABSENT], INS([{ name: S('a') }, { name: S('b') }])],
+  ['upsert', 'counters', [UPSERT({ n: INC(N(1)) })], INS({ key: S('hits'), n: N(1) })],
+  ['upsert reads the incoming document', 'counters', [UPSERT({ n: X('n + new.n'), seen: X('now()') })], INS({ key: S('hits'), n: N(5), seen: X('now()') })],
+  ['upsert with values and null', 'cache', [UPSERT({ value: S('v2'), hits: NULL, until: X('now() + ?', N(60000)) })], INS({ key: S('k'), value: S('v1'), until: X('now() + ?', N(60000)) })],
+  ['upsert numbering: the document, then the set', 'counters', [UPSERT({ n: INC(N(2)) })], INS({ key: S('a'), n: N(2) })],
+  ['upsert replaces if absent', 'counters', [ABSENT, UPSERT({ n: INC(N(1)) })], INS({ key: S('x'), n: N(1) })],
+  ['if absent replaces upsert', 'counters', [UPSERT({ n: INC(N(1)) }), ABSENT], INS({ key: S('x'), n: N(1) })],
+  ['near', 'places', [NEAR('at', PT(2.3522, 48.8566)), LIM(3)], ROWS],
+  ['near exact', 'places', [NEAR('at', PT(-0.1276, 51.5072), true), LIM(1)], ROWS],
+  ['near exact false renders bare', 'places', [NEAR('at', PT(1.5, 0.5), false), LIM(1)], ROWS],
+  ['near with where and select', 'places', [W('kind', S('cafe')), SEL('name'), NEAR('at', PT(2.29, 48.86)), LIM(5)], ROWS],
+  ['near with offset', 'places', [NEAR('at', PT(2.29, 48.86)), LIM(5), OFF(5)], ROWS],
+  ['near twice keeps the last', 'places', [NEAR('at', PT(1, 1)), NEAR('at', PT(2, 2)), LIM(1)], ROWS],
+  ['near first', 'places', [NEAR('at', PT(2.29, 48.86))], FIRST],
+  ['count drops near', 'places', [W('kind', S('cafe')), NEAR('at', PT(2.29, 48.86))], COUNT],
+  ['near in an update', 'places', [W('owner', NULL), NEAR('at', PT(2.29, 48.86)), LIM(1)], UPD({ owner: S('w1') }, { returning: ['id', 'name'] })],
+  ['near in a delete', 'places', [NEAR('at', PT(2.29, 48.86)), LIM(1)], DEL({ returning: ['name'] })],
+  ['inc counts from nothing', 'counters', [W('key', S('hits'))], UPD({ n: INC(N(1)) }, { returning: ['n'] })],
   // the seed page's worker loop
   ['seed claim', 'jobs', [WR('run_at <= now()'), O('run_at'), LIM(10)], UPD({ owner: S('w1:1842'), run_at: X('now() + ?', N(30000)), attempts: INC(N(1)) }, { returning: ALL })],
   ['seed ack', 'jobs', [W('id', N(1)), W('owner', S('w1:1842'))], DEL({ require: 1 })],
@@ -227,6 +252,20 @@ const CASES: Def[] = [
   ['insert with where', 'jobs', [W('id', N(1))], INS({ owner: S('w1') }), 'where'],
   ['inc in a document', 'jobs', [], INS({ attempts: INC(N(1)) }), 'inc'],
   ['inc as a where value', 'jobs', [W('attempts', INC(N(1)))], ROWS, 'inc'],
+  // refused: if absent, upsert, near
+  ['if absent with where', 'locks', [W('name', S('a')), ABSENT], INS({ name: S('a') }), 'where'],
+  ['if absent on a read', 'locks', [ABSENT], ROWS, 'absent'],
+  ['if absent on a count', 'locks', [ABSENT], COUNT, 'absent'],
+  ['upsert on an update', 'counters', [UPSERT({ n: INC(N(1)) })], UPD({ n: N(1) }), 'absent'],
+  ['if absent on a delete', 'locks', [ABSENT], DEL(), 'absent'],
+  ['upsert with an empty set', 'counters', [UPSERT({})], INS({ key: S('a') }), 'empty'],
+  ['upsert with a dotted key', 'counters', [UPSERT({ 'meta.n': N(1) })], INS({ key: S('a') }), 'identifier'],
+  ['upsert with a bad key', 'counters', [UPSERT({ 'n}': N(1) })], INS({ key: S('a') }), 'field'],
+  ['upsert with NaN', 'counters', [UPSERT({ n: F('NaN') })], INS({ key: S('a') }), 'finite'],
+  ['near on an insert', 'places', [NEAR('at', PT(1, 1))], INS({ name: S('x') }), 'near'],
+  ['near with order', 'places', [NEAR('at', PT(1, 1)), O('name')], ROWS, 'order'],
+  ['near with a bad field', 'places', [NEAR('at;', PT(1, 1))], ROWS, 'field'],
+  ['near with NaN', 'places', [NEAR('at', L(F('NaN'), F(1)))], ROWS, 'finite'],
 ];
 
 /** Renders every case: the golden file's content. */

@@ -31,7 +31,10 @@ export type Step =
   | { op: 'where'; raw: Fragment }
   | { op: 'order'; field: string; dir?: string }
   | { op: 'limit' | 'offset'; n: number }
-  | { op: 'select'; fields: string[] };
+  | { op: 'select'; fields: string[] }
+  | { op: 'near'; field: string; point: Typed; exact?: boolean }
+  | { op: 'ifAbsent' }
+  | { op: 'upsert'; set: Record<string, Typed> };
 
 /** What renders the statement. */
 export type End =
@@ -77,6 +80,9 @@ export function render(db: Client, c: Pick<Case, 'from' | 'steps' | 'end'>): Sta
     else if (s.op === 'where') q = q.where(s.field, value(s.value));
     else if (s.op === 'order') q = q.order(s.field, s.dir as 'asc' | undefined);
     else if (s.op === 'select') q = q.select(...s.fields);
+    else if (s.op === 'near') q = q.near(s.field, value(s.point) as [number, number], s.exact === undefined ? {} : { exact: s.exact });
+    else if (s.op === 'ifAbsent') q = q.ifAbsent();
+    else if (s.op === 'upsert') q = q.upsert(doc(s.set));
     else q = q[s.op](s.n);
   }
   const e = c.end;

@@ -5,6 +5,7 @@ import {
   type Direction,
   fieldList,
   type Operator,
+  point,
   renderCount,
   renderDelete,
   renderInsert,
@@ -146,6 +147,36 @@ export class Query<T extends object = Row> {
     return this.#with({ select: fieldList('select', fields) });
   }
 
+  /**
+   * Orders the rows nearest first to `point` (`[longitude, latitude]`) over
+   * a `@geo` field: `near field $n`, the same order as
+   * `order distance(field, point)`. With `exact: true` it renders
+   * `near field $n exact` (docs/fenecql.md). It takes no `order` beside it.
+   */
+  near(field: Field<T> | Path, at: readonly [number, number], opts: { exact?: boolean } = {}): Query<T> {
+    const f = fieldName(field);
+    return this.#with({ near: Object.freeze({ field: f, point: point(f, at), exact: opts.exact === true }) });
+  }
+
+  /**
+   * Makes `insert` write only a document that is not there yet:
+   * `put c {…} if absent`, which answers 1, or 0 when a document already
+   * holds its `id` or one of its `@unique` values (and writes nothing).
+   */
+  ifAbsent(): Query<T> {
+    return this.#with({ absent: Object.freeze({}) });
+  }
+
+  /**
+   * Makes `insert` an upsert: `put c {…} if absent else set {…}` writes the
+   * document when it is not there, and else applies `set` to the one that
+   * is. In `set`, a bare field reads the stored document and
+   * `expr('new.f')` the incoming one; `inc(n)` counts from 0 on either path.
+   */
+  upsert(set: Patch<T>): Query<T> {
+    return this.#with({ absent: Object.freeze({ set }) });
+  }
+
   /** Renders the read `rows()` sends. */
   toQuery(): Statement;
   /** Renders what an endpoint sends, without sending it (for `db.batch`, logs and tests). */
@@ -172,7 +203,7 @@ export class Query<T extends object = Row> {
     }
   }
 
-  /** Reads the rows: `get c [select …] [where …] [order …] [limit n] [offset n]`. */
+  /** Reads the rows: `get c [select …] [where …] [near …] [order …] [limit n] [offset n]`. */
   async rows(opts: ReadOptions = {}): Promise<T[]> {
     return rows<T>(await this.#runner.run(this.toQuery('rows'), opts));
   }
@@ -189,7 +220,11 @@ export class Query<T extends object = Row> {
     return n;
   }
 
-  /** Inserts a document, or several at once; answers how many were written. A taken id is 409. */
+  /**
+   * Inserts a document, or several at once; answers how many were written.
+   * A taken id is 409 — unless the builder says `ifAbsent()` (then 0) or
+   * `upsert(set)`.
+   */
   async insert(docs: Doc<T> | readonly Doc<T>[], opts: InsertOptions = {}): Promise<number> {
     return affected(await this.#runner.run(this.toQuery('insert', docs), opts));
   }

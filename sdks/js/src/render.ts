@@ -39,6 +39,10 @@ export interface State {
   readonly select?: readonly string[];
   readonly limit?: number;
   readonly offset?: number;
+  /** `near <field> <point> [exact]`: nearest first over a `@geo` field. */
+  readonly near?: { readonly field: string; readonly point: readonly [number, number]; readonly exact: boolean };
+  /** `ifAbsent()` (no `set`) or `upsert(set)`: an insert renders `put c {…} if absent [else set {…}]`. */
+  readonly absent?: { readonly set?: unknown };
 }
 
 /** The options that change a write's text. */
@@ -85,19 +89,25 @@ function whereValue(field: string, v: unknown): unknown {
 export function renderRows(s: State): Statement {
   const p = new Params();
   const select = s.select ? ` select ${s.select.join(', ')}` : '';
-  const query = `get ${s.collection}${select}${where(s, p)}${order(s)}${limits(s, true)}`;
+  refuse(s, 'a read', ['absent']);
+  const query = `get ${s.collection}${select}${where(s, p)}${near(s, p)}${order(s)}${limits(s, true)}`;
   return { query, params: p.values, collection: s.collection };
 }
 
 /** `get c [where …] count`. */
 export function renderCount(s: State): Statement {
+  refuse(s, 'count', ['absent']);
   const p = new Params();
   return { query: `get ${s.collection}${where(s, p)} count`, params: p.values };
 }
 
-/** `insert c {…}` or `insert c [{…}, …]`. */
+/**
+ * `insert c {…}` or `insert c [{…}, …]`; after `ifAbsent()`,
+ * `put c {…} if absent`, and after `upsert(set)`,
+ * `put c {…} if absent else set {…}`.
+ */
 export function renderInsert(s: State, docs: unknown): Statement {
-  refuse(s, 'insert', ['where', 'order', 'limit', 'offset', 'select']);
+  refuse(s, 'insert', ['where', 'order', 'limit', 'offset', 'select', 'near']);
   const p = new Params();
   let text: string;
   if (Array.isArray(docs)) {
@@ -106,25 +116,25 @@ export function renderInsert(s: State, docs: unknown): Statement {
   } else {
     text = doc(docs, p);
   }
-  return { query: `insert ${s.collection} ${text}`, params: p.values };
+  if (s.absent === undefined) return { query: `insert ${s.collection} ${text}`, params: p.values };
+  const set = s.absent.set === undefined ? '' : ` else set ${patch('upsert', s.absent.set, p)}`;
+  return { query: `put ${s.collection} ${text} if absent${set}`, params: p.values };
 }
 
 /** `set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n]`. */
-export function renderUpdate(s: State, patch: unknown, opts: WriteClauses = {}): Statement {
-  refuse(s, 'update', ['offset', 'select']);
-  const entries = fields('update', patch);
-  if (entries.length === 0) throw new TypeError('update: an empty patch');
+export function renderUpdate(s: State, patch_: unknown, opts: WriteClauses = {}): Statement {
+  refuse(s, 'update', ['offset', 'select', 'absent']);
   const p = new Params();
-  const set = entries.map(([k, v]) => `${k}: ${patchValue(k, v, p)}`).join(', ');
-  const query = `set ${s.collection} {${set}}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
+  const set = patch('update', patch_, p);
+  const query = `set ${s.collection} ${set}${where(s, p)}${near(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
   return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
 /** `del c [where …] [order …] [limit n] [returning …] [require n]`. */
 export function renderDelete(s: State, opts: WriteClauses = {}): Statement {
-  refuse(s, 'delete', ['offset', 'select']);
+  refuse(s, 'delete', ['offset', 'select', 'absent']);
   const p = new Params();
-  const query = `del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
+  const query = `del ${s.collection}${where(s, p)}${near(s, p)}${order(s)}${limits(s, false)}${writeTail(opts)}`;
   return answersRows(opts) ? { query, params: p.values, collection: s.collection } : { query, params: p.values };
 }
 
@@ -139,7 +149,7 @@ function refuse(s: State, endpoint: string, clauses: readonly (keyof State)[]): 
   for (const c of clauses) {
     const v = s[c];
     if (v !== undefined && !(Array.isArray(v) && v.length === 0)) {
-      throw new TypeError(`${endpoint} cannot use ${c}`);
+      throw new TypeError(`${endpoint} cannot use ${c === 'absent' ? 'ifAbsent or upsert' : c}`);
     }
   }
 }
@@ -153,6 +163,21 @@ function where(s: State, p: Params): string {
     return `${c.field} ${c.op} ${c.value instanceof Expr ? c.value.render(p) : p.add(c.value)}`;
   });
   return ` where ${parts.join(' and ')}`;
+}
+
+function near(s: State, p: Params): string {
+  if (s.near === undefined) return '';
+  if (s.order.length > 0) throw new TypeError(`near ${s.near.field} orders the rows: it takes no order`);
+  return ` near ${s.near.field} ${p.add([...s.near.point])}${s.near.exact ? ' exact' : ''}`;
+}
+
+/** Checks a point of `near`: `[longitude, latitude]`, two finite numbers. */
+export function point(field: string, v: unknown): readonly [number, number] {
+  if (!Array.isArray(v) || v.length !== 2 || !v.every((x) => typeof x === 'number')) {
+    throw new TypeError(`near ${field}: a point is [longitude, latitude], not ${Array.isArray(v) ? `a list of ${v.length}` : typeof v}`);
+  }
+  paramValue(`near ${field}`, v);
+  return Object.freeze([v[0] as number, v[1] as number]);
 }
 
 function order(s: State): string {
@@ -189,6 +214,13 @@ function fields(what: string, obj: unknown): [string, unknown][] {
   return entries;
 }
 
+/** `{k: v, …}` of an update or an upsert's `else set`. */
+function patch(what: string, obj: unknown, p: Params): string {
+  const entries = fields(what, obj);
+  if (entries.length === 0) throw new TypeError(`${what}: an empty patch`);
+  return `{${entries.map(([k, v]) => `${k}: ${patchValue(what, k, v, p)}`).join(', ')}}`;
+}
+
 function doc(d: unknown, p: Params): string {
   const parts = fields('insert', d).map(([k, v]) => {
     if (v instanceof Inc || v instanceof Raw) {
@@ -199,10 +231,12 @@ function doc(d: unknown, p: Params): string {
   return `{${parts.join(', ')}}`;
 }
 
-function patchValue(k: string, v: unknown, p: Params): string {
+// inc counts from nothing: a null (or, in an upsert, never written) field
+// is 0, so a counter needs no first write (docs/sdks.md, rule 8).
+function patchValue(what: string, k: string, v: unknown, p: Params): string {
   if (v === null) return 'null';
   if (v instanceof Expr) return v.render(p);
-  if (v instanceof Inc) return `${k} + ${p.add(v.by)}`;
-  if (v instanceof Raw) throw new TypeError(`update ${k}: raw is not a value (use expr)`);
-  return p.add(paramValue(`update ${k}`, v));
+  if (v instanceof Inc) return `coalesce(${k}, 0) + ${p.add(v.by)}`;
+  if (v instanceof Raw) throw new TypeError(`${what} ${k}: raw is not a value (use expr)`);
+  return p.add(paramValue(`${what} ${k}`, v));
 }

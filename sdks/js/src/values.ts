@@ -190,7 +190,7 @@ export function expr(text: string, ...args: unknown[]): Expr {
 
 /**
  * A patch value that adds `n` to the field: `{attempts: inc(1)}` renders
- * `attempts: attempts + $1`.
+ * `attempts: coalesce(attempts, 0) + $1`: a field never set counts from 0.
  */
 export function inc(n: number | bigint = 1): Inc {
   return new Inc(n);

@@ -34,11 +34,34 @@ describe('the builder', () => {
     assert.throws(() => raw('a = ?', undefined), /undefined/);
   });
 
+  test('refuses a point of near that is not [longitude, latitude], at the call', () => {
+    const places = db.from('places');
+    for (const bad of [[1], [1, 2, 3], 'paris', [1, '2'], [1n, 2], { lon: 1, lat: 2 }]) {
+      assert.throws(() => places.near('at', bad as never), /point is \[longitude, latitude\]/, String(bad));
+    }
+    assert.throws(() => places.near('at', [1, Number.POSITIVE_INFINITY]), /finite/);
+    assert.throws(() => places.near('at; del', [1, 2]), /field/);
+  });
+
+  test('keeps the point of near apart from later changes to the array', () => {
+    const at: [number, number] = [2.35, 48.85];
+    const q = db.from('places').near('at', at).limit(1);
+    at[0] = 0;
+    assert.deepEqual(q.toQuery(), { query: 'get places near at $1 limit 1', params: [[2.35, 48.85]], collection: 'places' });
+  });
+
+  test('ifAbsent and upsert render on insert alone', () => {
+    const counters = db.from('counters');
+    assert.equal(counters.ifAbsent().toQuery('insert', { key: 'hits' }).query, 'put counters {key: $1} if absent');
+    assert.throws(() => counters.ifAbsent().toQuery('first'), /cannot use ifAbsent/);
+    assert.throws(() => counters.upsert({ n: inc(1) }).toQuery('update', { n: 1 }), /cannot use ifAbsent or upsert/);
+  });
+
   test('renders the seed page worker loop', () => {
     const jobs = db.from('jobs');
     const claim = jobs.where(raw('run_at <= now()')).order('run_at').limit(10)
       .toQuery('update', { owner: 'w1:1842', run_at: expr('now() + ?', 30000), attempts: inc(1) }, { returning: true });
-    assert.equal(claim.query, 'set jobs {owner: $1, run_at: now() + $2, attempts: attempts + $3} where run_at <= now() order run_at limit 10 returning *');
+    assert.equal(claim.query, 'set jobs {owner: $1, run_at: now() + $2, attempts: coalesce(attempts, 0) + $3} where run_at <= now() order run_at limit 10 returning *');
     assert.deepEqual(claim.params, ['w1:1842', 30000, 1]);
   });
 });
@@ -59,7 +82,7 @@ describe('requests', () => {
     assert.equal(req?.headers['fenec-wait'], '30000');
     assert.equal(req?.headers['idempotency-key'], 'k-1');
     assert.equal(req?.headers['content-type'], 'application/json');
-    assert.deepEqual(req?.body, { query: 'set jobs {attempts: attempts + $1} where owner = $2 returning *', params: [1, 'w1'] });
+    assert.deepEqual(req?.body, { query: 'set jobs {attempts: coalesce(attempts, 0) + $1} where owner = $2 returning *', params: [1, 'w1'] });
   });
 
   test('send no header that was not asked for', async () => {

@@ -272,6 +272,36 @@ describe('held claims', () => {
   });
 });
 
+describe('instead of Redis (docs/redis.md)', () => {
+  test('ifAbsent writes once; upsert and inc count from nothing; near answers nearest first', async () => {
+    await db.query('drop collection if exists counters');
+    await db.query('drop collection if exists places');
+    await db.query('create collection counters (key text @unique, n int)');
+    await db.query('create collection places (name text, at geo @geo)');
+    const counters = db.from('counters');
+    assert.equal(await counters.ifAbsent().insert({ key: 'a', n: 5 }), 1);
+    assert.equal(await counters.ifAbsent().insert({ key: 'a', n: 9 }), 0);
+    assert.equal((await counters.where('key', 'a').first())?.n, 5);
+    const hit = counters.upsert({ n: inc(1) });
+    assert.equal(await hit.insert({ key: 'b' }), 1); // absent: written as given, n null
+    assert.equal(await hit.insert({ key: 'b' }), 1); // there: coalesce(null, 0) + 1
+    assert.equal(await hit.insert({ key: 'b' }), 1);
+    assert.equal((await counters.where('key', 'b').first())?.n, 2);
+    await counters.upsert({ n: expr('n + new.n') }).insert({ key: 'a', n: 10 });
+    assert.equal((await counters.where('key', 'a').first())?.n, 15);
+    await db.query('put counters {key: "c"}');
+    assert.deepEqual(await counters.where('key', 'c').update({ n: inc(3) }, { returning: ['n'] }), [{ n: 3 }]);
+
+    const places = db.from('places');
+    await places.insert([{ name: 'far', at: [10, 10] }, { name: 'near', at: [1, 1] }, { name: 'mid', at: [5, 5] }, { name: 'none' }]);
+    const names = async (q: typeof places) => (await q.select('name').rows()).map((r) => r.name);
+    assert.deepEqual(await names(places.near('at', [0, 0])), ['near', 'mid', 'far']);
+    assert.deepEqual(await names(places.near('at', [9, 9], { exact: true }).limit(2)), ['far', 'mid']);
+    assert.deepEqual(await places.near('at', [6, 6]).limit(1).update({ name: 'taken' }, { returning: ['name'] }), [{ name: 'taken' }]);
+    assert.equal(await places.where('name', 'taken').near('at', [0, 0]).count(), 1);
+  });
+});
+
 describe('golden statements', () => {
   // Every field a golden case names, so each statement runs rather than only parses.
   const GOLDEN_SCHEMA = [
@@ -280,6 +310,10 @@ describe('golden statements', () => {
     'create collection users (name text @unique, active bool)',
     'create collection posts (tags json)',
     'create collection stock (sku text, qty int, weight float)',
+    'create collection locks (name text @unique, owner text, until timestamp)',
+    'create collection counters (key text @unique, n int, seen timestamp)',
+    'create collection cache (key text @unique, value text, hits int, until timestamp)',
+    'create collection places (name text, kind text, owner text, at geo @geo)',
   ];
 
   test('every golden statement runs on the server: answered, or 412 unmet for a require on empty collections', async () => {
@@ -287,7 +321,7 @@ describe('golden statements', () => {
     const statements = cases.filter((c) => c.query !== undefined);
     assert.ok(statements.length >= 100, `${statements.length} statements`);
     for (const c of statements) {
-      for (const name of ['jobs', 'tasks', 'users', 'posts', 'stock']) await db.query(`drop collection if exists ${name}`);
+      for (const name of ['jobs', 'tasks', 'users', 'posts', 'stock', 'locks', 'counters', 'cache', 'places']) await db.query(`drop collection if exists ${name}`);
       for (const s of GOLDEN_SCHEMA) await db.query(s);
       const err = await db.query(c.query!, c.params).then(() => undefined, (e: unknown) => e);
       if (err === undefined) continue;

@@ -62,6 +62,12 @@ def render_case(case: Dict[str, Any]) -> Statement:
             q = getattr(q, op)(step["n"])
         elif op == "select":
             q = q.select(*step["fields"])
+        elif op == "near":
+            q = q.near(step["field"], value(step["point"]), **({"exact": step["exact"]} if "exact" in step else {}))
+        elif op == "ifAbsent":
+            q = q.if_absent()
+        elif op == "upsert":
+            q = q.upsert({k: value(v) for k, v in step["set"].items()})
         else:
             raise AssertionError(f"unknown step {op}")
     end = case["end"]
@@ -171,7 +177,7 @@ HAND_CASES: List[Dict[str, Any]] = [
                {"op": "order", "field": "run_at"}, {"op": "limit", "n": 3}],
      "end": {"op": "update", "patch": {"owner": OWNER, "run_at": {"expr": {"text": "now() + ?", "args": [{"int": "30000"}]}},
                                        "attempts": {"inc": {"int": "1"}}}, "returning": ["*"]},
-     "query": "set jobs {owner: $1, run_at: now() + $2, attempts: attempts + $3} where (run_at <= now()) and (queue = $4) "
+     "query": "set jobs {owner: $1, run_at: now() + $2, attempts: coalesce(attempts, 0) + $3} where (run_at <= now()) and (queue = $4) "
               "order run_at limit 3 returning *",
      "params": ["w-ab12:7", 30000, 1, "mail"]},
 ]
@@ -193,7 +199,7 @@ def test_seed_worker_loop() -> None:
         .render_update({"owner": "w1:1842", "run_at": expr("now() + ?", 30000), "attempts": inc(1)}, returning=True)
     )
     assert claim == Statement(
-        "set jobs {owner: $1, run_at: now() + $2, attempts: attempts + $3}"
+        "set jobs {owner: $1, run_at: now() + $2, attempts: coalesce(attempts, 0) + $3}"
         " where run_at <= now() order run_at limit 10 returning *",
         ("w1:1842", 30000, 1),
     )
@@ -282,6 +288,13 @@ def test_immutable() -> None:
         (lambda: jobs.render_insert({"a": inc(1)}), "inc"),
         (lambda: jobs.where("a", raw("x")).render_rows(), "raw"),
         (lambda: inc("1"), "number"),  # type: ignore[arg-type]
+        (lambda: jobs.near("at", [1]), "point"),
+        (lambda: jobs.near("at", [1, 2, 3]), "point"),
+        (lambda: jobs.near("at", "xy"), "point"),  # type: ignore[arg-type]
+        (lambda: jobs.near("at", [True, 1]), "point"),
+        (lambda: jobs.near("at", {"lon": 1, "lat": 2}), "point"),  # type: ignore[arg-type]
+        (lambda: jobs.near("at", [1, float("inf")]), "finite"),
+        (lambda: jobs.if_absent().render_first(), "if_absent"),
     ],
 )
 def test_refusals(make: Any, word: str) -> None:

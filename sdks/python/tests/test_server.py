@@ -154,3 +154,28 @@ def test_health_of_a_failed_store(start_server: StartServer, tmp_path: Path) -> 
             server.stop()
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_instead_of_redis(server: Server) -> None:
+    """if_absent writes once; upsert and inc count from nothing; near answers
+    nearest first (docs/redis.md)."""
+    db = fenecdb.connect(server.url)
+    db.query("create collection counters (key text @unique, n int)")
+    db.query("create collection places (name text, at geo @geo)")
+    counters = db.collection("counters")
+    assert counters.if_absent().insert({"key": "a", "n": 5}) == 1
+    assert counters.if_absent().insert({"key": "a", "n": 9}) == 0
+    assert (counters.where("key", "a").first() or {})["n"] == 5
+    hit = counters.upsert({"n": inc(1)})
+    for _ in range(3):
+        assert hit.insert({"key": "b"}) == 1  # written with n null, then coalesce(n, 0) + 1 twice
+    assert (counters.where("key", "b").first() or {})["n"] == 2
+    counters.upsert({"n": expr("n + new.n")}).insert({"key": "a", "n": 10})
+    assert (counters.where("key", "a").first() or {})["n"] == 15
+
+    places = db.collection("places")
+    places.insert([{"name": "far", "at": [10, 10]}, {"name": "near", "at": [1, 1]}, {"name": "mid", "at": [5, 5]}, {"name": "none"}])
+    assert [r["name"] for r in places.near("at", [0, 0]).select("name").rows()] == ["near", "mid", "far"]
+    assert [r["name"] for r in places.near("at", [9, 9], exact=True).limit(2).select("name").rows()] == ["far", "mid"]
+    taken = places.near("at", (6, 6)).limit(1).update({"name": "taken"}, returning=["name"])
+    assert [r["name"] for r in taken] == ["taken"]

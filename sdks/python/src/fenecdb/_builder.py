@@ -77,7 +77,8 @@ def expr(text: str, *args: Any) -> Expr:
 
 def inc(by: Union[int, float] = 1) -> Inc:
     """A patch value adding ``by`` to the field's own value:
-    ``{"attempts": inc(1)}`` renders ``attempts: attempts + $n``."""
+    ``{"attempts": inc(1)}`` renders ``attempts: coalesce(attempts, 0) + $n``,
+    so a field never set counts from 0."""
     if isinstance(by, bool) or not isinstance(by, (int, float)):
         raise ValueError(f"inc() takes a finite number, got {by!r}")
     check_finite(by, "inc()")
@@ -167,16 +168,16 @@ def _doc_text(doc: Mapping[str, Any], params: _Params) -> str:
     return "{" + ", ".join(items) + "}"
 
 
-def _patch_text(patch: Mapping[str, Any], params: _Params) -> str:
+def _patch_text(patch: Mapping[str, Any], params: _Params, what: str = "update") -> str:
     if not isinstance(patch, Mapping) or not patch:
-        raise ValueError(f"update takes a patch (a dict) of one or more fields, got an empty {patch!r}")
+        raise ValueError(f"{what} takes a patch (a dict) of one or more fields, got an empty {patch!r}")
     items = []
     for key, value in patch.items():
         key = _name("field", key, _IDENT)
         if value is None:
             text = "null"
         elif isinstance(value, Inc):
-            text = f"{key} + {params.add(value.by)}"
+            text = f"coalesce({key}, 0) + {params.add(value.by)}"
         else:
             text = params.value(value)
         items.append(f"{key}: {text}")
@@ -215,6 +216,8 @@ class Query(Generic[_DB]):
     _limit: Optional[int] = field(default=None, repr=False)
     _offset: Optional[int] = field(default=None, repr=False)
     _select: Tuple[str, ...] = field(default=(), repr=False)
+    _near: Optional[Tuple[str, Tuple[float, float], bool]] = field(default=None, repr=False)
+    _absent: Optional[Tuple[Optional[Mapping[str, Any]]]] = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         _name("collection", self.name, _IDENT)
@@ -272,8 +275,39 @@ class Query(Generic[_DB]):
         no select does."""
         return replace(self, _select=_fields("select", fields))
 
+    def near(self: _Q, field: str, point: Sequence[float], *, exact: bool = False) -> _Q:
+        """Order the rows nearest first to ``point`` (``[longitude,
+        latitude]``) over a ``@geo`` field: ``near field $n``, the order of
+        ``order distance(field, point)``; ``exact=True`` renders
+        ``near field $n exact`` (docs/fenecql.md). It replaces an earlier
+        near and takes no ``order`` beside it."""
+        name = _name("field", field)
+        if (
+            isinstance(point, (str, bytes))
+            or not isinstance(point, Sequence)
+            or len(point) != 2
+            or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in point)
+        ):
+            raise ValueError(f"near({name!r}): a point is [longitude, latitude], got {point!r}")
+        check_finite(list(point), f"near({name!r})")
+        return replace(self, _near=(name, (point[0], point[1]), exact is True))
+
+    def if_absent(self: _Q) -> _Q:
+        """Make :meth:`insert` write only documents not there yet:
+        ``put c {…} if absent``, which answers 1, or 0 when a document already
+        holds its ``id`` or one of its ``@unique`` values (writing nothing)."""
+        return replace(self, _absent=(None,))
+
+    def upsert(self: _Q, set: Mapping[str, Any]) -> _Q:
+        """Make :meth:`insert` an upsert: ``put c {…} if absent else set {…}``
+        writes the document when it is not there, and else applies ``set`` to
+        the one that is. In ``set`` a bare field reads the stored document and
+        ``expr("new.f")`` the incoming one; ``inc(n)`` counts from 0."""
+        return replace(self, _absent=(set,))
+
     def render_rows(self) -> Statement:
         """The statement :meth:`rows` sends."""
+        self._refuse("a read", "absent")
         params = _Params()
         parts = [f"get {self.name}"]
         if self._select:
@@ -287,13 +321,14 @@ class Query(Generic[_DB]):
 
     def render_count(self) -> Statement:
         """The statement :meth:`count` sends."""
+        self._refuse("count", "absent")
         params = _Params()
         parts = [f"get {self.name}", *self._conditions(params), "count"]
         return Statement(" ".join(parts), tuple(params.values), self.name)
 
     def render_insert(self, docs: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> Statement:
         """The statement :meth:`insert` sends: one document, or a list of them."""
-        self._refuse("insert", "where", "order", "limit", "offset", "select")
+        self._refuse("insert", "where", "order", "limit", "offset", "select", "near")
         params = _Params()
         if isinstance(docs, Mapping):
             text = _doc_text(docs, params)
@@ -301,13 +336,17 @@ class Query(Generic[_DB]):
             if isinstance(docs, (str, bytes)) or not docs:
                 raise ValueError(f"insert takes a document or a list of one or more, got an empty {docs!r}")
             text = "[" + ", ".join(_doc_text(d, params) for d in docs) + "]"
-        return Statement(f"insert {self.name} {text}", tuple(params.values), self.name)
+        if self._absent is None:
+            return Statement(f"insert {self.name} {text}", tuple(params.values), self.name)
+        (set_,) = self._absent
+        tail = "" if set_ is None else " else set " + _patch_text(set_, params, "upsert")
+        return Statement(f"put {self.name} {text} if absent{tail}", tuple(params.values), self.name)
 
     def render_update(
         self, patch: Mapping[str, Any], *, returning: Returning = False, require: Optional[int] = None
     ) -> Statement:
         """The statement :meth:`update` sends."""
-        self._refuse("update", "offset", "select")
+        self._refuse("update", "offset", "select", "absent")
         params = _Params()
         parts = [f"set {self.name} {_patch_text(patch, params)}"]
         parts += self._tail(params)
@@ -316,7 +355,7 @@ class Query(Generic[_DB]):
 
     def render_delete(self, *, returning: Returning = False, require: Optional[int] = None) -> Statement:
         """The statement :meth:`delete` sends."""
-        self._refuse("delete", "offset", "select")
+        self._refuse("delete", "offset", "select", "absent")
         params = _Params()
         parts = [f"del {self.name}", *self._tail(params), *self._write_tail(returning, require)]
         return Statement(" ".join(parts), tuple(params.values), self.name)
@@ -324,7 +363,8 @@ class Query(Generic[_DB]):
     def _refuse(self, endpoint: str, *clauses: str) -> None:
         for clause in clauses:
             if getattr(self, "_" + clause) not in (None, ()):
-                raise ValueError(f"{clause} does not apply to {endpoint}")
+                name = "if_absent or upsert" if clause == "absent" else clause
+                raise ValueError(f"{name} does not apply to {endpoint}")
 
     def _conditions(self, params: _Params) -> List[str]:
         if not self._where:
@@ -343,6 +383,11 @@ class Query(Generic[_DB]):
 
     def _tail(self, params: _Params) -> List[str]:
         parts = self._conditions(params)
+        if self._near is not None:
+            field, point, exact = self._near
+            if self._order:
+                raise ValueError(f"near({field!r}) orders the rows: it takes no order beside it")
+            parts.append(f"near {field} {params.add(list(point))}" + (" exact" if exact else ""))
         if self._order:
             parts.append("order " + ", ".join(self._order))
         if self._limit is not None:

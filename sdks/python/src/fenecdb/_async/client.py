@@ -216,7 +216,9 @@ class AsyncCollection(Query[AsyncClient]):
         timeout: Optional[float] = DEFAULT,
     ) -> Affected:
         """Insert a document or a list of them; answers how many. A taken id
-        or ``@unique`` value raises :class:`Conflict` and writes nothing."""
+        or ``@unique`` value raises :class:`Conflict` and writes nothing —
+        unless the query says :meth:`if_absent` (then it counts 0) or
+        :meth:`upsert`."""
         stmt = self.render_insert(docs)
         return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
 

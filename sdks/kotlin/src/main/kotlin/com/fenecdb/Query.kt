@@ -62,6 +62,31 @@ public class Query internal constructor(
     /** Answers these fields (paths allowed, or `*`) rather than every field; a second select replaces the first. */
     public fun select(vararg fields: String): Query = with(state.copy(select = fieldList("select", fields.toList())))
 
+    /**
+     * Orders the rows nearest first to the point ([lon], [lat]) over a `@geo`
+     * field: `near field $n`, the order of `order distance(field, point)`;
+     * with [exact] `near field $n exact` (docs/fenecql.md). It replaces an
+     * earlier `near` and takes no `order` beside it.
+     */
+    @JvmOverloads
+    public fun near(field: String, lon: Double, lat: Double, exact: Boolean = false): Query =
+        with(state.copy(near = Near(fieldPath(field), toJson("near $field", listOf(lon, lat)), exact)))
+
+    /**
+     * Makes `insert` write only documents not there yet: `put c {…} if absent`,
+     * which counts 0 for a document whose `id` or `@unique` value another
+     * holds (writing nothing).
+     */
+    public fun ifAbsent(): Query = with(state.copy(absent = Absent(null)))
+
+    /**
+     * Makes `insert` an upsert: `put c {…} if absent else set {…}` writes the
+     * document when it is absent, and else applies [set] to the one there. In
+     * [set] a bare field reads the stored document and `expr("new.f")` the
+     * incoming one; `inc(n)` counts from 0.
+     */
+    public fun upsert(set: Map<String, Any?>): Query = with(state.copy(absent = Absent(set)))
+
     /** A copy whose claims are held at the server up to [wait] (see [Client.withWait]). */
     public fun withWait(wait: Duration): Query = Query(db.withWait(wait), state, idempotencyKey)
 

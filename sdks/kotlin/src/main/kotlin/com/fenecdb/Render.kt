@@ -52,7 +52,15 @@ internal data class State(
     val select: List<String>? = null,
     val limit: Long? = null,
     val offset: Long? = null,
+    /** `near <field> <point> [exact]`: nearest first over a `@geo` field. */
+    val near: Near? = null,
+    /** `ifAbsent()` (set null) or `upsert(set)`: an insert renders `put c {…} if absent [else set {…}]`. */
+    val absent: Absent? = null,
 )
+
+internal class Near(val field: String, val point: JsonElement, val exact: Boolean)
+
+internal class Absent(val set: Map<String, Any?>?)
 
 /** `where(field, value)`: `field = $n`, or `field is null` for null. */
 internal fun equality(field: String, value: Any?): Condition {
@@ -92,36 +100,41 @@ internal fun fieldList(what: String, list: List<String>): List<String> {
 
 /** `get c [select …] [where …] [order …] [limit n] [offset n]`. */
 internal fun renderRows(s: State): Statement {
+    refuse(s, "a read", absent = true)
     val p = Params()
     val select = s.select?.let { " select " + it.joinToString(", ") } ?: ""
-    return Statement("get ${s.collection}$select${where(s, p)}${order(s)}${limits(s, true)}", p.values, s.collection)
+    return Statement("get ${s.collection}$select${where(s, p)}${near(s, p)}${order(s)}${limits(s, true)}", p.values, s.collection)
 }
 
 /** `get c [where …] count`. */
 internal fun renderCount(s: State): Statement {
+    refuse(s, "count", absent = true)
     val p = Params()
     // No collection: a count's one column is no field to decode.
     return Statement("get ${s.collection}${where(s, p)} count", p.values)
 }
 
-/** `insert c {…}` or `insert c [{…}, …]`. */
+/**
+ * `insert c {…}` or `insert c [{…}, …]`; after `ifAbsent()`
+ * `put c {…} if absent`, after `upsert(set)` `put c {…} if absent else set {…}`.
+ */
 internal fun renderInsert(s: State, docs: List<Map<String, Any?>>, many: Boolean): Statement {
-    refuse(s, "insert", where = true, order = true, limit = true, offset = true, select = true)
+    refuse(s, "insert", where = true, order = true, limit = true, offset = true, select = true, near = true)
     require(docs.isNotEmpty()) { "insert: an empty list of documents" }
     val p = Params()
     val text = if (many) docs.joinToString(", ", "[", "]") { doc(it, p) } else doc(docs[0], p)
-    return Statement("insert ${s.collection} $text", p.values, s.collection)
+    val absent = s.absent ?: return Statement("insert ${s.collection} $text", p.values, s.collection)
+    val set = absent.set?.let { " else set ${patch("upsert", it, p)}" } ?: ""
+    return Statement("put ${s.collection} $text if absent$set", p.values, s.collection)
 }
 
 /** `set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n]`. */
 internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, returning: List<String>?): Statement {
-    refuse(s, "update", offset = true, select = true)
-    require(patch.isNotEmpty()) { "update: an empty patch" }
-    for (k in patch.keys) plainKey("update", k)
+    refuse(s, "update", offset = true, select = true, absent = true)
     val p = Params()
-    val set = patch.entries.joinToString(", ") { (k, v) -> "$k: ${patchValue(k, v, p)}" }
+    val set = patch("update", patch, p)
     return Statement(
-        "set ${s.collection} {$set}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}",
+        "set ${s.collection} $set${where(s, p)}${near(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}",
         p.values,
         s.collection,
     )
@@ -129,9 +142,9 @@ internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, re
 
 /** `del c [where …] [order …] [limit n] [returning …] [require n]`. */
 internal fun renderDelete(s: State, require: Long?, returning: List<String>?): Statement {
-    refuse(s, "delete", offset = true, select = true)
+    refuse(s, "delete", offset = true, select = true, absent = true)
     val p = Params()
-    return Statement("del ${s.collection}${where(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}", p.values, s.collection)
+    return Statement("del ${s.collection}${where(s, p)}${near(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}", p.values, s.collection)
 }
 
 private fun refuse(
@@ -142,6 +155,8 @@ private fun refuse(
     limit: Boolean = false,
     offset: Boolean = false,
     select: Boolean = false,
+    near: Boolean = false,
+    absent: Boolean = false,
 ) {
     val used = listOfNotNull(
         "where".takeIf { where && s.where.isNotEmpty() },
@@ -149,6 +164,8 @@ private fun refuse(
         "limit".takeIf { limit && s.limit != null },
         "offset".takeIf { offset && s.offset != null },
         "select".takeIf { select && s.select != null },
+        "near".takeIf { near && s.near != null },
+        "ifAbsent or upsert".takeIf { absent && s.absent != null },
     )
     require(used.isEmpty()) { "$endpoint cannot use ${used.first()}" }
 }
@@ -166,6 +183,19 @@ private fun where(s: State, p: Params): String {
             }
         }
     }
+}
+
+private fun near(s: State, p: Params): String {
+    val n = s.near ?: return ""
+    require(s.order.isEmpty()) { "near ${n.field} orders the rows: it takes no order beside it" }
+    return " near ${n.field} ${p.add(n.point)}" + if (n.exact) " exact" else ""
+}
+
+/** `{k: v, …}` of an update or an upsert's `else set`. */
+private fun patch(what: String, patch: Map<String, Any?>, p: Params): String {
+    require(patch.isNotEmpty()) { "$what: an empty patch" }
+    for (k in patch.keys) plainKey(what, k)
+    return patch.entries.joinToString(", ", "{", "}") { (k, v) -> "$k: ${patchValue(what, k, v, p)}" }
 }
 
 private fun order(s: State): String =
@@ -195,12 +225,13 @@ private fun doc(d: Map<String, Any?>, p: Params): String =
         "$k: $value"
     }
 
-private fun patchValue(k: String, v: Any?, p: Params): String = when (v) {
+// inc counts from nothing: a null field is 0 (docs/sdks.md, rule 8).
+private fun patchValue(what: String, k: String, v: Any?, p: Params): String = when (v) {
     null, JsonNull -> "null"
     is Expr -> v.render(p)
-    is Inc -> "$k + ${p.add(v.by)}"
-    is Raw -> throw IllegalArgumentException("update $k: raw is not a value (use expr)")
-    else -> p.add(toJson("update $k", v))
+    is Inc -> "coalesce($k, 0) + ${p.add(v.by)}"
+    is Raw -> throw IllegalArgumentException("$what $k: raw is not a value (use expr)")
+    else -> p.add(toJson("$what $k", v))
 }
 
 /** Whether a statement is a claim: a `set` with `returning` — what Fenec-Wait holds. */

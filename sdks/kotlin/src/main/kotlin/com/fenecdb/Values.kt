@@ -177,7 +177,7 @@ public fun expr(text: String, vararg args: Any?): Expr = Expr(text, args.toList(
 
 /**
  * A patch value that adds [n] to the field: `attempts: inc(1)` renders
- * `attempts: attempts + $1`. [n] is a whole number (exact) or a finite
+ * `attempts: coalesce(attempts, 0) + $1`. [n] is a whole number (exact) or a finite
  * floating one; negative subtracts.
  */
 @JvmOverloads

@@ -6,6 +6,7 @@ import kotlinx.serialization.json.JsonElement
 import kotlinx.serialization.json.JsonNull
 import kotlinx.serialization.json.JsonObject
 import kotlinx.serialization.json.JsonPrimitive
+import kotlinx.serialization.json.boolean
 import kotlinx.serialization.json.int
 import kotlinx.serialization.json.jsonArray
 import kotlinx.serialization.json.jsonObject
@@ -64,6 +65,12 @@ class GoldenTest {
                 "limit" -> q.limit(step.getValue("n").jsonPrimitive.long)
                 "offset" -> q.offset(step.getValue("n").jsonPrimitive.long)
                 "select" -> q.select(*step.getValue("fields").jsonArray.map { it.jsonPrimitive.content }.toTypedArray())
+                "near" -> {
+                    val (lon, lat) = (value(step.getValue("point")) as List<*>).map { it as Double }
+                    q.near(str(step, "field"), lon, lat, step["exact"]?.jsonPrimitive?.boolean ?: false)
+                }
+                "ifAbsent" -> q.ifAbsent()
+                "upsert" -> q.upsert(doc(step.getValue("set")))
                 else -> error("unknown step $step")
             }
         }
