@@ -31,6 +31,11 @@ func (p *plan) collect() ([]*Doc, error) {
 				return false
 			}
 		}
+		if p.rd.due() {
+			if err = p.rd.yield(); err != nil {
+				return false
+			}
+		}
 		if d == nil || !p.admits(d) {
 			return true
 		}
@@ -174,6 +179,12 @@ func (p *plan) sort(docs []*Doc) ([]*Doc, error) {
 			if err := stopped(p.ctx); err != nil {
 				p.env.Row = nil
 				return nil, err
+			}
+			if p.rd.due() {
+				if err := p.rd.yield(); err != nil {
+					p.env.Row = nil
+					return nil, err
+				}
 			}
 		}
 		p.env.Row = d

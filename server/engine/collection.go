@@ -119,6 +119,9 @@ type Collection struct {
 	byField map[int]index
 	unique  []int       // the @unique fields, for checkUnique to visit without a map's walk
 	queue   *queueIndex // nil: not a queue (queue.go)
+	// gen counts the changes to the documents: a read that let a writer
+	// in goes on only if it has not moved (yield.go).
+	gen uint64
 	// touched is []string{Name}, the list a transaction that changes
 	// only this collection tells its subscribers (tx.touch); read only.
 	touched []string
@@ -182,6 +185,7 @@ func (c *Collection) field(name string) int {
 // set stores d, replacing any document of its id, and answers the one
 // replaced (nil if none).
 func (c *Collection) set(d *Doc) *Doc {
+	c.gen++
 	old, _ := c.docs.Set(d.ID, d)
 	for _, x := range c.indexes {
 		if old != nil {
@@ -207,6 +211,7 @@ func (c *Collection) delete(id int64) *Doc {
 	if !ok {
 		return nil
 	}
+	c.gen++
 	for _, x := range c.indexes {
 		x.remove(old)
 	}

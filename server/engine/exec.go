@@ -208,7 +208,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	p.where, p.scope, p.accept, p.ctx, p.room = cl.Where, terms, accept, t.ctx, t.docRoom[:]
+	p.where, p.scope, p.accept, p.ctx, p.room, p.rd = cl.Where, terms, accept, t.ctx, t.docRoom[:], t.rd
 	if p.reduced && extra == nil {
 		// Planned on the statement's where alone: the access holds the
 		// rest of it (plan.restOf).
@@ -230,8 +230,11 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, s.Returning); err != nil {
 		return nil, err
 	}
-	sp := t.setPicker(c, s, fields, env)
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos, sp.accept)
+	if t.upd, err = t.updateRules(c, s); err != nil {
+		return nil, err
+	}
+	defer func() { t.upd = nil }()
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -246,11 +249,12 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 				return nil, err
 			}
 		}
-		nd := sp.patched[d]
-		if nd == nil {
-			if nd, err = patch(c, s, fields, d, env); err != nil {
-				return nil, err
-			}
+		nd, err := patch(c, s, fields, d, env)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.checkSet(c, d, nd, env); err != nil {
+			return nil, err
 		}
 		if err := t.checkUnique(c, nd, s.Pos, env); err != nil {
 			return nil, err
@@ -258,14 +262,8 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		t.setDoc(c, nd)
 		written[i] = nd
 	}
-	r, err := t.answer(c, "set", s.Returning, s.Require, written, env)
-	if sp.skipped != "" && fenecql.CodeOf(err) == fenecql.CodeUnmet {
-		// Say why a row the token could see was not taken.
-		err = fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "%s; skipped a row: %s", err.Error(), sp.skipped)
-	}
-	return r, err
+	return t.answer(c, "set", s.Returning, s.Require, written, env)
 }
-
 // setFields checks a set's patch and answers the field each entry writes,
 // appended to room.
 func setFields(c *Collection, s *fenecql.Set, room []int) ([]int, error) {
@@ -287,42 +285,6 @@ func setFields(c *Collection, s *fenecql.Set, room []int) ([]int, error) {
 		fields = append(fields, f)
 	}
 	return fields, nil
-}
-
-// setPicker is how a scoped set picks its rows: only a row some update
-// rule admits together with what the set writes to it (docs/access.md,
-// How rules combine). A row no rule lets it write so is skipped, not
-// refused: a worker's lapsed job of another queue must not stop its
-// claims.
-type setPicker struct {
-	accept  func(*Doc) (bool, error) // nil for a token with full access
-	patched map[*Doc]*Doc            // the rows accepted, as written
-	skipped string                   // why the first skipped row was
-}
-
-// unscoped is the setPicker of a token with full access: it accepts every
-// row and patches none ahead, so it is never written and one serves all.
-var unscoped setPicker
-
-func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql.Env) *setPicker {
-	if t.scope == nil {
-		return &unscoped
-	}
-	sp := &setPicker{patched: map[*Doc]*Doc{}}
-	sp.accept = func(d *Doc) (bool, error) {
-		nd, err := patch(c, s, fields, d, env)
-		if err != nil {
-			return false, err
-		}
-		ok, why, err := t.writeAdmitted(c, GrantUpdate, d, nd, env)
-		if ok {
-			sp.patched[d] = nd
-		} else if sp.skipped == "" {
-			sp.skipped = why
-		}
-		return ok, err
-	}
-	return sp
 }
 
 // patch answers d as set s writes it.

@@ -63,6 +63,7 @@ type plan struct {
 	rowsRead int             // the rows tested that the scope admits
 	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
 	visited  int
+	rd       *reader // a read's hold on the lock, asked every row (yield.go); nil in a write
 }
 
 // conjuncts splits a filter on its top-level ands.
