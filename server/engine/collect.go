@@ -41,9 +41,6 @@ func (p *plan) collect() ([]*Doc, error) {
 		}
 		p.rowsRead++
 		ok, e := p.match(d)
-		if ok && p.ordered && p.accept != nil {
-			ok, e = p.accept(d)
-		}
 		if e != nil {
 			err = e
 			return false
@@ -89,27 +86,6 @@ func (p *plan) collect() ([]*Doc, error) {
 	if !p.ordered {
 		if out, err = p.sort(out); err != nil {
 			return nil, err
-		}
-		if p.accept != nil {
-			kept := out[:0]
-			for i, d := range out {
-				if want >= 0 && len(kept) >= want {
-					break
-				}
-				if i%checkEvery == checkEvery-1 {
-					if err := stopped(p.ctx); err != nil {
-						return nil, err
-					}
-				}
-				ok, err := p.accept(d)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					kept = append(kept, d)
-				}
-			}
-			out = kept
 		}
 	}
 	if p.offset > 0 {

@@ -172,10 +172,7 @@ func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.En
 
 // pick plans and runs the row-picking clauses of a get, set or del.
 // A scoped statement picks only among the rows its rules granting g admit.
-//
-// accept, if given, is asked of each row in the statement's order before
-// offset and limit count it: a row it refuses is not picked.
-func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, accept func(*Doc) (bool, error)) (*plan, []*Doc, error) {
+func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos) (*plan, []*Doc, error) {
 	// A /batch of ten acks is one parsed statement ten times over: its
 	// clauses, shared and never changed, are checked against the
 	// collection (whose fields never change either) once.
@@ -208,7 +205,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	p.where, p.scope, p.accept, p.ctx, p.room, p.rd = cl.Where, terms, accept, t.ctx, t.docRoom[:], t.rd
+	p.where, p.scope, p.ctx, p.room, p.rd = cl.Where, terms, t.ctx, t.docRoom[:], t.rd
 	if p.reduced && extra == nil {
 		// Planned on the statement's where alone: the access holds the
 		// rest of it (plan.restOf).
@@ -234,7 +231,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		return nil, err
 	}
 	defer func() { t.upd = nil }()
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos, nil)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos)
 	if err != nil {
 		return nil, err
 	}
@@ -264,6 +261,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	}
 	return t.answer(c, "set", s.Returning, s.Require, written, env)
 }
+
 // setFields checks a set's patch and answers the field each entry writes,
 // appended to room.
 func setFields(c *Collection, s *fenecql.Set, room []int) ([]int, error) {
@@ -320,7 +318,7 @@ func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, s.Returning); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos, nil)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +392,7 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, &fenecql.Returning{Columns: s.Columns}); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos, nil)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos)
 	if err != nil {
 		return nil, err
 	}

@@ -220,7 +220,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 				return Bid{Err: err}
 			}
 		}
-		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position(), nil)
+		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position())
 		if err != nil {
 			return Bid{Err: err}
 		}

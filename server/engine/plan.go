@@ -33,11 +33,7 @@ type plan struct {
 	// is decided before any of the statement's own expressions run on
 	// the row, so no error, count or explain figure depends on a hidden
 	// row (docs/access.md, How rules combine).
-	scope []fenecql.Expr
-	// accept, if set, has the last word on a row that matches, before
-	// offset and limit count it (a scoped set: does a rule admit the
-	// write?).
-	accept func(*Doc) (bool, error)
+	scope  []fenecql.Expr
 	order  []fenecql.OrderKey
 	limit  int // -1: none
 	offset int

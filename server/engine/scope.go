@@ -95,7 +95,8 @@ func (s *Scope) fits(r *Rule, c *Collection) bool {
 			if f < 0 || c.s.fields[f].Type == fenecql.TypeJSON {
 				continue
 			}
-			if _, err := fenecql.Coerce(s.Claims[cl.Name], c.s.fields[f].Type); err != nil {
+			v, has := s.Claims[cl.Name]
+			if _, err := fenecql.Coerce(v, c.s.fields[f].Type); err != nil || !has || v.IsNull() {
 				ok = false
 			}
 		}
