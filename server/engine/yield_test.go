@@ -69,9 +69,13 @@ func TestLongReadLetsWritesIn(t *testing.T) {
 		done.Store(true)
 		out <- answered{r, err, time.Now()}
 	}()
-	// Let the read take the lock and get under way.
-	for time.Since(start) < 100*time.Millisecond {
-		time.Sleep(5 * time.Millisecond)
+	// Wait until the read holds the read lock.
+	for db.mu.TryLock() {
+		db.mu.Unlock()
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the long read never took the lock")
+		}
+		time.Sleep(time.Millisecond)
 	}
 	const bound = 200 * time.Millisecond
 	w := time.Now()
