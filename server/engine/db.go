@@ -346,9 +346,10 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 // before it returns, on this goroutine.
 func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, wait func() error, err error) {
 	db.lock()
-	if db.broken != nil {
+	if broken := db.broken; broken != nil {
+		// Read under the lock: the store's recovery clears it under the lock.
 		db.mu.Unlock()
-		return nil, nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
+		return nil, nil, unavailableError(broken, "the store failed, writes are refused until it works again")
 	}
 	if err := db.writable(); err != nil {
 		db.mu.Unlock()

@@ -61,7 +61,8 @@ func longRead(t *testing.T, ts *testServer, n int, least time.Duration) string {
 // read, nor GET /_health: each is answered in milliseconds while the
 // read still runs, and the read then answers the state after the write.
 func TestSlowReadStallsNothing(t *testing.T) {
-	ts := newTestServer(t, ":memory:", nil)
+	// The read may take longer than --read-timeout on a loaded machine.
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.ReadTimeout = time.Minute })
 	q := longRead(t, ts, 10000, 1500*time.Millisecond)
 	// The client checks each answer against openapi.yaml, loaded at its
 	// first: loaded now, so that the times below are the server's.
@@ -174,7 +175,7 @@ func scopedServer(t *testing.T, policy string, edit func(*Config)) (*testServer,
 // too_busy for one more, after a short wait; another subject is answered
 // at once.
 func TestTokenConcurrency(t *testing.T) {
-	ts, client := scopedServer(t, "t read\n", func(c *Config) { c.TokenConcurrency = 1 })
+	ts, client := scopedServer(t, "t read\n", func(c *Config) { c.TokenConcurrency, c.ReadTimeout = 1, time.Minute })
 	q := longRead(t, ts, 4000, 1500*time.Millisecond)
 	a1, a2, b := client(jwt.MapClaims{"sub": "a"}), client(jwt.MapClaims{"sub": "a"}), client(jwt.MapClaims{"sub": "b"})
 	var done atomic.Bool
