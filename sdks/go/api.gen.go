@@ -63,6 +63,7 @@ const (
 	CodeTooLarge           ErrorCode = "too_large"
 	CodeKeyReused          ErrorCode = "key_reused"
 	CodeKeyLimit           ErrorCode = "key_limit"
+	CodeTooBusy            ErrorCode = "too_busy"
 	CodeInternal           ErrorCode = "internal"
 	CodeUnavailable        ErrorCode = "unavailable"
 	CodeStatementTimeout   ErrorCode = "statement_timeout"
@@ -75,7 +76,7 @@ const (
 )
 
 // apiErrorCodes are the codes of the API, as openapi.yaml declares them.
-var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader, CodeOriginNotAllowed, CodeHostNotAllowed, CodeRequestTimeout, CodeTooManyConnections}
+var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeTooBusy, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader, CodeOriginNotAllowed, CodeHostNotAllowed, CodeRequestTimeout, CodeTooManyConnections}
 
 // Sentinels of the API's codes, for errors.Is: an [*Error] is one of them
 // when its Code is theirs.
@@ -90,6 +91,7 @@ var (
 	ErrTooLarge           = &Error{Code: CodeTooLarge, At: -1}
 	ErrKeyReused          = &Error{Code: CodeKeyReused, At: -1}
 	ErrKeyLimit           = &Error{Code: CodeKeyLimit, At: -1}
+	ErrTooBusy            = &Error{Code: CodeTooBusy, At: -1}
 	ErrInternal           = &Error{Code: CodeInternal, At: -1}
 	ErrUnavailable        = &Error{Code: CodeUnavailable, At: -1}
 	ErrStatementTimeout   = &Error{Code: CodeStatementTimeout, At: -1}

@@ -325,7 +325,9 @@ var roleTailRE = regexp.MustCompile(`^(?i:for)[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*
 // whose filter reads only claims the token has. A null claim counts as
 // missing, so `$jwt.x is null` cannot admit rows for a token without x;
 // and a claim a rule reads with `in` must be a list, or the rule would
-// fail every statement it applies to rather than admit nothing.
+// fail every statement it applies to rather than admit nothing. A claim a
+// rule compares with a field must fit the field's type too; the engine
+// checks that, knowing the collection (engine.Scope).
 func (p *Policy) Scope(claims map[string]any) *engine.Scope {
 	s := &engine.Scope{Claims: make(map[string]fenecql.Value, len(claims)), Rules: []engine.Rule{}}
 	for k, v := range claims {

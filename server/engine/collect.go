@@ -31,14 +31,16 @@ func (p *plan) collect() ([]*Doc, error) {
 				return false
 			}
 		}
+		if p.rd.due() {
+			if err = p.rd.yield(); err != nil {
+				return false
+			}
+		}
 		if d == nil || p.c.ttls != nil && p.c.lapsed(d, p.env.Now) || !p.admits(d) {
 			return true
 		}
 		p.rowsRead++
 		ok, e := p.match(d)
-		if ok && p.ordered && p.accept != nil {
-			ok, e = p.accept(d)
-		}
 		if e != nil {
 			err = e
 			return false
@@ -85,27 +87,6 @@ func (p *plan) collect() ([]*Doc, error) {
 	if !p.ordered {
 		if out, err = p.sort(out); err != nil {
 			return nil, err
-		}
-		if p.accept != nil {
-			kept := out[:0]
-			for i, d := range out {
-				if want >= 0 && len(kept) >= want {
-					break
-				}
-				if i%checkEvery == checkEvery-1 {
-					if err := stopped(p.ctx); err != nil {
-						return nil, err
-					}
-				}
-				ok, err := p.accept(d)
-				if err != nil {
-					return nil, err
-				}
-				if ok {
-					kept = append(kept, d)
-				}
-			}
-			out = kept
 		}
 	}
 	if p.offset > 0 {
@@ -175,6 +156,12 @@ func (p *plan) sort(docs []*Doc) ([]*Doc, error) {
 			if err := stopped(p.ctx); err != nil {
 				p.env.Row = nil
 				return nil, err
+			}
+			if p.rd.due() {
+				if err := p.rd.yield(); err != nil {
+					p.env.Row = nil
+					return nil, err
+				}
 			}
 		}
 		p.env.Row = d

@@ -126,6 +126,9 @@ type Collection struct {
 	// ttls are the @ttl fields, each with a sorted index of its times
 	// that the sweeper walks from the oldest (ttl.go).
 	ttls []ttlField
+	// gen counts the changes to the documents: a read that let a writer
+	// in goes on only if it has not moved (yield.go).
+	gen uint64
 	// touched is []string{Name}, the list a transaction that changes
 	// only this collection tells its subscribers (tx.touch); read only.
 	touched []string
@@ -202,6 +205,7 @@ func (c *Collection) field(name string) int {
 // set stores d, replacing any document of its id, and answers the one
 // replaced (nil if none).
 func (c *Collection) set(d *Doc) *Doc {
+	c.gen++
 	old, _ := c.docs.Set(d.ID, d)
 	for _, x := range c.indexes {
 		if old != nil {
@@ -227,6 +231,7 @@ func (c *Collection) delete(id int64) *Doc {
 	if !ok {
 		return nil
 	}
+	c.gen++
 	for _, x := range c.indexes {
 		x.remove(old)
 	}

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -55,6 +56,11 @@ type DB struct {
 	meta    map[string]Meta
 	metaB   int64 // bytes of meta keys and bodies held
 	broken  error // the store failed: writes are refused until it works again
+	// brokenNow is broken, read without the lock (setBroken).
+	brokenNow atomic.Pointer[error]
+	// writers counts the writers waiting for the write lock (lock): a
+	// long read lets them in (yield.go).
+	writers atomic.Int32
 	// pending is the undo of each unit committed to the store but not yet
 	// written to the file, oldest first: when the store fails, the units
 	// it lost are undone, so memory never holds a write the file does not.
@@ -151,7 +157,7 @@ func (db *DB) replay(ch store.Change) error {
 
 // Close flushes and closes the store.
 func (db *DB) Close() error {
-	db.mu.Lock()
+	db.lock()
 	defer db.mu.Unlock()
 	select {
 	case <-db.closed:
@@ -281,9 +287,17 @@ func (db *DB) run(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Resu
 	if !write {
 		db.mu.RLock()
 		defer db.mu.RUnlock()
-		t := &tx{db: db, ctx: ctx}
-		rs, err := t.runAll(ps)
-		return rs, nil, err
+		r := &reader{db: db, since: time.Now(), slice: firstSlice}
+		for {
+			t := &tx{db: db, ctx: ctx, rd: r}
+			rs, err := t.runAll(ps)
+			if !errors.Is(err, errMoved) {
+				return rs, nil, err
+			}
+			// A writer changed what the read had read: again, from the top,
+			// with a longer slice (yield.go).
+			r.read, r.slice = r.read[:0], 2*r.slice
+		}
 	}
 	return db.commitUnwaited(ctx, func(t *tx) ([]*Result, error) {
 		rs, err := t.runAll(ps)
@@ -331,10 +345,11 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 // when nothing went to the store) for stored. The subscribers are told
 // before it returns, on this goroutine.
 func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, wait func() error, err error) {
-	db.mu.Lock()
-	if db.broken != nil {
+	db.lock()
+	if broken := db.broken; broken != nil {
+		// Read under the lock: the store's recovery clears it under the lock.
 		db.mu.Unlock()
-		return nil, nil, unavailableError(db.broken, "the store failed, writes are refused until it works again")
+		return nil, nil, unavailableError(broken, "the store failed, writes are refused until it works again")
 	}
 	if err := db.writable(); err != nil {
 		db.mu.Unlock()
@@ -421,13 +436,13 @@ func (db *DB) notify(touched []string) {
 // whose wait failed; a call for a failure already handled (or over) does
 // nothing.
 func (db *DB) storeFailed(err error) {
-	db.mu.Lock()
+	db.lock()
 	if db.broken != nil || db.st.Failed() == nil {
 		db.mu.Unlock()
 		return
 	}
 	if r := db.repl.r; r != nil {
-		db.broken = err
+		db.setBroken(err)
 		db.mu.Unlock()
 		db.log.Error("the store failed: this cluster node leaves the cluster until restarted, and replays the log then", "err", err)
 		r.StoreFailed(err)
@@ -444,7 +459,7 @@ func (db *DB) storeFailed(err error) {
 	db.pending = nil
 	lost := db.seq - durable
 	db.seq = durable
-	db.broken = err
+	db.setBroken(err)
 	db.mu.Unlock()
 	db.log.Error("the store failed: writes are refused until it works again", "err", err,
 		"units_undone", undone, "seqs_lost", lost, "seq", durable)
@@ -467,9 +482,9 @@ func (db *DB) recoverStore() {
 			return
 		}
 		if err == nil {
-			db.mu.Lock()
+			db.lock()
 			db.st.Resume()
-			db.broken = nil
+			db.setBroken(nil)
 			// Said before a write can see the store working: an operator
 			// (or a test) that saw a write taken finds the line already.
 			db.log.Info("the store works again: writes are taken", "probes", tries)
@@ -481,10 +496,12 @@ func (db *DB) recoverStore() {
 }
 
 // StoreErr answers the store's failure while writes are refused, else nil.
+// It takes no lock: GET /_health never waits on the engine.
 func (db *DB) StoreErr() error {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	return db.broken
+	if p := db.brokenNow.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // StoreFailures answers how many times the store has failed since Open.

@@ -260,10 +260,7 @@ func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.En
 
 // pick plans and runs the row-picking clauses of a get, set or del.
 // A scoped statement picks only among the rows its rules granting g admit.
-//
-// accept, if given, is asked of each row in the statement's order before
-// offset and limit count it: a row it refuses is not picked.
-func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, accept func(*Doc) (bool, error)) (*plan, []*Doc, error) {
+func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos) (*plan, []*Doc, error) {
 	// A /batch of ten acks is one parsed statement ten times over: its
 	// clauses, shared and never changed, are checked against the
 	// collection (whose fields never change either) once.
@@ -303,7 +300,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	if err != nil {
 		return nil, nil, err
 	}
-	p.where, p.scope, p.accept, p.ctx, p.room = cl.Where, terms, accept, t.ctx, t.docRoom[:]
+	p.where, p.scope, p.ctx, p.room, p.rd = cl.Where, terms, t.ctx, t.docRoom[:], t.rd
 	if p.reduced && extra == nil {
 		// Planned on the statement's where alone: the access holds the
 		// rest of it (plan.restOf).
@@ -355,8 +352,11 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, s.Returning); err != nil {
 		return nil, err
 	}
-	sp := t.setPicker(c, s, fields, env)
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos, sp.accept)
+	if t.upd, err = t.updateRules(c, s); err != nil {
+		return nil, err
+	}
+	defer func() { t.upd = nil }()
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantUpdate, s.Pos)
 	if err != nil {
 		return nil, err
 	}
@@ -371,11 +371,12 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 				return nil, err
 			}
 		}
-		nd := sp.patched[d]
-		if nd == nil {
-			if nd, err = patch(c, s.Patch, fields, d, env); err != nil {
-				return nil, err
-			}
+		nd, err := patch(c, s.Patch, fields, d, env)
+		if err != nil {
+			return nil, err
+		}
+		if err := t.checkSet(c, d, nd, env); err != nil {
+			return nil, err
 		}
 		if err := t.checkUnique(c, nd, s.Pos, env); err != nil {
 			return nil, err
@@ -383,12 +384,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 		t.setDoc(c, nd)
 		written[i] = nd
 	}
-	r, err := t.answer(c, "set", s.Returning, s.Require, written, env)
-	if sp.skipped != "" && fenecql.CodeOf(err) == fenecql.CodeUnmet {
-		// Say why a row the token could see was not taken.
-		err = fenecql.CodeErrorf(fenecql.CodeUnmet, 0, "%s; skipped a row: %s", err.Error(), sp.skipped)
-	}
-	return r, err
+	return t.answer(c, "set", s.Returning, s.Require, written, env)
 }
 
 // setFields checks a set's patch and answers the field each entry writes,
@@ -412,42 +408,6 @@ func setFields(c *Collection, patch []fenecql.Assign, room []int) ([]int, error)
 		fields = append(fields, f)
 	}
 	return fields, nil
-}
-
-// setPicker is how a scoped set picks its rows: only a row some update
-// rule admits together with what the set writes to it (docs/access.md,
-// How rules combine). A row no rule lets it write so is skipped, not
-// refused: a worker's lapsed job of another queue must not stop its
-// claims.
-type setPicker struct {
-	accept  func(*Doc) (bool, error) // nil for a token with full access
-	patched map[*Doc]*Doc            // the rows accepted, as written
-	skipped string                   // why the first skipped row was
-}
-
-// unscoped is the setPicker of a token with full access: it accepts every
-// row and patches none ahead, so it is never written and one serves all.
-var unscoped setPicker
-
-func (t *tx) setPicker(c *Collection, s *fenecql.Set, fields []int, env *fenecql.Env) *setPicker {
-	if t.scope == nil {
-		return &unscoped
-	}
-	sp := &setPicker{patched: map[*Doc]*Doc{}}
-	sp.accept = func(d *Doc) (bool, error) {
-		nd, err := patch(c, s.Patch, fields, d, env)
-		if err != nil {
-			return false, err
-		}
-		ok, why, err := t.writeAdmitted(c, GrantUpdate, d, nd, env)
-		if ok {
-			sp.patched[d] = nd
-		} else if sp.skipped == "" {
-			sp.skipped = why
-		}
-		return ok, err
-	}
-	return sp
 }
 
 // patchNew answers d as an upsert's patch writes it, its `new.<field>`
@@ -491,7 +451,7 @@ func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, s.Returning); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos, nil)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantDelete, s.Pos)
 	if err != nil {
 		return nil, err
 	}
@@ -565,7 +525,7 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, &fenecql.Returning{Columns: s.Columns}); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos, nil)
+	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos)
 	if err != nil {
 		return nil, err
 	}

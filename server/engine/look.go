@@ -211,15 +211,16 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		if p.Scope != nil {
 			env.Claims = p.Scope.Claims
 		}
-		var accept func(*Doc) (bool, error)
 		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
-			fields, err := setFields(c, set.Patch, nil)
-			if err != nil {
+			if _, err := setFields(c, set.Patch, nil); err != nil {
 				return Bid{Err: err}
 			}
-			accept = t.setPicker(c, set, fields, env).accept
+			var err error
+			if t.upd, err = t.updateRules(c, set); err != nil {
+				return Bid{Err: err}
+			}
 		}
-		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position(), accept)
+		pl, docs, err := t.pick(c, cl, env, g, p.Stmt.Position())
 		if err != nil {
 			return Bid{Err: err}
 		}
@@ -260,7 +261,11 @@ func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 		// A scoped claim waits on its rules' time terms too: a rule may
 		// admit a job only once it is due.
 		where := cl.Where
-		if extra, err := (&tx{db: db, scope: p.Scope}).scopeFilter(c, writeGrant(p.Stmt), 0); err == nil {
+		st := &tx{db: db, scope: p.Scope}
+		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
+			st.upd, _ = st.updateRules(c, set)
+		}
+		if extra, err := st.scopeFilter(c, writeGrant(p.Stmt), 0); err == nil {
 			where = and(where, extra)
 		}
 		fenecql.Walk(where, func(x fenecql.Expr) {

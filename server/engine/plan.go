@@ -33,11 +33,7 @@ type plan struct {
 	// is decided before any of the statement's own expressions run on
 	// the row, so no error, count or explain figure depends on a hidden
 	// row (docs/access.md, How rules combine).
-	scope []fenecql.Expr
-	// accept, if set, has the last word on a row that matches, before
-	// offset and limit count it (a scoped set: does a rule admit the
-	// write?).
-	accept func(*Doc) (bool, error)
+	scope  []fenecql.Expr
 	order  []fenecql.OrderKey
 	limit  int // -1: none
 	offset int
@@ -64,6 +60,7 @@ type plan struct {
 	rowsRead int             // the rows tested that the scope admits
 	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
 	visited  int
+	rd       *reader // a read's hold on the lock, asked every row (yield.go); nil in a write
 }
 
 // conjuncts splits a filter on its top-level ands.

@@ -97,7 +97,7 @@ type replication struct {
 // SetReplicator makes the DB a cluster node: from now on writes go to r.
 // It is called once, before the DB serves.
 func (db *DB) SetReplicator(r Replicator) {
-	db.mu.Lock()
+	db.lock()
 	defer db.mu.Unlock()
 	db.repl.r = r
 	db.setMark(newMark())
@@ -146,7 +146,7 @@ func (db *DB) proposeLocked(changes []store.Change) (wait func() error) {
 // called by the log, one write at a time, in the log's order; the answer
 // waits for the store.
 func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error, err error) {
-	db.mu.Lock()
+	db.lock()
 	if seq <= db.repl.stored {
 		db.mu.Unlock()
 		return func() error { return nil }, nil
@@ -204,7 +204,7 @@ func (db *DB) Discard() error { return db.discardIf(true, 0) }
 // discardIf discards as Discard does: always, or only if memory is still
 // named mark.
 func (db *DB) discardIf(always bool, mark uint64) error {
-	db.mu.Lock()
+	db.lock()
 	if !always && mark != db.repl.mark {
 		db.mu.Unlock()
 		return nil
@@ -240,7 +240,7 @@ func (db *DB) discardLocked() error {
 		return nil
 	}
 	if err := db.st.Close(); err != nil {
-		db.broken = err
+		db.setBroken(err)
 		return err
 	}
 	return db.reopenLocked()
@@ -251,14 +251,14 @@ func (db *DB) discardLocked() error {
 func (db *DB) reopenLocked() error {
 	st, err := store.Open(db.opts.File, db.storeOptions())
 	if err != nil {
-		db.broken = err
+		db.setBroken(err)
 		return err
 	}
 	db.st = st
 	db.colls, db.created, db.made, db.meta, db.metaB, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, nil
 	seq, err := st.Load(db.replay)
 	if err != nil {
-		db.broken = err
+		db.setBroken(err)
 		return err
 	}
 	db.seq, db.repl.stored = seq, seq
@@ -343,7 +343,7 @@ func (db *DB) Backup(ctx context.Context, path string) (seq uint64, err error) {
 // Restore replaces the file with the copy at path (a snapshot another
 // node made) and rebuilds memory from it.
 func (db *DB) Restore(path string) error {
-	db.mu.Lock()
+	db.lock()
 	err := db.restoreLocked(path)
 	var colls []string
 	for name := range db.colls {
@@ -359,17 +359,17 @@ func (db *DB) Restore(path string) error {
 func (db *DB) restoreLocked(path string) error {
 	db.setMark(newMark())
 	if err := db.st.Close(); err != nil {
-		db.broken = err
+		db.setBroken(err)
 		return err
 	}
 	for _, suffix := range []string{"-wal", "-shm"} {
 		if err := os.Remove(db.opts.File + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			db.broken = err
+			db.setBroken(err)
 			return err
 		}
 	}
 	if err := os.Rename(path, db.opts.File); err != nil {
-		db.broken = err
+		db.setBroken(err)
 		return err
 	}
 	db.repl.stored = 0

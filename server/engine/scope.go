@@ -53,15 +53,55 @@ func (s *Scope) ended(now int64) error {
 	return &scopeEnded{until: s.Until}
 }
 
-func (s *Scope) on(coll string, g Grant) []*Rule {
+func (s *Scope) on(c *Collection, g Grant) []*Rule {
 	var out []*Rule
 	for i := range s.Rules {
 		r := &s.Rules[i]
-		if (r.Coll == coll || r.Coll == "*") && r.Grants&g != 0 {
+		if (r.Coll == c.Name || r.Coll == "*") && r.Grants&g != 0 && s.fits(r, c) {
 			out = append(out, r)
 		}
 	}
 	return out
+}
+
+// fits reports whether the token's claims are of the kind r's filter
+// compares them with in c: a claim compared with a field must fit the
+// field's type (a list or an object fits none but json; a number is no
+// text). A rule whose claim does not fit does not apply, as one whose
+// claim is missing does not (docs/access.md, How rules combine): else
+// `owner = $jwt.sub` with a numeric sub would answer an empty collection
+// where a missing sub answers none at all.
+func (s *Scope) fits(r *Rule, c *Collection) bool {
+	ok := true
+	fenecql.Walk(r.Filter, func(x fenecql.Expr) {
+		b, isBin := x.(*fenecql.Binary)
+		if !ok || !isBin || b.Op < fenecql.OpEq || b.Op > fenecql.OpGe {
+			return
+		}
+		for _, pair := range [2][2]fenecql.Expr{{b.L, b.R}, {b.R, b.L}} {
+			cl, isClaim := pair[0].(*fenecql.Claim)
+			ref, isRef := pair[1].(*fenecql.Ref)
+			if !isClaim || !isRef {
+				continue
+			}
+			path := ref.Path
+			if len(path) == 2 && path[0] == "new" {
+				path = path[1:]
+			}
+			if len(path) != 1 {
+				continue // a path into json, or id: any value may compare
+			}
+			f := c.field(path[0])
+			if f < 0 || c.s.fields[f].Type == fenecql.TypeJSON {
+				continue
+			}
+			v, has := s.Claims[cl.Name]
+			if _, err := fenecql.Coerce(v, c.s.fields[f].Type); err != nil || !has || v.IsNull() {
+				ok = false
+			}
+		}
+	})
+	return ok
 }
 
 var grantVerbs = map[Grant]string{GrantRead: "read", GrantInsert: "insert into", GrantUpdate: "update", GrantDelete: "delete from"}
@@ -124,9 +164,12 @@ func (t *tx) scopeTerms(c *Collection, g Grant, pos fenecql.Pos) ([]fenecql.Expr
 	if t.scope == nil {
 		return nil, nil
 	}
-	rules := t.scope.on(c.Name, g)
+	rules := t.scope.on(c, g)
+	if g == GrantUpdate && t.upd != nil {
+		rules = t.upd
+	}
 	if len(rules) == 0 {
-		if g == GrantRead || len(t.scope.on(c.Name, GrantRead|GrantWrite)) == 0 {
+		if g == GrantRead || len(t.scope.on(c, GrantRead|GrantWrite)) == 0 {
 			return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, pos, "no collection %s", c.Name)
 		}
 		return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, pos, "no policy rule lets this token %s %s", grantVerbs[g], c.Name)
@@ -192,7 +235,7 @@ func (t *tx) writeAdmitted(c *Collection, g Grant, before, after *Doc, env *fene
 		}
 	}
 	var why string
-	for _, r := range t.scope.on(c.Name, g) {
+	for _, r := range t.scope.on(c, g) {
 		if before != nil {
 			if pf := pickFilter(r.Filter); pf != nil {
 				ok, err := admits(&Rule{Filter: pf}, env, before, nil)
@@ -261,10 +304,83 @@ func (t *tx) canRead(c *Collection, d *Doc, env *fenecql.Env) bool {
 	if t.scope == nil {
 		return true
 	}
-	for _, r := range t.scope.on(c.Name, GrantRead) {
+	for _, r := range t.scope.on(c, GrantRead) {
 		if ok, err := admits(r, env, d, nil); err == nil && ok {
 			return true
 		}
 	}
 	return false
+}
+
+// updateRules answers the update rules a scoped set runs under: those
+// that let it change every field it names (update(...) lists them, or
+// the rule has no list). Which fields a statement names is known before
+// any row is read, so a set naming a field no rule lets the token change
+// is refused (403) at once, as PostgreSQL's column privileges refuse it,
+// whatever rows there are: the refusal tells nothing of them. A token
+// with no update rule on c is refused by scopeTerms as before (nil, nil).
+func (t *tx) updateRules(c *Collection, s *fenecql.Set) ([]*Rule, error) {
+	if t.scope == nil {
+		return nil, nil
+	}
+	all := t.scope.on(c, GrantUpdate)
+	if len(all) == 0 {
+		return nil, nil
+	}
+	var names []string
+	for _, a := range s.Patch {
+		if !slices.Contains(names, a.Path[0]) {
+			names = append(names, a.Path[0])
+		}
+	}
+	var out []*Rule
+	for _, r := range all {
+		if r.Fields == nil || outside(names, r.Fields) == "" {
+			out = append(out, r)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, f := range names {
+		if !slices.ContainsFunc(all, func(r *Rule) bool { return slices.Contains(r.Fields, f) }) {
+			return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, s.Pos, "no policy rule lets this token change %s of %s", f, c.Name)
+		}
+	}
+	return nil, fenecql.CodeErrorf(fenecql.CodeForbidden, s.Pos, "no one policy rule lets this token change %s of %s together", strings.Join(names, ", "), c.Name)
+}
+
+// checkSet refuses (403) a scoped set's write of d as nd unless one of
+// its rules (updateRules) admits the row before and the row as written.
+// d is a row those rules let the statement pick, so the refusal names
+// the first rule that picked it and the write it breaks — as PostgreSQL's
+// WITH CHECK does, rather than skip the row — and the statement writes
+// nothing. Rows no rule lets it pick were never among d.
+func (t *tx) checkSet(c *Collection, d, nd *Doc, env *fenecql.Env) error {
+	if t.scope == nil {
+		return nil
+	}
+	var broke *Rule
+	for _, r := range t.upd {
+		if pf := pickFilter(r.Filter); pf != nil {
+			if ok, err := admits(&Rule{Filter: pf}, env, d, nil); err != nil || !ok {
+				continue
+			}
+		}
+		ok, err := admits(r, env, d, nd)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if broke == nil {
+			broke = r
+		}
+	}
+	if broke == nil {
+		// Unreachable: the statement picked d through a rule's filter.
+		return fenecql.CodeErrorf(fenecql.CodeForbidden, 0, "no policy rule lets this token update %s", c.Name)
+	}
+	return fenecql.CodeErrorf(fenecql.CodeForbidden, 0, "document %d as written breaks %s: %s", nd.ID, broke.Name, broke.Text)
 }

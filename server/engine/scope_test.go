@@ -52,14 +52,17 @@ func TestWorkerScope(t *testing.T) {
 		}
 	}
 	before := answer(mustExec(t, db, `get jobs`))
-	// A write no rule admits picks no row: with require, the refusal says
-	// why a row was skipped.
-	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"x": 1}} where run_at <= now() order run_at limit 10 require 1`, fenecql.CodeUnmet, "changes payload")
-	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10 require 1`, fenecql.CodeUnmet, "changes error")
-	refused(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 require 1`, fenecql.CodeUnmet, "breaks policy line 2")
-	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10 require 1`, fenecql.CodeUnmet, "breaks policy line 2")
-	if r, err := run(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`); err != nil || r.Affected != 0 {
-		t.Fatalf("a write no rule admits: %v %v, want 0 rows", err, r)
+	// A field no update rule lists is refused before any row is read; a
+	// write that breaks the transition of the rule that let it pick the
+	// row is refused naming the rule, and writes nothing.
+	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"x": 1}} where run_at <= now() order run_at limit 10`, fenecql.CodeForbidden, "no policy rule lets this token change payload of jobs")
+	refused(`set jobs {error: "x"} where id = 1`, fenecql.CodeForbidden, "no policy rule lets this token change error of jobs")
+	refused(`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, fenecql.CodeForbidden, "document 1 as written breaks policy line 2")
+	refused(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`, fenecql.CodeForbidden, "document 1 as written breaks policy line 2")
+	// Job 4 is not ready: no rule lets this token pick it, so a write to
+	// it finds nothing and says nothing, whatever it would write.
+	if r, err := run(`set jobs {owner: "w2", run_at: now(), attempts: 0} where id = 4`); err != nil || r.Affected != 0 {
+		t.Fatalf("a row the token may not change: %v %v, want 0 rows", err, r)
 	}
 	refused(`create collection x (a int)`, fenecql.CodeForbidden, "changes no schema")
 	refused(`get secrets`, fenecql.CodeUnknown, "no collection secrets")
@@ -144,6 +147,12 @@ func TestScopeHidesRows(t *testing.T) {
 			rule(t, "policy line 3", "jobs", GrantRead, nil, `n <> 2`),
 			rule(t, "policy line 4", "jobs", GrantInsert, nil, ""),
 		}},
+		// A transition a hidden row's write would break: the refusal
+		// (403) comes only of rows the token may change.
+		"transition": {Claims: claims, Rules: []Rule{
+			rule(t, "policy line 1", "jobs", GrantRead, nil, mine),
+			rule(t, "policy line 2", "jobs", GrantUpdate, []string{"n", "attempts"}, mine+` and new.n < 10`),
+		}},
 	}
 	guess := `case when payload.to = $1 then 1/0 = 1 else false end`
 	typed := `case when payload.to = $1 then payload.to < 5 else false end`
@@ -168,6 +177,12 @@ func TestScopeHidesRows(t *testing.T) {
 		{`explain del jobs where dest = $1`},
 		{`get jobs select id`, `set jobs {attempts: 1} where ` + guess, `del jobs where ` + typed},
 		{`put jobs {queue: "mail", key: "k2"}`},
+		// Refusals of a set: a field no rule lists, and a write that
+		// breaks a rule's transition.
+		{`set jobs {payload: {"to": $1}} where dest = $1`},
+		{`set jobs {n: case when payload.to = $1 then 100 else n end}`},
+		{`set jobs {n: 100} where dest = $1 or id = 1`},
+		{`set jobs {n: case when payload.to = $1 then 100 else n end, attempts: 1} where ` + typed},
 	}
 	right, wrong := vals("+15550100"), vals("+15550199")
 	for name, scope := range scopes {
@@ -207,9 +222,10 @@ func mustJSON(t *testing.T, s string) fenecql.Value {
 }
 
 // TestSeveralUpdateRules is docs/access.md's worker policy, several update
-// rules for one grant: a row is picked only if some rule admits both the
-// row and the write. A worker that still holds a lapsed job of another
-// queue claims its own queue's jobs past it; rules widen each other.
+// rules for one grant: a set runs under the rules that list every field
+// it names, and picks the rows one of them admits. A worker that still
+// holds a lapsed job of another queue claims its own queue's jobs past it
+// (only line 3 lets a claim change attempts); rules widen each other.
 func TestSeveralUpdateRules(t *testing.T) {
 	for _, schema := range []string{
 		`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`,
@@ -240,7 +256,7 @@ func TestSeveralUpdateRules(t *testing.T) {
 		if got := run(claim + ` require 1`); got != `[{"id":3}]` {
 			t.Fatalf("second claim: %s", got)
 		}
-		if got := run(claim + ` require 1`); !strings.HasPrefix(got, "error unmet") || !strings.Contains(got, "skipped a row: ") {
+		if got := run(claim + ` require 1`); !strings.HasPrefix(got, "error unmet") {
 			t.Fatalf("nothing left to claim: %s", got)
 		}
 		// The same set without a limit or order: every row it may write.
@@ -293,5 +309,84 @@ func TestScopeRuleErrorHides(t *testing.T) {
 		if got := scoped(t, db, scope, nil, c[0]); got != c[1] {
 			t.Errorf("%s: %s, want %s", c[0], got, c[1])
 		}
+	}
+}
+
+// TestSetRefusals: a scoped set that would do what no rule lets it is
+// refused, not answered as if it found nothing. A field no update rule
+// lists is refused before any row is read (even with no row to write); a
+// write that breaks the transition of the rule that let the statement
+// pick the row is refused naming that rule, and nothing of the
+// statement is written; a row no rule lets it pick stays silent.
+func TestSetRefusals(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	mustExec(t, db, `put jobs [{queue: "mail", run_at: now() - 10, owner: "w1", attempts: 1}, {queue: "mail", run_at: now() - 5, attempts: 2}, {queue: "mail", run_at: now() - 1, attempts: 3}, {queue: "sms", run_at: now() - 1, attempts: 0}]`)
+	scope := &Scope{
+		Claims: map[string]fenecql.Value{"sub": fenecql.Text("w1"), "queue": fenecql.Text("mail")},
+		Rules: []Rule{
+			rule(t, "policy line 2", "jobs", GrantRead, nil, `owner = $jwt.sub`),
+			rule(t, "policy line 3", "jobs", GrantUpdate, []string{"owner", "run_at", "attempts"}, `queue = $jwt.queue and run_at <= now() and new.owner = $jwt.sub and new.attempts = attempts + 1`),
+			rule(t, "policy line 4", "jobs", GrantUpdate, []string{"run_at"}, `owner = $jwt.sub`),
+		},
+	}
+	before := answer(mustExec(t, db, `get jobs`))
+	for _, c := range [][2]string{
+		// A worker's own job, a field no rule lists: at once.
+		{`set jobs {payload: {"x": 1}} where id = 1`, `error forbidden: statement 0: position 1: no policy rule lets this token change payload of jobs`},
+		// The same with no row at all: the same answer.
+		{`set jobs {payload: {"x": 1}} where id = 99`, `error forbidden: statement 0: position 1: no policy rule lets this token change payload of jobs`},
+		// Fields each listed, but by no one rule.
+		{`set jobs {run_at: now(), attempts: 9, error: "x"} where id = 1`, `error forbidden: statement 0: position 1: no policy rule lets this token change error of jobs`},
+		// A claim that resets attempts, and one on another's behalf:
+		// the whole claim is refused, job 2 as well as job 3.
+		{`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() and owner is null order run_at limit 2`, `error forbidden: statement 0: document 2 as written breaks policy line 3: `},
+		{`set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, `error forbidden: statement 0: document 1 as written breaks policy line 3: `},
+		// Job 4 is of another queue: not there for this statement.
+		{`set jobs {owner: "w2", run_at: now(), attempts: 0} where id = 4`, `{"affected":0}`},
+		// Line 4 lets the worker move its own job's lease.
+		{`set jobs {run_at: now() + 1000} where id = 1 returning id`, `[{"id":1}]`},
+	} {
+		if got := scoped(t, db, scope, nil, c[0]); !strings.HasPrefix(got, c[1]) {
+			t.Errorf("%s:\n got %s\nwant %s…", c[0], got, c[1])
+		}
+	}
+	mustExec(t, db, `set jobs {run_at: now() - 10} where id = 1`)
+	if after := answer(mustExec(t, db, `get jobs`)); after != before {
+		t.Fatalf("refused sets wrote:\n%s\n%s", before, after)
+	}
+}
+
+// TestClaimOfWrongKind: a claim that does not fit the field a rule
+// compares it with — a list, an object, a number for a text field — is
+// as a missing claim: the rule does not apply, and the collection is not
+// there, rather than there and empty.
+func TestClaimOfWrongKind(t *testing.T) {
+	db, _ := openMem(t)
+	mustExec(t, db, `create collection jobs (owner text, n int)`)
+	mustExec(t, db, `put jobs [{owner: "42", n: 1}, {owner: "w1", n: 2}]`)
+	scope := func(sub fenecql.Value) *Scope {
+		s := &Scope{Claims: map[string]fenecql.Value{}, Rules: []Rule{
+			rule(t, "policy line 1", "jobs", GrantRead|GrantDelete, nil, `owner = $jwt.sub`),
+			rule(t, "policy line 2", "jobs", GrantUpdate, []string{"n"}, `new.owner = $jwt.sub`),
+		}}
+		if !sub.IsNull() {
+			s.Claims["sub"] = sub
+		}
+		return s
+	}
+	missing := scoped(t, db, scope(fenecql.Null), nil, `get jobs`)
+	if !strings.HasPrefix(missing, "error unknown") {
+		t.Fatalf("missing claim: %s", missing)
+	}
+	for _, sub := range []fenecql.Value{fenecql.Int(42), fenecql.List([]fenecql.Value{fenecql.Text("w1")}), mustJSON(t, `{"a": "w1"}`), fenecql.Bool(true)} {
+		for _, q := range []string{`get jobs`, `set jobs {n: 5}`, `del jobs`} {
+			if got, want := scoped(t, db, scope(sub), nil, q), scoped(t, db, scope(fenecql.Null), nil, q); got != want {
+				t.Errorf("sub %s: %s: %s, want as without the claim: %s", fenecql.AppendJSON(nil, sub), q, got, want)
+			}
+		}
+	}
+	if got := scoped(t, db, scope(fenecql.Text("w1")), nil, `get jobs select n`); got != `[{"n":2}]` {
+		t.Errorf("a text claim: %s", got)
 	}
 }

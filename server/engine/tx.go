@@ -16,6 +16,8 @@ type tx struct {
 	db      *DB
 	ctx     context.Context // the request's: nil in a held claim's look
 	write   bool
+	rd      *reader // a read's hold on the read lock (yield.go); nil in a write
+	upd     []*Rule // the running scoped set's update rules (updateRules)
 	undo    []undoStep
 	changes []store.Change
 	touched []string
@@ -273,6 +275,9 @@ func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	c := t.db.colls[name]
 	if c == nil {
 		return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, pos, "no collection %s", name)
+	}
+	if t.rd != nil {
+		t.rd.saw(c)
 	}
 	return c, nil
 }

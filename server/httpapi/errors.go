@@ -35,6 +35,7 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeUnavailable:        http.StatusServiceUnavailable,
 	gen.ErrorCodeStatementTimeout:   http.StatusServiceUnavailable,
 	gen.ErrorCodeKeyLimit:           http.StatusServiceUnavailable,
+	gen.ErrorCodeTooBusy:            http.StatusTooManyRequests,
 	gen.ErrorCodeBehind:             http.StatusGatewayTimeout,
 	gen.ErrorCodeNoLeader:           http.StatusServiceUnavailable,
 	gen.ErrorCodeOriginNotAllowed:   http.StatusForbidden,
@@ -80,6 +81,12 @@ func errorCode(err error) gen.ErrorCode {
 	return gen.ErrorCodeInternal
 }
 
+// readTimedOut is a read stopped at --read-timeout: its message names
+// that flag rather than --statement-timeout.
+type readTimedOut struct{ error }
+
+func (e readTimedOut) Unwrap() error { return e.error }
+
 // apiError is an answer of the error form (gen.Error; docs/http.md).
 type apiError struct {
 	code  gen.ErrorCode
@@ -116,7 +123,12 @@ func engineError(err error, batch bool) *apiError {
 		}
 	}
 	if e.code == gen.ErrorCodeStatementTimeout {
-		e.msg += " (fenec serve --statement-timeout)" // the limit is the server's flag
+		// The limit is the server's flag.
+		if errors.As(err, new(readTimedOut)) {
+			e.msg += " (fenec serve --read-timeout)"
+		} else {
+			e.msg += " (fenec serve --statement-timeout)"
+		}
 	}
 	return e
 }
@@ -138,6 +150,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.leader != "" {
 		h.Set("Fenec-Leader", e.leader)
+	}
+	if e.code == gen.ErrorCodeTooBusy {
+		h.Set("Retry-After", "1")
 	}
 	w.WriteHeader(statuses[e.code])
 	_, _ = w.Write(append(b, '\n'))

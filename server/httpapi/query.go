@@ -29,6 +29,9 @@ type request struct {
 	fp    fingerprint
 	wait  *time.Duration // Fenec-Wait; nil when not sent
 	scope string         // who asks, as far as access rules narrow the rows
+	// tenant is the token subject whose requests --token-concurrency
+	// bounds (limit.go); "" for full access.
+	tenant string
 }
 
 // scratch is the room a request served by the fast path (body.go) takes,
@@ -190,7 +193,7 @@ func decodeStrict(body []byte, v any) error {
 // run yet, so any error here writes nothing.
 func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
 	a := access(r)
-	req.batch, req.scope = batch, a.Key
+	req.batch, req.scope, req.tenant = batch, a.Key, subject(a)
 	if cap(req.stmts) >= n {
 		req.stmts, req.text = req.stmts[:n], req.text[:n]
 	} else {
@@ -221,6 +224,18 @@ func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt fu
 // serve answers a parsed request: the first answer again for an
 // Idempotency-Key already used, else the answer of running it.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
+	if req.wait == nil {
+		// A held claim is not counted while it waits: it takes no core
+		// then, and a worker's claim must not be refused for its acks.
+		leave, e := s.tenants.enter(r.Context(), req.tenant)
+		if leave == nil {
+			if e != nil {
+				writeError(w, e)
+			}
+			return
+		}
+		defer leave()
+	}
 	if req.wait != nil {
 		if err := engine.Holdable(req.stmts); err != nil {
 			e := engineError(err, req.batch)
@@ -314,7 +329,14 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 	if req.wait == nil {
 		start := time.Now()
 		var durable func() error
-		rs, durable, err = s.db.RunUnwaited(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: s.cfg.StatementTimeout})
+		limit := s.cfg.StatementTimeout
+		if !req.write {
+			limit = s.cfg.ReadTimeout
+		}
+		rs, durable, err = s.db.RunUnwaited(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: limit})
+		if !req.write && errors.Is(err, engine.ErrStatementTimeout) {
+			err = readTimedOut{err}
+		}
 		if arr != nil {
 			arr.arrived(err == nil && req.write)
 		}

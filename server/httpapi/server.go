@@ -65,6 +65,13 @@ type Config struct {
 	// claim's waiting excluded); past it they stop, write nothing and are
 	// answered 503 statement_timeout. 0: DefaultStatementTimeout.
 	StatementTimeout time.Duration
+	// ReadTimeout is StatementTimeout for a request that only reads. 0:
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// TokenConcurrency bounds the requests one token subject (a JWT's
+	// sub) runs at once; held claims waiting are not counted. 0: no bound
+	// (limit.go).
+	TokenConcurrency int
 	// Slow is the run time from which a request is logged; 0 logs none.
 	Slow    time.Duration
 	Metrics *Metrics
@@ -95,6 +102,7 @@ type Server struct {
 	keys    keyLocks
 	gate    *auth.Gate
 	hub     *wait.Hub
+	tenants tenants
 	console http.Handler
 	hosts   []string // Config.Hosts, as hostName gives them
 
@@ -107,8 +115,16 @@ type Server struct {
 const (
 	DefaultMaxBody        = 16 << 20
 	DefaultIdempotencyTTL = 24 * time.Hour
-	// DefaultStatementTimeout is fenec serve's --statement-timeout.
+	// DefaultStatementTimeout is fenec serve's --statement-timeout: a
+	// write's run, which a long batch or a claim over a large queue may
+	// need, and which holds the write lock only while it runs.
 	DefaultStatementTimeout = 30 * time.Second
+	// DefaultReadTimeout is fenec serve's --read-timeout: a read answers
+	// a client waiting on it, and one running for long costs a core and
+	// makes writers wait at its yields (docs/http.md, Limits).
+	DefaultReadTimeout = 5 * time.Second
+	// DefaultTokenConcurrency is fenec serve's --token-concurrency.
+	DefaultTokenConcurrency = 16
 	// A key's record is its answer and ~100 bytes: 100 000 small answers
 	// take ~30 MB; the byte cap holds a few large ones.
 	DefaultIdempotencyMaxKeys  = 100_000
@@ -129,6 +145,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.StatementTimeout <= 0 {
 		cfg.StatementTimeout = DefaultStatementTimeout
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
 	}
 	if cfg.IdempotencyMaxKeys <= 0 {
 		cfg.IdempotencyMaxKeys = DefaultIdempotencyMaxKeys
@@ -172,6 +191,7 @@ func New(cfg Config) (*Server, error) {
 		keys:    keyLocks{held: map[string]*keyLock{}},
 		gate:    cfg.Gate,
 		console: console.Handler(),
+		tenants: tenants{max: cfg.TokenConcurrency, m: map[string]*tenant{}},
 	}
 	for _, h := range cfg.Hosts {
 		s.hosts = append(s.hosts, hostName(h))

@@ -13,10 +13,13 @@ import (
 )
 
 // TestStatementTimeoutAnswer: a request whose statements run past
-// --statement-timeout is answered 503 statement_timeout and writes
-// nothing; a held claim's waiting is not counted against it.
+// --statement-timeout (a read's: --read-timeout) is answered 503
+// statement_timeout, naming the flag, and writes nothing; a held claim's
+// waiting is not counted against it.
 func TestStatementTimeoutAnswer(t *testing.T) {
-	ts := newTestServer(t, ":memory:", func(c *Config) { c.StatementTimeout = 5 * time.Millisecond })
+	ts := newTestServer(t, ":memory:", func(c *Config) {
+		c.StatementTimeout, c.ReadTimeout = 5*time.Millisecond, 5*time.Millisecond
+	})
 	ctx := context.Background()
 	fillBig(t, ts)
 	seq := ts.db.Seq()
@@ -28,7 +31,11 @@ func TestStatementTimeoutAnswer(t *testing.T) {
 		}
 		var e struct{ Error, Code string }
 		r.JSON(t, &e)
-		if r.Status != 503 || e.Code != "statement_timeout" || !strings.Contains(e.Error, "--statement-timeout") {
+		flag := "--statement-timeout"
+		if strings.HasPrefix(q, "get") {
+			flag = "--read-timeout"
+		}
+		if r.Status != 503 || e.Code != "statement_timeout" || !strings.Contains(e.Error, flag) {
 			t.Errorf("%s: %d %s", q, r.Status, r.Body)
 		}
 	}

@@ -113,13 +113,17 @@ func TestWorkerToken(t *testing.T) {
 	all := func() string { return body(admin.MustQuery(`get jobs`)) }
 	before := all()
 
-	// A claim no rule lets it write picks no row; with require, the 412
-	// says why a row was skipped.
-	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"to": "eve@example.com"}} where run_at <= now() order run_at limit 10 require 1`, 412, "skipped a row: policy line 3 lets this token change only owner, run_at, attempts of jobs, and this changes payload")
-	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10 require 1`, 412, "and this changes error")
-	refused(t, w1, `set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10 require 1`, 412, "skipped a row: document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
-	if got := body(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`)); got != `{"affected":0}` {
-		t.Errorf("a claim that resets attempts: %s", got)
+	// A write the policy does not admit is refused, and writes nothing:
+	// a field no update rule lists before any row is read, a write that
+	// breaks the rule that let it pick the row naming the rule. A row no
+	// update rule lets it pick is not there.
+	refused(t, w1, `set jobs {payload: {"to": "eve@example.com"}} where id = 1`, 403, "position 1: no policy rule lets this token change payload of jobs")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, payload: {"to": "eve@example.com"}} where run_at <= now() order run_at limit 10`, 403, "no policy rule lets this token change payload of jobs")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: attempts + 1, error: "x"} where run_at <= now() order run_at limit 10`, 403, "no one policy rule lets this token change owner, run_at, attempts, error of jobs together")
+	refused(t, w1, `set jobs {owner: "w2", run_at: now() + 30000, attempts: attempts + 1} where run_at <= now() order run_at limit 10`, 403, "document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
+	refused(t, w1, `set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where run_at <= now() order run_at limit 10`, 403, "document 1 as written breaks policy line 3: jobs update(owner, run_at, attempts) where")
+	if got := body(w1.MustQuery(`set jobs {owner: "w1", run_at: now() + 30000, attempts: 0} where id = 2`)); got != `{"affected":0}` {
+		t.Errorf("a write to a job of another queue: %s", got)
 	}
 	if after := all(); after != before {
 		t.Fatalf("refused claims wrote:\n%s\n%s", before, after)
@@ -154,6 +158,11 @@ func TestWorkerToken(t *testing.T) {
 	}
 
 	refused(t, w1, `get secrets`, 404, "no collection secrets")
+	// A claim of a kind the policy does not compare (a numeric sub, a
+	// list queue) is as a missing claim: the collection is not there.
+	for _, claims := range []string{`{"sub":7,"role":"worker","queue":"mail"}`, `{"role":"worker","queue":"mail"}`, `{"sub":["w1"],"role":"worker","queue":"mail"}`} {
+		refused(t, as(admin, tok(claims)), `get jobs`, 404, "no collection jobs")
+	}
 	refused(t, app, `get jobs`, 404, "no collection jobs")
 	refused(t, w1, `put jobs {queue: "mail"}`, 403, "no policy rule lets this token insert into jobs")
 	refused(t, w1, `create collection x (a int)`, 403, "a token held to a policy changes no schema")

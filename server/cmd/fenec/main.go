@@ -96,7 +96,8 @@ type options struct {
 	http, file, sync, token, clock string
 	jwtSecret, jwtKeys, policy     string
 	idemTTL, statementTimeout      time.Duration
-	idemKeys                       int
+	readTimeout                    time.Duration
+	idemKeys, tokenConcurrency     int
 	idemBytes                      int64
 	maxBody                        int64
 	slowMS                         int
@@ -127,6 +128,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
+	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
+	fs.IntVar(&o.tokenConcurrency, "token-concurrency", httpapi.DefaultTokenConcurrency, "requests one token subject (a JWT's sub) may run at once; more wait up to 250 ms, then are answered 429 too_busy (0: no bound; the --token is never bound)")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (its chain after it); re-read when it changes; needs --tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert; re-read when it changes")
@@ -182,6 +185,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--max-body %d: want a positive number of bytes", o.maxBody)
 	case o.statementTimeout <= 0:
 		return o, fmt.Errorf("--statement-timeout %v: want a positive duration", o.statementTimeout)
+	case o.readTimeout <= 0:
+		return o, fmt.Errorf("--read-timeout %v: want a positive duration", o.readTimeout)
+	case o.tokenConcurrency < 0:
+		return o, fmt.Errorf("--token-concurrency %d: want 0 (no bound) or more", o.tokenConcurrency)
 	case o.slowMS < 0:
 		return o, fmt.Errorf("--slow-ms %d: want 0 or more", o.slowMS)
 	case o.maxConns < 0:
@@ -274,7 +281,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	api, err := httpapi.New(httpapi.Config{
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
-		StatementTimeout: o.statementTimeout, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
+		StatementTimeout: o.statementTimeout, ReadTimeout: o.readTimeout, TokenConcurrency: o.tokenConcurrency, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 		CORSOrigins: o.corsOrigins, Hosts: o.hosts, NoConsole: o.noConsole, Cluster: node.api(),
 	})
 	if err != nil {

@@ -57,6 +57,7 @@ enum ErrorCode {
   tooLarge("too_large"),
   keyReused("key_reused"),
   keyLimit("key_limit"),
+  tooBusy("too_busy"),
   internal("internal"),
   unavailable("unavailable"),
   statementTimeout("statement_timeout"),

@@ -100,6 +100,8 @@ public enum ErrorCode
     KeyReused,
     /// <summary><c>key_limit</c></summary>
     KeyLimit,
+    /// <summary><c>too_busy</c></summary>
+    TooBusy,
     /// <summary><c>internal</c></summary>
     Internal,
     /// <summary><c>unavailable</c></summary>
@@ -142,6 +144,7 @@ public static class ErrorCodes
         ErrorCode.TooLarge => "too_large",
         ErrorCode.KeyReused => "key_reused",
         ErrorCode.KeyLimit => "key_limit",
+        ErrorCode.TooBusy => "too_busy",
         ErrorCode.Internal => "internal",
         ErrorCode.Unavailable => "unavailable",
         ErrorCode.StatementTimeout => "statement_timeout",
@@ -170,6 +173,7 @@ public static class ErrorCodes
         "too_large" => ErrorCode.TooLarge,
         "key_reused" => ErrorCode.KeyReused,
         "key_limit" => ErrorCode.KeyLimit,
+        "too_busy" => ErrorCode.TooBusy,
         "internal" => ErrorCode.Internal,
         "unavailable" => ErrorCode.Unavailable,
         "statement_timeout" => ErrorCode.StatementTimeout,

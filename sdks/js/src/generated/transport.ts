@@ -48,7 +48,7 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
 /** The `code` of an error answer. */
-export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"] as const;
+export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"] as const;
 
 /** The `code` of an error answer. */
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -182,7 +182,7 @@ export interface ErrorBody {
    * In a `/batch`, the 0-based statement refused.
    */
   at?: number;
-  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "internal" | "unavailable" | "statement_timeout" | "behind" | "no_leader" | "origin_not_allowed" | "host_not_allowed" | "request_timeout" | "too_many_connections";
+  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "too_busy" | "internal" | "unavailable" | "statement_timeout" | "behind" | "no_leader" | "origin_not_allowed" | "host_not_allowed" | "request_timeout" | "too_many_connections";
   /**
    * What is wrong, and where.
    */

@@ -91,6 +91,10 @@ class KeyLimit(FenecError):
     """The server's ``key_limit`` error; ``code`` is ``"key_limit"``."""
 
 
+class TooBusy(FenecError):
+    """The server's ``too_busy`` error; ``code`` is ``"too_busy"``."""
+
+
 class Internal(FenecError):
     """The server's ``internal`` error; ``code`` is ``"internal"``."""
 
@@ -138,6 +142,7 @@ ERRORS: Dict[str, Type[FenecError]] = {
     "too_large": TooLarge,
     "key_reused": KeyReused,
     "key_limit": KeyLimit,
+    "too_busy": TooBusy,
     "internal": Internal,
     "unavailable": Unavailable,
     "statement_timeout": StatementTimeout,
@@ -252,7 +257,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"]
     # What is wrong, and where.
     error: str
 

@@ -57,6 +57,7 @@ public enum ErrorCode: String, Sendable, Hashable, CaseIterable, Codable {
     case tooLarge = "too_large"
     case keyReused = "key_reused"
     case keyLimit = "key_limit"
+    case tooBusy = "too_busy"
     case `internal` = "internal"
     case unavailable = "unavailable"
     case statementTimeout = "statement_timeout"

@@ -75,6 +75,7 @@ public enum class ErrorCode(
     TOO_LARGE("too_large"),
     KEY_REUSED("key_reused"),
     KEY_LIMIT("key_limit"),
+    TOO_BUSY("too_busy"),
     INTERNAL("internal"),
     UNAVAILABLE("unavailable"),
     STATEMENT_TIMEOUT("statement_timeout"),
