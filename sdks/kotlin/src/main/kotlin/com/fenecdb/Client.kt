@@ -31,6 +31,7 @@ import java.net.http.HttpResponse
 import java.net.http.HttpTimeoutException
 import java.nio.channels.ClosedChannelException
 import java.time.Instant
+import java.time.format.DateTimeParseException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
@@ -306,7 +307,17 @@ public class Client internal constructor(
     private suspend fun decode(collection: String?, rows: JsonArray, reply: Reply): List<Row> {
         val objects = rows.map { it as? JsonObject ?: throw unexpected(reply) }
         val types = if (collection == null) emptyMap() else schema.types(collection, objects) { fetchSchema() }
-        return objects.map { o -> Row(LinkedHashMap<String, Any?>(o.size).apply { for ((k, v) in o) put(k, decodeValue(v, types[k])) }) }
+        return objects.map { o ->
+            Row(LinkedHashMap<String, Any?>(o.size).apply {
+                for ((k, v) in o) {
+                    put(k, try {
+                        decodeValue(v, types[k])
+                    } catch (e: IllegalArgumentException) {
+                        throw FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: field ${quote(k)} of ${quote(collection ?: "?")}: ${e.message}", cause = e)
+                    })
+                }
+            })
+        }
     }
 
     /** Every collection's declared field types, from `GET /collections`. */
@@ -498,11 +509,24 @@ private fun parseJson(text: String): JsonElement? = try {
     null
 }
 
-/** A column's value by its declared type; by its JSON when none is declared. */
+/**
+ * A column's value by its declared type; by its JSON when none is declared.
+ * A declared timestamp that is not ISO-8601 text throws
+ * IllegalArgumentException saying what came, rather than becoming a String
+ * the caller would only trip on later.
+ */
 internal fun decodeValue(v: JsonElement, type: FieldType?): Any? {
     if (v is JsonNull) return null
     return when (type) {
-        FieldType.TIMESTAMP -> (v as? JsonPrimitive)?.contentOrNull?.let { runCatching { Instant.parse(it) }.getOrNull() } ?: byShape(v)
+        FieldType.TIMESTAMP -> {
+            val text = (v as? JsonPrimitive)?.takeIf { it.isString }?.content
+                ?: throw IllegalArgumentException("a timestamp is ISO-8601 text, not $v")
+            try {
+                Instant.parse(text)
+            } catch (e: DateTimeParseException) {
+                throw IllegalArgumentException("the timestamp ${quote(text)} is not ISO-8601 (${e.message})", e)
+            }
+        }
         FieldType.JSON, FieldType.GEO -> v
         FieldType.FLOAT -> (v as? JsonPrimitive)?.takeIf { !it.isString }?.content?.toDoubleOrNull() ?: byShape(v)
         else -> byShape(v)
