@@ -10,7 +10,7 @@ from ._sync.client import Client
 
 
 def connect(
-    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+    url: Union[str, Sequence[str], None] = None, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
 ) -> Client:
     """A blocking client of the Fenec server at ``url`` (``http(s)://host[:port]``,
     checked now: a ValueError names what is wrong) — or of a cluster's
@@ -21,12 +21,17 @@ def connect(
 
     ``token`` is sent as ``Authorization: Bearer <token>``; ``timeout`` is the
     seconds a call may take (default 30; ``None``: no limit), and a call
-    sent with ``wait=`` may take that much longer."""
+    sent with ``wait=`` may take that much longer.
+
+    With no ``url``, it is read from ``FENEC_URL``, and the token, unless
+    given, from ``FENEC_TOKEN``; FENEC_URL unset is a ValueError. Every
+    request names the SDK and Python in its User-Agent
+    (``fenecdb-python/0.1.0 python/3.11.7``)."""
     return Client(url, token=token, timeout=timeout)
 
 
 def connect_async(
-    url: Union[str, Sequence[str]], *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
+    url: Union[str, Sequence[str], None] = None, *, token: Optional[str] = None, timeout: Optional[float] = DEFAULT_TIMEOUT
 ) -> AsyncClient:
     """An asyncio client of the Fenec server at ``url``; use it with
     ``async with``. Arguments as :func:`connect`."""

@@ -35,7 +35,7 @@ class AsyncClient:
 
     def __init__(
         self,
-        url: Union[str, Sequence[str]],
+        url: Union[str, Sequence[str], None] = None,
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -49,7 +49,9 @@ class AsyncClient:
         self._lock = threading.Lock()
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=node, transport=self._transport, timeout=self._settings.timeout)
+        return httpx.AsyncClient(
+            base_url=node, transport=self._transport, timeout=self._settings.timeout, headers={"User-Agent": calls.USER_AGENT}
+        )
 
     @property
     def node(self) -> str:

@@ -84,6 +84,21 @@ public object Fenec {
         return connect(if (parts.size > 1) parts.map { it.trim() } else parts, token, timeout)
     }
 
+    /**
+     * [connect] to the URL(s) in the environment variable FENEC_URL, with
+     * the token in FENEC_TOKEN (none when it is unset); FENEC_URL unset is
+     * an IllegalArgumentException.
+     */
+    @JvmStatic
+    public fun connect(): Client = connectFromEnv(System::getenv)
+
+    /** [connect] from the variables [getenv] reads (the process's environment, or a test's). */
+    internal fun connectFromEnv(getenv: (String) -> String?): Client {
+        val url = getenv("FENEC_URL")?.takeIf { it.isNotEmpty() }
+            ?: throw IllegalArgumentException("no server URL given, and FENEC_URL is not set")
+        return connect(url, getenv("FENEC_TOKEN")?.takeIf { it.isNotEmpty() }, DEFAULT_TIMEOUT)
+    }
+
     /** [connect] to the nodes of a cluster, one URL each. */
     public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT): Client {
         val nodes = parseUrls(urls)
@@ -118,6 +133,12 @@ public object Fenec {
     public fun connect(urls: List<String>, token: String?, timeout: java.time.Duration): Client =
         connect(urls, token, timeout.toMillis().milliseconds)
 }
+
+/** This SDK's version, as its User-Agent names it; a test keeps it equal to pom.xml's. */
+public const val VERSION: String = "0.1.0"
+
+/** Sent on every request: `fenecdb-kotlin/<version> java/<the JVM's version>`. */
+internal val USER_AGENT: String = "fenecdb-kotlin/$VERSION java/${System.getProperty("java.version")}"
 
 /** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3
@@ -359,7 +380,10 @@ public class Client internal constructor(
         val walk = Walk(nodes, node, deadline)
         val refused = HashSet<URI>() // nodes whose connection was refused in this call
         while (true) {
-            val request = build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())
+            // The generated request, with the SDK's User-Agent (docs/sdks.md).
+            val request = HttpRequest.newBuilder(build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())) { _, _ -> true }
+                .header("User-Agent", USER_AGENT)
+                .build()
             val response: HttpResponse<String> = try {
                 awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
             } catch (e: CancellationException) {
