@@ -581,7 +581,8 @@ func TestWorkerDoesNotRetryARefusal(t *testing.T) {
 		return errors.New("boom")
 	}
 	refused := make(chan error, 100)
-	w := newWorker(t, db, h, fenecdb.WorkerOptions{Wait: 100 * time.Millisecond, Grace: 500 * time.Millisecond,
+	// One slot: no claim is in flight while the handler changes the collection.
+	w := newWorker(t, db, h, fenecdb.WorkerOptions{Concurrency: 1, Wait: 100 * time.Millisecond, Grace: 500 * time.Millisecond,
 		OnError: func(err error) {
 			if errors.Is(err, fenecdb.ErrBadRequest) {
 				refused <- err
