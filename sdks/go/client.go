@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -97,9 +100,24 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cf
 // else (a timeout, a connection lost after sending, any other 503, a 403
 // of the token's rules) is answered as is: only an [IdempotencyKey] makes
 // the retry of a write whose outcome is unknown safe.
+//
+// An empty rawURL reads the environment: FENEC_URL for the URL(s), and
+// FENEC_TOKEN for the token unless [WithToken] gives one; FENEC_URL unset
+// is an error. Every request carries a User-Agent naming the SDK and Go:
+// "fenecdb-go/v0.1.0 go/1.26.8".
 func Connect(rawURL string, opts ...Option) (*Client, error) {
+	fromEnv := rawURL == ""
+	if fromEnv {
+		rawURL = os.Getenv("FENEC_URL")
+		if rawURL == "" {
+			return nil, errors.New("fenecdb: Connect: no URL given, and FENEC_URL is not set")
+		}
+	}
 	ns, err := parseNodes(rawURL)
 	if err != nil {
+		if fromEnv {
+			return nil, fmt.Errorf("%w (from FENEC_URL)", err)
+		}
 		return nil, err
 	}
 	cfg := config{timeout: DefaultTimeout}
@@ -109,11 +127,16 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 	if cfg.client != nil && cfg.tls != nil {
 		return nil, errors.New("fenecdb: WithTLSConfig and WithHTTPClient together: set the TLS configuration on the HTTP client's transport")
 	}
+	if fromEnv && cfg.token == "" {
+		cfg.token = os.Getenv("FENEC_TOKEN")
+	}
 	if cfg.client == nil {
 		cfg.client = defaultHTTPClient(cfg.tls)
 	}
+	hc := *cfg.client // the caller's client as it is, its transport wrapped
+	hc.Transport = userAgent{base: hc.Transport}
 	return &Client{
-		t:       &apiTransport{client: cfg.client, token: cfg.token},
+		t:       &apiTransport{client: &hc, token: cfg.token},
 		nodes:   ns,
 		timeout: cfg.timeout,
 		schema:  &schemas{},
@@ -368,10 +391,42 @@ func (c *Client) result(ctx context.Context, o callOptions, s Statement, reply s
 // the server sets up, per call).
 const keptConnsPerHost = 64
 
+// Version is this SDK's version, as its User-Agent names it; a test keeps
+// it equal to the other SDKs' manifests (they are released together).
+const Version = "v0.1.0"
+
+// userAgentValue is "fenecdb-go/<Version> go/<Go's version>".
+var userAgentValue = "fenecdb-go/" + Version + " go/" + strings.TrimPrefix(runtime.Version(), "go")
+
+// userAgent sets the SDK's User-Agent on every request that has none.
+type userAgent struct{ base http.RoundTripper }
+
+// RoundTrip implements http.RoundTripper on a copy of req, as the
+// interface asks: the request is not changed.
+func (u userAgent) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := u.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if req.Header.Get("User-Agent") != "" {
+		return base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("User-Agent", userAgentValue)
+	return base.RoundTrip(r)
+}
+
+// CloseIdleConnections passes http.Client.CloseIdleConnections on.
+func (u userAgent) CloseIdleConnections() {
+	if c, ok := u.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
 // defaultHTTPClient answers the HTTP client of a Client made without
 // WithHTTPClient: net/http's default transport (its proxy from the
 // environment, its timeouts), keeping keptConnsPerHost idle connections to
-// a host, with tlsCfg if not nil; net/http's default client if that
+// // a host, with tlsCfg if not nil; net/http's default client if that
 // transport was replaced.
 func defaultHTTPClient(tlsCfg *tls.Config) *http.Client {
 	dt, ok := http.DefaultTransport.(*http.Transport)

@@ -66,3 +66,19 @@ func TestInstallAsAUser(t *testing.T) {
 		t.Fatalf("the SDK brought dependencies to a user's module:\n%s", sum)
 	}
 }
+
+// TestLicenseCopies: the SDKs whose packages carry the license (the Go
+// module's zip, the npm tarball, the wheel) hold the repository's LICENSE
+// byte for byte, since a package cannot reach the file above its folder.
+func TestLicenseCopies(t *testing.T) {
+	root, err := os.ReadFile("../../LICENSE")
+	if err != nil || !strings.Contains(string(root), "Apache License") {
+		t.Fatalf("the repository's LICENSE: %v", err)
+	}
+	for _, sdk := range []string{"go", "js", "python"} {
+		b, err := os.ReadFile(filepath.Join("..", sdk, "LICENSE"))
+		if err != nil || string(b) != string(root) {
+			t.Errorf("sdks/%s/LICENSE is not the repository's LICENSE (%v)", sdk, err)
+		}
+	}
+}

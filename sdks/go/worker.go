@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,12 +158,56 @@ func (w *Worker) claimPatch(owner string) Doc {
 	return D("owner", owner, "run_at", Expr("now() + ?", w.o.Lease.Milliseconds()), "attempts", Inc(1))
 }
 
+// abandonAfter is how long a stopping worker waits, past the grace period,
+// for cancelled handlers to return before it gives their jobs up (their
+// leases lapse): the same second as the other SDKs' (docs/workers.md).
+const abandonAfter = time.Second
+
+// AbandonedError is what [Worker.Run] returns when handlers that ignore
+// their context were still running a second past the grace period: Run
+// returned without them, nothing more is sent for their jobs, and their
+// leases lapse, so another worker runs them again. It wraps ctx's error.
+type AbandonedError struct {
+	// Jobs are the ids of the jobs given up, in ascending order.
+	Jobs []int64
+	// Cause is ctx's error.
+	Cause error
+}
+
+// Error implements the error interface.
+func (e *AbandonedError) Error() string {
+	return fmt.Sprintf("fenecdb worker: stopped without %d handler(s) that ignored their cancelled context, of jobs %v: nothing more is sent for them, their leases lapse and another worker runs them again (%v)", len(e.Jobs), e.Jobs, e.Cause)
+}
+
+// Unwrap returns ctx's error.
+func (e *AbandonedError) Unwrap() error { return e.Cause }
+
+// running is the jobs whose handlers run, for a stop to give up the ones
+// that do not return.
+type running struct {
+	mu   sync.Mutex
+	jobs map[*runState]struct{}
+	n    int
+	idle chan struct{} // closed when n falls to 0 after a stop
+}
+
+// runState is one running job's: returned is set when its handler has
+// returned, abandoned when the stop gave it up (then nothing is sent).
+type runState struct {
+	job       Job
+	returned  bool
+	abandoned bool
+}
+
 // Run claims and runs jobs until ctx is done, then stops gracefully: it
 // claims no more, releases at once the jobs it claimed but has not
 // started, gives running handlers the grace period and then cancels them.
-// It answers when every handler has returned; the error is ctx's, or a
-// mistake in the worker's statements. Faults on the way (the server down,
-// a 5xx) are retried with backoff and told to OnError.
+// It returns when every job is acked, failed or released; the error is
+// ctx's, or a mistake in the worker's statements. A handler that ignores
+// its cancelled context is waited for one second more, then given up: Run
+// returns an [*AbandonedError] naming those jobs, and their leases lapse.
+// Faults on the way (the server down, a timeout, a 5xx) are retried with
+// backoff and told to OnError.
 func (w *Worker) Run(ctx context.Context) error {
 	// handlers run under their own context, cancelled a grace period
 	// after ctx is done.
@@ -177,7 +222,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	defer stop()
 
-	var running sync.WaitGroup
+	live := &running{jobs: map[*runState]struct{}{}}
 	free := make(chan struct{}, w.o.Concurrency) // a token per free slot
 	for range w.o.Concurrency {
 		free <- struct{}{}
@@ -244,19 +289,89 @@ func (w *Worker) Run(ctx context.Context) error {
 				free <- struct{}{}
 				continue
 			}
-			running.Add(1)
+			st := &runState{job: job}
+			live.mu.Lock()
+			live.jobs[st] = struct{}{}
+			live.n++
+			live.mu.Unlock()
 			go func() {
-				defer running.Done()
 				defer func() { free <- struct{}{} }()
-				w.run(ctx, hctx, job)
+				defer live.end(st)
+				w.run(ctx, hctx, job, st, &live.mu)
 			}()
 		}
 	}
-	running.Wait()
+	if abandoned := live.wait(hctx); len(abandoned) > 0 {
+		return &AbandonedError{Jobs: abandoned, Cause: errors.Join(fatal, ctx.Err())}
+	}
 	if fatal != nil {
 		return fatal
 	}
 	return ctx.Err()
+}
+
+// end counts a job's goroutine out.
+func (r *running) end(st *runState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.jobs, st)
+	if st.abandoned {
+		return // counted out when it was given up
+	}
+	r.n--
+	if r.n == 0 && r.idle != nil {
+		close(r.idle)
+		r.idle = nil
+	}
+}
+
+// wait waits for every running job to be acked, failed or released; once
+// hctx is done (the grace is over, handlers cancelled) it waits
+// abandonAfter more, then gives up the jobs whose handlers have still not
+// returned and returns their ids. A job whose handler has returned is
+// waited for: its ack, fail or release is on its way.
+func (r *running) wait(hctx context.Context) []int64 {
+	r.mu.Lock()
+	if r.n == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	idle := make(chan struct{})
+	r.idle = idle
+	r.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-hctx.Done():
+	}
+	t := time.NewTimer(abandonAfter)
+	defer t.Stop()
+	select {
+	case <-idle:
+		return nil
+	case <-t.C:
+	}
+	r.mu.Lock()
+	var given []*runState
+	for st := range r.jobs {
+		if !st.returned {
+			st.abandoned = true
+			given = append(given, st)
+			r.n-- // not waited for: its goroutine ends alone
+		}
+	}
+	if r.n == 0 && r.idle != nil {
+		close(r.idle)
+		r.idle = nil
+	}
+	r.mu.Unlock()
+	<-idle
+	ids := make([]int64, len(given))
+	for i, st := range given {
+		ids[i] = st.job.ID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 func jobOf(row Row, owner string) (Job, error) {
@@ -275,7 +390,7 @@ func (w *Worker) mine(job Job) Collection {
 
 // run runs one job: the handler under a context of its own, the lease
 // extended every Lease/2, then the ack or the fail.
-func (w *Worker) run(stopping, hctx context.Context, job Job) {
+func (w *Worker) run(stopping, hctx context.Context, job Job, st *runState, mu *sync.Mutex) {
 	jctx, cancel := context.WithCancel(hctx)
 	defer cancel()
 	var lost atomic.Bool
@@ -287,6 +402,9 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 		for {
 			select {
 			case <-done:
+				return
+			case <-jctx.Done():
+				// Cancelled: its release, or its giving up, follows.
 				return
 			case <-t.C:
 			}
@@ -305,6 +423,13 @@ func (w *Worker) run(stopping, hctx context.Context, job Job) {
 	err := w.call(jctx, job)
 	close(done)
 	<-exited // an extension in flight lands before the ack or the fail
+	mu.Lock()
+	abandoned := st.abandoned
+	st.returned = true
+	mu.Unlock()
+	if abandoned {
+		return // Run returned without it: its lease lapses
+	}
 	switch {
 	case lost.Load():
 		return
@@ -363,21 +488,31 @@ func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 	})
 }
 
+// isFault reports whether a failed call is worth sending again: no answer
+// came (a network error, a timeout) or the server's 5xx (unavailable,
+// internal, a proxy's 502), as docs/workers.md's Faults has it. A 4xx is
+// the server's refusal of the statement itself, the same the next time.
+func isFault(err error) bool {
+	var fe *Error
+	return errors.As(err, &fe) && (fe.Status == 0 || fe.Status >= 500)
+}
+
 // finish sends an ack, a fail or a release, retrying faults with backoff
 // until it is sent or, once the worker is stopping, until the grace period
 // ends (hctx): then the job's lease lapses and another worker runs it. A
-// 412 is a lost lease, reported: the job is another's now.
+// 412 is a lost lease, reported: the job is another's now; any other
+// refusal is reported and not sent again.
 func (w *Worker) finish(hctx context.Context, what string, send func(context.Context) error) {
 	for try := 1; ; try++ {
 		err := send(context.Background())
-		var fe *Error
 		switch {
 		case err == nil:
 			return
 		case errors.Is(err, ErrUnmet):
 			w.o.OnError(fmt.Errorf("fenecdb worker: %s: the lease was lost: %w", what, err))
 			return
-		case !errors.As(err, &fe):
+		case !isFault(err):
+			// A refusal (a 4xx) or a mistake: sending it again cannot help.
 			w.o.OnError(fmt.Errorf("fenecdb worker: %s: %w", what, err))
 			return
 		}

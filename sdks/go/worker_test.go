@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -546,4 +547,99 @@ func TestDefaultBackoff(t *testing.T) {
 			t.Errorf("DefaultBackoff(%d) never passed %v in 200 draws: not a full jitter up to %v", attempts, most, ceiling)
 		}
 	}
+}
+
+// requests reads the server's fenec_http_requests_total for /query and
+// status from its /_metrics: what the server counted, not what a client
+// says it sent.
+func requests(t testing.TB, url string, status int) int {
+	t.Helper()
+	resp, err := http.Get(url + "/_metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(fmt.Sprintf(`(?m)^fenec_http_requests_total\{route="/query",status="%d"\} (\d+)$`, status)).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	var n int
+	fmt.Sscan(string(m[1]), &n)
+	return n
+}
+
+// TestWorkerDoesNotRetryARefusal: a fail the server refuses with a 400 (the
+// handler has made the error field an int) is reported once and not sent
+// again: only faults are retried (docs/workers.md, "Faults").
+func TestWorkerDoesNotRetryARefusal(t *testing.T) {
+	db, srv := queue(t, 1)
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		mustQuery(t, db, "drop collection jobs")
+		mustQuery(t, db, strings.Replace(jobsSchema, "error text", "error int", 1))
+		mustQuery(t, db, "put jobs {id: $1, owner: $2, attempts: 1}", job.ID, job.Owner)
+		return errors.New("boom")
+	}
+	refused := make(chan error, 100)
+	// One slot: no claim is in flight while the handler changes the collection.
+	w := newWorker(t, db, h, fenecdb.WorkerOptions{Concurrency: 1, Wait: 100 * time.Millisecond, Grace: 500 * time.Millisecond,
+		OnError: func(err error) {
+			if errors.Is(err, fenecdb.ErrBadRequest) {
+				refused <- err
+			}
+		}})
+	stop := start(t, w)
+	select {
+	case err := <-refused:
+		if !strings.Contains(err.Error(), "failing job 1") {
+			t.Fatalf("reported %v, want the refused fail of job 1", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused fail was not reported")
+	}
+	// The stop waits for the fail to end: retried, it goes on for the grace.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if n := requests(t, srv.URL, 400); n != 1 {
+		t.Fatalf("the server answered %d requests with 400, want 1: the refused fail was sent again", n)
+	}
+}
+
+// TestWorkerAbandonsAHandlerThatIgnoresCtx: a handler that ignores its
+// cancelled context does not hold up the stop: a second past the grace Run
+// returns an *AbandonedError naming its job, no release is sent, and the
+// lease, no longer extended, lapses.
+func TestWorkerAbandonsAHandlerThatIgnoresCtx(t *testing.T) {
+	db, _ := queue(t, 1)
+	running, release := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		close(running)
+		<-release // never heeds ctx
+		return nil
+	}
+	w := newWorker(t, db, h, fenecdb.WorkerOptions{Lease: time.Second, Grace: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	<-running
+	cancel()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return: it waits for a handler that ignores its context")
+	}
+	var ab *fenecdb.AbandonedError
+	if !errors.As(err, &ab) || !slices.Equal(ab.Jobs, []int64{1}) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want an AbandonedError of job 1 wrapping context.Canceled", err)
+	}
+	if !strings.Contains(err.Error(), "[1]") {
+		t.Fatalf("the error %q does not name job 1", err)
+	}
+	if n := count(t, db, "owner is not null"); n != 1 {
+		t.Fatalf("%d jobs leased after the stop, want the abandoned one, not released", n)
+	}
+	eventually(t, "the abandoned job's lease to lapse", func() bool { return count(t, db, "run_at <= now()") == 1 })
 }

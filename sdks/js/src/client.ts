@@ -19,8 +19,10 @@ import type { Answer } from './generated/transport.js';
 import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
+import { env, userAgent } from './version.js';
 
 export { FENEC_ERROR_CODES, FenecError, type FenecErrorCode } from './errors.js';
+export { VERSION } from './version.js';
 export type { Answer, ErrorCode } from './generated/transport.js';
 export type {
   Doc, Field, InsertOptions, Patch, ReadOptions, RequestOptions, Result, Returning, Row, WriteOptions,
@@ -78,13 +80,19 @@ export class Client {
   readonly #schemas = new Map<string, Promise<Schema | undefined>>();
 
   /** Use {@link connect}. */
-  constructor(url: string | readonly string[], opts: ConnectOptions = {}) {
+  constructor(url: string | readonly string[] | undefined, opts: ConnectOptions = {}) {
+    let token = opts.token;
+    if (url === undefined) {
+      url = env('FENEC_URL');
+      if (url === undefined || url === '') throw new TypeError('no URL given, and FENEC_URL is not set');
+      token ??= env('FENEC_TOKEN');
+    }
     this.#nodes = new Nodes(checkURLs(url));
-    const f = opts.fetch ?? globalThis.fetch.bind(globalThis);
+    const f = withUserAgent(opts.fetch ?? globalThis.fetch.bind(globalThis));
     const dispatcher = opts.dispatcher;
     // Node's fetch reads `dispatcher` from the request's init (undici's).
     this.#fetch = dispatcher === undefined ? f : (input, init) => f(input, { ...init, dispatcher } as RequestInit);
-    this.#token = opts.token;
+    this.#token = token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
   }
@@ -279,11 +287,28 @@ export const Db = Client;
  * leader and finds another node when one is down (docs/sdks.md, "Several
  * nodes").
  *
+ * With no URL (under Node, Deno or Bun) it reads `FENEC_URL`, and the
+ * token from `FENEC_TOKEN` unless `opts.token` gives one; FENEC_URL unset
+ * throws. Every request names the SDK in its User-Agent
+ * (`fenecdb-js/0.1.0 node/20.20.2`), but in a browser, which cannot set it.
+ *
  * @example const db = connect('http://127.0.0.1:8080', { token: process.env.FENEC_TOKEN });
+ * @example const db = connect(); // FENEC_URL, FENEC_TOKEN
  * @example const db = connect(process.env.FENEC_URL!, { token }); // FENEC_URL=http://a:8080,http://b:8080,http://c:8080
  */
-export function connect(url: string | readonly string[], opts: ConnectOptions = {}): Client {
+export function connect(url?: string | readonly string[], opts: ConnectOptions = {}): Client {
   return new Client(url, opts);
+}
+
+/** fetch, with the SDK's User-Agent on each request that has none (Node, Deno, Bun; a browser's fetch as it is). */
+function withUserAgent(send: typeof fetch): typeof fetch {
+  const ua = userAgent();
+  if (ua === undefined) return send;
+  return (input, init) => {
+    const headers = new Headers(init?.headers);
+    if (!headers.has('user-agent')) headers.set('user-agent', ua);
+    return send(input, { ...init, headers });
+  };
 }
 
 /**

@@ -161,7 +161,7 @@ export class Worker<T extends object = Row> {
           await abandoned;
           return;
         }
-        this.#onError(err, 'claim');
+        this.#report(err, 'claim');
         await abandoned;
         await this.#pause(backoff(++faults));
         continue;
@@ -216,7 +216,19 @@ export class Worker<T extends object = Row> {
       await this.#mine(id, owner).update({ run_at: expr('now() + ?', this.#lease) }, { require: 1 });
     } catch (err) {
       if (err instanceof FenecError && err.code === 'unmet') this.#lose(r, err, 'extend');
-      else this.#onError(err, 'extend');
+      else this.#report(err, 'extend');
+    }
+  }
+
+  /**
+   * Tells `onError`; a hook that throws is reported on stderr and the
+   * worker goes on (it would otherwise end the loop as an unhandled rejection).
+   */
+  #report(err: unknown, step: WorkerStep): void {
+    try {
+      this.#onError(err, step);
+    } catch (hookErr) {
+      console.error(`fenec worker ${this.#prefix}: the onError hook threw on ${step}: ${String(hookErr)} (reporting: ${String(err)})`);
     }
   }
 
@@ -225,7 +237,7 @@ export class Worker<T extends object = Row> {
     if (r.lost) return;
     r.lost = true;
     r.ctl.abort(new FenecError(`lease lost: ${err.message}`, err.status, 'unmet', undefined, { cause: err }));
-    this.#onError(err, step);
+    this.#report(err, step);
   }
 
   /**
@@ -239,7 +251,7 @@ export class Worker<T extends object = Row> {
         return;
       } catch (err) {
         if (err instanceof FenecError && err.code === 'unmet') return this.#lose(r, err, step);
-        this.#onError(err, step);
+        this.#report(err, step);
         if (!fault(err) || Date.now() >= this.#graceEnd) return;
         await this.#pause(backoff(n));
       }
@@ -251,7 +263,7 @@ export class Worker<T extends object = Row> {
     await this.#mine(id, owner)
       .update({ owner: null, run_at: expr('now()'), attempts: inc(-1) }, { require: 1 })
       .catch((err: unknown) => {
-        if (!(err instanceof FenecError && err.code === 'unmet')) this.#onError(err, 'release');
+        if (!(err instanceof FenecError && err.code === 'unmet')) this.#report(err, 'release');
       });
   }
 
@@ -259,7 +271,7 @@ export class Worker<T extends object = Row> {
   async #releaseClaim(owner: string): Promise<void> {
     await this.#jobs.where('owner', owner)
       .update({ owner: null, run_at: expr('now()'), attempts: inc(-1) })
-      .catch((err: unknown) => this.#onError(err, 'release'));
+      .catch((err: unknown) => this.#report(err, 'release'));
   }
 
   #mine(id: unknown, owner: string): Query<Row> {

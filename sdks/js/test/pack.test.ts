@@ -44,7 +44,7 @@ test('packed, installed outside the repository, type-checked and run as a user w
   // A copy of the package as git holds it (no dist/), with the checkout's devDependencies.
   const pkg = join(tmp, 'pkg');
   mkdirSync(join(pkg, 'scripts'), { recursive: true });
-  for (const f of ['package.json', 'package-lock.json', 'README.md', 'tsconfig.json', 'tsconfig.build.json', 'scripts/prepare.mjs']) {
+  for (const f of ['package.json', 'package-lock.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'scripts/prepare.mjs']) {
     cpSync(join(ROOT, f), join(pkg, f));
   }
   cpSync(join(ROOT, 'src'), join(pkg, 'src'), { recursive: true });
@@ -53,10 +53,10 @@ test('packed, installed outside the repository, type-checked and run as a user w
   const [info] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
   assert.ok(info, packed.stdout);
   const files = info.files.map((f) => f.path).sort();
-  for (const f of ['README.md', 'package.json', 'dist/src/client.js', 'dist/src/client.d.ts', 'dist/src/worker.js', 'dist/src/generated/transport.js']) {
+  for (const f of ['README.md', 'LICENSE', 'package.json', 'dist/src/client.js', 'dist/src/client.d.ts', 'dist/src/worker.js', 'dist/src/generated/transport.js']) {
     assert.ok(files.includes(f), `${f} is not in the tarball: ${files.join(', ')}`);
   }
-  assert.deepEqual(files.filter((f) => !/^(README\.md|package\.json|dist\/src\/.*\.(js|d\.ts))$/.test(f)), [], 'files a user does not need');
+  assert.deepEqual(files.filter((f) => !/^(README\.md|LICENSE|package\.json|dist\/src\/.*\.(js|d\.ts))$/.test(f)), [], 'files a user does not need');
 
   // `npm install <folder>`: npm links the folder and runs its `prepare`, which builds dist/src.
   rmSync(join(pkg, 'dist'), { recursive: true, force: true });

@@ -321,3 +321,30 @@ test('examples/worker.ts runs its jobs', { timeout: 20_000 }, async (t) => {
   await w.close();
   assert.equal(await db.from('jobs').count(), 0);
 });
+
+test('an onError hook that throws is reported on stderr, and the worker goes on', { timeout: 30_000 }, async (t) => {
+  const server = await launch({ clock: 'system' });
+  t.after(() => server.stop());
+  const db = connect(server.url);
+  const rejections: unknown[] = [];
+  const onRejection = (reason: unknown) => rejections.push(reason);
+  process.on('unhandledRejection', onRejection);
+  t.after(() => process.off('unhandledRejection', onRejection));
+  const printed = t.mock.method(console, 'error', () => undefined);
+  let told = 0;
+  const ran: number[] = [];
+  // No jobs collection yet: every claim is refused (404), and the hook throws on it.
+  const w = worker(db.from<Job>('jobs'), (job) => {
+    ran.push((job.payload as unknown as { n: number }).n);
+  }, { wait: 200, onError: () => { told++; throw new Error('a broken hook'); } });
+  t.after(() => w.close());
+  await until('the hook told of a refused claim', 10_000, () => told > 0);
+  await db.query(QUEUE);
+  await enqueue(db, 3);
+  await until('every job run', 20_000, async () => (await db.from('jobs').count()) === 0);
+  await w.close();
+  assert.deepEqual(ran.sort(), [0, 1, 2]);
+  assert.deepEqual(rejections, []);
+  assert.ok(printed.mock.calls.some((c) => String(c.arguments[0]).includes('the onError hook threw on claim: Error: a broken hook')),
+    `printed: ${JSON.stringify(printed.mock.calls.map((c) => c.arguments))}`);
+});

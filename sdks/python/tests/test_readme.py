@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Dict, List
 
@@ -108,6 +109,9 @@ def test_wheel_in_a_fresh_venv(start_server: StartServer, tmp_path_factory: pyte
     )
     assert r.returncode == 0, r.stdout + r.stderr
     (wheel,) = dist.glob("fenecdb-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        licenses = [n for n in whl.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        assert licenses and "Apache License" in whl.read(licenses[0]).decode(), "the wheel has no LICENSE"
     venv = tmp_path_factory.mktemp("venv")
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"

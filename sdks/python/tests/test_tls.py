@@ -8,7 +8,7 @@ import shutil
 import ssl
 import subprocess
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List
 
 import pytest
 
@@ -84,3 +84,34 @@ def test_https_async(start_server: StartServer, tmp_path: Path) -> None:
             return (await db.query("get notes")).affected
 
     assert asyncio.run(run()) == 0
+
+
+def test_threaded_worker_over_https(start_server: StartServer, tmp_path: Path) -> None:
+    """The threaded Worker's held claims go over a client of their own: it
+    checks the server's certificate as the user's client does (a CA file
+    here), or it would claim nothing."""
+    import threading
+
+    c = make_certs(tmp_path, "server")
+    server = start_server("--tls-cert", c["cert"], "--tls-key", c["key"])
+    url = server.url.replace("http://", "https://")
+    with fenecdb.connect(url, verify=c["ca"]) as db:
+        db.query("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)")
+        for n in range(3):
+            db.query("put jobs {payload: $1, run_at: now(), attempts: 0}", [{"n": n}])
+        done: List[int] = []
+        all_done = threading.Event()
+
+        def handler(row: fenecdb.Row, cancel: threading.Event) -> None:
+            done.append(row["payload"]["n"])
+            if len(done) == 3:
+                all_done.set()
+
+        w = fenecdb.Worker(db.from_("jobs"), handler, wait=1)
+        w.start()
+        try:
+            assert all_done.wait(20), f"the worker ran {done} over https"
+        finally:
+            w.stop()
+        assert sorted(done) == [0, 1, 2]
+        assert db.query("get jobs").affected == 0

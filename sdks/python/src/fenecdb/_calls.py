@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import platform
 import ssl
 import time
 from dataclasses import dataclass, replace
@@ -212,10 +213,26 @@ class Nodes:
         return len(self.urls) > 1
 
 
-class Settings:
-    """A client's fixed settings and the statement types it has learnt."""
+VERSION = "0.1.0"
+"""This package's version, as its User-Agent names it; a test keeps it
+equal to pyproject.toml's."""
 
-    def __init__(self, url: Union[str, Sequence[str]], token: Optional[str], timeout: Optional[float]) -> None:
+USER_AGENT = f"fenecdb-python/{VERSION} python/{platform.python_version()}"
+"""Sent on every request (docs/sdks.md)."""
+
+
+class Settings:
+    """A client's fixed settings and the statement types it has learnt.
+    No ``url`` reads ``FENEC_URL``, and then ``FENEC_TOKEN`` for a token not
+    given."""
+
+    def __init__(self, url: Union[str, Sequence[str], None], token: Optional[str], timeout: Optional[float]) -> None:
+        if url is None:
+            url = os.environ.get("FENEC_URL", "")
+            if not url:
+                raise ValueError("no server URL given, and FENEC_URL is not set")
+            if token is None:
+                token = os.environ.get("FENEC_TOKEN") or None
         self.nodes = Nodes(check_urls(url))
         self.token = token
         self.timeout = check_timeout(timeout)

@@ -10,7 +10,7 @@ from ._sync.client import Client
 
 
 def connect(
-    url: Union[str, Sequence[str]],
+    url: Union[str, Sequence[str], None] = None,
     *,
     token: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -32,12 +32,17 @@ def connect(
     your own); an :class:`ssl.SSLContext` as made (to present a client
     certificate, ``ctx.load_cert_chain(...)``); ``False`` not at all. A
     certificate that fails the check fails the call with
-    ``httpx.ConnectError`` naming ``CERTIFICATE_VERIFY_FAILED``."""
+    ``httpx.ConnectError`` naming ``CERTIFICATE_VERIFY_FAILED``.
+
+    With no ``url``, it is read from ``FENEC_URL``, and the token, unless
+    given, from ``FENEC_TOKEN``; FENEC_URL unset is a ValueError. Every
+    request names the SDK and Python in its User-Agent
+    (``fenecdb-python/0.1.0 python/3.11.7``)."""
     return Client(url, token=token, timeout=timeout, verify=verify)
 
 
 def connect_async(
-    url: Union[str, Sequence[str]],
+    url: Union[str, Sequence[str], None] = None,
     *,
     token: Optional[str] = None,
     timeout: Optional[float] = DEFAULT_TIMEOUT,

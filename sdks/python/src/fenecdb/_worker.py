@@ -162,6 +162,14 @@ def error_text(error: BaseException) -> str:
 
 
 def is_fault(error: BaseException) -> bool:
-    """Whether a failed call is retried: every FenecError but ``unmet`` (the
-    lease is lost: retrying cannot help)."""
-    return isinstance(error, FenecError) and error.code != "unmet"
+    """Whether a failed call is retried: no answer came (``network``,
+    ``timeout``) or the server's 5xx (``unavailable``, ``internal``, a
+    proxy's 502), as docs/workers.md's "Faults" has it. A 4xx is a refusal
+    of the statement itself: sending it again gets the same."""
+    return isinstance(error, FenecError) and (error.status == 0 or error.status >= 500)
+
+
+def refusal_doing(error: FenecError, doing: str) -> str:
+    """What ``on_error`` is told of a refused ack, fail or release: a lost
+    lease for ``unmet``, else the refusal."""
+    return f"{doing}: the lease was lost" if error.code == "unmet" else f"{doing}: refused, not sent again"

@@ -10,7 +10,7 @@ from ._builder import Raw, Statement
 from ._calls import rows_of
 from ._codec import Row
 from ._errors import FenecError
-from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault
+from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault, refusal_doing
 
 AsyncHandler = Callable[[Row], Awaitable[Any]]
 """Runs one job; cancelled (asyncio cancellation) when its lease is lost or
@@ -203,14 +203,15 @@ class AsyncWorker:
 
     async def _keep(self, row: Row, owner: str, handler: "asyncio.Future[Any]", run: _Run) -> None:
         """Extends the lease every lease/2 while the handler runs; a refusal
-        (``unmet``) means it was lost: the handler is cancelled."""
+        with ``unmet`` means it was lost: the handler is cancelled. Any
+        other failure is reported, and the next tick tries again."""
         every = self.options.lease / 2
         while True:
             await asyncio.sleep(every)
             try:
                 await self._db.query(self._plan.extend(row, owner))
             except FenecError as e:
-                if not is_fault(e):
+                if e.code == "unmet":
                     run.lost = True
                     handler.cancel()
                     self.options.on_error(e, f"extending the lease of job {row.get('id')!r}: lost, its handler is cancelled")
@@ -231,7 +232,7 @@ class AsyncWorker:
                 return
             except FenecError as e:
                 if not is_fault(e):
-                    self.options.on_error(e, f"{doing}: the lease was lost")
+                    self.options.on_error(e, refusal_doing(e, doing))
                     return
                 faults += 1
                 self.options.on_error(e, doing)

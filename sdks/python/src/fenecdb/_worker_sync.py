@@ -9,13 +9,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Dict, List, Optional
 
+import httpx
+
 from ._builder import Raw, Statement
 from ._async.client import AsyncClient
 from ._calls import rows_of
 from ._codec import Row
 from ._errors import FenecError
 from ._sync.client import Client, Collection
-from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault
+from ._worker import ABANDON_AFTER, Backoff, OnError, Options, Plan, is_fault, refusal_doing
 
 Handler = Callable[[Row, threading.Event], Any]
 """Runs one job in a thread of the worker's pool. The event is set when
@@ -35,6 +37,31 @@ class _Run:
         self.lost = False
         self.stopped = False
         self.abandoned = False
+        self.extending = False
+
+
+class _InThread(httpx.AsyncBaseTransport):
+    """A client's blocking transport (its TLS, proxy, auth: whatever the
+    user gave ``Client(transport=…)``) for the worker's asyncio claim
+    client: each request runs it in a thread and is read whole there. A
+    request given up (a held claim at stop) is left to end in its thread."""
+
+    def __init__(self, transport: httpx.BaseTransport) -> None:
+        self._transport = transport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        sync = httpx.Request(request.method, request.url, headers=request.headers, content=body, extensions=request.extensions)
+
+        def send() -> httpx.Response:
+            response = self._transport.handle_request(sync)
+            try:
+                raw = b"".join(response.iter_raw())  # still encoded: the client decodes it
+            finally:
+                response.close()
+            return httpx.Response(response.status_code, headers=response.headers, content=raw, extensions=response.extensions)
+
+        return await asyncio.get_running_loop().run_in_executor(None, send)
 
 
 class Worker:
@@ -45,9 +72,12 @@ class Worker:
     neither ack nor fail), ``wait`` 30 s held claims, ``max_attempts`` 5,
     ``backoff`` exponential from 1 s capped at 1 h with full jitter,
     ``where``, ``owner``, ``grace`` 30 s, ``on_error``. Its claims go over
-    a connection of its own (an :class:`AsyncClient` with the client's URL,
-    token and timeout, on a thread of its own), so that :meth:`stop` can give
-    a held claim up; the rest over the client's.
+    a connection of its own (an :class:`AsyncClient` with the client's URLs,
+    token, timeout and transport, on a thread of its own), so that
+    :meth:`stop` can give a held claim up; the rest over the client's. With
+    a ``transport`` of the client's own, a claim given up at stop stays held
+    at the server until its ``wait`` ends (a blocking transport cannot be
+    interrupted), and a job it takes then waits out its lease.
 
         worker = Worker(db.from_("jobs"), send_mail)
         worker.start()        # or worker.run() in this thread
@@ -116,7 +146,14 @@ class Worker:
         made: List[AsyncClient] = []
 
         async def make() -> AsyncClient:
-            made.append(AsyncClient(settings.nodes.urls, token=settings.token, timeout=settings.timeout))
+            # The client's whole configuration: its transport (TLS,
+            # proxies, auth of the user's own) too.
+            transport = None if self._db._transport is None else _InThread(self._db._transport)
+            made.append(
+                AsyncClient(
+                    settings.nodes.urls, token=settings.token, timeout=settings.timeout, verify=self._db._ssl, transport=transport
+                )
+            )
             # The held claims' client follows the leader with this one:
             # they share the node sent to (docs/sdks.md, "Several nodes").
             made[0]._settings.nodes = settings.nodes
@@ -231,34 +268,50 @@ class Worker:
                 self._cond.notify_all()
 
     def _keep(self) -> None:
-        """Extends the running jobs' leases every lease/2; a refusal
-        (``unmet``) means a lease was lost: its handler's ``cancel`` is set."""
+        """Extends the running jobs' leases every lease/2, each extension in
+        a thread of its own pool and bounded by lease/2, so one that hangs
+        holds up no other job's; a refusal with ``unmet`` means a lease was
+        lost: its handler's ``cancel`` is set."""
         every = self.options.lease / 2
-        while True:
-            with self._cond:
-                if self._done.is_set():
-                    return
-                now = time.monotonic()
-                due = [r for r in self._running.values() if r.next_at <= now and not r.lost]
-                if not due:
-                    soonest = min((r.next_at for r in self._running.values() if not r.lost), default=now + every)
-                    self._cond.wait(max(0.001, soonest - now))
-                    continue
-            for run in due:
-                try:
-                    self._db.query(self._plan.extend(run.row, run.owner))
-                    run.next_at = time.monotonic() + every
-                except FenecError as e:
-                    with self._cond:
-                        if id(run) not in self._running:
-                            continue  # it ended meanwhile: its ack or fail is what counts
-                    if not is_fault(e):
-                        run.lost = True
-                        run.cancel.set()
-                        self.options.on_error(e, f"extending the lease of job {run.row.get('id')!r}: lost, its handler is cancelled")
+        extenders = ThreadPoolExecutor(self.options.concurrency, thread_name_prefix=f"fenecdb-lease-{self.owner}")
+        try:
+            while True:
+                with self._cond:
+                    if self._done.is_set():
+                        return
+                    now = time.monotonic()
+                    waiting = [r for r in self._running.values() if not r.lost and not r.extending]
+                    due = [r for r in waiting if r.next_at <= now]
+                    if not due:
+                        soonest = min((r.next_at for r in waiting), default=now + every)
+                        self._cond.wait(max(0.001, soonest - now))
                         continue
-                    self.options.on_error(e, "extending a lease")  # the next tick tries again
-                    run.next_at = time.monotonic() + every
+                    for run in due:
+                        run.extending = True
+                        run.next_at = now + every
+                for run in due:
+                    extenders.submit(self._extend, run, every)
+        finally:
+            extenders.shutdown(wait=False)  # a hung extension ends alone
+
+    def _extend(self, run: _Run, every: float) -> None:
+        try:
+            self._db.query(self._plan.extend(run.row, run.owner), timeout=every)
+        except FenecError as e:
+            with self._cond:
+                ended = id(run) not in self._running
+            if ended:
+                return  # it ended meanwhile: its ack or fail is what counts
+            if e.code == "unmet":
+                run.lost = True
+                run.cancel.set()
+                self.options.on_error(e, f"extending the lease of job {run.row.get('id')!r}: lost, its handler is cancelled")
+            else:
+                self.options.on_error(e, "extending a lease")  # the next tick tries again
+        finally:
+            with self._cond:
+                run.extending = False
+                self._cond.notify_all()
 
     def _send(self, stmt: Statement, doing: str) -> None:
         """Sends an ack, fail or release, retrying faults with backoff until
@@ -270,7 +323,7 @@ class Worker:
                 return
             except FenecError as e:
                 if not is_fault(e):
-                    self.options.on_error(e, f"{doing}: the lease was lost")
+                    self.options.on_error(e, refusal_doing(e, doing))
                     return
                 faults += 1
                 self.options.on_error(e, doing)

@@ -37,7 +37,7 @@ class AsyncClient:
 
     def __init__(
         self,
-        url: Union[str, Sequence[str]],
+        url: Union[str, Sequence[str], None] = None,
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -54,7 +54,13 @@ class AsyncClient:
         self._lock = threading.Lock()
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=node, transport=self._transport, timeout=self._settings.timeout, verify=self._ssl)
+        return httpx.AsyncClient(
+            base_url=node,
+            transport=self._transport,
+            timeout=self._settings.timeout,
+            verify=self._ssl,
+            headers={"User-Agent": calls.USER_AGENT},
+        )
 
     @property
     def node(self) -> str:

@@ -38,7 +38,7 @@ class Client:
 
     def __init__(
         self,
-        url: Union[str, Sequence[str]],
+        url: Union[str, Sequence[str], None] = None,
         *,
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT,
@@ -55,7 +55,13 @@ class Client:
         self._lock = threading.Lock()
 
     def _http_client(self, node: str) -> httpx.Client:
-        return httpx.Client(base_url=node, transport=self._transport, timeout=self._settings.timeout, verify=self._ssl)
+        return httpx.Client(
+            base_url=node,
+            transport=self._transport,
+            timeout=self._settings.timeout,
+            verify=self._ssl,
+            headers={"User-Agent": calls.USER_AGENT},
+        )
 
     @property
     def node(self) -> str:

@@ -35,6 +35,7 @@ import java.nio.file.Path
 import java.security.KeyStore
 import java.security.cert.CertificateFactory
 import java.time.Instant
+import java.time.format.DateTimeParseException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
@@ -97,6 +98,21 @@ public object Fenec {
         return connect(if (parts.size > 1) parts.map { it.trim() } else parts, token, timeout, sslContext)
     }
 
+    /**
+     * [connect] to the URL(s) in the environment variable FENEC_URL, with
+     * the token in FENEC_TOKEN (none when it is unset); FENEC_URL unset is
+     * an IllegalArgumentException.
+     */
+    @JvmStatic
+    public fun connect(): Client = connectFromEnv(System::getenv)
+
+    /** [connect] from the variables [getenv] reads (the process's environment, or a test's). */
+    internal fun connectFromEnv(getenv: (String) -> String?): Client {
+        val url = getenv("FENEC_URL")?.takeIf { it.isNotEmpty() }
+            ?: throw IllegalArgumentException("no server URL given, and FENEC_URL is not set")
+        return connect(url, getenv("FENEC_TOKEN")?.takeIf { it.isNotEmpty() }, DEFAULT_TIMEOUT)
+    }
+
     /** [connect] to the nodes of a cluster, one URL each. */
     public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT, sslContext: SSLContext? = null): Client {
         val nodes = parseUrls(urls)
@@ -151,6 +167,12 @@ public object Fenec {
     public fun connect(urls: List<String>, token: String?, timeout: java.time.Duration): Client =
         connect(urls, token, timeout.toMillis().milliseconds)
 }
+
+/** This SDK's version, as its User-Agent names it; a test keeps it equal to pom.xml's. */
+public const val VERSION: String = "0.1.0"
+
+/** Sent on every request: `fenecdb-kotlin/<version> java/<the JVM's version>`. */
+internal val USER_AGENT: String = "fenecdb-kotlin/$VERSION java/${System.getProperty("java.version")}"
 
 /** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3
@@ -340,7 +362,17 @@ public class Client internal constructor(
     private suspend fun decode(collection: String?, rows: JsonArray, reply: Reply): List<Row> {
         val objects = rows.map { it as? JsonObject ?: throw unexpected(reply) }
         val types = if (collection == null) emptyMap() else schema.types(collection, objects) { fetchSchema() }
-        return objects.map { o -> Row(LinkedHashMap<String, Any?>(o.size).apply { for ((k, v) in o) put(k, decodeValue(v, types[k])) }) }
+        return objects.map { o ->
+            Row(LinkedHashMap<String, Any?>(o.size).apply {
+                for ((k, v) in o) {
+                    put(k, try {
+                        decodeValue(v, types[k])
+                    } catch (e: IllegalArgumentException) {
+                        throw FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: field ${quote(k)} of ${quote(collection ?: "?")}: ${e.message}", cause = e)
+                    })
+                }
+            })
+        }
     }
 
     /** Every collection's declared field types, from `GET /collections`. */
@@ -382,7 +414,10 @@ public class Client internal constructor(
         val walk = Walk(nodes, node, deadline)
         val refused = HashSet<URI>() // nodes whose connection was refused in this call
         while (true) {
-            val request = build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())
+            // The generated request, with the SDK's User-Agent (docs/sdks.md).
+            val request = HttpRequest.newBuilder(build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())) { _, _ -> true }
+                .header("User-Agent", USER_AGENT)
+                .build()
             val response: HttpResponse<String> = try {
                 awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
             } catch (e: CancellationException) {
@@ -532,11 +567,24 @@ private fun parseJson(text: String): JsonElement? = try {
     null
 }
 
-/** A column's value by its declared type; by its JSON when none is declared. */
+/**
+ * A column's value by its declared type; by its JSON when none is declared.
+ * A declared timestamp that is not ISO-8601 text throws
+ * IllegalArgumentException saying what came, rather than becoming a String
+ * the caller would only trip on later.
+ */
 internal fun decodeValue(v: JsonElement, type: FieldType?): Any? {
     if (v is JsonNull) return null
     return when (type) {
-        FieldType.TIMESTAMP -> (v as? JsonPrimitive)?.contentOrNull?.let { runCatching { Instant.parse(it) }.getOrNull() } ?: byShape(v)
+        FieldType.TIMESTAMP -> {
+            val text = (v as? JsonPrimitive)?.takeIf { it.isString }?.content
+                ?: throw IllegalArgumentException("a timestamp is ISO-8601 text, not $v")
+            try {
+                Instant.parse(text)
+            } catch (e: DateTimeParseException) {
+                throw IllegalArgumentException("the timestamp ${quote(text)} is not ISO-8601 (${e.message})", e)
+            }
+        }
         FieldType.JSON, FieldType.GEO -> v
         FieldType.FLOAT -> (v as? JsonPrimitive)?.takeIf { !it.isString }?.content?.toDoubleOrNull() ?: byShape(v)
         else -> byShape(v)

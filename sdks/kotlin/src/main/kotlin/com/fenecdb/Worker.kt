@@ -20,6 +20,7 @@ import kotlinx.coroutines.launch
 import kotlinx.coroutines.runInterruptible
 import kotlinx.coroutines.sync.Semaphore
 import kotlinx.coroutines.withContext
+import kotlinx.coroutines.asContextElement
 import kotlinx.coroutines.withTimeoutOrNull
 import java.util.UUID
 import java.util.concurrent.ThreadLocalRandom
@@ -150,6 +151,9 @@ public class Worker(
     @Volatile private var stoppedAt: TimeMark? = null
 
     public companion object {
+        /** The worker whose handler runs on this thread now (a handler's coroutine context sets it), for [close]. */
+        private val inHandler = ThreadLocal<Worker?>()
+
         /**
          * A worker whose handler blocks its thread (Java): it runs on
          * Dispatchers.IO, and is interrupted when its job is cancelled.
@@ -193,9 +197,20 @@ public class Worker(
         }
     }
 
-    /** Asks for a graceful stop; [run] returns once it is done. */
+    /**
+     * Stops gracefully and waits for it, so `use {}` ends after the drain:
+     * blocks the calling thread until [run] has stopped, at most the grace
+     * and a second more (the releases of handlers cancelled then). From a
+     * coroutine, [stop] waits without blocking a thread; close() on the very
+     * thread whose event loop runs [run] (a `runBlocking` that launched it)
+     * cannot see the drain and returns after that bound. Called by one of
+     * this worker's own handlers, it only asks for the stop: the drain
+     * waits for that handler.
+     */
     override fun close() {
         stop.complete(Unit)
+        if (!started.get() || inHandler.get() === this) return
+        kotlinx.coroutines.runBlocking { withTimeoutOrNull(options.grace + 1.seconds) { done.await() } }
     }
 
     /** [close], then waits for [run] to have stopped. */
@@ -240,7 +255,7 @@ public class Worker(
                     slots.release()
                     continue
                 }
-                scope.launch(handlers, start = CoroutineStart.UNDISPATCHED) {
+                scope.launch(handlers + inHandler.asContextElement(this@Worker), start = CoroutineStart.UNDISPATCHED) {
                     try {
                         runJob(row, owner)
                     } finally {

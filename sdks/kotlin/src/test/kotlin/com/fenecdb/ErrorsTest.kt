@@ -172,6 +172,27 @@ class ErrorsTest {
     }
 
     @Test
+    fun `a timestamp that is not ISO-8601 is an error naming the field and the value`() {
+        // The server's own /collections (run_at declared a timestamp), and a
+        // row whose run_at no server would send.
+        val collections = java.net.URI("${server.url}/collections").toURL().readText()
+        val proxy = HttpServer.create(InetSocketAddress("127.0.0.1", 0), 0)
+        proxy.createContext("/") { ex ->
+            val body = (if (ex.requestURI.path == "/collections") collections else """[{"id":1,"run_at":"yesterday"}]""").toByteArray()
+            ex.responseHeaders.add("Content-Type", "application/json")
+            ex.sendResponseHeaders(200, body.size.toLong())
+            ex.responseBody.use { it.write(body) }
+        }
+        proxy.start()
+        try {
+            val e = refused(200, ErrorCode.UNEXPECTED) { Fenec.connect("http://127.0.0.1:${proxy.address.port}").from("jobs").rows() }
+            assertTrue(e.message!!.contains("field \"run_at\"") && e.message!!.contains("\"yesterday\""), e.message)
+        } finally {
+            proxy.stop(0)
+        }
+    }
+
+    @Test
     fun `bad URLs and waits fail at once`() {
         for (url in listOf("127.0.0.1:8080", "ftp://x", "http://", "not a url")) {
             assertThrows<IllegalArgumentException>(url) { Fenec.connect(url) }

@@ -327,4 +327,25 @@ class WorkerTest {
             println("worker throughput: $total jobs in ${took.inWholeMilliseconds} ms = ${(total / took.inWholeMilliseconds.toDouble() * 1000).toInt()} jobs/s (concurrency 10, empty handler)")
         }
     }
+
+    @Test
+    fun `close waits for the drain, so use ends after the running handler is acked`() = runBlocking<Unit> {
+        FenecServer(manualClock = false).use { s ->
+            val db = s.connect()
+            db.query(JOBS_SCHEMA)
+            enqueue(db, 1)
+            val started = CompletableDeferred<Unit>()
+            val finished = AtomicInteger()
+            Worker(db.from("jobs"), WorkerOptions(wait = 200.milliseconds, grace = 10.seconds, onError = quiet)) {
+                started.complete(Unit)
+                delay(500)
+                finished.incrementAndGet()
+            }.use { w ->
+                launch(Dispatchers.Default) { w.run() }
+                withTimeout(10.seconds) { started.await() }
+            }
+            assertEquals(1, finished.get(), "use {} ended before the running handler finished")
+            assertEquals(0L, db.from("jobs").count(), "use {} ended before the job was acked")
+        }
+    }
 }
