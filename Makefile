@@ -13,6 +13,19 @@ SCHEMATHESIS_VERSION ?= 4.32.5
 build:
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
 
+# Release binaries that run without Go on the machine: dist/fenec and
+# dist/sdkgen, static (no cgo: SQLite is modernc.org/sqlite, in Go),
+# -trimpath, stripped, each stamped with VERSION and COMMIT (`fenec
+# version`, `sdkgen -version`). VERSION is `git describe --tags --always
+# --dirty`; outside a git checkout, a VERSION file's line, else "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || cat VERSION 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+.PHONY: dist
+dist:
+	cd server && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o ../dist/fenec ./cmd/fenec
+	cd tools/sdkgen && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o ../../dist/sdkgen .
+
 run: build
 	./bin/fenec serve --file fenec.db --http 127.0.0.1:8080
 

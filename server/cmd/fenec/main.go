@@ -34,9 +34,17 @@ const usage = `fenec is the Fenec document database.
 Usage:
   fenec serve [flags]   serve a database file over HTTP (fenec serve --help)
   fenec token [flags]   print a signed JWT (fenec token --help)
+  fenec version         print the version, commit, Go and SQLite versions
 `
 
 func main() {
+	if len(os.Args) >= 2 && os.Args[1] == "version" {
+		if err := printVersion(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "fenec version:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if len(os.Args) >= 2 && os.Args[1] == "token" {
 		os.Exit(tokenMain(os.Args[2:]))
 	}
