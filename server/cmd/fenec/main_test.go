@@ -21,8 +21,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// FENEC_TEST_BIN runs the tests against a binary of one's own, such as
-	// one built with -race (docs/cluster.md, Tests).
+	// one built with -race (docs/cluster.md, Tests); FENEC_BIN does too,
+	// as in every suite that starts a server (make test unsets it here, so
+	// that these tests test the source).
 	if bin = os.Getenv("FENEC_TEST_BIN"); bin == "" {
+		bin = os.Getenv("FENEC_BIN")
+	}
+	if bin == "" {
 		bin, err = apitest.Build(dir)
 	}
 	if err != nil {
