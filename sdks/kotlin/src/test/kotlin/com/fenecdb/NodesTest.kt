@@ -217,8 +217,15 @@ class NodesTest {
         val start = TimeSource.Monotonic.markNow()
         val e = assertThrows<FenecException> { runBlocking { db.query("get jobs") } }
         val took = start.elapsedNow()
-        assertEquals(ErrorCode.NETWORK, e.code, e.toString())
-        assertTrue(e.message!!.contains("connection refused"), e.message)
+        // The last refusal of a connection; or, when the deadline cut a
+        // connect still under way (a loaded machine is slow to refuse one),
+        // the timeout of that attempt, naming one of the two nodes. Never
+        // another code, and never before the deadline.
+        when (e.code) {
+            ErrorCode.NETWORK -> assertTrue(e.message!!.contains("connection refused"), e.message)
+            ErrorCode.TIMEOUT -> assertTrue(e.message!!.startsWith("timeout: ") && (e.message!!.contains(a) || e.message!!.contains(b)), e.message)
+            else -> throw AssertionError("want network (refused) or a timeout at the deadline: $e")
+        }
         assertTrue(took >= 350.milliseconds && took < 3.seconds, "answered after $took")
 
         // Cancelling the coroutine ends a call pausing between rounds.
