@@ -245,6 +245,34 @@ class NodesTest {
         assertTrue(once.elapsedNow() < 2.seconds)
     }
 
+    /**
+     * The client sends the highest Fenec-Seq it was answered as Fenec-After,
+     * so a node it moves to answers only once it has applied those writes.
+     * Two lone servers stand in for a node and one that has not applied the
+     * client's writes (a lone server refuses at once, with a 400, a
+     * Fenec-After beyond its own last write): moved to the second, the client
+     * is refused rather than answered as if its writes were not there.
+     */
+    @Test
+    fun `read-your-writes - Fenec-After goes with the client to the next node`() = runBlocking<Unit> {
+        FenecServer().use { second ->
+            val first = FenecServer()
+            try {
+                val db = Fenec.connect(listOf(first.url, second.url))
+                db.query("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int)")
+                db.from("jobs").insert(mapOf("attempts" to 0))
+                assertEquals(1L, db.from("jobs").count()) // sent with Fenec-After: the first node made the write
+                first.close()
+                val e = assertThrows<FenecException> { runBlocking { db.from("jobs").count() } }
+                assertEquals(400, e.status, e.toString())
+                assertTrue(e.message!!.contains("Fenec-After"), e.message)
+                assertEquals(second.url, db.node)
+            } finally {
+                first.close()
+            }
+        }
+    }
+
     @Test
     fun `a bad URL among several is named with its position`() {
         for ((raw, want) in mapOf(
