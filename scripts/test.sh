@@ -70,7 +70,7 @@ if [[ -n ${SDKGEN_BIN:-} ]]; then
 fi
 needbin() {
   if [[ -z ${FENEC_BIN:-} || ! -x $FENEC_BIN ]]; then
-    echo "$NOBIN${FENEC_BIN:+ ($FENEC_BIN is not an executable)}"
+    echo "$NOBIN${FENEC_BIN:+ ($FENEC_BIN is not an executable)}" | tee "$PART_REASON"
     exit 1
   fi
   export FENEC_BIN
@@ -146,9 +146,12 @@ HISTORY=$LOGS/cluster-history
 part_server() {
   needgo
   have strace && have ip || $MAKE --no-print-directory test-tools || exit 1
-  # PyJWT for server/auth's interop test, which skips, saying so, without.
+  # PyJWT for server/auth's interop test, which skips, saying so, without
+  # python3; with python3 here, FENEC_STRICT=1 wants it run.
   if python3 -c 'import venv, ensurepip' 2>/dev/null; then
     $MAKE --no-print-directory test-venv || exit 1
+  elif have python3 && [[ $STRICT == 1 ]]; then
+    lacking "python3 is here without its venv module: server/auth's PyJWT interop test would skip"
   fi
   FENEC_HISTORY=$HISTORY gotest server ./...
 }
@@ -371,7 +374,11 @@ for id in "${want[@]}"; do
     rows+=("${TITLE[$id]}|ran|$p/$f|${secs}s")
   else
     failed_parts=$((failed_parts + 1))
-    rows+=("${TITLE[$id]}|FAILED (log: $log)|$p/$f|${secs}s")
+    if [[ -s $PART_REASON ]]; then
+      rows+=("${TITLE[$id]}|FAILED: $(cat "$PART_REASON")|$p/$f|${secs}s")
+    else
+      rows+=("${TITLE[$id]}|FAILED (log: $log)|$p/$f|${secs}s")
+    fi
   fi
 done
 
