@@ -19,6 +19,9 @@
 #   - SDKGEN_BIN (such as dist/sdkgen) checks the SDK transports without Go.
 #
 # Bash and POSIX awk only: it runs on machines without Go or Python.
+# The whole script is one block, read before it runs: editing the file
+# during a run (a long one) does not change the run.
+{
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -391,3 +394,5 @@ for r in "${rows[@]}"; do
 done
 echo "$total_p passed, $total_f failed, $skipped skipped"
 ((failed_parts == 0))
+exit
+}
