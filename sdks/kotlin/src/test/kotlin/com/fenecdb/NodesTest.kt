@@ -148,8 +148,16 @@ class NodesTest {
         val began = TimeSource.Monotonic.markNow()
         val e = assertThrows<FenecException> { runBlocking { Fenec.connect(none.url, timeout = 300.milliseconds).query("put jobs {owner: 'w'}") } }
         val took = began.elapsedNow()
-        assertEquals(503, e.status)
-        assertEquals(ErrorCode.NO_LEADER, e.code)
+        // The last 503; or, when the deadline cut a request sent again (a
+        // loaded machine is slow to answer it), that request's timeout: its
+        // outcome is unknown, so not a refusal. Never another answer.
+        if (e.code == ErrorCode.TIMEOUT) {
+            assertEquals(0, e.status, e.toString())
+            assertTrue(e.message!!.startsWith("timeout: no answer from "), e.message)
+        } else {
+            assertEquals(503, e.status, e.toString())
+            assertEquals(ErrorCode.NO_LEADER, e.code)
+        }
         assertTrue(took >= 250.milliseconds && took < 2.seconds, "thrown after $took, the deadline is 300 ms")
         assertTrue(none.got.size in 3..5, "${none.got.size} requests: pauses of 50, 100, 200 ms within 300 ms")
     }
