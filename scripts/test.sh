@@ -50,7 +50,7 @@ lacking() {
 }
 # counted P F adds counts a runner's output does not carry (a check, a
 # script, Maven's surefire reports).
-counted() { echo "counted: $1 passed, $2 failed"; }
+counted() { printf '\ncounted: %s passed, %s failed\n' "$1" "$2"; }
 
 # gotest DIR ARGS...: go test -json in DIR, shown as plain go test would.
 # The server's own suites test the source: FENEC_BIN (which they would
@@ -269,7 +269,7 @@ part_kotlin() {
   # Surefire's reports: "Tests run: N, Failures: F, Errors: E, Skipped: S".
   cat sdks/kotlin/target/surefire-reports/*.txt 2>/dev/null | awk '
     /Tests run:/ { gsub(/,/, ""); for (i = 1; i <= NF; i++) { if ($i == "run:") r += $(i+1); if ($i == "Failures:") f += $(i+1); if ($i == "Errors:") e += $(i+1); if ($i == "Skipped:") s += $(i+1) } }
-    END { printf "counted: %d passed, %d failed\n", r - f - e - s, f + e }'
+    END { printf "\ncounted: %d passed, %d failed\n", r - f - e - s, f + e }'
   ((rc == 0)) || exit 1
   if sdks/kotlin/scripts/user-project.sh "$FENEC_BIN" "$MVN"; then counted 1 0; else counted 0 1; exit 1; fi
 }
@@ -318,6 +318,7 @@ part_dart() {
 # pytest's last line, dotnet test, swift test (XCTest), and counted lines.
 counts() {
   awk '
+    { gsub(/\033\[[0-9;]*[A-Za-z]/, "") } # Maven colours its lines
     /^go tests: [0-9]+ passed, [0-9]+ failed/ { p += $3; f += $5 }
     /^counted: [0-9]+ passed, [0-9]+ failed/ { p += $2; f += $4 }
     /^# pass [0-9]+$/ { p += $3 }
