@@ -72,6 +72,11 @@ if [[ -n ${SDKGEN_BIN:-} ]]; then
   export SDKGEN_BIN
 fi
 needbin() {
+  # A part run alone (scripts/test.sh js) builds bin/fenec as the binary part does.
+  if [[ -z ${FENEC_BIN:-} ]] && have "$GO"; then
+    $MAKE --no-print-directory build || exit 1
+    FENEC_BIN=$ROOT/bin/fenec
+  fi
   if [[ -z ${FENEC_BIN:-} || ! -x $FENEC_BIN ]]; then
     echo "$NOBIN${FENEC_BIN:+ ($FENEC_BIN is not an executable)}" | tee "$PART_REASON"
     exit 1
