@@ -1,21 +1,46 @@
-# Fenec's tasks. `make test` is what CI runs (.ci/run): it needs Go and
-# python3 (venvs: PyJWT, for the JWT interop test; tree-sitter's grammars,
-# for test-generated-parse) and node 20 with npm
-# (the JS SDK), and fetches every module and package it uses. `make fuzz-api`
-# also needs curl.
+# Fenec's tasks. `make test` is what CI runs (.ci/run, with FENEC_STRICT=1):
+# scripts/test.sh runs each part whose toolchain is here (Go; python3 with
+# venv; node 20 with npm; a JDK with Maven; chromium, installed when
+# missing; tree-sitter's grammars in a venv, for test-generated-parse) and
+# skips the others, saying why. It fetches every module and
+# package it uses. `make fuzz-api` also needs curl.
 SHELL := bash
 GO ?= go
 NPM ?= npm
 FUZZ_SECONDS ?= 180
 SCHEMATHESIS_VERSION ?= 4.32.5
 
+# The server the SDK, console and Kotlin suites start: FENEC_BIN (a
+# prebuilt one, such as dist/fenec: no Go needed), else bin/fenec, built.
+FENEC_BIN ?=
+SERVER_BIN = $(if $(FENEC_BIN),$(abspath $(FENEC_BIN)),$(CURDIR)/bin/fenec)
+SERVER_DEP = $(if $(FENEC_BIN),has-fenec-bin,build)
+.PHONY: has-fenec-bin
+has-fenec-bin:
+	@test -x $(SERVER_BIN) || { echo "$(NO_BINARY) ($(SERVER_BIN) is not an executable)" >&2; exit 1; }
+
 .PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench
 
+NO_BINARY = no fenec binary: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)
 build:
+	@command -v $(GO) >/dev/null || { echo "$(NO_BINARY)" >&2; exit 1; }
 	cd server && $(GO) build -o ../bin/fenec ./cmd/fenec
 
-run: build
-	./bin/fenec serve --file fenec.db --http 127.0.0.1:8080
+# Release binaries that run without Go on the machine: dist/fenec and
+# dist/sdkgen, static (no cgo: SQLite is modernc.org/sqlite, in Go),
+# -trimpath, stripped, each stamped with VERSION and COMMIT (`fenec
+# version`, `sdkgen -version`). VERSION is `git describe --tags --always
+# --dirty`; outside a git checkout, a VERSION file's line, else "dev".
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || cat VERSION 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DIST_LDFLAGS = -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+.PHONY: dist
+dist:
+	cd server && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o ../dist/fenec ./cmd/fenec
+	cd tools/sdkgen && CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(DIST_LDFLAGS)' -o ../../dist/sdkgen .
+
+run: $(SERVER_DEP)
+	$(SERVER_BIN) serve --file fenec.db --http 127.0.0.1:8080
 
 # Everything generated: the server skeleton and every SDK's transport (from
 # openapi.yaml), and the conformance cases (from docs/).
@@ -25,36 +50,18 @@ generate:
 	$(MAKE) generate-sdks
 	$(MAKE) generate-console
 
-# Fails when a generated file is not what `make generate` makes now.
-check-generated: sdks/js/node_modules/.package-lock.json console/node_modules/.package-lock.json
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	sed "s#^output: .*#output: $$tmp/api.gen.go#" server/httpapi/gen/config.yaml >"$$tmp/config.yaml" && \
-	(cd server && $(GO) tool oapi-codegen -config "$$tmp/config.yaml" ../openapi.yaml) && \
-	if ! diff -u server/httpapi/gen/api.gen.go "$$tmp/api.gen.go" >/dev/null; then \
-		echo "server/httpapi/gen/api.gen.go is stale: run make generate" >&2; exit 1; fi
-	cd conformance && $(GO) run ./cmd/extract -docs ../docs -out cases -check
-	cd tools/sdkgen && $(GO) run . -root ../.. -check
-	$(MAKE) sdks/python/.venv/.installed
-	cd sdks/python && .venv/bin/python scripts/unasync_clients.py --check
-	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js --check
-	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	(cd console && node build.mjs "$$tmp/console.js") && \
-	if ! cmp -s server/console/assets/console.js "$$tmp/console.js"; then \
-		echo "server/console/assets/console.js is stale: run make generate" >&2; exit 1; fi
+# Fails when a generated file is not what `make generate` makes now: one
+# check per generator, each run when its toolchain is here (scripts/test.sh;
+# SDKGEN_BIN=dist/sdkgen checks the SDK transports without Go).
+check-generated:
+	scripts/test.sh generated
 
-test: check-tracked check-generated test-venv test-tools
-	cd server && $(GO) vet ./... && FENEC_HISTORY=$(CLUSTER_HISTORY) $(GO) test ./...
-	cd server && $(GO) run ./cmd/histcheck $(CLUSTER_HISTORY)
-	cd conformance && $(GO) vet ./... && $(GO) test ./...
-	cd bench && $(GO) vet ./... && $(GO) test ./...
-	cd server && $(GO) test -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/... ./cluster/...
-	$(MAKE) test-python
-	cd tools/sdkgen && $(GO) vet ./... && $(GO) test ./...
-	$(MAKE) test-generated-parse
-	$(MAKE) test-js
-	$(MAKE) test-go-sdk
-	$(MAKE) test-kotlin
-	$(MAKE) test-console
+# Every part whose toolchain is here, each skipped (saying why) when it is
+# not; a table at the end (scripts/test.sh, README.md "Testing").
+# FENEC_BIN=dist/fenec runs the server suites without Go; FENEC_STRICT=1
+# (CI) refuses skips a machine could have avoided.
+test:
+	scripts/test.sh
 
 # The adversarial suite's loads against a real fenec serve (200 keep-alive
 # writers for 20 s; 3 000 slowloris connections while /_health is timed):
@@ -91,16 +98,16 @@ test-venv: .venv-test/.installed
 
 # The Python SDK: a venv under it (gitignored) with the package and its test
 # dependencies, mypy --strict, then pytest against bin/fenec.
-test-python: build sdks/python/.venv/.installed
-	cd sdks/python && .venv/bin/mypy --strict && .venv/bin/pytest -q
+test-python: $(SERVER_DEP) sdks/python/.venv/.installed
+	cd sdks/python && .venv/bin/mypy --strict && FENEC_BIN=$(SERVER_BIN) .venv/bin/pytest -q
 sdks/python/.venv/.installed: sdks/python/pyproject.toml
 	python3 -m venv sdks/python/.venv
 	sdks/python/.venv/bin/pip install -q -e 'sdks/python[test]'
 	touch $@
 
 # The Go SDK: vet, then its tests under -race against bin/fenec.
-test-go-sdk: build
-	cd sdks/go && $(GO) vet ./... && FENEC_BIN=$(CURDIR)/bin/fenec $(GO) test -race ./...
+test-go-sdk: $(SERVER_DEP)
+	cd sdks/go && $(GO) vet ./... && FENEC_BIN=$(SERVER_BIN) $(GO) test -race ./...
 
 # The C#, Swift and Dart transports (tools/sdkgen's output; no compiler for
 # them here): tree-sitter's grammars, pinned in a venv under
@@ -118,17 +125,17 @@ $(PARSECHECK)/.venv/.installed: $(PARSECHECK)/requirements.txt
 
 # The JS/TS SDK: npm ci (again when package-lock.json changes), tsc (strict),
 # then node --test against bin/fenec.
-test-js: build sdks/js/node_modules/.package-lock.json
-	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+test-js: $(SERVER_DEP) sdks/js/node_modules/.package-lock.json
+	cd sdks/js && $(NPM) run --silent build && FENEC_BIN=$(SERVER_BIN) $(NPM) test --silent
 
 # The Kotlin SDK: Maven (kotlin-maven-plugin; everything from Maven Central
 # into ~/.m2), its JUnit tests against bin/fenec, then `install` and a
 # user's project outside the repository built on it. Needs a JDK 17+ and mvn.
 .PHONY: test-kotlin
 MVN ?= mvn
-test-kotlin: build
-	cd sdks/kotlin && FENEC_BIN=$(CURDIR)/bin/fenec $(MVN) -B -q install
-	sdks/kotlin/scripts/user-project.sh $(CURDIR)/bin/fenec "$(MVN)"
+test-kotlin: $(SERVER_DEP)
+	cd sdks/kotlin && FENEC_BIN=$(SERVER_BIN) $(MVN) -B -q install
+	sdks/kotlin/scripts/user-project.sh $(SERVER_BIN) "$(MVN)"
 
 sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lock.json
 	cd sdks/js && $(NPM) ci --no-audit --no-fund
@@ -142,10 +149,10 @@ generate-sdks: sdks/js/node_modules/.package-lock.json
 	$(MAKE) sdks/python/.venv/.installed
 	cd sdks/python && .venv/bin/python scripts/unasync_clients.py
 
-fuzz-api: build
+fuzz-api: $(SERVER_DEP)
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \
 		.venv-fuzz/bin/pip install -q schemathesis==$(SCHEMATHESIS_VERSION))
-	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-api.sh bin/fenec .venv-fuzz/bin/st
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz-api.sh $(SERVER_BIN) .venv-fuzz/bin/st
 
 bench:
 	cd server && $(GO) test -run '^$$' -bench . ./engine/... ./store/...
@@ -153,30 +160,30 @@ bench:
 # Held claims against a real server: put → held worker against polling,
 # delayed jobs' lateness, 1 000 idle held claims, the nearest of 10, 100 and
 # 1 000 held couriers.
-wait-bench: build
-	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -only wake,delayed,idle,couriers
+wait-bench: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -fenec $(SERVER_BIN) -only wake,delayed,idle,couriers
 
 # Every figure of the queue page over a million jobs, with PostgreSQL and
 # Redis beside Fenec in the same run (apt-get installs them when missing, so
 # run it as root on a fresh machine): bench/results/queue.{md,json,png} and
 # the table in docs/benchmarks.md. BENCH_NOTE goes into the header.
 BENCH_NOTE ?=
-queue-bench: build
-	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 1000000 -duration 2s -rounds 3 \
+queue-bench: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -fenec $(SERVER_BIN) -jobs 1000000 -duration 2s -rounds 3 \
 		-out results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
 
 # The recipes of docs/redis.md under load (a counter beside Redis's INCR, a
 # lock raced for, a rate limit, a million @ttl documents lapsing at once),
 # each checked for its property, into bench/results/redis.md. Not a test:
 # minutes long. REDIS_BENCH_FLAGS makes it smaller (-ttl-rows 100000 …).
-redis-bench: build
-	cd bench && $(GO) run ./cmd/queuebench -mode redis -fenec ../bin/fenec -out results \
+redis-bench: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -mode redis -fenec $(SERVER_BIN) -out results \
 		-note "$(BENCH_NOTE)" $(REDIS_BENCH_FLAGS)
 
 # The same over 100 000 jobs, each cell one drive of 3 s, in a few minutes, into
 # bench/results/quick (not kept in git).
-queue-bench-quick: build
-	cd bench && $(GO) run ./cmd/queuebench -fenec ../bin/fenec -jobs 100000 -duration 3s -rounds 1 \
+queue-bench-quick: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -fenec $(SERVER_BIN) -jobs 100000 -duration 3s -rounds 1 \
 		-out results/quick -note "$(BENCH_NOTE)"
 
 # The queue console (console/, README.md "The console"): its TypeScript,
@@ -189,23 +196,22 @@ CHROMIUM ?= /usr/bin/chromium
 generate-console: console/node_modules/.package-lock.json
 	cd console && node build.mjs
 
-test-console: build console/node_modules/.package-lock.json
+test-console: $(SERVER_DEP) console/node_modules/.package-lock.json
 	@test -x $(CHROMIUM) || (apt-get -o DPkg::Lock::Timeout=600 update && \
 		apt-get -o DPkg::Lock::Timeout=600 install -y chromium)
 	cd console && $(NPM) run --silent typecheck && \
-		CHROMIUM=$(CHROMIUM) FENEC_BIN=$(CURDIR)/bin/fenec $(NPM) test --silent
+		CHROMIUM=$(CHROMIUM) FENEC_BIN=$(SERVER_BIN) $(NPM) test --silent
 
 console/node_modules/.package-lock.json: console/package.json console/package-lock.json
 	cd console && $(NPM) ci --no-audit --no-fund
 	touch $@
 
 # The cluster's histories (docs/cluster.md, Tests): make test keeps the
-# short ones its cluster tests record (a directory, one file a test) and
-# checks them with cmd/histcheck; cluster-check runs ten SIGKILLs of the
+# short ones its cluster tests record (a directory, one file a test, new
+# on every run: scripts/test.sh says why) and checks them with cmd/histcheck; cluster-check runs ten SIGKILLs of the
 # leader under 16 clients, then ten faults alternating SIGKILLs and
 # partitions in network namespaces (root), checks both histories, has a
 # replica catch up after 100 000 writes from a snapshot, and measures the cluster's jobs/s and wake latency beside a lone server's.
-CLUSTER_HISTORY ?= $${TMPDIR:-/tmp}/fenec-cluster-history
 cluster-check:
 	cd server && FENEC_CLUSTER_KILLS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-long $(GO) test ./cmd/fenec -run '^TestClusterFailover$$' -count=1 -v -timeout 20m
 	cd server && FENEC_CLUSTER_FAULTS=10 FENEC_HISTORY=$${TMPDIR:-/tmp}/fenec-cluster-long $(GO) test ./cmd/fenec -run '^TestClusterFaults$$' -count=1 -v -timeout 20m

@@ -13,7 +13,7 @@ export const servers = [];
 
 /** Starts `fenec serve --clock manual` on a free port with more flags. */
 export async function startFenec(...args) {
-  if (!existsSync(FENEC_BIN)) throw new Error(`${FENEC_BIN} is missing: run make build`);
+  if (!existsSync(FENEC_BIN)) throw new Error(`no fenec binary at ${FENEC_BIN}: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)`);
   const child = spawn(FENEC_BIN, ['serve', '--clock', 'manual', '--http', '127.0.0.1:0', '--file', ':memory:', '--sync', 'off', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });

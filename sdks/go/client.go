@@ -357,6 +357,7 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 	if o.key != "" {
 		h.IdempotencyKey = &o.key
 	}
+	h.FenecAfter = c.nodes.after()
 	reqCtx, cancel := ctx, context.CancelFunc(func() {})
 	if timeout > 0 {
 		reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)

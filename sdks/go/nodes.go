@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,10 +38,37 @@ type node struct {
 }
 
 // nodes are a client's configured servers and the one its calls go to now,
-// shared by every copy [Client.Wait] makes.
+// shared by every copy [Client.Wait] makes — and the highest Fenec-Seq any
+// of them answered, sent as Fenec-After on every query and batch given
+// several, so that a node the client moves to (a follower, after a
+// failover) answers only once it has applied the client's writes
+// (read-your-writes, docs/cluster.md).
 type nodes struct {
 	list    []*node
 	current atomic.Pointer[node]
+	seq     atomic.Int64
+}
+
+// saw remembers a Fenec-Seq answered; only ever upwards.
+func (ns *nodes) saw(seq int64) {
+	for {
+		old := ns.seq.Load()
+		if seq <= old || ns.seq.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// after returns the Fenec-After to send: none with one URL (a lone server
+// answers 400 for one beyond its own writes), or before any write.
+func (ns *nodes) after() *int64 {
+	if len(ns.list) < 2 {
+		return nil
+	}
+	if s := ns.seq.Load(); s > 0 {
+		return &s
+	}
+	return nil
 }
 
 // parseNode reads one server URL; false when it is not one.
@@ -199,6 +227,9 @@ func (c *Client) route(ctx, reqCtx context.Context, what, bound string, do attem
 		}
 		if reply.status >= 200 && reply.status <= 299 {
 			ns.current.Store(n)
+			if seq, err := strconv.ParseInt(reply.header.Get(headerFenecSeq), 10, 64); err == nil {
+				ns.saw(seq)
+			}
 			return sent{reply, n.host}, nil
 		}
 		e := refusal(n.host, what, reply.status, reply.body)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/sdks/go"
+	"github.com/fenecdb/fenec/sdks/go/internal/fenectest"
 )
 
 // The rules of docs/sdks.md, "Several nodes", where no real server can
@@ -319,5 +320,38 @@ func TestConnectRefusesABadURLAmongSeveral(t *testing.T) {
 	}
 	if _, err := fenecdb.Connect(" http://a:1 , https://b:2/ "); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestReadYourWritesAfterMovingNode: the client sends the highest Fenec-Seq
+// it was answered as Fenec-After, so a node it moves to answers only once it
+// has applied those writes. Two lone servers stand in for a node and one
+// that has not applied the client's writes (a lone server refuses at once,
+// with a 400, a Fenec-After beyond its own last write): moved to the second,
+// the client is refused rather than answered as if its writes were not there.
+func TestReadYourWritesAfterMovingNode(t *testing.T) {
+	ctx := context.Background()
+	first := fenectest.StartServer(t, "--clock", "manual", "--file", ":memory:")
+	second := fenectest.StartServer(t, "--clock", "manual", "--file", ":memory:")
+	db := connect(t, first.URL+","+second.URL)
+	if _, err := db.Query(ctx, "create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int)"); err != nil {
+		t.Fatal(err)
+	}
+	jobs := db.From("jobs")
+	if _, err := jobs.Insert(ctx, fenecdb.D("attempts", 0)); err != nil {
+		t.Fatal(err)
+	}
+	// Sent with Fenec-After: the first node made the write.
+	if n, err := jobs.Count(ctx); err != nil || n != 1 {
+		t.Fatalf("count on the first node: %d, %v", n, err)
+	}
+	first.Stop()
+	_, err := jobs.Count(ctx)
+	var e *fenecdb.Error
+	if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Error(), "Fenec-After") {
+		t.Fatalf("count on the second node: %v, want a 400 for its Fenec-After", err)
+	}
+	if db.Node() != second.URL {
+		t.Errorf("node %s, want %s", db.Node(), second.URL)
 	}
 }

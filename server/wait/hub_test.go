@@ -512,9 +512,13 @@ func testPassedOverLineLooksWhenTheTurnEnds(t *testing.T, f *fixture) {
 // TestWakesCounted: every write to a collection a claim is held on counts
 // a wake by a write — the two puts, and the two claims' own writes, made
 // before they leave their line — and a job coming due one by the time.
+// The clock is the manual one: on the system clock, whether a job due
+// 50 ms after its put woke its claim by the put's write or by the time
+// depended on the scheduler.
 func TestWakesCounted(t *testing.T) {
 	m := NewMetrics(prometheus.NewRegistry())
-	db, err := engine.Open(engine.Options{File: ":memory:"})
+	clk := clock.NewManual()
+	db, err := engine.Open(engine.Options{File: ":memory:", Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,6 +535,26 @@ func TestWakesCounted(t *testing.T) {
 	h = f.hold(5*time.Second, claim, "w")
 	f.settle(1)
 	f.exec(`put jobs {run_at: now() + 50, attempts: 0}`)
+	// The put wakes the claim (a write: the third), whose line looks, finds
+	// the job not yet due, stays held and sets the clock's alarm for when
+	// it is; only moving the clock then brings it due.
+	wakes := func(why string) float64 { return testutil.ToFloat64(m.wakes.WithLabelValues(why)) }
+	due := clk.NowMS() + 50
+	alarmed := func() bool {
+		hub.mu.Lock()
+		defer hub.mu.Unlock()
+		return hub.alarmAt == due
+	}
+	for deadline := time.Now().Add(5 * time.Second); wakes("write") < 3 || !alarmed(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the second put: %v wakes by a write, alarm set for its due: %v", wakes("write"), alarmed())
+		}
+	}
+	h.still(t)
+	if byTime := wakes("time"); byTime != 0 {
+		t.Fatalf("%v wakes by the time before the clock moved", byTime)
+	}
+	clk.Advance(50)
 	if o := h.answer(t, time.Second); o.err != nil || o.answer != `[{"id":2}]` {
 		t.Fatalf("%+v", o)
 	}

@@ -7,17 +7,32 @@
 //	go run . -root ../..            # write every language's file
 //	go run . -root ../.. -lang ts   # one language
 //	go run . -root ../.. -check     # exit 1 if a checked-in file is stale
+//	sdkgen -version                 # a prebuilt binary's version and commit
+//
+// The templates are embedded, so a binary from `make dist` (dist/sdkgen)
+// generates from any checkout without Go. It refuses a checkout whose
+// tools/sdkgen/templates differ from the ones it carries: those are newer
+// (or other) than the binary, which would write old code.
 package main
 
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"flag"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/template"
+)
+
+// version and commit are stamped by `make dist` (-ldflags -X).
+var (
+	version = "dev"
+	commit  = "unknown"
 )
 
 // Language is one SDK's generated file: the template that renders it and
@@ -43,21 +58,77 @@ var languages = []Language{
 }
 
 //go:embed templates/*.tmpl
-var templates embed.FS
+var embedded embed.FS
+
+// templatesDir is where a checkout keeps the templates, relative to -root.
+const templatesDir = "tools/sdkgen/templates"
 
 func main() {
 	root := flag.String("root", ".", "the repository root")
 	spec := flag.String("spec", "openapi.yaml", "the HTTP contract, relative to -root")
 	lang := flag.String("lang", "all", "the language to generate, or all")
 	check := flag.Bool("check", false, "write nothing; exit 1 when a generated file is not what it would be")
+	showVersion := flag.Bool("version", false, "print the version and commit, and exit")
 	flag.Parse()
-	if err := run(*root, *spec, *lang, *check); err != nil {
+	if *showVersion {
+		fmt.Printf("sdkgen %s\ncommit %s\n", version, commit)
+		return
+	}
+	tmpl, err := fs.Sub(embedded, "templates")
+	if err != nil {
+		panic(err)
+	}
+	if err := sameTemplates(tmpl, filepath.Join(*root, templatesDir)); err != nil {
+		fmt.Fprintln(os.Stderr, "sdkgen:", err)
+		os.Exit(1)
+	}
+	if err := run(*root, *spec, *lang, *check, tmpl); err != nil {
 		fmt.Fprintln(os.Stderr, "sdkgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(root, spec, lang string, check bool) error {
+// sameTemplates returns an error when dir (a checkout's templates) exists
+// and holds other templates than tmpl (the binary's): a file missing from
+// either side, or one that differs. A root without the directory (an SDK
+// outside this repository) is not compared.
+func sameTemplates(tmpl fs.FS, dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	mine, err := fs.Glob(tmpl, "*.tmpl")
+	if err != nil {
+		return err
+	}
+	theirs, err := filepath.Glob(filepath.Join(dir, "*.tmpl"))
+	if err != nil {
+		return err
+	}
+	for i, p := range theirs {
+		theirs[i] = filepath.Base(p)
+	}
+	var differ []string
+	for _, name := range mine {
+		a, _ := fs.ReadFile(tmpl, name)
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.Equal(a, b) {
+			differ = append(differ, name)
+		}
+	}
+	for _, name := range theirs {
+		if !slices.Contains(mine, name) {
+			differ = append(differ, name)
+		}
+	}
+	if len(differ) > 0 {
+		return fmt.Errorf("this sdkgen (%s, commit %s) carries templates older than or different from the checkout's %s (%v): it would write old code; rebuild it (make dist) or run go run ./tools/sdkgen", version, commit, dir, differ)
+	}
+	return nil
+}
+
+// run renders every language picked by lang from the templates in tmpl
+// into root, or with check only compares.
+func run(root, spec, lang string, check bool, tmpl fs.FS) error {
 	model, err := Load(filepath.Join(root, spec))
 	if err != nil {
 		return err
@@ -69,7 +140,7 @@ func run(root, spec, lang string, check bool) error {
 			continue
 		}
 		picked++
-		out, err := Render(l, model)
+		out, err := Render(l, model, tmpl)
 		if err != nil {
 			return err
 		}
@@ -99,8 +170,8 @@ func run(root, spec, lang string, check bool) error {
 }
 
 // Render renders one language's file from the model.
-func Render(l Language, m *Model) ([]byte, error) {
-	t, err := template.New(l.Template).Funcs(funcs).ParseFS(templates, "templates/"+l.Template)
+func Render(l Language, m *Model, tmpl fs.FS) ([]byte, error) {
+	t, err := template.New(l.Template).Funcs(funcs).ParseFS(tmpl, l.Template)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -83,7 +85,7 @@ func TestCheckedIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range languages {
-		out, err := Render(l, m)
+		out, err := Render(l, m, os.DirFS("templates"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +195,7 @@ func TestNewTransports(t *testing.T) {
 		if !ok {
 			continue
 		}
-		out, err := Render(l, m)
+		out, err := Render(l, m, os.DirFS("templates"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,13 +233,13 @@ func TestCheckStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, lang := range []string{"csharp", "swift", "dart"} {
-		if err := run(root, "openapi.yaml", lang, true); err == nil {
+		if err := run(root, "openapi.yaml", lang, true, os.DirFS("templates")); err == nil {
 			t.Errorf("%s: -check passes with no file", lang)
 		}
-		if err := run(root, "openapi.yaml", lang, false); err != nil {
+		if err := run(root, "openapi.yaml", lang, false, os.DirFS("templates")); err != nil {
 			t.Fatal(err)
 		}
-		if err := run(root, "openapi.yaml", lang, true); err != nil {
+		if err := run(root, "openapi.yaml", lang, true, os.DirFS("templates")); err != nil {
 			t.Errorf("%s: -check fails on what it wrote: %v", lang, err)
 		}
 	}
@@ -246,7 +248,147 @@ func TestCheckStale(t *testing.T) {
 	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(root, "openapi.yaml", "swift", true); err == nil {
+	if err := run(root, "openapi.yaml", "swift", true, os.DirFS("templates")); err == nil {
 		t.Error("-check passes on an edited Transport.swift")
+	}
+}
+
+// checkout copies what sdkgen reads and writes of the repository into a
+// temporary root: openapi.yaml, the templates and every generated file.
+func checkout(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	files := []string{"openapi.yaml"}
+	for _, l := range languages {
+		files = append(files, l.Out)
+	}
+	tmpls, err := filepath.Glob("templates/*.tmpl")
+	if err != nil || len(tmpls) == 0 {
+		t.Fatalf("templates: %v %v", tmpls, err)
+	}
+	for _, p := range tmpls {
+		files = append(files, filepath.Join(templatesDir, filepath.Base(p)))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// edit appends a line to a template of root's checkout, as a hand would.
+func edit(t *testing.T, root, name, line string) {
+	t.Helper()
+	p := filepath.Join(root, templatesDir, name)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, append(b, line...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTemplateEditedIsStale: a template changed by hand (rendered from the
+// checkout's templates, as `go run . -check` does) makes -check fail and
+// names the file.
+func TestTemplateEditedIsStale(t *testing.T) {
+	root := checkout(t)
+	tmpl := os.DirFS(filepath.Join(root, templatesDir))
+	if err := run(root, "openapi.yaml", "all", true, tmpl); err != nil {
+		t.Fatalf("a fresh copy: %v", err)
+	}
+	edit(t, root, "ts.tmpl", "// edited by hand\n")
+	err := run(root, "openapi.yaml", "all", true, tmpl)
+	if err == nil || !strings.Contains(err.Error(), "stale") {
+		t.Fatalf("after editing ts.tmpl: %v, want stale", err)
+	}
+}
+
+// sdkgenBinary returns $SDKGEN_BIN (a prebuilt sdkgen, such as dist/sdkgen),
+// or this package built into a temporary directory.
+func sdkgenBinary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("SDKGEN_BIN"); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return abs
+	}
+	out := filepath.Join(t.TempDir(), "sdkgen")
+	if b, err := exec.Command("go", "build", "-o", out, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return out
+}
+
+// TestBinary runs a built sdkgen on a copy of the checkout: -check passes,
+// a deleted transport is written again as it was, and once the checkout's
+// templates differ from the ones the binary carries (a newer checkout, an
+// older binary) it refuses, writing nothing, and says to rebuild.
+func TestBinary(t *testing.T) {
+	bin := sdkgenBinary(t)
+	root := checkout(t)
+	if out, err := exec.Command(bin, "-root", root, "-check").CombinedOutput(); err != nil {
+		t.Fatalf("-check on a fresh copy: %v\n%s", err, out)
+	}
+	ts := filepath.Join(root, languages[0].Out)
+	want, err := os.ReadFile(ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(ts); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-root", root).CombinedOutput(); err != nil {
+		t.Fatalf("writing: %v\n%s", err, out)
+	}
+	if got, err := os.ReadFile(ts); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("%s written again differs (%v)", languages[0].Out, err)
+	}
+
+	edit(t, root, "python.tmpl", "# a newer template\n")
+	if err := os.Remove(ts); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"-root", root}, {"-root", root, "-check"}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err == nil {
+			t.Fatalf("sdkgen %v with other templates succeeded:\n%s", args, out)
+		}
+		if !strings.Contains(string(out), "python.tmpl") || !strings.Contains(string(out), "rebuild it (make dist)") {
+			t.Errorf("sdkgen %v: %s", args, out)
+		}
+	}
+	if _, err := os.Stat(ts); !os.IsNotExist(err) {
+		t.Errorf("a refusing sdkgen wrote %s (%v)", languages[0].Out, err)
+	}
+	// A template the binary does not know of refuses too.
+	if err := os.WriteFile(filepath.Join(root, templatesDir, "zz.tmpl"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := os.ReadFile("templates/python.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, templatesDir, "python.tmpl"), orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-root", root, "-check").CombinedOutput(); err == nil || !strings.Contains(string(out), "[zz.tmpl]") {
+		t.Errorf("an unknown template: %v %s", err, out)
+	}
+
+	out, err := exec.Command(bin, "-version").Output()
+	if err != nil || !strings.HasPrefix(string(out), "sdkgen ") || !strings.Contains(string(out), "\ncommit ") {
+		t.Errorf("-version: %v %q", err, out)
 	}
 }

@@ -132,7 +132,7 @@ export class Client {
   async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Result[]> {
     const body = { statements: statements.map((s) => ({ query: s.query, params: s.params })) };
     await Promise.all(statements.map((s) => this.#schema(s.collection, opts)));
-    const reply = await this.#send((t, signal) => api.batch(t, body, headers(opts), signal), opts);
+    const reply = await this.#send((t, signal) => api.batch(t, body, headers(opts, this.#nodes), signal), opts);
     return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
   }
 
@@ -140,7 +140,7 @@ export class Client {
   async run(statement: Statement, opts: RequestOptions): Promise<Result> {
     await this.#schema(statement.collection, opts);
     const body = { query: statement.query, params: statement.params };
-    const reply = await this.#send((t, signal) => api.query(t, body, headers(opts), signal), opts);
+    const reply = await this.#send((t, signal) => api.query(t, body, headers(opts, this.#nodes), signal), opts);
     return this.#result(statement.collection, reply.body, reply.headers, opts);
   }
 
@@ -183,6 +183,7 @@ export class Client {
       }
       if (reply.ok) {
         nodes.current = node;
+        nodes.saw(Number(reply.headers.get(api.HEADER_FENEC_SEQ) ?? 0));
         return { body: reply.body, headers: reply.headers, node };
       }
       const leader = reply.status === 403 ? reply.headers.get(HEADER_FENEC_LEADER) : null;
@@ -324,11 +325,23 @@ const MAX_FOLLOWS = 3;
 const FIRST_PAUSE = 50;
 const LAST_PAUSE = 1000;
 
-/** A client's nodes: the configured URLs and the one it sends to now (the leader once found). */
+/**
+ * A client's nodes: the configured URLs and the one it sends to now (the
+ * leader once found) — and the highest Fenec-Seq any of them answered, sent
+ * as Fenec-After on every query and batch, so that a node the client moves
+ * to (a follower, after a failover) answers only once it has applied the
+ * client's writes (read-your-writes, docs/cluster.md).
+ */
 class Nodes {
   current: string;
+  seq = 0;
   constructor(readonly urls: readonly string[]) {
     this.current = urls[0]!;
+  }
+
+  /** Remembers a Fenec-Seq answered; only ever upwards. */
+  saw(seq: number): void {
+    if (Number.isSafeInteger(seq) && seq > this.seq) this.seq = seq;
   }
 
   get several(): boolean {
@@ -487,10 +500,13 @@ function checkURL(url: string): URL {
   return u;
 }
 
-function headers(opts: RequestOptions): api.QueryHeaders {
+function headers(opts: RequestOptions, nodes: Nodes): api.QueryHeaders {
   const h: api.QueryHeaders = {};
   if (opts.wait !== undefined) h.fenecWait = opts.wait;
   if (opts.idempotencyKey !== undefined) h.idempotencyKey = opts.idempotencyKey;
+  // One URL is one server (a lone one answers 400 for a Fenec-After beyond
+  // its own writes): only several nodes need it.
+  if (nodes.several && nodes.seq > 0) h.fenecAfter = nodes.seq;
   return h;
 }
 

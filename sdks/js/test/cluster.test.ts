@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { connect, FenecError, raw, worker } from '../src/client.js';
 import { fakeFetch, json } from './fake.js';
-import { type Cluster, type ClusterNode, startCluster } from './server.js';
+import { type Cluster, type ClusterNode, startCluster, startServer } from './server.js';
 
 const JOBS = 'create collection if not exists jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)';
 
@@ -272,4 +272,30 @@ describe('several nodes, the rules', () => {
     assert.ok(took >= 250 && took < 1500, `gave up at the deadline (300 ms), took ${took.toFixed(0)} ms`);
     assert.ok(two.sent.length >= 4 && two.sent.length <= 12, `rounds with pauses, ${two.sent.length} requests`);
   });
+});
+
+// The client sends the highest Fenec-Seq it was answered as Fenec-After, so
+// a node it moves to answers only once it has applied those writes. Two lone
+// servers stand in for a node and one that has not applied the client's
+// writes (a lone server refuses at once, with a 400, a Fenec-After beyond its
+// own last write): moved to the second, the client is refused rather than
+// answered as if its writes were not there.
+test('read-your-writes: Fenec-After goes with the client to the next node', async () => {
+  const first = await startServer();
+  const second = await startServer();
+  try {
+    const db = connect([first.url, second.url]);
+    await db.query(JOBS);
+    assert.equal(await db.from('jobs').insert({ payload: {}, run_at: new Date(0), attempts: 0 }), 1);
+    assert.equal(await db.from('jobs').count(), 1); // sent with Fenec-After: the first node made the write
+    await first.stop();
+    const err = await db.from('jobs').count().then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof FenecError, String(err));
+    assert.equal(err.status, 400, err.message);
+    assert.match(err.message, /Fenec-After/);
+    assert.equal(db.node, second.url);
+  } finally {
+    await first.stop().catch(() => undefined);
+    await second.stop();
+  }
 });

@@ -43,7 +43,7 @@ export function startServer(...args: string[]): Promise<Server> {
 
 /** Starts a server as `how` says. */
 export async function launch(how: Launch = {}): Promise<Server> {
-  if (!existsSync(FENEC_BIN)) throw new Error(`${FENEC_BIN} is missing: run make build`);
+  if (!existsSync(FENEC_BIN)) throw new Error(`no fenec binary at ${FENEC_BIN}: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)`);
   const child = spawn(FENEC_BIN, [
     'serve', '--clock', how.clock ?? 'manual', '--http', how.http ?? '127.0.0.1:0', '--file', how.file ?? ':memory:',
     '--slow-ms', '0', ...(how.args ?? []),

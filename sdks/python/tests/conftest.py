@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -20,6 +21,11 @@ from fenecdb import _generated as api
 ROOT = Path(__file__).resolve().parents[3]
 """The repository root."""
 
+NO_BINARY = (
+    "no fenec binary: set FENEC_BIN=/path/to/fenec, or install Go and run make build"
+    " (make dist writes dist/fenec)"
+)
+
 
 @pytest.fixture(scope="session")
 def fenec_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -30,6 +36,8 @@ def fenec_bin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     built = ROOT / "bin" / "fenec"
     if built.exists():
         return built
+    if shutil.which("go") is None:
+        pytest.exit(NO_BINARY, returncode=1)
     out = tmp_path_factory.mktemp("bin") / "fenec"
     subprocess.run(["go", "build", "-o", str(out), "./cmd/fenec"], cwd=ROOT / "server", check=True)
     return out

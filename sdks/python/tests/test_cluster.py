@@ -17,7 +17,7 @@ import pytest
 import fenecdb
 from fenecdb import raw
 
-from .conftest import JOBS, Cluster, Server
+from .conftest import JOBS, Cluster, Server, StartServer
 
 QUEUE = JOBS.replace("create collection", "create collection if not exists")
 
@@ -311,3 +311,22 @@ def test_error_leader_is_none_on_other_errors() -> None:
         with pytest.raises(fenecdb.Conflict) as e:
             db.query("insert jobs {}")
     assert e.value.leader is None
+
+
+def test_read_your_writes_after_moving_node(start_server: StartServer) -> None:
+    """The client sends the highest Fenec-Seq it was answered as Fenec-After,
+    so a node it moves to answers only once it has applied those writes. Two
+    lone servers stand in for a node and one that has not applied the
+    client's writes (a lone server refuses at once, with a 400, a
+    Fenec-After beyond its own last write): moved to the second, the client
+    is refused rather than answered as if its writes were not there."""
+    first, second = start_server(), start_server()
+    with fenecdb.connect([first.url, second.url]) as db:
+        db.query(JOBS)
+        assert db.from_("jobs").insert({"payload": {}, "run_at": "1970-01-01T00:00:00.000Z", "attempts": 0}) == 1
+        assert db.from_("jobs").count() == 1  # sent with Fenec-After: the first node has made the write
+        first.stop()
+        with pytest.raises(fenecdb.FenecError) as err:
+            db.from_("jobs").count()
+        assert err.value.status == 400 and "Fenec-After" in str(err.value), err.value
+        assert db.node == second.url

@@ -36,6 +36,7 @@ const usage = `fenec is the Fenec document database.
 Usage:
   fenec serve [flags]   serve a database file over HTTP (fenec serve --help)
   fenec token [flags]   print a signed JWT (fenec token --help)
+  fenec version         print the version, commit, Go and SQLite versions
   fenec backup --from URL --to FILE     copy a running server's database, checked
   fenec restore FILE --to PATH          put a backup in place of a stopped server's file
   fenec export --from URL [--out FILE]  write collections and documents as JSON lines
@@ -47,6 +48,12 @@ Each command's --help lists its flags; docs/operations.md says when to use them.
 func main() {
 	if len(os.Args) >= 2 {
 		switch os.Args[1] {
+		case "version":
+			if err := printVersion(os.Stdout); err != nil {
+				fmt.Fprintln(os.Stderr, "fenec version:", err)
+				os.Exit(1)
+			}
+			return
 		case "token":
 			os.Exit(tokenMain(os.Args[2:]))
 		case "backup":

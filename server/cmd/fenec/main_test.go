@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
@@ -18,8 +21,13 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	// FENEC_TEST_BIN runs the tests against a binary of one's own, such as
-	// one built with -race (docs/cluster.md, Tests).
+	// one built with -race (docs/cluster.md, Tests); FENEC_BIN does too,
+	// as in every suite that starts a server (make test unsets it here, so
+	// that these tests test the source).
 	if bin = os.Getenv("FENEC_TEST_BIN"); bin == "" {
+		bin = os.Getenv("FENEC_BIN")
+	}
+	if bin == "" {
 		bin, err = apitest.Build(dir)
 	}
 	if err != nil {
@@ -37,4 +45,18 @@ func start(t *testing.T, args ...string) (*apitest.Process, *apitest.Client) {
 	t.Helper()
 	p := apitest.Start(t, bin, args...)
 	return p, &apitest.Client{T: t, Base: p.URL}
+}
+
+// TestVersion runs `fenec version`: its four lines, the SQLite one asked of
+// the embedded library.
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "fenec ") || !strings.HasPrefix(lines[1], "commit ") ||
+		!strings.HasPrefix(lines[2], "go go1.") || !regexp.MustCompile(`^sqlite 3\.\d+\.\d+$`).MatchString(lines[3]) {
+		t.Errorf("fenec version:\n%s", out)
+	}
 }

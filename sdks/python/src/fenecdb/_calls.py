@@ -202,11 +202,21 @@ FIRST_PAUSE, LAST_PAUSE = 0.05, 1.0
 class Nodes:
     """A client's nodes: the configured URLs and the one it sends to now —
     the first given, or the leader it was last sent to (docs/sdks.md,
-    "Several nodes")."""
+    "Several nodes") — and the highest ``Fenec-Seq`` any of them answered,
+    sent as ``Fenec-After`` on every query and batch, so that a node the
+    client moves to (a follower, after a failover) answers only once it
+    has applied the client's writes (read-your-writes, docs/cluster.md)."""
 
     def __init__(self, urls: List[str]) -> None:
         self.urls = urls
         self.current = urls[0]
+        self.seq = 0
+
+    def saw(self, seq: int) -> None:
+        """Remembers a ``Fenec-Seq`` answered; only ever upwards. Threads
+        may race here: a lower one written last is raised by the next."""
+        if seq > self.seq:
+            self.seq = seq
 
     @property
     def several(self) -> bool:
@@ -255,6 +265,10 @@ class Settings:
             if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.encode()) <= 255:
                 raise ValueError(f"idempotency_key is 1 to 255 bytes of text, got {idempotency_key!r}")
             headers["idempotency_key"] = idempotency_key
+        if self.nodes.several and self.nodes.seq > 0:
+            # One URL is one server (a lone one answers 400 for a Fenec-After
+            # beyond its own writes): only several nodes need it.
+            headers["fenec_after"] = self.nodes.seq
         is_client = timeout is DEFAULT
         seconds = self.timeout if is_client else check_timeout(timeout)
         return Call(route, host_of(self.nodes.current), headers, seconds, float(wait or 0), is_client)
@@ -310,6 +324,7 @@ class Walk:
         request is sent again, to :attr:`node`."""
         if reply.ok:
             self.nodes.current = self.node
+            self.nodes.saw(seq_of(reply))
             return None
         body = reply.body if isinstance(reply.body, dict) else {}
         code = body.get("code")

@@ -39,6 +39,7 @@ import java.time.format.DateTimeParseException
 import java.util.concurrent.CompletableFuture
 import java.util.concurrent.CompletionException
 import java.util.concurrent.ConcurrentHashMap
+import java.util.concurrent.atomic.AtomicLong
 import java.util.concurrent.atomic.AtomicReference
 import javax.net.ssl.SSLContext
 import javax.net.ssl.SSLHandshakeException
@@ -183,10 +184,15 @@ private val LAST_PAUSE = 1.seconds
 
 /**
  * A client's configured nodes and the one its calls go to now (docs/sdks.md,
- * "Several nodes"), shared by every copy [Client.withWait] makes.
+ * "Several nodes"), shared by every copy [Client.withWait] makes — and the
+ * highest Fenec-Seq any of them answered, sent as Fenec-After on every
+ * query and batch given several, so that a node the client moves to (a
+ * follower, after a failover) answers only once it has applied the
+ * client's writes (read-your-writes, docs/cluster.md).
  */
 internal class Nodes(val list: List<URI>) {
     private val current = AtomicReference(list[0])
+    private val seq = AtomicLong(0)
 
     val several: Boolean get() = list.size > 1
 
@@ -194,6 +200,16 @@ internal class Nodes(val list: List<URI>) {
 
     fun use(node: URI) = current.set(node)
 
+    /** Remembers a Fenec-Seq answered; only ever upwards. */
+    fun saw(answered: Long) {
+        seq.accumulateAndGet(answered, ::maxOf)
+    }
+
+    /**
+     * The Fenec-After to send: none with one URL (a lone server answers 400
+     * for one beyond its own writes), or before any write.
+     */
+    fun after(): Long? = if (several) seq.get().takeIf { it > 0 } else null
 }
 
 /**
@@ -310,7 +326,7 @@ public class Client internal constructor(
         if (collection != null) schema.load(collection) { fetchSchema() }
         val body = statement.toJson().toString()
         val wait = if (statement.claim) wait else null
-        val reply = send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
+        val reply = send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
         return answer(reply.body, collection, reply)
     }
 
@@ -324,7 +340,7 @@ public class Client internal constructor(
         for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
         val wait = if (statements.any { it.claim }) wait else null
-        val reply = send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, null, token, t) }
+        val reply = send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
@@ -435,6 +451,7 @@ public class Client internal constructor(
             if (reply.status in 200..299) {
                 if (!text && reply.body == null) throw unexpected(reply)
                 nodes.use(node)
+                nodes.saw(reply.seq)
                 return reply
             }
             val e = refusal(reply)

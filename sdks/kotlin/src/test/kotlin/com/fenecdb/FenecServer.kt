@@ -26,7 +26,7 @@ class FenecServer(
 
     init {
         val bin = System.getenv("FENEC_BIN")?.takeIf { it.isNotEmpty() } ?: REPO.resolve("bin/fenec").toString()
-        check(File(bin).canExecute()) { "$bin is missing: run make build (or set FENEC_BIN)" }
+        check(File(bin).canExecute()) { "no fenec binary at $bin: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)" }
         val args = mutableListOf(bin, "serve", "--http", http, "--file", file, "--slow-ms", "0")
         if (manualClock) args += listOf("--clock", "manual")
         args += flags
