@@ -119,15 +119,5 @@ func Seed(dir, id, raftAddr, path string, seq uint64) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		sink.Cancel()
-		return err
-	}
-	defer f.Close()
-	if _, err := io.Copy(sink, f); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
+	return fileSnapshot(path).Persist(sink)
 }

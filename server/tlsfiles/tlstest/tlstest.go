@@ -18,9 +18,9 @@ import (
 	"time"
 )
 
-// CA is a certificate authority made for a test.
+// CA is a certificate authority made for a test (or a benchmark).
 type CA struct {
-	t    testing.TB
+	t    testing.TB // nil when made by MakeCA
 	dir  string
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
@@ -35,9 +35,19 @@ func init() { serial.Store(time.Now().UnixNano()) }
 // NewCA makes a CA named name, its certificate written under dir.
 func NewCA(t testing.TB, dir, name string) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := MakeCA(dir, name)
 	if err != nil {
 		t.Fatal(err)
+	}
+	ca.t = t
+	return ca
+}
+
+// MakeCA is NewCA outside a test: it returns the error NewCA fails on.
+func MakeCA(dir, name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          big.NewInt(serial.Add(1)),
@@ -50,12 +60,18 @@ func NewCA(t testing.TB, dir, name string) *CA {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
-	ca := &CA{t: t, dir: dir, cert: cert, key: key, File: filepath.Join(dir, name+"-ca.pem")}
-	writePEM(t, ca.File, "CERTIFICATE", der)
-	return ca
+	ca := &CA{dir: dir, cert: cert, key: key, File: filepath.Join(dir, name+"-ca.pem")}
+	return ca, writePEM(ca.File, "CERTIFICATE", der)
+}
+
+// Pool returns a certificate pool that trusts ca alone.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.cert)
+	return p
 }
 
 // Leaf is a certificate a CA signed and its key, as files.
@@ -69,11 +85,19 @@ type Leaf struct {
 // <dir>/<name>.pem and <dir>/<name>-key.pem, replacing what was there by
 // rename (as a rotation does).
 func (ca *CA) Issue(name string) Leaf {
-	t := ca.t
-	t.Helper()
+	ca.t.Helper()
+	l, err := ca.MakeLeaf(name)
+	if err != nil {
+		ca.t.Fatal(err)
+	}
+	return l
+}
+
+// MakeLeaf is Issue outside a test: it returns the error Issue fails on.
+func (ca *CA) MakeLeaf(name string) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(serial.Add(1)),
@@ -87,27 +111,25 @@ func (ca *CA) Issue(name string) Leaf {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	kder, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	l := Leaf{CertFile: filepath.Join(ca.dir, name+".pem"), KeyFile: filepath.Join(ca.dir, name+"-key.pem"), Serial: tmpl.SerialNumber}
 	// The key first: a server that looks between the two renames sees a
 	// pair that does not match, and keeps its last one.
-	writePEM(t, l.KeyFile, "PRIVATE KEY", kder)
-	writePEM(t, l.CertFile, "CERTIFICATE", der)
-	return l
+	if err := writePEM(l.KeyFile, "PRIVATE KEY", kder); err != nil {
+		return Leaf{}, err
+	}
+	return l, writePEM(l.CertFile, "CERTIFICATE", der)
 }
 
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
+func writePEM(path, typ string, der []byte) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
+	return os.Rename(tmp, path)
 }
