@@ -509,7 +509,7 @@ func (db *DB) StoreFailures() uint64 { return db.st.Stats().Failures }
 
 // StoreUnfolded answers the bytes of the store's log not yet folded into
 // its tables: the work the store still has to do in the background for
-// the writes already answered (docs/architecture.md, The store's files).
+// the writes already answered (docs/architecture.md, The commit path).
 func (db *DB) StoreUnfolded() int64 { return db.st.Stats().LogBytes }
 
 // CollectionInfo describes one collection for listings.

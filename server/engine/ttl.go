@@ -43,8 +43,8 @@ func (c *Collection) live(id int64, now int64) *Doc {
 
 // SweepBatch is how many lapsed documents one sweep deletes at most: one
 // commit, so the write lock is held for a bounded time however many
-// documents lapse at once (docs/fenecql.md, Expiry; docs/architecture.md
-// gives the hold measured).
+// documents lapse at once (docs/fenecql.md, Expiry; docs/benchmarks.md,
+// "Expiry's sweeper", gives the hold measured).
 const SweepBatch = 512
 
 // SweepLapsed deletes up to max documents that have lapsed at the clock's

@@ -231,7 +231,7 @@ func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes
 // (the runtime's monitor polling while a goroutine sits in fdatasync, an
 // idle M woken for a ready goroutine) costs a switch each time: a count
 // the load of a shared machine moves far less than CPU time
-// (docs/architecture.md, "The durable path's CPU").
+// (docs/benchmarks.md, "The durable path's CPU").
 func (s *benchServer) switches() int64 {
 	dir := fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid)
 	tasks, err := os.ReadDir(dir)

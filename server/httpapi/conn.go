@@ -73,7 +73,7 @@ type Inbound interface {
 // (the requests that may write), until the handler says its write is
 // queued or will not be (arrival), or the request ends: under --sync
 // always the store's sync waits a little for the requests so counted
-// (docs/architecture.md, "Group commit"). Called before Serve. The
+// (docs/architecture.md, "The commit path"). Called before Serve. The
 // connections handed to net/http are not counted.
 func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 
@@ -264,7 +264,7 @@ func (s *HTTPServer) closeIdle() bool {
 // ticking until a request starts (serveRequest wakes it): an idle
 // server's ticks, 40 a second, were more than half of its CPU (each wakes
 // a thread of the runtime's), and a drive of queue-bench pays for some
-// ten idle seconds while the store folds its log (docs/architecture.md,
+// ten idle seconds while the store folds its log (docs/benchmarks.md,
 // "The relaxed path's CPU").
 func (s *HTTPServer) sweep() {
 	period := s.watchAfter / 2

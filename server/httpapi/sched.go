@@ -26,7 +26,7 @@ const schedTrace = "schedtrace=2147483647"
 // eighth of its CPU. Kept out of the deep sleep, sysmon backs off to a
 // poll every 10 ms while it finds nothing to do. Measured with
 // BenchmarkHTTPQueue, --sync always, on 2 loaded cores
-// (docs/architecture.md, "The durable path's CPU"): 1 worker 27.0 →
+// (docs/benchmarks.md, "The durable path's CPU"): 1 worker 27.0 →
 // 21.6 server-µs/job and 1.14 → 0.70 context switches a job, 4 workers
 // 22.5 → 18.6 µs and 0.96 → 0.73, 16 workers about even (15.8 → 16.5 µs,
 // 0.43 → 0.32). The price is sysmon's 100 wakes a second while the server

@@ -11,8 +11,8 @@ import (
 // --sync always a sync about to start waits a little while any request is
 // on its way, or while it would carry fewer units than those connections
 // (holdLocked, "the hold"), so that the units about to be queued join it
-// instead of waiting for one sync more (docs/architecture.md, "Group
-// commit").
+// instead of waiting for one sync more (docs/architecture.md, "The
+// commit path").
 //
 // The store is below whatever reads the requests (the HTTP server), so it
 // cannot ask it: the count is made where the two are put together
@@ -45,7 +45,7 @@ const busyHolds = 16
 // BenchmarkSegmentAppend, 50–70 µs). Half that, the runtime's timer ran
 // out before most of the other connections' requests came (a hold of 60
 // µs lasted 100–200 and gained 1–1.5 units); at 120 µs a sync carries
-// more of them, for less CPU a job at 4 workers (docs/architecture.md,
+// more of them, for less CPU a job at 4 workers (docs/benchmarks.md,
 // "What bounds four durable workers").
 const DefaultHold = 120 * time.Microsecond
 

@@ -329,7 +329,7 @@ const spareGroups = 4
 // a job: a claim's and its ack's), 2.5 MB: a slice grown anew each
 // interval, from a spare of 4 096, cost the server about 3 % of its CPU
 // at one worker under --sync 250 in its copies, its fresh pages' faults
-// and the collector's work (docs/architecture.md, "The relaxed path's
+// and the collector's work (docs/benchmarks.md, "The relaxed path's
 // CPU").
 const spareChanges = 1 << 15
 
@@ -881,7 +881,7 @@ func (s *Store) poke() {
 // (Inbound.Active): past either it waits for the sync to end and takes
 // what came meanwhile. With 16 HTTP workers a sync of one or two units
 // is a lull, and the group written early in it then took a second write
-// after the hold for the units that came (docs/architecture.md,
+// after the hold for the units that came (docs/benchmarks.md,
 // "Sixteen durable workers").
 //
 // And a sync takes every unit queued when it starts: under --sync always
@@ -895,8 +895,8 @@ func (s *Store) poke() {
 // Before it starts a sync, the leader may hold it a little for units on
 // their way (holdLocked, Options.Inbound): with a few writers, those that
 // came just after a sync started otherwise wait for the next one, and the
-// syncs alternate between small groups (docs/architecture.md, "Group
-// commit", has the rule and what it measured). A leader whose group is
+// syncs alternate between small groups (the rule: docs/architecture.md,
+// "The commit path"; what it measured: docs/benchmarks.md, "Group commit"). A leader whose group is
 // still the queued one holds before writing it, so that the units that
 // come meanwhile join the group and one write takes them all; one whose
 // group was written early holds after, and gathers what came.

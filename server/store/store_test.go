@@ -882,7 +882,7 @@ func processCPU() time.Duration {
 // processSwitches answers the context switches (voluntary and involuntary)
 // the process's threads have made: each sleep and wake of a thread (in a
 // sync, the runtime's monitor polling meanwhile, an idle thread woken for a
-// waiter) costs one (docs/architecture.md, "The durable path's CPU").
+// waiter) costs one (docs/benchmarks.md, "The durable path's CPU").
 func processSwitches() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

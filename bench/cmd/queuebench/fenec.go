@@ -209,7 +209,7 @@ func (q *httpQueue) fill(n int) error {
 // settle waits until the store has folded the fill's log into its tables
 // (folded), then until the server is quiet. The store folds in the
 // background once the log's oldest record is 10 s old or the log holds
-// 32 MB (docs/architecture.md, The store's files), so a fill's last
+// 32 MB (docs/architecture.md, The commit path), so a fill's last
 // records are folded seconds after it, while the server looks idle: a run
 // started then paid for folding up to 32 MB of the fill (at 1 000 000
 // jobs, a third of the server's CPU in the run), as a PostgreSQL run would
