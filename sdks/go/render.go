@@ -178,7 +178,7 @@ func (r *renderer) pick(c Collection) error {
 	return nil
 }
 
-// statement answers what was rendered; rowsOf names the collection whose
+// statement returns what was rendered; rowsOf names the collection whose
 // rows it answers, if it answers rows, to type them by.
 func (r *renderer) statement(rowsOf string) (Statement, error) {
 	if r.err != nil {

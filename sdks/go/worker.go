@@ -89,7 +89,7 @@ type Worker struct {
 	claimN  atomic.Int64
 }
 
-// NewWorker answers a worker for the jobs of coll (db.From("jobs")), a
+// NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
 // collection with the fields run_at (timestamp), owner (text), attempts
 // (int) and error (text), as docs/queues.md declares them.
 func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, error) {

@@ -45,7 +45,7 @@ type alarm struct {
 	f  func()
 }
 
-// NewManual answers a manual clock at ManualStart.
+// NewManual returns a manual clock at ManualStart.
 func NewManual() *Manual { return &Manual{ms: ManualStart, alarms: map[*alarm]bool{}} }
 
 func (m *Manual) NowMS() int64 {
@@ -72,13 +72,13 @@ func (m *Manual) AtMS(at int64, f func()) (stop func()) {
 	}
 }
 
-// Advance moves the clock d milliseconds on (d ≥ 0) and answers the new time.
+// Advance moves the clock d milliseconds on (d ≥ 0) and returns the new time.
 func (m *Manual) Advance(d int64) int64 {
 	m.mu.Lock()
 	return m.moved(m.ms + d)
 }
 
-// Set moves the clock to t and answers it.
+// Set moves the clock to t and returns it.
 func (m *Manual) Set(t int64) int64 {
 	m.mu.Lock()
 	return m.moved(t)

@@ -367,12 +367,12 @@ func ParseJSON(data []byte) (Value, error) {
 	return v, nil
 }
 
-// CheckStrictJSON answers the first thing in data that JSON allows but a
+// CheckStrictJSON returns the first thing in data that JSON allows but a
 // request body may not hold: a key written twice in one object, invalid
 // UTF-8, an escaped lone surrogate. Decoders disagree on what those mean
 // (the first key's value or the last's; the bytes or U+FFFD), so a body
 // holding one is refused rather than read one way. Data that is not JSON
-// at all answers nil: the decoder that reads it says so in its own words.
+// at all returns nil: the decoder that reads it says so in its own words.
 // ParseJSON, which reads what the server itself wrote, forgives a key twice
 // (the last wins) and refuses the other two.
 func CheckStrictJSON(data []byte) error {
@@ -385,7 +385,7 @@ func CheckStrictJSON(data []byte) error {
 
 // ParseStrictJSON reads one JSON value as ParseJSON does, but refuses
 // what CheckStrictJSON refuses: a request body is checked and read in one
-// pass. Any error answers a body that is not strict JSON, refused or not.
+// pass. An error means a body that is not strict JSON, refused or not.
 func ParseStrictJSON(data []byte) (Value, error) {
 	p := jsonParser{data: data, strict: true}
 	v, err := p.value()
@@ -410,7 +410,7 @@ type jsonParser struct {
 }
 
 // refuse is errorf for what JSON's grammar allows and a value may not
-// hold (CheckStrictJSON answers these).
+// hold (CheckStrictJSON returns these).
 func (p *jsonParser) refuse(format string, args ...any) *Error {
 	p.refused = true
 	return p.errorf(format, args...)

@@ -87,7 +87,7 @@ const watchAfter = 50 * time.Millisecond
 // syncs to expect its next one (CountInbound).
 const activeWindow = 2 * watchAfter
 
-// newHTTPServer answers a server of h under fallback's timeouts, fallback
+// newHTTPServer returns a server of h under fallback's timeouts, fallback
 // taking the connections handed over.
 func newHTTPServer(h http.Handler, fallback *http.Server) *HTTPServer {
 	return &HTTPServer{
@@ -482,7 +482,7 @@ func within(t, want time.Time, slack time.Duration) bool {
 	return !t.After(want) && !t.Before(want.Add(-slack))
 }
 
-// after answers t+d, or no deadline (zero) for no timeout.
+// after returns t+d, or no deadline (zero) for no timeout.
 func after(t time.Time, d time.Duration) time.Time {
 	if d <= 0 {
 		return time.Time{}

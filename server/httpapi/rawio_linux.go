@@ -49,7 +49,7 @@ type rawCall struct {
 	f     func(fd uintptr) bool
 }
 
-// newRawIO answers rawIO on rwc, or nil when rwc is not a TCP connection.
+// newRawIO returns rawIO on rwc, or nil when rwc is not a TCP connection.
 func newRawIO(rwc net.Conn) *rawIO {
 	tc, ok := rwc.(*net.TCPConn)
 	if !ok {

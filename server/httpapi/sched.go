@@ -10,7 +10,7 @@ import (
 // the runtime's monitor thread (sysmon) then never enters its deep sleep.
 const schedTrace = "schedtrace=2147483647"
 
-// SchedEnv answers environ (as os.Environ answers it) with schedTrace
+// SchedEnv returns environ (as os.Environ returns it) with schedTrace
 // added to GODEBUG, and whether it added it: fenec serve re-executes
 // itself with it (and the package's benchmark starts its server with it).
 // A GODEBUG that names schedtrace already is left as it is: schedtrace=0

@@ -49,7 +49,7 @@ const busyHolds = 16
 // "What bounds four durable workers").
 const DefaultHold = 120 * time.Microsecond
 
-// NewInbound answers a count of none, for a store whose syncs wait for
+// NewInbound returns a count of none, for a store whose syncs wait for
 // them up to hold (0: DefaultHold; tests lengthen it to see the wait).
 func NewInbound(hold time.Duration) *Inbound {
 	t := time.NewTimer(time.Hour)
@@ -81,10 +81,10 @@ func (in *Inbound) Done() {
 	}
 }
 
-// Pending answers how many are on their way.
+// Pending returns how many are on their way.
 func (in *Inbound) Pending() int64 { return in.n.Load() }
 
-// Active answers SetActive's count.
+// Active returns SetActive's count.
 func (in *Inbound) Active() int64 { return in.active.Load() }
 
 // wait waits until one on its way arrives (Done), or for d at most;

@@ -30,7 +30,7 @@ func (h *Hub) loop() {
 
 // round has the head of every line on a written collection look, all under
 // one read lock, and gives the turn to the claim that ranks a row first;
-// the rest stay held and look again once its run is done. It answers when
+// the rest stay held and look again once its run is done. It returns when
 // the loop should next wake by itself (zero: only when told), and whether
 // it woke a held claim's goroutine (woke). With here, the claim given the
 // turn is not woken but answered to the caller (run), which runs it itself

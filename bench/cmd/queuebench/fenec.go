@@ -44,7 +44,7 @@ type job struct {
 
 func (j job) to() string { return "u" + strconv.FormatInt(j.seq, 10) + "@example.com" }
 
-// newJobs answers n jobs ready a second or more ago, each later than the
+// newJobs returns n jobs ready a second or more ago, each later than the
 // one before, so claims take them in the order they were made.
 func newJobs(n int) []job {
 	base := time.Now().Add(-time.Second - time.Duration(n)*time.Millisecond)
@@ -60,7 +60,7 @@ func fenecDoc(j job) map[string]any {
 	return map[string]any{"payload": map[string]any{"to": j.to()}, "run_at": j.runAt.UnixMilli(), "attempts": 0}
 }
 
-// top answers the jobs fill must add to a queue holding have: the rest of
+// top returns the jobs fill must add to a queue holding have: the rest of
 // n, in batches of loadBatch. They are made as one run, so their ready
 // times follow their order across the batches too, as in a queue filled
 // over time: batches made each on its own started at the same time, and

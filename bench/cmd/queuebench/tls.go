@@ -21,7 +21,7 @@ import (
 const overTLS = "one statement over https"
 
 // serverCert writes a CA and a P-256 certificate it signed for 127.0.0.1
-// under dir, as a deployment would have them, and answers the certificate
+// under dir, as a deployment would have them, and returns the certificate
 // and key files and a client configuration that trusts the CA.
 func serverCert(dir string) (certFile, keyFile string, client *tls.Config, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
