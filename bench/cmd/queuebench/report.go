@@ -38,7 +38,8 @@ type machine struct {
 	OS        string  `json:"os"`
 }
 
-// A target is one of the issue's aims, and where the run stands on it.
+// A target is one of the queue's performance aims (docs/benchmarks.md,
+// "Targets"), and where the run stands on it.
 type target struct {
 	Aim   string `json:"aim"`
 	Stand string `json:"stand"`
@@ -268,7 +269,8 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', digits, 64)
 }
 
-// targets says where the run stands on issue 13's aims, from the cells'
+// targets says where the run stands on the queue's performance targets
+// (docs/benchmarks.md, "Targets"), from the cells'
 // medians (and the pool of the held figure), each with how many rounds
 // met it alone: a target met by the median but not in every round is one
 // the noise can still move.

@@ -24,7 +24,7 @@ const (
 // and every 100 ms, counting the claims each sent. The server keeps a file
 // at --sync 250, as Redis, beside it, keeps its append-only file at
 // everysec; with withRedis, BLPOP is timed the same way. The held figure,
-// the one the issue sets targets for, is taken in windows of samples
+// the one the targets are set for (docs/benchmarks.md, "Targets"), is taken in windows of samples
 // jobs, Fenec's and Redis's in turn with both servers running, and pooled
 // (rounds.go): a slow patch of the host lands on both. The polling lines
 // are one window each.

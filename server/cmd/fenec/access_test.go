@@ -386,7 +386,7 @@ func TestAccessFlagsRefused(t *testing.T) {
 	}
 }
 
-// TestHiddenRowsOverHTTP is issue 15's oracle against a real `fenec
+// TestHiddenRowsOverHTTP is the oracle of hidden rows against a real `fenec
 // serve`: a mail worker guessing an sms job's phone number is answered
 // the same whether the guess is right or wrong, whatever the statement.
 func TestHiddenRowsOverHTTP(t *testing.T) {
