@@ -227,18 +227,14 @@ type tuning struct {
 const defaultSegBytes = 64 << 20
 
 // Segments are preallocated (fallocate): a record's fdatasync then
-// writes into blocks the file has, which measured cheapest in CPU here
-// (BenchmarkSegmentAppend, a 256-byte record and its fdatasync, on a
-// machine loaded by other builds: 14 µs of CPU, against 22–30 µs appended
-// to a growing file and 30 µs written over zeros written first; on a
-// quieter run, p50 50–71 µs against 82–93 µs appended). Zeros written a
-// chunk ahead of the records (segment.zeroAhead) spare most syncs the
-// conversion of the preallocated block they write into: 2048-byte records
-// 57 µs and 15.7 µs of CPU a sync, against 69 µs and 17.4 µs (ext4 on
-// this VM, Linux 6.18, 2026-12-01). A segment written over whole before
-// (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
-// CPU, the page cache holding it in large folios that each small
-// record's sync walks.
+// writes into blocks the file already has, the cheapest way measured in
+// CPU and in time, against a file grown by each record or zeros written
+// first. Zeros written a chunk ahead of the records (segment.zeroAhead)
+// spare most syncs the conversion of the preallocated block they write
+// into. A segment written over whole before (as a recycled one would be)
+// costs most, the page cache holding it in large folios that each small
+// record's sync walks. The figures: docs/benchmarks.md, "Log segments'
+// layout" (BenchmarkSegmentAppend measures them again).
 var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, copyPages: 64}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
@@ -896,8 +892,9 @@ func (s *Store) poke() {
 // their way (holdLocked, Options.Inbound): with a few writers, those that
 // came just after a sync started otherwise wait for the next one, and the
 // syncs alternate between small groups (the rule: docs/architecture.md,
-// "The commit path"; what it measured: docs/benchmarks.md, "Group commit"). A leader whose group is
-// still the queued one holds before writing it, so that the units that
+// "The commit path"; what it measured: docs/benchmarks.md, "Group
+// commit"). A leader whose group is still the queued one holds before
+// writing it, so that the units that
 // come meanwhile join the group and one write takes them all; one whose
 // group was written early holds after, and gathers what came.
 // Folds, probes and backups share the writer with the writes through wmu.
