@@ -47,7 +47,7 @@ type WorkerOptions struct {
 	// MaxAttempts is how many runs a job gets before it is kept as a dead
 	// letter (default 5).
 	MaxAttempts int
-	// Backoff answers how long a job failed attempts times waits before
+	// Backoff returns how long a job failed attempts times waits before
 	// its next run, and how long a fault waits before its retry (default
 	// [DefaultBackoff]).
 	Backoff func(attempts int) time.Duration

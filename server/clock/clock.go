@@ -11,7 +11,7 @@ import (
 // ManualStart is where a manual clock starts: 2026-05-03T09:20:00.000Z.
 const ManualStart int64 = 1777800000000
 
-// Clock answers the time as UTC epoch milliseconds, and calls back when it
+// Clock returns the time as UTC epoch milliseconds, and calls back when it
 // reaches a given time: whoever waits on the time (held claims whose rows
 // come due) asks the clock rather than knowing which clock it is.
 type Clock interface {

@@ -26,7 +26,7 @@ import (
 
 // Replicator is the cluster's side of a node's engine.
 type Replicator interface {
-	// Writable answers nil when this node may write now; else the error
+	// Writable returns nil when this node may write now; else the error
 	// the write is refused with (a *NotLeaderError, or one with
 	// ErrReplication in its chain).
 	Writable() error

@@ -319,7 +319,7 @@ func numberValue(s string) (Value, error) {
 	if err != nil && !isRangeErr(err) || math.IsNaN(f) {
 		return Null, Errorf(0, "invalid number %s", strconv.Quote(cut(s, 40)))
 	}
-	// Overflow answers ±Inf, which no JSON can carry back; underflow
+	// Overflow returns ±Inf, which no JSON can carry back; underflow
 	// answers 0 (1e-400), a number the client did not write.
 	if math.IsInf(f, 0) || f == 0 && nonZero(s) {
 		return Null, Errorf(0, "number %s is out of range", cut(s, 40))
@@ -755,7 +755,7 @@ func smallInt(b []byte) (int64, bool) {
 // refuses what CheckStrictJSON refuses, and anything that is not JSON),
 // for a caller that knows the shape it wants: a request body read straight
 // into what it holds, with no Value made for the objects around it. Each
-// method answers false, and reads no further, at anything else; the caller
+// method returns false, and reads no further, at anything else; the caller
 // then leaves the document to a reader that says what is wrong.
 type JSONReader struct{ p jsonParser }
 

@@ -25,10 +25,10 @@ type queue interface {
 	// out, an append-only file rewritten) to end, so a run is not charged
 	// for its load.
 	settle() error
-	// worker answers the i-th worker: its own connection, where the system
+	// worker returns the i-th worker: its own connection, where the system
 	// has connections.
 	worker(i int) (worker, error)
-	// serverPID answers the server's process, whose CPU time (with its
+	// serverPID returns the server's process, whose CPU time (with its
 	// children's) a run is charged; 0 when the queue runs in this process.
 	serverPID() int
 }

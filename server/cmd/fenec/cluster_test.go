@@ -36,7 +36,7 @@ type testCluster struct {
 	extra     []string
 	token     string
 	last      *clusterNode // the leader write last found
-	// binOf answers the program that runs a node: bin, or a script that
+	// binOf returns the program that runs a node: bin, or a script that
 	// runs bin in the node's network namespace.
 	binOf func(*clusterNode) string
 	// argsOf, if set, answers flags of a node's own (its certificate).
@@ -519,7 +519,7 @@ const leaseMS = 3000
 func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.Op)) {
 	cur := c.nodes[w%len(c.nodes)].url()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: noProxy}
-	// send answers the final status and body, and whether an earlier try's
+	// send returns the final status and body, and whether an earlier try's
 	// outcome was unknown.
 	send := func(query string, params []any, key string) (int, []byte, bool) {
 		uncertain := false
