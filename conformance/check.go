@@ -60,7 +60,7 @@ func Check(exp *Expect, answer json.RawMessage, status int) error {
 	return nil
 }
 
-// FirstValue answers what a value expectation is compared with: n of an
+// FirstValue returns what a value expectation is compared with: n of an
 // {"affected": n} answer, else the first value of the first row of a rows
 // answer. An empty rows answer is an error ("no row").
 func FirstValue(answer json.RawMessage) (json.RawMessage, error) {

@@ -80,7 +80,7 @@ func Extract(name string, markdown []byte) (Page, error) {
 	return p, nil
 }
 
-// ReadDir extracts every *.md file of dir, in name order, and answers the
+// ReadDir extracts every *.md file of dir, in name order, and returns the
 // pages that hold at least one statement.
 func ReadDir(dir string) ([]Page, error) {
 	entries, err := os.ReadDir(dir)
@@ -451,7 +451,7 @@ func isWordByte(c byte) bool {
 	return c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-// CaseFiles answers the case files the docs in docsDir make, by file name
+// CaseFiles returns the case files the docs in docsDir make, by file name
 // ("queues.json"), each page's Source being "docs/<page>.md" wherever the
 // docs are read from. cmd/extract writes them to cases/.
 func CaseFiles(docsDir string) (map[string][]byte, error) {

@@ -108,7 +108,7 @@ func checkColumns(what string, columns []string) error {
 	return nil
 }
 
-// with answers a copy of c with err kept, unless c already has one.
+// with returns a copy of c with err kept, unless c already has one.
 func (c Collection) with(err error) Collection {
 	if c.err == nil {
 		c.err = err
@@ -266,13 +266,13 @@ func (c Collection) Select(columns ...string) Collection {
 	return c
 }
 
-// Rows sends the read and answers its rows.
+// Rows sends the read and returns its rows.
 func (c Collection) Rows(ctx context.Context, opts ...CallOption) ([]Row, error) {
 	res, err := c.send(ctx, c.RenderRows, false, opts)
 	return res.Rows, err
 }
 
-// First sends the read with limit 1 and answers its row, or nil when it
+// First sends the read with limit 1 and returns its row, or nil when it
 // answers none.
 func (c Collection) First(ctx context.Context, opts ...CallOption) (*Row, error) {
 	res, err := c.send(ctx, c.RenderFirst, false, opts)
@@ -282,7 +282,7 @@ func (c Collection) First(ctx context.Context, opts ...CallOption) (*Row, error)
 	return &res.Rows[0], nil
 }
 
-// Count answers how many documents the read matches.
+// Count returns how many documents the read matches.
 func (c Collection) Count(ctx context.Context, opts ...CallOption) (int64, error) {
 	res, err := c.send(ctx, c.RenderCount, false, opts)
 	if err != nil {
@@ -313,7 +313,7 @@ func (c Collection) InsertMany(ctx context.Context, docs []Doc, opts ...CallOpti
 // conditions match or, with [Collection.Order] and [Collection.Limit],
 // exactly the rows a read of the same chain would answer, under the
 // server's write lock. Patch values read the row before the write
-// ([Inc], [Expr] naming fields). With [Returning] it answers the rows as
+// ([Inc], [Expr] naming fields). With [Returning] it returns the rows as
 // written — a claim: through a [Client.Wait] copy it is held at the server
 // until it takes a row.
 func (c Collection) Update(ctx context.Context, patch Doc, opts ...CallOption) (Result, error) {
@@ -321,7 +321,7 @@ func (c Collection) Update(ctx context.Context, patch Doc, opts ...CallOption) (
 }
 
 // Delete removes the rows the chain picks, as [Collection.Update] picks
-// them; with [Returning] it answers them as they were.
+// them; with [Returning] it returns them as they were.
 func (c Collection) Delete(ctx context.Context, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderDelete(opts...) }, true, opts)
 }

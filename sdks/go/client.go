@@ -78,7 +78,7 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client 
 //	db, err := fenecdb.Connect("https://db.example.com:8443", fenecdb.WithTLSConfig(&tls.Config{RootCAs: roots}))
 func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
-// Connect answers a Client for the server at rawURL, such as
+// Connect returns a Client for the server at rawURL, such as
 // "http://127.0.0.1:8080", or for the nodes of a cluster, their URLs
 // separated by commas ("http://10.0.0.1:8080,http://10.0.0.2:8080,http://10.0.0.3:8080",
 // so one environment variable can hold them). A URL without the scheme
@@ -143,7 +143,7 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 	}, nil
 }
 
-// Node answers the URL of the node c sends its calls to now: the first
+// Node returns the URL of the node c sends its calls to now: the first
 // given to [Connect], or the leader it was last sent to (docs/sdks.md,
 // "Several nodes").
 func (c *Client) Node() string { return c.nodes.current.Load().url }
@@ -151,7 +151,7 @@ func (c *Client) Node() string { return c.nodes.current.Load().url }
 // New is [Connect].
 func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
 
-// Wait answers a copy of c whose claims are held at the server for up to
+// Wait returns a copy of c whose claims are held at the server for up to
 // d while they would take nothing (the Fenec-Wait header, in whole
 // milliseconds; d from 0 to [MaxWait]). A claim is an update with
 // [Returning] ([Collection.Update]), a raw `set … returning …` ([Client.Query]),
@@ -231,7 +231,7 @@ func Timeout(d time.Duration) CallOption {
 }
 
 // Query sends one FenecQL statement with its parameters $1..$n, and
-// answers what it answered. [CallOption] values among args are the call's
+// returns what it answered. [CallOption] values among args are the call's
 // options, not parameters:
 //
 //	res, err := db.Query(ctx, "del jobs where id = $1 and owner = $2 require 1", id, owner,
@@ -261,7 +261,7 @@ func (c *Client) Query(ctx context.Context, query string, args ...any) (Result, 
 }
 
 // Batch sends statements to run in order, all or nothing, under one lock,
-// and answers each one's result. If one is refused, none leaves a trace,
+// and returns each one's result. If one is refused, none leaves a trace,
 // and the [*Error]'s At names the one refused. Every result carries the
 // batch's Seq and Replayed. Through a [Client.Wait] copy, a batch holding
 // a claim is held.
@@ -424,7 +424,7 @@ func (u userAgent) CloseIdleConnections() {
 	}
 }
 
-// defaultHTTPClient answers the HTTP client of a Client made without
+// defaultHTTPClient returns the HTTP client of a Client made without
 // WithHTTPClient: net/http's default transport (its proxy from the
 // environment, its timeouts), keeping keptConnsPerHost idle connections to
 // // a host, with tlsCfg if not nil; net/http's default client if that

@@ -85,7 +85,7 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// Unwrap answers the cause.
+// Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Cause }
 
 // Is reports whether target is an *Error of the same code: the sentinels
@@ -131,7 +131,7 @@ func unexpected(host, what string, status int, body []byte) *Error {
 var errTimedOut = errors.New("the call's timeout")
 
 // sendFailure turns a failure to get an answer into the error a call
-// answers: the caller's context error (wrapped), a [CodeTimeout] or a
+// returns: the caller's context error (wrapped), a [CodeTimeout] or a
 // [CodeNetwork].
 func sendFailure(caller, req context.Context, what, host, bound string, err error) error {
 	if caller.Err() != nil {

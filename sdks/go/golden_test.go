@@ -176,7 +176,7 @@ func (f fragment) args() []any {
 	return args
 }
 
-// Go answers the typed value as a Go value.
+// Go returns the typed value as a Go value.
 func (v *typedValue) Go() any {
 	switch {
 	case v.Bool != nil:

@@ -111,7 +111,7 @@ func parseNodes(raw string) (*nodes, error) {
 	return ns, nil
 }
 
-// index answers n's place among the configured nodes; -1 when it is not
+// index returns n's place among the configured nodes; -1 when it is not
 // one (a leader a follower named).
 func (ns *nodes) index(n *node) int {
 	for i, m := range ns.list {
@@ -155,7 +155,7 @@ type walk struct {
 	what          string
 }
 
-// next answers the node to try after one that failed with last, once the
+// next returns the node to try after one that failed with last, once the
 // pause due (if any) is over.
 func (w *walk) next(last error) (*node, error) {
 	if w.misses++; w.misses%len(w.ns.list) == 0 {
@@ -166,14 +166,14 @@ func (w *walk) next(last error) (*node, error) {
 	return w.step(), nil
 }
 
-// step answers the next node in the round, without a pause.
+// step returns the next node in the round, without a pause.
 func (w *walk) step() *node {
 	n := w.ns.list[w.at%len(w.ns.list)]
 	w.at++
 	return n
 }
 
-// wait pauses (50 ms, doubling to 1 s), and answers last when the call's
+// wait pauses (50 ms, doubling to 1 s), and returns last when the call's
 // deadline comes first, or the caller's context error when it ends.
 func (w *walk) wait(last error) error {
 	timer := time.NewTimer(w.pause)

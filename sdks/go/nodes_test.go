@@ -276,7 +276,7 @@ func TestOtherRefusalsAnsweredAtOnce(t *testing.T) {
 }
 
 // TestSeveralNodesDown: with several URLs and none reachable, a call
-// tries them round after round until its timeout, then answers the last
+// tries them round after round until its timeout, then returns the last
 // network error (not a timeout); the caller's cancel ends it with
 // context.Canceled. A URL listed twice is one: alone, its failure is at
 // once.

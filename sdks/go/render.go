@@ -178,7 +178,7 @@ func (r *renderer) pick(c Collection) error {
 	return nil
 }
 
-// statement answers what was rendered; rowsOf names the collection whose
+// statement returns what was rendered; rowsOf names the collection whose
 // rows it answers, if it answers rows, to type them by.
 func (r *renderer) statement(rowsOf string) (Statement, error) {
 	if r.err != nil {
@@ -190,7 +190,7 @@ func (r *renderer) statement(rowsOf string) (Statement, error) {
 	return Statement{Query: r.b.String(), Params: r.params, rowsOf: rowsOf}, nil
 }
 
-// refuse answers an error if c uses one of clauses, which endpoint does
+// refuse returns an error if c uses one of clauses, which endpoint does
 // not take.
 func (c Collection) refuse(endpoint string, clauses ...string) error {
 	if c.err != nil {

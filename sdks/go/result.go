@@ -43,7 +43,7 @@ type Row struct {
 	Values []any
 }
 
-// Get answers the value of the named column, or nil when the row has no
+// Get returns the value of the named column, or nil when the row has no
 // such column.
 func (r Row) Get(column string) any {
 	if i := slices.Index(r.Columns, column); i >= 0 {

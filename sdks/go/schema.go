@@ -53,7 +53,7 @@ func (s *schemas) load(ctx context.Context, c *Client, o callOptions) error {
 	return nil
 }
 
-// lookup answers a collection's field types, and whether the cache has
+// lookup returns a collection's field types, and whether the cache has
 // been read at all.
 func (s *schemas) lookup(coll string) (map[string]string, bool) {
 	s.mu.Lock()
@@ -150,7 +150,7 @@ func typed(typ string, v any) (any, error) {
 	return nil, fmt.Errorf("%v is not a %s", v, typ)
 }
 
-// words answers the words of a statement outside its string literals and
+// words returns the words of a statement outside its string literals and
 // -- comments: enough to tell its verb, its collection, and
 // whether it says returning.
 func words(query string) []string {

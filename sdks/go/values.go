@@ -159,7 +159,7 @@ func Require(n int) CallOption {
 // milliseconds, as every SDK sends it (docs/sdks.md).
 const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// param answers a value as it is sent: a time as ISO-8601 UTC text with
+// param returns a value as it is sent: a time as ISO-8601 UTC text with
 // milliseconds, a pointer as what it points to (nil as null), lists and
 // maps with their elements so, and a non-finite number refused.
 func param(v any) (any, error) {
@@ -227,7 +227,7 @@ func param(v any) (any, error) {
 	return v, nil
 }
 
-// params answers a statement's parameters as they are sent.
+// params returns a statement's parameters as they are sent.
 func params(ps []any) ([]any, error) {
 	out := make([]any, len(ps))
 	for i, p := range ps {

@@ -47,7 +47,7 @@ type WorkerOptions struct {
 	// MaxAttempts is how many runs a job gets before it is kept as a dead
 	// letter (default 5).
 	MaxAttempts int
-	// Backoff answers how long a job failed attempts times waits before
+	// Backoff returns how long a job failed attempts times waits before
 	// its next run, and how long a fault waits before its retry (default
 	// [DefaultBackoff]).
 	Backoff func(attempts int) time.Duration
@@ -89,7 +89,7 @@ type Worker struct {
 	claimN  atomic.Int64
 }
 
-// NewWorker answers a worker for the jobs of coll (db.From("jobs")), a
+// NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
 // collection with the fields run_at (timestamp), owner (text), attempts
 // (int) and error (text), as docs/queues.md declares them.
 func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, error) {

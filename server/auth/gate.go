@@ -75,7 +75,7 @@ func (s *seenTokens) put(sum [32]byte, t seenToken) {
 	s.m[sum] = t
 }
 
-// NewGate answers the gate for a server's flags. JWTs and a policy come
+// NewGate returns the gate for a server's flags. JWTs and a policy come
 // together: a JWT without a policy would have no rules to be held to, and
 // a policy without JWTs no token to hold to it.
 func NewGate(token string, v *Verifier, p *Policy) (*Gate, error) {
@@ -96,9 +96,9 @@ func NewGate(token string, v *Verifier, p *Policy) (*Gate, error) {
 // Open reports whether the gate lets every request in.
 func (g *Gate) Open() bool { return g.token == nil && g.verifier == nil }
 
-// Admit answers what r may do, or a *TokenError (401). A good token is
+// Admit returns what r may do, or a *TokenError (401). A good token is
 // admitted at once; a refused one is answered only after the address's
-// penalty (see Throttle), and a context ended while that runs answers its
+// penalty (see Throttle), and a context ended while that runs returns its
 // error instead.
 func (g *Gate) Admit(ctx context.Context, r *http.Request) (Access, error) {
 	if g.Open() {

@@ -62,7 +62,7 @@ func (f *keyFile) read() (os.FileInfo, map[string]*key, error) {
 	return info, keys, nil
 }
 
-// lookup answers the key with the given kid, or nil, first re-reading the
+// lookup returns the key with the given kid, or nil, first re-reading the
 // file if it changed and was last looked at a second or more ago.
 func (f *keyFile) lookup(kid string) *key {
 	f.mu.Lock()

@@ -120,7 +120,7 @@ func (lp *lineParser) skipSpace() {
 	lp.pos += len(spaceRE.FindString(lp.src[lp.pos:]))
 }
 
-// word consumes and answers an identifier, or "" without moving.
+// word consumes and returns an identifier, or "" without moving.
 func (lp *lineParser) word() string {
 	lp.skipSpace()
 	w := wordRE.FindString(lp.src[lp.pos:])
@@ -290,7 +290,7 @@ func (lp *lineParser) filter(r *policyRule) error {
 	return nil
 }
 
-// roleSuffix answers where a trailing `for <role>` starts in a filter's
+// roleSuffix returns where a trailing `for <role>` starts in a filter's
 // text, or -1: the last "for" outside strings and comments, followed by
 // a name and nothing else.
 func roleSuffix(text string) int {
@@ -318,7 +318,7 @@ func roleSuffix(text string) int {
 
 var roleTailRE = regexp.MustCompile(`^(?i:for)[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*$`)
 
-// Scope answers the access of a token with the given claims (as decoded
+// Scope returns the access of a token with the given claims (as decoded
 // from its JSON payload): the claims as FenecQL values, so a list claim
 // works with `in`, and the rules that apply to it — those whose role, if
 // any, is the token's `role` claim (a string, or a list holding it), and

@@ -42,13 +42,13 @@ type penalty struct {
 	last  time.Time     // the last refusal
 }
 
-// NewThrottle answers a throttle reading the time from now (time.Now in
+// NewThrottle returns a throttle reading the time from now (time.Now in
 // the server; a fake clock in tests).
 func NewThrottle(now func() time.Time) *Throttle {
 	return &Throttle{now: now, addrs: map[string]*penalty{}}
 }
 
-// Fail records a refused token from addr and answers how long its answer
+// Fail records a refused token from addr and returns how long its answer
 // must wait.
 func (t *Throttle) Fail(addr string) time.Duration {
 	t.mu.Lock()

@@ -50,7 +50,7 @@ type Verifier struct {
 	clk    clock.Clock
 }
 
-// NewVerifier answers a verifier for an HS256 secret (nil for none), a
+// NewVerifier returns a verifier for an HS256 secret (nil for none), a
 // JWKS file ("" for none), or both. Token times (exp, nbf) are read from
 // clk, the server's clock, so a manual clock can expire a test's tokens.
 func NewVerifier(secret []byte, jwksPath string, clk clock.Clock) (*Verifier, error) {
@@ -84,7 +84,7 @@ func (v *Verifier) SetLogger(l *slog.Logger) {
 
 var signedWith = map[string]bool{"HS256": true, "RS256": true}
 
-// Verify checks a token's signature, exp and nbf, and answers its claims
+// Verify checks a token's signature, exp and nbf, and returns its claims
 // as encoding/json decodes them with UseNumber. The error is a
 // *TokenError.
 func (v *Verifier) Verify(raw string) (map[string]any, error) {
@@ -100,7 +100,7 @@ type verified struct {
 	exp, nbf *jwt.NumericDate
 }
 
-// still answers whether a token verified as vd would be verified now:
+// still returns whether a token verified as vd would be verified now:
 // its kid still names the very key that checked its signature (a key
 // file re-read makes new keys, so a key removed or changed in it is no
 // longer this one), and now, by the verifier's clock, is before its exp
@@ -221,7 +221,7 @@ func explain(err error, claims jwt.MapClaims) *TokenError {
 // FenecQL can write.
 const maxTime = 253402300799
 
-// notATime answers a time claim's text when it is a number no time can
+// notATime returns a time claim's text when it is a number no time can
 // be (negative, past the year 9999, not finite), and "" otherwise —
 // absent and non-number claims included, which golang-jwt reports itself.
 func notATime(v any) string {

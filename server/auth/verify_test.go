@@ -28,7 +28,7 @@ var (
 	rsaKeys     [2]*rsa.PrivateKey
 )
 
-// testRSA answers two 2048-bit keys, made once: making them is slow.
+// testRSA returns two 2048-bit keys, made once: making them is slow.
 func testRSA(t testing.TB) (*rsa.PrivateKey, *rsa.PrivateKey) {
 	t.Helper()
 	rsaOnce.Do(func() {

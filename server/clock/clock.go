@@ -11,7 +11,7 @@ import (
 // ManualStart is where a manual clock starts: 2026-05-03T09:20:00.000Z.
 const ManualStart int64 = 1777800000000
 
-// Clock answers the time as UTC epoch milliseconds, and calls back when it
+// Clock returns the time as UTC epoch milliseconds, and calls back when it
 // reaches a given time: whoever waits on the time (held claims whose rows
 // come due) asks the clock rather than knowing which clock it is.
 type Clock interface {
@@ -45,7 +45,7 @@ type alarm struct {
 	f  func()
 }
 
-// NewManual answers a manual clock at ManualStart.
+// NewManual returns a manual clock at ManualStart.
 func NewManual() *Manual { return &Manual{ms: ManualStart, alarms: map[*alarm]bool{}} }
 
 func (m *Manual) NowMS() int64 {
@@ -72,13 +72,13 @@ func (m *Manual) AtMS(at int64, f func()) (stop func()) {
 	}
 }
 
-// Advance moves the clock d milliseconds on (d ≥ 0) and answers the new time.
+// Advance moves the clock d milliseconds on (d ≥ 0) and returns the new time.
 func (m *Manual) Advance(d int64) int64 {
 	m.mu.Lock()
 	return m.moved(m.ms + d)
 }
 
-// Set moves the clock to t and answers it.
+// Set moves the clock to t and returns it.
 func (m *Manual) Set(t int64) int64 {
 	m.mu.Lock()
 	return m.moved(t)

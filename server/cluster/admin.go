@@ -30,7 +30,7 @@ type Status struct {
 	Members                                         []Member
 }
 
-// Status answers the node's view now.
+// Status returns the node's view now.
 func (n *Node) Status() Status {
 	_, leader := n.raft.LeaderWithID()
 	st := Status{
@@ -159,7 +159,7 @@ func (n *Node) Transfer(id string) error {
 // NotLeader is the refusal of a write on this node now.
 func (n *Node) NotLeader() error { return &engine.NotLeaderError{Leader: n.LeaderURL()} }
 
-// Collector answers the node's gauges (docs/cluster.md, Metrics).
+// Collector returns the node's gauges (docs/cluster.md, Metrics).
 func (n *Node) Collector() prometheus.Collector { return collector{n} }
 
 type collector struct{ n *Node }

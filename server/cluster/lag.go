@@ -71,7 +71,7 @@ func (f *followers) answered(id raft.ServerID, term uint64, success bool, last, 
 	}
 }
 
-// state answers what was learnt of id in term.
+// state returns what was learnt of id in term.
 func (f *followers) state(id raft.ServerID, term uint64) FollowerState {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -102,7 +102,7 @@ func (s *logStore) Set(key, val []byte) error {
 	return err
 }
 
-// Get answers raft's stable value; a missing key is raft's "not found",
+// Get returns raft's stable value; a missing key is raft's "not found",
 // an error whose text it matches.
 func (s *logStore) Get(key []byte) ([]byte, error) {
 	var v []byte

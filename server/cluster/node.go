@@ -150,7 +150,7 @@ func newOffice(term uint64) *office {
 // writes in follows (a uvarint).
 const termTag = 1
 
-// entryTerm answers the term an entry's Extensions name; ok false for an
+// entryTerm returns the term an entry's Extensions name; ok false for an
 // entry without (one logged before they carried it).
 func entryTerm(ext []byte) (term uint64, ok bool) {
 	if len(ext) < 2 || ext[0] != termTag {
@@ -160,7 +160,7 @@ func entryTerm(ext []byte) (term uint64, ok bool) {
 	return term, k > 0
 }
 
-// leads answers whether raft leads now in o's term.
+// leads returns whether raft leads now in o's term.
 func (n *Node) leads(o *office) bool {
 	return o != nil && n.raft.State() == raft.Leader && n.raft.CurrentTerm() == o.term
 }
@@ -459,7 +459,7 @@ func (n *Node) leaveOffice() {
 	n.log.Info("cluster: following")
 }
 
-// TermContext answers a context that ends when this node's current term
+// TermContext returns a context that ends when this node's current term
 // as leader does (already ended on a follower): held claims wait under it.
 func (n *Node) TermContext() context.Context {
 	n.termMu.Lock()
@@ -484,7 +484,7 @@ func (n *Node) Writable() error {
 	return &engine.NotLeaderError{Leader: n.LeaderURL()}
 }
 
-// LeaderURL answers the leader's HTTP URL; "" while unknown.
+// LeaderURL returns the leader's HTTP URL; "" while unknown.
 func (n *Node) LeaderURL() string {
 	if n.raft == nil {
 		return ""

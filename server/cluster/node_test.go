@@ -31,7 +31,7 @@ func (nd *testNode) stop() {
 	}
 }
 
-// count answers the notes a database holds, from its JSON answer.
+// count returns the notes a database holds, from its JSON answer.
 func count(t *testing.T, db *engine.DB) string {
 	t.Helper()
 	r, err := db.Exec(context.Background(), "get notes count", nil)

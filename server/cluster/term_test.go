@@ -27,7 +27,7 @@ func transfer(t *testing.T, from, to *testNode) {
 	}
 }
 
-// notes answers a node's notes, in id order, from its JSON answer.
+// notes returns a node's notes, in id order, from its JSON answer.
 func notes(t *testing.T, db *engine.DB) string {
 	t.Helper()
 	r, err := db.Exec(context.Background(), "get notes select n order n", nil)
@@ -245,7 +245,7 @@ func catchUp(nd, lead *testNode) {
 	}
 }
 
-// otherThan answers the first of nodes that is not nd.
+// otherThan returns the first of nodes that is not nd.
 func otherThan(nodes []*testNode, nd *testNode) *testNode {
 	for _, x := range nodes {
 		if x != nd {

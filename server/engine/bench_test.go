@@ -187,7 +187,7 @@ func benchJob(b *testing.B, stored bool) {
 	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
-// processCPU answers the process's CPU time so far, user and system, in
+// processCPU returns the process's CPU time so far, user and system, in
 // ns: on a shared machine a less noisy figure than the wall clock's.
 func processCPU(b *testing.B) int64 {
 	var ru syscall.Rusage

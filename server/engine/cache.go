@@ -36,7 +36,7 @@ func (c *stmtCache) parse(q string) (fenecql.Stmt, error) {
 	return s, err
 }
 
-// parseText parses the text b, or q when b is nil, and answers it as a
+// parseText parses the text b, or q when b is nil, and returns it as a
 // string too: the cache's own for a text seen before, so that a request's
 // statement, read as bytes from its body, is looked up without being
 // copied.

@@ -6,7 +6,7 @@ import (
 	"github.com/fenecdb/fenec/server/fenecql"
 )
 
-// collect answers the documents the plan picks, in the statement's order, with
+// collect returns the documents the plan picks, in the statement's order, with
 // its offset and limit applied. rowsRead counts every document it tested
 // that the scope admits.
 func (p *plan) collect() ([]*Doc, error) {
@@ -101,7 +101,7 @@ func (p *plan) collect() ([]*Doc, error) {
 	return out, nil
 }
 
-// rows answers an empty slice with room for n rows: the plan's room when
+// rows returns an empty slice with room for n rows: the plan's room when
 // it is large enough.
 func (p *plan) rows(n int) []*Doc {
 	if n <= cap(p.room) {

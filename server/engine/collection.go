@@ -55,7 +55,7 @@ type Doc struct {
 	s    *schema
 }
 
-// newDoc answers a document of the schema with id and every field null.
+// newDoc returns a document of the schema with id and every field null.
 // Its values are allocated with it, as one object, for a schema of up to
 // len(docBlocks) fields: one allocation per document written rather than
 // two, and one object fewer per live document for the collector to mark.
@@ -183,10 +183,10 @@ func newCollection(name string, fields []Field) *Collection {
 	return c
 }
 
-// Fields answers the declared fields, in order.
+// Fields returns the declared fields, in order.
 func (c *Collection) Fields() []Field { return c.s.fields }
 
-// Len answers the number of documents.
+// Len returns the number of documents.
 func (c *Collection) Len() int { return c.docs.Len() }
 
 func (c *Collection) get(id int64) *Doc {
@@ -194,7 +194,7 @@ func (c *Collection) get(id int64) *Doc {
 	return d
 }
 
-// field answers a field's position, or -1.
+// field returns a field's position, or -1.
 func (c *Collection) field(name string) int {
 	if i, ok := c.s.byName[name]; ok {
 		return i
@@ -202,7 +202,7 @@ func (c *Collection) field(name string) int {
 	return -1
 }
 
-// set stores d, replacing any document of its id, and answers the one
+// set stores d, replacing any document of its id, and returns the one
 // replaced (nil if none).
 func (c *Collection) set(d *Doc) *Doc {
 	c.gen++
@@ -225,7 +225,7 @@ func (c *Collection) set(d *Doc) *Doc {
 	return old
 }
 
-// delete removes the document of id and answers it (nil if none).
+// delete removes the document of id and returns it (nil if none).
 func (c *Collection) delete(id int64) *Doc {
 	old, ok := c.docs.Delete(id)
 	if !ok {
@@ -238,7 +238,7 @@ func (c *Collection) delete(id int64) *Doc {
 	return old
 }
 
-// uniqueHolder answers the id of another live document holding v in the
+// uniqueHolder returns the id of another live document holding v in the
 // @unique field f, or 0.
 func (c *Collection) uniqueHolder(f int, v fenecql.Value, self int64) int64 {
 	x, ok := c.byField[f].(*hashIndex)

@@ -167,10 +167,10 @@ func (db *DB) Close() error {
 	return db.st.Close()
 }
 
-// Clock answers the database's clock.
+// Clock returns the database's clock.
 func (db *DB) Clock() clock.Clock { return db.clock }
 
-// Seq answers the database's change number: the count of committed writes.
+// Seq returns the database's change number: the count of committed writes.
 func (db *DB) Seq() uint64 {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
@@ -253,9 +253,9 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	return rs, nil
 }
 
-// RunUnwaited runs parsed statements as RunWith does, but answers before
+// RunUnwaited runs parsed statements as RunWith does, but returns before
 // the store has the write: durable then waits until it has (per the sync
-// mode) and answers nil, or the store's failure as RunWith would have
+// mode) and returns nil, or the store's failure as RunWith would have
 // (the write undone). The answer must not be given before durable returns
 // nil. A subscriber told of a Write that Joins runs its write so, on the
 // writer's goroutine, and the two writes share one sync (Subscribe).
@@ -268,7 +268,7 @@ func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs
 }
 
 // run runs parsed statements up to the store's wait (commitUnwaited); a
-// read answers a nil wait.
+// read returns a nil wait.
 func (db *DB) run(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, wait func() error, err error) {
 	if opts.Timeout > 0 {
 		ctx = &timeLimit{Context: ctx, at: time.Now().Add(opts.Timeout)}
@@ -341,7 +341,7 @@ func (db *DB) commit(ctx context.Context, body func(t *tx) ([]*Result, error)) (
 	return rs, nil
 }
 
-// commitUnwaited is commit up to the store's wait, which it answers (nil
+// commitUnwaited is commit up to the store's wait, which it returns (nil
 // when nothing went to the store) for stored. The subscribers are told
 // before it returns, on this goroutine.
 func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, error)) (rs []*Result, wait func() error, err error) {
@@ -406,7 +406,7 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 }
 
 // stored waits on a write's store wait (commitUnwaited's; nil: none) and
-// answers the write's error: a unit the store failed to write is undone
+// returns the write's error: a unit the store failed to write is undone
 // (storeFailed) and answered unavailable.
 func (db *DB) stored(wait func() error) error {
 	if wait == nil {
@@ -495,7 +495,7 @@ func (db *DB) recoverStore() {
 	}
 }
 
-// StoreErr answers the store's failure while writes are refused, else nil.
+// StoreErr returns the store's failure while writes are refused, else nil.
 // It takes no lock: GET /_health never waits on the engine.
 func (db *DB) StoreErr() error {
 	if p := db.brokenNow.Load(); p != nil {
@@ -504,12 +504,12 @@ func (db *DB) StoreErr() error {
 	return nil
 }
 
-// StoreFailures answers how many times the store has failed since Open.
+// StoreFailures returns how many times the store has failed since Open.
 func (db *DB) StoreFailures() uint64 { return db.st.Stats().Failures }
 
-// StoreUnfolded answers the bytes of the store's log not yet folded into
+// StoreUnfolded returns the bytes of the store's log not yet folded into
 // its tables: the work the store still has to do in the background for
-// the writes already answered (docs/architecture.md, The store's files).
+// the writes already answered (docs/architecture.md, The commit path).
 func (db *DB) StoreUnfolded() int64 { return db.st.Stats().LogBytes }
 
 // CollectionInfo describes one collection for listings.
@@ -522,7 +522,7 @@ type CollectionInfo struct {
 	Stored int
 }
 
-// Collections answers every collection, in creation order.
+// Collections returns every collection, in creation order.
 func (db *DB) Collections() []CollectionInfo {
 	db.mu.RLock()
 	defer db.mu.RUnlock()

@@ -184,7 +184,7 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 	return affected(int64(written)), nil
 }
 
-// holder answers the live document that holds d's id or one of its
+// holder returns the live document that holds d's id or one of its
 // @unique values, for put … if absent (nil: none, d is absent). Lapsed
 // holders are deleted on the way: they count as absent (docs/fenecql.md,
 // put … if absent). A document that gives no id and no @unique value
@@ -310,7 +310,7 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 	return p, docs, err
 }
 
-// nearClauses answers cl with its `near f p` written out as what it
+// nearClauses returns cl with its `near f p` written out as what it
 // means: `where … and f is not null order distance(f, p)`. The @geo walk
 // (newPlan) then serves it as it serves that order, and Near stays set
 // for newPlan to see `exact`.
@@ -387,7 +387,7 @@ func (t *tx) execSet(s *fenecql.Set, env *fenecql.Env, dry bool) (*Result, error
 	return t.answer(c, "set", s.Returning, s.Require, written, env)
 }
 
-// setFields checks a set's patch and answers the field each entry writes,
+// setFields checks a set's patch and returns the field each entry writes,
 // appended to room.
 func setFields(c *Collection, patch []fenecql.Assign, room []int) ([]int, error) {
 	fields := room
@@ -410,7 +410,7 @@ func setFields(c *Collection, patch []fenecql.Assign, room []int) ([]int, error)
 	return fields, nil
 }
 
-// patchNew answers d as an upsert's patch writes it, its `new.<field>`
+// patchNew returns d as an upsert's patch writes it, its `new.<field>`
 // reading the incoming document in.
 func patchNew(c *Collection, assigns []fenecql.Assign, fields []int, d, in *Doc, env *fenecql.Env) (*Doc, error) {
 	env.New = in
@@ -418,7 +418,7 @@ func patchNew(c *Collection, assigns []fenecql.Assign, fields []int, d, in *Doc,
 	return patch(c, assigns, fields, d, env)
 }
 
-// patch answers d as a set's patch (assigns) writes it.
+// patch returns d as a set's patch (assigns) writes it.
 func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
 	nd := c.s.newDoc(d.ID)
 	copy(nd.Vals, d.Vals)
@@ -576,7 +576,7 @@ func explainResult(p *plan, n int) *Result {
 	}}}
 }
 
-// project answers docs as rows of the given columns, or of id and every
+// project returns docs as rows of the given columns, or of id and every
 // field for *.
 func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *fenecql.Env) (*Result, error) {
 	r := &Result{IsRows: true, Rows: make([][]fenecql.Value, 0, len(docs))}
@@ -664,7 +664,7 @@ func checkExpr(c *Collection, e fenecql.Expr) error {
 	return err
 }
 
-// setPath answers json value v with the value at path replaced by x.
+// setPath returns json value v with the value at path replaced by x.
 // Missing (null) steps become objects; a step through any other value is
 // refused, since writing there would throw that value away.
 func setPath(v fenecql.Value, path []string, x fenecql.Value) (fenecql.Value, bool) {

@@ -202,7 +202,7 @@ func TestOldFileTimestampsLoad(t *testing.T) {
 }
 
 // oldFile writes changes straight to a new store file, as a server before
-// today's checks could have, and answers its path.
+// today's checks could have, and returns its path.
 func oldFile(t *testing.T, changes []store.Change) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "old.db")

@@ -142,7 +142,7 @@ func pivot(p sortedItem, desc bool) (numItem, bool) {
 }
 
 // ascend calls iter with the items from p on (every item when p is nil),
-// in ascending order, until it answers false.
+// in ascending order, until it returns false.
 func (x *sortedIndex) ascend(p *sortedItem, iter func(sortedItem) bool) {
 	if x.tr != nil {
 		if p == nil {
@@ -192,7 +192,7 @@ func (x *sortedIndex) descend(p *sortedItem, iter func(sortedItem) bool) {
 	x.nums.Reverse(each)
 }
 
-// len answers the number of items; at the i-th in ascending order.
+// len returns the number of items; at the i-th in ascending order.
 func (x *sortedIndex) len() int {
 	if x.tr != nil {
 		return x.tr.Len()
@@ -236,7 +236,7 @@ type bound struct {
 // walk calls fn with the ids in [lo, hi] (each end open, closed or
 // absent) in ascending or descending value order; equal values come in
 // ascending id order either way. Nulls are walked only when neither end
-// is set. It stops when fn answers false.
+// is set. It stops when fn returns false.
 func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 	inLo := func(v fenecql.Value) bool {
 		if !lo.set {
@@ -329,7 +329,7 @@ func (x *sortedIndex) walk(lo, hi bound, desc bool, fn func(id int64) bool) {
 	}
 }
 
-// next answers the first non-null value after v (strictly, or at or after
+// next returns the first non-null value after v (strictly, or at or after
 // it when inclusive) in ascending order: the next moment a range bound by
 // time can change its answer.
 func (x *sortedIndex) next(v fenecql.Value, inclusive bool) (fenecql.Value, bool) {
@@ -419,7 +419,7 @@ func (x *hashIndex) remove(d *Doc) {
 	}
 }
 
-// lookup answers the ids holding v, in no order.
+// lookup returns the ids holding v, in no order.
 func (x *hashIndex) lookup(v fenecql.Value) []int64 {
 	if v.IsNull() {
 		return nil

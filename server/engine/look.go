@@ -10,7 +10,7 @@ import (
 // del statements would take no row: it was undone, and nothing written.
 var ErrNothingTaken = errors.New("the request takes no row")
 
-// writes answers the set and del statements of a request, the ones a held
+// writes returns the set and del statements of a request, the ones a held
 // claim waits on.
 func writes(ps []Parsed) []Parsed {
 	var out []Parsed
@@ -23,7 +23,7 @@ func writes(ps []Parsed) []Parsed {
 	return out
 }
 
-// ClausesOf answers a get, set or del's collection and row-picking
+// ClausesOf returns a get, set or del's collection and row-picking
 // clauses; nil clauses for any other statement.
 func ClausesOf(s fenecql.Stmt) (string, *fenecql.Clauses) {
 	switch s := s.(type) {
@@ -181,7 +181,7 @@ type Bid struct {
 	HasDue bool
 }
 
-// Look answers, for each request, what it would take now, all under one
+// Look returns, for each request, what it would take now, all under one
 // read lock and writing nothing.
 func (db *DB) Look(reqs [][]Parsed) []Bid {
 	db.mu.RLock()
@@ -239,7 +239,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 	return Bid{Due: due, HasDue: ok}
 }
 
-// NextDue answers the earliest moment after now at which the time terms
+// NextDue returns the earliest moment after now at which the time terms
 // of a request's filters can change their answer for some document — a
 // delayed job coming due, a lease lapsing — found from the @sorted index
 // of each term's field. ok is false when no document's answer will change
@@ -282,7 +282,7 @@ func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 	return due, ok
 }
 
-// nextFlip answers the first moment after now at which `field op now()+k`
+// nextFlip returns the first moment after now at which `field op now()+k`
 // turns for some document: with value v, `v <= t+k` and `v > t+k` turn at
 // t = v-k; `v < t+k` and `v >= t+k` at t = v-k+1.
 func (c *Collection) nextFlip(tt timeTerm, params []fenecql.Value, now int64) (int64, bool) {

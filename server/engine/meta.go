@@ -30,7 +30,7 @@ type RunOptions struct {
 	Timeout time.Duration
 }
 
-// GetMeta answers a side record.
+// GetMeta returns a side record.
 func (db *DB) GetMeta(key string) (Meta, bool) {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
@@ -38,7 +38,7 @@ func (db *DB) GetMeta(key string) (Meta, bool) {
 	return m, ok
 }
 
-// GetMetaCommitted answers a side record as GetMeta does, with the last
+// GetMetaCommitted returns a side record as GetMeta does, with the last
 // write of memory, at that same moment, that is committed: on a cluster's
 // leader memory may hold writes it proposed, and the records they made,
 // that the log has not committed yet — and, if the leader loses its term
@@ -55,21 +55,21 @@ func (db *DB) GetMetaCommitted(key string) (m Meta, ok bool, committed uint64) {
 	return m, ok, db.repl.stored
 }
 
-// MetaLen answers how many side records are held.
+// MetaLen returns how many side records are held.
 func (db *DB) MetaLen() int {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	return len(db.meta)
 }
 
-// MetaBytes answers the bytes of the side records held (keys and bodies).
+// MetaBytes returns the bytes of the side records held (keys and bodies).
 func (db *DB) MetaBytes() int64 {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	return db.metaB
 }
 
-// SweepMeta deletes every side record expired at now, and answers how
+// SweepMeta deletes every side record expired at now, and returns how
 // many. It is a write like any other (commit): refused while the store is
 // failed, undone if the store loses it.
 func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {

@@ -85,7 +85,7 @@ func isConst(e fenecql.Expr) bool {
 	return !reads
 }
 
-// fieldRef answers the field a plain one-element reference names: its
+// fieldRef returns the field a plain one-element reference names: its
 // position, or -2 for id; ok is false for anything else.
 func (c *Collection) fieldRef(e fenecql.Expr) (int, bool) {
 	r, ok := e.(*fenecql.Ref)
@@ -99,7 +99,7 @@ func (c *Collection) fieldRef(e fenecql.Expr) (int, bool) {
 	return f, f >= 0
 }
 
-// flip answers the comparison op with its sides swapped (a < b is b > a);
+// flip returns the comparison op with its sides swapped (a < b is b > a);
 // ok is false for an op that is no ordering comparison. A switch, not a
 // map: every term of every statement's plan asks.
 func flip(op fenecql.Op) (fenecql.Op, bool) {
@@ -200,7 +200,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 	var rangeRoom [4]fieldRange
 	ranges := rangeRoom[:0]
 	// exact[i] is the @sorted field terms[i] compares with a constant
-	// its walk compares with as the filter does (exactTerm), or -1.
+	// its walk compares with as the filter does (cmpTerm.exact), or -1.
 	var exact [len(room)]int
 	for i, t := range terms {
 		if i < len(exact) {
@@ -370,7 +370,7 @@ type fieldRange struct {
 	r     [2]bound
 }
 
-// rangeOf answers field f's range among rs, or nil.
+// rangeOf returns field f's range among rs, or nil.
 func rangeOf(rs []fieldRange, f int) *[2]bound {
 	for i := range rs {
 		if rs[i].field == f {
@@ -428,7 +428,7 @@ func tighterHi(a, b bound) bool {
 }
 
 // geoBox recognises within(geofield, box) or distance(geofield, p) <= r
-// over a @geo index, and answers the lon/lat box to search.
+// over a @geo index, and returns the lon/lat box to search.
 func (p *plan) geoBox(terms []fenecql.Expr) ([2][2]float64, int, bool, error) {
 	for _, t := range terms {
 		switch t := t.(type) {
@@ -572,7 +572,7 @@ func rangeText(lo, hi bound) string {
 	return s + ", +inf)"
 }
 
-// asID answers the id a value names, if it names one: an integer, or a
+// asID returns the id a value names, if it names one: an integer, or a
 // float with no fraction.
 func asID(v fenecql.Value) (int64, bool) {
 	if v.Kind() == fenecql.KindInt {

@@ -52,7 +52,7 @@ type queueIndex struct {
 // tree of their own; called before any document is added.
 func (q *queueIndex) useSorted(x *sortedIndex) { q.sorted = x }
 
-// newQueueIndex answers the counts of a collection with these fields, or
+// newQueueIndex returns the counts of a collection with these fields, or
 // nil when it is no queue (no run_at timestamp field).
 func newQueueIndex(s *schema) *queueIndex {
 	at, ok := s.byName["run_at"]
@@ -118,7 +118,7 @@ func (q *queueIndex) remove(d *Doc) {
 	}
 }
 
-// due answers how many items of tr have run_at <= now: a binary search
+// due returns how many items of tr have run_at <= now: a binary search
 // over the tree's positions, each GetAt a walk down its counted nodes.
 func due(tr *btree.BTreeG[queueItem], now int64) int {
 	return sort.Search(tr.Len(), func(i int) bool {
@@ -134,7 +134,7 @@ type QueueStats struct {
 	OldestReadyMS                      int64 // the oldest ready job's run_at; valid when Ready > 0
 }
 
-// timedStats answers how many jobs have a run_at, how many of them are
+// timedStats returns how many jobs have a run_at, how many of them are
 // due by now, and the earliest run_at (valid when some are due).
 func (q *queueIndex) timedStats(now int64) (timed, ready int, oldest int64) {
 	if q.sorted == nil {
@@ -166,7 +166,7 @@ func (q *queueIndex) stats(name string, now int64) QueueStats {
 	return s
 }
 
-// Queues answers every queue's jobs by state at the clock's now, in the
+// Queues returns every queue's jobs by state at the clock's now, in the
 // order the collections were made. It reads every job of none: see
 // queueIndex.
 func (db *DB) Queues() []QueueStats {

@@ -9,7 +9,7 @@ import (
 	"github.com/fenecdb/fenec/server/fenecql"
 )
 
-// queueCounts answers a queue's states counted by FenecQL, the reference
+// queueCounts returns a queue's states counted by FenecQL, the reference
 // the queueIndex is held to.
 func queueCounts(t testing.TB, db *DB, coll string) QueueStats {
 	t.Helper()

@@ -26,7 +26,7 @@ import (
 
 // Replicator is the cluster's side of a node's engine.
 type Replicator interface {
-	// Writable answers nil when this node may write now; else the error
+	// Writable returns nil when this node may write now; else the error
 	// the write is refused with (a *NotLeaderError, or one with
 	// ErrReplication in its chain).
 	Writable() error
@@ -110,7 +110,7 @@ func (db *DB) setMark(m uint64) {
 	db.repl.markA.Store(m)
 }
 
-// Mark answers the name of this node's memory now: a write proposed with
+// Mark returns the name of this node's memory now: a write proposed with
 // another was made by memory since discarded, and must not be logged.
 func (db *DB) Mark() uint64 { return db.repl.markA.Load() }
 
@@ -120,7 +120,7 @@ func newMark() uint64 {
 	return binary.LittleEndian.Uint64(b[:])
 }
 
-// writable answers why the DB may not write now; nil when it may. Under
+// writable returns why the DB may not write now; nil when it may. Under
 // the write lock.
 func (db *DB) writable() error {
 	if db.repl.r == nil {
@@ -317,7 +317,7 @@ type MetaRecord struct {
 	Meta
 }
 
-// MetaWithPrefix answers the side records whose keys start with prefix.
+// MetaWithPrefix returns the side records whose keys start with prefix.
 func (db *DB) MetaWithPrefix(prefix string) []MetaRecord {
 	db.mu.RLock()
 	defer db.mu.RUnlock()

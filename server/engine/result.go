@@ -50,7 +50,7 @@ func (r *Result) AppendJSON(dst []byte) []byte {
 // MarshalJSON is AppendJSON for encoding/json.
 func (r *Result) MarshalJSON() ([]byte, error) { return r.AppendJSON(nil), nil }
 
-// Count answers how many rows the answer holds, or the count written.
+// Count returns how many rows the answer holds, or the count written.
 func (r *Result) Count() int64 {
 	if r.IsRows {
 		return int64(len(r.Rows))

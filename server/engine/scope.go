@@ -44,7 +44,7 @@ type Scope struct {
 	Until int64
 }
 
-// ended answers the error for a statement run under s at now, when s has
+// ended returns the error for a statement run under s at now, when s has
 // ended by then.
 func (s *Scope) ended(now int64) error {
 	if s == nil || s.Until == 0 || now < s.Until {
@@ -140,7 +140,7 @@ func and(a, b fenecql.Expr) fenecql.Expr {
 	return &fenecql.Binary{Pos: a.Position(), Op: fenecql.OpAnd, L: a, R: b}
 }
 
-// scopeFilter answers the filter a scoped statement's rows must pass: the
+// scopeFilter returns the filter a scoped statement's rows must pass: the
 // rules granting g on c, joined by or (nil when one admits every row). A
 // collection no rule names is not there for the token (404); one it may
 // not do g to is 403, or 404 for reads.
@@ -157,7 +157,7 @@ func (t *tx) scopeFilter(c *Collection, g Grant, pos fenecql.Pos) (fenecql.Expr,
 	return or, err
 }
 
-// scopeTerms answers scopeFilter's terms, one per rule granting g on c (for
+// scopeTerms returns scopeFilter's terms, one per rule granting g on c (for
 // an update, the part that reads the row before: pickFilter); nil when a
 // rule admits every row.
 func (t *tx) scopeTerms(c *Collection, g Grant, pos fenecql.Pos) ([]fenecql.Expr, error) {
@@ -312,7 +312,7 @@ func (t *tx) canRead(c *Collection, d *Doc, env *fenecql.Env) bool {
 	return false
 }
 
-// updateRules answers the update rules a scoped set runs under: those
+// updateRules returns the update rules a scoped set runs under: those
 // that let it change every field it names (update(...) lists them, or
 // the rule has no list). Which fields a statement names is known before
 // any row is read, so a set naming a field no rule lets the token change

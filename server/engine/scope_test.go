@@ -123,7 +123,7 @@ func scoped(t *testing.T, db *DB, scope *Scope, params []fenecql.Value, qs ...st
 	return strings.Join(out, " ")
 }
 
-// TestScopeHidesRows is the oracle of issue 15: a mail worker guesses a
+// TestScopeHidesRows is the oracle of hidden rows: a mail worker guesses a
 // hidden sms job's phone number through errors, counts and explain. Every
 // statement must answer the same whether the guess is right or wrong, for
 // read rules and for write rules alike.

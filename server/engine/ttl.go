@@ -32,7 +32,7 @@ func (c *Collection) lapsed(d *Doc, now int64) bool {
 	return false
 }
 
-// live answers the document of id unless it is missing or lapsed at now.
+// live returns the document of id unless it is missing or lapsed at now.
 func (c *Collection) live(id int64, now int64) *Doc {
 	d := c.get(id)
 	if d == nil || c.lapsed(d, now) {
@@ -43,15 +43,15 @@ func (c *Collection) live(id int64, now int64) *Doc {
 
 // SweepBatch is how many lapsed documents one sweep deletes at most: one
 // commit, so the write lock is held for a bounded time however many
-// documents lapse at once (docs/fenecql.md, Expiry; docs/architecture.md
-// gives the hold measured).
+// documents lapse at once (docs/fenecql.md, Expiry; docs/benchmarks.md,
+// "Expiry's sweeper", gives the hold measured).
 const SweepBatch = 512
 
 // SweepLapsed deletes up to max documents that have lapsed at the clock's
 // now, oldest first, in one commit — the path a del takes, so the deletes
-// are stored, replicated and counted like any write — and answers how
-// many it deleted. A caller sweeps again while it answers max. On a
-// cluster's follower it deletes nothing and answers 0: followers delete
+// are stored, replicated and counted like any write — and returns how
+// many it deleted. A caller sweeps again while it returns max. On a
+// cluster's follower it deletes nothing and returns 0: followers delete
 // what the leader's sweep sends them through the log.
 func (db *DB) SweepLapsed(ctx context.Context, max int) (int, error) {
 	n, _, err := db.sweepLapsed(ctx, max)
@@ -97,7 +97,7 @@ func (db *DB) sweepLapsed(ctx context.Context, max int) (n int, held time.Durati
 	return n, held, nil
 }
 
-// sweepOrder answers the names of the collections with a @ttl field, in
+// sweepOrder returns the names of the collections with a @ttl field, in
 // creation order, so that sweeps are alike from run to run. Under the
 // write lock.
 func (db *DB) sweepOrder() []string {
@@ -111,7 +111,7 @@ func (db *DB) sweepOrder() []string {
 	return names
 }
 
-// liveLen answers how many documents are live at now: those stored less
+// liveLen returns how many documents are live at now: those stored less
 // those lapsed and not swept yet, which are few (the sweeper deletes them
 // within a second or so), so they are counted along the @ttl indexes.
 func (c *Collection) liveLen(now int64) int {

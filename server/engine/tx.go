@@ -132,7 +132,7 @@ const (
 	slabBytes = 32 << 10
 )
 
-// take answers empty slices with room at the end of the current chunks
+// take returns empty slices with room at the end of the current chunks
 // (new ones when less than firstRoom steps are left).
 func (s *writeSlab) take() ([]undoStep, []store.Change) {
 	if cap(s.undo)-len(s.undo) < firstRoom {
@@ -169,7 +169,7 @@ func (t *tx) setDoc(c *Collection, d *Doc) {
 	t.touch(c)
 }
 
-// affected answers a count of n as the running statement's answer.
+// affected returns a count of n as the running statement's answer.
 func (t *tx) affected(n int64) *Result {
 	if t.at < len(t.counts) {
 		r := &t.counts[t.at]
@@ -179,7 +179,7 @@ func (t *tx) affected(n int64) *Result {
 	return affected(n)
 }
 
-// encode answers d as persisted (appendDoc), cut from the slab's bytes:
+// encode returns d as persisted (appendDoc), cut from the slab's bytes:
 // a claim's ten bodies are no allocation of their own. A body is given out
 // as it is written, whether or not its unit commits: a refused unit's
 // bytes are room lost, not reused, since nothing tracks who holds them.
@@ -270,7 +270,7 @@ func undoSteps(db *DB, steps []undoStep) {
 	}
 }
 
-// coll answers the named collection, or not_found.
+// coll returns the named collection, or not_found.
 func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	c := t.db.colls[name]
 	if c == nil {
@@ -282,7 +282,7 @@ func (t *tx) coll(pos fenecql.Pos, name string) (*Collection, error) {
 	return c, nil
 }
 
-// stopped answers why the request's statements must stop — its client went
+// stopped returns why the request's statements must stop — its client went
 // away, or it ran past its time limit — or nil. Long loops ask it every
 // checkEvery rows: a context's Err takes a lock, too dear for every row.
 func stopped(ctx context.Context) error {

@@ -80,7 +80,7 @@ func Coerce(v Value, t Type) (Value, error) {
 	return Null, Errorf(0, "%s expected, found %s %s", t, v.kind, short(v))
 }
 
-// jsonable answers v with every timestamp in it turned into its ISO text,
+// jsonable returns v with every timestamp in it turned into its ISO text,
 // since a json field holds only what JSON can say. It reports whether it
 // changed anything, so that only lists and objects holding a timestamp
 // are copied.

@@ -55,7 +55,7 @@ func clipArgs(args []any) []any {
 	return args
 }
 
-// CodeOf answers the code of a FenecQL error in err's chain; 0, which is
+// CodeOf returns the code of a FenecQL error in err's chain; 0, which is
 // no code, when there is none.
 func CodeOf(err error) Code {
 	var fe *Error

@@ -178,7 +178,7 @@ func fnDistance(c *Call, args []Value, _ *Env) (Value, *Error) {
 	return Float(Haversine(lon1, lat1, lon2, lat2)), nil
 }
 
-// Haversine answers the great-circle distance in metres between two
+// Haversine returns the great-circle distance in metres between two
 // points given in degrees, on a sphere of EarthRadius.
 func Haversine(lon1, lat1, lon2, lat2 float64) float64 {
 	const rad = math.Pi / 180

@@ -319,7 +319,7 @@ func numberValue(s string) (Value, error) {
 	if err != nil && !isRangeErr(err) || math.IsNaN(f) {
 		return Null, Errorf(0, "invalid number %s", strconv.Quote(cut(s, 40)))
 	}
-	// Overflow answers ±Inf, which no JSON can carry back; underflow
+	// Overflow returns ±Inf, which no JSON can carry back; underflow
 	// answers 0 (1e-400), a number the client did not write.
 	if math.IsInf(f, 0) || f == 0 && nonZero(s) {
 		return Null, Errorf(0, "number %s is out of range", cut(s, 40))
@@ -367,12 +367,12 @@ func ParseJSON(data []byte) (Value, error) {
 	return v, nil
 }
 
-// CheckStrictJSON answers the first thing in data that JSON allows but a
+// CheckStrictJSON returns the first thing in data that JSON allows but a
 // request body may not hold: a key written twice in one object, invalid
 // UTF-8, an escaped lone surrogate. Decoders disagree on what those mean
 // (the first key's value or the last's; the bytes or U+FFFD), so a body
 // holding one is refused rather than read one way. Data that is not JSON
-// at all answers nil: the decoder that reads it says so in its own words.
+// at all returns nil: the decoder that reads it says so in its own words.
 // ParseJSON, which reads what the server itself wrote, forgives a key twice
 // (the last wins) and refuses the other two.
 func CheckStrictJSON(data []byte) error {
@@ -385,7 +385,7 @@ func CheckStrictJSON(data []byte) error {
 
 // ParseStrictJSON reads one JSON value as ParseJSON does, but refuses
 // what CheckStrictJSON refuses: a request body is checked and read in one
-// pass. Any error answers a body that is not strict JSON, refused or not.
+// pass. An error means a body that is not strict JSON, refused or not.
 func ParseStrictJSON(data []byte) (Value, error) {
 	p := jsonParser{data: data, strict: true}
 	v, err := p.value()
@@ -410,7 +410,7 @@ type jsonParser struct {
 }
 
 // refuse is errorf for what JSON's grammar allows and a value may not
-// hold (CheckStrictJSON answers these).
+// hold (CheckStrictJSON returns these).
 func (p *jsonParser) refuse(format string, args ...any) *Error {
 	p.refused = true
 	return p.errorf(format, args...)
@@ -755,7 +755,7 @@ func smallInt(b []byte) (int64, bool) {
 // refuses what CheckStrictJSON refuses, and anything that is not JSON),
 // for a caller that knows the shape it wants: a request body read straight
 // into what it holds, with no Value made for the objects around it. Each
-// method answers false, and reads no further, at anything else; the caller
+// method returns false, and reads no further, at anything else; the caller
 // then leaves the document to a reader that says what is wrong.
 type JSONReader struct{ p jsonParser }
 

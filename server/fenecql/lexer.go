@@ -84,7 +84,7 @@ func (l *lexer) tok(kind tokKind, start int, val string) token {
 	return token{kind: kind, pos: Pos(start + 1), end: l.pos, val: val}
 }
 
-// fail answers an error token and stops the lexer, so the parser never
+// fail returns an error token and stops the lexer, so the parser never
 // reads past it.
 func (l *lexer) fail(start int, msg string) token {
 	l.pos = len(l.src)

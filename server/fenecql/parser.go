@@ -312,7 +312,7 @@ func (p *parser) fieldType() Type {
 }
 
 // annotation reads one @annotation of field f: an index, or @ttl(...).
-// A field takes at most one index and, beside it, one @ttl; it answers
+// A field takes at most one index and, beside it, one @ttl; it returns
 // whether it read a @ttl.
 func (p *parser) annotation(f *FieldDef) (ttl bool) {
 	pos := p.tok.pos
@@ -344,7 +344,7 @@ func (p *parser) annotation(f *FieldDef) (ttl bool) {
 }
 
 // ttl reads the `(<duration>)` of a @ttl, the current token being ttl,
-// and answers it in milliseconds. A duration such as 30s is no FenecQL
+// and returns it in milliseconds. A duration such as 30s is no FenecQL
 // token, so its text is read straight from the source up to the ")".
 func (p *parser) ttl() int64 {
 	p.next()
@@ -371,7 +371,7 @@ func (p *parser) ttl() int64 {
 
 // parseDuration reads a @ttl's duration: one or more runs of digits and
 // a unit (ms, s, m, h), as Go's time.ParseDuration spells them minus the
-// fractions and the sub-millisecond units, and answers it in
+// fractions and the sub-millisecond units, and returns it in
 // milliseconds; ok is false for anything else and for zero.
 func parseDuration(s string) (ms int64, ok bool) {
 	if s == "" {
@@ -507,7 +507,7 @@ type pathSet struct {
 	whole, prefix map[string]bool
 }
 
-// add notes path, or answers false when it overlaps one noted before.
+// add notes path, or returns false when it overlaps one noted before.
 func (s *pathSet) add(path []string) bool {
 	if s.whole == nil {
 		s.whole, s.prefix = map[string]bool{}, map[string]bool{}
@@ -543,7 +543,7 @@ type nameSet struct {
 	index map[string]bool
 }
 
-// add notes name, or answers false when it was noted before.
+// add notes name, or returns false when it was noted before.
 func (s *nameSet) add(name string) bool {
 	if s.index != nil {
 		if s.index[name] {

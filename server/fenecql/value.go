@@ -44,7 +44,7 @@ type Object struct {
 	Vals []Value
 }
 
-// NewObject answers an empty object with room for n keys and values.
+// NewObject returns an empty object with room for n keys and values.
 // For up to len(objectBlocks) keys the object, its keys and its values are
 // one allocation: a document's json field is then one object for the
 // collector to mark, not three.
@@ -83,7 +83,7 @@ var objectBlocks = [...]func() *Object{
 	func() *Object { b := new(objectBlock[[8]string, [8]Value]); return b.init(b.k[:0], b.v[:0]) },
 }
 
-// Get answers the value under key, or null.
+// Get returns the value under key, or null.
 func (o *Object) Get(key string) Value {
 	for i, k := range o.Keys {
 		if k == key {
@@ -93,7 +93,7 @@ func (o *Object) Get(key string) Value {
 	return Null
 }
 
-// With answers a copy of o with key set to v (appended when new).
+// With returns a copy of o with key set to v (appended when new).
 func (o *Object) With(key string, v Value) *Object {
 	c := NewObject(len(o.Keys) + 1)
 	c.Keys, c.Vals = append(c.Keys, o.Keys...), append(c.Vals, o.Vals...)
@@ -146,7 +146,7 @@ func (v Value) num() uint64 {
 	return v.n
 }
 
-// Text answers a text's string ("" for any other kind). It shares the
+// Text returns a text's string ("" for any other kind). It shares the
 // bytes Text was given, which no one changes: Go strings are immutable.
 func (v Value) Text() string {
 	if v.kind != KindText {
@@ -155,7 +155,7 @@ func (v Value) Text() string {
 	return unsafe.String((*byte)(v.x), int(v.n))
 }
 
-// List answers a list's items (nil for any other kind), its capacity its
+// List returns a list's items (nil for any other kind), its capacity its
 // length: an append to it copies rather than writing into the list.
 func (v Value) List() []Value {
 	if v.kind != KindList {
@@ -174,7 +174,7 @@ func (v Value) Object() *Object {
 // IsNumber reports whether v is an int or a float.
 func (v Value) IsNumber() bool { return v.kind == KindInt || v.kind == KindFloat }
 
-// Number answers an int or float as a float64.
+// Number returns an int or float as a float64.
 func (v Value) Number() float64 {
 	if v.kind == KindInt {
 		return float64(int64(v.n))

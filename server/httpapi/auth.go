@@ -13,7 +13,7 @@ import (
 type accessKey struct{}
 
 // admit lets a request in through the gate (401 when it may not come in)
-// and answers it carrying what it may do. A client that went away while
+// and returns it carrying what it may do. A client that went away while
 // its address was being slowed down is answered nothing.
 func (s *Server) admit(r *http.Request) (*http.Request, *apiError) {
 	a, err := s.gate.Admit(r.Context(), r)
@@ -31,7 +31,7 @@ func (s *Server) admit(r *http.Request) (*http.Request, *apiError) {
 	return r.WithContext(context.WithValue(r.Context(), accessKey{}, a)), nil
 }
 
-// access answers what the request may do: a nil Scope is full access.
+// access returns what the request may do: a nil Scope is full access.
 func access(r *http.Request) auth.Access {
 	a, _ := r.Context().Value(accessKey{}).(auth.Access)
 	return a

@@ -153,7 +153,7 @@ func startBenchServer(b *testing.B, sync string) *benchServer {
 	return s
 }
 
-// post sends a body and answers the answer's body; any status but 200
+// post sends a body and returns the answer's body; any status but 200
 // fails the benchmark.
 func (s *benchServer) post(b *testing.B, path string, body []byte) []byte {
 	out, err := s.send(path, body)
@@ -189,7 +189,7 @@ func (s *benchServer) query(b *testing.B, q string, params ...any) []byte {
 	return s.post(b, "/query", body)
 }
 
-// usageFold answers the server process's CPU time (/proc/<pid>/stat, user
+// usageFold returns the server process's CPU time (/proc/<pid>/stat, user
 // and system), its Go allocations so far (/_metrics' Go collector),
 // fenec_store_unfolded_bytes (the store's log not yet folded into its
 // tables) and fenec_store_fsyncs_total.
@@ -225,13 +225,13 @@ func (s *benchServer) usageFold(b *testing.B) (cpu time.Duration, mallocs, bytes
 	return cpu, mallocs, bytes, unfolded, fsyncs
 }
 
-// switches answers the server process's context switches so far, its
+// switches returns the server process's context switches so far, its
 // threads' voluntary and involuntary ones summed (/proc/<pid>/task/*/status),
 // or -1 where /proc does not tell. A thread that sleeps and wakes again
 // (the runtime's monitor polling while a goroutine sits in fdatasync, an
 // idle M woken for a ready goroutine) costs a switch each time: a count
 // the load of a shared machine moves far less than CPU time
-// (docs/architecture.md, "The durable path's CPU").
+// (docs/benchmarks.md, "The durable path's CPU").
 func (s *benchServer) switches() int64 {
 	dir := fmt.Sprintf("/proc/%d/task", s.cmd.Process.Pid)
 	tasks, err := os.ReadDir(dir)
@@ -262,7 +262,7 @@ func (s *benchServer) switches() int64 {
 const benchFoldEnv = "FENEC_HTTPAPI_BENCH_FOLD"
 
 // folded waits until the store's log is folded whole (3 minutes at most)
-// and answers the server's CPU time then. It asks once a second: a scrape
+// and returns the server's CPU time then. It asks once a second: a scrape
 // of /_metrics costs the server about 2 ms of CPU.
 func (s *benchServer) folded(b *testing.B) time.Duration {
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(time.Second) {

@@ -112,7 +112,7 @@ func text(s stmtIn) string {
 	return s.query
 }
 
-// variations answers bodies near a valid one: cut at every byte, each
+// variations returns bodies near a valid one: cut at every byte, each
 // value swapped for a value of every JSON type, each key renamed, doubled
 // and dropped, and bytes that strict JSON refuses put into its strings.
 func variations(body string) []string {
@@ -153,7 +153,7 @@ func variations(body string) []string {
 	return out
 }
 
-// valueEnd answers where the JSON value starting at or after i ends (a
+// valueEnd returns where the JSON value starting at or after i ends (a
 // scan good enough for the bodies above: strings without \" and balanced
 // brackets).
 func valueEnd(s string, i int) int {

@@ -175,7 +175,7 @@ func decodeBody(r *http.Request, v any) error {
 	return decodeStrict(b, v)
 }
 
-// leaderOf answers the leader a refusal names, for Fenec-Leader.
+// leaderOf returns the leader a refusal names, for Fenec-Leader.
 func leaderOf(err error) (string, bool) {
 	var nl *engine.NotLeaderError
 	if errors.As(err, &nl) {

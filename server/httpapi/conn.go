@@ -73,7 +73,7 @@ type Inbound interface {
 // (the requests that may write), until the handler says its write is
 // queued or will not be (arrival), or the request ends: under --sync
 // always the store's sync waits a little for the requests so counted
-// (docs/architecture.md, "Group commit"). Called before Serve. The
+// (docs/architecture.md, "The commit path"). Called before Serve. The
 // connections handed to net/http are not counted.
 func (s *HTTPServer) CountInbound(in Inbound) { s.inbound = in }
 
@@ -87,7 +87,7 @@ const watchAfter = 50 * time.Millisecond
 // syncs to expect its next one (CountInbound).
 const activeWindow = 2 * watchAfter
 
-// newHTTPServer answers a server of h under fallback's timeouts, fallback
+// newHTTPServer returns a server of h under fallback's timeouts, fallback
 // taking the connections handed over.
 func newHTTPServer(h http.Handler, fallback *http.Server) *HTTPServer {
 	return &HTTPServer{
@@ -264,7 +264,7 @@ func (s *HTTPServer) closeIdle() bool {
 // ticking until a request starts (serveRequest wakes it): an idle
 // server's ticks, 40 a second, were more than half of its CPU (each wakes
 // a thread of the runtime's), and a drive of queue-bench pays for some
-// ten idle seconds while the store folds its log (docs/architecture.md,
+// ten idle seconds while the store folds its log (docs/benchmarks.md,
 // "The relaxed path's CPU").
 func (s *HTTPServer) sweep() {
 	period := s.watchAfter / 2
@@ -482,7 +482,7 @@ func within(t, want time.Time, slack time.Duration) bool {
 	return !t.After(want) && !t.Before(want.Add(-slack))
 }
 
-// after answers t+d, or no deadline (zero) for no timeout.
+// after returns t+d, or no deadline (zero) for no timeout.
 func after(t time.Time, d time.Duration) time.Time {
 	if d <= 0 {
 		return time.Time{}

@@ -54,7 +54,7 @@ func (s *Server) guard(w http.ResponseWriter, r *http.Request) *apiError {
 	return nil
 }
 
-// hostName answers the name of a Host header, without its port or an
+// hostName returns the name of a Host header, without its port or an
 // IPv6 address's brackets, in lower case.
 func hostName(host string) string {
 	if h, _, err := net.SplitHostPort(host); err == nil {

@@ -53,7 +53,7 @@ var fenecqlCodes = map[fenecql.Code]gen.ErrorCode{
 	fenecql.CodeForbidden: gen.ErrorCodeForbidden,
 }
 
-// errorCode answers the API's code for an error of the engine: a FenecQL
+// errorCode returns the API's code for an error of the engine: a FenecQL
 // error's by its kind, unavailable for a store failure or a request given
 // up, internal for anything else.
 func errorCode(err error) gen.ErrorCode {
@@ -158,7 +158,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// invalid answers a request that breaks the spec. A /batch statement's
+// invalid returns the refusal of a request that breaks the spec. A /batch statement's
 // error names it with "at", as the engine's errors do.
 func invalid(err error) *apiError {
 	e := badRequest("%s", describeInvalid(err))

@@ -25,7 +25,7 @@ func newFaultyServer(t *testing.T, file string, fail *atomic.Bool) *testServer {
 	}}, nil)
 }
 
-// metric answers the value of one unlabelled metric in /_metrics.
+// metric returns the value of one unlabelled metric in /_metrics.
 func metric(t *testing.T, c *apitest.Client, name string) string {
 	t.Helper()
 	r, err := c.Do("GET", "/_metrics", nil, nil)

@@ -8,7 +8,7 @@ import (
 	"sync"
 )
 
-// GuardFraming answers ln with every connection checked for requests that
+// GuardFraming returns ln with every connection checked for requests that
 // carry both Content-Length and Transfer-Encoding. RFC 9112 §6.1 lets a
 // server read such a request by its Transfer-Encoding, and net/http does,
 // dropping the Content-Length before a handler could see it; but a proxy in
@@ -75,7 +75,7 @@ func (c *framingConn) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// scan answers whether b completes a block with both framing headers. Past a line's first bytes — as soon as
+// scan returns whether b completes a block with both framing headers. Past a line's first bytes — as soon as
 // they are neither name's start, or are a whole name — only the line's end
 // matters, and the rest of the line (a body's whole JSON, most header
 // values) is passed over by bytes.IndexByte rather than byte by byte.

@@ -24,7 +24,7 @@ func serveGuarded(t *testing.T, s *Server) string {
 	return ln.Addr().String()
 }
 
-// rawExchange sends text on a new connection and answers everything read back
+// rawExchange sends text on a new connection and returns everything read back
 // until the server closes it or a second passes.
 func rawExchange(t *testing.T, addr, text string) string {
 	t.Helper()

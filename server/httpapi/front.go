@@ -43,7 +43,7 @@ func CheckOrigin(o string) error {
 }
 
 // front answers what is not the API's: the console's pages, and CORS
-// preflights. It answers whether it has answered; otherwise it may have
+// preflights. It returns whether it has answered; otherwise it may have
 // set CORS headers on w for the API's answer to carry.
 func (s *Server) front(w http.ResponseWriter, r *http.Request) bool {
 	p := r.URL.Path

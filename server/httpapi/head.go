@@ -205,7 +205,7 @@ func equalFold(b []byte, s string) bool {
 	return true
 }
 
-// digits answers a Content-Length of 1 to 18 digits, else -1 (net/http
+// digits returns a Content-Length of 1 to 18 digits, else -1 (net/http
 // takes up to 2⁶³-1; longer is left to it).
 func digits(b []byte) int64 {
 	if len(b) == 0 || len(b) > 18 {
@@ -240,7 +240,7 @@ func plainHost(b []byte) bool {
 
 // plainPath reports whether a target is a path of bytes net/url leaves as
 // they are (unreserved and "/"): its URL is then {Path: target}, exactly
-// what url.ParseRequestURI answers. Any other target is parsed by net/url.
+// what url.ParseRequestURI returns. Any other target is parsed by net/url.
 func plainPath(t string) bool {
 	for i := 0; i < len(t); i++ {
 		c := t[i]

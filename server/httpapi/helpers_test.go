@@ -52,7 +52,7 @@ func newTestServerOn(t *testing.T, opts engine.Options, edit func(*Config)) *tes
 	return &testServer{Server: s, db: db, clock: clk, c: &apitest.Client{T: t, Base: base, Token: cfg.Token}}
 }
 
-// contextDone answers a context already cancelled.
+// contextDone returns a context already cancelled.
 func contextDone() (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -60,7 +60,7 @@ func contextDone() (context.Context, context.CancelFunc) {
 }
 
 // serveLean serves h as fenec serve does (NewHTTPServer) on
-// a loopback port until the test ends, and answers its base URL.
+// a loopback port until the test ends, and returns its base URL.
 func serveLean(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -51,7 +51,7 @@ func (s *Server) keyRecord(req *request, answer []byte, seq uint64) map[string]e
 	return map[string]engine.Meta{keyPrefix + req.key: {Body: b, Expires: expires}}
 }
 
-// lookupKey answers the record of a key still alive. One past its time is
+// lookupKey returns the record of a key still alive. One past its time is
 // gone even before the sweeper deletes it. An unreadable record is an
 // error, not an absent one: running the write again could do it twice.
 // So is a record whose write a cluster's log has not committed: a leader's
@@ -104,7 +104,7 @@ type keyLock struct {
 	users int // requests holding or waiting for mu; the entry goes at 0
 }
 
-// lock takes the key's lock and answers its release.
+// lock takes the key's lock and returns its release.
 func (k *keyLocks) lock(key string) (unlock func()) {
 	k.mu.Lock()
 	l := k.held[key]

@@ -2,7 +2,7 @@ package httpapi
 
 import "syscall"
 
-// memTotal answers the machine's memory in bytes, 0 if unknown.
+// memTotal returns the machine's memory in bytes, 0 if unknown.
 func memTotal() int64 {
 	var si syscall.Sysinfo_t
 	if syscall.Sysinfo(&si) != nil {

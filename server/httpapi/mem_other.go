@@ -2,6 +2,6 @@
 
 package httpapi
 
-// memTotal answers 0 where the machine's memory is not read: GOGC's
+// memTotal returns 0 where the machine's memory is not read: GOGC's
 // setting alone then bounds the heap.
 func memTotal() int64 { return 0 }

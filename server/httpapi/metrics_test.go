@@ -12,7 +12,7 @@ import (
 )
 
 // scrape reads GET /_metrics, lints it as `promtool check metrics` does,
-// and answers the families by name.
+// and returns the families by name.
 func scrape(t *testing.T, ts *testServer) map[string]*dto.MetricFamily {
 	t.Helper()
 	r, err := ts.c.Do("GET", "/_metrics", nil, nil)
@@ -34,7 +34,7 @@ func scrape(t *testing.T, ts *testServer) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// value answers the sum of a family's samples whose labels include want
+// value returns the sum of a family's samples whose labels include want
 // (a histogram's count).
 func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
 	sum := 0.0

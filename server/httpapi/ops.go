@@ -76,7 +76,7 @@ func (s *Server) Collections(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, out)
 }
 
-// readable answers how many documents of coll the scope may read, or false
+// readable returns how many documents of coll the scope may read, or false
 // when it may read none of the collection.
 func (s *Server) readable(ctx context.Context, coll string, scope *engine.Scope) (int, bool) {
 	st, err := fenecql.Parse("get " + coll + " count")

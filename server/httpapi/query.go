@@ -320,7 +320,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 // execute runs the request — held by the wait package, with Fenec-Wait,
-// while it would take nothing — and answers what it answered. arr, if
+// while it would take nothing — and returns what it answered. arr, if
 // set, is told once the write is queued to the store, before its wait.
 func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, arr arrival) ([]*engine.Result, error) {
 	var rs []*engine.Result

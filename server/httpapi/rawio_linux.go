@@ -22,15 +22,12 @@ import (
 // syscall state's hand-off of the processor. (sysRead and sysWrite:
 // rawio_norace_linux.go; under the race detector, syscall's own.)
 //
-// Measured at one worker (BenchmarkHTTPQueue/sync=off/workers=1, perf stat
-// -e context-switches,syscalls:sys_enter_nanosleep,syscalls:sys_enter_futex
-// -p <server> over 3 s, per answer written): context switches 3.5 → 1.6,
-// nanosleeps 1.2 → 0.03, futex calls 0.74 → 0.01; the server's CPU per job
-// 10.4 → 8.8 µs (-benchtime 60000x, six runs each, alternated, on a machine
-// shared with other benchmarks); at 2 workers context switches 1.9 → 1.0,
-// CPU per job 9.7 → 8.0 µs (seven runs each). At 4 and 16 workers, and
-// under --sync always (whose pwrite and fdatasync wake sysmon anyway),
-// the CPU per job moved less than the runs' noise.
+// At one and two workers under --sync off this halves the context
+// switches a request and saves about a sixth of the server's CPU a job;
+// at 4 and 16 workers, and under --sync always (whose pwrite and
+// fdatasync wake sysmon anyway), the difference is within the noise
+// (BenchmarkHTTPQueue; the figures in docs/benchmarks.md, "Raw system
+// calls on a connection").
 type rawIO struct {
 	rc syscall.RawConn
 	nc net.Conn
@@ -49,7 +46,7 @@ type rawCall struct {
 	f     func(fd uintptr) bool
 }
 
-// newRawIO answers rawIO on rwc, or nil when rwc is not a TCP connection.
+// newRawIO returns rawIO on rwc, or nil when rwc is not a TCP connection.
 func newRawIO(rwc net.Conn) *rawIO {
 	tc, ok := rwc.(*net.TCPConn)
 	if !ok {

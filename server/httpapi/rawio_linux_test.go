@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// tcpPair answers both ends of a loopback TCP connection.
+// tcpPair returns both ends of a loopback TCP connection.
 func tcpPair(t *testing.T) (server, client net.Conn) {
 	t.Helper()
 	ln := mustListen(t)

@@ -10,7 +10,7 @@ import (
 // the runtime's monitor thread (sysmon) then never enters its deep sleep.
 const schedTrace = "schedtrace=2147483647"
 
-// SchedEnv answers environ (as os.Environ answers it) with schedTrace
+// SchedEnv returns environ (as os.Environ returns it) with schedTrace
 // added to GODEBUG, and whether it added it: fenec serve re-executes
 // itself with it (and the package's benchmark starts its server with it).
 // A GODEBUG that names schedtrace already is left as it is: schedtrace=0
@@ -24,13 +24,12 @@ const schedTrace = "schedtrace=2147483647"
 // request paid a wake of sysmon and a few of its 20-µs polls while the
 // sync was under way: about half the server's context switches and an
 // eighth of its CPU. Kept out of the deep sleep, sysmon backs off to a
-// poll every 10 ms while it finds nothing to do. Measured with
-// BenchmarkHTTPQueue, --sync always, on 2 loaded cores
-// (docs/architecture.md, "The durable path's CPU"): 1 worker 27.0 →
-// 21.6 server-µs/job and 1.14 → 0.70 context switches a job, 4 workers
-// 22.5 → 18.6 µs and 0.96 → 0.73, 16 workers about even (15.8 → 16.5 µs,
-// 0.43 → 0.32). The price is sysmon's 100 wakes a second while the server
-// is idle, and a scheduler trace in the output of a fatal error.
+// poll every 10 ms while it finds nothing to do: fewer context switches
+// and less CPU a job at one and four workers, about even at sixteen
+// (BenchmarkHTTPQueue, --sync always; the figures in docs/benchmarks.md,
+// "The runtime's monitor thread" and "The durable path's CPU"). The price
+// is sysmon's 100 wakes a second while the server is idle, and a
+// scheduler trace in the output of a fatal error.
 func SchedEnv(environ []string) ([]string, bool) {
 	for i, kv := range environ {
 		v, ok := strings.CutPrefix(kv, "GODEBUG=")

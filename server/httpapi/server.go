@@ -218,7 +218,7 @@ func New(cfg Config) (*Server, error) {
 // when shutting down, before waiting for the requests in flight.
 func (s *Server) Close() { s.hub.Close() }
 
-// LoadSpec answers openapi.yaml as embedded in the binary, with its servers
+// LoadSpec returns openapi.yaml as embedded in the binary, with its servers
 // dropped so that routes match a request's path whatever host it came to.
 func LoadSpec() (*openapi3.T, error) {
 	spec, err := gen.GetSwagger()

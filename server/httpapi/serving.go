@@ -15,7 +15,7 @@ const (
 	IdleTimeout       = 120 * time.Second
 )
 
-// NewHTTPServer answers the server that fenec serve runs h under, its
+// NewHTTPServer returns the server that fenec serve runs h under, its
 // errors logged to log at warning level: connections served by HTTPServer
 // (conn.go), the odd ones by net/http under the same timeouts. Serve it
 // with its Serve. The package's benchmarks serve through it too, so

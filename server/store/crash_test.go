@@ -237,7 +237,7 @@ type ack struct {
 
 // runAndKillAfter starts the child, reads its acknowledgements as they
 // come (stamping each), SIGKILLs it once runFor(the slowest group write the
-// child reported so far) has passed since the first, and answers them, the
+// child reported so far) has passed since the first, and returns them, the
 // slowest write, and the time of the kill.
 func runAndKillAfter(t *testing.T, path, syncFlag string, runFor func(slowest time.Duration) time.Duration) ([]ack, time.Duration, time.Time) {
 	t.Helper()
@@ -316,7 +316,7 @@ func startChild(t *testing.T, path, syncFlag, mode string) (*exec.Cmd, *bufio.Sc
 
 // runAndKill starts the child (under always) and SIGKILLs it once it has
 // acknowledged acks units, or (mode fold, drop) once it says it is folding
-// or deleting segments; it answers the highest acknowledged seq.
+// or deleting segments; it returns the highest acknowledged seq.
 func runAndKill(t *testing.T, path, syncFlag, mode string, acks int) uint64 {
 	t.Helper()
 	cmd, sc := startChild(t, path, syncFlag, mode)
@@ -353,7 +353,7 @@ func runAndKill(t *testing.T, path, syncFlag, mode string, acks int) uint64 {
 
 // checkCrashed reopens the killed child's file and checks that the units
 // present are exactly 2..k for some k (nothing half there, no holes) and,
-// under always, that k covers every acknowledged unit. It answers k.
+// under always, that k covers every acknowledged unit. It returns k.
 func checkCrashed(t *testing.T, path, syncFlag string, acked uint64) uint64 {
 	t.Helper()
 	got, seq, _, s := load(t, path, Options{}, defaultTuning)

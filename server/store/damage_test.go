@@ -12,7 +12,7 @@ import (
 )
 
 // prefixOf checks that the units present are exactly 2..k for some k
-// (nothing half there, no holes, Load's seq k), and answers k.
+// (nothing half there, no holes, Load's seq k), and returns k.
 func prefixOf(t *testing.T, got *model, seq uint64) uint64 {
 	t.Helper()
 	c := got.colls["c"]

@@ -12,7 +12,7 @@ import (
 
 var errInjected = errors.New("injected: database or disk is full")
 
-// switchable answers an Options.Fault that fails commits while commit is
+// switchable returns an Options.Fault that fails commits while commit is
 // set and folds while fold is set.
 func switchable(commit, fold *atomic.Bool) func(string) error {
 	return func(at string) error {

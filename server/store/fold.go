@@ -139,7 +139,7 @@ func (l latestPages) del(id int64) {
 
 // (Ids are taken as unsigned, so that any int64 finds its page and slot.)
 
-// of answers the entry of collection name.
+// of returns the entry of collection name.
 func (l latestDocs) of(name string) *collLatest {
 	m := l[name]
 	if m == nil {
@@ -404,7 +404,7 @@ func (f *foldSet) forget() {
 	}
 }
 
-// docOrder answers the documents f's fold writes, in order (seal).
+// docOrder returns the documents f's fold writes, in order (seal).
 func (f *foldSet) docOrder() []docKey { return f.order }
 
 // partable says whether f may be folded in parts of n documents, the last
@@ -463,7 +463,7 @@ const rangeMin = 4
 
 // deleteRanges deletes each stretch of at least rangeMin consecutive ids
 // of keys (deletes of one collection, ids ascending) by one statement of
-// its first and last id, and answers the other keys, in order, for
+// its first and last id, and returns the other keys, in order, for
 // writeBatches (in tx.loose: keys is the chunk's sealed order, which
 // stays as it is). Where the ids from first to last are all in keys, the
 // rows the range holds are exactly those keys name: the same rows go as
@@ -542,7 +542,7 @@ type docsKey struct {
 	dense bool // a delete whose ids span less than 2n (writeDocs)
 }
 
-// docsSQL answers the statement that puts (or deletes) n documents of one
+// docsSQL returns the statement that puts (or deletes) n documents of one
 // collection: its parameters are the collection's name, then each
 // document's id (and body), ids ascending.
 //

@@ -572,7 +572,7 @@ func TestFoldBatches(t *testing.T) {
 	}
 }
 
-// failFoldAt answers a Fault that fails the nth question at FaultFold
+// failFoldAt returns a Fault that fails the nth question at FaultFold
 // (counting from 1) and lets every other pass.
 func failFoldAt(n int32) func(at string) error {
 	var asked atomic.Int32
@@ -616,7 +616,7 @@ func TestFoldDenseDeletes(t *testing.T) {
 
 // foldByHand commits fill to a store at path and closes it, reopens it
 // with no fold of its own (rows a part), commits dels, and folds the whole
-// log itself. It answers the store with wmu held, for the caller to look
+// log itself. It returns the store with wmu held, for the caller to look
 // at the statements its fold used (s.foldTx.stmts), then unlock.
 func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store {
 	t.Helper()
@@ -637,7 +637,7 @@ func foldByHand(t *testing.T, path string, fill, dels []Change, rows int) *Store
 	return s
 }
 
-// foldAll folds the whole log by hand, and answers with s.wmu held.
+// foldAll folds the whole log by hand, and returns with s.wmu held.
 func foldAll(t *testing.T, s *Store) {
 	t.Helper()
 	s.wmu.Lock()
@@ -665,7 +665,7 @@ func reopenFolded(t *testing.T, s *Store, path string, want *model) {
 }
 
 // sealAll seals every chunk waiting for a fold, as their folds will, and
-// answers the documents they write ("coll/id").
+// returns the documents they write ("coll/id").
 func sealAll(s *Store) []string {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
@@ -794,7 +794,7 @@ func TestFoldSkipsUnwrittenAfterParts(t *testing.T) {
 	}
 }
 
-// TestLatestPages: latestPages answers what was set for each id — the
+// TestLatestPages: latestPages returns what was set for each id — the
 // ids of a page apart, of pages apart, negative and the extremes — and
 // drops a page once its last entry is deleted.
 func TestLatestPages(t *testing.T) {
@@ -876,7 +876,7 @@ func TestFoldDeleteRanges(t *testing.T) {
 	}
 }
 
-// filled answers the changes that create coll and put n documents in it,
+// filled returns the changes that create coll and put n documents in it,
 // ids 1 to n, each body its word and its id.
 func filled(coll string, n int64, word string) []Change {
 	fill := []Change{{Op: OpCreate, Coll: coll, ID: 1, Body: []byte("schema")}}

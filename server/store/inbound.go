@@ -11,8 +11,8 @@ import (
 // --sync always a sync about to start waits a little while any request is
 // on its way, or while it would carry fewer units than those connections
 // (holdLocked, "the hold"), so that the units about to be queued join it
-// instead of waiting for one sync more (docs/architecture.md, "Group
-// commit").
+// instead of waiting for one sync more (docs/architecture.md, "The
+// commit path").
 //
 // The store is below whatever reads the requests (the HTTP server), so it
 // cannot ask it: the count is made where the two are put together
@@ -45,11 +45,11 @@ const busyHolds = 16
 // BenchmarkSegmentAppend, 50–70 µs). Half that, the runtime's timer ran
 // out before most of the other connections' requests came (a hold of 60
 // µs lasted 100–200 and gained 1–1.5 units); at 120 µs a sync carries
-// more of them, for less CPU a job at 4 workers (docs/architecture.md,
+// more of them, for less CPU a job at 4 workers (docs/benchmarks.md,
 // "What bounds four durable workers").
 const DefaultHold = 120 * time.Microsecond
 
-// NewInbound answers a count of none, for a store whose syncs wait for
+// NewInbound returns a count of none, for a store whose syncs wait for
 // them up to hold (0: DefaultHold; tests lengthen it to see the wait).
 func NewInbound(hold time.Duration) *Inbound {
 	t := time.NewTimer(time.Hour)
@@ -81,10 +81,10 @@ func (in *Inbound) Done() {
 	}
 }
 
-// Pending answers how many are on their way.
+// Pending returns how many are on their way.
 func (in *Inbound) Pending() int64 { return in.n.Load() }
 
-// Active answers SetActive's count.
+// Active returns SetActive's count.
 func (in *Inbound) Active() int64 { return in.active.Load() }
 
 // wait waits until one on its way arrives (Done), or for d at most;

@@ -116,7 +116,7 @@ var noFoldTuning = tuning{foldBytes: 1 << 40, foldAge: time.Hour, foldChunk: 1 <
 
 // unfoldedStore commits units 1 (the collection) to n, each its own
 // group, with no fold, and copies the files as a kill would leave them to
-// a new path, which it answers.
+// a new path, which it returns.
 func unfoldedStore(t *testing.T, n uint64, tune tuning) string {
 	t.Helper()
 	dir := t.TempDir()

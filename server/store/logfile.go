@@ -74,7 +74,7 @@ var zeros [zeroBlock]byte
 // zeros change nothing a reader sees: the space past the records reads as
 // zeros either way, written or not, before and after a power loss. A
 // failed write leaves the rest unwritten, as it was: only a saving is
-// lost (a sync after it answers the error, if the disk lost the page).
+// lost (a sync after it returns the error, if the disk lost the page).
 // wmu is held.
 func (seg *segment) zeroAhead() {
 	if seg.size+zeroSlack <= seg.zeroed {
@@ -98,13 +98,13 @@ type logRecord struct {
 	body   []byte
 }
 
-// segmentPrefix answers the directory and the name prefix of path's log
+// segmentPrefix returns the directory and the name prefix of path's log
 // segments.
 func segmentPrefix(path string) (dir, prefix string) {
 	return filepath.Dir(path), filepath.Base(path) + "-log-"
 }
 
-// listSegments answers path's log segments, oldest first (unopened).
+// listSegments returns path's log segments, oldest first (unopened).
 func listSegments(path string) ([]*segment, error) {
 	dir, prefix := segmentPrefix(path)
 	entries, err := os.ReadDir(dir)
@@ -176,7 +176,7 @@ func parseRecord(b []byte) (r logRecord, n int, ok bool) {
 
 // recordsAfter looks for the whole records with a seq above prev that
 // start anywhere in b at from or past it: what follows a bad record. It
-// answers how many it found and the highest synced among them.
+// returns how many it found and the highest synced among them.
 func recordsAfter(b []byte, from int, prev uint64) (n int, synced uint64) {
 	// A record's seq is not zero: none starts past the last byte that is
 	// not (the preallocated space after a torn record is skipped).

@@ -37,7 +37,7 @@ func TestCommitReusesChanges(t *testing.T) {
 }
 
 // TestCommitAllocsOff: under off (and an interval) a Commit that does not
-// wait makes no allocation of its own: the wait it answers is one func
+// wait makes no allocation of its own: the wait it returns is one func
 // value made at open, and the group's changes slice is reused.
 func TestCommitAllocsOff(t *testing.T) {
 	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{Sync: SyncMode{Kind: SyncOff}}, defaultTuning)

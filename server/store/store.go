@@ -227,18 +227,14 @@ type tuning struct {
 const defaultSegBytes = 64 << 20
 
 // Segments are preallocated (fallocate): a record's fdatasync then
-// writes into blocks the file has, which measured cheapest in CPU here
-// (BenchmarkSegmentAppend, a 256-byte record and its fdatasync, on a
-// machine loaded by other builds: 14 µs of CPU, against 22–30 µs appended
-// to a growing file and 30 µs written over zeros written first; on a
-// quieter run, p50 50–71 µs against 82–93 µs appended). Zeros written a
-// chunk ahead of the records (segment.zeroAhead) spare most syncs the
-// conversion of the preallocated block they write into: 2048-byte records
-// 57 µs and 15.7 µs of CPU a sync, against 69 µs and 17.4 µs (ext4 on
-// this VM, Linux 6.18, 2026-12-01). A segment written over whole before
-// (zerofill, as a recycled one would be) costs most: 84 µs and 34 µs of
-// CPU, the page cache holding it in large folios that each small
-// record's sync walks.
+// writes into blocks the file already has, the cheapest way measured in
+// CPU and in time, against a file grown by each record or zeros written
+// first. Zeros written a chunk ahead of the records (segment.zeroAhead)
+// spare most syncs the conversion of the preallocated block they write
+// into. A segment written over whole before (as a recycled one would be)
+// costs most, the page cache holding it in large folios that each small
+// record's sync walks. The figures: docs/benchmarks.md, "Log segments'
+// layout" (BenchmarkSegmentAppend measures them again).
 var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldChunk: 64 << 10, foldRows: 256, maxPending: 64 << 20, busyTimeout: 5 * time.Second, prealloc: defaultSegBytes, copyPages: 64}
 
 // Store persists the engine's changes. Its methods are safe for concurrent
@@ -329,7 +325,7 @@ const spareGroups = 4
 // a job: a claim's and its ack's), 2.5 MB: a slice grown anew each
 // interval, from a spare of 4 096, cost the server about 3 % of its CPU
 // at one worker under --sync 250 in its copies, its fresh pages' faults
-// and the collector's work (docs/architecture.md, "The relaxed path's
+// and the collector's work (docs/benchmarks.md, "The relaxed path's
 // CPU").
 const spareChanges = 1 << 15
 
@@ -547,7 +543,7 @@ func (s *Store) prepare(path string) error {
 	return nil
 }
 
-// quickCheck runs PRAGMA quick_check and answers its findings as an error.
+// quickCheck runs PRAGMA quick_check and returns its findings as an error.
 func quickCheck(ctx context.Context, conn *sql.Conn) error {
 	var found []string
 	rows, err := conn.QueryContext(ctx, `PRAGMA quick_check(10)`)
@@ -605,7 +601,7 @@ func (s *Store) exec(ctx context.Context, stmts ...string) error {
 // next id) then an OpPut per document in ascending id; then an OpMetaPut per
 // meta record (by key); then the logged changes not yet folded, in commit
 // order, as they were committed. It must be called once, after Open and
-// before any Commit, and answers the last committed seq.
+// before any Commit, and returns the last committed seq.
 func (s *Store) Load(fn func(Change) error) (uint64, error) {
 	s.mu.Lock()
 	if s.loaded || s.committed || s.closed {
@@ -767,7 +763,7 @@ func noWait() error { return nil }
 // durable per the sync mode: under always until it is synced; under
 // interval and off it returns at once (unless the queue has outgrown its
 // bound: then it waits for the write). Once the store has failed, every
-// wait answers the failure.
+// wait returns the failure.
 //
 // The caller calls the answer at once: under always that call writes the
 // unit's group and syncs the log itself, on the caller's goroutine, unless
@@ -857,7 +853,7 @@ func (s *Store) poke() {
 	}
 }
 
-// flush brings g to the disk per the sync mode and answers its error. The
+// flush brings g to the disk per the sync mode and returns its error. The
 // first caller for a group leads it; later ones wait for the leader.
 //
 // The leader writes the group as soon as no other group is being written
@@ -881,7 +877,7 @@ func (s *Store) poke() {
 // (Inbound.Active): past either it waits for the sync to end and takes
 // what came meanwhile. With 16 HTTP workers a sync of one or two units
 // is a lull, and the group written early in it then took a second write
-// after the hold for the units that came (docs/architecture.md,
+// after the hold for the units that came (docs/benchmarks.md,
 // "Sixteen durable workers").
 //
 // And a sync takes every unit queued when it starts: under --sync always
@@ -895,9 +891,10 @@ func (s *Store) poke() {
 // Before it starts a sync, the leader may hold it a little for units on
 // their way (holdLocked, Options.Inbound): with a few writers, those that
 // came just after a sync started otherwise wait for the next one, and the
-// syncs alternate between small groups (docs/architecture.md, "Group
-// commit", has the rule and what it measured). A leader whose group is
-// still the queued one holds before writing it, so that the units that
+// syncs alternate between small groups (the rule: docs/architecture.md,
+// "The commit path"; what it measured: docs/benchmarks.md, "Group
+// commit"). A leader whose group is still the queued one holds before
+// writing it, so that the units that
 // come meanwhile join the group and one write takes them all; one whose
 // group was written early holds after, and gathers what came.
 // Folds, probes and backups share the writer with the writes through wmu.
@@ -998,7 +995,7 @@ func (s *Store) holdLocked() {
 // nothing (holdLocked).
 const holdRest = 16
 
-// pendingUnitsLocked answers the units written and queued, not yet
+// pendingUnitsLocked returns the units written and queued, not yet
 // syncing; mu is held.
 func (s *Store) pendingUnitsLocked() int64 {
 	units := int64(s.cur.units)
@@ -1126,7 +1123,7 @@ func (s *Store) syncLocked() {
 	s.changedLocked()
 }
 
-// doneLocked answers groups now durable, in seq order, and hands them to
+// doneLocked returns groups now durable, in seq order, and hands them to
 // the folds; mu is held, and released meanwhile (the caller's writing or
 // syncing flag keeps the next groups' doneLocked after this one's).
 func (s *Store) doneLocked(gs []*group, fsync bool) {
@@ -1177,7 +1174,7 @@ func (s *Store) failWriteLocked(err error, g *group) {
 }
 
 // failLocked records err as the store's failure (unless it has failed
-// already) and answers it to gs, to the groups written but not synced and
+// already) and hands it to gs, to the groups written but not synced and
 // to the units still queued; Commits answer it at once until Resume. The
 // units after Durable are lost: the next Commit may reuse their seqs. mu
 // is held.
@@ -1213,7 +1210,7 @@ func (s *Store) fail(err error) {
 	s.mu.Unlock()
 }
 
-// Failed answers the store's failure while it refuses Commits, else nil.
+// Failed returns the store's failure while it refuses Commits, else nil.
 func (s *Store) Failed() error {
 	if s.mem {
 		return nil
@@ -1227,7 +1224,7 @@ func (s *Store) failure() error {
 	return s.failed
 }
 
-// Stats answers the counters.
+// Stats returns the counters.
 func (s *Store) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1235,7 +1232,7 @@ func (s *Store) Stats() Stats {
 }
 
 // Close writes every queued unit (under every sync mode), folds the log,
-// and closes the file cleanly. It answers the store's failure, if any.
+// and closes the file cleanly. It returns the store's failure, if any.
 // Later calls answer the same.
 func (s *Store) Close() error {
 	if s.mem {
@@ -1389,7 +1386,7 @@ func (s *Store) run() {
 	}
 }
 
-// unfoldedLocked answers the size of the log records not yet folded; fmu
+// unfoldedLocked returns the size of the log records not yet folded; fmu
 // is held.
 func (s *Store) unfoldedLocked() int64 {
 	var n int64
@@ -1437,7 +1434,7 @@ func (s *Store) addFold(changes []Change, seq uint64, size int) {
 }
 
 // writeGroup writes g as one log record, with one pwrite at the end of the
-// current segment (a new one once it is full), and answers the record's
+// current segment (a new one once it is full), and returns the record's
 // size; wmu is held. A write that fails is cut off again, so that the next
 // record follows the last whole one.
 func (s *Store) writeGroup(g *group) (int, error) {
@@ -1475,7 +1472,7 @@ func writeError(err error) error {
 	return fmt.Errorf("writing the log: %w", err)
 }
 
-// segment answers the segment the next record goes to: the current one, or
+// segment returns the segment the next record goes to: the current one, or
 // a new one once it is full (or there is none), named by the next seq;
 // wmu is held. Every group in the old one is durable by then (flush), and
 // under off it is synced here, so that a segment before the last is whole.
@@ -1585,7 +1582,7 @@ func (s *Store) faultAt(at string) error {
 }
 
 // foldLog folds the oldest chunk of unfolded log records into the tables
-// in one transaction, and answers whether more is left to fold. A failure
+// in one transaction, and returns whether more is left to fold. A failure
 // rolls it back whole: the chunk stays queued for the next try (and its
 // records stay in the log in any case: dropFolded). wmu is held.
 func (s *Store) foldLog() (more bool, err error) {
@@ -1658,7 +1655,7 @@ const probeRows = 64 << 10
 // tryWrite is a probe, run by the committer under wmu: it folds what is
 // left to fold, writes (and deletes) a row in one SQLite transaction, and
 // writes zeros past the log's end (where the next record goes), synced as
-// groups are. After a failed sync it answers that failure: only reopening
+// groups are. After a failed sync it returns that failure: only reopening
 // the file ends it.
 func (s *Store) tryWrite() error {
 	s.mu.Lock()
@@ -1699,7 +1696,7 @@ func (s *Store) tryWrite() error {
 	return nil
 }
 
-// Probe tries a write to the file (and any fold left to do) and answers
+// Probe tries a write to the file (and any fold left to do) and returns
 // its error: nil when the store works again. It writes nothing the engine
 // sees; Resume then lets Commits in.
 func (s *Store) Probe() error {
@@ -1725,7 +1722,7 @@ func (s *Store) Resume() {
 	s.stats.Failed = nil
 }
 
-// Durable answers the seq of the last unit written to the file (under
+// Durable returns the seq of the last unit written to the file (under
 // always and interval: synced). Units after it are lost if the store fails.
 func (s *Store) Durable() uint64 {
 	if s.mem {

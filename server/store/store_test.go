@@ -166,7 +166,7 @@ func script(seed uint64, n int) ([][]Change, *model) {
 	return units, m
 }
 
-// load opens path, Loads it into a model and answers the model, the seq,
+// load opens path, Loads it into a model and returns the model, the seq,
 // the raw changes Load gave, and the open store.
 func load(t *testing.T, path string, opts Options, tune tuning) (*model, uint64, []Change, *Store) {
 	t.Helper()
@@ -517,7 +517,7 @@ func until(t *testing.T, s *Store, what string, cond func() bool) {
 
 // syncUnderWay commits unit 1 and holds its sync; then unit 2, whose group
 // is written during that sync; then units 3 and 4, queued behind it, their
-// leader waiting. It answers the four waits' errors (each channel answers
+// leader waiting. It returns the four waits' errors (each channel gets its
 // once the wait returns).
 func syncUnderWay(t *testing.T, s *Store, h *heldSync) []chan error {
 	t.Helper()
@@ -870,7 +870,7 @@ func BenchmarkCommit(b *testing.B) {
 	}
 }
 
-// processCPU answers the CPU time (user and system) the process has used.
+// processCPU returns the CPU time (user and system) the process has used.
 func processCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
@@ -879,10 +879,10 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// processSwitches answers the context switches (voluntary and involuntary)
+// processSwitches returns the context switches (voluntary and involuntary)
 // the process's threads have made: each sleep and wake of a thread (in a
 // sync, the runtime's monitor polling meanwhile, an idle thread woken for a
-// waiter) costs one (docs/architecture.md, "The durable path's CPU").
+// waiter) costs one (docs/benchmarks.md, "The durable path's CPU").
 func processSwitches() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {

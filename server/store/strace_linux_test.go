@@ -51,7 +51,7 @@ func TestSyncBeforeDrop(t *testing.T) {
 	t.Logf("strace: %d syncs of the WAL and %d writes to it, a sync after the last write before each of %d segment deletions", syncs, writes, drops)
 }
 
-// straceChild runs the crash child in mode beneath strace and answers the
+// straceChild runs the crash child in mode beneath strace and returns the
 // trace's path and the child's output.
 func straceChild(t *testing.T, mode string) (trace, out string) {
 	t.Helper()
@@ -74,7 +74,7 @@ func straceChild(t *testing.T, mode string) (trace, out string) {
 // syncedBefore reads an strace trace and checks that before each event
 // line, every write to the files matching file was made durable by a
 // sync of such a file that started after the write and returned 0. It
-// answers the events, syncs and writes seen.
+// returns the events, syncs and writes seen.
 //
 // A sync counts only if it started after the last write before it (the
 // child writes one unit at a time), and returned 0 before the event: a

@@ -103,8 +103,8 @@ type ran struct {
 	took    time.Duration
 }
 
-// answer waits until the run's write is durable, and answers what Hold
-// answers for it.
+// answer waits until the run's write is durable, and returns what Hold
+// returns for it.
 func (r ran) answer() ([]*engine.Result, time.Duration, error) {
 	if r.err != nil {
 		return nil, r.took, r.err
@@ -118,7 +118,7 @@ func (r ran) answer() ([]*engine.Result, time.Duration, error) {
 	return r.rs, took, nil
 }
 
-// New answers a hub over db, told of its writes and woken by its clock
+// New returns a hub over db, told of its writes and woken by its clock
 // when a held claim's rows come due by time alone. Close it when done.
 func New(db *engine.DB, m *Metrics) *Hub {
 	h := &Hub{
@@ -236,7 +236,7 @@ func (h *Hub) poke() {
 }
 
 // Hold runs a claim on the database, holding it while it would take
-// nothing, for up to its wait. It answers what the claim answered when it
+// nothing, for up to its wait. It returns what the claim answered when it
 // took a row, or at the end of the wait (or the hub's close) what it
 // answers on an empty queue, and how long the run that answered took. A
 // cancelled ctx drops the claim at once: it takes nothing, no run answers
@@ -305,7 +305,7 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 }
 
 // try runs the claim once, all or nothing. With onlyIfTakes a run that
-// would take no row is undone and answers engine.ErrNothingTaken.
+// would take no row is undone and returns engine.ErrNothingTaken.
 func (h *Hub) try(ctx context.Context, req *Request, onlyIfTakes bool) ([]*engine.Result, time.Duration, error) {
 	start := time.Now()
 	rs, err := h.db.RunWith(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes, Timeout: req.Timeout})
@@ -378,7 +378,7 @@ func (h *Hub) leave(w *waiter) {
 
 // quit takes a claim out of its line when it stops waiting — unless a run
 // on a writer's goroutine has its turn: then it waits for that run (short:
-// no wait for the disk), and answers it (ok) if it took a row.
+// no wait for the disk), and returns it (ok) if it took a row.
 func (h *Hub) quit(w *waiter) (rs []*engine.Result, took time.Duration, err error, ok bool) {
 	h.mu.Lock()
 	here := w.here
@@ -449,7 +449,7 @@ func (h *Hub) Close() {
 	<-h.done
 }
 
-// Held answers how many claims are held now.
+// Held returns how many claims are held now.
 func (h *Hub) Held() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()

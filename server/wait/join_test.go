@@ -37,7 +37,7 @@ func (g *groups) since(n int) []int {
 
 // after waits until the groups synced since the first n hold changes
 // changes in all (OnCommit runs just after a group's waiters are let go,
-// so an answer may come before it), and answers them: split into more
+// so an answer may come before it), and returns them: split into more
 // groups or not, they are all there.
 func (g *groups) after(t *testing.T, n, changes int) []int {
 	t.Helper()
@@ -61,7 +61,7 @@ func (g *groups) len() int {
 	return len(g.changes)
 }
 
-// groupedQueue answers a fixture on a file under --sync always, with the
+// groupedQueue returns a fixture on a file under --sync always, with the
 // jobs collection, and the groups its store commits.
 func groupedQueue(t *testing.T) (*fixture, *groups) {
 	g := &groups{}

@@ -30,7 +30,7 @@ func (h *Hub) loop() {
 
 // round has the head of every line on a written collection look, all under
 // one read lock, and gives the turn to the claim that ranks a row first;
-// the rest stay held and look again once its run is done. It answers when
+// the rest stay held and look again once its run is done. It returns when
 // the loop should next wake by itself (zero: only when told), and whether
 // it woke a held claim's goroutine (woke). With here, the claim given the
 // turn is not woken but answered to the caller (run), which runs it itself
@@ -41,7 +41,7 @@ func (h *Hub) loop() {
 // only tell whether its head takes a row, and the head's own run, all or
 // nothing (OnlyIfTakes), tells that too: on the path from a put to the
 // claim it wakes, a run alone picks once where a look then a run pick
-// twice (docs/architecture.md, "Put → held worker, hop by hop"). A run
+// twice (docs/benchmarks.md, "Put → held worker, hop by hop"). A run
 // that takes nothing reports back (turnDone) and its line looks in the
 // loop's next round, which always looks: the look sets when time alone
 // gives the line rows, and a loop's round that gave turns unlooked would

@@ -209,7 +209,7 @@ type rangeBars []rangeBar
 func (b rangeBars) Len() int                    { return len(b) }
 func (b rangeBars) XY(i int) (float64, float64) { return b[i].x, b[i].y }
 
-// YError answers the distances below and above the point.
+// YError returns the distances below and above the point.
 func (b rangeBars) YError(i int) (float64, float64) { return b[i].y - b[i].lo, b[i].hi - b[i].y }
 
 // spread widens a log axis that holds one value (a run of one worker

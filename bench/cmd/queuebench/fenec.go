@@ -44,7 +44,7 @@ type job struct {
 
 func (j job) to() string { return "u" + strconv.FormatInt(j.seq, 10) + "@example.com" }
 
-// newJobs answers n jobs ready a second or more ago, each later than the
+// newJobs returns n jobs ready a second or more ago, each later than the
 // one before, so claims take them in the order they were made.
 func newJobs(n int) []job {
 	base := time.Now().Add(-time.Second - time.Duration(n)*time.Millisecond)
@@ -60,7 +60,7 @@ func fenecDoc(j job) map[string]any {
 	return map[string]any{"payload": map[string]any{"to": j.to()}, "run_at": j.runAt.UnixMilli(), "attempts": 0}
 }
 
-// top answers the jobs fill must add to a queue holding have: the rest of
+// top returns the jobs fill must add to a queue holding have: the rest of
 // n, in batches of loadBatch. They are made as one run, so their ready
 // times follow their order across the batches too, as in a queue filled
 // over time: batches made each on its own started at the same time, and
@@ -209,7 +209,7 @@ func (q *httpQueue) fill(n int) error {
 // settle waits until the store has folded the fill's log into its tables
 // (folded), then until the server is quiet. The store folds in the
 // background once the log's oldest record is 10 s old or the log holds
-// 32 MB (docs/architecture.md, The store's files), so a fill's last
+// 32 MB (docs/architecture.md, The commit path), so a fill's last
 // records are folded seconds after it, while the server looks idle: a run
 // started then paid for folding up to 32 MB of the fill (at 1 000 000
 // jobs, a third of the server's CPU in the run), as a PostgreSQL run would

@@ -204,7 +204,7 @@ func parseParts(s string) (map[string]bool, error) {
 	return parts, nil
 }
 
-// run measures the parts cfg asks for, in order, and answers the report.
+// run measures the parts cfg asks for, in order, and returns the report.
 func run(cfg config) (*report, error) {
 	tmp, err := os.MkdirTemp(cfg.dir, "queuebench-")
 	if err != nil {
@@ -261,7 +261,7 @@ func run(cfg config) (*report, error) {
 	return rep, nil
 }
 
-// percentiles answers the median and 99th percentile in milliseconds,
+// percentiles returns the median and 99th percentile in milliseconds,
 // sorting d.
 func percentiles(d []time.Duration) (p50, p99 float64) {
 	if len(d) == 0 {
@@ -274,7 +274,7 @@ func percentiles(d []time.Duration) (p50, p99 float64) {
 	return at(0.5), at(0.99)
 }
 
-// millis answers durations in milliseconds.
+// millis returns durations in milliseconds.
 func millis(d []time.Duration) []float64 {
 	out := make([]float64, len(d))
 	for i, v := range d {
@@ -283,7 +283,7 @@ func millis(d []time.Duration) []float64 {
 	return out
 }
 
-// tempFile answers a fresh file name under dir.
+// tempFile returns a fresh file name under dir.
 func tempFile(dir, name string) string {
 	return filepath.Join(dir, fmt.Sprintf("%s-%d.db", name, time.Now().UnixNano()))
 }

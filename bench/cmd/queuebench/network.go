@@ -54,7 +54,7 @@ type contender struct {
 func (c contender) name() string { return c.sys + " " + c.dur }
 
 // network runs the queue over the network at both durabilities, and
-// answers a line a durability and worker count with the three systems
+// returns a line a durability and worker count with the three systems
 // side by side; then Fenec's three round trips at the most workers.
 //
 // Every server runs at once, each system at each durability with a queue
@@ -216,7 +216,7 @@ func network(c *comparison) ([]figure, error) {
 // fold of the drive's log, which would otherwise land on the next drive),
 // so none pays for another's work. Fenec's three round trips drive last,
 // and the fold of its drive is waited for in the next group's fills. It
-// answers the tallies in the contenders' order; a drive whose finishing
+// returns the tallies in the contenders' order; a drive whose finishing
 // is still in unfinished gets its drained figure when that is called.
 func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished map[string]func() error) (ts []*tally, filled time.Duration, err error) {
 	began := time.Now()
@@ -316,7 +316,7 @@ func group(cs []contender, w, r, n int, d time.Duration, pids []int, unfinished 
 	return out, filled, nil
 }
 
-// values answers the tallies pointed to.
+// values returns the tallies pointed to.
 func values(ts []*tally) []tally {
 	out := make([]tally, len(ts))
 	for i, t := range ts {

@@ -70,7 +70,7 @@ func aptInstall(pkgs ...string) error {
 	return nil
 }
 
-// pgBin answers the directory of the newest PostgreSQL's programs, where
+// pgBin returns the directory of the newest PostgreSQL's programs, where
 // Debian puts them (off the PATH), or "".
 func pgBin() string {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
@@ -88,7 +88,7 @@ func pgMajor(dir string) int {
 	return n
 }
 
-// freePort answers a loopback port nothing listens on now.
+// freePort returns a loopback port nothing listens on now.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -191,7 +191,7 @@ func startPostgres(dir string) (*pgServer, error) {
 	}
 }
 
-// database answers the URL of a database of this name, which it creates
+// database returns the URL of a database of this name, which it creates
 // with the queue's table: each durability's queue has one of its own, so
 // both can be filled at once.
 func (s *pgServer) database(name string) (string, error) {

@@ -100,7 +100,7 @@ func claimCostOf(q *engineQueue, index string, size int, leased bool) ([]figure,
 }
 
 // timeClaims claims ten as worker w0 until the budget is spent, handing
-// each claim's ids to after (untimed), and answers the claim's p50 and p99
+// each claim's ids to after (untimed), and returns the claim's p50 and p99
 // and the rows it read.
 func timeClaims(q *engineQueue, after func(ids []any) error) (*result, error) {
 	r, err := q.exec("explain "+claimTen, "w0")

@@ -116,7 +116,7 @@ func runRecipes(r *recipes, out string) error {
 	return nil
 }
 
-// affected sends one statement and answers its count of rows written.
+// affected sends one statement and returns its count of rows written.
 func (s *server) affected(q string, params ...any) (int64, error) {
 	b, err := s.post("/query", statement(q, params...), 0)
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *server) affected(q string, params ...any) (int64, error) {
 	return *a.Affected, nil
 }
 
-// stored answers how many documents the collection stores, lapsed ones
+// stored returns how many documents the collection stores, lapsed ones
 // not yet swept included: fenec_documents of GET /_metrics (GET
 // /collections counts live documents alone).
 func (s *server) stored(name string) (int64, error) {
@@ -213,7 +213,7 @@ func (r *recipes) counter() error {
 }
 
 // parallel runs fn(client, i) for i below each, in clients goroutines,
-// and answers the time they took together, or the first error.
+// and returns the time they took together, or the first error.
 func parallel(clients, each int, fn func(client, i int) error) (time.Duration, error) {
 	var wg sync.WaitGroup
 	var first atomic.Pointer[error]
@@ -558,7 +558,7 @@ func (r *recipes) expiry() error {
 	return nil
 }
 
-// ms writes a duration in milliseconds, as percentiles answers them.
+// ms writes a duration in milliseconds, as percentiles returns them.
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + " ms" }
 
 // durations writes sorted durations: the least, the median and the most.

@@ -191,7 +191,7 @@ func startRedisWaker(s *redisServer) *redisWaker {
 	return w
 }
 
-// window pushes n jobs one at a time, and answers the time from each push
+// window pushes n jobs one at a time, and returns the time from each push
 // to the pop's answer.
 func (w *redisWaker) window(n int) ([]time.Duration, error) {
 	var lat []time.Duration

@@ -38,7 +38,8 @@ type machine struct {
 	OS        string  `json:"os"`
 }
 
-// A target is one of the issue's aims, and where the run stands on it.
+// A target is one of the queue's performance aims (docs/benchmarks.md,
+// "Targets"), and where the run stands on it.
 type target struct {
 	Aim   string `json:"aim"`
 	Stand string `json:"stand"`
@@ -232,7 +233,7 @@ type system struct {
 	r    *result
 }
 
-// systems answers f's results by system: Fenec's first, then its peers'.
+// systems returns f's results by system: Fenec's first, then its peers'.
 func (f figure) systems() []system {
 	return []system{{"Fenec", f.Fenec}, {"PostgreSQL", f.Postgres}, {"Redis", f.Redis}}
 }
@@ -268,7 +269,8 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'f', digits, 64)
 }
 
-// targets says where the run stands on issue 13's aims, from the cells'
+// targets says where the run stands on the queue's performance targets
+// (docs/benchmarks.md, "Targets"), from the cells'
 // medians (and the pool of the held figure), each with how many rounds
 // met it alone: a target met by the median but not in every round is one
 // the noise can still move.
@@ -449,7 +451,7 @@ func (r *report) updateDocs(file string) error {
 	return os.WriteFile(file, []byte(s), 0o644)
 }
 
-// cpuModel answers the first "model name" of /proc/cpuinfo.
+// cpuModel returns the first "model name" of /proc/cpuinfo.
 func cpuModel() string {
 	f, err := os.Open("/proc/cpuinfo")
 	if err != nil {
@@ -465,7 +467,7 @@ func cpuModel() string {
 	return runtime.GOARCH
 }
 
-// memGiB answers MemTotal from /proc/meminfo.
+// memGiB returns MemTotal from /proc/meminfo.
 func memGiB() float64 {
 	b, err := os.ReadFile("/proc/meminfo")
 	if err != nil {
@@ -480,7 +482,7 @@ func memGiB() float64 {
 	return 0
 }
 
-// osName answers PRETTY_NAME from /etc/os-release.
+// osName returns PRETTY_NAME from /etc/os-release.
 func osName() string {
 	b, err := os.ReadFile("/etc/os-release")
 	if err != nil {
@@ -494,7 +496,7 @@ func osName() string {
 	return runtime.GOOS
 }
 
-// fenecVersion answers the repository's commit, as git describes it.
+// fenecVersion returns the repository's commit, as git describes it.
 func fenecVersion() string {
 	out, err := exec.Command("git", "describe", "--always", "--dirty").Output()
 	if err != nil {

@@ -30,7 +30,7 @@ type round struct {
 	Seconds          float64 `json:"seconds,omitempty"`
 }
 
-// median answers the middle of v, or the mean of the two middle values
+// median returns the middle of v, or the mean of the two middle values
 // when v has an even count; 0 for none. v is left as it is.
 func median(v []float64) float64 {
 	if len(v) == 0 {
@@ -45,7 +45,7 @@ func median(v []float64) float64 {
 	return (s[m-1] + s[m]) / 2
 }
 
-// minMax answers the least and the greatest of v (0, 0 for none).
+// minMax returns the least and the greatest of v (0, 0 for none).
 func minMax(v []float64) (lo, hi float64) {
 	if len(v) == 0 {
 		return 0, 0
@@ -57,7 +57,7 @@ func minMax(v []float64) (lo, hi float64) {
 	return lo, hi
 }
 
-// of answers one field of every round.
+// of returns one field of every round.
 func of(rs []round, field func(round) float64) []float64 {
 	out := make([]float64, len(rs))
 	for i, r := range rs {
@@ -72,7 +72,7 @@ func p99Of(r round) float64      { return r.P99 }
 func cpuOf(r round) float64      { return r.ServerCPU }
 func clientOf(r round) float64   { return r.ClientCPU }
 
-// perJob answers a CPU time per job in µs.
+// perJob returns a CPU time per job in µs.
 func perJob(cpu time.Duration, jobs int) float64 {
 	return float64(cpu.Nanoseconds()) / 1e3 / float64(jobs)
 }
@@ -170,7 +170,7 @@ func pooled(windows [][]time.Duration) *result {
 	return &result{P50: p50, P99: p99, Samples: millis(all), Rounds: rounds}
 }
 
-// pairedRatios answers, round by round, a's figure over b's: the rounds of
+// pairedRatios returns, round by round, a's figure over b's: the rounds of
 // a line's systems were taken side by side (the same round's drives one
 // after the other), so each ratio is of two figures a minute apart at
 // most. nil when the two do not have the same rounds.
@@ -190,7 +190,7 @@ func pairedRatios(a, b []round, field func(round) float64) []float64 {
 	return out
 }
 
-// rotate answers s turned left by k places: the order the systems of a
+// rotate returns s turned left by k places: the order the systems of a
 // group drive in, in round k, so that none always drives first after the
 // fills, or always right after another.
 func rotate[T any](s []T, k int) []T {

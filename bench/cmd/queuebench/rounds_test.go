@@ -35,7 +35,7 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// claimsOf answers n claim latencies of base each, then the last tenth
+// claimsOf returns n claim latencies of base each, then the last tenth
 // of them slow: a drive's p50 is base, its p99 slow.
 func claimsOf(n int, base, slow time.Duration) []time.Duration {
 	out := make([]time.Duration, n)

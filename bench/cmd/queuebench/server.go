@@ -75,10 +75,10 @@ func (s *server) stop() {
 	}
 }
 
-// cpu answers the server process's CPU time so far.
+// cpu returns the server process's CPU time so far.
 func (s *server) cpu() time.Duration { return procCPU(s.cmd.Process.Pid) }
 
-// procCPU answers a process's CPU time so far, user and system, from /proc.
+// procCPU returns a process's CPU time so far, user and system, from /proc.
 func procCPU(pid int) time.Duration {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -91,7 +91,7 @@ func procCPU(pid int) time.Duration {
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
-// selfCPU answers this process's CPU time so far, user and system, every
+// selfCPU returns this process's CPU time so far, user and system, every
 // thread's (getrusage): the clients' cost, measured as the server's is.
 func selfCPU() time.Duration {
 	var ru syscall.Rusage
@@ -101,7 +101,7 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// treeCPU answers the CPU time, user and system, of a process and of its
+// treeCPU returns the CPU time, user and system, of a process and of its
 // children, those running (from /proc/<pid>/stat) and those it has
 // reaped (its cutime and cstime): PostgreSQL serves each connection from
 // a process of its own, and Redis rewrites its file in a child.
@@ -132,7 +132,7 @@ func treeCPU(pid int) time.Duration {
 	return time.Duration(total) * time.Second / 100 // USER_HZ
 }
 
-// statFields answers the fields of /proc/<pid>/stat after the command
+// statFields returns the fields of /proc/<pid>/stat after the command
 // name (f[0] the state, f[1] the parent, f[11] utime), or nil.
 func statFields(pid int) []string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -188,7 +188,7 @@ func quietAll(pids []int) error {
 	return fmt.Errorf("processes %v still busy after 3 minutes", pids)
 }
 
-// rss answers the server process's resident memory, from /proc.
+// rss returns the server process's resident memory, from /proc.
 func (s *server) rss() int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", s.cmd.Process.Pid))
 	if err != nil {
@@ -218,7 +218,7 @@ func (s *server) unfolded() (n float64, ok bool, err error) {
 	return 0, false, sc.Err()
 }
 
-// query sends one statement, held up to wait (0: not held), and answers
+// query sends one statement, held up to wait (0: not held), and returns
 // the rows (nil for a count answer) or the error.
 func (s *server) query(q string, params []any, wait time.Duration) ([]map[string]any, error) {
 	b, err := s.post("/query", statement(q, params...), wait)
@@ -250,7 +250,7 @@ func (s *server) batch(stmts []gen.QueryRequest) error {
 	return err
 }
 
-// post sends body as JSON and answers the answer's body, or an error for
+// post sends body as JSON and returns the answer's body, or an error for
 // any status but 200.
 func (s *server) post(path string, body any, wait time.Duration) ([]byte, error) {
 	j, err := json.Marshal(body)

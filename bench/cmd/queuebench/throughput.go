@@ -25,10 +25,10 @@ type queue interface {
 	// out, an append-only file rewritten) to end, so a run is not charged
 	// for its load.
 	settle() error
-	// worker answers the i-th worker: its own connection, where the system
+	// worker returns the i-th worker: its own connection, where the system
 	// has connections.
 	worker(i int) (worker, error)
-	// serverPID answers the server's process, whose CPU time (with its
+	// serverPID returns the server's process, whose CPU time (with its
 	// children's) a run is charged; 0 when the queue runs in this process.
 	serverPID() int
 }
@@ -68,7 +68,7 @@ type tally struct {
 }
 
 // drive runs n workers of q for d, or until the queue is empty, and
-// answers what they did, once the server's work for the run is done too
+// returns what they did, once the server's work for the run is done too
 // (start, then finish).
 func drive(q queue, n int, d time.Duration) (tally, error) {
 	t, finish, err := start(q, n, d)
@@ -80,7 +80,7 @@ func drive(q queue, n int, d time.Duration) (tally, error) {
 }
 
 // start runs n workers of q for d, or until the queue is empty, and
-// answers what they did. Each worker finishes the batch in hand, so no job
+// returns what they did. Each worker finishes the batch in hand, so no job
 // is left leased for the next run. finish waits for the server's work for
 // the run (drainer) and adds its CPU to the tally; until then the tally
 // has no drained figure, and the server may be busy: a group (network.go)
@@ -208,7 +208,7 @@ var profiles atomic.Int64
 
 // profile records the server's CPU with perf (its call graphs) over a run
 // and the work it leaves (drain), when QUEUEBENCH_PERF names a directory:
-// the n-th run's goes to perf-n-<pid>.data there. It answers the function
+// the n-th run's goes to perf-n-<pid>.data there. It returns the function
 // that stops the recording. A developer sees where the server's CPU went
 // at the run's scale, which a run of the Go benchmarks on a small queue
 // does not show.

@@ -24,7 +24,7 @@ const (
 // and every 100 ms, counting the claims each sent. The server keeps a file
 // at --sync 250, as Redis, beside it, keeps its append-only file at
 // everysec; with withRedis, BLPOP is timed the same way. The held figure,
-// the one the issue sets targets for, is taken in windows of samples
+// the one the targets are set for (docs/benchmarks.md, "Targets"), is taken in windows of samples
 // jobs, Fenec's and Redis's in turn with both servers running, and pooled
 // (rounds.go): a slow patch of the host lands on both. The polling lines
 // are one window each.
@@ -134,7 +134,7 @@ func startFenecWaker(bin, dir string, poll time.Duration) (*fenecWaker, error) {
 	return f, nil
 }
 
-// window puts n jobs one at a time, and answers the time from each put to
+// window puts n jobs one at a time, and returns the time from each put to
 // the worker holding it.
 func (f *fenecWaker) window(n int) []time.Duration {
 	var lat []time.Duration
@@ -151,7 +151,7 @@ func (f *fenecWaker) window(n int) []time.Duration {
 	return lat
 }
 
-// perJob answers the claims the worker sent per job, over jobs put.
+// perJob returns the claims the worker sent per job, over jobs put.
 func (f *fenecWaker) perJob(jobs int) float64 { return float64(f.claims.Load()) / float64(jobs) }
 
 func (f *fenecWaker) close() {

@@ -1,5 +1,6 @@
 /**
- * The SDK as a user gets it (issue 11, docs/sdks.md "Tests every SDK has"):
+ * The SDK as a user gets it, installed as npm installs it (docs/sdks.md,
+ * "Tests every SDK has"):
  * `npm install <folder>` and `npm pack` (whose `prepare` builds dist/src
  * each time), the tarball installed into a
  * project in a temp folder outside the repository, every ```ts block of

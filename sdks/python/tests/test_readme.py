@@ -1,7 +1,7 @@
 """The README as a user meets it: every ``python`` block type-checks under
 ``mypy --strict`` and runs against a real ``fenec serve``; the worker blocks
 are the examples, and run from a wheel installed into a fresh venv outside
-the repository (issue 11: "install as each ecosystem installs")."""
+the repository: installed as the Python ecosystem installs it."""
 
 from __future__ import annotations
 

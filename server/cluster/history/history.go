@@ -32,7 +32,7 @@ type Op struct {
 // Violation is one broken promise.
 type Violation string
 
-// Check answers every broken promise of a history: an acknowledged put
+// Check returns every broken promise of a history: an acknowledged put
 // whose job is neither in the final state nor possibly acked; a job
 // answered to two claims whose leases overlap; a job acked done twice; an
 // ack answered ok for a job its owner was never answered by a claim.

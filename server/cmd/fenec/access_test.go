@@ -65,7 +65,7 @@ func octJWKS(t *testing.T, keys map[string]string) string {
 // body is an answer's body without its closing newline.
 func body(r *apitest.Response) string { return strings.TrimSpace(string(r.Body)) }
 
-// as answers a client sending token.
+// as returns a client sending token.
 func as(c *apitest.Client, token string) *apitest.Client {
 	return &apitest.Client{T: c.T, Base: c.Base, Token: token}
 }
@@ -85,7 +85,7 @@ func refused(t *testing.T, c *apitest.Client, q string, status int, msg string) 
 }
 
 // startWithPolicy starts a server holding JWTs signed with accessSecret to
-// accessPolicy, and answers a client with the full-access token "admin".
+// accessPolicy, and returns a client with the full-access token "admin".
 func startWithPolicy(t *testing.T, args ...string) *apitest.Client {
 	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy.txt")
@@ -386,7 +386,7 @@ func TestAccessFlagsRefused(t *testing.T) {
 	}
 }
 
-// TestHiddenRowsOverHTTP is issue 15's oracle against a real `fenec
+// TestHiddenRowsOverHTTP is the oracle of hidden rows against a real `fenec
 // serve`: a mail worker guessing an sms job's phone number is answered
 // the same whether the guess is right or wrong, whatever the statement.
 func TestHiddenRowsOverHTTP(t *testing.T) {

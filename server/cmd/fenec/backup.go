@@ -24,7 +24,7 @@ import (
 // The operator's commands beside serve: backup and restore (this file),
 // export and import (export.go). docs/operations.md says when to use each.
 
-// runCmd runs one of them and answers its exit status.
+// runCmd runs one of them and returns its exit status.
 func runCmd(name string, cmd func([]string, io.Writer, io.Writer) error, args []string) int {
 	if err := cmd(args, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -234,7 +234,7 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// nodeOf answers the id of the cluster node at r, or "" on a lone
+// nodeOf returns the id of the cluster node at r, or "" on a lone
 // server (GET /_cluster is 404 there).
 func nodeOf(ctx context.Context, r *remote) string {
 	resp, err := r.request(ctx, "GET", "/_cluster", nil, nil)

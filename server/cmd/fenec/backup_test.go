@@ -15,7 +15,7 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
 
-// fenecCmd runs bin with args (a command other than serve) and answers
+// fenecCmd runs bin with args (a command other than serve) and returns
 // its output; failed says whether it exited non-zero.
 func fenecCmd(t *testing.T, env []string, args ...string) (out string, failed bool) {
 	t.Helper()
@@ -195,7 +195,7 @@ type claimAt struct {
 	took  time.Duration
 }
 
-// ns answers the sorted n of every document of coll.
+// ns returns the sorted n of every document of coll.
 func ns(t *testing.T, c *apitest.Client, coll string) []int64 {
 	t.Helper()
 	var rows []struct{ N int64 }

@@ -121,7 +121,7 @@ func (c *testCluster) index(nd *clusterNode) int {
 	return -1
 }
 
-// without answers the cluster of every node but nd: the majority when nd
+// without returns the cluster of every node but nd: the majority when nd
 // is cut off or down.
 func (c *testCluster) without(nd *clusterNode) *testCluster {
 	var rest []*clusterNode

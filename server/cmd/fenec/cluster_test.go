@@ -36,7 +36,7 @@ type testCluster struct {
 	extra     []string
 	token     string
 	last      *clusterNode // the leader write last found
-	// binOf answers the program that runs a node: bin, or a script that
+	// binOf returns the program that runs a node: bin, or a script that
 	// runs bin in the node's network namespace.
 	binOf func(*clusterNode) string
 	// argsOf, if set, answers flags of a node's own (its certificate).
@@ -130,7 +130,7 @@ func (c *testCluster) status(nd *clusterNode) (clusterStatus, bool) {
 	return st, true
 }
 
-// leader waits for a node that leads and takes writes, and answers it.
+// leader waits for a node that leads and takes writes, and returns it.
 func (c *testCluster) leader(within time.Duration) *clusterNode {
 	c.t.Helper()
 	deadline := time.Now().Add(within)
@@ -151,7 +151,7 @@ func (c *testCluster) leader(within time.Duration) *clusterNode {
 
 // write runs a write on the leader, retried under one Idempotency-Key on
 // whichever node leads while an election (a slow machine's) refuses it or
-// leaves its outcome unknown; it answers the Fenec-Seq.
+// leaves its outcome unknown; it returns the Fenec-Seq.
 func (c *testCluster) write(key, query string, params ...any) string {
 	c.t.Helper()
 	if params == nil {
@@ -163,7 +163,7 @@ func (c *testCluster) write(key, query string, params ...any) string {
 // send posts body to /query on the leader under the Idempotency-Key key
 // (with header's too), retried under that key on whichever node leads
 // while it is refused (403: not run) or its outcome is unknown (503),
-// and answers the first other answer, which must be 200.
+// and returns the first other answer, which must be 200.
 func (c *testCluster) send(key string, body any, header map[string]string) *apitest.Response {
 	c.t.Helper()
 	h := map[string]string{"Idempotency-Key": key}
@@ -519,7 +519,7 @@ const leaseMS = 3000
 func runClient(c *testCluster, w int, stop <-chan struct{}, record func(history.Op)) {
 	cur := c.nodes[w%len(c.nodes)].url()
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: noProxy}
-	// send answers the final status and body, and whether an earlier try's
+	// send returns the final status and body, and whether an earlier try's
 	// outcome was unknown.
 	send := func(query string, params []any, key string) (int, []byte, bool) {
 		uncertain := false
@@ -827,7 +827,7 @@ func TestClusterThroughput(t *testing.T) {
 	t.Logf("put → held worker: lone server %s; 3-node cluster %s", loneWake, clusterWake)
 }
 
-// logCounts answers the node's raft log writes and entries.
+// logCounts returns the node's raft log writes and entries.
 func logCounts(t *testing.T, c *apitest.Client) [2]float64 {
 	r, err := c.Do("GET", "/_metrics", nil, nil)
 	if err != nil || r.Status != 200 {
@@ -844,7 +844,7 @@ func logCounts(t *testing.T, c *apitest.Client) [2]float64 {
 	return out
 }
 
-// followerGauges answers the leader's per-follower gauges in nd's
+// followerGauges returns the leader's per-follower gauges in nd's
 // /_metrics: name → node → value.
 func followerGauges(t *testing.T, c *testCluster, nd *clusterNode) map[string]map[string]float64 {
 	t.Helper()

@@ -204,7 +204,7 @@ func exportDocs(ctx context.Context, r *remote, c collectionInfo, w io.Writer, s
 	return n, nil
 }
 
-// nextID answers the least id of coll above after, if there is one.
+// nextID returns the least id of coll above after, if there is one.
 func nextID(ctx context.Context, r *remote, coll string, after int64) (int64, bool, error) {
 	rows, err := query(ctx, r, "get "+coll+" select id where id > $1 order id limit 1", after)
 	if err != nil || len(rows) == 0 {
@@ -219,7 +219,7 @@ func nextID(ctx context.Context, r *remote, coll string, after int64) (int64, bo
 	return doc.ID, true, nil
 }
 
-// query runs one read through POST /query and answers its rows, each as
+// query runs one read through POST /query and returns its rows, each as
 // the server wrote it.
 func query(ctx context.Context, r *remote, q string, params ...any) ([]json.RawMessage, error) {
 	body, err := json.Marshal(map[string]any{"query": q, "params": params})

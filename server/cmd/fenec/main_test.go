@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// start runs `fenec serve` with args and answers it with a client for it.
+// start runs `fenec serve` with args and returns it with a client for it.
 func start(t *testing.T, args ...string) (*apitest.Process, *apitest.Client) {
 	t.Helper()
 	p := apitest.Start(t, bin, args...)

@@ -207,7 +207,7 @@ func rogue(t *testing.T, cfg *tls.Config) *raft.NetworkTransport {
 	return tr
 }
 
-// term answers a node's raft term, from GET /_cluster.
+// term returns a node's raft term, from GET /_cluster.
 func (c *testCluster) term(nd *clusterNode) int64 {
 	c.t.Helper()
 	var st struct {

@@ -15,7 +15,7 @@ import (
 	"github.com/fenecdb/fenec/server/auth"
 )
 
-// tokenMain runs `fenec token` and answers its exit status.
+// tokenMain runs `fenec token` and returns its exit status.
 func tokenMain(args []string) int {
 	if err := tokenCmd(args, os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

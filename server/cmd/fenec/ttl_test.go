@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// storedDocs answers nd's fenec_documents for coll: the documents it
+// storedDocs returns nd's fenec_documents for coll: the documents it
 // stores, lapsed or not (-1: not read).
 func storedDocs(c *testCluster, nd *clusterNode, coll string) float64 {
 	return metric(c, nd, `fenec_documents{collection="`+coll+`"}`)
 }
 
-// metric answers the sample named (with its labels) in nd's /_metrics;
+// metric returns the sample named (with its labels) in nd's /_metrics;
 // -1: not read.
 func metric(c *testCluster, nd *clusterNode, name string) float64 {
 	r, err := c.client(nd).Do("GET", "/_metrics", nil, nil)
@@ -29,7 +29,7 @@ func metric(c *testCluster, nd *clusterNode, name string) float64 {
 	return -1
 }
 
-// visibleDocs answers `get <coll> count` on nd.
+// visibleDocs returns `get <coll> count` on nd.
 func visibleDocs(c *testCluster, nd *clusterNode, coll string) int {
 	c.t.Helper()
 	r, err := c.client(nd).Do("POST", "/query", map[string]any{"query": "get " + coll + " count"}, nil)

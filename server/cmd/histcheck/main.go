@@ -50,7 +50,7 @@ func main() {
 	}
 }
 
-// check checks one history file and answers whether it breaks a promise.
+// check checks one history file and returns whether it breaks a promise.
 func check(file string) bool {
 	f, err := os.Open(file)
 	if err != nil {

@@ -75,14 +75,14 @@ func (r *Response) JSON(t testing.TB, v any) {
 	}
 }
 
-// Code answers the "code" of an error answer ("" for none).
+// Code returns the "code" of an error answer ("" for none).
 func (r *Response) Code() string {
 	var e struct{ Code string }
 	_ = json.Unmarshal(r.Body, &e)
 	return e.Code
 }
 
-// Query sends POST /query and answers the response; an error is a failure
+// Query sends POST /query and returns the response; an error is a failure
 // to get an answer at all.
 func (c *Client) Query(query string, params ...any) (*Response, error) {
 	if params == nil {
@@ -241,7 +241,7 @@ func (p *Process) Kill() {
 	<-p.done
 }
 
-// Stop sends SIGTERM and answers how the process exited (nil: status 0).
+// Stop sends SIGTERM and returns how the process exited (nil: status 0).
 func (p *Process) Stop(timeout time.Duration) error {
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -253,7 +253,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 	}
 }
 
-// Build compiles the fenec binary into dir and answers its path. Call it
+// Build compiles the fenec binary into dir and returns its path. Call it
 // once per test package, from TestMain. It builds in the server's module
 // whichever module the test is in (the benchmark's, bench/, is another).
 func Build(dir string) (string, error) {
@@ -266,7 +266,7 @@ func Build(dir string) (string, error) {
 	return bin, cmd.Run()
 }
 
-// Log answers what the process wrote to stderr so far.
+// Log returns what the process wrote to stderr so far.
 func (p *Process) Log() string { return p.stderr.String() }
 
 type lockedWriter struct {
@@ -292,12 +292,12 @@ var (
 	handed   = map[string]bool{}
 )
 
-// FreeAddr answers a loopback address free now, on a port below the
+// FreeAddr returns a loopback address free now, on a port below the
 // kernel's ephemeral range: a port from that range (a listener on :0)
 // may be handed to any outgoing connection on the machine — a client's
 // of this very test — between its release here and a node's bind, and a
 // node restarted after a kill must bind its raft address again. It never
-// answers one address twice in a process: addresses picked together are
+// returns one address twice in a process: addresses picked together are
 // all free when picked but none bound yet, so a repeat would give two
 // nodes one port.
 func FreeAddr(t testing.TB) string {

@@ -104,7 +104,7 @@ func (s *Server) Kill() {
 // Up reports whether the node runs.
 func (s *Server) Up() bool { return s.cmd != nil }
 
-// Do sends one request to the node with the cluster's token, and answers
+// Do sends one request to the node with the cluster's token, and returns
 // the status and body; a request that gets no answer is a failure.
 func (c *Cluster) Do(nd *Node, method, path string, body any) (int, []byte) {
 	c.t.Helper()
@@ -139,7 +139,7 @@ func (c *Cluster) do(nd *Node, method, path string, body any) (int, []byte, erro
 	return resp.StatusCode, b, err
 }
 
-// Role answers the node's role in GET /_cluster ("leader", "follower",
+// Role returns the node's role in GET /_cluster ("leader", "follower",
 // …), or "" when it does not answer.
 func (c *Cluster) Role(nd *Node) string {
 	if !nd.Up() {
@@ -154,7 +154,7 @@ func (c *Cluster) Role(nd *Node) string {
 }
 
 // Leader waits until a running node says it leads in GET /_cluster and
-// takes a write, and answers it.
+// takes a write, and returns it.
 func (c *Cluster) Leader(within time.Duration) *Node {
 	c.t.Helper()
 	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -172,7 +172,7 @@ func (c *Cluster) Leader(within time.Duration) *Node {
 	return nil
 }
 
-// Followers answers the running nodes other than leader.
+// Followers returns the running nodes other than leader.
 func (c *Cluster) Followers(leader *Node) []*Node {
 	var fs []*Node
 	for _, nd := range c.Nodes {
@@ -183,7 +183,7 @@ func (c *Cluster) Followers(leader *Node) []*Node {
 	return fs
 }
 
-// Metric answers the sum of the node's samples of a metric whose line
+// Metric returns the sum of the node's samples of a metric whose line
 // starts with prefix (a name, or a name and the start of its labels, as
 // `fenec_http_requests_total{route="/query"`).
 func (c *Cluster) Metric(nd *Node, prefix string) float64 {

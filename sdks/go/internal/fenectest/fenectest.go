@@ -40,7 +40,7 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// binary answers the fenec binary: $FENEC_BIN, or one built from the
+// binary returns the fenec binary: $FENEC_BIN, or one built from the
 // repository's server module once per test process.
 func binary(t testing.TB) string {
 	t.Helper()
@@ -86,7 +86,7 @@ type Server struct {
 }
 
 // Start starts `fenec serve --clock manual --file :memory: --http
-// 127.0.0.1:0` with extra flags, and answers its URL. The server is
+// 127.0.0.1:0` with extra flags, and returns its URL. The server is
 // stopped (SIGTERM) when the test ends.
 func Start(t testing.TB, flags ...string) string {
 	t.Helper()
@@ -111,7 +111,7 @@ func (s *Server) start(addr string) {
 	}
 }
 
-// tryStart starts the server, or answers why it did not.
+// tryStart starts the server, or returns why it did not.
 func (s *Server) tryStart(addr string) error {
 	cmd := exec.Command(binary(s.t), append(s.args, "--http", addr)...)
 	stdout, err := cmd.StdoutPipe()

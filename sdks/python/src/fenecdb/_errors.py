@@ -1,5 +1,5 @@
 """One error type, :class:`FenecError`, for everything a call can fail with
-(docs/sdks.md, "One error model"): the server's refusals (a subclass per
+(docs/sdks.md, "Errors"): the server's refusals (a subclass per
 ``code`` of openapi.yaml, generated into ``_generated.py``) and three codes
 of the client's own — ``network``, ``timeout`` and ``unexpected``. httpx's
 exceptions never escape; they are the ``__cause__``."""
