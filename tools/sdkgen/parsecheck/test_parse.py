@@ -159,6 +159,8 @@ def operations() -> Iterator[dict[str, Any]]:
         for method, op in item.items():
             if method not in ("get", "post", "put", "patch", "delete"):
                 continue
+            if op.get("x-sdk") is False:  # sdkgen leaves it out (e.g. /_backup's file)
+                continue
             params = []
             for p in op.get("parameters", []):
                 if "$ref" in p:
