@@ -42,14 +42,8 @@ func (s *Store) Backup(ctx context.Context, path string) error {
 	s.mu.Unlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	for {
-		more, err := s.foldLog()
-		if err != nil {
-			return fmt.Errorf("store: backup to %s: folding the log: %w", path, err)
-		}
-		if !more {
-			break
-		}
+	if err := s.foldPending(); err != nil {
+		return fmt.Errorf("store: backup to %s: folding the log: %w", path, err)
 	}
 	if _, err := s.conn.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
 		return fmt.Errorf("store: backup to %s: %w", path, err)
@@ -156,11 +150,23 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 		more := false
 		s.wmu.Lock()
 		held := time.Now()
-		err = s.conn.Raw(func(any) error {
-			var err error
-			more, err = bk.Step(int32(s.tune.copyPages))
-			return err
-		})
+		// The tables hold the state at folded_seq only once every chunk
+		// handed to the folds is written whole: a chunk written in parts
+		// is ahead of folded_seq until its last part, and a chunk leaves a
+		// document to a later chunk that writes it again (latestDocs). The
+		// replay at open mends both from the log, but the copy has no log:
+		// the step that may be its last comes after every pending fold.
+		// (Remaining is 0 before the first step, whose folds are few.)
+		if bk.Remaining() <= s.tune.copyPages {
+			err = s.foldPending()
+		}
+		if err == nil {
+			err = s.conn.Raw(func(any) error {
+				var err error
+				more, err = bk.Step(int32(s.tune.copyPages))
+				return err
+			})
+		}
 		if err == nil && !more {
 			// The copy is the file as it is now: its folded_seq is the
 			// copy's, read before the writer lets a fold in.
@@ -199,6 +205,16 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 		return 0, fmt.Errorf("store: copy to %s: %w", path, err)
 	}
 	return seq, nil
+}
+
+// foldPending folds every chunk handed to the folds, whole. wmu is held.
+func (s *Store) foldPending() error {
+	for {
+		more, err := s.foldLog()
+		if err != nil || !more {
+			return err
+		}
+	}
 }
 
 // foldedSeq reads folded_seq: the last seq the tables hold. wmu is held.
