@@ -543,7 +543,7 @@ func (r *recipes) expiry() error {
 	sc50, sc99 := percentiles(sweepClaim)
 	sa50, sa99 := percentiles(sweepAck)
 	r.printf("## Expiry: %s documents lapse at once\n\n", count(r.ttlRows))
-	r.printf("`sessions (key text @unique, user text, seen timestamp @ttl(1h))`, %s documents written with `seen: now()` (%s, in puts of %d), under `--clock manual`; then the clock is moved on 1 h, and every one lapses at that moment. The server sweeps them %d at a time, one commit each (engine.SweepBatch), every second and again at once while a batch comes back full. Fenec --sync always.\n\n",
+	r.printf("`sessions (key text @unique, user text, seen timestamp @ttl(1h))`, %s documents written with `seen: now()` (%s, in puts of %d), under `--clock manual`; then the clock is moved on 1 h, and every one lapses at that moment. The server sweeps them %d at a time, one commit each (engine.SweepBatch), every second, and again after a pause as long as the batch took while a batch comes back full (so other writers get their turns). Fenec --sync always.\n\n",
 		count(r.ttlRows), load.Round(100*time.Millisecond), per, engine.SweepBatch)
 	r.printf("- The sweep, from the clock's move until `fenec_documents` (`GET /_metrics`) counts no session stored: **%s** (%s documents/s).\n", swept.Round(10*time.Millisecond), count(int(float64(r.ttlRows)/swept.Seconds())))
 	batches := (r.ttlRows + engine.SweepBatch - 1) / engine.SweepBatch
