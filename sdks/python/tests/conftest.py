@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import httpx
 import pytest
@@ -190,11 +190,20 @@ def refused_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
+_given_ports: Set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port free now, never one given before in this process: a
+    cluster picks all its ports before any node binds, and the kernel may
+    hand a port just closed out again."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in _given_ports:
+            _given_ports.add(port)
+            return port
 
 
 class Node:
@@ -227,15 +236,16 @@ class Cluster:
         self.nodes: List[Node] = []
         try:
             for id, http, raft in specs:
+                log = tmp / f"{id}.log"
                 proc = subprocess.Popen(
                     [str(fenec_bin), "serve", "--http", http, "--file", str(tmp / f"{id}.db"), "--node-id", id,
                      "--raft", raft, "--bootstrap", bootstrap, "--token", self.token],
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
+                    stderr=log.open("w"),
                     text=True,
                 )
                 self.nodes.append(Node(id, proc, f"http://{http}"))
-                _await_listening(proc)
+                _await_listening(proc, log)
             self.leader()
         except BaseException:
             self.stop()
@@ -280,8 +290,10 @@ class Cluster:
                 node.kill()
 
 
-def _await_listening(proc: subprocess.Popen[str]) -> None:
-    """Waits (30 s at most) for ``listening on`` on a server's stdout."""
+def _await_listening(proc: subprocess.Popen[str], log: Optional[Path] = None) -> None:
+    """Waits (30 s at most) for ``listening on`` on a server's stdout; a
+    server that does not say it is named with the end of its ``log``
+    (its stderr), if given."""
     assert proc.stdout is not None
     out = proc.stdout
     seen: List[str] = []
@@ -297,7 +309,9 @@ def _await_listening(proc: subprocess.Popen[str]) -> None:
     reader.join(30)
     if not seen or not seen[-1].startswith("listening on"):
         proc.kill()
-        raise RuntimeError(f"fenec serve printed {''.join(seen)!r}, not 'listening on <addr>'")
+        proc.wait(10)
+        said = "" if log is None else f"; its stderr ends: {log.read_text()[-2000:]!r}"
+        raise RuntimeError(f"fenec serve printed {''.join(seen)!r}, not 'listening on <addr>' (exit {proc.returncode}){said}")
 
 
 @pytest.fixture
