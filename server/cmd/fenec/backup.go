@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -36,16 +38,29 @@ func runCmd(name string, cmd func([]string, io.Writer, io.Writer) error, args []
 	return 0
 }
 
-// remote is a server the command talks to: its URL and the operator's
-// token.
+// remote is a server the command talks to: its URL, the operator's
+// token, and the CA its https certificate is checked against.
 type remote struct {
-	url, token string
-	hc         *http.Client
+	url, token, ca string
+	hc             *http.Client
 }
 
 func (r *remote) define(fs *flag.FlagSet, urlFlag, what string) {
 	fs.StringVar(&r.url, urlFlag, "", "the `URL` of the server "+what+" (http://127.0.0.1:8080)")
 	fs.StringVar(&r.token, "token", "", "the server's --token (default $FENEC_TOKEN)")
+	fs.StringVar(&r.ca, "ca", "", "check an https server's certificate against the CAs of this PEM `file` (default: the system's)")
+}
+
+// parse parses a command's flags, which take no arguments, and checks the
+// remote's (flag urlFlag).
+func (r *remote) parse(fs *flag.FlagSet, args []string, urlFlag string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return r.check(urlFlag)
 }
 
 func (r *remote) check(urlFlag string) error {
@@ -61,6 +76,19 @@ func (r *remote) check(urlFlag string) error {
 	}
 	// No overall timeout: a backup or a large chunk takes what it takes.
 	r.hc = &http.Client{}
+	if r.ca != "" {
+		pem, err := os.ReadFile(r.ca)
+		if err != nil {
+			return fmt.Errorf("--ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--ca %s: no PEM certificate in it", r.ca)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool}
+		r.hc.Transport = tr
+	}
 	return nil
 }
 
@@ -162,13 +190,7 @@ func backupCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), "Usage: fenec backup --from URL --to FILE [flags]\n\nCopies a running server's database (GET /_backup) while it takes writes,\nchecks the copy and says which write it ends at (its Fenec-Seq).\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := r.check("from"); err != nil {
+	if err := r.parse(fs, args, "from"); err != nil {
 		return err
 	}
 	if *to == "" {

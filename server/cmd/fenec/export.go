@@ -71,13 +71,7 @@ func exportCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), "Usage: fenec export --from URL [--collection C] [--out FILE]\n\nWrites collections and their documents as JSON lines (fenec import reads\nthem). Documents are read page by page while writes go on: for a copy\nof one moment, use fenec backup.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if err := r.check("from"); err != nil {
+	if err := r.parse(fs, args, "from"); err != nil {
 		return err
 	}
 	ctx := context.Background()

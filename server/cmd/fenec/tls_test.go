@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -342,4 +343,28 @@ func execServe(args ...string) (string, error) {
 	cmd := exec.Command(bin, append([]string{"serve"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
+}
+
+// TestBackupAndExportOverHTTPS: fenec backup and fenec export reach a
+// server whose certificate a CA of the operator's own signed with --ca,
+// and are refused, saying why, without it.
+func TestBackupAndExportOverHTTPS(t *testing.T) {
+	dir := t.TempDir()
+	ca := tlstest.NewCA(t, dir, "ops")
+	leaf := ca.Issue("server")
+	const token = "operator-token-over-tls"
+	p := apitest.Start(t, bin, "--file", filepath.Join(dir, "live.db"), "--token", token, "--tls-cert", leaf.CertFile, "--tls-key", leaf.KeyFile)
+	c := httpsClient(t, p.URL, &tls.Config{RootCAs: caPool(t, ca.File)})
+	c.Token = token
+	c.MustQuery("create collection notes (s text)")
+	c.MustQuery(`put notes {s: "kept"}`)
+	env := []string{"FENEC_TOKEN=" + token}
+	if out, failed := fenecCmd(t, env, "backup", "--from", p.URL, "--to", filepath.Join(dir, "refused.db")); !failed || !strings.Contains(out, "certificate") {
+		t.Errorf("a backup without --ca: %s", out)
+	}
+	mustFenec(t, env, "backup", "--from", p.URL, "--ca", ca.File, "--to", filepath.Join(dir, "copy.db"))
+	out := mustFenec(t, env, "export", "--from", p.URL, "--ca", ca.File)
+	if !strings.Contains(out, `"kept"`) {
+		t.Errorf("the export over https: %s", out)
+	}
 }
