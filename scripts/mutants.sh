@@ -23,9 +23,9 @@ mutations=(
   "engine: combine a token's update rules with AND instead of OR@@engine/scope.go@@Op: fenecql.OpOr, L: or, R: f}@@Op: fenecql.OpAnd, L: or, R: f}@@./engine ./httpapi ./auth"
   "engine: keep in memory the units the store lost (no undo)@@engine/db.go@@		undoSteps(db, db.pending[i].undo)@@		_ = undoSteps@@./engine ./httpapi"
   "engine: never end a store failure (no recovery)@@engine/db.go@@		if err == nil {
-			db.mu.Lock()
+			db.lock()
 			db.st.Resume()@@		if false {
-			db.mu.Lock()
+			db.lock()
 			db.st.Resume()@@./engine ./httpapi"
   "store: no sync of the log under --sync always@@store/store.go@@		err = fdatasync(batch[0].seg.f)@@		err = nil@@./store"
   "store: no structure check of the file on open@@store/store.go@@		if err := quickCheck(ctx, conn); err != nil {@@		if err := error(nil); err != nil {@@./store"
