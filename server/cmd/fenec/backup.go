@@ -51,6 +51,28 @@ func (r *remote) define(fs *flag.FlagSet, urlFlag, what string) {
 	fs.StringVar(&r.ca, "ca", "", "check an https server's certificate against the CAs of this PEM `file` (default: the system's)")
 }
 
+// fileArg parses a command's flags around its one FILE argument, which
+// may come first (fenec restore FILE --to PATH) or after the flags, and
+// returns it; missing says how to name it.
+func fileArg(fs *flag.FlagSet, args []string, missing string) (string, error) {
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", err
+	}
+	if file == "" && fs.NArg() == 1 {
+		file = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		return "", fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if file == "" {
+		return "", errors.New(missing)
+	}
+	return file, nil
+}
+
 // parse parses a command's flags, which take no arguments, and checks the
 // remote's (flag urlFlag).
 func (r *remote) parse(fs *flag.FlagSet, args []string, urlFlag string) error {
@@ -361,22 +383,9 @@ func restoreCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), "Usage: fenec restore FILE --to PATH [flags]\n\nChecks a backup (fenec backup) and puts it in place of a stopped server's\ndatabase file. With --node-id and --raft, also makes the raft directory of\nthe first node of a new cluster, which the others then join.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// The backup's name comes first (fenec restore FILE --to PATH); flags
-	// after it are read too.
-	var from string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		from, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	from, err := fileArg(fs, args, "name the backup file: fenec restore FILE --to PATH")
+	if err != nil {
 		return err
-	}
-	if from == "" && fs.NArg() > 0 {
-		from = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if from == "" {
-		return errors.New("name the backup file: fenec restore FILE --to PATH")
 	}
 	if *to == "" {
 		return errors.New("--to is required")

@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -256,20 +255,9 @@ func importCmd(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), "Usage: fenec import --to URL FILE\n\nWrites an export (fenec export) into a server through /batch, in chunks,\neach under its own Idempotency-Key: run it again after an interruption\nand the chunks the server took are replayed, not written twice.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	var file string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		file, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
+	file, err := fileArg(fs, args, "name the export file: fenec import --to URL FILE")
+	if err != nil {
 		return err
-	}
-	if file == "" && fs.NArg() == 1 {
-		file = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if file == "" {
-		return errors.New("name the export file: fenec import --to URL FILE")
 	}
 	if err := r.check("to"); err != nil {
 		return err
