@@ -53,19 +53,7 @@ func TestLimitsMaxConns(t *testing.T) {
 		t.Fatal("a fourth connection was not refused")
 	}
 	held[0].Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		c := mustDial(t, ct.lean)
-		ok := !refusedConn(t, c)
-		c.Close()
-		if ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the handed-off connection closed, and still no room")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitRoom(t, ct) // the handed-off connection closed: room again
 	held[1].Close()
 	awaitRoom(t, ct)
 	r, err := ct.c.Do("GET", "/_metrics", nil, nil)
