@@ -120,7 +120,7 @@ func main() {
 	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
 	flag.StringVar(&cfg.note, "note", "", "a `remark` for the header, such as what else the machine was doing")
 	out := flag.String("out", "", "write queue.md, queue.json and queue.png (-mode redis: redis.md) into this `directory`")
-	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go)")
+	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go); memory: memory per job beside Redis (memory.go)")
 	rc := recipes{}
 	flag.IntVar(&rc.incClients, "inc-clients", 16, "-mode redis: `clients` incrementing one counter")
 	flag.IntVar(&rc.incs, "incs", 10000, "-mode redis: increments `each` counter client sends")
@@ -146,8 +146,13 @@ func main() {
 			fail(err)
 		}
 		return
+	case "memory":
+		if err := runMemory(cfg.bin, cfg.dir, cfg.note, cfg.jobs, cfg.install, *out); err != nil {
+			fail(err)
+		}
+		return
 	default:
-		fail(fmt.Errorf("-mode: %q is neither queue nor redis", *mode))
+		fail(fmt.Errorf("-mode: %q is none of queue, redis and memory", *mode))
 	}
 	if cfg.workers, err = parseWorkers(*workers); err != nil {
 		fail(err)

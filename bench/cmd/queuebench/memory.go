@@ -1,0 +1,338 @@
+package main
+
+// -mode memory: what a backlog costs in memory (docs/benchmarks.md, "Memory
+// per job"). Three measurements, one run:
+//
+//  1. The breakdown, in process: the engine opened on ":memory:" and filled
+//     with n jobs once per schema, each schema adding one structure to the
+//     one before (a bare document, the scalar fields, the JSON payload, the
+//     @sorted index of the queue page, then an @hash, an @unique and an @geo
+//     field); the Go heap in use after a collection, less the heap before,
+//     divided by n, is the bytes per job; each line's difference with the
+//     one before is that structure's share. Then half the jobs are deleted
+//     and the heap read again.
+//  2. A real `fenec serve` on a file: filled with n jobs of the queue page's
+//     shape over HTTP (peak RSS while loading), restarted (time to serving,
+//     RSS after, peak RSS while loading the file), half drained (RSS), and
+//     the Go heap against the RSS — the collector's headroom.
+//  3. Redis: the same jobs, as the JSON strings a BullMQ-style list holds,
+//     RPUSHed into one list: used_memory and RSS.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fenecdb/fenec/server/engine"
+)
+
+// memJob returns job j as the queue page's jobs look: a ~60-byte JSON
+// payload, a ready time, no owner yet, no attempts, no error.
+func memPayload(j job) map[string]any {
+	return map[string]any{"to": j.to(), "template": "welcome", "locale": "en"}
+}
+
+// A memLayer is one schema of the breakdown and what one job holds under it.
+type memLayer struct {
+	name   string
+	schema string
+	doc    func(j job) map[string]any
+}
+
+var memLayers = []memLayer{
+	{"a document holding one int (the row, its id, the id map)", "(attempts int)",
+		func(j job) map[string]any { return map[string]any{"attempts": 0} }},
+	{"+ run_at, owner (null), error (null)", "(run_at timestamp, owner text, attempts int, error text)",
+		func(j job) map[string]any { return map[string]any{"run_at": j.runAt.UnixMilli(), "attempts": 0} }},
+	{"+ a ~60-byte JSON payload", "(payload json, run_at timestamp, owner text, attempts int, error text)",
+		func(j job) map[string]any {
+			return map[string]any{"payload": memPayload(j), "run_at": j.runAt.UnixMilli(), "attempts": 0}
+		}},
+	{"+ run_at @sorted (the queue page's jobs)", "(payload json, run_at timestamp @sorted, owner text, attempts int, error text)",
+		func(j job) map[string]any {
+			return map[string]any{"payload": memPayload(j), "run_at": j.runAt.UnixMilli(), "attempts": 0}
+		}},
+	{"+ queue text @hash (one of 8 values)", "(payload json, run_at timestamp @sorted, owner text, attempts int, error text, queue text @hash)",
+		func(j job) map[string]any {
+			return map[string]any{"payload": memPayload(j), "run_at": j.runAt.UnixMilli(), "attempts": 0, "queue": "q" + strconv.FormatInt(j.seq%8, 10)}
+		}},
+	{"+ key text @unique (one per job)", "(payload json, run_at timestamp @sorted, owner text, attempts int, error text, queue text @hash, key text @unique)",
+		func(j job) map[string]any {
+			return map[string]any{"payload": memPayload(j), "run_at": j.runAt.UnixMilli(), "attempts": 0, "queue": "q" + strconv.FormatInt(j.seq%8, 10), "key": "k" + strconv.FormatInt(j.seq, 10)}
+		}},
+	{"+ at geo @geo", "(payload json, run_at timestamp @sorted, owner text, attempts int, error text, queue text @hash, key text @unique, at geo @geo)",
+		func(j job) map[string]any {
+			return map[string]any{"payload": memPayload(j), "run_at": j.runAt.UnixMilli(), "attempts": 0, "queue": "q" + strconv.FormatInt(j.seq%8, 10), "key": "k" + strconv.FormatInt(j.seq, 10),
+				"at": []any{float64(j.seq%360) - 180, float64(j.seq%170) - 85}}
+		}},
+}
+
+// heapInUse returns the Go heap's live bytes after two collections (the
+// second sweeps what the first's finalizers freed).
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+type memLine struct {
+	name     string
+	perJob   float64 // bytes of Go heap per job
+	share    float64 // perJob less the line before's
+	afterDel float64 // bytes of Go heap per job left, after half were deleted (0: not measured)
+}
+
+// memBreakdown fills one in-process engine per layer with n jobs.
+func memBreakdown(n int) ([]memLine, error) {
+	var lines []memLine
+	prev := 0.0
+	for i, l := range memLayers {
+		db, err := engine.Open(engine.Options{File: ":memory:"})
+		if err != nil {
+			return nil, err
+		}
+		q := &engineQueue{db: db}
+		before := heapInUse()
+		if _, err := q.exec("create collection jobs " + l.schema); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("%s: %w", l.name, err)
+		}
+		for _, batch := range top(0, n) {
+			docs := make([]any, len(batch))
+			for k, j := range batch {
+				docs[k] = l.doc(j)
+			}
+			if _, err := q.exec(putJobs, docs); err != nil {
+				db.Close()
+				return nil, fmt.Errorf("%s: %w", l.name, err)
+			}
+		}
+		per := float64(heapInUse()-before) / float64(n)
+		line := memLine{name: l.name, perJob: per, share: per - prev}
+		if i == 0 {
+			line.share = per
+		}
+		if i == 3 { // the queue page's jobs: drain half
+			if _, err := q.exec(`del jobs where id % 2 = 0`); err != nil {
+				db.Close()
+				return nil, err
+			}
+			line.afterDel = float64(heapInUse()-before) / float64(n-n/2)
+		}
+		prev = per
+		db.Close()
+		lines = append(lines, line)
+		fmt.Fprintf(os.Stderr, "memory: %s: %.0f bytes/job\n", l.name, per)
+	}
+	return lines, nil
+}
+
+// memServer is part 2: a real server on a file.
+type memServer struct {
+	peakLoad, afterLoad               int64 // RSS while and after filling over HTTP
+	restart                           time.Duration
+	peakRestart, afterRestart         int64
+	afterDrain                        int64
+	heapAfterRestart, heapSysRestart  float64 // the Go heap's live and reserved bytes after the restart
+	nextGC                            float64
+}
+
+// vmHWM returns the peak resident memory of pid (VmHWM), in bytes.
+func vmHWM(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// metric reads one unlabelled metric from the server's /_metrics.
+func (s *server) metric(name string) (float64, error) {
+	resp, err := s.http.Get(s.url + "/_metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no %s in /_metrics", name)
+}
+
+func memServe(bin, dir string, n int) (*memServer, error) {
+	file := filepath.Join(dir, "memory.db")
+	s, err := startServer(bin, "--file", file)
+	if err != nil {
+		return nil, err
+	}
+	var out memServer
+	l := memLayers[3]
+	if _, err := s.query("create collection jobs "+l.schema, nil, 0); err != nil {
+		s.stop()
+		return nil, err
+	}
+	for _, batch := range top(0, n) {
+		docs := make([]any, len(batch))
+		for k, j := range batch {
+			docs[k] = l.doc(j)
+		}
+		if _, err := s.query(putJobs, []any{docs}, 0); err != nil {
+			s.stop()
+			return nil, err
+		}
+	}
+	pid := s.cmd.Process.Pid
+	if err := quiet(pid); err != nil {
+		s.stop()
+		return nil, err
+	}
+	out.peakLoad, out.afterLoad = vmHWM(pid), s.rss()
+	s.stop()
+
+	t0 := time.Now()
+	s, err = startServer(bin, "--file", file)
+	if err != nil {
+		return nil, err
+	}
+	defer s.stop()
+	if _, err := s.query(countAll, nil, 0); err != nil {
+		return nil, err
+	}
+	out.restart = time.Since(t0)
+	pid = s.cmd.Process.Pid
+	if err := quiet(pid); err != nil {
+		return nil, err
+	}
+	out.peakRestart, out.afterRestart = vmHWM(pid), s.rss()
+	out.heapAfterRestart, _ = s.metric("go_memstats_heap_alloc_bytes")
+	out.heapSysRestart, _ = s.metric("go_memstats_heap_sys_bytes")
+	out.nextGC, _ = s.metric("go_memstats_next_gc_bytes")
+	if _, err := s.query(`del jobs where id % 2 = 0`, nil, 0); err != nil {
+		return nil, err
+	}
+	if err := quiet(pid); err != nil {
+		return nil, err
+	}
+	out.afterDrain = s.rss()
+	return &out, nil
+}
+
+// memRedis is part 3: the jobs as JSON strings in one Redis list.
+func memRedis(dir string, n int) (usedMemory, rss int64, version string, err error) {
+	r, err := startRedis(dir, "everysec")
+	if err != nil {
+		return 0, 0, "", err
+	}
+	defer r.stop()
+	ctx := context.Background()
+	pipe := r.rdb.Pipeline()
+	for _, batch := range top(0, n) {
+		vals := make([]any, len(batch))
+		for k, j := range batch {
+			vals[k] = `{"id":` + strconv.FormatInt(j.seq, 10) + `,"payload":{"to":"` + j.to() + `","template":"welcome","locale":"en"},"run_at":` +
+				strconv.FormatInt(j.runAt.UnixMilli(), 10) + `,"attempts":0}`
+		}
+		pipe.RPush(ctx, "jobs", vals...)
+		if pipe.Len() == 20 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return 0, 0, "", err
+			}
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, 0, "", err
+	}
+	info, err := r.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, 0, "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			usedMemory, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", r.cmd.Process.Pid))
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			rss = pages * int64(os.Getpagesize())
+		}
+	}
+	return usedMemory, rss, r.version, nil
+}
+
+// runMemory is -mode memory: the three parts, printed as markdown and,
+// with out, written to out/memory.md.
+func runMemory(bin, dir, note string, n int, install bool, out string) error {
+	if install {
+		if err := ensureRedis(); err != nil {
+			return err
+		}
+	}
+	tmp, err := os.MkdirTemp(dir, "fenec-memory-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	lines, err := memBreakdown(n)
+	if err != nil {
+		return err
+	}
+	srv, err := memServe(bin, tmp, n)
+	if err != nil {
+		return err
+	}
+	used, rrss, rver, err := memRedis(tmp, n)
+	if err != nil {
+		return err
+	}
+	mb := func(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Memory per job\n\n%s. %s jobs of the queue page's shape (a ~60-byte JSON payload, `run_at @sorted`, owner, attempts, error).", time.Now().UTC().Format("2006-01-02"), count(n))
+	if note != "" {
+		fmt.Fprintf(&b, " %s", note)
+	}
+	fmt.Fprintf(&b, "\n\nMade by `make memory-bench` (`queuebench -mode memory -jobs %d`).\n\n", n)
+	b.WriteString("## The breakdown: Go heap per job, in process\n\nEach line's schema adds one structure to the line before's; the share is the difference. Live heap after two collections, less the heap before the collection was made, over the jobs.\n\n")
+	b.WriteString("| schema | bytes/job | share |\n| --- | ---: | ---: |\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f |\n", l.name, l.perJob, l.share)
+	}
+	for _, l := range lines {
+		if l.afterDel != 0 {
+			fmt.Fprintf(&b, "\nAfter deleting half of the queue page's jobs: %.0f bytes of heap per job left (%.0f at the full queue).\n", l.afterDel, l.perJob)
+		}
+	}
+	b.WriteString("\n## A server on a file, and Redis, in the same run\n\n| | Fenec | Redis " + rver + " |\n| --- | ---: | ---: |\n")
+	fmt.Fprintf(&b, "| peak RSS while loading over HTTP | %s | |\n", mb(srv.peakLoad))
+	fmt.Fprintf(&b, "| RSS after loading | %s | %s (used_memory %s) |\n", mb(srv.afterLoad), mb(rrss), mb(used))
+	fmt.Fprintf(&b, "| restart to serving | %.1f s | |\n", srv.restart.Seconds())
+	fmt.Fprintf(&b, "| peak RSS while loading the file | %s | |\n", mb(srv.peakRestart))
+	fmt.Fprintf(&b, "| RSS after a restart | %s (%.2f× Redis's used_memory) | |\n", mb(srv.afterRestart), float64(srv.afterRestart)/float64(used))
+	fmt.Fprintf(&b, "| Go heap live / reserved / next collection at, after a restart | %s / %s / %s | |\n", mb(int64(srv.heapAfterRestart)), mb(int64(srv.heapSysRestart)), mb(int64(srv.nextGC)))
+	fmt.Fprintf(&b, "| RSS after deleting half | %s | |\n", mb(srv.afterDrain))
+	fmt.Print(b.String())
+	if out != "" {
+		return os.WriteFile(filepath.Join(out, "memory.md"), []byte(b.String()), 0o644)
+	}
+	return nil
+}
