@@ -337,7 +337,7 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 		if f < 0 {
 			return nil, fmt.Errorf("bad document in %s: no field %s", c.Name, k)
 		}
-		if d.Vals[f], err = fenecql.Coerce(o.Vals[i], c.s.fields[f].Type); err != nil {
+		if d.Vals[f], err = storedValue(o.Vals[i], c.s.fields[f].Type); err != nil {
 			// A timestamp past the years 0000..9999, written before they
 			// were refused, loads as it was: the file still opens.
 			if ms, ok := fenecql.ParseStoredTime(o.Vals[i].Text()); ok && c.s.fields[f].Type == fenecql.TypeTimestamp {

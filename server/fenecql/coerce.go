@@ -17,7 +17,7 @@ func Coerce(v Value, t Type) (Value, error) {
 	}
 	switch t {
 	case TypeInt:
-		switch v.kind {
+		switch v.Kind() {
 		case KindInt:
 			return v, nil
 		case KindFloat:
@@ -33,22 +33,22 @@ func Coerce(v Value, t Type) (Value, error) {
 			}
 		}
 	case TypeFloat:
-		switch v.kind {
+		switch v.Kind() {
 		case KindFloat:
 			return v, nil
 		case KindInt:
 			return Float(float64(v.Int())), nil
 		}
 	case TypeText:
-		if v.kind == KindText {
+		if v.Kind() == KindText {
 			return v, nil
 		}
 	case TypeBool:
-		if v.kind == KindBool {
+		if v.Kind() == KindBool {
 			return v, nil
 		}
 	case TypeTimestamp:
-		switch v.kind {
+		switch v.Kind() {
 		case KindTime:
 			return v, nil
 		case KindInt:
@@ -77,7 +77,7 @@ func Coerce(v Value, t Type) (Value, error) {
 	default:
 		return Null, Errorf(0, "unknown type %s", t)
 	}
-	return Null, Errorf(0, "%s expected, found %s %s", t, v.kind, short(v))
+	return Null, Errorf(0, "%s expected, found %s %s", t, v.Kind(), short(v))
 }
 
 // jsonable returns v with every timestamp in it turned into its ISO text,
@@ -85,7 +85,7 @@ func Coerce(v Value, t Type) (Value, error) {
 // changed anything, so that only lists and objects holding a timestamp
 // are copied.
 func jsonable(v Value) (Value, bool) {
-	switch v.kind {
+	switch v.Kind() {
 	case KindTime:
 		return Text(FormatTime(v.Time())), true
 	case KindList:

@@ -96,11 +96,11 @@ func textFn(f func(string) string) func(*Call, []Value, *Env) (Value, *Error) {
 }
 
 func argErr(c *Call, want string, got Value) *Error {
-	return Errorf(c.Pos, "%s takes %s, found %s", c.Name, want, got.kind)
+	return Errorf(c.Pos, "%s takes %s, found %s", c.Name, want, got.Kind())
 }
 
 func fnLen(c *Call, args []Value, _ *Env) (Value, *Error) {
-	switch v := args[0]; v.kind {
+	switch v := args[0]; v.Kind() {
 	case KindText:
 		return Int(int64(utf8.RuneCountInString(v.Text()))), nil
 	case KindList:
@@ -112,7 +112,7 @@ func fnLen(c *Call, args []Value, _ *Env) (Value, *Error) {
 }
 
 func fnAbs(c *Call, args []Value, _ *Env) (Value, *Error) {
-	switch v := args[0]; v.kind {
+	switch v := args[0]; v.Kind() {
 	case KindInt:
 		if v.Int() == math.MinInt64 {
 			return Null, Errorf(c.Pos, "integer overflow: abs(%d)", v.Int())
@@ -128,7 +128,7 @@ func fnAbs(c *Call, args []Value, _ *Env) (Value, *Error) {
 }
 
 func fnFloor(c *Call, args []Value, _ *Env) (Value, *Error) {
-	switch v := args[0]; v.kind {
+	switch v := args[0]; v.Kind() {
 	case KindInt:
 		return v, nil
 	case KindFloat:
@@ -221,7 +221,7 @@ func inRange(a, b, limit float64) bool {
 // geoPoint reads a [lon, lat] list of two in-range numbers.
 func geoPoint(v Value) (lon, lat float64, ok bool) {
 	l := v.List()
-	if v.kind != KindList || len(l) != 2 || !l[0].IsNumber() || !l[1].IsNumber() {
+	if v.Kind() != KindList || len(l) != 2 || !l[0].IsNumber() || !l[1].IsNumber() {
 		return 0, 0, false
 	}
 	lon, lat = l[0].Number(), l[1].Number()

@@ -115,6 +115,12 @@ func AppendJSONText(dst []byte, s string) []byte { return appendString(dst, s) }
 // appendValue writes JSON; spaced puts a space after each , and : for
 // the short renderings in error messages, which read like FenecQL.
 func appendValue(dst []byte, v Value, spaced bool) []byte {
+	if v.kind&packed != 0 {
+		if !spaced {
+			return append(dst, v.packedText()...)
+		}
+		v = v.unpack()
+	}
 	switch v.kind {
 	case KindNull:
 		return append(dst, "null"...)

@@ -22,7 +22,11 @@ const (
 
 var kindNames = [...]string{"null", "bool", "int", "float", "text", "timestamp", "list", "object"}
 
-func (k Kind) String() string { return kindNames[k] }
+func (k Kind) String() string { return kindNames[k&^packed] }
+
+// packed marks a list or object held as its compact JSON text (Pack)
+// rather than as Values. Kind never reports it.
+const packed Kind = 0x80
 
 // Value is one FenecQL value. The zero Value is null. Values are immutable:
 // lists and objects are never changed once built, so they may be shared.
@@ -130,7 +134,7 @@ func List(vs []Value) Value {
 	return Value{kind: KindList, x: unsafe.Pointer(unsafe.SliceData(vs)), n: uint64(len(vs))}
 }
 
-func (v Value) Kind() Kind     { return v.kind }
+func (v Value) Kind() Kind     { return v.kind &^ packed }
 func (v Value) IsNull() bool   { return v.kind == KindNull }
 func (v Value) Bool() bool     { return v.num() != 0 }
 func (v Value) Int() int64     { return int64(v.num()) }
@@ -158,17 +162,59 @@ func (v Value) Text() string {
 // List returns a list's items (nil for any other kind), its capacity its
 // length: an append to it copies rather than writing into the list.
 func (v Value) List() []Value {
+	if v.kind == KindList|packed {
+		return v.unpack().List()
+	}
 	if v.kind != KindList {
 		return nil
 	}
 	return unsafe.Slice((*Value)(v.x), int(v.n))
 }
 
+// Object returns an object (nil for any other kind). A packed object is
+// decoded anew on each call: the caller may keep what it gets, but a loop
+// should read it once.
 func (v Value) Object() *Object {
+	if v.kind == KindObject|packed {
+		return v.unpack().Object()
+	}
 	if v.kind != KindObject {
 		return nil
 	}
 	return (*Object)(v.x)
+}
+
+// Pack returns v, a list or an object, held as its compact JSON text: one
+// allocation of about the JSON's length where the decoded form costs a
+// Value (24 bytes) per item, a string per key and text, and the object's
+// blocks — three to four times the bytes (bench/results/memory.md). A
+// document's json field is stored packed (the engine calls Pack as it
+// stores one): most are written and read back whole, which then copies
+// the text; a query that reaches inside one decodes it. Other kinds, and
+// a value already packed, are returned as they are.
+func Pack(v Value) Value {
+	if v.kind != KindList && v.kind != KindObject {
+		return v
+	}
+	var scratch [256]byte
+	b := AppendJSON(scratch[:0], v)
+	text := make([]byte, len(b))
+	copy(text, b)
+	return Value{kind: v.kind | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
+}
+
+// packedText returns a packed value's JSON text.
+func (v Value) packedText() []byte { return unsafe.Slice((*byte)(v.x), int(v.n)) }
+
+// unpack decodes a packed value. Its text is what AppendJSON wrote, so it
+// parses, and parses to the value that was packed (AppendJSON's output
+// reads back as the value it came from: a whole float keeps its ".0").
+func (v Value) unpack() Value {
+	u, err := ParseJSON(v.packedText())
+	if err != nil {
+		panic("fenecql: a packed value does not parse: " + err.Error())
+	}
+	return u
 }
 
 // IsNumber reports whether v is an int or a float.
@@ -186,7 +232,7 @@ func (v Value) Number() float64 {
 // as decimal text. A missing key is null.
 func (v Value) Path(keys []string) Value {
 	for _, k := range keys {
-		switch v.kind {
+		switch v.Kind() {
 		case KindObject:
 			v = v.Object().Get(k)
 		case KindList:
@@ -240,7 +286,7 @@ func rank(k Kind) int {
 // time compare as numbers of milliseconds), text by bytes, lists
 // element-wise, objects key by key.
 func Compare(a, b Value) int {
-	ra, rb := rank(a.kind), rank(b.kind)
+	ra, rb := rank(a.Kind()), rank(b.Kind())
 	if ra != rb {
 		return cmpInt(int64(ra), int64(rb))
 	}

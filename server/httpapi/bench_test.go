@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 // collector settings (TuneGC) and connection server (NewHTTPServer),
 // so that its figures are the binary's.
 func benchServe(dir, sync string) error {
-	TuneGC()
+	TuneGC(0)
 	mode, err := store.ParseSync(sync)
 	if err != nil {
 		return err

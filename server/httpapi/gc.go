@@ -11,15 +11,39 @@ import (
 // spends most of its work marking the same long-lived documents again and
 // again (over a million jobs, a fifth of the server's CPU). Unless GOGC says
 // otherwise the heap may grow to five times what is live before a
-// collection, and unless GOMEMLIMIT says otherwise a soft limit at half the
-// machine's memory brings collections back sooner as it nears it.
-func TuneGC() {
+// collection. The soft limit brings collections back sooner as the heap
+// nears it: limit when it is positive (fenec serve --memory), else
+// GOMEMLIMIT when set, else half the machine's memory.
+func TuneGC(limit int64) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
+	switch {
+	case limit > 0:
+		debug.SetMemoryLimit(limit)
+	case os.Getenv("GOMEMLIMIT") == "":
 		if total := memTotal(); total > 0 {
 			debug.SetMemoryLimit(total / 2)
 		}
+	}
+}
+
+// Loading sets the collector for loading a file, and returns the function
+// that sets it back once the file is loaded. A load makes garbage as fast
+// as it makes documents (each row's text, decoded, and its decoding's
+// scratch); at TuneGC's setting the heap would grow to several times the
+// documents before a collection, and a server restarted on a million jobs
+// would hold that peak as its resident memory for as long as it runs
+// (bench/results/memory.md). So the load collects as Go's default does,
+// and when it is done the garbage is collected and given back to the
+// system at once.
+func Loading() (loaded func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	prev := debug.SetGCPercent(100)
+	return func() {
+		debug.SetGCPercent(prev)
+		debug.FreeOSMemory()
 	}
 }

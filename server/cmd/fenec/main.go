@@ -107,6 +107,7 @@ type options struct {
 	idemKeys, tokenConcurrency     int
 	idemBytes                      int64
 	maxBody                        int64
+	memory                         byteSize
 	slowMS                         int
 	tlsCert, tlsKey, tlsClientCA   string
 	insecure, insecureOpen         bool
@@ -133,6 +134,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
+	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live; nothing is refused at it (default: GOMEMLIMIT, else half the machine's memory)")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
@@ -244,7 +246,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	httpapi.TuneGC()
+	httpapi.TuneGC(int64(o.memory))
 
 	var manual *clock.Manual
 	var clk clock.Clock = clock.System{}
@@ -267,7 +269,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if o.cluster.id == "" {
 		inbound = store.NewInbound(0)
 	}
+	loaded := httpapi.Loading()
 	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound})
+	loaded()
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +46,10 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--sync", "sometimes", "--file", ":memory:"}, "--sync"},
 		{[]string{"--clock", "sundial", "--file", ":memory:"}, "--clock"},
 		{[]string{"--max-body", "0", "--file", ":memory:"}, "--max-body"},
+		{[]string{"--memory", "0", "--file", ":memory:"}, `invalid value "0" for flag -memory: "0" is not a size`},
+		{[]string{"--memory", "lots", "--file", ":memory:"}, `"lots" is not a size`},
+		{[]string{"--memory", "-1GiB", "--file", ":memory:"}, `"-1GiB" is not a size`},
+		{[]string{"--memory", "1.5GiB", "--file", ":memory:"}, `"1.5GiB" is not a size`},
 		{[]string{"--idempotency-ttl", "-1s", "--file", ":memory:"}, "--idempotency-ttl"},
 		{[]string{"--statement-timeout", "0s", "--file", ":memory:"}, "--statement-timeout"},
 		{[]string{"--nope"}, "flag provided but not defined"},
@@ -133,5 +139,43 @@ func TestServeKeepsSysmonAwake(t *testing.T) {
 	p, _ = start(t, "--file", ":memory:")
 	if got := godebug(p); got != "schedtrace=0" {
 		t.Errorf("with GODEBUG=schedtrace=0 fenec serve runs with GODEBUG=%q", got)
+	}
+}
+
+// TestMemoryFlag: --memory is the collector's soft limit, and once the file
+// is loaded the collector's target is back at the server's 400 (loading
+// ran at Go's 100, so that the load's garbage does not become the
+// server's resident memory).
+func TestMemoryFlag(t *testing.T) {
+	gauges := func(c *apitest.Client) map[string]float64 {
+		r, err := c.Do("GET", "/_metrics", nil, nil)
+		if err != nil || r.Status != 200 {
+			t.Fatalf("/_metrics: %v %v", err, r)
+		}
+		out := map[string]float64{}
+		for _, line := range strings.Split(string(r.Body), "\n") {
+			for _, name := range []string{"go_gc_gomemlimit_bytes", "go_gc_gogc_percent"} {
+				if v, ok := strings.CutPrefix(line, name+" "); ok {
+					out[name], _ = strconv.ParseFloat(v, 64)
+				}
+			}
+		}
+		return out
+	}
+	file := filepath.Join(t.TempDir(), "m.db")
+	for _, tt := range []struct {
+		arg   string
+		limit float64
+	}{{"300MiB", 300 << 20}, {"2GB", 2e9}, {"123456789", 123456789}} {
+		p, c := start(t, "--file", file, "--memory", tt.arg)
+		c.MustQuery("create collection if not exists m (payload json)")
+		c.MustQuery("put m {payload: {a: 1}}")
+		g := gauges(c)
+		if g["go_gc_gomemlimit_bytes"] != tt.limit || g["go_gc_gogc_percent"] != 400 {
+			t.Errorf("--memory %s: the runtime's limit %v and GOGC %v; want %v and 400", tt.arg, g["go_gc_gomemlimit_bytes"], g["go_gc_gogc_percent"], tt.limit)
+		}
+		if err := p.Stop(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
