@@ -32,8 +32,8 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 )
 
-// memJob returns job j as the queue page's jobs look: a ~60-byte JSON
-// payload, a ready time, no owner yet, no attempts, no error.
+// memPayload returns job j's payload as the queue page's jobs carry it: ~60
+// bytes of JSON (its other fields are in memLayers).
 func memPayload(j job) map[string]any {
 	return map[string]any{"to": j.to(), "template": "welcome", "locale": "en"}
 }
@@ -137,12 +137,12 @@ func memBreakdown(n int) ([]memLine, error) {
 
 // memServer is part 2: a real server on a file.
 type memServer struct {
-	peakLoad, afterLoad               int64 // RSS while and after filling over HTTP
-	restart                           time.Duration
-	peakRestart, afterRestart         int64
-	afterDrain                        int64
-	heapAfterRestart, heapSysRestart  float64 // the Go heap's live and reserved bytes after the restart
-	nextGC                            float64
+	peakLoad, afterLoad              int64 // RSS while and after filling over HTTP
+	restart                          time.Duration
+	peakRestart, afterRestart        int64
+	afterDrain                       int64
+	heapAfterRestart, heapSysRestart float64 // the Go heap's live and reserved bytes after the restart
+	nextGC                           float64
 }
 
 // vmHWM returns the peak resident memory of pid (VmHWM), in bytes.
