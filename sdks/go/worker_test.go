@@ -423,6 +423,7 @@ func BenchmarkWorker(b *testing.B) {
 type recorder struct {
 	mu      sync.Mutex
 	queries []string
+	params  []string // each statement's parameters, as JSON
 	hold    atomic.Bool
 	held    chan struct{} // a claim's answer is being kept
 	// claiming counts the claims in flight, mostClaiming the most at once.
@@ -440,11 +441,15 @@ func proxy(t *testing.T, target string) (*recorder, string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var q struct{ Query string }
+		var q struct {
+			Query  string
+			Params json.RawMessage
+		}
 		json.Unmarshal(body, &q)
 		if q.Query != "" {
 			rec.mu.Lock()
 			rec.queries = append(rec.queries, q.Query)
+			rec.params = append(rec.params, string(q.Params))
 			rec.mu.Unlock()
 		}
 		if strings.HasSuffix(q.Query, "returning *") {
