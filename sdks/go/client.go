@@ -36,6 +36,8 @@ type Client struct {
 }
 
 // DB is the former name of [Client].
+//
+// Deprecated: use [Client].
 type DB = Client
 
 // Option configures [Connect].
@@ -149,12 +151,14 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 func (c *Client) Node() string { return c.nodes.current.Load().url }
 
 // New is [Connect].
+//
+// Deprecated: use [Connect].
 func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
 
 // Wait returns a copy of c whose claims are held at the server for up to
 // d while they would take nothing (the Fenec-Wait header, in whole
 // milliseconds; d from 0 to [MaxWait]). A claim is an update with
-// [Returning] ([Collection.Update]), a raw `set … returning …` ([Client.Query]),
+// [Returning] ([Query.Update]), a raw `set … returning …` ([Client.Query]),
 // or a [Client.Batch] holding one: it is answered the moment it takes a
 // row, or at the end of the wait with no row (or a [Require]'s 412), and
 // its timeout is extended by d. Every other call through the copy is sent
@@ -170,17 +174,21 @@ func (c *Client) Wait(d time.Duration) *Client {
 }
 
 // From starts a query over the named collection.
-func (c *Client) From(collection string) Collection { return newCollection(c, collection) }
+func (c *Client) From(collection string) Query { return newCollection(c, collection) }
 
 // Collection is [Client.From].
-func (c *Client) Collection(collection string) Collection { return c.From(collection) }
+//
+// Deprecated: use [Client.From] (docs/sdks.md, "One word per idea").
+func (c *Client) Collection(collection string) Query { return c.From(collection) }
 
 // CallOption shapes one call: [IdempotencyKey] and [Timeout] go with any
-// call; [Returning] and [Require] with [Collection.Update] and
-// [Collection.Delete].
+// call; [Returning] and [Require] with [Query.Update] and
+// [Query.Delete].
 type CallOption func(*callOptions)
 
 // WriteOption is the former name of [CallOption].
+//
+// Deprecated: use [CallOption].
 type WriteOption = CallOption
 
 type callOptions struct {

@@ -89,11 +89,11 @@ func DefaultBackoff(attempts int) time.Duration {
 // (docs/workers.md).
 type Worker struct {
 	db     *Client
-	jobs   Collection // acks, fails, extends and releases
-	claims Collection // the claim's where, order and (per claim) limit, held for Wait
+	jobs   Query // acks, fails, extends and releases
+	claims Query // the claim's where, order and (per claim) limit, held for Wait
 	// claimsNow is claims unheld, for RunUntilEmpty: an empty answer
 	// must come at once, not after the wait.
-	claimsNow Collection
+	claimsNow Query
 	handler   Handler
 	o         WorkerOptions
 	claimN    atomic.Int64
@@ -102,7 +102,7 @@ type Worker struct {
 // NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
 // collection with the fields run_at (timestamp), owner (text), attempts
 // (int) and error (text), as docs/queues.md declares them.
-func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, error) {
+func NewWorker(coll Query, handler Handler, opts WorkerOptions) (*Worker, error) {
 	if err := coll.refuse("a worker's collection", "where", "order", "limit", "offset", "select"); err != nil {
 		return nil, fmt.Errorf("%w (give NewWorker db.From(name), and a where as WorkerOptions.Where)", err)
 	}
@@ -171,7 +171,7 @@ func (w *Worker) claimPatch(owner string) Doc {
 }
 
 // on returns c sent through db (a Wait copy of its client).
-func (c Collection) on(db *Client) Collection {
+func (c Query) on(db *Client) Query {
 	c.db = db
 	return c
 }
@@ -559,7 +559,7 @@ func jobOf(row Row, owner string) (Job, error) {
 }
 
 // mine picks the job while this claim holds it.
-func (w *Worker) mine(job Job) Collection {
+func (w *Worker) mine(job Job) Query {
 	return w.jobs.Where("id", job.ID).Where("owner", job.Owner)
 }
 

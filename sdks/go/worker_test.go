@@ -372,7 +372,7 @@ func TestNewWorkerRefusesBadOptions(t *testing.T) {
 	db := connect(t, "http://127.0.0.1:1")
 	h := func(context.Context, fenecdb.Job) error { return nil }
 	for _, tc := range []struct {
-		coll fenecdb.Collection
+		coll fenecdb.Query
 		o    fenecdb.WorkerOptions
 		want string
 	}{
