@@ -37,7 +37,10 @@ func TestInstallAsAUser(t *testing.T) {
 		t.Fatal("no go block in README.md")
 	}
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/readme\n\ngo 1.26.0\n"), 0o644); err != nil {
+	// The user's module declares the oldest Go the SDK supports: its own
+	// go directive.
+	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/readme\n\n"+string(goLine)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// The README's first install line, as a user types it from a checkout.
