@@ -277,8 +277,8 @@ func (c Query) Rows(ctx context.Context, opts ...CallOption) ([]Row, error) {
 	return res.Rows, err
 }
 
-// First sends the read with limit 1 and returns its row, or nil when it
-// answers none.
+// First sends the read with limit 1 and returns its row, or a nil row and
+// a nil error when it answers none ([FirstAs] returns [ErrNoRows] then).
 func (c Query) First(ctx context.Context, opts ...CallOption) (*Row, error) {
 	res, err := c.send(ctx, c.RenderFirst, false, opts)
 	if err != nil || len(res.Rows) == 0 {
@@ -303,14 +303,18 @@ func (c Query) Count(ctx context.Context, opts ...CallOption) (int64, error) {
 	return n.Int64()
 }
 
-// Insert writes doc as a new document; a taken id or @unique value is
-// refused with [CodeConflict], and nothing is written.
-func (c Query) Insert(ctx context.Context, doc Doc, opts ...CallOption) (Result, error) {
+// Insert writes doc as a new document: a [Doc], or a struct (or a
+// pointer to one) or a map, written as encoding/json encodes it — a
+// struct's fields named by their json tags, in their order (tag an id
+// `json:"id,omitempty"` to let the server number it). A taken id or
+// @unique value is refused with [CodeConflict], and nothing is written.
+func (c Query) Insert(ctx context.Context, doc any, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderInsert(doc) }, false, opts)
 }
 
-// InsertMany writes docs as new documents, all or none.
-func (c Query) InsertMany(ctx context.Context, docs []Doc, opts ...CallOption) (Result, error) {
+// InsertMany writes docs as new documents, all or none: a []Doc, or a
+// slice of structs or maps as [Query.Insert] takes them.
+func (c Query) InsertMany(ctx context.Context, docs any, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderInsertMany(docs) }, false, opts)
 }
 

@@ -112,3 +112,31 @@ func ExampleWorker_RunUntilEmpty() {
 		log.Fatal(err)
 	}
 }
+
+// Structs in and out, through their json tags.
+func ExampleRowsAs() {
+	type Job struct {
+		ID       int64          `json:"id,omitempty"` // omitted: the server numbers it
+		Payload  map[string]any `json:"payload"`
+		RunAt    time.Time      `json:"run_at"`
+		Attempts int            `json:"attempts"`
+	}
+	db, err := fenecdb.Connect("http://127.0.0.1:8080")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := db.From("jobs").Insert(ctx, Job{Payload: map[string]any{"to": "ada"}, RunAt: time.Now()}); err != nil {
+		log.Fatal(err)
+	}
+	jobs, err := fenecdb.RowsAs[Job](ctx, db.From("jobs").Order("run_at").Limit(10))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, j := range jobs {
+		fmt.Println(j.ID, j.RunAt)
+	}
+	if _, err := fenecdb.FirstAs[Job](ctx, db.From("jobs").Where("id", 0)); errors.Is(err, fenecdb.ErrNoRows) {
+		fmt.Println("no job 0")
+	}
+}

@@ -250,8 +250,12 @@ func (c Query) RenderCount() (Statement, error) {
 // RenderInsert renders what [Query.Insert] sends: insert c {…}, or
 // after IfAbsent put c {…} if absent, or after Upsert
 // put c {…} if absent else set {…}.
-func (c Query) RenderInsert(doc Doc) (Statement, error) {
+func (c Query) RenderInsert(v any) (Statement, error) {
 	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
+		return Statement{}, err
+	}
+	doc, err := docOf(v)
+	if err != nil {
 		return Statement{}, err
 	}
 	var r renderer
@@ -288,8 +292,12 @@ func (r *renderer) absent(c Query) error {
 
 // RenderInsertMany renders what [Query.InsertMany] sends:
 // insert c [{…}, …].
-func (c Query) RenderInsertMany(docs []Doc) (Statement, error) {
+func (c Query) RenderInsertMany(v any) (Statement, error) {
 	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
+		return Statement{}, err
+	}
+	docs, err := docsOf(v)
+	if err != nil {
 		return Statement{}, err
 	}
 	if len(docs) == 0 {
