@@ -136,10 +136,15 @@ func NewWorker(coll Query, handler Handler, opts WorkerOptions) (*Worker, error)
 	}
 	if o.OnError == nil {
 		logger := o.Logger
-		if logger == nil {
-			logger = slog.Default()
+		o.OnError = func(err error) {
+			if logger == nil {
+				// Read when logging: a slog.SetDefault made after
+				// NewWorker holds too.
+				logWorkerError(slog.Default(), err)
+				return
+			}
+			logWorkerError(logger, err)
 		}
-		o.OnError = func(err error) { logWorkerError(logger, err) }
 	}
 	switch {
 	case o.Concurrency < 0:

@@ -254,3 +254,26 @@ func TestWorkerStopFromInsideAHandler(t *testing.T) {
 		t.Errorf("a released job counts a run that did not happen")
 	}
 }
+
+// TestWorkerLogsToSlogDefault: with neither OnError nor Logger, a dead
+// letter is logged through slog.Default(), as it is when logged.
+func TestWorkerLogsToSlogDefault(t *testing.T) {
+	db, _ := queue(t, 1)
+	w, err := fenecdb.NewWorker(db.From("jobs"), func(context.Context, fenecdb.Job) error { return errors.New("boom") },
+		fenecdb.WorkerOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(was)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := `level=ERROR msg="fenecdb worker" step=dead_letter error=boom job=1`; !strings.Contains(buf.String(), want) {
+		t.Errorf("slog.Default() got %q, want %q", buf.String(), want)
+	}
+}
