@@ -97,8 +97,13 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cf
 // (exponential, full jitter), or until ctx is done. A write is only ever
 // sent again under an idempotency key: with retries on, every write
 // without an [IdempotencyKey] is given one of its own, so a write whose
-// answer was lost is answered its first answer, not applied twice. A
-// negative n is an error of Connect.
+// answer was lost is answered its first answer, not applied twice. The
+// server keeps each key and its answer for its --idempotency-ttl (24 h),
+// up to --idempotency-max-keys (100 000): past that, writes under new
+// keys are refused (503 key_limit) until keys expire, so a client writing
+// that much should leave retries off, or set [Retries] per call. A
+// [Worker] sends its own statements without them (it retries faults
+// itself). A negative n is an error of Connect.
 func WithRetries(n int) Option { return func(c *config) { c.retries = n } }
 
 // WithNodes gives the URLs of a cluster's nodes as a list, the same as
@@ -257,6 +262,7 @@ type WriteOption = CallOption
 type callOptions struct {
 	key       string
 	timeout   *time.Duration
+	retries   *int
 	returning []string // nil: none
 	require   int      // -1: none
 	err       error
@@ -299,6 +305,19 @@ func IdempotencyKey(key string) CallOption {
 // wait.
 func Timeout(d time.Duration) CallOption {
 	return func(o *callOptions) { o.timeout = &d }
+}
+
+// Retries sets how many times this call is sent again after a fault,
+// instead of the client's [WithRetries] (0: never). A negative n is the
+// call's error.
+func Retries(n int) CallOption {
+	return func(o *callOptions) {
+		if n < 0 {
+			o.fail(fmt.Errorf("fenecdb: Retries(%d): a number of retries is 0 or more", n))
+			return
+		}
+		o.retries = &n
+	}
 }
 
 // Query sends one FenecQL statement with its parameters $1..$n, and
@@ -436,8 +455,12 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 			}
 		}
 	}
+	retries := c.retries
+	if o.retries != nil {
+		retries = *o.retries
+	}
 	key := o.key
-	if key == "" && write && c.retries > 0 {
+	if key == "" && write && retries > 0 {
 		key = newIdempotencyKey()
 	}
 	if key != "" {
@@ -464,7 +487,7 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 		}
 		e.Method, e.Node, e.Statement, e.IdempotencyKey = what, node, truncate(statement, maxStatementInError), key
 		e.Retryable = isRetryable(e) && (!write || key != "")
-		if !e.Retryable || retry >= c.retries {
+		if !e.Retryable || retry >= retries {
 			return sent{}, err
 		}
 		d := min(retryFirst<<retry, retryMost)

@@ -269,3 +269,48 @@ func TestWithNodes(t *testing.T) {
 		t.Error("WithRetries(-1) was taken")
 	}
 }
+
+// TestWorkerSendsWithoutRetries: a worker on a client with retries sends
+// its statements once, without keys (it retries faults itself, and a key
+// per statement would fill the server's store of keys), as does a call
+// with Retries(0); the client's other writes carry keys.
+func TestWorkerSendsWithoutRetries(t *testing.T) {
+	db, srv := queue(t, 5)
+	cut, via := cutProxy(t, srv.URL, func(string, int) string { return "" })
+	through := connect(t, via, fenecdb.WithRetries(2))
+	w := newWorker(t, through, func(context.Context, fenecdb.Job) error { return nil }, fenecdb.WorkerOptions{OnError: faultsFail(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := count(t, db, ""); left != 0 {
+		t.Fatalf("%d jobs left", left)
+	}
+	cut.mu.Lock()
+	for _, r := range cut.seen {
+		if r.key != "" {
+			t.Errorf("the worker sent %q under the key %q", r.query, r.key)
+		}
+	}
+	n := len(cut.seen)
+	cut.mu.Unlock()
+	if n == 0 {
+		t.Fatal("the worker sent nothing through the proxy")
+	}
+	if _, err := through.Query(ctx, "put jobs {attempts: 0}", fenecdb.Retries(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := through.Query(ctx, "put jobs {attempts: 1}"); err != nil {
+		t.Fatal(err)
+	}
+	if r := cut.requests("put jobs {attempts: 0}"); len(r) != 1 || r[0].key != "" {
+		t.Errorf("a write with Retries(0) was sent as %+v, want without a key", r)
+	}
+	if r := cut.requests("put jobs {attempts: 1}"); len(r) != 1 || r[0].key == "" {
+		t.Errorf("a write with the client's retries was sent as %+v, want under a key", r)
+	}
+	if _, err := through.Query(ctx, "get jobs", fenecdb.Retries(-1)); err == nil {
+		t.Error("Retries(-1) was taken")
+	}
+}

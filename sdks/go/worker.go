@@ -388,7 +388,7 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
 			claiming = make(chan claimAnswer, 1)
 			go func(ch chan<- claimAnswer, n int) {
-				res, err := claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"))
+				res, err := claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
 				ch <- claimAnswer{owner: owner, res: res, err: err}
 			}(claiming, free)
 		}
@@ -628,7 +628,7 @@ func (l *leaseSet) extend(hctx context.Context) {
 			continue
 		}
 		res, err := l.w.jobs.WhereOp("id", "in", ids).Where("owner", l.owner).
-			Update(hctx, D("run_at", Expr("now() + ?", l.w.o.Lease.Milliseconds())), Returning("id"))
+			Update(hctx, D("run_at", Expr("now() + ?", l.w.o.Lease.Milliseconds())), Returning("id"), noRetries)
 		if err != nil {
 			if hctx.Err() == nil {
 				for _, id := range ids {
@@ -719,7 +719,7 @@ func (w *Worker) fail(hctx context.Context, job Job, cause error) {
 	}
 	w.report(step, job.ID, cause)
 	w.finish(hctx, StepFail, []int64{job.ID}, func(ctx context.Context) error {
-		_, err := w.mine(job).Update(ctx, patch, Require(1))
+		_, err := w.mine(job).Update(ctx, patch, Require(1), noRetries)
 		return err
 	})
 }
@@ -728,7 +728,7 @@ func (w *Worker) fail(hctx context.Context, job Job, cause error) {
 // uncounted.
 func (w *Worker) release(hctx context.Context, job Job) {
 	w.finish(hctx, StepRelease, []int64{job.ID}, func(ctx context.Context) error {
-		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1))
+		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1), noRetries)
 		return err
 	})
 }
@@ -737,7 +737,7 @@ func (w *Worker) release(hctx context.Context, job Job) {
 // attempts uncounted.
 func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 	w.finish(hctx, StepRelease, nil, func(ctx context.Context) error {
-		_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)))
+		_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), noRetries)
 		return err
 	})
 }
@@ -819,7 +819,7 @@ func (a *acker) send(owner string, jobs []Job) {
 	}
 	var res Result
 	sent := a.w.finish(a.hctx, StepAck, ids, func(ctx context.Context) (err error) {
-		res, err = a.w.jobs.WhereOp("id", "in", ids).Where("owner", owner).Delete(ctx, Returning("id"))
+		res, err = a.w.jobs.WhereOp("id", "in", ids).Where("owner", owner).Delete(ctx, Returning("id"), noRetries)
 		return err
 	})
 	if !sent {
@@ -832,6 +832,12 @@ func (a *acker) send(owner string, jobs []Job) {
 		}
 	}
 }
+
+// noRetries sends a worker's statement once, whatever the client's
+// WithRetries: the worker retries faults itself (docs/workers.md,
+// "Faults"), and a key per statement would fill the server's store of
+// idempotency keys.
+var noRetries = Retries(0)
 
 // isFault reports whether a failed call is worth sending again: no answer
 // came (a network error, a timeout) or the server's 5xx (unavailable,
