@@ -203,7 +203,8 @@ var ErrClosed = errors.New("fenecdb: the client is closed")
 
 // Close closes the client: the calls made through it (and through its
 // Wait copies) after Close return [ErrClosed], and the idle connections of
-// its HTTP client are closed; calls in flight go on to their end. It
+// its HTTP client are closed (a [WithHTTPClient] client's too, whose
+// transport may be shared); calls in flight go on to their end. It
 // returns nil, and a second Close does nothing.
 func (c *Client) Close() error {
 	if c.closed.Swap(true) {
