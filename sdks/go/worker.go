@@ -314,6 +314,10 @@ type claimAnswer struct {
 	owner string
 	res   Result
 	err   error
+	// idle: no handler ran when it was sent; ends: the handlers that had
+	// ended by then (RunUntilEmpty's test of an empty queue).
+	idle bool
+	ends int
 }
 
 // Run claims and runs jobs until ctx is done, then stops gracefully: it
@@ -370,13 +374,14 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 	acks := w.newAcker(hctx)
 	live := &running{jobs: map[*runState]struct{}{}}
 	ended := make(chan struct{}, w.o.Concurrency) // a handler returned: its slot is free
-	inFlight := 0
+	inFlight, ends := 0, 0
 	var claiming chan claimAnswer // not nil while a claim is in flight
 	var retry <-chan time.Time    // not nil while a fault's backoff runs
 	faults := 0
 	var fatal error
-	// idleSeen: (RunUntilEmpty) a claim found nothing while handlers ran;
-	// the next claim waits for one of them to end.
+	// idleSeen: (RunUntilEmpty) a claim found nothing while handlers ran,
+	// none of which has ended since it was sent: the next claim waits for
+	// one of them to end.
 	idleSeen, empty := false, false
 	for {
 		stopped := ctx.Err() != nil || fatal != nil || empty
@@ -387,10 +392,10 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		if !stopped && claiming == nil && retry == nil && !idleSeen && free > 0 && (inFlight == 0 || free >= (w.o.Concurrency+1)/2) {
 			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
 			claiming = make(chan claimAnswer, 1)
-			go func(ch chan<- claimAnswer, n int) {
-				res, err := claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
-				ch <- claimAnswer{owner: owner, res: res, err: err}
-			}(claiming, free)
+			go func(ch chan<- claimAnswer, n int, a claimAnswer) {
+				a.res, a.err = claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
+				ch <- a
+			}(claiming, free, claimAnswer{owner: owner, idle: inFlight == 0, ends: ends})
 		}
 		var done <-chan struct{}
 		if !stopped {
@@ -401,6 +406,7 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			continue
 		case <-ended:
 			inFlight--
+			ends++
 			idleSeen = false
 			continue
 		case <-retry:
@@ -427,11 +433,18 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			}
 			faults = 0
 			if len(a.res.Rows) == 0 && untilEmpty {
-				if inFlight == 0 {
+				switch {
+				case a.idle:
+					// Nothing ran while it was sent and answered (no other
+					// claim was in flight): the queue has no ready job.
 					empty = true
-				} else {
+				case ends == a.ends:
+					// Handlers run, and one may yet fail or release its
+					// job: claim again once one has ended.
 					idleSeen = true
 				}
+				// Else a handler ended after the claim was sent, and may
+				// have put its job back: claim again now.
 				continue
 			}
 			var sts []*runState
