@@ -10,19 +10,19 @@ import (
 	"strings"
 )
 
-// Collection is an immutable query over one collection, started by
-// [Client.From]. Each method answers a new Collection and leaves its receiver
-// as it was, so a Collection can be kept, shared between goroutines and
+// Query is an immutable query over one collection, started by
+// [Client.From]: the builder. Each method returns a new Query and leaves its receiver
+// as it was, so a Query can be kept, shared between goroutines and
 // extended in several ways:
 //
 //	jobs := db.From("jobs")
 //	mine := jobs.Where("owner", owner)
 //
-// The methods that end a chain ([Collection.Rows], [Collection.First],
-// [Collection.Count], [Collection.Insert], [Collection.InsertMany],
-// [Collection.Update], [Collection.Delete]) send it; the Render methods only
+// The methods that end a chain ([Query.Rows], [Query.First],
+// [Query.Count], [Query.Insert], [Query.InsertMany],
+// [Query.Update], [Query.Delete]) send it; the Render methods only
 // render it. A mistake made along the chain is returned by either.
-type Collection struct {
+type Query struct {
 	db      *Client
 	name    string
 	conds   []cond
@@ -34,6 +34,11 @@ type Collection struct {
 	absent  *absent
 	err     error
 }
+
+// Collection is the former name of [Query].
+//
+// Deprecated: use [Query] (docs/sdks.md, "One word per idea").
+type Collection = Query
 
 // near is what Near and NearExact set: near <field> <point> [exact].
 type near struct {
@@ -73,11 +78,11 @@ var (
 	pathRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$`)
 )
 
-// operators are the comparisons [Collection.WhereOp] takes.
+// operators are the comparisons [Query.WhereOp] takes.
 var operators = []string{"=", "!=", "<", "<=", ">", ">=", "in", "not in"}
 
-func newCollection(db *Client, name string) Collection {
-	c := Collection{db: db, name: name, limit: -1, offset: -1}
+func newCollection(db *Client, name string) Query {
+	c := Query{db: db, name: name, limit: -1, offset: -1}
 	if !identRE.MatchString(name) {
 		c.err = fmt.Errorf("fenecdb: collection name %q is not an identifier ([A-Za-z_][A-Za-z0-9_]*)", name)
 	}
@@ -109,7 +114,7 @@ func checkColumns(what string, columns []string) error {
 }
 
 // with returns a copy of c with err kept, unless c already has one.
-func (c Collection) with(err error) Collection {
+func (c Query) with(err error) Query {
 	if c.err == nil {
 		c.err = err
 	}
@@ -120,7 +125,7 @@ func (c Collection) with(err error) Collection {
 // nil or a nil pointer. Several conditions are joined with and. An
 // [Expression] value renders as its text; any other value is sent as a
 // parameter.
-func (c Collection) Where(field string, value any) Collection {
+func (c Query) Where(field string, value any) Query {
 	if isNull(value) {
 		return c.addCond(cond{field: field, op: "is null"})
 	}
@@ -129,12 +134,12 @@ func (c Collection) Where(field string, value any) Collection {
 
 // WhereOp adds the condition field op value, op being one of =, !=, <, <=,
 // >, >=, in and not in; a nil value is a parameter (field = $1 matches
-// nothing: write [Collection.Where] for is null). For in and not in, value
+// nothing: write [Query.Where] for is null). For in and not in, value
 // is a slice of at least one value, sent as one parameter:
 //
 //	jobs.WhereOp("attempts", ">=", 5)
 //	jobs.WhereOp("id", "in", []int{1, 2, 3})
-func (c Collection) WhereOp(field, op string, value any) Collection {
+func (c Query) WhereOp(field, op string, value any) Query {
 	if !slices.Contains(operators, op) {
 		return c.with(fmt.Errorf("fenecdb: operator %q is not one of %s", op, strings.Join(operators, ", ")))
 	}
@@ -152,11 +157,11 @@ func (c Collection) WhereOp(field, op string, value any) Collection {
 
 // WhereRaw adds a condition written in FenecQL, made with [Raw]. It is
 // wrapped in parentheses when the where clause has more than one condition.
-func (c Collection) WhereRaw(condition Condition) Collection {
+func (c Query) WhereRaw(condition Condition) Query {
 	return c.addCond(cond{raw: &condition})
 }
 
-func (c Collection) addCond(k cond) Collection {
+func (c Query) addCond(k cond) Query {
 	if k.raw == nil {
 		if err := checkField(k.field); err != nil {
 			return c.with(err)
@@ -174,14 +179,14 @@ func (c Collection) addCond(k cond) Collection {
 
 // Order adds a sort key, ascending; several calls sort by each in turn.
 // Rows equal on every key come in ascending id.
-func (c Collection) Order(field string) Collection { return c.addOrder(field, "") }
+func (c Query) Order(field string) Query { return c.addOrder(field, "") }
 
 // OrderDesc adds a sort key, descending.
-func (c Collection) OrderDesc(field string) Collection { return c.addOrder(field, " desc") }
+func (c Query) OrderDesc(field string) Query { return c.addOrder(field, " desc") }
 
 // OrderBy adds a sort key in the direction dir, "asc" or "desc" (for a
 // direction that comes as text, such as a sort parameter).
-func (c Collection) OrderBy(field, dir string) Collection {
+func (c Query) OrderBy(field, dir string) Query {
 	switch dir {
 	case "asc":
 		return c.Order(field)
@@ -191,7 +196,7 @@ func (c Collection) OrderBy(field, dir string) Collection {
 	return c.with(fmt.Errorf("fenecdb: order %s: the direction %q is neither asc nor desc", field, dir))
 }
 
-func (c Collection) addOrder(field, dir string) Collection {
+func (c Query) addOrder(field, dir string) Query {
 	if err := checkField(field); err != nil {
 		return c.with(err)
 	}
@@ -200,21 +205,21 @@ func (c Collection) addOrder(field, dir string) Collection {
 }
 
 // Limit keeps at most n rows: of a read, or of the rows an update or delete
-// picks (with [Collection.Order], the first n in that order).
+// picks (with [Query.Order], the first n in that order).
 // Near orders the rows nearest first to the point (lon, lat) over a @geo
 // field: near field $n, the order of order distance(field, point)
 // (docs/fenecql.md). It replaces an earlier Near and takes no Order beside
 // it.
-func (c Collection) Near(field string, lon, lat float64) Collection {
+func (c Query) Near(field string, lon, lat float64) Query {
 	return c.setNear(field, lon, lat, false)
 }
 
-// NearExact is [Collection.Near] rendered with exact: near field $n exact.
-func (c Collection) NearExact(field string, lon, lat float64) Collection {
+// NearExact is [Query.Near] rendered with exact: near field $n exact.
+func (c Query) NearExact(field string, lon, lat float64) Query {
 	return c.setNear(field, lon, lat, true)
 }
 
-func (c Collection) setNear(field string, lon, lat float64, exact bool) Collection {
+func (c Query) setNear(field string, lon, lat float64, exact bool) Query {
 	if err := checkField(field); err != nil {
 		return c.with(err)
 	}
@@ -225,7 +230,7 @@ func (c Collection) setNear(field string, lon, lat float64, exact bool) Collecti
 // IfAbsent makes Insert and InsertMany write only documents not there yet:
 // put c {…} if absent, which writes nothing for a document whose id or
 // @unique value another holds (Result.Affected counts what was written).
-func (c Collection) IfAbsent() Collection {
+func (c Query) IfAbsent() Query {
 	c.absent = &absent{}
 	return c
 }
@@ -234,12 +239,12 @@ func (c Collection) IfAbsent() Collection {
 // the document when it is absent, and else applies set to the one there.
 // In set a bare field reads the stored document and Expr("new.f") the
 // incoming one; Inc counts from 0.
-func (c Collection) Upsert(set Doc) Collection {
+func (c Query) Upsert(set Doc) Query {
 	c.absent = &absent{set: &set}
 	return c
 }
 
-func (c Collection) Limit(n int) Collection {
+func (c Query) Limit(n int) Query {
 	if n < 0 {
 		return c.with(fmt.Errorf("fenecdb: limit must be a non-negative integer, not %d", n))
 	}
@@ -248,7 +253,7 @@ func (c Collection) Limit(n int) Collection {
 }
 
 // Offset skips the first n rows of a read.
-func (c Collection) Offset(n int) Collection {
+func (c Query) Offset(n int) Query {
 	if n < 0 {
 		return c.with(fmt.Errorf("fenecdb: offset must be a non-negative integer, not %d", n))
 	}
@@ -258,7 +263,7 @@ func (c Collection) Offset(n int) Collection {
 
 // Select names the columns a read answers: fields or dotted paths, or "*"
 // alone for id and every field (the default). Each call replaces the last.
-func (c Collection) Select(columns ...string) Collection {
+func (c Query) Select(columns ...string) Query {
 	if err := checkColumns("select", columns); err != nil {
 		return c.with(err)
 	}
@@ -267,14 +272,14 @@ func (c Collection) Select(columns ...string) Collection {
 }
 
 // Rows sends the read and returns its rows.
-func (c Collection) Rows(ctx context.Context, opts ...CallOption) ([]Row, error) {
+func (c Query) Rows(ctx context.Context, opts ...CallOption) ([]Row, error) {
 	res, err := c.send(ctx, c.RenderRows, false, opts)
 	return res.Rows, err
 }
 
-// First sends the read with limit 1 and returns its row, or nil when it
-// answers none.
-func (c Collection) First(ctx context.Context, opts ...CallOption) (*Row, error) {
+// First sends the read with limit 1 and returns its row, or a nil row and
+// a nil error when it answers none ([FirstAs] returns [ErrNoRows] then).
+func (c Query) First(ctx context.Context, opts ...CallOption) (*Row, error) {
 	res, err := c.send(ctx, c.RenderFirst, false, opts)
 	if err != nil || len(res.Rows) == 0 {
 		return nil, err
@@ -283,7 +288,7 @@ func (c Collection) First(ctx context.Context, opts ...CallOption) (*Row, error)
 }
 
 // Count returns how many documents the read matches.
-func (c Collection) Count(ctx context.Context, opts ...CallOption) (int64, error) {
+func (c Query) Count(ctx context.Context, opts ...CallOption) (int64, error) {
 	res, err := c.send(ctx, c.RenderCount, false, opts)
 	if err != nil {
 		return 0, err
@@ -298,37 +303,41 @@ func (c Collection) Count(ctx context.Context, opts ...CallOption) (int64, error
 	return n.Int64()
 }
 
-// Insert writes doc as a new document; a taken id or @unique value is
-// refused with [CodeConflict], and nothing is written.
-func (c Collection) Insert(ctx context.Context, doc Doc, opts ...CallOption) (Result, error) {
+// Insert writes doc as a new document: a [Doc], or a struct (or a
+// pointer to one) or a map, written as encoding/json encodes it — a
+// struct's fields named by their json tags, in their order (tag an id
+// `json:"id,omitempty"` to let the server number it). A taken id or
+// @unique value is refused with [CodeConflict], and nothing is written.
+func (c Query) Insert(ctx context.Context, doc any, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderInsert(doc) }, false, opts)
 }
 
-// InsertMany writes docs as new documents, all or none.
-func (c Collection) InsertMany(ctx context.Context, docs []Doc, opts ...CallOption) (Result, error) {
+// InsertMany writes docs as new documents, all or none: a []Doc, or a
+// slice of structs or maps as [Query.Insert] takes them.
+func (c Query) InsertMany(ctx context.Context, docs any, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderInsertMany(docs) }, false, opts)
 }
 
 // Update writes patch to the rows the chain picks: every row its
-// conditions match or, with [Collection.Order] and [Collection.Limit],
+// conditions match or, with [Query.Order] and [Query.Limit],
 // exactly the rows a read of the same chain would answer, under the
 // server's write lock. Patch values read the row before the write
 // ([Inc], [Expr] naming fields). With [Returning] it returns the rows as
 // written — a claim: through a [Client.Wait] copy it is held at the server
 // until it takes a row.
-func (c Collection) Update(ctx context.Context, patch Doc, opts ...CallOption) (Result, error) {
+func (c Query) Update(ctx context.Context, patch Doc, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderUpdate(patch, opts...) }, true, opts)
 }
 
-// Delete removes the rows the chain picks, as [Collection.Update] picks
+// Delete removes the rows the chain picks, as [Query.Update] picks
 // them; with [Returning] it returns them as they were.
-func (c Collection) Delete(ctx context.Context, opts ...CallOption) (Result, error) {
+func (c Query) Delete(ctx context.Context, opts ...CallOption) (Result, error) {
 	return c.send(ctx, func() (Statement, error) { return c.RenderDelete(opts...) }, true, opts)
 }
 
 // send renders the chain and sends it with the call's options (Returning
 // and Require were read by the render).
-func (c Collection) send(ctx context.Context, render func() (Statement, error), write bool, opts []CallOption) (Result, error) {
+func (c Query) send(ctx context.Context, render func() (Statement, error), write bool, opts []CallOption) (Result, error) {
 	s, err := render()
 	if err != nil {
 		return Result{}, err

@@ -16,7 +16,7 @@ func TestBuilderIsImmutable(t *testing.T) {
 	a := jobs.Where("id", 1).OrderDesc("run_at")
 	b := jobs.WhereOp("attempts", ">", 2).Limit(3)
 	for _, tc := range []struct {
-		c    fenecdb.Collection
+		c    fenecdb.Query
 		want string
 	}{
 		{jobs, "get jobs where owner = $1"},

@@ -2,15 +2,20 @@ package fenecdb
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/http"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // DefaultTimeout is how long a call may take unless [WithTimeout] or
@@ -33,9 +38,13 @@ type Client struct {
 	wait    time.Duration // sent with claims alone; see Wait
 	waitErr error
 	schema  *schemas // shared by every copy Wait makes
+	retries int
+	closed  *atomic.Bool // shared by every copy Wait makes
 }
 
 // DB is the former name of [Client].
+//
+// Deprecated: use [Client].
 type DB = Client
 
 // Option configures [Connect].
@@ -46,6 +55,8 @@ type config struct {
 	timeout time.Duration
 	client  *http.Client
 	tls     *tls.Config
+	retries int
+	nodes   []string
 }
 
 // WithToken sends token as "Authorization: Bearer <token>" on every
@@ -78,6 +89,30 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client 
 //	db, err := fenecdb.Connect("https://db.example.com:8443", fenecdb.WithTLSConfig(&tls.Config{RootCAs: roots}))
 func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg } }
 
+// WithRetries sends a call that failed of a fault again, up to n more
+// times (default 0: never): a fault is no answer (a network error, a
+// timeout: each try has the whole timeout) or the server's
+// [CodeUnavailable] or [CodeInternal], or a proxy's 502, 503 or 504. Each
+// retry waits a random time from 0 to 500 ms × 2^(retry − 1), at most 8 s
+// (exponential, full jitter), or until ctx is done. A write is only ever
+// sent again under an idempotency key: with retries on, every write
+// without an [IdempotencyKey] is given one of its own, so a write whose
+// answer was lost is answered its first answer, not applied twice. The
+// server keeps each key and its answer for its --idempotency-ttl (24 h),
+// up to --idempotency-max-keys (100 000): past that, writes under new
+// keys are refused (503 key_limit) until keys expire, so a client writing
+// that much should leave retries off, or set [Retries] per call. A
+// [Worker] sends its own statements without them (it retries faults
+// itself). A negative n is an error of Connect.
+func WithRetries(n int) Option { return func(c *config) { c.retries = n } }
+
+// WithNodes gives the URLs of a cluster's nodes as a list, the same as
+// Connect's rawURL with them separated by commas (rawURL must then be
+// "", and FENEC_URL is not read).
+func WithNodes(urls []string) Option {
+	return func(c *config) { c.nodes = append(c.nodes, urls...) }
+}
+
 // Connect returns a Client for the server at rawURL, such as
 // "http://127.0.0.1:8080", or for the nodes of a cluster, their URLs
 // separated by commas ("http://10.0.0.1:8080,http://10.0.0.2:8080,http://10.0.0.3:8080",
@@ -106,6 +141,27 @@ func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cf
 // is an error. Every request carries a User-Agent naming the SDK and Go:
 // "fenecdb-go/v0.1.0 go/1.26.8".
 func Connect(rawURL string, opts ...Option) (*Client, error) {
+	cfg := config{timeout: DefaultTimeout}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.nodes != nil {
+		if rawURL != "" {
+			return nil, fmt.Errorf("fenecdb: Connect(%q) with WithNodes: give the URLs one way", rawURL)
+		}
+		if len(cfg.nodes) == 0 {
+			return nil, errors.New("fenecdb: WithNodes: no URL")
+		}
+		for _, u := range cfg.nodes {
+			if u == "" || strings.Contains(u, ",") {
+				return nil, fmt.Errorf("fenecdb: WithNodes: %q is not one URL", u)
+			}
+		}
+		rawURL = strings.Join(cfg.nodes, ",")
+	}
+	if cfg.retries < 0 {
+		return nil, fmt.Errorf("fenecdb: WithRetries(%d): a number of retries is 0 or more", cfg.retries)
+	}
 	fromEnv := rawURL == ""
 	if fromEnv {
 		rawURL = os.Getenv("FENEC_URL")
@@ -119,10 +175,6 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("%w (from FENEC_URL)", err)
 		}
 		return nil, err
-	}
-	cfg := config{timeout: DefaultTimeout}
-	for _, o := range opts {
-		o(&cfg)
 	}
 	if cfg.client != nil && cfg.tls != nil {
 		return nil, errors.New("fenecdb: WithTLSConfig and WithHTTPClient together: set the TLS configuration on the HTTP client's transport")
@@ -140,7 +192,26 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 		nodes:   ns,
 		timeout: cfg.timeout,
 		schema:  &schemas{},
+		retries: cfg.retries,
+		closed:  &atomic.Bool{},
 	}, nil
+}
+
+// ErrClosed is the error of every call made through a [Client] after its
+// Close.
+var ErrClosed = errors.New("fenecdb: the client is closed")
+
+// Close closes the client: the calls made through it (and through its
+// Wait copies) after Close return [ErrClosed], and the idle connections of
+// its HTTP client are closed (a [WithHTTPClient] client's too, whose
+// transport may be shared); calls in flight go on to their end. It
+// returns nil, and a second Close does nothing.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.t.client.CloseIdleConnections()
+	return nil
 }
 
 // Node returns the URL of the node c sends its calls to now: the first
@@ -149,12 +220,14 @@ func Connect(rawURL string, opts ...Option) (*Client, error) {
 func (c *Client) Node() string { return c.nodes.current.Load().url }
 
 // New is [Connect].
+//
+// Deprecated: use [Connect].
 func New(rawURL string, opts ...Option) (*Client, error) { return Connect(rawURL, opts...) }
 
 // Wait returns a copy of c whose claims are held at the server for up to
 // d while they would take nothing (the Fenec-Wait header, in whole
 // milliseconds; d from 0 to [MaxWait]). A claim is an update with
-// [Returning] ([Collection.Update]), a raw `set … returning …` ([Client.Query]),
+// [Returning] ([Query.Update]), a raw `set … returning …` ([Client.Query]),
 // or a [Client.Batch] holding one: it is answered the moment it takes a
 // row, or at the end of the wait with no row (or a [Require]'s 412), and
 // its timeout is extended by d. Every other call through the copy is sent
@@ -170,22 +243,27 @@ func (c *Client) Wait(d time.Duration) *Client {
 }
 
 // From starts a query over the named collection.
-func (c *Client) From(collection string) Collection { return newCollection(c, collection) }
+func (c *Client) From(collection string) Query { return newCollection(c, collection) }
 
 // Collection is [Client.From].
-func (c *Client) Collection(collection string) Collection { return c.From(collection) }
+//
+// Deprecated: use [Client.From] (docs/sdks.md, "One word per idea").
+func (c *Client) Collection(collection string) Query { return c.From(collection) }
 
 // CallOption shapes one call: [IdempotencyKey] and [Timeout] go with any
-// call; [Returning] and [Require] with [Collection.Update] and
-// [Collection.Delete].
+// call; [Returning] and [Require] with [Query.Update] and
+// [Query.Delete].
 type CallOption func(*callOptions)
 
 // WriteOption is the former name of [CallOption].
+//
+// Deprecated: use [CallOption].
 type WriteOption = CallOption
 
 type callOptions struct {
 	key       string
 	timeout   *time.Duration
+	retries   *int
 	returning []string // nil: none
 	require   int      // -1: none
 	err       error
@@ -228,6 +306,19 @@ func IdempotencyKey(key string) CallOption {
 // wait.
 func Timeout(d time.Duration) CallOption {
 	return func(o *callOptions) { o.timeout = &d }
+}
+
+// Retries sets how many times this call is sent again after a fault,
+// instead of the client's [WithRetries] (0: never). A negative n is the
+// call's error.
+func Retries(n int) CallOption {
+	return func(o *callOptions) {
+		if n < 0 {
+			o.fail(fmt.Errorf("fenecdb: Retries(%d): a number of retries is 0 or more", n))
+			return
+		}
+		o.retries = &n
+	}
 }
 
 // Query sends one FenecQL statement with its parameters $1..$n, and
@@ -289,7 +380,13 @@ func (c *Client) Batch(ctx context.Context, statements []Statement, opts ...Call
 			return nil, err
 		}
 	}
-	reply, err := c.send(ctx, "POST /batch", claim, o, func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
+	texts := make([]string, len(statements))
+	write := false
+	for i, s := range statements {
+		texts[i] = s.Query
+		write = write || isWrite(s.Query)
+	}
+	reply, err := c.send(ctx, "POST /batch", claim, o, strings.Join(texts, "; "), write, func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
 		return t.batch(ctx, req, h)
 	})
 	if err != nil {
@@ -323,7 +420,7 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 		return Result{}, err
 	}
 	req := apiQueryRequest{Query: s.Query, Params: ps}
-	reply, err := c.send(ctx, "POST /query", isClaim(s.Query), o, func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
+	reply, err := c.send(ctx, "POST /query", isClaim(s.Query), o, s.Query, isWrite(s.Query), func(ctx context.Context, t *apiTransport, h batchHeaders) (apiReply, error) {
 		return t.query(ctx, req, queryHeaders(h))
 	})
 	if err != nil {
@@ -334,8 +431,13 @@ func (c *Client) run(ctx context.Context, s Statement, o callOptions) (Result, e
 
 // send makes one request under the call's deadline, with the wait when
 // it is a claim, to the node route picks, and turns every failure into the
-// call's error.
-func (c *Client) send(ctx context.Context, what string, claim bool, o callOptions, do func(context.Context, *apiTransport, batchHeaders) (apiReply, error)) (sent, error) {
+// call's error, which says what was asked; with retries, a fault is sent
+// again (a write under an idempotency key alone). statement is the text
+// asked (for the error), write whether it may write.
+func (c *Client) send(ctx context.Context, what string, claim bool, o callOptions, statement string, write bool, do func(context.Context, *apiTransport, batchHeaders) (apiReply, error)) (sent, error) {
+	if c.closed.Load() {
+		return sent{}, ErrClosed
+	}
 	var h batchHeaders
 	timeout := c.timeout
 	if o.timeout != nil {
@@ -354,18 +456,99 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 			}
 		}
 	}
-	if o.key != "" {
-		h.IdempotencyKey = &o.key
+	retries := c.retries
+	if o.retries != nil {
+		retries = *o.retries
+	}
+	key := o.key
+	if key == "" && write && retries > 0 {
+		key = newIdempotencyKey()
+	}
+	if key != "" {
+		h.IdempotencyKey = &key
 	}
 	h.FenecAfter = c.nodes.after()
-	reqCtx, cancel := ctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	for retry := 0; ; retry++ {
+		reqCtx, cancel := ctx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			reqCtx, cancel = context.WithTimeoutCause(ctx, timeout, errTimedOut)
+		}
+		var node string
+		reply, err := c.route(ctx, reqCtx, what, bound, func(ctx context.Context, t *apiTransport) (apiReply, error) {
+			node = t.baseURL
+			return do(ctx, t, h)
+		})
+		cancel()
+		if err == nil {
+			return reply, nil
+		}
+		var e *Error
+		if !errors.As(err, &e) {
+			return sent{}, err // the caller's context
+		}
+		e.Method, e.Node, e.Statement, e.IdempotencyKey = what, node, truncate(statement, maxStatementInError), key
+		e.Retryable = isRetryable(e) && (!write || key != "")
+		if !e.Retryable || retry >= retries {
+			return sent{}, err
+		}
+		d := min(retryFirst<<retry, retryMost)
+		t := time.NewTimer(time.Duration(mrand.Int64N(int64(d) + 1)))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return sent{}, err
+		}
 	}
-	defer cancel()
-	return c.route(ctx, reqCtx, what, bound, func(ctx context.Context, t *apiTransport) (apiReply, error) {
-		return do(ctx, t, h)
-	})
+}
+
+// The bounds of a retry's wait (WithRetries).
+const (
+	retryFirst = 500 * time.Millisecond
+	retryMost  = 8 * time.Second
+)
+
+// maxStatementInError is how much of a statement an [Error] keeps.
+const maxStatementInError = 200
+
+// isRetryable reports whether e is a fault worth sending the same request
+// again for: no answer, the server's unavailable or internal, a proxy's
+// 502, 503 or 504.
+func isRetryable(e *Error) bool {
+	switch e.Code {
+	case CodeNetwork, CodeTimeout, CodeUnavailable, CodeInternal:
+		return true
+	case CodeUnexpected:
+		return e.Status == 502 || e.Status == 503 || e.Status == 504
+	}
+	return false
+}
+
+// newIdempotencyKey returns a key of its own for a write sent with
+// retries: 128 random bits.
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return "fenecdb-go-" + hex.EncodeToString(b)
+}
+
+// isWrite reports whether a statement may write: any but a read (get).
+func isWrite(query string) bool {
+	w := words(query)
+	return len(w) == 0 || !strings.EqualFold(w[0], "get")
+}
+
+// truncate returns s cut to at most n bytes (on a rune boundary), with …
+// when cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
 }
 
 // result reads one statement's answer, the rows of a builder's statement

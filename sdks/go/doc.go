@@ -31,7 +31,7 @@
 // FenecQL's identifier rule, so no value or name can change the statement's
 // shape. A mistake in a chain (a bad name, a negative limit, a NaN) is kept
 // and returned by the call that ends the chain, before anything is sent.
-// The Render methods ([Collection.RenderUpdate] and its siblings) answer
+// The Render methods ([Query.RenderUpdate] and its siblings) answer
 // the text and parameters without sending them, for logs, tests and
 // [Client.Batch].
 //

@@ -66,6 +66,24 @@ type Error struct {
 	// one was not followed (a fourth follow in one call, https to http, or
 	// a leader that refused the connection).
 	Leader string
+	// Method is what the call asked: "POST /query", "POST /batch", "GET
+	// /collections"; "" for an error made before anything was sent.
+	Method string
+	// Node is the URL of the node the call was last sent to.
+	Node string
+	// Statement is the statement sent (a batch's joined with "; "), cut
+	// to 200 bytes with … when longer.
+	Statement string
+	// IdempotencyKey is the key the call was sent under: the caller's
+	// [IdempotencyKey], or one of its own for a write under
+	// [WithRetries]; "" when none.
+	IdempotencyKey string
+	// Retryable says the same call may be sent again as it was, and the
+	// retry could succeed: a fault (no answer, [CodeUnavailable],
+	// [CodeInternal], a proxy's 502, 503 or 504) of a read, or of a write
+	// under an idempotency key. A write without a key is never retryable:
+	// whether it applied is not known.
+	Retryable bool
 }
 
 // Error implements the error interface.

@@ -1,3 +1,3 @@
 module github.com/fenecdb/fenec/sdks/go
 
-go 1.26.0
+go 1.25.0

@@ -90,7 +90,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func (c goldenCase) render(q fenecdb.Collection) (fenecdb.Statement, error) {
+func (c goldenCase) render(q fenecdb.Query) (fenecdb.Statement, error) {
 	for _, s := range c.Steps {
 		switch {
 		case s.Raw != nil:

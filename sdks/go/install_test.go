@@ -37,9 +37,22 @@ func TestInstallAsAUser(t *testing.T) {
 		t.Fatal("no go block in README.md")
 	}
 	dir := t.TempDir()
-	mod := fmt.Sprintf("module example.com/readme\n\ngo 1.26.0\n\nrequire github.com/fenecdb/fenec/sdks/go v0.0.0\n\nreplace github.com/fenecdb/fenec/sdks/go => %s\n", sdk)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(mod), 0o644); err != nil {
+	// The user's module declares the oldest Go the SDK supports: its own
+	// go directive.
+	goLine := regexp.MustCompile(`(?m)^go \S+$`).Find(gomod)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/readme\n\n"+string(goLine)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The README's first install line, as a user types it from a checkout.
+	install := regexp.MustCompile("(?s)\n```sh\n(.*?)\n```\n").FindSubmatch(readme)
+	if install == nil || !strings.HasPrefix(string(install[1]), "go mod edit ") {
+		t.Fatal("README.md's first sh block is not the go mod edit line")
+	}
+	line := strings.ReplaceAll(string(install[1]), "/path/to/fenec/sdks/go", sdk)
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README.md's install line in a user's module: %v\n%s", err, out)
 	}
 	for i, b := range blocks {
 		if !strings.HasPrefix(string(b[1]), "package main\n") {

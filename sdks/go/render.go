@@ -122,7 +122,7 @@ func (r *renderer) doc(endpoint string, d Doc) error {
 }
 
 // where writes the where clause, if c has conditions.
-func (r *renderer) where(c Collection) error {
+func (r *renderer) where(c Query) error {
 	for i, k := range c.conds {
 		if i == 0 {
 			r.b.WriteString(" where ")
@@ -155,7 +155,7 @@ func (r *renderer) where(c Collection) error {
 
 // pick writes the clauses that pick rows: near, order, limit and offset
 // (which only a read may have).
-func (r *renderer) pick(c Collection) error {
+func (r *renderer) pick(c Query) error {
 	if n := c.near; n != nil {
 		if len(c.orders) > 0 {
 			return fmt.Errorf("fenecdb: near %s orders the rows: it takes no order beside it", n.field)
@@ -192,7 +192,7 @@ func (r *renderer) statement(rowsOf string) (Statement, error) {
 
 // refuse returns an error if c uses one of clauses, which endpoint does
 // not take.
-func (c Collection) refuse(endpoint string, clauses ...string) error {
+func (c Query) refuse(endpoint string, clauses ...string) error {
 	if c.err != nil {
 		return c.err
 	}
@@ -209,9 +209,9 @@ func (c Collection) refuse(endpoint string, clauses ...string) error {
 	return nil
 }
 
-// RenderRows renders what [Collection.Rows] sends:
+// RenderRows renders what [Query.Rows] sends:
 // get c [select …] [where …] [near …] [order …] [limit n] [offset n].
-func (c Collection) RenderRows() (Statement, error) {
+func (c Query) RenderRows() (Statement, error) {
 	if err := c.refuse("a read", "IfAbsent or Upsert"); err != nil {
 		return Statement{}, err
 	}
@@ -229,12 +229,12 @@ func (c Collection) RenderRows() (Statement, error) {
 	return r.statement(c.name)
 }
 
-// RenderFirst renders what [Collection.First] sends: the read with limit 1.
-func (c Collection) RenderFirst() (Statement, error) { return c.Limit(1).RenderRows() }
+// RenderFirst renders what [Query.First] sends: the read with limit 1.
+func (c Query) RenderFirst() (Statement, error) { return c.Limit(1).RenderRows() }
 
-// RenderCount renders what [Collection.Count] sends: get c [where …] count.
+// RenderCount renders what [Query.Count] sends: get c [where …] count.
 // The chain's select, near, order, limit and offset do not change a count.
-func (c Collection) RenderCount() (Statement, error) {
+func (c Query) RenderCount() (Statement, error) {
 	if err := c.refuse("count", "IfAbsent or Upsert"); err != nil {
 		return Statement{}, err
 	}
@@ -247,11 +247,15 @@ func (c Collection) RenderCount() (Statement, error) {
 	return r.statement("")
 }
 
-// RenderInsert renders what [Collection.Insert] sends: insert c {…}, or
+// RenderInsert renders what [Query.Insert] sends: insert c {…}, or
 // after IfAbsent put c {…} if absent, or after Upsert
 // put c {…} if absent else set {…}.
-func (c Collection) RenderInsert(doc Doc) (Statement, error) {
+func (c Query) RenderInsert(v any) (Statement, error) {
 	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
+		return Statement{}, err
+	}
+	doc, err := docOf(v)
+	if err != nil {
 		return Statement{}, err
 	}
 	var r renderer
@@ -266,7 +270,7 @@ func (c Collection) RenderInsert(doc Doc) (Statement, error) {
 }
 
 // insertVerb is "put " for an insert if absent, else "insert ".
-func (c Collection) insertVerb() string {
+func (c Query) insertVerb() string {
 	if c.absent != nil {
 		return "put "
 	}
@@ -274,7 +278,7 @@ func (c Collection) insertVerb() string {
 }
 
 // absent writes an insert's if absent [else set {…}], if c has one.
-func (r *renderer) absent(c Collection) error {
+func (r *renderer) absent(c Query) error {
 	if c.absent == nil {
 		return nil
 	}
@@ -286,10 +290,14 @@ func (r *renderer) absent(c Collection) error {
 	return r.doc("upsert", *c.absent.set)
 }
 
-// RenderInsertMany renders what [Collection.InsertMany] sends:
+// RenderInsertMany renders what [Query.InsertMany] sends:
 // insert c [{…}, …].
-func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
+func (c Query) RenderInsertMany(v any) (Statement, error) {
 	if err := c.refuse("insert", "where", "order", "limit", "offset", "select", "near"); err != nil {
+		return Statement{}, err
+	}
+	docs, err := docsOf(v)
+	if err != nil {
 		return Statement{}, err
 	}
 	if len(docs) == 0 {
@@ -312,20 +320,20 @@ func (c Collection) RenderInsertMany(docs []Doc) (Statement, error) {
 	return r.statement("")
 }
 
-// RenderUpdate renders what [Collection.Update] sends:
+// RenderUpdate renders what [Query.Update] sends:
 // set c {k: v, …} [where …] [near …] [order …] [limit n] [returning …] [require n].
-func (c Collection) RenderUpdate(patch Doc, opts ...CallOption) (Statement, error) {
+func (c Query) RenderUpdate(patch Doc, opts ...CallOption) (Statement, error) {
 	return c.write("update", &patch, opts)
 }
 
-// RenderDelete renders what [Collection.Delete] sends:
+// RenderDelete renders what [Query.Delete] sends:
 // del c [where …] [near …] [order …] [limit n] [returning …] [require n].
-func (c Collection) RenderDelete(opts ...CallOption) (Statement, error) {
+func (c Query) RenderDelete(opts ...CallOption) (Statement, error) {
 	return c.write("delete", nil, opts)
 }
 
 // write renders an update (set) or a delete (del).
-func (c Collection) write(endpoint string, patch *Doc, opts []CallOption) (Statement, error) {
+func (c Query) write(endpoint string, patch *Doc, opts []CallOption) (Statement, error) {
 	if err := c.refuse(endpoint, "offset", "select", "IfAbsent or Upsert"); err != nil {
 		return Statement{}, err
 	}

@@ -29,7 +29,7 @@ func (s *schemas) forget() {
 
 // load reads every collection's fields.
 func (s *schemas) load(ctx context.Context, c *Client, o callOptions) error {
-	reply, err := c.send(ctx, "GET /collections", false, callOptions{timeout: o.timeout}, func(ctx context.Context, t *apiTransport, _ batchHeaders) (apiReply, error) {
+	reply, err := c.send(ctx, "GET /collections", false, callOptions{timeout: o.timeout}, "", false, func(ctx context.Context, t *apiTransport, _ batchHeaders) (apiReply, error) {
 		return t.collections(ctx)
 	})
 	if err != nil {

@@ -162,7 +162,7 @@ func heldClaims(t testing.TB, url string) int {
 	return n
 }
 
-func claim(ctx context.Context, jobs fenecdb.Collection, owner string, opts ...fenecdb.CallOption) (fenecdb.Result, error) {
+func claim(ctx context.Context, jobs fenecdb.Query, owner string, opts ...fenecdb.CallOption) (fenecdb.Result, error) {
 	return jobs.WhereRaw(fenecdb.Raw("run_at <= now()")).Order("run_at").Limit(1).Update(ctx,
 		fenecdb.D("owner", owner, "run_at", fenecdb.Expr("now() + ?", 30000), "attempts", fenecdb.Inc(1)),
 		append(opts, fenecdb.Returning("id", "owner"))...)
@@ -580,7 +580,7 @@ func TestInsteadOfRedis(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	names := func(q fenecdb.Collection) []any {
+	names := func(q fenecdb.Query) []any {
 		t.Helper()
 		rows, err := q.Select("name").Rows(ctx)
 		if err != nil {

@@ -23,7 +23,7 @@ type fragment struct {
 	args   []any
 }
 
-// Raw returns a condition written in FenecQL, for [Collection.WhereRaw]:
+// Raw returns a condition written in FenecQL, for [Query.WhereRaw]:
 //
 //	jobs.WhereRaw(fenecdb.Raw("run_at <= now()"))
 //	jobs.WhereRaw(fenecdb.Raw("attempts >= ? or error is not null", 5))

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,11 +61,16 @@ type WorkerOptions struct {
 	// Grace is how long running handlers may go on after a stop before
 	// they are cancelled (default 30 s; negative: none).
 	Grace time.Duration
-	// OnError is told every fault the worker carries on through (a claim,
-	// an extension, an ack, a fail or a release that failed, a handler's
-	// panic) and every lost lease; by default they are logged to Logger.
+	// OnError is told, as a [*WorkerError], every fault the worker
+	// carries on through (a claim, an extension, an ack, a fail or a
+	// release that failed), every failed attempt and dead letter, and every
+	// lost lease (docs/workers.md, "What is reported"). It is called from
+	// the worker's goroutines, possibly at once: it must be safe for that.
+	// By default each is logged to Logger: a failed attempt and a fault as
+	// a warning, a dead letter and a lost lease as an error.
 	OnError func(error)
-	// Logger logs faults when OnError is nil (default slog.Default()).
+	// Logger logs what OnError would be told when OnError is nil (default
+	// slog.Default()).
 	Logger *slog.Logger
 }
 
@@ -81,18 +88,21 @@ func DefaultBackoff(attempts int) time.Duration {
 // extends their leases, and acks, fails or dead-letters them
 // (docs/workers.md).
 type Worker struct {
-	db      *Client
-	jobs    Collection // acks, fails, extends and releases
-	claims  Collection // the claim's where, order and (per claim) limit
-	handler Handler
-	o       WorkerOptions
-	claimN  atomic.Int64
+	db     *Client
+	jobs   Query // acks, fails, extends and releases
+	claims Query // the claim's where, order and (per claim) limit, held for Wait
+	// claimsNow is claims unheld, for RunUntilEmpty: an empty answer
+	// must come at once, not after the wait.
+	claimsNow Query
+	handler   Handler
+	o         WorkerOptions
+	claimN    atomic.Int64
 }
 
 // NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
 // collection with the fields run_at (timestamp), owner (text), attempts
 // (int) and error (text), as docs/queues.md declares them.
-func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, error) {
+func NewWorker(coll Query, handler Handler, opts WorkerOptions) (*Worker, error) {
 	if err := coll.refuse("a worker's collection", "where", "order", "limit", "offset", "select"); err != nil {
 		return nil, fmt.Errorf("%w (give NewWorker db.From(name), and a where as WorkerOptions.Where)", err)
 	}
@@ -126,10 +136,15 @@ func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, e
 	}
 	if o.OnError == nil {
 		logger := o.Logger
-		if logger == nil {
-			logger = slog.Default()
+		o.OnError = func(err error) {
+			if logger == nil {
+				// Read when logging: a slog.SetDefault made after
+				// NewWorker holds too.
+				logWorkerError(slog.Default(), err)
+				return
+			}
+			logWorkerError(logger, err)
 		}
-		o.OnError = func(err error) { logger.Warn("fenecdb worker", "error", err) }
 	}
 	switch {
 	case o.Concurrency < 0:
@@ -141,11 +156,13 @@ func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, e
 	case o.MaxAttempts < 1:
 		return nil, fmt.Errorf("fenecdb: NewWorker: MaxAttempts %d is not positive", o.MaxAttempts)
 	}
-	claims := coll.db.Wait(o.Wait).From(coll.name).WhereRaw(Raw("run_at <= now()"))
+	claims := coll.db.From(coll.name).WhereRaw(Raw("run_at <= now()"))
 	if o.Where.text != "" {
 		claims = claims.WhereRaw(o.Where)
 	}
-	w := &Worker{db: coll.db, jobs: coll, claims: claims.Order("run_at"), handler: handler, o: o}
+	claims = claims.Order("run_at")
+	w := &Worker{db: coll.db, jobs: coll, handler: handler, o: o,
+		claims: claims.on(coll.db.Wait(o.Wait)), claimsNow: claims.on(coll.db.Wait(0))}
 	if _, err := w.claims.Limit(1).RenderUpdate(w.claimPatch(""), Returning("*")); err != nil {
 		return nil, fmt.Errorf("fenecdb: NewWorker: the claim: %w", err)
 	}
@@ -156,6 +173,93 @@ func NewWorker(coll Collection, handler Handler, opts WorkerOptions) (*Worker, e
 // attempt counted.
 func (w *Worker) claimPatch(owner string) Doc {
 	return D("owner", owner, "run_at", Expr("now() + ?", w.o.Lease.Milliseconds()), "attempts", Inc(1))
+}
+
+// on returns c sent through db (a Wait copy of its client).
+func (c Query) on(db *Client) Query {
+	c.db = db
+	return c
+}
+
+// WorkerStep names what a worker was doing when it reported a
+// [*WorkerError] (docs/workers.md, "What is reported").
+type WorkerStep string
+
+// The steps a [*WorkerError] names.
+const (
+	StepClaim      WorkerStep = "claim"       // a claim failed (it is retried)
+	StepExtend     WorkerStep = "extend"      // an extension failed (the next tick tries again)
+	StepAck        WorkerStep = "ack"         // an ack failed
+	StepFail       WorkerStep = "fail"        // a fail (or a dead letter's write) failed
+	StepRelease    WorkerStep = "release"     // a release failed
+	StepHandler    WorkerStep = "handler"     // the handler failed; the job runs again after a backoff
+	StepDeadLetter WorkerStep = "dead_letter" // the handler failed its last attempt; the job is a dead letter
+	StepLostLease  WorkerStep = "lost_lease"  // the job's lease lapsed: it is neither acked nor failed
+)
+
+// WorkerError is what a worker reports to [WorkerOptions.OnError]: the
+// step, the job it is about (0 when it is about none, as a claim), and
+// the cause. Read it with errors.As; errors.Is sees through it to the
+// cause (a [*Error], [ErrUnmet], the handler's error).
+type WorkerError struct {
+	Step  WorkerStep
+	JobID int64
+	Cause error
+}
+
+// Error implements the error interface.
+func (e *WorkerError) Error() string {
+	var what string
+	switch e.Step {
+	case StepHandler:
+		what = "the handler failed; the job runs again after a backoff"
+	case StepDeadLetter:
+		what = "the handler failed its last attempt; the job is kept as a dead letter"
+	case StepLostLease:
+		what = "the lease was lost; the job is neither acked nor failed"
+	default:
+		what = string(e.Step) + " failed"
+	}
+	if e.JobID != 0 {
+		return fmt.Sprintf("fenecdb worker: job %d: %s: %v", e.JobID, what, e.Cause)
+	}
+	return fmt.Sprintf("fenecdb worker: %s: %v", what, e.Cause)
+}
+
+// Unwrap returns the cause.
+func (e *WorkerError) Unwrap() error { return e.Cause }
+
+// logWorkerError is the default OnError: a dead letter and a lost lease
+// are errors, the rest (a failed attempt, a fault carried through)
+// warnings.
+func logWorkerError(logger *slog.Logger, err error) {
+	level := slog.LevelWarn
+	attrs := []any{"error", err}
+	var we *WorkerError
+	if errors.As(err, &we) {
+		if we.Step == StepDeadLetter || we.Step == StepLostLease {
+			level = slog.LevelError
+		}
+		attrs = []any{"step", string(we.Step), "error", we.Cause}
+		if we.JobID != 0 {
+			attrs = append(attrs, "job", we.JobID)
+		}
+	}
+	logger.Log(context.Background(), level, "fenecdb worker", attrs...)
+}
+
+// report tells OnError.
+func (w *Worker) report(step WorkerStep, id int64, cause error) {
+	w.o.OnError(&WorkerError{Step: step, JobID: id, Cause: cause})
+}
+
+// errorText is what a failed job keeps as its error: the message alone,
+// or, when it is empty, the name of the error's type (docs/workers.md).
+func errorText(err error) string {
+	if msg := err.Error(); msg != "" {
+		return msg
+	}
+	return strings.TrimPrefix(fmt.Sprintf("%T", err), "*")
 }
 
 // abandonAfter is how long a stopping worker waits, past the grace period,
@@ -192,27 +296,64 @@ type running struct {
 }
 
 // runState is one running job's: returned is set when its handler has
-// returned, abandoned when the stop gave it up (then nothing is sent).
+// returned, abandoned when the stop gave it up (then nothing is sent),
+// lost when an extension found its lease lost (then nothing is sent
+// either); cancel cancels its handler.
 type runState struct {
 	job       Job
 	returned  bool
 	abandoned bool
+	lost      bool
+	ctx       context.Context // the handler's, cancelled by cancel
+	cancel    context.CancelFunc
+}
+
+// claimAnswer is a claim's outcome, as the claiming goroutine hands it
+// to Run's loop.
+type claimAnswer struct {
+	owner string
+	res   Result
+	err   error
+	// idle: no handler ran when it was sent; ends: the handlers that had
+	// ended by then (RunUntilEmpty's test of an empty queue).
+	idle bool
+	ends int
 }
 
 // Run claims and runs jobs until ctx is done, then stops gracefully: it
 // claims no more, releases at once the jobs it claimed but has not
 // started, gives running handlers the grace period and then cancels them.
-// It returns when every job is acked, failed or released; the error is
+// It returns when every job is acked, failed or released, and as soon as
+// the running handlers have returned (cancelling ctx from inside a
+// handler stops the worker without waiting for the grace); the error is
 // ctx's, or a mistake in the worker's statements. A handler that ignores
 // its cancelled context is waited for one second more, then given up: Run
 // returns an [*AbandonedError] naming those jobs, and their leases lapse.
 // Faults on the way (the server down, a timeout, a 5xx) are retried with
 // backoff and told to OnError.
+//
+// At most one claim is in flight, held at the server for Wait; it is sent
+// when at least half the slots are free, or when no job runs, and asks
+// for every free slot. Acks are batched: the jobs whose handlers returned
+// within 5 ms (or 100 of them) are acked together, one statement per
+// claim (docs/workers.md).
 func (w *Worker) Run(ctx context.Context) error {
+	return w.loop(ctx, false)
+}
+
+// RunUntilEmpty runs the worker as [Worker.Run] does and returns nil,
+// its acks sent, once a claim finds no ready job while no handler runs
+// (jobs whose run_at is later are left): for scripts and tests. Its
+// claims are not held at the server, so that an empty queue is seen at
+// once. Cancelling ctx stops it as it stops Run, with Run's error.
+func (w *Worker) RunUntilEmpty(ctx context.Context) error {
+	return w.loop(ctx, true)
+}
+
+func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 	// handlers run under their own context, cancelled a grace period
 	// after ctx is done.
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelHandlers()
 	stop := context.AfterFunc(ctx, func() {
 		if w.o.Grace < 0 {
 			cancelHandlers()
@@ -220,92 +361,143 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		time.AfterFunc(w.o.Grace, cancelHandlers)
 	})
-	defer stop()
-
-	live := &running{jobs: map[*runState]struct{}{}}
-	free := make(chan struct{}, w.o.Concurrency) // a token per free slot
-	for range w.o.Concurrency {
-		free <- struct{}{}
+	var leases sync.WaitGroup // the lease extenders, which end with hctx
+	defer func() {
+		stop()
+		cancelHandlers()
+		leases.Wait()
+	}()
+	claims := w.claims
+	if untilEmpty {
+		claims = w.claimsNow
 	}
+	acks := w.newAcker(hctx)
+	live := &running{jobs: map[*runState]struct{}{}}
+	ended := make(chan struct{}, w.o.Concurrency) // a handler returned: its slot is free
+	inFlight, ends := 0, 0
+	var claiming chan claimAnswer // not nil while a claim is in flight
+	var retry <-chan time.Time    // not nil while a fault's backoff runs
 	faults := 0
 	var fatal error
-	for ctx.Err() == nil && fatal == nil {
-		// Take one free slot (waiting for it), then every other one free.
+	// idleSeen: (RunUntilEmpty) a claim found nothing while handlers ran,
+	// none of which has ended since it was sent: the next claim waits for
+	// one of them to end.
+	idleSeen, empty := false, false
+	for {
+		stopped := ctx.Err() != nil || fatal != nil || empty
+		if stopped && claiming == nil {
+			break
+		}
+		free := w.o.Concurrency - inFlight
+		if !stopped && claiming == nil && retry == nil && !idleSeen && free > 0 && (inFlight == 0 || free >= (w.o.Concurrency+1)/2) {
+			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
+			claiming = make(chan claimAnswer, 1)
+			go func(ch chan<- claimAnswer, n int, a claimAnswer) {
+				a.res, a.err = claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
+				ch <- a
+			}(claiming, free, claimAnswer{owner: owner, idle: inFlight == 0, ends: ends})
+		}
+		var done <-chan struct{}
+		if !stopped {
+			done = ctx.Done()
+		}
 		select {
-		case <-free:
-		case <-ctx.Done():
+		case <-done:
 			continue
-		}
-		n := 1
-		for more := true; more; {
-			select {
-			case <-free:
-				n++
-			default:
-				more = false
-			}
-		}
-		owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
-		res, err := w.claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"))
-		if err != nil {
-			for range n {
-				free <- struct{}{}
-			}
-			if ctx.Err() != nil {
-				// Given up at the stop: the server may have taken jobs for
-				// it in that moment, so its owner's jobs go back.
-				w.releaseClaim(hctx, owner)
-				break
-			}
-			var fe *Error
-			if !errors.As(err, &fe) {
-				fatal = err // a mistake in the statement: no retry mends it
-				break
-			}
-			faults++
-			w.o.OnError(fmt.Errorf("fenecdb worker: claiming: %w", err))
-			sleep(ctx, w.o.Backoff(faults))
+		case <-ended:
+			inFlight--
+			ends++
+			idleSeen = false
 			continue
-		}
-		faults = 0
-		for i := len(res.Rows); i < n; i++ {
-			free <- struct{}{}
-		}
-		for i, row := range res.Rows {
-			job, err := jobOf(row, owner)
-			if err != nil {
-				// Not a queue of docs/queues.md: what this claim took and
-				// did not start goes back, and the worker stops.
-				fatal = err
-				for range res.Rows[i:] {
-					free <- struct{}{}
+		case <-retry:
+			retry = nil
+			continue
+		case a := <-claiming:
+			claiming = nil
+			if a.err != nil {
+				if ctx.Err() != nil {
+					// Given up at the stop: the server may have taken jobs
+					// for it in that moment, so its owner's jobs go back.
+					w.releaseClaim(hctx, a.owner)
+					continue
 				}
-				w.releaseClaim(hctx, owner)
-				break
-			}
-			if ctx.Err() != nil {
-				// Stopped: a claimed job not started goes back at once.
-				w.release(hctx, job)
-				free <- struct{}{}
+				var fe *Error
+				if !errors.As(a.err, &fe) {
+					fatal = a.err // a mistake in the statement: no retry mends it
+					continue
+				}
+				faults++
+				w.report(StepClaim, 0, a.err)
+				retry = time.After(w.o.Backoff(faults))
 				continue
 			}
-			st := &runState{job: job}
-			live.mu.Lock()
-			live.jobs[st] = struct{}{}
-			live.n++
-			live.mu.Unlock()
-			go func() {
-				defer func() { free <- struct{}{} }()
-				defer live.end(st)
-				w.run(ctx, hctx, job, st, &live.mu)
-			}()
+			faults = 0
+			if len(a.res.Rows) == 0 && untilEmpty {
+				switch {
+				case a.idle:
+					// Nothing ran while it was sent and answered (no other
+					// claim was in flight): the queue has no ready job.
+					empty = true
+				case ends == a.ends:
+					// Handlers run, and one may yet fail or release its
+					// job: claim again once one has ended.
+					idleSeen = true
+				}
+				// Else a handler ended after the claim was sent, and may
+				// have put its job back: claim again now.
+				continue
+			}
+			var sts []*runState
+			for _, row := range a.res.Rows {
+				job, err := jobOf(row, a.owner)
+				if err != nil {
+					// Not a queue of docs/queues.md: what this claim took
+					// goes back (none of it started), and the worker stops.
+					fatal = err
+					sts = nil
+					w.releaseClaim(hctx, a.owner)
+					break
+				}
+				if ctx.Err() != nil {
+					// Stopped: a claimed job not started goes back at once.
+					w.release(hctx, job)
+					continue
+				}
+				st := &runState{job: job}
+				st.ctx, st.cancel = context.WithCancel(hctx)
+				sts = append(sts, st)
+			}
+			if len(sts) == 0 {
+				continue
+			}
+			// Every job joins its claim's lease set before any can leave it.
+			lease := w.newLeaseSet(hctx, a.owner, &leases)
+			for _, st := range sts {
+				lease.add(st)
+			}
+			for _, st := range sts {
+				live.mu.Lock()
+				live.jobs[st] = struct{}{}
+				live.n++
+				live.mu.Unlock()
+				inFlight++
+				go func() {
+					defer live.end(st)
+					w.run(ctx, hctx, st, lease, &live.mu, acks, ended)
+				}()
+			}
 		}
 	}
-	if abandoned := live.wait(hctx); len(abandoned) > 0 {
+	abandoned := live.wait(hctx)
+	acks.close() // the batch flushed, and every ack answered
+	if len(abandoned) > 0 {
 		return &AbandonedError{Jobs: abandoned, Cause: errors.Join(fatal, ctx.Err())}
 	}
 	if fatal != nil {
 		return fatal
+	}
+	if empty {
+		return nil
 	}
 	return ctx.Err()
 }
@@ -325,11 +517,12 @@ func (r *running) end(st *runState) {
 	}
 }
 
-// wait waits for every running job to be acked, failed or released; once
-// hctx is done (the grace is over, handlers cancelled) it waits
-// abandonAfter more, then gives up the jobs whose handlers have still not
-// returned and returns their ids. A job whose handler has returned is
-// waited for: its ack, fail or release is on its way.
+// wait waits for every running job to be acked (its ack handed to the
+// acker), failed or released; once hctx is done (the grace is over,
+// handlers cancelled) it waits abandonAfter more, then gives up the jobs
+// whose handlers have still not returned and returns their ids. A job
+// whose handler has returned is waited for: its fail or release is on
+// its way.
 func (r *running) wait(hctx context.Context) []int64 {
 	r.mu.Lock()
 	if r.n == 0 {
@@ -384,65 +577,135 @@ func jobOf(row Row, owner string) (Job, error) {
 }
 
 // mine picks the job while this claim holds it.
-func (w *Worker) mine(job Job) Collection {
+func (w *Worker) mine(job Job) Query {
 	return w.jobs.Where("id", job.ID).Where("owner", job.Owner)
 }
 
-// run runs one job: the handler under a context of its own, the lease
-// extended every Lease/2, then the ack or the fail.
-func (w *Worker) run(stopping, hctx context.Context, job Job, st *runState, mu *sync.Mutex) {
-	jctx, cancel := context.WithCancel(hctx)
-	defer cancel()
-	var lost atomic.Bool
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(w.o.Lease / 2)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-jctx.Done():
-				// Cancelled: its release, or its giving up, follows.
-				return
-			case <-t.C:
+// leaseSet is the running jobs of one claim, whose leases are extended
+// together: one statement per claim every Lease/2, whose answer lists
+// the ids it extended. A job missing from it lost its lease.
+type leaseSet struct {
+	w     *Worker
+	owner string
+	mu    sync.Mutex
+	jobs  map[int64]*runState
+	gone  chan struct{} // closed when the last job left
+}
+
+// newLeaseSet starts the extender of a claim's jobs; it ends when the
+// last of them leaves, or with hctx.
+func (w *Worker) newLeaseSet(hctx context.Context, owner string, wg *sync.WaitGroup) *leaseSet {
+	l := &leaseSet{w: w, owner: owner, jobs: map[int64]*runState{}, gone: make(chan struct{})}
+	wg.Go(func() { l.extend(hctx) })
+	return l
+}
+
+func (l *leaseSet) add(st *runState) {
+	l.mu.Lock()
+	l.jobs[st.job.ID] = st
+	l.mu.Unlock()
+}
+
+// leave takes a job whose handler returned out of the set, and returns
+// whether an extension found its lease lost.
+func (l *leaseSet) leave(st *runState) (lost bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.jobs, st.job.ID)
+	if len(l.jobs) == 0 {
+		select {
+		case <-l.gone:
+		default:
+			close(l.gone)
+		}
+	}
+	return st.lost
+}
+
+func (l *leaseSet) extend(hctx context.Context) {
+	t := time.NewTicker(l.w.o.Lease / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.gone:
+			return
+		case <-hctx.Done():
+			// Cancelled: the jobs' releases, or their giving up, follow.
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		ids := slices.Sorted(maps.Keys(l.jobs))
+		l.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		res, err := l.w.jobs.WhereOp("id", "in", ids).Where("owner", l.owner).
+			Update(hctx, D("run_at", Expr("now() + ?", l.w.o.Lease.Milliseconds())), Returning("id"), noRetries)
+		if err != nil {
+			if hctx.Err() == nil {
+				for _, id := range ids {
+					l.w.report(StepExtend, id, err)
+				}
 			}
-			_, err := w.mine(job).Update(context.WithoutCancel(jctx), D("run_at", Expr("now() + ?", w.o.Lease.Milliseconds())), Require(1))
-			if errors.Is(err, ErrUnmet) {
-				lost.Store(true) // another claim may have it: hands off
-				cancel()
-				w.o.OnError(fmt.Errorf("fenecdb worker: job %d: the lease was lost; its handler is cancelled, and it is neither acked nor failed: %w", job.ID, err))
-				return
-			}
-			if err != nil {
-				w.o.OnError(fmt.Errorf("fenecdb worker: extending job %d: %w", job.ID, err))
+			continue
+		}
+		extended := idsOf(res)
+		var lost []*runState
+		l.mu.Lock()
+		for _, id := range ids {
+			if st, ok := l.jobs[id]; ok && !extended[id] {
+				// Another claim may have it: hands off.
+				st.lost = true
+				st.cancel()
+				lost = append(lost, st)
 			}
 		}
-	}()
+		l.mu.Unlock()
+		for _, st := range lost {
+			l.w.report(StepLostLease, st.job.ID, errLeaseLapsed)
+		}
+	}
+}
+
+// errLeaseLapsed is a lost lease's cause: a statement's answer did not
+// list the job.
+var errLeaseLapsed = errors.New("the job was no longer this claim's (its lease lapsed; another worker may run it)")
+
+// idsOf returns the ids a returning id statement answered.
+func idsOf(res Result) map[int64]bool {
+	ids := make(map[int64]bool, len(res.Rows))
+	for _, r := range res.Rows {
+		if id, ok := r.Get("id").(int64); ok {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// run runs one job's handler under st.ctx, then hands it to the acker or
+// fails or releases it. Its slot is free (ended) when the handler has
+// returned and, for a fail or a release, once that is sent.
+func (w *Worker) run(stopping, hctx context.Context, st *runState, lease *leaseSet, mu *sync.Mutex, acks *acker, ended chan<- struct{}) {
+	defer func() { ended <- struct{}{} }()
+	defer st.cancel()
+	job, jctx := st.job, st.ctx
 	err := w.call(jctx, job)
-	close(done)
-	<-exited // an extension in flight lands before the ack or the fail
+	lost := lease.leave(st)
 	mu.Lock()
 	abandoned := st.abandoned
 	st.returned = true
 	mu.Unlock()
-	if abandoned {
-		return // Run returned without it: its lease lapses
-	}
 	switch {
-	case lost.Load():
-		return
+	case abandoned, lost:
+		return // Run returned without it, or it is another's: hands off
 	case err != nil && stopping.Err() != nil && jctx.Err() != nil:
 		// Cancelled after the grace period: back to the queue at once.
 		w.release(hctx, job)
 	case err != nil:
 		w.fail(hctx, job, err)
 	default:
-		w.finish(hctx, fmt.Sprintf("acking job %d", job.ID), func(ctx context.Context) error {
-			_, err := w.mine(job).Delete(ctx, Require(1))
-			return err
-		})
+		acks.add(job)
 	}
 }
 
@@ -451,21 +714,25 @@ func (w *Worker) call(ctx context.Context, job Job) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v", p)
-			w.o.OnError(fmt.Errorf("fenecdb worker: job %d: %w", job.ID, err))
 		}
 	}()
 	return w.handler(ctx, job)
 }
 
-// fail sends the job back with a backoff, or keeps it as a dead letter.
+// fail sends the job back with a backoff, or keeps it as a dead letter,
+// and reports which.
 func (w *Worker) fail(hctx context.Context, job Job, cause error) {
-	patch := D("owner", nil, "error", cause.Error(), "run_at", nil)
+	text := errorText(cause)
+	patch := D("owner", nil, "error", text, "run_at", nil)
+	step := StepDeadLetter
 	if job.Attempts < int64(w.o.MaxAttempts) {
 		delay := w.o.Backoff(int(job.Attempts))
-		patch = D("owner", nil, "error", cause.Error(), "run_at", Expr("now() + ?", delay.Milliseconds()))
+		patch = D("owner", nil, "error", text, "run_at", Expr("now() + ?", delay.Milliseconds()))
+		step = StepHandler
 	}
-	w.finish(hctx, fmt.Sprintf("failing job %d", job.ID), func(ctx context.Context) error {
-		_, err := w.mine(job).Update(ctx, patch, Require(1))
+	w.report(step, job.ID, cause)
+	w.finish(hctx, StepFail, []int64{job.ID}, func(ctx context.Context) error {
+		_, err := w.mine(job).Update(ctx, patch, Require(1), noRetries)
 		return err
 	})
 }
@@ -473,8 +740,8 @@ func (w *Worker) fail(hctx context.Context, job Job, cause error) {
 // release gives a claimed job back to the queue now, its attempt
 // uncounted.
 func (w *Worker) release(hctx context.Context, job Job) {
-	w.finish(hctx, fmt.Sprintf("releasing job %d", job.ID), func(ctx context.Context) error {
-		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1))
+	w.finish(hctx, StepRelease, []int64{job.ID}, func(ctx context.Context) error {
+		_, err := w.mine(job).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), Require(1), noRetries)
 		return err
 	})
 }
@@ -482,11 +749,108 @@ func (w *Worker) release(hctx context.Context, job Job) {
 // releaseClaim gives every job of a claim back to the queue now, their
 // attempts uncounted.
 func (w *Worker) releaseClaim(hctx context.Context, owner string) {
-	w.finish(hctx, "releasing the jobs of claim "+owner, func(ctx context.Context) error {
-		_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)))
+	w.finish(hctx, StepRelease, nil, func(ctx context.Context) error {
+		_, err := w.jobs.Where("owner", owner).Update(ctx, D("owner", nil, "run_at", Expr("now()"), "attempts", Inc(-1)), noRetries)
 		return err
 	})
 }
+
+// ackWindow and ackBatch bound an ack batch: the jobs whose handlers
+// returned within ackWindow of the first, or ackBatch of them
+// (docs/workers.md, "Ack, fail, dead letter").
+const (
+	ackWindow = 5 * time.Millisecond
+	ackBatch  = 100
+)
+
+// acker batches acks: it gathers the jobs whose handlers returned, and
+// sends each batch as one del per claim owner, each in a goroutine of its
+// own, so that an ack retried through a fault holds up no other.
+type acker struct {
+	w       *Worker
+	hctx    context.Context
+	mu      sync.Mutex
+	pending []Job
+	timer   *time.Timer // armed while pending is not empty
+	sending sync.WaitGroup
+}
+
+func (w *Worker) newAcker(hctx context.Context) *acker {
+	return &acker{w: w, hctx: hctx}
+}
+
+// add queues job's ack.
+func (a *acker) add(job Job) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pending = append(a.pending, job)
+	switch {
+	case len(a.pending) >= ackBatch:
+		a.flushLocked()
+	case len(a.pending) == 1:
+		a.timer = time.AfterFunc(ackWindow, a.flush)
+	}
+}
+
+func (a *acker) flush() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.flushLocked()
+}
+
+func (a *acker) flushLocked() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	if len(a.pending) == 0 {
+		return
+	}
+	byOwner := map[string][]Job{}
+	for _, j := range a.pending {
+		byOwner[j.Owner] = append(byOwner[j.Owner], j)
+	}
+	a.pending = nil
+	for owner, jobs := range byOwner {
+		a.sending.Go(func() { a.send(owner, jobs) })
+	}
+}
+
+// close sends what is pending and waits for every ack to be answered (or
+// given up at the end of the grace period).
+func (a *acker) close() {
+	a.flush()
+	a.sending.Wait()
+}
+
+// send acks jobs, all of one claim: del … where id in $1 and owner = $2
+// returning id. A job missing from the answer lost its lease.
+func (a *acker) send(owner string, jobs []Job) {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	var res Result
+	sent := a.w.finish(a.hctx, StepAck, ids, func(ctx context.Context) (err error) {
+		res, err = a.w.jobs.WhereOp("id", "in", ids).Where("owner", owner).Delete(ctx, Returning("id"), noRetries)
+		return err
+	})
+	if !sent {
+		return
+	}
+	acked := idsOf(res)
+	for _, id := range ids {
+		if !acked[id] {
+			a.w.report(StepLostLease, id, errLeaseLapsed)
+		}
+	}
+}
+
+// noRetries sends a worker's statement once, whatever the client's
+// WithRetries: the worker retries faults itself (docs/workers.md,
+// "Faults"), and a key per statement would fill the server's store of
+// idempotency keys.
+var noRetries = Retries(0)
 
 // isFault reports whether a failed call is worth sending again: no answer
 // came (a network error, a timeout) or the server's 5xx (unavailable,
@@ -497,29 +861,38 @@ func isFault(err error) bool {
 	return errors.As(err, &fe) && (fe.Status == 0 || fe.Status >= 500)
 }
 
-// finish sends an ack, a fail or a release, retrying faults with backoff
-// until it is sent or, once the worker is stopping, until the grace period
-// ends (hctx): then the job's lease lapses and another worker runs it. A
-// 412 is a lost lease, reported: the job is another's now; any other
-// refusal is reported and not sent again.
-func (w *Worker) finish(hctx context.Context, what string, send func(context.Context) error) {
+// finish sends an ack, a fail or a release about the jobs ids, retrying
+// faults with backoff until it is sent or, once the worker is stopping,
+// until the grace period ends (hctx): then the jobs' leases lapse and
+// another worker runs them. A 412 is a lost lease, reported: the job is
+// another's now; any other refusal is reported and not sent again. It
+// returns whether the server answered.
+func (w *Worker) finish(hctx context.Context, step WorkerStep, ids []int64, send func(context.Context) error) bool {
+	tell := func(step WorkerStep, err error) {
+		if len(ids) == 0 {
+			w.report(step, 0, err)
+		}
+		for _, id := range ids {
+			w.report(step, id, err)
+		}
+	}
 	for try := 1; ; try++ {
 		err := send(context.Background())
 		switch {
 		case err == nil:
-			return
+			return true
 		case errors.Is(err, ErrUnmet):
-			w.o.OnError(fmt.Errorf("fenecdb worker: %s: the lease was lost: %w", what, err))
-			return
+			tell(StepLostLease, err)
+			return false
 		case !isFault(err):
 			// A refusal (a 4xx) or a mistake: sending it again cannot help.
-			w.o.OnError(fmt.Errorf("fenecdb worker: %s: %w", what, err))
-			return
+			tell(step, err)
+			return false
 		}
-		w.o.OnError(fmt.Errorf("fenecdb worker: %s (try %d): %w", what, try, err))
+		tell(step, fmt.Errorf("try %d: %w", try, err))
 		sleep(hctx, w.o.Backoff(try))
 		if hctx.Err() != nil {
-			return
+			return false
 		}
 	}
 }

@@ -21,12 +21,25 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fenecdb/fenec/sdks/go"
 	"github.com/fenecdb/fenec/sdks/go/internal/fenectest"
 )
+
+// faultsFail returns an OnError that fails the test on anything but a
+// failed attempt or a dead letter (which a test's handler makes).
+func faultsFail(t testing.TB) func(error) {
+	return func(err error) {
+		var we *fenecdb.WorkerError
+		if errors.As(err, &we) && (we.Step == fenecdb.StepHandler || we.Step == fenecdb.StepDeadLetter) {
+			return
+		}
+		t.Errorf("fault: %v", err)
+	}
+}
 
 // queue starts a server on the system clock (a worker lives in real time)
 // with n ready jobs, ids 1..n.
@@ -126,7 +139,7 @@ func TestWorkerRunsEveryJobOnce(t *testing.T) {
 		ok[job.ID]++
 		return nil
 	}
-	opts := fenecdb.WorkerOptions{Concurrency: 8, OnError: func(err error) { t.Errorf("fault: %v", err) }}
+	opts := fenecdb.WorkerOptions{Concurrency: 8, OnError: faultsFail(t)}
 	opts.OwnerPrefix = "a"
 	stopA := start(t, newWorker(t, db, handler, opts))
 	opts.OwnerPrefix = "b"
@@ -211,8 +224,9 @@ func TestWorkerLostLease(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler was not cancelled")
 	}
-	if err := <-reported; !errors.Is(err, fenecdb.ErrUnmet) || !strings.Contains(err.Error(), "lease was lost") {
-		t.Fatalf("reported %v, want the lost lease", err)
+	var we *fenecdb.WorkerError
+	if err := <-reported; !errors.As(err, &we) || we.Step != fenecdb.StepLostLease || we.JobID != 1 || !strings.Contains(err.Error(), "lease was lost") {
+		t.Fatalf("reported %v, want the lost lease of job 1", err)
 	}
 	time.Sleep(300 * time.Millisecond) // time for a wrong ack or fail to land
 	row, err := db.From("jobs").Where("id", 1).First(context.Background())
@@ -358,7 +372,7 @@ func TestNewWorkerRefusesBadOptions(t *testing.T) {
 	db := connect(t, "http://127.0.0.1:1")
 	h := func(context.Context, fenecdb.Job) error { return nil }
 	for _, tc := range []struct {
-		coll fenecdb.Collection
+		coll fenecdb.Query
 		o    fenecdb.WorkerOptions
 		want string
 	}{
@@ -374,6 +388,14 @@ func TestNewWorkerRefusesBadOptions(t *testing.T) {
 	}
 }
 
+// cpuTime returns the CPU time (user and system) this process has used:
+// the client's alone, the server being a process of its own.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // BenchmarkWorker measures jobs/s through one worker of concurrency 10 with
 // an empty handler (go test -run '^$' -bench Worker -benchtime 5000x).
 func BenchmarkWorker(b *testing.B) {
@@ -384,13 +406,15 @@ func BenchmarkWorker(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
+	before := cpuTime()
 	stop := start(b, w)
 	for done.Load() < int64(b.N) {
 		time.Sleep(time.Millisecond)
 	}
-	b.StopTimer()
 	stop()
+	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N), "cpu-µs/job")
 }
 
 // recorder is a reverse proxy in front of a real server: it records the
@@ -399,8 +423,11 @@ func BenchmarkWorker(b *testing.B) {
 type recorder struct {
 	mu      sync.Mutex
 	queries []string
+	params  []string // each statement's parameters, as JSON
 	hold    atomic.Bool
 	held    chan struct{} // a claim's answer is being kept
+	// claiming counts the claims in flight, mostClaiming the most at once.
+	claiming, mostClaiming atomic.Int32
 }
 
 func proxy(t *testing.T, target string) (*recorder, string) {
@@ -414,12 +441,22 @@ func proxy(t *testing.T, target string) (*recorder, string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var q struct{ Query string }
+		var q struct {
+			Query  string
+			Params json.RawMessage
+		}
 		json.Unmarshal(body, &q)
 		if q.Query != "" {
 			rec.mu.Lock()
 			rec.queries = append(rec.queries, q.Query)
+			rec.params = append(rec.params, string(q.Params))
 			rec.mu.Unlock()
+		}
+		if strings.HasSuffix(q.Query, "returning *") {
+			n := rec.claiming.Add(1)
+			defer rec.claiming.Add(-1)
+			for m := rec.mostClaiming.Load(); n > m && !rec.mostClaiming.CompareAndSwap(m, n); m = rec.mostClaiming.Load() {
+			}
 		}
 		answer := httptest.NewRecorder()
 		rp.ServeHTTP(answer, r)
@@ -471,7 +508,7 @@ func TestWorkerStatementsAreGolden(t *testing.T) {
 		return ctx.Err()
 	}
 	w, err := fenecdb.NewWorker(through.From("jobs"), h, fenecdb.WorkerOptions{Lease: time.Second, MaxAttempts: 2, Backoff: fast,
-		Grace: 100 * time.Millisecond, OnError: func(err error) { t.Errorf("fault: %v", err) }})
+		Grace: 100 * time.Millisecond, OnError: faultsFail(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -591,7 +628,8 @@ func TestWorkerDoesNotRetryARefusal(t *testing.T) {
 	stop := start(t, w)
 	select {
 	case err := <-refused:
-		if !strings.Contains(err.Error(), "failing job 1") {
+		var we *fenecdb.WorkerError
+		if !errors.As(err, &we) || we.Step != fenecdb.StepFail || we.JobID != 1 {
 			t.Fatalf("reported %v, want the refused fail of job 1", err)
 		}
 	case <-time.After(10 * time.Second):

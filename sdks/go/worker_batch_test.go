@@ -1,0 +1,279 @@
+package fenecdb_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenecdb/fenec/sdks/go"
+)
+
+// statements returns how many of the recorded statements start with
+// prefix, and the limits of those with one.
+func (rec *recorder) statements(prefix string) (n int, limits []int) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	limit := regexp.MustCompile(`limit (\d+)`)
+	for _, q := range rec.queries {
+		if strings.HasPrefix(q, prefix) {
+			n++
+			if m := limit.FindStringSubmatch(q); m != nil {
+				l, _ := strconv.Atoi(m[1])
+				limits = append(limits, l)
+			}
+		}
+	}
+	return n, limits
+}
+
+// TestWorkerBatchesAcksAndSizesClaims: 300 jobs through a worker of
+// concurrency 10 with an empty handler take far fewer acks than jobs
+// (batched), at most one claim is in flight at a time,
+// and each claim asks for at least half the slots.
+func TestWorkerBatchesAcksAndSizesClaims(t *testing.T) {
+	const n, concurrency = 300, 10
+	db, srv := queue(t, n)
+	rec, url := proxy(t, srv.URL)
+	var ran atomic.Int32
+	w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { ran.Add(1); return nil },
+		fenecdb.WorkerOptions{Concurrency: concurrency, OnError: faultsFail(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != n || count(t, db, "") != 0 {
+		t.Fatalf("%d handlers ran and %d jobs are left, want %d and 0", ran.Load(), count(t, db, ""), n)
+	}
+	acks, _ := rec.statements("del jobs where id in")
+	claims, limits := rec.statements("set jobs {owner: $1")
+	t.Logf("%d jobs: %d claims, %d acks", n, claims, acks)
+	// Unbatched, it would be one ack per job; batched, about one per claim
+	// (a claim's jobs whose handlers return more than 5 ms apart take two).
+	if acks > n/3 {
+		t.Errorf("%d acks for %d jobs: not batched", acks, n)
+	}
+	for _, l := range limits {
+		if l < concurrency/2 {
+			t.Errorf("a claim asked for %d jobs, under half the %d slots", l, concurrency)
+		}
+	}
+	if m := rec.mostClaiming.Load(); m != 1 {
+		t.Errorf("%d claims were in flight at once, want 1", m)
+	}
+}
+
+// TestWorkerAckBatchReportsALostLease: the jobs of one claim return
+// together and are acked in one batch; one of them had its owner moved
+// while it ran: it is missing from the ack's answer, reported as a lost
+// lease (and nothing else is sent for it), and the others are acked.
+func TestWorkerAckBatchReportsALostLease(t *testing.T) {
+	const n = 5
+	db, srv := queue(t, n)
+	rec, url := proxy(t, srv.URL)
+	var started sync.WaitGroup
+	started.Add(n)
+	all := make(chan struct{})
+	go func() { started.Wait(); close(all) }()
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		if job.ID == 3 {
+			mustQuery(t, db, "set jobs {owner: 'thief'} where id = 3")
+		}
+		started.Done()
+		<-all // every handler returns at once: one batch
+		return nil
+	}
+	var mu sync.Mutex
+	var reports []*fenecdb.WorkerError
+	w := newWorker(t, connect(t, url), h, fenecdb.WorkerOptions{Concurrency: n, OnError: func(err error) {
+		var we *fenecdb.WorkerError
+		if !errors.As(err, &we) {
+			t.Errorf("reported %v, not a *WorkerError", err)
+			return
+		}
+		mu.Lock()
+		reports = append(reports, we)
+		mu.Unlock()
+	}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 1 || reports[0].Step != fenecdb.StepLostLease || reports[0].JobID != 3 {
+		t.Fatalf("reported %v, want the lost lease of job 3 alone", reports)
+	}
+	if left := count(t, db, ""); left != 1 || count(t, db, "id = 3 and owner = 'thief' and error is null") != 1 {
+		t.Fatalf("%d jobs left, want job 3 alone, untouched", left)
+	}
+	// The ack that missed job 3 acked others with it: a batch.
+	rec.mu.Lock()
+	var batch []int64
+	for i, q := range rec.queries {
+		var ps []json.RawMessage
+		var ids []int64
+		if strings.HasPrefix(q, "del jobs") && json.Unmarshal([]byte(rec.params[i]), &ps) == nil && json.Unmarshal(ps[0], &ids) == nil && slices.Contains(ids, 3) {
+			batch = ids
+		}
+	}
+	rec.mu.Unlock()
+	if len(batch) < 2 {
+		t.Errorf("job 3 was acked in %v, want in a batch with others", batch)
+	}
+	if fails, _ := rec.statements("set jobs {owner: null"); fails != 0 {
+		t.Errorf("%d fails or releases sent, want none", fails)
+	}
+}
+
+// emptyError is an error with an empty message: a failed job keeps the
+// name of its type.
+type emptyError struct{}
+
+func (emptyError) Error() string { return "" }
+
+// TestWorkerLogsThroughSlog: with no OnError, a failed attempt is logged
+// as a warning and a dead letter as an error, through Logger, with the
+// step and the job; the stored error is the message alone, or the type's
+// name when the message is empty.
+func TestWorkerLogsThroughSlog(t *testing.T) {
+	db, _ := queue(t, 2)
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&buf, nil))
+	h := func(ctx context.Context, job fenecdb.Job) error {
+		if job.ID == 1 {
+			return errors.New("boom")
+		}
+		return emptyError{}
+	}
+	w, err := fenecdb.NewWorker(db.From("jobs"), h, fenecdb.WorkerOptions{MaxAttempts: 2, Logger: logger,
+		Backoff: func(int) time.Duration { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := buf.String()
+	for _, want := range []string{
+		`level=WARN msg="fenecdb worker" step=handler error=boom job=1`,
+		`level=ERROR msg="fenecdb worker" step=dead_letter error=boom job=1`,
+		`level=ERROR msg="fenecdb worker" step=dead_letter error="" job=2`,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+	if c := strings.Count(log, "\n"); c != 4 {
+		t.Errorf("%d lines logged, want 4 (two attempts of two jobs):\n%s", c, log)
+	}
+	for id, want := range map[int]string{1: "boom", 2: "fenecdb_test.emptyError"} {
+		if count(t, db, "id = ? and run_at is null and attempts = 2 and error = ?", id, want) != 1 {
+			row, _ := db.From("jobs").Where("id", id).First(context.Background())
+			t.Errorf("job %d: %v, want a dead letter with the error %q", id, row, want)
+		}
+	}
+}
+
+// TestWorkerRunUntilEmpty: RunUntilEmpty runs every ready job once and
+// returns nil, leaving a job whose run_at is later.
+func TestWorkerRunUntilEmpty(t *testing.T) {
+	db, _ := queue(t, 50)
+	mustQuery(t, db, "put jobs {run_at: now() + 3600000, attempts: 0}")
+	var mu sync.Mutex
+	runs := map[int64]int{}
+	w := newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
+		mu.Lock()
+		runs[job.ID]++
+		mu.Unlock()
+		return nil
+	}, fenecdb.WorkerOptions{Concurrency: 4, OnError: faultsFail(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	begun := time.Now()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(begun); d > 20*time.Second {
+		t.Errorf("RunUntilEmpty took %v", d)
+	}
+	if len(runs) != 50 {
+		t.Errorf("%d jobs ran, want 50", len(runs))
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Errorf("job %d ran %d times", id, n)
+		}
+	}
+	if left := count(t, db, ""); left != 1 || count(t, db, "owner is null and run_at > now()") != 1 {
+		t.Errorf("%d jobs left, want the later one, unclaimed", left)
+	}
+}
+
+// TestWorkerStopFromInsideAHandler: cancelling Run's context from inside a
+// handler stops the worker as soon as the running handlers return, well
+// before the grace period, and what it holds goes back to the queue.
+func TestWorkerStopFromInsideAHandler(t *testing.T) {
+	db, _ := queue(t, 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var ran atomic.Int32
+	w := newWorker(t, db, func(_ context.Context, job fenecdb.Job) error {
+		if ran.Add(1) == 1 {
+			cancel()
+		}
+		return nil
+	}, fenecdb.WorkerOptions{Concurrency: 4, Grace: 20 * time.Second, OnError: faultsFail(t)})
+	begun := time.Now()
+	if err := w.Run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run returned %v, want context.Canceled", err)
+	}
+	if d := time.Since(begun); d > 5*time.Second {
+		t.Fatalf("Run returned %v after a stop from a handler, want at once (the grace is 20s)", d)
+	}
+	if leased := count(t, db, "owner is not null"); leased != 0 {
+		t.Errorf("%d jobs left leased", leased)
+	}
+	if left := count(t, db, ""); left != 20-int64(ran.Load()) {
+		t.Errorf("%d jobs left after %d ran, want %d", left, ran.Load(), 20-ran.Load())
+	}
+	if count(t, db, "attempts != 0") != 0 {
+		t.Errorf("a released job counts a run that did not happen")
+	}
+}
+
+// TestWorkerLogsToSlogDefault: with neither OnError nor Logger, a dead
+// letter is logged through slog.Default(), as it is when logged.
+func TestWorkerLogsToSlogDefault(t *testing.T) {
+	db, _ := queue(t, 1)
+	w, err := fenecdb.NewWorker(db.From("jobs"), func(context.Context, fenecdb.Job) error { return errors.New("boom") },
+		fenecdb.WorkerOptions{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	was := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(was)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := `level=ERROR msg="fenecdb worker" step=dead_letter error=boom job=1`; !strings.Contains(buf.String(), want) {
+		t.Errorf("slog.Default() got %q, want %q", buf.String(), want)
+	}
+}
