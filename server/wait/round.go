@@ -55,7 +55,12 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 		}
 	}
 	var lines []*line
-	seen := map[*line]bool{}
+	// A line on two written collections looks once; a round on one
+	// collection (the common case) needs no map, its lines being a set.
+	var seen map[*line]bool
+	if len(h.dirty) > 1 {
+		seen = map[*line]bool{}
+	}
 	for c := range h.dirty {
 		// The lines on a collection look together or not at all: a row
 		// goes to the best bid only once every claim that could beat it
@@ -78,7 +83,9 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 		delete(h.dirty, c)
 		for l := range h.byColl[c] {
 			if !seen[l] && len(l.waiters) > 0 {
-				seen[l] = true
+				if seen != nil {
+					seen[l] = true
+				}
 				lines = append(lines, l)
 			}
 		}
