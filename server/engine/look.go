@@ -196,11 +196,15 @@ type Bid struct {
 
 // Look returns, for each request, what it would take now, all under one
 // read lock and writing nothing.
-func (db *DB) Look(reqs [][]Parsed) []Bid {
+func (db *DB) Look(reqs [][]Parsed) []Bid { return db.LookInto(nil, reqs) }
+
+// LookInto is Look writing its bids into dst's array when it has room: a
+// caller looking round after round over a thousand held claims reuses one.
+func (db *DB) LookInto(dst []Bid, reqs [][]Parsed) []Bid {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	now := db.clock.NowMS()
-	out := make([]Bid, len(reqs))
+	out := slices.Grow(dst[:0], len(reqs))[:len(reqs)]
 	// One tx for every look: a round of a thousand held claims would
 	// otherwise allocate a thousand (a tx holds its plan and its rows'
 	// room), and claims parsed from the same text share their clauses,
@@ -277,7 +281,8 @@ func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 		if c == nil {
 			continue
 		}
-		var terms []timeTerm
+		var room [4]timeTerm
+		terms := room[:0]
 		// A scoped claim waits on its rules' time terms too: a rule may
 		// admit a job only once it is due.
 		where := cl.Where
