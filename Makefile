@@ -172,6 +172,30 @@ queue-bench: $(SERVER_DEP)
 	cd bench && $(GO) run ./cmd/queuebench -fenec $(SERVER_BIN) -jobs 1000000 -duration 2s -rounds 3 \
 		-out results -docs ../docs/benchmarks.md -note "$(BENCH_NOTE)"
 
+# Each SDK's worker (bench/workers/: Go NewWorker, JS worker(), Python
+# Worker and AsyncWorker, Kotlin Worker, each on its SDK from this checkout
+# as its README says, built here) at concurrency 1, 10 and 50 beside a
+# plain HTTP loop, on the default (durable) server, alternating, into
+# bench/results/workers.md. Minutes long; not in test. WORKER_BENCH_FLAGS
+# makes it smaller (-worker-jobs 2000 -rounds 1 -systems plain,go …).
+WORKER_BENCH_FLAGS ?=
+KOTLIN_VERSION = $(shell sed -n 's#^  <version>\(.*\)</version>#\1#p' sdks/kotlin/pom.xml | head -1)
+KOTLIN_COMPILER = $(shell sed -n 's#.*<kotlin.version>\(.*\)</kotlin.version>.*#\1#p' sdks/kotlin/pom.xml)
+.PHONY: worker-bench worker-bench-programs
+worker-bench: $(SERVER_DEP) worker-bench-programs
+	cd bench && $(GO) run ./cmd/queuebench -mode workers -fenec $(SERVER_BIN) -out results \
+		-command "make worker-bench$(if $(WORKER_BENCH_FLAGS), WORKER_BENCH_FLAGS='$(WORKER_BENCH_FLAGS)')" \
+		-note "$(BENCH_NOTE)" $(WORKER_BENCH_FLAGS)
+worker-bench-programs: sdks/js/node_modules/.package-lock.json
+	cd bench/workers/go && $(GO) build -o worker .
+	cd sdks/js && $(NPM) run --silent build
+	cd bench/workers/js && $(NPM) install --no-audit --no-fund --silent
+	test -x bench/workers/python/.venv/bin/python || python3 -m venv bench/workers/python/.venv
+	bench/workers/python/.venv/bin/pip install -q ./sdks/python && bench/workers/python/.venv/bin/pip install -q --force-reinstall --no-deps ./sdks/python
+	cd sdks/kotlin && $(MVN) -B -q install -DskipTests
+	cd bench/workers/kotlin && $(MVN) -B -q package -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) && \
+		$(MVN) -B -q dependency:build-classpath -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) -Dmdep.outputFile=target/cp.txt
+
 # The recipes of docs/redis.md under load (a counter beside Redis's INCR, a
 # lock raced for, a rate limit, a million @ttl documents lapsing at once),
 # each checked for its property, into bench/results/redis.md. Not a test:

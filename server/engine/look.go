@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 )
@@ -13,14 +14,26 @@ var ErrNothingTaken = errors.New("the request takes no row")
 // writes returns the set and del statements of a request, the ones a held
 // claim waits on.
 func writes(ps []Parsed) []Parsed {
+	if !slices.ContainsFunc(ps, func(p Parsed) bool { return !isWrite(p.Stmt) }) {
+		// Every statement a write (a held claim is most often one set):
+		// ps itself, not a copy made at each look of every round.
+		return ps
+	}
 	var out []Parsed
 	for _, p := range ps {
-		switch p.Stmt.(type) {
-		case *fenecql.Set, *fenecql.Del:
+		if isWrite(p.Stmt) {
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+func isWrite(s fenecql.Stmt) bool {
+	switch s.(type) {
+	case *fenecql.Set, *fenecql.Del:
+		return true
+	}
+	return false
 }
 
 // ClausesOf returns a get, set or del's collection and row-picking
@@ -183,18 +196,29 @@ type Bid struct {
 
 // Look returns, for each request, what it would take now, all under one
 // read lock and writing nothing.
-func (db *DB) Look(reqs [][]Parsed) []Bid {
+func (db *DB) Look(reqs [][]Parsed) []Bid { return db.LookInto(nil, reqs) }
+
+// LookInto is Look writing its bids into dst's array when it has room: a
+// caller looking round after round over a thousand held claims reuses one.
+func (db *DB) LookInto(dst []Bid, reqs [][]Parsed) []Bid {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	now := db.clock.NowMS()
-	out := make([]Bid, len(reqs))
+	out := slices.Grow(dst[:0], len(reqs))[:len(reqs)]
+	// One tx for every look: a round of a thousand held claims would
+	// otherwise allocate a thousand (a tx holds its plan and its rows'
+	// room), and claims parsed from the same text share their clauses,
+	// which pick then checks once.
+	t := &tx{db: db}
 	for i, ps := range reqs {
-		out[i] = db.look(ps, now)
+		out[i] = db.look(t, ps, now)
 	}
 	return out
 }
 
-func (db *DB) look(ps []Parsed, now int64) Bid {
+// look returns what ps would take now; t is a tx used by one look at a
+// time, each setting what it reads.
+func (db *DB) look(t *tx, ps []Parsed, now int64) Bid {
 	for _, p := range writes(ps) {
 		name, cl := ClausesOf(p.Stmt)
 		c := db.colls[name]
@@ -204,7 +228,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 		if err := p.Scope.ended(now); err != nil {
 			return Bid{Err: err}
 		}
-		t := &tx{db: db, scope: p.Scope}
+		t.scope, t.upd = p.Scope, nil
 		t.env = fenecql.Env{Params: p.Params, Now: now}
 		env := &t.env
 		g := writeGrant(p.Stmt)
@@ -212,7 +236,7 @@ func (db *DB) look(ps []Parsed, now int64) Bid {
 			env.Claims = p.Scope.Claims
 		}
 		if set, isSet := p.Stmt.(*fenecql.Set); isSet {
-			if _, err := setFields(c, set.Patch, nil); err != nil {
+			if _, err := setFields(c, set.Patch, t.fieldRoom[:0]); err != nil {
 				return Bid{Err: err}
 			}
 			var err error
@@ -257,7 +281,8 @@ func (db *DB) nextDue(ps []Parsed, now int64) (due int64, ok bool) {
 		if c == nil {
 			continue
 		}
-		var terms []timeTerm
+		var room [4]timeTerm
+		terms := room[:0]
 		// A scoped claim waits on its rules' time terms too: a rule may
 		// admit a job only once it is due.
 		where := cl.Where

@@ -134,6 +134,9 @@ func engineError(err error, batch bool) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if sw, ok := w.(*statusWriter); ok {
+		sw.refused = e
+	}
 	body := gen.Error{Error: e.msg, Code: e.code, At: e.at}
 	// Messages quote FenecQL (`run_at <= now()`), which HTML escaping
 	// would garble for every reader that is not a browser.

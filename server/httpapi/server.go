@@ -246,6 +246,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if e := s.guard(w, r); e != nil {
 		writeError(w, e)
 		s.metrics.request("unknown", statuses[e.code]) // before the route is found
+		s.logRefused(r, "unknown", statuses[e.code], e)
 		return
 	}
 	if s.front(w, r) {
@@ -264,9 +265,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(sw, err)
 		s.metrics.request("unknown", sw.status)
+		s.logRefused(r, "unknown", sw.status, err)
 		return
 	}
-	defer func() { s.metrics.request(route.Path, sw.status) }()
+	defer func() {
+		s.metrics.request(route.Path, sw.status)
+		if sw.status >= 400 {
+			s.logRefused(r, route.Path, sw.status, sw.refused)
+		}
+	}()
 	if route.Path != "/_health" {
 		admitted, e := s.admit(r)
 		if e != nil {
@@ -452,10 +459,30 @@ func (s *Server) check(r *http.Request, route *routers.Route, body []byte) *apiE
 	return nil
 }
 
+// logRefused logs a refused request at debug level (fenec serve
+// --log-level debug) with the reason it was given, so that a 4xx or 5xx
+// counted in fenec_http_requests_total can be told apart when no
+// statement was counted for it (docs/operations.md, "Monitoring"). e is
+// nil when the handler wrote the refusal some other way.
+func (s *Server) logRefused(r *http.Request, route string, status int, e *apiError) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		return
+	}
+	args := []any{"method", r.Method, "path", r.URL.Path, "route", route, "status", status, "remote", r.RemoteAddr}
+	if e != nil {
+		args = append(args, "code", string(e.code), "error", e.msg)
+		if e.at != nil {
+			args = append(args, "at", *e.at)
+		}
+	}
+	s.log.Debug("refused", args...)
+}
+
 // statusWriter remembers the status written, for the request metrics.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	status  int
+	refused *apiError // the refusal writeError wrote, for the debug log
 }
 
 func (w *statusWriter) WriteHeader(code int) {

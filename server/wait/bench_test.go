@@ -2,8 +2,11 @@ package wait
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,4 +78,93 @@ func benchWake(b *testing.B, pause time.Duration) {
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// BenchmarkNearestOfHeld times a put to the nearest of n held couriers,
+// in memory and in process, as queuebench's "put → nearest of n held
+// couriers": each courier's claim takes the ride nearest its own point, so
+// every courier is a line of its own and every put is looked at by all of
+// them. It reports the p50 and the CPU per ride (the process's, over the
+// puts):
+//
+//	cd server && go test ./wait -run '^$' -bench NearestOfHeld -benchtime 100x
+func BenchmarkNearestOfHeld(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("couriers=%d", n), func(b *testing.B) { benchNearest(b, n) })
+	}
+}
+
+func benchNearest(b *testing.B, n int) {
+	db, err := engine.Open(engine.Options{File: ":memory:"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	hub := New(db, nil)
+	defer func() { hub.Close(); db.Close() }()
+	ctx := context.Background()
+	if _, err := db.Exec(ctx, `create collection rides (pickup geo @geo, run_at timestamp @sorted, owner text)`, nil); err != nil {
+		b.Fatal(err)
+	}
+	ps, err := engine.Parse([]engine.Statement{{Query: `set rides {owner: $1, run_at: now() + 30000} where run_at <= now() order distance(pickup, $2) limit 1 returning id`}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	point := func() fenecql.Value {
+		return fenecql.List([]fenecql.Value{fenecql.Float(29.0 + rnd.Float64()*0.119), fenecql.Float(41.0 + rnd.Float64()*0.09)})
+	}
+	took := make(chan string, n)
+	stop := make(chan struct{})
+	for i := range n {
+		me, at := fenecql.Text(fmt.Sprint("c", i)), point()
+		go func() {
+			for {
+				p := []engine.Parsed{{Stmt: ps[0].Stmt, Params: []fenecql.Value{me, at}}}
+				rs, _, err := hub.Hold(ctx, &Request{Parsed: p, Wait: 30 * time.Second})
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if err == nil && len(rs[0].Rows) == 1 {
+					took <- "x"
+					db.Exec(ctx, `del rides where id = $1`, []fenecql.Value{rs[0].Rows[0][0]})
+				}
+			}
+		}()
+	}
+	defer close(stop)
+	awaitHeld := func() {
+		for deadline := time.Now().Add(30 * time.Second); hub.Held() != n; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d claims held, not %d", hub.Held(), n)
+			}
+		}
+	}
+	awaitHeld()
+	lat := make([]time.Duration, 0, b.N)
+	cpu0 := processCPU()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if _, err := db.Exec(ctx, `put rides {pickup: $1, run_at: now()}`, []fenecql.Value{point()}); err != nil {
+			b.Fatal(err)
+		}
+		<-took
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		awaitHeld()
+		b.StartTimer()
+	}
+	b.StopTimer()
+	cpu := processCPU() - cpu0
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/ride")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

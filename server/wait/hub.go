@@ -48,6 +48,13 @@ type Hub struct {
 	// (written): a row goes to the best bid only once every claim that
 	// could beat it has looked. It is taken before mu.
 	rmu sync.Mutex
+	// Held by rmu, the slices a round fills, kept from round to round:
+	// a round over a thousand lines would otherwise allocate four
+	// thousand-long ones.
+	roundLines []*line
+	roundHeads []*waiter
+	roundReqs  [][]engine.Parsed
+	roundBids  []engine.Bid
 
 	mu      sync.Mutex
 	lines   map[string]*line

@@ -1,6 +1,7 @@
 package wait
 
 import (
+	"slices"
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
@@ -54,8 +55,13 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 			next = t
 		}
 	}
-	var lines []*line
-	seen := map[*line]bool{}
+	lines := h.roundLines[:0]
+	// A line on two written collections looks once; a round on one
+	// collection (the common case) needs no map, its lines being a set.
+	var seen map[*line]bool
+	if len(h.dirty) > 1 {
+		seen = map[*line]bool{}
+	}
 	for c := range h.dirty {
 		// The lines on a collection look together or not at all: a row
 		// goes to the best bid only once every claim that could beat it
@@ -78,7 +84,9 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 		delete(h.dirty, c)
 		for l := range h.byColl[c] {
 			if !seen[l] && len(l.waiters) > 0 {
-				seen[l] = true
+				if seen != nil {
+					seen[l] = true
+				}
 				lines = append(lines, l)
 			}
 		}
@@ -87,10 +95,12 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 		run, woke = h.turn(lines[0], lines[0].waiters[0], here)
 		h.setAlarm()
 		h.mu.Unlock()
+		clear(lines)
+		h.roundLines = lines
 		return next, run, woke
 	}
-	heads := make([]*waiter, len(lines))
-	reqs := make([][]engine.Parsed, len(lines))
+	heads := slices.Grow(h.roundHeads[:0], len(lines))[:len(lines)]
+	reqs := slices.Grow(h.roundReqs[:0], len(lines))[:len(lines)]
 	for i, l := range lines {
 		heads[i] = l.waiters[0]
 		reqs[i] = heads[i].req.Parsed
@@ -99,12 +109,23 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 
 	var bids []engine.Bid
 	if len(reqs) > 0 {
-		bids = h.db.Look(reqs)
+		bids = h.db.LookInto(h.roundBids, reqs)
 		h.metrics.looked(len(reqs))
 	}
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer func() {
+		// Kept for the next round, holding nothing of this one's.
+		clear(lines)
+		clear(heads)
+		clear(reqs)
+		clear(bids)
+		h.roundLines, h.roundHeads, h.roundReqs = lines, heads, reqs
+		if bids != nil {
+			h.roundBids = bids
+		}
+	}()
 	best := -1
 	for i, b := range bids {
 		l, w := lines[i], heads[i]

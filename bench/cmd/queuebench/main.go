@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -132,6 +133,15 @@ func main() {
 	flag.DurationVar(&rc.rateFor, "rate-for", 5*time.Second, "-mode redis: how long the rate limit's clients ask")
 	flag.IntVar(&rc.ttlRows, "ttl-rows", 1000000, "-mode redis: `documents` lapsing at once")
 	docs := flag.String("docs", "", "replace the table between the queue-bench markers of this markdown `file`")
+	wc := workerConfig{}
+	flag.IntVar(&wc.jobs, "worker-jobs", 20000, "-mode workers: jobs put before each run")
+	flag.DurationVar(&wc.limit, "worker-limit", time.Minute, "-mode workers: the longest one run may take (it is cut off then)")
+	wconc := flag.String("worker-concurrency", "1,10,50", "-mode workers: comma-separated `concurrencies`")
+	systems := flag.String("systems", strings.Join(workerSystems, ","), "-mode workers: comma-separated `programs`: "+strings.Join(workerSystems, ", "))
+	flag.StringVar(&wc.dir, "worker-dir", "workers", "-mode workers: the `directory` of the worker programs, built")
+	flag.StringVar(&wc.command, "command", "", "-mode workers: the `command` that made the run, for the header")
+	url := flag.String("url", "", "-mode plainloop: the server's `URL`")
+	conc := flag.Int("concurrency", 10, "-mode plainloop: jobs in flight")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
@@ -140,6 +150,32 @@ func main() {
 	var err error
 	switch *mode {
 	case "queue":
+	case "plainloop":
+		if err := plainLoop(*url, *conc); err != nil {
+			fail(err)
+		}
+		return
+	case "workers":
+		wc.bin, wc.rounds, wc.note, wc.out, wc.tmp = cfg.bin, cfg.rounds, cfg.note, *out, cfg.dir
+		if wc.conc, err = parseWorkers(*wconc); err != nil {
+			fail(err)
+		}
+		for _, sys := range strings.Split(*systems, ",") {
+			if !slices.Contains(workerSystems, sys) {
+				fail(fmt.Errorf("-systems: unknown program %q", sys))
+			}
+			wc.systems = append(wc.systems, sys)
+		}
+		if wc.selfPath, err = os.Executable(); err != nil {
+			fail(err)
+		}
+		if wc.command == "" {
+			wc.command = strings.Join(os.Args, " ")
+		}
+		if err := runWorkerBench(&wc); err != nil {
+			fail(err)
+		}
+		return
 	case "redis":
 		rc.bin, rc.dir, rc.install, rc.note = cfg.bin, cfg.dir, cfg.install, cfg.note
 		if err := runRecipes(&rc, *out); err != nil {
@@ -152,7 +188,7 @@ func main() {
 		}
 		return
 	default:
-		fail(fmt.Errorf("-mode: %q is none of queue, redis and memory", *mode))
+		fail(fmt.Errorf("-mode: %q is not queue, redis, memory, workers or plainloop", *mode))
 	}
 	if cfg.workers, err = parseWorkers(*workers); err != nil {
 		fail(err)

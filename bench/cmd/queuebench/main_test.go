@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -129,5 +130,54 @@ func TestChartOfOnePoint(t *testing.T) {
 	}
 	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
 		t.Fatalf("no picture: %v", err)
+	}
+}
+
+// TestWorkerSmoke runs make worker-bench's plain loop and Go worker (the
+// programs a Go toolchain builds) over a few hundred jobs, so -mode workers
+// keeps working between the runs of make worker-bench.
+func TestWorkerSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts fenec servers")
+	}
+	bin := os.Getenv("FENEC_BIN")
+	dir := t.TempDir()
+	if bin == "" {
+		var err error
+		if bin, err = apitest.Build(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self := filepath.Join(dir, "queuebench")
+	goWorker, err := filepath.Abs("../../workers/go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range [][]string{{".", self}, {goWorker, filepath.Join(goWorker, "worker")}} {
+		cmd := exec.Command("go", "build", "-o", b[1], ".")
+		cmd.Dir = b[0]
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build in %s: %v\n%s", b[0], err, out)
+		}
+	}
+	cfg := workerConfig{bin: bin, dir: filepath.Dir(goWorker), systems: []string{"plain", "go"}, conc: []int{3},
+		jobs: 300, limit: time.Minute, rounds: 2, command: "go test", out: dir, selfPath: self}
+	runs, err := cfg.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 4 {
+		t.Fatalf("%d runs, want 2 systems by 2 rounds", len(runs))
+	}
+	for _, r := range runs {
+		if r.err != nil || r.done != 300 || r.serverCPU <= 0 || r.fsyncs < 1 || r.requests < 1 {
+			t.Errorf("%s: %+v", r.system, r)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "workers.md"))
+	for _, want := range []string{"## Concurrency 3", "| Go `NewWorker` |", "| plain HTTP loop"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("workers.md has no %q:\n%s", want, md)
+		}
 	}
 }

@@ -109,6 +109,7 @@ type options struct {
 	maxBody                        int64
 	memory                         byteSize
 	slowMS                         int
+	logLevel                       slog.Level
 	tlsCert, tlsKey, tlsClientCA   string
 	insecure, insecureOpen         bool
 	noConsole                      bool
@@ -140,6 +141,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
 	fs.IntVar(&o.tokenConcurrency, "token-concurrency", httpapi.DefaultTokenConcurrency, "requests one token subject (a JWT's sub) may run at once; more wait up to 250 ms, then are answered 429 too_busy (0: no bound; the --token is never bound)")
 	fs.IntVar(&o.slowMS, "slow-ms", 100, "log requests whose statements run this many `ms` or more; 0 logs none")
+	fs.TextVar(&o.logLevel, "log-level", slog.LevelInfo, "the least `level` logged: debug (each refused request, with its reason), info, warn or error")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (its chain after it); re-read when it changes; needs --tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "the PEM private key `file` of --tls-cert; re-read when it changes")
 	fs.StringVar(&o.tlsClientCA, "tls-client-ca", "", "require of every client a certificate signed by a CA of this PEM `file`; needs --tls-cert")
@@ -245,7 +247,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("--tls-cert: %w", err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	httpapi.TuneGC(int64(o.memory))
 
 	var manual *clock.Manual
