@@ -121,7 +121,7 @@ func main() {
 	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
 	flag.StringVar(&cfg.note, "note", "", "a `remark` for the header, such as what else the machine was doing")
 	out := flag.String("out", "", "write queue.md, queue.json and queue.png (-mode redis: redis.md) into this `directory`")
-	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go); memory: memory per job beside Redis (memory.go)")
+	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go); memory: memory per job beside Redis (memory.go); workers: each SDK's worker beside a plain HTTP loop (workers.go); plainloop: that loop alone, as the workers mode runs it")
 	rc := recipes{}
 	flag.IntVar(&rc.incClients, "inc-clients", 16, "-mode redis: `clients` incrementing one counter")
 	flag.IntVar(&rc.incs, "incs", 10000, "-mode redis: increments `each` counter client sends")
