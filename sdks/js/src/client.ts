@@ -30,7 +30,7 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
-export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
+export { backoff, type Handler, worker, Worker, WorkerError, type WorkerOptions, type WorkerStep } from './worker.js';
 
 /** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
 export interface ConnectOptions {
@@ -112,7 +112,7 @@ export class Client {
 
   /**
    * Runs one FenecQL statement, its values as `$1…$n` in `params` — or a
-   * statement a builder rendered (`jobs.toQuery(…)`), whose rows decode by
+   * statement a builder rendered (`jobs.renderRows()`, `jobs.renderUpdate(…)`, …), whose rows decode by
    * their collection's field types. Answers a {@link Result}: the rows or
    * the count written, and the request's `seq` and `replayed`.
    */
@@ -126,8 +126,8 @@ export class Client {
   /**
    * Runs statements all or nothing, in order, under one lock; answers each
    * statement's result. A refusal names the statement in `FenecError.at`.
-   * Builders render statements with `toQuery`:
-   * `db.batch([jobs.where('id', 1).toQuery('delete', { require: 1 }), …])`.
+   * Builders render statements with `renderRows()`, `renderUpdate(…)`, …:
+   * `db.batch([jobs.where('id', 1).renderDelete({ require: 1 }), …])`.
    */
   async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Result[]> {
     const body = { statements: statements.map((s) => ({ query: s.query, params: s.params })) };

@@ -66,7 +66,7 @@ test('packed, installed outside the repository, type-checked and run as a user w
   writeFileSync(join(linked, 'package.json'), JSON.stringify({ name: 'linked-project', private: true, type: 'module' }));
   await npm(linked, 'install', '--offline', pkg);
   const imported = await run(process.execPath, ['--input-type=module', '-e',
-    "import { connect } from '@fenecdb/web/client'; console.log(connect('http://x.invalid').from('jobs').where('id', 1).toQuery().query);"], { cwd: linked });
+    "import { connect } from '@fenecdb/web/client'; console.log(connect('http://x.invalid').from('jobs').where('id', 1).renderRows().query);"], { cwd: linked });
   assert.equal(imported.stdout, 'get jobs where id = $1\n');
 
   // A user's project: the tarball, and nothing else from the repository.

@@ -123,7 +123,7 @@ describe('errors', () => {
 
   test('a batch refusal names its statement with at', async () => {
     const jobs = db.from('jobs');
-    const err = await refusal(db.batch([jobs.toQuery('count'), jobs.where('id', 999).toQuery('delete', { require: 1 })]));
+    const err = await refusal(db.batch([jobs.renderCount(), jobs.where('id', 999).renderDelete({ require: 1 })]));
     assert.deepEqual([err.status, err.code, err.at], [412, 'unmet', 1]);
   });
 });
@@ -184,7 +184,7 @@ describe('results and rows', () => {
   before(fresh);
 
   test('a write answers seq; a retry with its key answers replayed and the same seq', async () => {
-    const stmt = db.from('jobs').toQuery('insert', { attempts: 0 });
+    const stmt = db.from('jobs').renderInsert({ attempts: 0 });
     const first = await db.query(stmt, { idempotencyKey: 'seq-1' });
     const again = await db.query(stmt, { idempotencyKey: 'seq-1' });
     assert.ok(first.seq > 0, `seq ${first.seq}`);
