@@ -116,10 +116,16 @@ export class Query<T extends object = Row> {
    * - `where(field, op, value)`: `field op $n`, `op` one of `=`, `!=`, `<`,
    *   `<=`, `>`, `>=`, `in`, `not in` (the last two take a list);
    * - `where(raw('text with ? marks', …args))`: the text, each `?` a parameter.
+   *
+   * With a row type, a value is typed by its field (`T[K]`, or `expr(…)`);
+   * a `path(…)` takes any value.
    */
   where(condition: Raw): Query<T>;
-  where(field: Field<T> | Path, value: unknown): Query<T>;
-  where(field: Field<T> | Path, op: Operator, value: unknown): Query<T>;
+  where<K extends Field<T>>(field: K, value: T[K] | Expr | null): Query<T>;
+  where<K extends Field<T>>(field: K, op: 'in' | 'not in', values: readonly T[K][]): Query<T>;
+  where<K extends Field<T>>(field: K, op: Operator, value: T[K] | Expr | null): Query<T>;
+  where(field: Path, value: unknown): Query<T>;
+  where(field: Path, op: Operator, value: unknown): Query<T>;
   where(...args: unknown[]): Query<T> {
     return this.#with({ where: Object.freeze([...this.#state.where, condition(args)]) });
   }

@@ -290,7 +290,7 @@ export class Worker<T extends object = Row> {
         empty = true;
       }
       for (const row of rows) {
-        if (this.#closing.signal.aborted) this.#track(this.#release(row['id'], owner));
+        if (this.#closing.signal.aborted) this.#track(this.#release(typeof row['id'] === 'string' ? BigInt(row['id']) : row['id'], owner));
         else this.#start(row, owner);
       }
     }
@@ -303,7 +303,9 @@ export class Worker<T extends object = Row> {
   }
 
   #start(row: Row, owner: string): void {
-    const id = row['id'];
+    // An id read as its digits (connect's int64: 'string') is sent back as an int.
+    const given = row['id'];
+    const id = typeof given === 'string' ? BigInt(given) : given;
     const key = `${owner} ${String(id)}`;
     const r: Running = { id, owner, key, ctl: new AbortController(), lost: false, stopped: false, extending: false };
     this.#running.set(key, r);

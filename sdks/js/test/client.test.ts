@@ -231,7 +231,7 @@ describe('requests', () => {
     ] }] };
     const body = '[{"id":9007199254740993,"run_at":"2026-05-03T09:20:20.000Z","note":"2026-05-03T09:20:20.000Z","big":-9223372036854775808,"score":1e300,"payload.at":"2026-05-03T09:20:20.000Z"}]';
     const { fetch } = fakeFetch(() => new Response(body, { status: 200 }), schema);
-    const [row] = await connect('http://db.test', { fetch }).from('jobs').rows();
+    const [row] = await connect('http://db.test', { fetch, int64: 'bigint' }).from('jobs').rows();
     assert.deepEqual(row, {
       id: 9007199254740993n, run_at: new Date('2026-05-03T09:20:20.000Z'), note: '2026-05-03T09:20:20.000Z',
       big: -9223372036854775808n, score: 1e300, 'payload.at': '2026-05-03T09:20:20.000Z',

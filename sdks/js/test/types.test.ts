@@ -48,8 +48,25 @@ test('a row type checks field names; options take undefined', () => {
     jobs.renderUpdate({ attempts: 'one' });
     // @ts-expect-error inc(…) is not a document value
     jobs.renderInsert({ attempts: inc(1) });
+    // @ts-expect-error a where value of the wrong type for its field
+    jobs.where('attempts', 'five');
+    // @ts-expect-error an in list of the wrong type
+    jobs.where('id', 'in', ['1']);
+    // @ts-expect-error a comparison value of the wrong type
+    jobs.where('owner', '=', 5);
+    // @ts-expect-error rows typed by query<T> have T's fields only
+    void db.query<Job>('get jobs').then((r) => r.rows?.[0]?.ownr);
   };
   void mistakes;
+
+  // A where value typed by its field, an expr, null; a path takes any value.
+  const typed = [
+    jobs.where('attempts', 3).where('owner', null).where('run_at', '<=', expr('now()')).renderRows(),
+    jobs.where('id', 'in', [1, 2]).where(path('payload.to'), 'in', ['a', 'b']).renderRows(),
+  ];
+  assert.equal(typed[1]?.query, 'get jobs where id in $1 and payload.to in $2');
+  const result: Promise<Job[] | undefined> = db.query<Job>('get jobs').then((r) => r.rows).catch(() => undefined);
+  void result;
 
   // Without a row type, any field name is taken (and checked at run time).
   db.from('jobs').where('anything', 1).order('payload.to').select('x.y');
