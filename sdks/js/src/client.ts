@@ -606,9 +606,14 @@ function headers(opts: RequestOptions, nodes: Nodes): api.QueryHeaders {
   const h: api.QueryHeaders = {};
   if (opts.wait !== undefined) h.fenecWait = opts.wait;
   if (opts.idempotencyKey !== undefined) h.idempotencyKey = opts.idempotencyKey;
-  // One URL is one server (a lone one answers 400 for a Fenec-After beyond
-  // its own writes): only several nodes need it.
-  if (nodes.several && nodes.seq > 0) h.fenecAfter = nodes.seq;
+  if (opts.after !== undefined) {
+    if (!Number.isSafeInteger(opts.after) || opts.after < 0) throw new TypeError(`after must be a whole number from 0 (a Result.seq), not ${String(opts.after)}`);
+    h.fenecAfter = Math.max(opts.after, nodes.several ? nodes.seq : 0);
+  } else if (nodes.several && nodes.seq > 0) {
+    // One URL is one server (a lone one answers 400 for a Fenec-After beyond
+    // its own writes): only several nodes need it unasked.
+    h.fenecAfter = nodes.seq;
+  }
   return h;
 }
 

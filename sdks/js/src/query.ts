@@ -54,10 +54,17 @@ export interface RequestOptions {
   wait?: number | undefined;
   /** Sent as `Idempotency-Key`: a retry with the same key is answered the first answer, and writes nothing. */
   idempotencyKey?: string | undefined;
+  /**
+   * Sent as `Fenec-After`: the server runs the request once it has applied
+   * write `after` (a {@link Result.seq}, perhaps another node's) —
+   * read-your-writes across a cluster (docs/cluster.md). A client given
+   * several nodes sends the highest it has seen on its own.
+   */
+  after?: number | undefined;
 }
 
 /** Options of a read. */
-export type ReadOptions = Pick<RequestOptions, 'signal' | 'timeout'>;
+export type ReadOptions = Pick<RequestOptions, 'signal' | 'timeout' | 'after'>;
 
 /** Options of an insert. */
 export type InsertOptions = Pick<RequestOptions, 'signal' | 'timeout' | 'idempotencyKey'>;

@@ -143,3 +143,19 @@ test('int fields read as one JS type, chosen at connect()', { timeout: 30_000 },
   assert.deepEqual(await text.from('counts').order('id').rows(), [{ id: '1', n: '7', f: 1.5 }, { id: '2', n: '9223372036854775807', f: 2 }]);
   assert.throws(() => connect(server.url, { int64: 'double' as 'number' }), /int64 must be 'number', 'bigint' or 'string'/);
 });
+
+test('after: read-your-writes, sent as Fenec-After', { timeout: 30_000 }, async (t) => {
+  const server = await launch();
+  t.after(() => server.stop());
+  const db = connect(server.url);
+  await db.query('create collection notes (body text)');
+  const { url, seen } = await proxy(t, server, () => 'forward');
+  const client = connect(url);
+  const { seq } = await client.query('insert notes {body: $1}', ['x']);
+  assert.equal(await client.from('notes').count({ after: seq }), 1);
+  assert.equal(queries(seen).at(-1)?.headers['fenec-after'], String(seq));
+  // A lone server has no other node to wait for: a write it has not made is refused at once.
+  const err = await client.from('notes').count({ after: seq + 1000 }).then(() => assert.fail('answered'), (e: unknown) => e);
+  assert.ok(err instanceof FenecError && err.status === 400, String(err));
+  await assert.rejects(client.from('notes').count({ after: -1 }), /after must be a whole number from 0/);
+});

@@ -197,9 +197,9 @@ test('stop under load: running handlers finish, and no job waits on the stopped 
   const stopped = Date.now();
   const closing = a.close();
   await sleep(200);
-  // 200 ms after the stop, every job leased to a is one it is still running.
+  // 200 ms after the stop, every job leased to a is one it is still running (or whose ack is on its way): none it did not start.
   const leased = (await db.from<Job>('jobs').where(raw('owner is not null')).rows()).filter((j) => j.owner?.startsWith(`${a.owner}:`));
-  for (const j of leased) assert.ok(running.has(j.id), `job ${j.id} still leased to the stopped worker, not running`);
+  for (const j of leased) assert.ok(running.has(j.id) || finished.has(j.id), `job ${j.id} still leased to the stopped worker, not started`);
   await closing;
   for (const id of runningInA) assert.ok(finished.has(id), `job ${id}, running at the stop, did not finish`);
   await until('b drains the queue', 20_000, async () => (await db.from('jobs').count()) === 0);
