@@ -63,8 +63,8 @@ const OWNER = S('w-5f3a9c:7');
 const WORKER: Def[] = [
   ['worker claim', 'jobs', [WR('run_at <= now()'), O('run_at'), LIM(10)], UPD({ owner: OWNER, run_at: X('now() + ?', N(30000)), attempts: INC(N(1)) }, { returning: ALL })],
   ['worker claim with a where of its own', 'jobs', [WR('run_at <= now()'), WR('queue = ? and priority >= ?', S('mail'), N(2)), O('run_at'), LIM(3)], UPD({ owner: OWNER, run_at: X('now() + ?', N(30000)), attempts: INC(N(1)) }, { returning: ALL })],
-  ['worker extend', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ run_at: X('now() + ?', N(30000)) }, { require: 1 })],
-  ['worker ack', 'jobs', [W('id', N(42)), W('owner', OWNER)], DEL({ require: 1 })],
+  ['worker extend', 'jobs', [WC('id', 'in', L(N(42), N(43))), W('owner', OWNER)], UPD({ run_at: X('now() + ?', N(30000)) }, { returning: ['id'] })],
+  ['worker ack', 'jobs', [WC('id', 'in', L(N(42), N(43))), W('owner', OWNER)], DEL({ returning: ['id'] })],
   ['worker fail', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, error: S('smtp timeout'), run_at: X('now() + ?', N(4000)) }, { require: 1 })],
   ['worker dead letter', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, error: S('smtp timeout'), run_at: NULL }, { require: 1 })],
   ['worker release', 'jobs', [W('id', N(42)), W('owner', OWNER)], UPD({ owner: NULL, run_at: X('now()'), attempts: INC(N(-1)) }, { require: 1 })],

@@ -1,7 +1,7 @@
 // npm's `prepare` (docs: "runs on local npm install without any arguments,
-// before npm pack, and for a folder or git dependency"): builds dist/src,
-// what the package's exports point at. A folder installed from another
-// project (`npm install path/to/sdks/js`) gets no devDependencies from npm,
+// before npm pack, and for a folder or git dependency"): builds dist/src
+// (ESM) and dist/cjs (CommonJS), what the package's exports point at. A
+// folder installed from another project (`npm install path/to/sdks/js`) gets no devDependencies from npm,
 // so when TypeScript is missing this installs the pinned ones first.
 import { execFileSync } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
@@ -19,3 +19,4 @@ if (!existsSync(tsc)) {
 }
 rmSync(join(root, 'dist', 'src'), { recursive: true, force: true });
 run(process.execPath, [tsc, '-p', 'tsconfig.build.json']);
+run(process.execPath, [join(root, 'scripts', 'cjs.mjs')]);

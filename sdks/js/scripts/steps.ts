@@ -91,9 +91,11 @@ export function render(db: Client, c: Pick<Case, 'from' | 'steps' | 'end'>): Sta
     ...('returning' in e && e.returning !== undefined ? { returning: e.returning } : {}),
   });
   switch (e.op) {
-    case 'insert': return q.toQuery('insert', e.docs ? e.docs.map(doc) : doc(e.doc ?? {}));
-    case 'update': return q.toQuery('update', doc(e.patch), clauses());
-    case 'delete': return q.toQuery('delete', clauses());
-    default: return q.toQuery(e.op);
+    case 'insert': return q.renderInsert(e.docs ? e.docs.map(doc) : doc(e.doc ?? {}));
+    case 'update': return q.renderUpdate(doc(e.patch), clauses());
+    case 'delete': return q.renderDelete(clauses());
+    case 'rows': return q.renderRows();
+    case 'first': return q.renderFirst();
+    default: return q.renderCount();
   }
 }

@@ -30,7 +30,7 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
-export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
+export { backoff, type Handler, worker, Worker, WorkerError, type WorkerOptions, type WorkerStep } from './worker.js';
 
 /** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
 export interface ConnectOptions {
@@ -47,7 +47,35 @@ export interface ConnectOptions {
    * `{ connect: { ca, cert, key } }` (docs/sdks.md, "TLS").
    */
   dispatcher?: object | undefined;
+  /**
+   * Headers sent on every request, such as a tracing or a proxy's header.
+   * The client's own (`Authorization` from `token`, `Content-Type`, the
+   * `Fenec-…` and `Idempotency-Key` of a call) take precedence; a
+   * `User-Agent` given here replaces the SDK's.
+   */
+  headers?: HeadersInit | undefined;
+  /**
+   * How many times a request is sent again after a fault — no answer
+   * (`network`), a `timeout`, the server's `unavailable` or `internal`, a
+   * proxy's 502/503/504 — with exponential backoff and full jitter (a
+   * random pause up to 250 ms × 2^n, at most 8 s). Default 0: none. With
+   * retries on, every write carries an `Idempotency-Key` (the caller's, or
+   * one the client makes), so a write the server applied before its answer
+   * was lost is answered again, not applied twice; a read is sent again as
+   * it is. See `FenecError.retryable`.
+   */
+  maxRetries?: number | undefined;
+  /**
+   * The JS type of every `int` field of a row (and of `id`), one for the
+   * client: `'number'` (the default; a value beyond ±2^53, which a number
+   * cannot hold exactly, is refused with an error that says so),
+   * `'bigint'`, or `'string'` (the digits).
+   */
+  int64?: Int64 | undefined;
 }
+
+/** The JS type of a row's int fields: see {@link ConnectOptions.int64}. */
+export type Int64 = 'number' | 'bigint' | 'string';
 
 /** The client's timeout when none is given: 30 s, in every Fenec SDK (docs/sdks.md). */
 export const DEFAULT_TIMEOUT = 30_000;
@@ -78,6 +106,8 @@ export class Client {
   readonly #transports = new Map<string, api.Transport>();
   readonly #timeout: number;
   readonly #schemas = new Map<string, Promise<Schema | undefined>>();
+  readonly #maxRetries: number;
+  readonly #int64: Int64;
 
   /** Use {@link connect}. */
   constructor(url: string | readonly string[] | undefined, opts: ConnectOptions = {}) {
@@ -88,13 +118,21 @@ export class Client {
       token ??= env('FENEC_TOKEN');
     }
     this.#nodes = new Nodes(checkURLs(url));
-    const f = withUserAgent(opts.fetch ?? globalThis.fetch.bind(globalThis));
+    const f = withHeaders(opts.fetch ?? globalThis.fetch.bind(globalThis), opts.headers);
     const dispatcher = opts.dispatcher;
     // Node's fetch reads `dispatcher` from the request's init (undici's).
     this.#fetch = dispatcher === undefined ? f : (input, init) => f(input, { ...init, dispatcher } as RequestInit);
     this.#token = token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
+    this.#maxRetries = opts.maxRetries ?? 0;
+    if (!Number.isSafeInteger(this.#maxRetries) || this.#maxRetries < 0) {
+      throw new TypeError(`maxRetries must be a whole number from 0, not ${String(opts.maxRetries)}`);
+    }
+    this.#int64 = opts.int64 ?? 'number';
+    if (this.#int64 !== 'number' && this.#int64 !== 'bigint' && this.#int64 !== 'string') {
+      throw new TypeError(`int64 must be 'number', 'bigint' or 'string', not ${JSON.stringify(opts.int64)}`);
+    }
   }
 
   /** The URL of the node this client sends to now: the first given, or the leader it was last sent to. */
@@ -112,27 +150,29 @@ export class Client {
 
   /**
    * Runs one FenecQL statement, its values as `$1…$n` in `params` — or a
-   * statement a builder rendered (`jobs.toQuery(…)`), whose rows decode by
-   * their collection's field types. Answers a {@link Result}: the rows or
-   * the count written, and the request's `seq` and `replayed`.
+   * statement a builder rendered (`jobs.renderRows()`, `jobs.renderUpdate(…)`, …), whose rows decode by
+   * their collection's field types. Returns a {@link Result}: the rows or
+   * the count written, and the request's `seq` and `replayed`. `T` is the
+   * rows' type (`db.query<Job>(…)`), taken on trust: nothing checks it.
    */
-  query(statement: Statement, opts?: RequestOptions): Promise<Result>;
-  query(text: string, params?: readonly unknown[], opts?: RequestOptions): Promise<Result>;
-  async query(first: string | Statement, second?: readonly unknown[] | RequestOptions, third?: RequestOptions): Promise<Result> {
-    if (typeof first === 'string') return this.run({ query: first, params: [...((second as readonly unknown[] | undefined) ?? [])] }, third ?? {});
-    return this.run(first, (second as RequestOptions | undefined) ?? {});
+  query<T extends object = Row>(statement: Statement, opts?: RequestOptions): Promise<Result<T>>;
+  query<T extends object = Row>(text: string, params?: readonly unknown[], opts?: RequestOptions): Promise<Result<T>>;
+  async query<T extends object = Row>(first: string | Statement, second?: readonly unknown[] | RequestOptions, third?: RequestOptions): Promise<Result<T>> {
+    if (typeof first === 'string') return this.run({ query: first, params: [...((second as readonly unknown[] | undefined) ?? [])] }, third ?? {}) as Promise<Result<T>>;
+    return this.run(first, (second as RequestOptions | undefined) ?? {}) as Promise<Result<T>>;
   }
 
   /**
    * Runs statements all or nothing, in order, under one lock; answers each
    * statement's result. A refusal names the statement in `FenecError.at`.
-   * Builders render statements with `toQuery`:
-   * `db.batch([jobs.where('id', 1).toQuery('delete', { require: 1 }), …])`.
+   * Builders render statements with `renderRows()`, `renderUpdate(…)`, …:
+   * `db.batch([jobs.where('id', 1).renderDelete({ require: 1 }), …])`.
    */
   async batch(statements: readonly Statement[], opts: RequestOptions = {}): Promise<Result[]> {
     const body = { statements: statements.map((s) => ({ query: s.query, params: s.params })) };
     await Promise.all(statements.map((s) => this.#schema(s.collection, opts)));
-    const reply = await this.#send((t, signal) => api.batch(t, body, headers(opts, this.#nodes), signal), opts);
+    const asked = { method: 'POST /batch', statement: statements[0]?.query, write: statements.some((s) => !READ.test(s.query)) };
+    const reply = await this.#retrying(asked, opts, (o) => (t, signal) => api.batch(t, body, headers(o, this.#nodes), signal));
     return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
   }
 
@@ -140,8 +180,37 @@ export class Client {
   async run(statement: Statement, opts: RequestOptions): Promise<Result> {
     await this.#schema(statement.collection, opts);
     const body = { query: statement.query, params: statement.params };
-    const reply = await this.#send((t, signal) => api.query(t, body, headers(opts, this.#nodes), signal), opts);
+    const asked = { method: 'POST /query', statement: statement.query, write: !READ.test(statement.query) };
+    const reply = await this.#retrying(asked, opts, (o) => (t, signal) => api.query(t, body, headers(o, this.#nodes), signal));
     return this.#result(statement.collection, reply.body, reply.headers, opts);
+  }
+
+  /**
+   * Sends a call, and again after a fault while `maxRetries` allows (a
+   * write only under an Idempotency-Key, made here when the caller gave
+   * none); a FenecError thrown names the request (method, node, statement,
+   * key).
+   */
+  async #retrying<T>(asked: Asked, opts: RequestOptions, make: (o: RequestOptions) => Call<T>): Promise<Sent<T>> {
+    const o = this.#maxRetries > 0 && asked.write && opts.idempotencyKey === undefined ? { ...opts, idempotencyKey: crypto.randomUUID() } : opts;
+    const at = { node: this.#nodes.current };
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#send(make(o), o, at);
+      } catch (err) {
+        if (!(err instanceof FenecError)) throw err;
+        err.method = asked.method;
+        err.node = hostOf(at.node);
+        err.statement = asked.statement === undefined ? undefined : cut(asked.statement);
+        err.idempotencyKey = o.idempotencyKey;
+        if (attempt >= this.#maxRetries || !err.retryable || (asked.write && o.idempotencyKey === undefined)) throw err;
+        try {
+          await sleep(Math.random() * Math.min(MAX_RETRY_PAUSE, FIRST_RETRY_PAUSE * 2 ** attempt), opts.signal ?? NEVER);
+        } catch {
+          throw opts.signal?.reason ?? err;
+        }
+      }
+    }
   }
 
   /**
@@ -152,7 +221,7 @@ export class Client {
    * refusal again after a pause and, given several URLs, tries the next
    * node while none can have run the request (docs/sdks.md, "Several nodes").
    */
-  async #send<T>(call: (t: api.Transport, signal: AbortSignal) => Promise<api.Reply<T>>, opts: RequestOptions): Promise<{ body: T; headers: Headers; node: string }> {
+  async #send<T>(call: Call<T>, opts: RequestOptions, at: { node: string } = { node: '' }): Promise<Sent<T>> {
     const timeout = milliseconds('timeout', opts.timeout ?? this.#timeout);
     const wait = opts.wait ?? 0;
     if (!Number.isSafeInteger(wait) || wait < 0 || wait > MAX_WAIT) {
@@ -165,6 +234,7 @@ export class Client {
     const round = new Round(nodes);
     let node = nodes.current;
     for (;;) {
+      at.node = node;
       let reply: api.Reply<T>;
       try {
         reply = await call(this.#transport(node), signal);
@@ -240,7 +310,7 @@ export class Client {
       this.#schemas.delete(collection);
       schema = await this.#schema(collection, opts).catch(() => schema);
     }
-    const rows = answer.map((row) => decodeRow(row, schema?.types));
+    const rows = answer.map((row) => decodeRow(row, schema?.types, this.#int64));
     return { rows, affected: rows.length, seq, replayed };
   }
 
@@ -254,7 +324,7 @@ export class Client {
     let s = this.#schemas.get(collection);
     if (s === undefined) {
       const sendOpts = opts.signal ? { signal: opts.signal } : {};
-      s = this.#send((t, signal) => api.collections(t, signal), sendOpts).then(({ body, node }) => {
+      s = this.#retrying({ method: 'GET /collections', statement: undefined, write: false }, sendOpts, () => (t, signal) => api.collections(t, signal)).then(({ body, node }) => {
         if (!Array.isArray(body?.collections)) throw FenecError.unexpected(200, stringify(body), hostOf(node));
         const at = Date.now();
         for (const c of body.collections) {
@@ -301,15 +371,47 @@ export function connect(url?: string | readonly string[], opts: ConnectOptions =
   return new Client(url, opts);
 }
 
-/** fetch, with the SDK's User-Agent on each request that has none (Node, Deno, Bun; a browser's fetch as it is). */
-function withUserAgent(send: typeof fetch): typeof fetch {
+/**
+ * fetch, with the client's `headers` under each request's own, and the
+ * SDK's User-Agent on each request that has none (Node, Deno, Bun; a
+ * browser's fetch sends its own).
+ */
+function withHeaders(send: typeof fetch, base: HeadersInit | undefined): typeof fetch {
   const ua = userAgent();
-  if (ua === undefined) return send;
+  const fixed = base === undefined ? [] : [...new Headers(base).entries()];
+  if (ua === undefined && fixed.length === 0) return send;
   return (input, init) => {
-    const headers = new Headers(init?.headers);
-    if (!headers.has('user-agent')) headers.set('user-agent', ua);
+    const headers = new Headers(fixed);
+    for (const [k, v] of new Headers(init?.headers)) headers.set(k, v);
+    if (ua !== undefined && !headers.has('user-agent')) headers.set('user-agent', ua);
     return send(input, { ...init, headers });
   };
+}
+
+/** What a request asked, for its errors and its retries. */
+interface Asked {
+  readonly method: string;
+  readonly statement: string | undefined;
+  /** Anything but a read: retried only under an Idempotency-Key. */
+  readonly write: boolean;
+}
+
+type Call<T> = (t: api.Transport, signal: AbortSignal) => Promise<api.Reply<T>>;
+type Sent<T> = { body: T; headers: Headers; node: string };
+
+/** A statement that only reads (docs/fenecql.md: `get`, `explain`): sent again as it is. */
+const READ = /^\s*(?:get|explain)\b/i;
+
+/** The pause before the n-th retry: a random time up to 250 ms × 2^n, at most 8 s. */
+const FIRST_RETRY_PAUSE = 250;
+const MAX_RETRY_PAUSE = 8000;
+
+/** A signal that never aborts. */
+const NEVER = new AbortController().signal;
+
+/** A statement as an error carries it: at most 200 characters. */
+function cut(statement: string): string {
+  return statement.length > 200 ? `${statement.slice(0, 200)}…` : statement;
 }
 
 /**
@@ -504,9 +606,14 @@ function headers(opts: RequestOptions, nodes: Nodes): api.QueryHeaders {
   const h: api.QueryHeaders = {};
   if (opts.wait !== undefined) h.fenecWait = opts.wait;
   if (opts.idempotencyKey !== undefined) h.idempotencyKey = opts.idempotencyKey;
-  // One URL is one server (a lone one answers 400 for a Fenec-After beyond
-  // its own writes): only several nodes need it.
-  if (nodes.several && nodes.seq > 0) h.fenecAfter = nodes.seq;
+  if (opts.after !== undefined) {
+    if (!Number.isSafeInteger(opts.after) || opts.after < 0) throw new TypeError(`after must be a whole number from 0 (a Result.seq), not ${String(opts.after)}`);
+    h.fenecAfter = Math.max(opts.after, nodes.several ? nodes.seq : 0);
+  } else if (nodes.several && nodes.seq > 0) {
+    // One URL is one server (a lone one answers 400 for a Fenec-After beyond
+    // its own writes): only several nodes need it unasked.
+    h.fenecAfter = nodes.seq;
+  }
   return h;
 }
 
@@ -553,20 +660,32 @@ function unknownField(rows: readonly Row[], s: Schema): boolean {
 
 /**
  * A row by its fields' declared types (docs/sdks.md, "Rows"): a timestamp
- * becomes a Date, an int stays exact (a bigint beyond ±2^53), a float or
- * a JSON value is a number. A column no field declares (a path, an
- * expression, `count`) is left as the JSON said.
+ * becomes a Date, an int the client's int64 type (exact, or refused), a
+ * float or a JSON value is a number. A column no field declares (a path,
+ * an expression, `count`) is left as the JSON said.
  */
-function decodeRow(row: Row, types: ReadonlyMap<string, FieldType> | undefined): Row {
+function decodeRow(row: Row, types: ReadonlyMap<string, FieldType> | undefined, int64: Int64): Row {
   if (types === undefined) return row;
   const out: Row = {};
   for (const [k, v] of Object.entries(row)) {
     const type = k === 'id' ? 'int' : types.get(k);
-    out[k] = v === null || type === undefined || type === 'int' ? v
+    out[k] = v === null || type === undefined ? v
+      : type === 'int' ? integer(k, v, int64)
       : type === 'timestamp' && typeof v === 'string' ? new Date(v)
       : doubles(v);
   }
   return out;
+}
+
+/** An int field's value as the client's int64 type says. */
+function integer(field: string, v: unknown, int64: Int64): unknown {
+  if (typeof v !== 'number' && typeof v !== 'bigint') return v;
+  if (int64 === 'bigint') return typeof v === 'bigint' ? v : Number.isInteger(v) ? BigInt(v) : v;
+  if (int64 === 'string') return String(v);
+  if (typeof v === 'bigint') {
+    throw new FenecError(`field ${field}: ${v} is beyond ±2^53, which a number cannot hold exactly: connect with { int64: 'bigint' } or { int64: 'string' }`, 200, 'unexpected');
+  }
+  return v;
 }
 
 function doubles(v: unknown): unknown {

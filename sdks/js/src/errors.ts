@@ -35,6 +35,14 @@ export class FenecError extends Error {
    * (docs/sdks.md, "Several nodes").
    */
   readonly leader: string | null;
+  /** The request that failed, as the client sent it: `POST /query`, `POST /batch`, `GET /collections`. */
+  method: string | undefined;
+  /** The node (host:port) the request was sent to last. */
+  node: string | undefined;
+  /** The statement sent (a batch's first), cut to 200 characters. */
+  statement: string | undefined;
+  /** The `Idempotency-Key` the request carried, if any (one the client made for its retries, or the caller's). */
+  idempotencyKey: string | undefined;
 
   constructor(message: string, status: number, code: FenecErrorCode, at?: number, options?: ErrorOptions & { leader?: string | null }) {
     super(message, options);
@@ -42,6 +50,30 @@ export class FenecError extends Error {
     this.code = code;
     this.at = at;
     this.leader = options?.leader ?? null;
+    this.method = undefined;
+    this.node = undefined;
+    this.statement = undefined;
+    this.idempotencyKey = undefined;
+  }
+
+  /**
+   * Whether the same request sent again may succeed: no answer (`network`,
+   * `timeout`), the server's `unavailable` or `internal`, or a proxy's 502,
+   * 503 or 504 page. `maxRetries` retries these (a write only under an
+   * `Idempotency-Key`, so it never applies twice).
+   */
+  get retryable(): boolean {
+    switch (this.code) {
+      case 'network':
+      case 'timeout':
+      case 'unavailable':
+      case 'internal':
+        return true;
+      case 'unexpected':
+        return this.status === 502 || this.status === 503 || this.status === 504;
+      default:
+        return false;
+    }
   }
 
   /**

@@ -54,10 +54,17 @@ export interface RequestOptions {
   wait?: number | undefined;
   /** Sent as `Idempotency-Key`: a retry with the same key is answered the first answer, and writes nothing. */
   idempotencyKey?: string | undefined;
+  /**
+   * Sent as `Fenec-After`: the server runs the request once it has applied
+   * write `after` (a {@link Result.seq}, perhaps another node's) —
+   * read-your-writes across a cluster (docs/cluster.md). A client given
+   * several nodes sends the highest it has seen on its own.
+   */
+  after?: number | undefined;
 }
 
 /** Options of a read. */
-export type ReadOptions = Pick<RequestOptions, 'signal' | 'timeout'>;
+export type ReadOptions = Pick<RequestOptions, 'signal' | 'timeout' | 'after'>;
 
 /** Options of an insert. */
 export type InsertOptions = Pick<RequestOptions, 'signal' | 'timeout' | 'idempotencyKey'>;
@@ -90,7 +97,7 @@ export interface Runner {
  * An immutable query on one collection: each call answers a new builder, so
  * a builder can be kept and reused (`const jobs = db.from('jobs')`). The
  * endpoints (`rows`, `first`, `count`, `insert`, `update`, `delete`) send
- * it; `toQuery` renders it without sending.
+ * it; `renderRows()`, `renderUpdate(…)`, … render it without sending.
  *
  * Values always become `$n` parameters; field and collection names are
  * checked against `[A-Za-z_][A-Za-z0-9_]*` (dotted paths allowed for
@@ -116,10 +123,16 @@ export class Query<T extends object = Row> {
    * - `where(field, op, value)`: `field op $n`, `op` one of `=`, `!=`, `<`,
    *   `<=`, `>`, `>=`, `in`, `not in` (the last two take a list);
    * - `where(raw('text with ? marks', …args))`: the text, each `?` a parameter.
+   *
+   * With a row type, a value is typed by its field (`T[K]`, or `expr(…)`);
+   * a `path(…)` takes any value.
    */
   where(condition: Raw): Query<T>;
-  where(field: Field<T> | Path, value: unknown): Query<T>;
-  where(field: Field<T> | Path, op: Operator, value: unknown): Query<T>;
+  where<K extends Field<T>>(field: K, value: T[K] | Expr | null): Query<T>;
+  where<K extends Field<T>>(field: K, op: 'in' | 'not in', values: readonly T[K][]): Query<T>;
+  where<K extends Field<T>>(field: K, op: Operator, value: T[K] | Expr | null): Query<T>;
+  where(field: Path, value: unknown): Query<T>;
+  where(field: Path, op: Operator, value: unknown): Query<T>;
   where(...args: unknown[]): Query<T> {
     return this.#with({ where: Object.freeze([...this.#state.where, condition(args)]) });
   }
@@ -177,21 +190,60 @@ export class Query<T extends object = Row> {
     return this.#with({ absent: Object.freeze({ set }) });
   }
 
-  /** Renders the read `rows()` sends. */
+  /** Renders the read `rows()` sends, without sending it (for `db.batch`, logs and tests). */
+  renderRows(): Statement {
+    return renderRows(this.#state);
+  }
+
+  /** Renders the read `first()` sends (`… limit 1`). */
+  renderFirst(): Statement {
+    return renderRows({ ...this.#state, limit: 1 });
+  }
+
+  /** Renders the count `count()` sends. */
+  renderCount(): Statement {
+    return renderCount(this.#state);
+  }
+
+  /** Renders the write `insert(docs)` sends. */
+  renderInsert(docs: Doc<T> | readonly Doc<T>[]): Statement {
+    return renderInsert(this.#state, docs);
+  }
+
+  /** Renders the write `update(patch, opts)` sends. */
+  renderUpdate(patch: Patch<T>, opts?: WriteClauses): Statement {
+    return renderUpdate(this.#state, patch, opts);
+  }
+
+  /** Renders the write `delete(opts)` sends. */
+  renderDelete(opts?: WriteClauses): Statement {
+    return renderDelete(this.#state, opts);
+  }
+
+  /**
+   * Renders what an endpoint sends, without sending it.
+   *
+   * @deprecated Use `renderRows()`, `renderFirst()`, `renderCount()`,
+   * `renderInsert(docs)`, `renderUpdate(patch, opts)` or
+   * `renderDelete(opts)` (docs/sdks.md, "One word per idea").
+   */
   toQuery(): Statement;
-  /** Renders what an endpoint sends, without sending it (for `db.batch`, logs and tests). */
+  /** @deprecated Use `renderRows()`, `renderFirst()` or `renderCount()`. */
   toQuery(endpoint: 'rows' | 'first' | 'count'): Statement;
+  /** @deprecated Use `renderInsert(docs)`. */
   toQuery(endpoint: 'insert', docs: Doc<T> | readonly Doc<T>[]): Statement;
+  /** @deprecated Use `renderUpdate(patch, opts)`. */
   toQuery(endpoint: 'update', patch: Patch<T>, opts?: WriteClauses): Statement;
+  /** @deprecated Use `renderDelete(opts)`. */
   toQuery(endpoint: 'delete', opts?: WriteClauses): Statement;
   toQuery(endpoint = 'rows', arg?: unknown, opts?: WriteClauses): Statement {
     switch (endpoint) {
       case 'rows':
-        return renderRows(this.#state);
+        return this.renderRows();
       case 'first':
-        return renderRows({ ...this.#state, limit: 1 });
+        return this.renderFirst();
       case 'count':
-        return renderCount(this.#state);
+        return this.renderCount();
       case 'insert':
         return renderInsert(this.#state, arg);
       case 'update':
@@ -205,17 +257,17 @@ export class Query<T extends object = Row> {
 
   /** Reads the rows: `get c [select …] [where …] [near …] [order …] [limit n] [offset n]`. */
   async rows(opts: ReadOptions = {}): Promise<T[]> {
-    return rows<T>(await this.#runner.run(this.toQuery('rows'), opts));
+    return rows<T>(await this.#runner.run(this.renderRows(), opts));
   }
 
   /** Reads the first row (`limit 1`), or `null` when there is none. */
   async first(opts: ReadOptions = {}): Promise<T | null> {
-    return rows<T>(await this.#runner.run(this.toQuery('first'), opts))[0] ?? null;
+    return rows<T>(await this.#runner.run(this.renderFirst(), opts))[0] ?? null;
   }
 
   /** Counts the rows that match: `get c [where …] count`. */
   async count(opts: ReadOptions = {}): Promise<number> {
-    const n = rows<Row>(await this.#runner.run(this.toQuery('count'), opts))[0]?.['count'];
+    const n = rows<Row>(await this.#runner.run(this.renderCount(), opts))[0]?.['count'];
     if (typeof n !== 'number') throw unexpected(n);
     return n;
   }
@@ -226,7 +278,7 @@ export class Query<T extends object = Row> {
    * `upsert(set)`.
    */
   async insert(docs: Doc<T> | readonly Doc<T>[], opts: InsertOptions = {}): Promise<number> {
-    return affected(await this.#runner.run(this.toQuery('insert', docs), opts));
+    return affected(await this.#runner.run(this.renderInsert(docs), opts));
   }
 
   /**
@@ -241,7 +293,7 @@ export class Query<T extends object = Row> {
   update(patch: Patch<T>, opts?: WriteOptions & { returning?: false | undefined }): Promise<number>;
   update(patch: Patch<T>, opts?: WriteOptions): Promise<T[] | number>;
   async update(patch: Patch<T>, opts: WriteOptions = {}): Promise<T[] | number> {
-    return written<T>(await this.#runner.run(this.toQuery('update', patch, opts), opts), opts);
+    return written<T>(await this.#runner.run(this.renderUpdate(patch, opts), opts), opts);
   }
 
   /**
@@ -253,7 +305,7 @@ export class Query<T extends object = Row> {
   delete(opts?: WriteOptions & { returning?: false | undefined }): Promise<number>;
   delete(opts?: WriteOptions): Promise<T[] | number>;
   async delete(opts: WriteOptions = {}): Promise<T[] | number> {
-    return written<T>(await this.#runner.run(this.toQuery('delete', opts), opts), opts);
+    return written<T>(await this.#runner.run(this.renderDelete(opts), opts), opts);
   }
 }
 

@@ -1,16 +1,41 @@
 /**
- * The queue worker of docs/workers.md: claim (held with `wait`), run each job
- * with its lease extended, ack or fail with backoff, dead-letter after
- * `maxAttempts`, stop gracefully. Every statement it sends is a `worker …`
- * case of conformance/builder-golden.json.
+ * The queue worker of docs/workers.md: claim (held with `wait`, sized to
+ * the free slots), run each job with its lease extended (in batches, one
+ * statement per claim owner), ack in batches or fail with backoff,
+ * dead-letter after `maxAttempts`, stop gracefully. Every statement it
+ * sends is a `worker …` case of conformance/builder-golden.json.
  */
 
 import { FenecError } from './errors.js';
 import type { Query, Row } from './query.js';
 import { expr, inc, raw, type Raw } from './values.js';
 
-/** What a worker reports through `onError`: the step that failed. */
-export type WorkerStep = 'claim' | 'extend' | 'ack' | 'fail' | 'release';
+/**
+ * The step a {@link WorkerError} names (docs/workers.md, "What is
+ * reported"): a fault of a statement (`claim`, `extend`, `ack`, `fail`,
+ * `release`), a failed attempt (`handler`), a job that became a dead
+ * letter (`dead_letter`), a job whose lease was lost (`lost_lease`).
+ */
+export type WorkerStep = 'claim' | 'extend' | 'ack' | 'fail' | 'release' | 'handler' | 'dead_letter' | 'lost_lease';
+
+/**
+ * What a worker reports through `onError`: the step, the job's id when the
+ * step is about one job, and the cause (`cause`: a {@link FenecError} for
+ * a statement, what the handler threw for `handler` and `dead_letter`).
+ */
+export class WorkerError extends Error {
+  override readonly name = 'WorkerError';
+  /** What the worker was doing. */
+  readonly step: WorkerStep;
+  /** The job's id, or `undefined` when the step is not about one job (a claim, a batch). */
+  readonly jobId: unknown;
+
+  constructor(step: WorkerStep, jobId: unknown, cause: unknown) {
+    super(`${step}${jobId === undefined ? '' : ` of job ${String(jobId)}`}: ${describe(cause)}`, { cause });
+    this.step = step;
+    this.jobId = jobId;
+  }
+}
 
 /** Runs one job; throw (or reject) to fail it. `signal` aborts when the lease is lost or the stop's grace is over. */
 export type Handler<T> = (job: T, signal: AbortSignal) => unknown;
@@ -19,7 +44,7 @@ export type Handler<T> = (job: T, signal: AbortSignal) => unknown;
 export interface WorkerOptions {
   /** Jobs in flight at once (default 10). */
   concurrency?: number | undefined;
-  /** How long a claim, and each extension, holds a job (default 30000). */
+  /** How long a claim, and each extension, holds a job (default 30000, at least 100). */
   lease?: number | undefined;
   /** How long the server holds a claim while no job is ready (default 30000, at most 30000). */
   wait?: number | undefined;
@@ -30,11 +55,22 @@ export interface WorkerOptions {
   /** An extra claim condition: `raw('queue = ?', 'mail')`. */
   where?: Raw | undefined;
   /** The owner prefix (default `w-<random>`); each claim's owner is `<prefix>:<n>`. */
+  ownerPrefix?: string | undefined;
+  /**
+   * The old name of `ownerPrefix`.
+   *
+   * @deprecated Use `ownerPrefix` (docs/sdks.md, "One word per idea").
+   */
   owner?: string | undefined;
   /** On close, how long running handlers may take before they are cancelled (default 30000). */
   grace?: number | undefined;
-  /** Where faults and lost leases are reported (default: a line on stderr). */
-  onError?: ((err: unknown, step: WorkerStep) => void) | undefined;
+  /**
+   * Where faults, failed attempts, dead letters and lost leases are
+   * reported (default: `console.warn` for a failed attempt or a fault that
+   * is retried, `console.error` for a dead letter, a lost lease, or a
+   * refusal that is not).
+   */
+  onError?: ((err: WorkerError, step: WorkerStep) => void) | undefined;
 }
 
 /** The default backoff: a random delay from 0 to min(1 h, 1 s × 2^(n − 1)). */
@@ -42,17 +78,51 @@ export function backoff(n: number): number {
   return Math.random() * Math.min(3_600_000, 1000 * 2 ** Math.max(0, n - 1));
 }
 
+/** The shortest lease, in every SDK (docs/sdks.md). */
+const MIN_LEASE = 100;
+/** An ack batch is sent this long after its first job, or at ACK_BATCH jobs (docs/workers.md, "Ack"). */
+const ACK_WINDOW = 5;
+const ACK_BATCH = 100;
+
 interface Running {
+  readonly id: unknown;
+  readonly owner: string;
+  readonly key: string;
   readonly ctl: AbortController;
   /** The lease was lost: nothing more is sent for the job. */
   lost: boolean;
   /** Cancelled by close() after the grace: released, nothing else sent. */
   stopped: boolean;
+  /** An extension of it is in flight: the next tick leaves it out. */
+  extending: boolean;
 }
 
 /**
+ * Tells whether code runs inside one of a worker's handlers, so that a
+ * close() from there only asks for the stop (docs/workers.md, "Stop").
+ * Node, Deno and Bun have AsyncLocalStorage (through
+ * `process.getBuiltinModule`, so a bundler for the browser sees no import);
+ * elsewhere only a close() in a handler's synchronous start is told apart.
+ */
+interface Store {
+  run<R>(store: object, fn: () => R): R;
+  getStore(): object | undefined;
+}
+const handlerScope: Store | undefined = (() => {
+  const get = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process?.getBuiltinModule;
+  if (typeof get !== 'function') return undefined;
+  try {
+    const m = get('node:async_hooks') as { AsyncLocalStorage?: new () => Store } | undefined;
+    return m?.AsyncLocalStorage ? new m.AsyncLocalStorage() : undefined;
+  } catch {
+    return undefined;
+  }
+})();
+
+/**
  * A running worker: made by {@link worker}, it claims and runs jobs until
- * {@link Worker.close} is called.
+ * {@link Worker.close} (or, with {@link Worker.runUntilEmpty}, until the
+ * queue has no ready job).
  */
 export class Worker<T extends object = Row> {
   /** The collection, untyped: the worker names the queue's fields, which a row type may not list. */
@@ -60,19 +130,29 @@ export class Worker<T extends object = Row> {
   readonly #claim: Query<Row>;
   readonly #handler: Handler<T>;
   readonly #concurrency: number;
+  /** A claim is sent when at least this many slots are free (half, rounded up), or none runs. */
+  readonly #half: number;
   readonly #lease: number;
   readonly #wait: number;
   readonly #maxAttempts: number;
   readonly #backoff: (attempts: number) => number;
   readonly #grace: number;
-  readonly #onError: (err: unknown, step: WorkerStep) => void;
+  readonly #onError: ((err: WorkerError, step: WorkerStep) => void) | undefined;
   readonly #prefix: string;
   #claims = 0;
   readonly #running = new Map<string, Running>();
   readonly #tasks = new Set<Promise<void>>();
   readonly #closing = new AbortController();
+  /** The claim in flight, given up by close() and by runUntilEmpty(). */
+  #claimCtl: AbortController | undefined;
   #graceEnd = Infinity;
   #slotFreed: (() => void) | undefined;
+  #untilEmpty = false;
+  #acks: Running[] = [];
+  #ackTimer: ReturnType<typeof setTimeout> | undefined;
+  #ticker: ReturnType<typeof setInterval> | undefined;
+  /** How many handlers are in their synchronous start now (where no AsyncLocalStorage is). */
+  #syncDepth = 0;
   readonly #loop: Promise<void>;
   #closed: Promise<void> | undefined;
 
@@ -81,18 +161,22 @@ export class Worker<T extends object = Row> {
     this.#jobs = jobs as unknown as Query<Row>;
     this.#handler = handler;
     this.#concurrency = whole('concurrency', opts.concurrency ?? 10, 1);
-    this.#lease = whole('lease', opts.lease ?? 30_000, 2);
+    this.#half = Math.ceil(this.#concurrency / 2);
+    this.#lease = whole('lease', opts.lease ?? 30_000, MIN_LEASE);
     this.#wait = whole('wait', opts.wait ?? 30_000, 0);
     if (this.#wait > 30_000) throw new TypeError(`wait must be at most 30000 milliseconds, not ${this.#wait}`);
     this.#maxAttempts = whole('maxAttempts', opts.maxAttempts ?? 5, 1);
     this.#backoff = opts.backoff ?? backoff;
     this.#grace = whole('grace', opts.grace ?? 30_000, 0);
-    this.#onError = opts.onError ?? ((err, step) => console.error(`fenec worker ${this.#prefix}: ${step}: ${String(err)}`));
-    this.#prefix = opts.owner ?? `w-${crypto.randomUUID().slice(0, 8)}`;
+    this.#onError = opts.onError;
+    const prefix = opts.ownerPrefix ?? opts.owner;
+    if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) throw new TypeError('ownerPrefix must be a non-empty string');
+    this.#prefix = prefix ?? `w-${crypto.randomUUID().slice(0, 8)}`;
     let claim = this.#jobs.where(raw('run_at <= now()'));
     if (opts.where !== undefined) claim = claim.where(opts.where);
     this.#claim = claim.order('run_at');
-    this.#loop = this.#run();
+    // Started a turn later, so that `worker(…).runUntilEmpty()` sends its first claim unheld.
+    this.#loop = Promise.resolve().then(() => this.#run());
   }
 
   /** The owner prefix of this worker's claims. */
@@ -107,152 +191,281 @@ export class Worker<T extends object = Row> {
 
   /**
    * Stops: no new claims (a held claim is given up), running handlers get
-   * the grace period and are then cancelled and their jobs released.
-   * Resolves once every job is acked, failed, released or given up.
+   * the grace period and are then cancelled and their jobs released; the
+   * acks due are sent first. Resolves once every job is acked, failed,
+   * released or given up. Called from inside one of this worker's handlers,
+   * it only asks for the stop and resolves at once: the worker stops as
+   * soon as the running handlers return.
    */
   close(): Promise<void> {
-    this.#closed ??= (async () => {
-      this.#graceEnd = Date.now() + this.#grace;
-      this.#closing.abort();
-      this.#slotFreed?.();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const graceOver = new Promise<void>((resolve) => {
-        timer = setTimeout(() => {
-          const releases: Promise<void>[] = [];
-          for (const [key, r] of this.#running) {
-            if (r.lost || r.stopped) continue;
-            r.stopped = true;
-            r.ctl.abort(new Error('the worker stopped and its grace period is over'));
-            const [id, owner] = JSON.parse(key) as [unknown, string];
-            releases.push(this.#release(id, owner));
-          }
-          void Promise.all(releases).then(() => resolve());
-        }, this.#grace);
-      });
-      await this.#loop;
-      // Every job settled — or, once the grace is over, released (a handler that ignores its signal is not waited for).
-      await Promise.race([this.#drain(), graceOver]);
-      clearTimeout(timer);
-    })();
+    this.#closed ??= this.#stop();
+    if (this.#syncDepth > 0 || (handlerScope !== undefined && handlerScope.getStore() === this)) return Promise.resolve();
     return this.#closed;
+  }
+
+  /**
+   * Runs until the queue has no ready job: stops (as {@link close}, acks
+   * flushed) once a claim finds no ready job and no handler is running,
+   * and resolves then. Jobs not ready yet (a later `run_at`) are left.
+   * Its claims are not held at the server.
+   */
+  runUntilEmpty(): Promise<void> {
+    if (!this.#untilEmpty) {
+      this.#untilEmpty = true;
+      // A claim held now would hold the stop up to its wait: it is given up and sent again unheld.
+      this.#claimCtl?.abort(UNTIL_EMPTY);
+    }
+    return this.#closed ?? this.#stopped;
+  }
+
+  #resolveStopped: (() => void) | undefined;
+  readonly #stopped = new Promise<void>((resolve) => (this.#resolveStopped = resolve));
+
+  async #stop(): Promise<void> {
+    this.#graceEnd = Date.now() + this.#grace;
+    this.#closing.abort();
+    this.#claimCtl?.abort();
+    this.#wake();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const graceOver = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        const releases: Promise<void>[] = [];
+        for (const r of this.#running.values()) {
+          if (r.lost || r.stopped) continue;
+          r.stopped = true;
+          r.ctl.abort(new Error('the worker stopped and its grace period is over'));
+          releases.push(this.#release(r.id, r.owner));
+        }
+        void Promise.all(releases).then(() => resolve());
+      }, this.#grace);
+    });
+    await this.#loop;
+    // Every job settled — or, once the grace is over, released (a handler that ignores its signal is not waited for).
+    await Promise.race([this.#drain(), graceOver]);
+    clearTimeout(timer);
+    clearInterval(this.#ticker);
+    this.#resolveStopped?.();
   }
 
   async #run(): Promise<void> {
     let faults = 0;
+    /** The last claim found nothing while handlers ran (run until empty): wait for one to end. */
+    let empty = false;
     while (!this.#closing.signal.aborted) {
-      const free = this.#concurrency - this.#running.size;
-      if (free <= 0) {
+      const running = this.#running.size;
+      const free = this.#concurrency - running;
+      if (running > 0 && (free < this.#half || empty)) {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
-        // Jobs that end together free their slots within a turn: one claim takes them all.
-        await new Promise((resolve) => setTimeout(resolve, 0));
+        empty = false;
         continue;
       }
       const owner = `${this.#prefix}:${++this.#claims}`;
       const patch = { owner, run_at: expr('now() + ?', this.#lease), attempts: inc(1) };
-      let rows: T[];
+      const untilEmpty = this.#untilEmpty;
+      const ctl = new AbortController();
+      this.#claimCtl = ctl;
+      let rows: Row[];
       try {
-        const claimed = await this.#claim.limit(free).update(patch, { returning: true, wait: this.#wait, signal: this.#closing.signal });
-        rows = claimed as T[];
+        rows = await this.#claim.limit(free).update(patch, { returning: true, wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
         faults = 0;
       } catch (err) {
         // The server may have taken jobs for a claim whose answer was lost or given up: give them back.
         const abandoned = this.#releaseClaim(owner);
-        if (this.#closing.signal.aborted) {
+        if (this.#closing.signal.aborted || ctl.signal.reason === UNTIL_EMPTY) {
           await abandoned;
+          continue;
+        }
+        this.#report('claim', undefined, err);
+        await abandoned;
+        await this.#idle(backoff(++faults));
+        continue;
+      } finally {
+        this.#claimCtl = undefined;
+      }
+      if (untilEmpty && rows.length === 0) {
+        if (this.#running.size === 0) {
+          void this.close();
           return;
         }
-        this.#report(err, 'claim');
-        await abandoned;
-        await this.#pause(backoff(++faults));
-        continue;
+        empty = true;
       }
       for (const row of rows) {
-        if (this.#closing.signal.aborted) this.#track(this.#release((row as Row)['id'], owner));
+        if (this.#closing.signal.aborted) this.#track(this.#release(typeof row['id'] === 'string' ? BigInt(row['id']) : row['id'], owner));
         else this.#start(row, owner);
       }
     }
   }
 
-  #start(row: T, owner: string): void {
-    const id = (row as Row)['id'];
-    const key = JSON.stringify([typeof id === 'bigint' ? String(id) : id, owner]);
-    const r: Running = { ctl: new AbortController(), lost: false, stopped: false };
-    this.#running.set(key, r);
-    let extending = false;
-    const tick = setInterval(() => {
-      if (extending || r.lost || r.stopped) return;
-      extending = true;
-      this.#extend(id, owner, r).finally(() => (extending = false));
-    }, this.#lease / 2);
-    this.#track((async () => {
-      let failure: { error: unknown } | undefined;
-      try {
-        await this.#handler(row, r.ctl.signal);
-      } catch (error) {
-        failure = { error };
-      }
-      clearInterval(tick);
-      try {
-        if (r.lost || r.stopped) return;
-        if (failure === undefined) {
-          await this.#settle('ack', () => this.#mine(id, owner).delete({ require: 1 }), r);
-          return;
-        }
-        const text = failure.error instanceof Error ? failure.error.message : String(failure.error);
-        const attempts = Number((row as Row)['attempts']);
-        const patch = attempts >= this.#maxAttempts
-          ? { owner: null, error: text, run_at: null }
-          : { owner: null, error: text, run_at: expr('now() + ?', Math.round(this.#backoff(attempts))) };
-        await this.#settle('fail', () => this.#mine(id, owner).update(patch, { require: 1 }), r);
-      } finally {
-        this.#running.delete(key);
-        this.#slotFreed?.();
-      }
-    })());
+  #wake(): void {
+    const f = this.#slotFreed;
+    this.#slotFreed = undefined;
+    f?.();
   }
 
-  async #extend(id: unknown, owner: string, r: Running): Promise<void> {
+  #start(row: Row, owner: string): void {
+    // An id read as its digits (connect's int64: 'string') is sent back as an int.
+    const given = row['id'];
+    const id = typeof given === 'string' ? BigInt(given) : given;
+    const key = `${owner} ${String(id)}`;
+    const r: Running = { id, owner, key, ctl: new AbortController(), lost: false, stopped: false, extending: false };
+    this.#running.set(key, r);
+    this.#ticker ??= setInterval(() => this.#tick(), this.#lease / 2);
+    this.#track(this.#runJob(row, r));
+  }
+
+  async #runJob(row: Row, r: Running): Promise<void> {
+    let failure: { error: unknown } | undefined;
     try {
-      await this.#mine(id, owner).update({ run_at: expr('now() + ?', this.#lease) }, { require: 1 });
+      await this.#call(row as unknown as T, r.ctl.signal);
+    } catch (error) {
+      failure = { error };
+    }
+    this.#running.delete(r.key);
+    // The slot is free now: the next claim does not wait for the ack.
+    this.#wake();
+    if (r.lost || r.stopped) return;
+    if (failure === undefined) return this.#ack(r);
+    const text = errorText(failure.error);
+    const attempts = Number(row['attempts']);
+    const dead = attempts >= this.#maxAttempts;
+    if (!dead) this.#report('handler', r.id, failure.error);
+    const patch = dead
+      ? { owner: null, error: text, run_at: null }
+      : { owner: null, error: text, run_at: expr('now() + ?', Math.round(this.#backoff(attempts))) };
+    const sent = await this.#settle('fail', r, () => this.#mine(r.id, r.owner).update(patch, { require: 1 }));
+    if (sent && dead) this.#report('dead_letter', r.id, failure.error);
+  }
+
+  /** Calls the handler, marked as inside it (see {@link handlerScope}). */
+  async #call(row: T, signal: AbortSignal): Promise<void> {
+    this.#syncDepth++;
+    let p: unknown;
+    try {
+      p = handlerScope === undefined ? this.#handler(row, signal) : handlerScope.run(this, () => this.#handler(row, signal));
+    } finally {
+      this.#syncDepth--;
+    }
+    await p;
+  }
+
+  /** Every `lease / 2`: extends the running jobs, one statement per claim owner. */
+  #tick(): void {
+    if (this.#running.size === 0) {
+      clearInterval(this.#ticker);
+      this.#ticker = undefined;
+      return;
+    }
+    const byOwner = new Map<string, Running[]>();
+    for (const r of this.#running.values()) {
+      if (r.lost || r.stopped || r.extending) continue;
+      const list = byOwner.get(r.owner);
+      if (list === undefined) byOwner.set(r.owner, [r]);
+      else list.push(r);
+    }
+    for (const [owner, rs] of byOwner) this.#track(this.#extend(owner, rs));
+  }
+
+  /**
+   * Extends jobs of one claim; a job the answer does not list lost its
+   * lease. Bounded by `lease / 2`, so a hung one holds up no later tick of
+   * other jobs. Any other failure is reported and the next tick tries again.
+   */
+  async #extend(owner: string, rs: Running[]): Promise<void> {
+    for (const r of rs) r.extending = true;
+    try {
+      const held = await this.#jobs.where('id', 'in', rs.map((r) => r.id)).where('owner', owner)
+        .update({ run_at: expr('now() + ?', this.#lease) }, { returning: ['id'], timeout: Math.max(1, Math.floor(this.#lease / 2)) });
+      const kept = new Set(held.map((h) => String(h['id'])));
+      for (const r of rs) {
+        // A job whose handler returned meanwhile may be acked already: not a loss.
+        if (!kept.has(String(r.id)) && this.#running.get(r.key) === r) this.#lose(r, 'extend');
+      }
     } catch (err) {
-      if (err instanceof FenecError && err.code === 'unmet') this.#lose(r, err, 'extend');
-      else this.#report(err, 'extend');
+      this.#report('extend', rs.length === 1 ? rs[0]!.id : undefined, err);
+    } finally {
+      for (const r of rs) r.extending = false;
+    }
+  }
+
+  /** Queues an ack: sent ACK_WINDOW ms after the first of a batch, or at ACK_BATCH jobs, or at once when stopping. */
+  #ack(r: Running): void {
+    this.#acks.push(r);
+    if (this.#acks.length >= ACK_BATCH || this.#closing.signal.aborted) this.#flushAcks();
+    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), ACK_WINDOW);
+  }
+
+  #flushAcks(): void {
+    clearTimeout(this.#ackTimer);
+    this.#ackTimer = undefined;
+    const batch = this.#acks;
+    this.#acks = [];
+    const byOwner = new Map<string, Running[]>();
+    for (const r of batch) {
+      const list = byOwner.get(r.owner);
+      if (list === undefined) byOwner.set(r.owner, [r]);
+      else list.push(r);
+    }
+    for (const [owner, rs] of byOwner) {
+      const ids = rs.map((r) => r.id);
+      this.#track((async () => {
+        let deleted: Row[] | undefined;
+        const one = rs.length === 1 ? rs[0] : undefined;
+        await this.#settle('ack', one, async () => {
+          deleted = await this.#jobs.where('id', 'in', ids).where('owner', owner).delete({ returning: ['id'] });
+        });
+        if (deleted === undefined) return;
+        const kept = new Set(deleted.map((d) => String(d['id'])));
+        for (const r of rs) if (!kept.has(String(r.id))) this.#lose(r, 'ack');
+      })());
     }
   }
 
   /**
-   * Tells `onError`; a hook that throws is reported on stderr and the
-   * worker goes on (it would otherwise end the loop as an unhandled rejection).
+   * Tells `onError`, or the console when there is no hook; a hook that
+   * throws is reported on stderr and the worker goes on (it would
+   * otherwise end the loop as an unhandled rejection).
    */
-  #report(err: unknown, step: WorkerStep): void {
+  #report(step: WorkerStep, jobId: unknown, cause: unknown): void {
+    const err = new WorkerError(step, jobId, cause);
+    if (this.#onError === undefined) {
+      const bad = step === 'dead_letter' || step === 'lost_lease' || (step !== 'handler' && step !== 'claim' && step !== 'extend' && !fault(cause));
+      (bad ? console.error : console.warn)(`fenec worker ${this.#prefix}: ${err.message}`);
+      return;
+    }
     try {
       this.#onError(err, step);
     } catch (hookErr) {
-      console.error(`fenec worker ${this.#prefix}: the onError hook threw on ${step}: ${String(hookErr)} (reporting: ${String(err)})`);
+      console.error(`fenec worker ${this.#prefix}: the onError hook threw on ${step}: ${String(hookErr)} (reporting: ${err.message})`);
     }
   }
 
   /** The lease was lost: cancel the handler; nothing more is sent for the job. */
-  #lose(r: Running, err: FenecError, step: WorkerStep): void {
+  #lose(r: Running, step: WorkerStep, cause?: FenecError): void {
     if (r.lost) return;
     r.lost = true;
+    const err = cause ?? new FenecError(`the ${step} did not find job ${String(r.id)} held by ${r.owner}`, 200, 'unmet');
     r.ctl.abort(new FenecError(`lease lost: ${err.message}`, err.status, 'unmet', undefined, { cause: err }));
-    this.#report(err, step);
+    this.#report('lost_lease', r.id, err);
   }
 
   /**
    * Sends an ack or a fail until it is answered, refused, or — once the
-   * worker is stopping — the grace period is over. A 412 is a lost lease.
+   * worker is stopping — the grace period is over; answers whether it was
+   * answered. A 412 is a lost lease; a refusal that is not a fault is not
+   * sent again.
    */
-  async #settle(step: WorkerStep, send: () => Promise<unknown>, r: Running): Promise<void> {
+  async #settle(step: WorkerStep, r: Running | undefined, send: () => Promise<unknown>): Promise<boolean> {
     for (let n = 1; ; n++) {
       try {
         await send();
-        return;
+        return true;
       } catch (err) {
-        if (err instanceof FenecError && err.code === 'unmet') return this.#lose(r, err, step);
-        this.#report(err, step);
-        if (!fault(err) || Date.now() >= this.#graceEnd) return;
+        if (r !== undefined && err instanceof FenecError && err.code === 'unmet') {
+          this.#lose(r, step, err);
+          return false;
+        }
+        this.#report(step, r?.id, err);
+        if (!fault(err) || Date.now() >= this.#graceEnd) return false;
         await this.#pause(backoff(n));
       }
     }
@@ -263,7 +476,7 @@ export class Worker<T extends object = Row> {
     await this.#mine(id, owner)
       .update({ owner: null, run_at: expr('now()'), attempts: inc(-1) }, { require: 1 })
       .catch((err: unknown) => {
-        if (!(err instanceof FenecError && err.code === 'unmet')) this.#report(err, 'release');
+        if (!(err instanceof FenecError && err.code === 'unmet')) this.#report('release', id, err);
       });
   }
 
@@ -271,7 +484,7 @@ export class Worker<T extends object = Row> {
   async #releaseClaim(owner: string): Promise<void> {
     await this.#jobs.where('owner', owner)
       .update({ owner: null, run_at: expr('now()'), attempts: inc(-1) })
-      .catch((err: unknown) => this.#report(err, 'release'));
+      .catch((err: unknown) => this.#report('release', undefined, err));
   }
 
   #mine(id: unknown, owner: string): Query<Row> {
@@ -279,12 +492,29 @@ export class Worker<T extends object = Row> {
   }
 
   async #drain(): Promise<void> {
-    while (this.#tasks.size > 0) await Promise.all(this.#tasks);
+    while (this.#tasks.size > 0 || this.#acks.length > 0) {
+      if (this.#acks.length > 0) this.#flushAcks();
+      await Promise.all(this.#tasks);
+    }
   }
 
   #track(p: Promise<void>): void {
     this.#tasks.add(p);
     void p.finally(() => this.#tasks.delete(p));
+  }
+
+  /** Sleeps `ms`, or until the worker stops (a claim's backoff holds up no stop). */
+  #idle(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const signal = this.#closing.signal;
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 
   /** Sleeps `ms`; once the worker is stopping, no later than the end of the grace period. */
@@ -306,9 +536,13 @@ export class Worker<T extends object = Row> {
   }
 }
 
+/** The reason a claim is given up when runUntilEmpty() is asked while it is held. */
+const UNTIL_EMPTY = new Error('run until empty: the held claim is sent again unheld');
+
 /**
  * Starts a worker on a queue collection (docs/workers.md): it claims jobs
- * from `jobs` and runs `handler` on each, until `close()`.
+ * from `jobs` and runs `handler` on each, until `close()` — or, with
+ * `await w.runUntilEmpty()`, until no job is ready.
  *
  * @example
  * const w = worker(db.from<Job>('jobs'), async (job, signal) => {
@@ -323,6 +557,24 @@ export function worker<T extends object = Row>(jobs: Query<T>, handler: Handler<
 /** A fault worth retrying: no answer, or the server's 5xx. */
 function fault(err: unknown): boolean {
   return err instanceof FenecError && (err.status === 0 || err.status >= 500);
+}
+
+/**
+ * The `error` text a failed job keeps: the error's message alone or, when
+ * that is empty, the name of its type (docs/workers.md, "Ack, fail, dead letter").
+ */
+export function errorText(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.message !== '') return err.message;
+    const type = err.constructor?.name;
+    return type !== undefined && type !== '' ? type : err.name;
+  }
+  const s = String(err);
+  return s !== '' ? s : typeof err;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? (err.message === '' ? errorText(err) : err.message) : String(err);
 }
 
 function whole(what: string, n: number, min: number): number {

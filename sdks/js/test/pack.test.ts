@@ -2,10 +2,11 @@
  * The SDK as a user gets it, installed as npm installs it (docs/sdks.md,
  * "Tests every SDK has"):
  * `npm install <folder>` and `npm pack` (whose `prepare` builds dist/src
- * each time), the tarball installed into a
+ * and dist/cjs each time), the root imported and `require()`d, the tarball installed into a
  * project in a temp folder outside the repository, every ```ts block of
  * README.md and examples/worker.ts type-checked there by `tsc` under strict,
- * exactOptionalPropertyTypes and noUncheckedIndexedAccess, and the compiled
+ * exactOptionalPropertyTypes and noUncheckedIndexedAccess, a consumer
+ * type-checked under moduleResolution node10 and bundler, and the compiled
  * worker example run against a real `fenec serve`.
  */
 
@@ -38,14 +39,14 @@ export function tsBlocks(markdown: string): string[] {
   return [...markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((m) => m[1] ?? '');
 }
 
-test('packed, installed outside the repository, type-checked and run as a user would', { timeout: 240_000 }, async (t) => {
+test('packed, installed outside the repository, type-checked and run as a user would', { timeout: 600_000 }, async (t) => {
   const tmp = mkdtempSync(join(tmpdir(), 'fenec-js-pack-'));
   t.after(() => rmSync(tmp, { recursive: true, force: true }));
 
   // A copy of the package as git holds it (no dist/), with the checkout's devDependencies.
   const pkg = join(tmp, 'pkg');
   mkdirSync(join(pkg, 'scripts'), { recursive: true });
-  for (const f of ['package.json', 'package-lock.json', 'README.md', 'LICENSE', 'tsconfig.json', 'tsconfig.build.json', 'scripts/prepare.mjs']) {
+  for (const f of ['package.json', 'package-lock.json', 'README.md', 'LICENSE', 'CHANGELOG.md', 'tsconfig.json', 'tsconfig.build.json', 'tsconfig.cjs.json', 'scripts/prepare.mjs', 'scripts/cjs.mjs']) {
     cpSync(join(ROOT, f), join(pkg, f));
   }
   cpSync(join(ROOT, 'src'), join(pkg, 'src'), { recursive: true });
@@ -54,10 +55,10 @@ test('packed, installed outside the repository, type-checked and run as a user w
   const [info] = JSON.parse(packed.stdout) as { filename: string; files: { path: string }[] }[];
   assert.ok(info, packed.stdout);
   const files = info.files.map((f) => f.path).sort();
-  for (const f of ['README.md', 'LICENSE', 'package.json', 'dist/src/client.js', 'dist/src/client.d.ts', 'dist/src/worker.js', 'dist/src/generated/transport.js']) {
+  for (const f of ['README.md', 'LICENSE', 'CHANGELOG.md', 'package.json', 'dist/src/client.js', 'dist/src/client.d.ts', 'dist/src/worker.js', 'dist/src/generated/transport.js', 'dist/cjs/client.js', 'dist/cjs/client.d.ts', 'dist/cjs/package.json']) {
     assert.ok(files.includes(f), `${f} is not in the tarball: ${files.join(', ')}`);
   }
-  assert.deepEqual(files.filter((f) => !/^(README\.md|LICENSE|package\.json|dist\/src\/.*\.(js|d\.ts))$/.test(f)), [], 'files a user does not need');
+  assert.deepEqual(files.filter((f) => !/^(README\.md|LICENSE|CHANGELOG\.md|package\.json|dist\/(src|cjs)\/.*\.(js|d\.ts)|dist\/cjs\/package\.json)$/.test(f)), [], 'files a user does not need');
 
   // `npm install <folder>`: npm links the folder and runs its `prepare`, which builds dist/src.
   rmSync(join(pkg, 'dist'), { recursive: true, force: true });
@@ -66,8 +67,16 @@ test('packed, installed outside the repository, type-checked and run as a user w
   writeFileSync(join(linked, 'package.json'), JSON.stringify({ name: 'linked-project', private: true, type: 'module' }));
   await npm(linked, 'install', '--offline', pkg);
   const imported = await run(process.execPath, ['--input-type=module', '-e',
-    "import { connect } from '@fenecdb/web/client'; console.log(connect('http://x.invalid').from('jobs').where('id', 1).toQuery().query);"], { cwd: linked });
+    "import { connect } from '@fenecdb/web/client'; console.log(connect('http://x.invalid').from('jobs').where('id', 1).renderRows().query);"], { cwd: linked });
   assert.equal(imported.stdout, 'get jobs where id = $1\n');
+  // The root, by import and by require() (the CommonJS build).
+  const root = "console.log(connect('http://x.invalid').from('jobs').where('id', 1).renderRows().query, typeof worker);";
+  const esm = await run(process.execPath, ['--input-type=module', '-e', `import { connect, worker } from '@fenecdb/web'; ${root}`], { cwd: linked });
+  assert.equal(esm.stdout, 'get jobs where id = $1 function\n');
+  const cjs = await run(process.execPath, ['--input-type=commonjs', '-e', `const { connect, worker } = require('@fenecdb/web'); ${root}`], { cwd: linked });
+  assert.equal(cjs.stdout, 'get jobs where id = $1 function\n');
+  const cjsClient = await run(process.execPath, ['--input-type=commonjs', '-e', "console.log(typeof require('@fenecdb/web/client').connect)"], { cwd: linked });
+  assert.equal(cjsClient.stdout, 'function\n');
 
   // A user's project: the tarball, and nothing else from the repository.
   const proj = join(tmp, 'proj');
@@ -88,6 +97,30 @@ test('packed, installed outside the repository, type-checked and run as a user w
   }));
   const checked = await run(process.execPath, [TSC, '-p', proj], { cwd: proj }).catch((err: { stdout?: string }) => err);
   assert.ok(!('stdout' in checked) || checked.stdout === '', `tsc in the user's project:\n${'stdout' in checked ? checked.stdout : ''}`);
+
+  // A consumer of the root and of /client, type-checked as older and bundler projects resolve packages.
+  const consumer = join(tmp, 'consumer');
+  mkdirSync(consumer);
+  symlinkSync(join(proj, 'node_modules'), join(consumer, 'node_modules'), 'dir');
+  writeFileSync(join(consumer, 'use.ts'), [
+    "import { connect, worker, type WorkerError } from '@fenecdb/web';",
+    "import { expr } from '@fenecdb/web/client';",
+    "const db = connect('http://127.0.0.1:8080');",
+    "const w = worker(db.from<{ id: number; run_at: Date | null }>('jobs'), (job) => void job.id, { onError: (err: WorkerError) => void err.step });",
+    "export const done: Promise<void> = w.runUntilEmpty();",
+    "export const n: Promise<number> = db.from('jobs').update({ run_at: expr('now()') });",
+  ].join('\n'));
+  for (const [module, moduleResolution] of [['commonjs', 'node10'], ['esnext', 'bundler']] as const) {
+    writeFileSync(join(consumer, `tsconfig.${moduleResolution}.json`), JSON.stringify({
+      compilerOptions: {
+        target: 'ES2022', lib: ['ES2022', 'DOM'], module, moduleResolution, strict: true, noEmit: true,
+        types: [], skipLibCheck: false,
+      },
+      files: ['use.ts'],
+    }));
+    const out = await run(process.execPath, [TSC, '-p', `tsconfig.${moduleResolution}.json`], { cwd: consumer }).catch((err: { stdout?: string }) => err);
+    assert.ok(!('stdout' in out) || out.stdout === '', `tsc with moduleResolution ${moduleResolution}:\n${'stdout' in out ? out.stdout : ''}`);
+  }
 
   // The compiled worker example against a real server: it runs every job, and stops on SIGTERM.
   const server = await launch({ clock: 'system' });

@@ -13,7 +13,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
+import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, WorkerError, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
 import { start, type Job } from '../examples/worker.js';
 import { launch, type Server } from './server.js';
 
@@ -75,7 +75,10 @@ function recording(): { fetch: typeof fetch; sent: { query: string; params: unkn
   return { fetch: f, sent };
 }
 
-const quiet = (errors: [WorkerStep, unknown][]) => (err: unknown, step: WorkerStep) => void errors.push([step, err]);
+const quiet = (errors: [WorkerStep, unknown][]) => (err: WorkerError, step: WorkerStep) => {
+  assert.ok(err instanceof WorkerError && err.step === step, `reported ${String(err)} as ${step}`);
+  errors.push([step, err.cause]);
+};
 
 test('1 000 jobs, two workers of concurrency 8, a seeded tenth failing their first run: each succeeds once; a poison job is a dead letter', { timeout: 60_000 }, async (t) => {
   const { db } = await queue(t);
@@ -120,7 +123,10 @@ test('1 000 jobs, two workers of concurrency 8, a seeded tenth failing their fir
   assert.deepEqual([dead?.payload, dead?.owner, dead?.run_at, dead?.attempts, dead?.error],
     [{ n: -1 }, null, null, 3, 'poison: always fails']);
   assert.equal(await db.from('jobs').where(raw('owner is not null')).count(), 0, 'jobs left leased');
-  assert.deepEqual(errors, [], 'faults reported');
+  // Each failed attempt is reported (the poison job's first two), the dead letter once; no fault.
+  const steps = errors.map(([step]) => step);
+  assert.equal(steps.filter((s) => s === 'handler').length, failFirst.size + 2, 'failed attempts reported');
+  assert.deepEqual(steps.filter((s) => s !== 'handler'), ['dead_letter']);
 });
 
 test('a slow job (lease 1 s, 2.5 s of work) is extended and run once, never by the second worker', { timeout: 20_000 }, async (t) => {
@@ -139,7 +145,7 @@ test('a slow job (lease 1 s, 2.5 s of work) is extended and run once, never by t
   await until('the job is acked', 8000, async () => (await db.from('jobs').count()) === 0);
   await Promise.all([a.close(), b.close()]);
   assert.deepEqual(runs.map((r) => r.split(':')[0]), ['a']);
-  const extends_ = sent.filter((s) => s.query.startsWith('set jobs {run_at: now() + $1} where id = $2 and owner = $3 require 1'));
+  const extends_ = sent.filter((s) => s.query === 'set jobs {run_at: now() + $1} where id in $2 and owner = $3 returning id');
   assert.ok(extends_.length >= 3, `${extends_.length} extensions in 2.5 s at a lease of 1 s`);
 });
 
@@ -165,7 +171,7 @@ test('a lost lease cancels the handler, and no ack or fail is sent for the job',
   await until('the handler is cancelled', 3000, () => cancelled !== undefined);
   assert.ok(Date.now() - moved <= 1500, `cancelled ${Date.now() - moved} ms after the move`);
   assert.match(String(cancelled), /lease lost/);
-  assert.deepEqual(errors.map(([step, err]) => [step, (err as { code?: string }).code]), [['extend', 'unmet']]);
+  assert.deepEqual(errors.map(([step, err]) => [step, (err as { code?: string }).code]), [['lost_lease', 'unmet']]);
   await sleep(300);
   const settled = sent.filter((s) => s.query.startsWith('del jobs') || s.query.startsWith('set jobs {owner: null'));
   assert.deepEqual(settled, [], 'an ack or fail was sent');
@@ -191,9 +197,9 @@ test('stop under load: running handlers finish, and no job waits on the stopped 
   const stopped = Date.now();
   const closing = a.close();
   await sleep(200);
-  // 200 ms after the stop, every job leased to a is one it is still running.
+  // 200 ms after the stop, every job leased to a is one it is still running (or whose ack is on its way): none it did not start.
   const leased = (await db.from<Job>('jobs').where(raw('owner is not null')).rows()).filter((j) => j.owner?.startsWith(`${a.owner}:`));
-  for (const j of leased) assert.ok(running.has(j.id), `job ${j.id} still leased to the stopped worker, not running`);
+  for (const j of leased) assert.ok(running.has(j.id) || finished.has(j.id), `job ${j.id} still leased to the stopped worker, not started`);
   await closing;
   for (const id of runningInA) assert.ok(finished.has(id), `job ${id}, running at the stop, did not finish`);
   await until('b drains the queue', 20_000, async () => (await db.from('jobs').count()) === 0);
@@ -238,10 +244,10 @@ test('the server stopped for 2 s and started again on its file: the worker carri
     && (await db.from('jobs').count().catch(() => -1)) === 0);
   await w.close();
   assert.ok(errors.length > 0, 'the worker saw no fault');
-  // Faults only — and a 412 on an ack or fail whose first try went through before its answer was lost.
+  // Faults only — and a lost lease for an ack or fail whose first try went through before its answer was lost.
   const expected = ([step, err]: [WorkerStep, unknown]) => {
     const code = (err as { code?: string }).code ?? '';
-    return ['network', 'timeout'].includes(code) || (code === 'unmet' && (step === 'ack' || step === 'fail'));
+    return ['network', 'timeout'].includes(code) || step === 'lost_lease';
   };
   assert.deepEqual(errors.filter((e) => !expected(e)).map(([s, e]) => `${s}: ${String(e)}`), []);
   const twice = [...runs].filter(([, c]) => c > 1).length;
@@ -347,4 +353,132 @@ test('an onError hook that throws is reported on stderr, and the worker goes on'
   assert.deepEqual(rejections, []);
   assert.ok(printed.mock.calls.some((c) => String(c.arguments[0]).includes('the onError hook threw on claim: Error: a broken hook')),
     `printed: ${JSON.stringify(printed.mock.calls.map((c) => c.arguments))}`);
+});
+
+test('acks are batched (far fewer acks than jobs), and every claim asks for at least half the slots', { timeout: 60_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const jobs = 400;
+  await enqueue(db, jobs);
+  const { fetch, sent } = recording();
+  let done = 0;
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), async () => {
+    await sleep(1);
+    done++;
+  }, { concurrency: 10 });
+  await until('every job acked', 45_000, async () => done === jobs && (await db.from('jobs').count()) === 0);
+  await w.close();
+  const acks = sent.filter((s) => s.query.startsWith('del jobs'));
+  assert.ok(acks.every((s) => s.query === 'del jobs where id in $1 and owner = $2 returning id'), acks[0]?.query);
+  const acked = acks.reduce((n, s) => n + (s.params[0] as unknown[]).length, 0);
+  assert.equal(acked, jobs, 'ids acked');
+  assert.ok(acks.length * 3 <= jobs, `${acks.length} acks for ${jobs} jobs`);
+  const limits = sent.filter((s) => s.query.startsWith('set jobs {owner: $1')).map((s) => Number(/ limit (\d+) /.exec(s.query)?.[1]));
+  assert.ok(limits.length > 0 && limits.every((n) => n >= 5 && n <= 10), `claim sizes ${limits.join(' ')}`);
+  t.diagnostic(`${jobs} jobs: ${acks.length} acks, ${limits.length} claims`);
+});
+
+test('a lost lease inside an ack batch is reported, and the others of the batch are acked', { timeout: 20_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  await enqueue(db, 3);
+  const { fetch, sent } = recording();
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const started: number[] = [];
+  const errors: [WorkerStep, unknown][] = [];
+  const reported: WorkerError[] = [];
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), async (job) => {
+    started.push(job.id);
+    await gate;
+  }, { concurrency: 3, onError: (err, step) => { reported.push(err); quiet(errors)(err, step); } });
+  await until('three handlers run', 5000, () => started.length === 3);
+  const [a, b, c] = [...started].sort((x, y) => x - y) as [number, number, number];
+  await db.query('set jobs {owner: $1} where id = $2', ['the test', b]);
+  open();
+  await until('two jobs acked', 5000, async () => (await db.from('jobs').count()) === 1);
+  await w.close();
+  const acks = sent.filter((s) => s.query.startsWith('del jobs'));
+  assert.equal(acks.length, 1, 'one ack for the batch');
+  assert.deepEqual((acks[0]!.params[0] as number[]).slice().sort((x, y) => x - y), [a, b, c]);
+  assert.deepEqual(reported.map((e) => [e.step, e.jobId]), [['lost_lease', b]]);
+  const [left] = await db.from<Job>('jobs').rows();
+  assert.deepEqual([left?.id, left?.owner], [b, 'the test']);
+});
+
+test('by default a failed attempt is a warning and a dead letter an error on the console; the stored error is the message alone', { timeout: 20_000 }, async (t) => {
+  const { db } = await queue(t);
+  const warned = t.mock.method(console, 'warn', () => undefined);
+  const erred = t.mock.method(console, 'error', () => undefined);
+  class Oops extends Error {}
+  await db.from('jobs').insert([{ payload: { n: 1 }, run_at: expr('now()'), attempts: 0 }, { payload: { n: 2 }, run_at: expr('now()'), attempts: 0 }]);
+  const w = startWorker(db.from<Job>('jobs'), (job) => {
+    if ((job.payload as unknown as { n: number }).n === 1) throw new Error('boom');
+    throw new Oops();
+  }, { maxAttempts: 2, backoff: () => 0, wait: 200, grace: 2000 });
+  live.add(w);
+  await until('both dead letters', 10_000, async () => (await db.from('jobs').where('run_at', null).count()) === 2);
+  await w.close();
+  const dead = await db.from<Job>('jobs').order('id').rows();
+  assert.deepEqual(dead.map((j) => [j.error, j.attempts]), [['boom', 2], ['Oops', 2]]);
+  const lines = (calls: { arguments: unknown[] }[]) => calls.map((c) => String(c.arguments[0])).sort();
+  assert.deepEqual(lines(warned.mock.calls), [
+    `fenec worker ${w.owner}: handler of job ${dead[0]!.id}: boom`,
+    `fenec worker ${w.owner}: handler of job ${dead[1]!.id}: Oops`,
+  ]);
+  assert.deepEqual(lines(erred.mock.calls), [
+    `fenec worker ${w.owner}: dead_letter of job ${dead[0]!.id}: boom`,
+    `fenec worker ${w.owner}: dead_letter of job ${dead[1]!.id}: Oops`,
+  ]);
+});
+
+test('close() from inside a handler resolves at once; the worker stops when the handler returns, its other jobs released', { timeout: 20_000 }, async (t) => {
+  const { db } = await queue(t);
+  await enqueue(db, 5);
+  let w!: Worker<Job>;
+  let closedIn = -1;
+  const ran: number[] = [];
+  w = worker(db.from<Job>('jobs'), async (job) => {
+    ran.push(job.id);
+    if (ran.length === 1) {
+      const at = Date.now();
+      await w.close();
+      closedIn = Date.now() - at;
+      await sleep(100);
+    } else {
+      await sleep(5000);
+    }
+  }, { concurrency: 2, grace: 30_000 });
+  await until('the handler asked for the stop', 5000, () => closedIn >= 0);
+  assert.ok(closedIn < 500, `close() inside the handler took ${closedIn} ms`);
+  const stopping = Date.now();
+  await w.close();
+  // The other running handler sleeps 5 s: the stop waits for it, not for the 30 s grace.
+  assert.ok(Date.now() - stopping < 8000, `stopped ${Date.now() - stopping} ms after`);
+  assert.equal(await db.from('jobs').where(raw('owner is not null')).count(), 0, 'jobs left leased');
+  assert.equal(await db.from('jobs').count(), 5 - ran.length, 'jobs left');
+});
+
+test('runUntilEmpty() returns once no job is ready and no handler runs; a later job is left', { timeout: 30_000 }, async (t) => {
+  const { db } = await queue(t);
+  await enqueue(db, 50);
+  await db.from('jobs').insert({ payload: { n: 99 }, run_at: expr('now() + ?', 3_600_000), attempts: 0 });
+  let ran = 0;
+  const w = worker(db.from<Job>('jobs'), async () => {
+    await sleep(1);
+    ran++;
+  }, { concurrency: 4 });
+  const started = Date.now();
+  await w.runUntilEmpty();
+  // The claim is not held at the server (its wait is 30 s here).
+  assert.ok(Date.now() - started < 15_000, `took ${Date.now() - started} ms`);
+  assert.equal(ran, 50);
+  assert.equal(await db.from('jobs').count(), 1);
+  assert.equal(w.running, 0);
+
+  // Asked of an idle worker whose claim is held: the claim is given up and sent again unheld.
+  const idle = worker(db.from<Job>('jobs'), () => undefined, { concurrency: 2 });
+  await sleep(300);
+  const asked = Date.now();
+  await idle.runUntilEmpty();
+  assert.ok(Date.now() - asked < 5000, `took ${Date.now() - asked} ms`);
+  assert.equal(await db.from('jobs').where(raw('owner is not null')).count(), 0, 'jobs left leased');
 });
