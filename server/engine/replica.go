@@ -181,9 +181,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	wait = db.st.CommitDetached(seq, changes)
 	db.moved(seq)
 	db.mu.Unlock()
-	if len(touched) > 0 {
-		db.written.tell(touched)
-	}
+	db.written.tellWrite(Write{Colls: touched, Seq: seq, Changes: changes})
 	return wait, nil
 }
 
