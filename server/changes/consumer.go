@@ -33,6 +33,13 @@ func (e *GoneError) Error() string {
 	return fmt.Sprintf("consumer %s is at position %d, and the oldest change kept is %d: the changes between are no longer kept (--changes-retain); ack position %d to go on from the oldest kept", e.Consumer, e.Pos, e.Oldest, e.Oldest-1)
 }
 
+// PastError is an ack of a position past the newest.
+type PastError struct{ Pos, Head uint64 }
+
+func (e *PastError) Error() string {
+	return fmt.Sprintf("position %d is past the newest change, %d", e.Pos, e.Head)
+}
+
 // ErrBusy is a read under a consumer name whose read is still running.
 var ErrBusy = errors.New("changes: busy")
 
@@ -160,7 +167,7 @@ func (h *Hub) Ack(ctx context.Context, name string, pos uint64) error {
 	head, floor := h.head, h.floor
 	h.mu.Unlock()
 	if pos > head {
-		return fmt.Errorf("position %d is past the newest change, %d", pos, head)
+		return &PastError{Pos: pos, Head: head}
 	}
 	if pos < floor {
 		return &GoneError{Consumer: name, Pos: pos, Oldest: floor + 1}

@@ -136,6 +136,10 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 		}
 	case touched:
 		err = l.sendRows("reset", start, res)
+	default:
+		// Nothing to send: the client is current. A comment still
+		// answers, so that the stream's head goes out.
+		err = send(Event{Comment: true, Data: []byte("resumed")})
 	}
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,6 +20,24 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for ChangeOp.
+const (
+	Delete ChangeOp = "delete"
+	Put    ChangeOp = "put"
+)
+
+// Valid indicates whether the value is a known member of the ChangeOp enum.
+func (e ChangeOp) Valid() bool {
+	switch e {
+	case Delete:
+		return true
+	case Put:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for ClusterStatusRole.
 const (
@@ -48,7 +67,9 @@ func (e ClusterStatusRole) Valid() bool {
 const (
 	ErrorCodeBadRequest         ErrorCode = "bad_request"
 	ErrorCodeBehind             ErrorCode = "behind"
+	ErrorCodeChangesGone        ErrorCode = "changes_gone"
 	ErrorCodeConflict           ErrorCode = "conflict"
+	ErrorCodeConsumerBusy       ErrorCode = "consumer_busy"
 	ErrorCodeForbidden          ErrorCode = "forbidden"
 	ErrorCodeHostNotAllowed     ErrorCode = "host_not_allowed"
 	ErrorCodeInternal           ErrorCode = "internal"
@@ -75,7 +96,11 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeBehind:
 		return true
+	case ErrorCodeChangesGone:
+		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeConsumerBusy:
 		return true
 	case ErrorCodeForbidden:
 		return true
@@ -212,6 +237,39 @@ type BatchAnswer struct {
 // BatchRequest defines model for BatchRequest.
 type BatchRequest struct {
 	Statements []QueryRequest `json:"statements"`
+}
+
+// Change defines model for Change.
+type Change struct {
+	// Position the commit's position (its Fenec-Seq)
+	Position   int64    `json:"position"`
+	Collection string   `json:"collection"`
+	Op         ChangeOp `json:"op"`
+	Id         int64    `json:"id"`
+
+	// Row A put's document as written (absent for a delete, and on a server with no file).
+	Row *map[string]*Value `json:"row,omitempty"`
+}
+
+// ChangeOp defines model for Change.Op.
+type ChangeOp string
+
+// Changes defines model for Changes.
+type Changes struct {
+	Consumer string `json:"consumer"`
+
+	// Position the acknowledged position the read started after
+	Position int64 `json:"position"`
+
+	// Next the position to acknowledge once these changes are handled
+	Next    int64    `json:"next"`
+	Changes []Change `json:"changes"`
+}
+
+// ChangesAck defines model for ChangesAck.
+type ChangesAck struct {
+	Consumer string `json:"consumer"`
+	Position int64  `json:"position"`
 }
 
 // ClockMove Exactly one of `advance_ms` (move on) and `set_ms` (set).
@@ -397,14 +455,23 @@ type FenecWait = int
 // IdempotencyKey defines model for IdempotencyKey.
 type IdempotencyKey = string
 
+// LastEventID defines model for LastEventID.
+type LastEventID = int64
+
 // BadRequest defines model for BadRequest.
 type BadRequest = Error
 
 // Behind defines model for Behind.
 type Behind = Error
 
+// ChangesGone defines model for ChangesGone.
+type ChangesGone = Error
+
 // Conflict defines model for Conflict.
 type Conflict = Error
+
+// ConsumerBusy defines model for ConsumerBusy.
+type ConsumerBusy = Error
 
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
@@ -438,6 +505,14 @@ type Unavailable = Error
 
 // Unmet defines model for Unmet.
 type Unmet = Error
+
+// ReadChangesParams defines parameters for ReadChanges.
+type ReadChangesParams struct {
+	Consumer   string  `form:"consumer" json:"consumer"`
+	Collection *string `form:"collection,omitempty" json:"collection,omitempty"`
+	Limit      *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Wait       *int    `form:"wait,omitempty" json:"wait,omitempty"`
+}
 
 // BatchParams defines parameters for Batch.
 type BatchParams struct {
@@ -486,6 +561,23 @@ type QueryParams struct {
 	// server answers 400 at once for a write it has not made.
 	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
+
+// WatchCollectionParams defines parameters for WatchCollection.
+type WatchCollectionParams struct {
+	// Where A FenecQL condition; none is every row.
+	Where *string `form:"where,omitempty" json:"where,omitempty"`
+
+	// Select The columns, as FenecQL's `select` takes them; none is every field.
+	Select *string `form:"select,omitempty" json:"select,omitempty"`
+
+	// LastEventID The `id:` of the last event a live query's client received: the
+	// stream resumes after it, or says plainly (a `gap` event, then the
+	// rows again) that it is older than the changes kept.
+	LastEventID *LastEventID `json:"Last-Event-ID,omitempty"`
+}
+
+// AckChangesJSONRequestBody defines body for AckChanges for application/json ContentType.
+type AckChangesJSONRequestBody = ChangesAck
 
 // MoveClockJSONRequestBody defines body for MoveClock for application/json ContentType.
 type MoveClockJSONRequestBody = ClockMove
@@ -634,6 +726,12 @@ type ServerInterface interface {
 	// Backup A consistent copy of the database file, taken while writes go on.
 	// (GET /_backup)
 	Backup(w http.ResponseWriter, r *http.Request)
+	// ReadChanges The committed writes after a named consumer's acknowledged position.
+	// (GET /_changes)
+	ReadChanges(w http.ResponseWriter, r *http.Request, params ReadChangesParams)
+	// AckChanges Move a consumer's position, durably.
+	// (POST /_changes/ack)
+	AckChanges(w http.ResponseWriter, r *http.Request)
 	// MoveClock Move the manual clock (only under `fenec serve --clock manual`).
 	// (POST /_clock)
 	MoveClock(w http.ResponseWriter, r *http.Request)
@@ -664,6 +762,9 @@ type ServerInterface interface {
 	// Query Run one FenecQL statement.
 	// (POST /query)
 	Query(w http.ResponseWriter, r *http.Request, params QueryParams)
+	// WatchCollection A live query on one collection, over Server-Sent Events.
+	// (GET /{collection}/changes)
+	WatchCollection(w http.ResponseWriter, r *http.Request, collection string, params WatchCollectionParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -680,6 +781,92 @@ func (siw *ServerInterfaceWrapper) Backup(w http.ResponseWriter, r *http.Request
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Backup(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReadChanges operation middleware
+func (siw *ServerInterfaceWrapper) ReadChanges(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReadChangesParams
+
+	// ------------- Required query parameter "consumer" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "consumer", r.URL.Query(), &params.Consumer, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "consumer"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumer", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "collection" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "collection", r.URL.Query(), &params.Collection, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "collection"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "collection", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReadChanges(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckChanges operation middleware
+func (siw *ServerInterfaceWrapper) AckChanges(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckChanges(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -959,6 +1146,82 @@ func (siw *ServerInterfaceWrapper) Query(w http.ResponseWriter, r *http.Request)
 	handler.ServeHTTP(w, r)
 }
 
+// WatchCollection operation middleware
+func (siw *ServerInterfaceWrapper) WatchCollection(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "collection" -------------
+	var collection string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "collection", r.PathValue("collection"), &collection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "collection", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WatchCollectionParams
+
+	// ------------- Optional query parameter "where" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "where", r.URL.Query(), &params.Where, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "where"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "where", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "select" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "select", r.URL.Query(), &params.Select, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "select"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "select", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID LastEventID
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WatchCollection(w, r, collection, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1080,6 +1343,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	}
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/query", wrapper.Query)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/{collection}/changes", wrapper.WatchCollection)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_changes", wrapper.ReadChanges)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_changes/ack", wrapper.AckChanges)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/batch", wrapper.Batch)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_health", wrapper.Health)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_metrics", wrapper.Metrics)
@@ -1099,123 +1365,145 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Njts2tv+rEPoXmJmu7PF8pG0cLLDTbvpPth/pJtMb4MbBiJaOx+xIpCJS4/ENDNynuQ92n+TinENK",
-	"sq35cNqku0V3gd2xLVKHh+f7/Mi8j1JTlEaDdjYav4/mIDOo6M9vQUP6Ct7h3xnYtFKlU0ZH4+h8DiKT",
-	"Tk6lhT0r0rnUlyB0XUyhEnLm8H9FBe9qsE64uXRiURkHwyiObDqHQuKUhdKqqItoPIojtywhGkdKO7iE",
-	"Klqt4uh5BkVpHGj3EspcLiHbpiNxVQ2JWMxBCzcHIbVdQCWUpU8zVVkXvnNGuLmyopk2XQ6+g2UsKj/7",
-	"OnGgkbI3Eb4getsQaF2l9GW0QgJLWckCXJdZZ7j0bTLPREI/D17Bu4TJSHMF2omFtJ5AyMT+dCmkXgpt",
-	"MhBmJqRI89o6qA7GE40LChytam2F0SnwXPT8HGcqy1xBFjiuHEz0fgUyGyxNXQ3oGxwopJiZPDcLqA5i",
-	"YYhhj0anfuceCTsUZyI3GibaQnWNu0k0WnE6Ggnp+N0zg7tMkwrliABtnChkBsOJjuJI4dpZnqI40rJA",
-	"DjIjmFFdhs9MVUjHMvDFaRRHhbxh8Xg8Gn159Pjx8aPTL09Hjx8fxfdJDr3itVRueyd+UHmuLKRGZxZF",
-	"Ym7yjPgsVSH2pUgsuAQ5kmSQJwe4VmS858JirnKYaOXEwtR5Jpy8AlzzXOnLMfJibvJGDWaVKcQIX3Iy",
-	"Go1G97KECF7Tj8AAGh8/WF/S5Xew3F76EZJy/OiRmC4d0A7z1lXgKhSahXJzXqwsQFwBymLWfuFlb6L3",
-	"C3Bzk8WilG4ei6nJljwlP2+uQB+gQDVivamKEy0vpdIxvzFp9XwQFH0sSK9jmtFLrWfzE5ruCpYTTcMl",
-	"fg9VoxrKitPjY1xdBbPagh8vrgBKnASHDsV3sLQiV9cw0clgoDomwbk8EfsZzGSdO3F8KuYHRIWtq2t1",
-	"DWTWrJOV41dI5ttES+LYL7XXzqF4jbLSFR4UNSs2XlfIm8EVLG2Cw+1Eo+RtP0HsTdAkuDmoRhvjRv1q",
-	"nZHJ1bBg3igb1h+TUlZ14Pej0YlIrmB5katCuUTs0+oMMk45S9KwjEWtncon2uQ4L5Im4KZUFRzcIcYb",
-	"lnVTlr8Hfenm0fj40SOS5fD5qNe4VmBLoy2Qbf1aZi95f/FTajRKC/5JBi+VKOGHv1gU8/cR3MiizIGf",
-	"zHDeqcwuvHxEcQRVZapoHJXGKhwoTo/GuDpIHaAtuJZ5DbGYmVpnYhKtJlG06i7lswpm0Tj6f4et3zzk",
-	"X+3hU5qbFrDtMIOIktm0Tjoo0AUoKwqZo/lDF1DKykIskCOoYd7DxIKZzep2MESKvoa50tkDGPKrSW9d",
-	"TEbC1LoZ8PKXdKx6IlAeLEmb0uRNkNxvjJ7lKnUfn+AzsstaqIwM+d9qrd5hlEAb+yQYEnK9SL0DTQR+",
-	"a6qpyjLQH5/CH5GJ5H8zdDo2NSV407lnRVXngLqthSmhks5U+KWpHQhpr4KlXh8Wk2EiQvd4WYBfTSuz",
-	"sFCJUl5yRKGFqdSl0rSPl+oaNM82GKSmsgP+8QBDoc04cPA9q/uWX3mh20CF5YTCD8XRAMpI7mWXLBKy",
-	"XgYK21/3rPj55fccyV1ps9Dr4diWhVjF0TNj3Y/GnTEjP4VchTBAubmpnZDMe5Syf7w+ZzMZAiWj82XQ",
-	"eIuBgQWBBJNnnOjcmHIq0yvSFZzAaOjuRzIYzI1F85yZ1B7OnSuHRRaLSfQ1b6mdRGSL0fFrB5WW+afg",
-	"ALtFpTuOjZTnO1i+BHQ3n8IewWYQT7pMzp5i0vWQgOj70bhv0aB/kP/Qxl2QO+h4j9TkOaTkP34xU+uj",
-	"XzFTkGfobaX7DbzGmRa1Jm0QnfeZyr9m31RsF9gheBd5rgowtfs0G0HRX6a8X6gqDJG84W8lBM0XRkqO",
-	"KeMQLjVa+wVROmQspmCrODo35uvaLj8N/azAMkf6lpxXSfTHuqO80q6thUJGGjdIjU7rqkIxTEQOzpIa",
-	"85y2nv4CKUVeIWPieFZTXgU685ZcaXH8aCQKOxbdHG/h06mq1kPxCnSGORYFzpymTXTyEmO14HR9UsPx",
-	"Wcd4dx7att2v2kxoIZUTU5iZCpeqM7TTXXro1b1GuU1CVrx938vqEj6h/CkrcnxlhZ5nQ/CSAUfQJlsm",
-	"JF4/a1m7uanUf8GHWYO6O0FrEAplybdNQVZUbrgC/RsFjt0pKVz0rzKVWFRGX26469evXw/OajcH7XA1",
-	"sM7qPk/6s5bXUuVymn+ibbMOxWwmVY4RkM/wZAVN0kb5h6BEu7qyLHxPQtww0U1uaU2jKDRnRirmY49r",
-	"ZdU0By5xbOjWRLO3rUuxn9Tt+pODJ5QHNfG5FZXUopTWbVuB5qGBN22YTpGt27NjFD2qvYTfOJFEupHW",
-	"soQsnmhcEO5liEr3k2bSi2bgk7CAtVQyGKoNZ4g/UI2ikEux30n1DsadiH3NvGAIhxYPfQk91NR9lOWl",
-	"ezVCo22pPoLxj5mJGSa5YX9NZSd6P3HGXCBhF62Jt8lB3BYEQgEp1Bc6rsD7AQ5sftYFuA/UURzZKmeS",
-	"QU5+OuFCpBgJDKPYIKNUqAqsOPotXLZI/HxCJw2XC3C3JR7NK0l3z2YzykNpqVlGCarMf6owE3AKs+GZ",
-	"zC1svvWZWbAsZCatWWpDaSAEq0kFrq600pdJW4wtOxO/j2Tn5fcUm/was2j8ph3WlkkN+T5k5xltel9J",
-	"tJHzvRA1I0VGw4tZNH5zN/tfmoWNVvHdDzW8XL3FdFm6dN5Scydz19lSga1zLo4rB4W9Tzb8S1YNN2RV",
-	"yeUW28K0fVwjYjsljx2obQ3Xgwn+Zw3VMrxtRcWZ5zzu6J41dF7Wt4xvcpNe/WCuYXv/n97I1OVLCpjM",
-	"TCQyu5Y6hYvCJmK/MNcgjGaDmVhw/LUFd7AuIzvwpX3B3dXm40cnp6Pjk9Hoy8f4n3gnTWjf0cOO3baR",
-	"Fv3xSPXzb5P5Nuzbj2axo+hpHtETZasCMGl8/urF4KsvRkfi5/NvOM8tOvV43NrGlEfHo+MvBqNHg9HJ",
-	"+ejx+Hg0Ph4NR6PRf0ab5cI4uhmYikoTx6sYibiNcRss6Qw82mSPn4Wmu0W0qeDxAxRTNijrrFDZdqzV",
-	"ed9oFUe5vLwA7So/Yp1rRq9VTrppbUGvHK/XTnJ00kpncMP+ukADckFfRPEunPiCKLMOnbeTaRDCnanr",
-	"bqywCt29ckxmiAOeCDm1oF0b7IXiCWWPygoHVbEb+V8i+U2hyj83NSYHqbvPnaKZ6/DogzfAXAbu414u",
-	"uXaF+dQUeBnS+QH4nLmMccpKO24PYaTZt2ixP9riysFunHiEEi1n7kJmWQXW3imPR6s4qqt8mw24Rm0y",
-	"2LPi2fn5T22Nrm084oot0rkv+YsKUlNl3E5AZtDzuPkgM3vwREBuwW/9fcp8bdx9O3myqboKs7K1lYd5",
-	"GtG4V6HPsmxH28cKv0ubY8McbO7V+j7MjXXj0lTON4HCpgwGOI6dwoe8+ajLZN/1isauqrdCTFq1kBkm",
-	"HkIbPbg2lLhQZceXntvt7Nmo4/s36t59eQmFjyY+6tb0UHoHaa+cdLXd9gG+TXKbhek1H6G1MocKdjfc",
-	"qSkK5XZ6Yagu4kBHBY0dbYzK+t7kjUMU3+cD7W7k+iR/d/a0juGC0So9Ssa/2w1QhQXQrQej3u+ufHrc",
-	"vryfXcHRcK1x07I2jpLwB1RAvM9w+rd5m37royfoBkmzHp4trEc+m1lO17aQWTOcmAc8TR6axgGAEsVR",
-	"KnWmMulwVXZeu8ws9DbmZsNq2T5cEnESpYVz3642oXtqQDg7+tKvcJUYi+wWVZ72WzzkiJ9vQ2XjDZux",
-	"piC85C0pbjfwDhN1XkltZztnvrcJK3kMgs9ggubVZq5K4cwTEk8uhqNtF6VKr3b0T6tV30qaBsiOi2hK",
-	"IveUNTY0iFosD9eKb/Hxu7QBVY2BEnfGYZt5CI6IO2toCHt7J4/sjkxK10c+zBC0O3JfraM7fR/hXE7b",
-	"9qA9CK7nWkiRHE4xeE+4gzwaTKWFrIOp8GVkzCgftuMn5D2zNVO1DhvZKPvPGrRAvNYfZHDUBX7lO/yk",
-	"5B77EDeVSWfMBTUtoji6guVFxd1T/kD1Wv/QtLZLQtz4Ji9R0lTr42irXBzF0ZShIUjZRWNwube/QRnG",
-	"lRtf+SV3pusr6N5pn1F/IGzp+va99tgAalx4gBea52EU76AWPLnfsj6BYnXc0dqFOCQIgDXe1c+lnRPj",
-	"1bsaeX4JJop1nedv4wj/jxsnHDXf6WsfYADiyLm8N+s+Jxwd5NmeFcnfCKim9FqiHYuyAooUCH7AQE8c",
-	"MdGUiGI4YzSMhWwKxSKXpYUumjS8goo2ZV5zM4FiEpEbfdkgfLVZeHjCDP3qu5wQCk9vSlUtPU6sUb6j",
-	"u/1k+LXlvaLkcJYbSRIINyTXxqACIGXWyaKM4oh6ALwjd0tkv2GlAbHf+j5BegYyRye1kyTdKvtL7uJ0",
-	"ul9PeKs4smM+8w/bCrGKI3PVNytQWaKd2ckr8CAgO9zOyTB4wuf6JYx+2vMNMCrJ+R0x6MaZtj5A9Dp7",
-	"6WF+Sx9X1yrOu/GWMHH2NtrblkLy2dH//vf/fKYTXMOD/Nl/yLyGbVcWR++Q2j7gE3BE+c/vO65nXwpX",
-	"SZVjbpw8SbiEPRgklGNxZ6aCgP468B7qwZkok9LH0pd3lWsfuPDt9VVmEVMhJzV5XWiqUpFKif1EZYnH",
-	"9c5MJZLPk4OOsK0RZvv6P9wm9X24Fkq+Zz0Cqu1XPXgHkQc9+8fr2yZBL8U/Xr34kYGB+JJ1W06tOUjr",
-	"SrnlK3wDc5K78bcIYAd2QO36ROzP6jwXMk3B2gO/0H+8PhfXUKlZwF1TN/mXhRtYSKuAQOdvGB2MUjSH",
-	"PONjDMAYQWqcDAalyVW6TCaajTG/alhkB0PxOiDV9FJgEKIu64ohwS2aQANk3HL1nUiyFbzIhpdz50pu",
-	"dyo9M9uLJz0gbFvrWcIBEeZKJsw1VFRFjAWKMa5d6aBBQ3E+V3aiqaHsz29QxTE12lUydeN1XIe9ghwc",
-	"ejidCbiGaile/f27PTvBp7WlUhkq2iVoqKSDLBRc4xbWzi3ua5lT8mkFyHTe4twJc2CdUG440RP9lN5B",
-	"lp3XaansQ7NJliMCoyTvJ2z/J9FYTKJJPRqdpAVYKy+BPsAkisWEQpdJNJ7o8MyV0ll4YJU86US5/q1U",
-	"e0smkXST6LbIdyjOCJfvHb4HQuTKupAGtyc5TkXSRK70Pv8Yju8gTSdaCo5q0T9lBjywU151J3skku3Q",
-	"NwkYf8JoJsTHswaFkcqqWhJkxuAz33CTf8C20BvOkLgOnurUZNS8RilpoASno5FIOoE6D2ODtQEqwKin",
-	"rMzNEqVuVhntJjqlYxxUwsQxgLKUW6CIdBNMREvviML/f3oeULmeC8+env1dSCsWkOfxxnmKjrR4qA6u",
-	"IkNNJLHZlyI3MhNTmUudkojPKfQQ6RzSKwJz1BYEKHT2B0SHd6A4gfL4GZLDxVw6VAl/WqDh7PmyhERY",
-	"ubSxsEYkaV3lYpAlE80omwYqMHgm9rqDxmITdrHHmxnAqEORHJJr8tsWBNefvSrlJVsrZAfnIdajXZ2Z",
-	"6ITiR2bzOhI5EftwI1MXBtFpLUC7koOvNEyXE+0L1we8xTDL1eXcif3kxU/nz1/8+CrxUvjCzyl1NtHJ",
-	"GdnJAa6zMvnAM3PwA0lxcsD2wtbpvIOa7h5rOR6dxhNNkk6+/qcXr87Dm858qkgMS+KNLYgDXv61VC6Q",
-	"s4HiSZ744xgBhNiobusyNlZASjYIi9wnA8B0x0KTPKCP7l/905vSWBg8Y9Ect5WyWPScz0mG4myiW04T",
-	"q9DHcIOsZdbp6EQkTarsD/R01zXRZAVQDb558fJVc8zBspsL+HU+vbN2+IVfig+hdJE0JqiSh6nR1uSQ",
-	"BC/yroaaMEb4bYwSIi/58FoJpsxBVNLHz1ILOdGlDF0WZcXZT8/HwX9twr73lUMzaWkuo+EgDudwJrrZ",
-	"8Fc+gBj8xF6aBUQboXSuNAh2ogEZ6oSkkwFhh9cVQ5tBWBy761yloC2FNv4Mzlkp0zkMjocjCoSUy5sD",
-	"ZlEcXUNl2V+Phkf8iClBy1JF4+hkOBqeRHGE5p8CncOLqUyv6hL/vgR3T8Tz6p/fKwcMCOM0k3iOLkU7",
-	"dlBj76g3QXweddpF6KWy8HDZQi6nIKwpgNPOmN00HbWb6H3PIqY0EYtKlpabphlbTushZuXyiaD4iA9V",
-	"KKM5Rpro1ww/vDSYMBcgNSVj4T2S8XnSicJY3PwZLERh/elH66AUZsbHM/ElDKbbPA/BvwWJJGasdxkm",
-	"2ld+h+JHgMxugVg5muRtb1bwPIvG0de8SRtHpo5HozuQc9c6G9p3uXJwso7obKrbU6VltYx6z2b1lSXQ",
-	"HncPufqldorxyjFusfdwiT9l3Bfc+2cPm9PIRMMpr69vQMOHw865MRpydP+QNXgwDTq5f1B7dIhGnN4/",
-	"ojmPgAOOH0DXxmGXVRw9eggHmrMhNODkQetviouUANVFgYKAGVtHn0mcvUNv4vwZqQ0fvuKCxqKjWpQc",
-	"yktL5YGSCog3A5td+TwfX3Z4keYmpRpHaWyfxSFfSPCwNQWhWtV0Sf2I8TqYDB8mi2B0PNENmMyCw2+H",
-	"4mcy2TTb0jooBJHA2snhHfmx0z7V+8FcA2Gl2rLp1yZb7gZZ7QLTjkej0ejBINQWXrdarxNQ9rqTQdgN",
-	"293gw24xB8TCPUvHUXFrhtEfTGNHX90/YOM4Dg47egBlzfmJX2MZfpWi/xDUq5C6lrlXiH2qU3KAsxmw",
-	"0wP8tC8CdfU8aDZ5xFuDiRdNxZp8ou+zN6fh8MuB8nkqBhdbFxOghrLv7FRc+rR2HbbxUdWk+6JbdAUX",
-	"xiW2yuSMiadqNNh4DYFGG8Kd3j+cOv0uYt6ca96z4lrBAt0ZFQ586MbVNP+JQsWOYAdpXhfuwxZ62O+/",
-	"XpM0qyyJuZAnHffSn4TkIg4FPm6xUwd9pnRmOfqsy4l2Bj0uDMVZc9Q0ZX11vliCHisjYHVFLR/fULhd",
-	"FUKV5fvQK/xgZ6ZwVn0c7eDD1gEKn9yTPUBFg0Rw26vL6T8d27+TY3u2hVZpML2sbvtrqF/qzD1E6zsI",
-	"qn61f7E1rdhvr+Dp+LAT7++6J+4TzFGDpxBFbZ2Ygqhqrekw0YZ/DP0mtByJrypQd2FqjLOukiVVlkQq",
-	"XToHK+rSV2+E1bK0c+Oa+jiD75xU+XCiz7KMT+7zYtl2wY2i0+3di1g8lhNtj61ns0pewkR7sBLX0m+z",
-	"QmdZ5kFlv9oAnW4iS8fR0WiI/z0dfzkajRpIcDAwO1mLFiP8r2ytGrfgb+dStoV5/mm3/p3s1lmWhbBY",
-	"WiHZWHEr8Q4w9gMMV9XAqfvt1pnIgO58yUh8+PGMc+OFXIbCHRd0y1ymzY02MssgCx3JbgwlzuhilrY7",
-	"FQzK7Vm2l3rGfv9WFuIk+jCt9wj0PxX/T8X/+IrPwhZ0v2l4NBnKbuHKvIEy+QR8Xc080ukjSrF/w213",
-	"AjQnzuuy6RP1AZo+VIJ3FsZftee/B8dCIIluwMZiWrsOE8NtC5LqIxOdKXtFt0w9P3zBCIODsXjgVQxD",
-	"cd65JKCszBRsB4BGEWRnz/y9JdMlkgP5LDiGCnIlpypXbul7MVEXdBON37ztqsMa0q2z9tAzCaiWWypQ",
-	"BbhKpfZWBfjB/36vBji4cYdlLpW+52qNvk3zVPyrG+Lfxd79VJkCt7i2gU1xuGsKeS7gprm0jxtV/TtN",
-	"4IM7mghdpKClC3oaVBvXN+kEAxU92wsz6LOacZubG36FF++DoXg+o0Hr1y7SOQh5jfIvXCXDBUA4JyOE",
-	"NN+Uh7pFaZx0t3T4cD3rF87eckFC+8hhewvqbRcldB7euDz0ASM6992u3n5gOMbHtKXKzzTLOMP0WoH4",
-	"VqpcSPGLmTLOS3MzH40aZ8+DuowZP2QqoRkcg8ldQPx1b0N404JH3xzH0eJofPTV6XEUR7ZwZbicKnrb",
-	"4D0jC44v93pvFhqqsdB1nse8d2Px2UmMsnMh3Vhos9g/EH8RR6PRSHwupHNQlM52/lwxzB1j37+Kz45o",
-	"OTQrfjwOd5DQFSQdMt9HzkRjFO2/eZYNU1MQwwORZR2ILOUyNzIbi8+ONiiLGzLGYrSiV4Thl2GNqak1",
-	"Hf9fPTgwXrul4jeLiDuhenPzxpvu5SRHdJVC9+MbnBTJH5+u3r7djf5wW8e2tX4q03nPLSVxYy1+fSe7",
-	"e8v1oHvN9V3Dey7G/sO1xD8wrB89vn9YcxEp5QHHD1l/AZ80azg9fgBV7Y2LNOLxgyiji/U+DXYAxzxg",
-	"1/0ttht5T627HlrmOZl3vj+p6/M9HJ68/sYRtt4m4xlBrwOQWgqGTqPbtnOz0FyaZbhOM5nwV2lhUB1P",
-	"NKOCAraTzE4DhGguX+oMGYq/N1/TNaAT7Q/vzKXl0zcZxdvaOJ4Ogwe7gNL5RffWRDqL/bVWdo1xb9YO",
-	"TJ625yDfNAekyAsGwJl3Oi1QiF6AFto/3Z6i8iPYM7UD2tM8nVFr7yA/2RkAN+7WZ4OjWzuYe+vT4RzZ",
-	"2sxvm5/RMdLYDkuO+1jSHg3zI69geTvBWyyxQOcIw8Gvo69GfOP7NofedsZYS1u2erjD60rNbUWk9pEm",
-	"9ubQ2M1hybfXpRXIf4Na0u+SwjA2vOWix4FTxEpiE3sYK+6t7bb7+3OZ5uzRbRVaKvk2d8g4PlDTXJXY",
-	"/JK8nzQx0yQaC71K+F9+8CP8dfrdUzeic0dbU7ANVYHQ0QlGucdG0SGvP2zaIhmn1qnSayHTq1gs5sof",
-	"I6FLBT2Du0lJE94ftVlIJ6IPdxU+OGNYxRH9AxYb9Ph/1QKdE/AtxR7TmoMMdyWfjITtJa2PsK18aCvR",
-	"EH/hf+yim3A0ydBfxFHIgniQ4IMvf/Vj2cz4n+gItDgaiUYgxee0Up8Dbq4VU0T/U9a7IJ9KyUz+pqnU",
-	"w7Ol9Vv2fuNsKYgkZw/dkpl0QpJkBlPQ5U43iwpS1D+FF6YNIyE+T7anxWQteOHxUXMSnB2vyug7dunj",
-	"ThIeAonxbRsVh8ih5264E383HPlCfPPyFl3QyAx6gM8FdKh++/CtvD1n3DyF2l5s+Wei+Gei+Gei+BES",
-	"RdN3DLs3SVxvLbQned+8XcXv0RFwU4G9BV2dROdex4eHR8dfEnrkaPzV6KsROQ0/+2ZA9tLjcsKx1jbI",
-	"ZzIom1i/u5d6PHFb8ab2Blmatl7s6FBMbtKrzowYJW7Pd7Z2+GTPBtSo2EA/9eIb/cyhc7h6u/q/AAAA",
-	"//8=",
+	"7H2Ncts4kvCroPhNle1dSpZsZ2ei1FWtZyZzk52fzCaeL1UX5jMhErIwJgGGAC3rUq66p7kHuyf5qrsB",
+	"EpIoW8okmZut7FbtxiIBNBr9j+7muyjTZaWVUNZEk3fRXPBc1PjP74QS2UvxFv6dC5PVsrJSq2gSXcwF",
+	"y7nlU27EgWHZnKsrwVRTTkXN+MzC/7JavG2EsczOuWWLWlsxjOLIZHNRcpiylEqWTRlNRnFkl5WIJpFU",
+	"VlyJOrq7i6NnuSgrbYWyL0RV8KXIN+FIbd2IlC3mQjE7F4wrsxA1kwb/msnaWP+b1czOpWHttNly8INY",
+	"xqx2s68CJxRA9jqCBaI3LYDG1lJdRXcAYMVrXgobIusctr4J5jlL8fHgpXibEhhZIYWybMGNA1Dk7HC6",
+	"ZFwtmdK5YHrGOMuKxlhRH00SBRvyGK0bZZhWmaC58P05zFRVhRS5x7i0IlGHteD5YKmbeoC/wEDG2UwX",
+	"hV6I+ihmGhH2aHTmTu4RM0N2zgqtRKKMqG/gNBFGw85GI8YtrT3TcMo4KZMWAVDaspLnYpioKI4k7J3o",
+	"KYojxUvAICGCEBUifKbrkluigb+dRXFU8lsij8ej0Zfjx49PHp19eTZ6/HgcP0Q5uMQrLu3mSfwki0Ia",
+	"kWmVGyCJuS5yxDOXJTvkLDXCpoCRNBdFegR7BcQ7LCzmshCJkpYtdFPkzPJrAXueS3U1AVzMddGywazW",
+	"JRvBIqej0Wj0IEoQ4BX+8AjA8fHO/JItfxDLza2PAZSTR4/YdGkFnjAdXS1sDUSzkHZOm+WlYNcCaDHv",
+	"fnC0l6jDUti5zmNWcTuP2VTnS5qS3tfXQh0BQbVkvc6KieJXXKqYVkw7Ph94Rp8w5OsYZ3RU69D8BKe7",
+	"FstE4XAOv4u6ZQ1p2NnJCeyuFrPGCDeeXQtRwSQwdMh+EEvDCnkjEpUOBjIQCdYWKTvMxYw3hWUnZ2x+",
+	"hFCYpr6RNwLFmrG8trQEJ7wliiPGfmscdw7ZK6CVkHiA1AxbW67kt4NrsTQpDDeJAsrbfAPRm4JIsHMh",
+	"W26MW/ZrVI4iV4kF4UYav/8YmbJuPL4fjU5Zei2Wl4UspU3ZIe5OA+KkNUgNy5g1ysoiUbqAeQE0Jm4r",
+	"WYuje8h4TbKu0/KPQl3ZeTQ5efQIadn/Pd4UrnH0Izf26Y1Q9tm3/donlfnEY4QV3Fgm4HXG8VjZ20bU",
+	"y4NWzNYiE/IGCWsOQs3Wgpdwkk0JdItiT1oUhYYvDasKLlWxRIlwxauUJo9htKIpar0wDOn4iMStRNoj",
+	"hNk5J31EitGwa1HZezAHux3gdgfPvv04UvEujmphKq2MQHX1Nc9fEMvAX5lWwIDwT9QhGQdUH/9mAN/v",
+	"InHLy6oQ9GYOE095fulYLoojUde6jiZRpY2EgexsPAGCEZkVIF5veNGImM10o3KWRHdJFN2Fu/yiFrNo",
+	"Ev2f484UOaan5vgpzo0b2KQCz/WoiYzlVpRw3NKwkheAO9CqFa+NiBmgBISWU9oxo1MgCXY0BIi+FnOp",
+	"8h0Q8rtB77R2jvzZaW7hWDoNFGXKgFAMMrBUqKAB3G+Iuv5dK/Feh+io8/IKJuhOMdMK+KJmJZcFWVPc",
+	"svZsxyejuFUNQO/GegMQyJxsifHJhP3Pf/33BzpmD9GB6cDYZLZNWBJ1mIabTI9IfZTCGA4GK2J1qu28",
+	"ndcAmwJutZoVMrMfnxjO0YxQTOZod/y9UfItGLXINE+83kNLESjDCjV0ACJOvm7M8hMA2apZnjttQ2Zs",
+	"dzKATDiVulEKAD5M/cPLaWOWKbHYd7qeyjwX6uPD/DPwFVq5OQhyk+lKOAPlAMAsBGhQxXQlam417KHW",
+	"jRWMm2tvD60Oi1H9I6AHdBoCfpqCMhA1q4CmwG5XTNfySipk7St5IxTNNhhkujYDengEDse6tzX4kVTD",
+	"hs57rjp3gEQHaR2yuVEJOnGGeh8OgHsIu6cHhv364kfyl66VXqhVp2fDybmLo++1sT9re06I/BTs4I1t",
+	"aee6AY2OuAfm+MerCzJGvDuiQUk7JWDA/DaCAcAosxJVaF1NeXZNtKlrppUIzyMdDObagBGU68wcz62t",
+	"hmUesyT6mo7UJNGREwjPlBW14sWnwAAZn1IF5iMyzw9i+UKAUfcpVJRYd5VRBKFJjZ7fquGN8P2s7Xeg",
+	"499LGyltL9FCWFFFRSEylPe/6alxPiabSVHkIGi4/QAa5lyxRiE3sGA9XbtlDnVNcoEEmLOaLmQpdGM/",
+	"zUGgj5VLZyrUNVi4zhboKATEF0hnS5CRpsu0Um5DGHTQRuS4jQutP43mAPiJgXkB8C0pesHBRFMB83Kz",
+	"shd0zHDcINMqa+oayDBlhbAG2ZjmNM30N5Ghf+PjEmScKIxeCJU7SS4VO3k0YqVBF6A1HBcuaFE3ashe",
+	"CpWDHY9mPXkFiUpfgEfk7TAXOiBbPhDewUubsvtlF29YcGnZVMx0DVtVOcjpEB5culcoB6Y8Hd+PvL4S",
+	"n5D+pGEFLBlYXC3hpQPyU3W+TJG8flW8sXNdy/8U7ycNmnCCTiCU0qBumwpeY1DvWqgPZGSGU6IH4ZbS",
+	"NVvUWl2tqetXr14NzhtwCC3sRqyiuk+T/qr4DZcFnxaf6NiMBTKbgRWfs0MXR+G1aEMj6OUzDGfV186d",
+	"feLthkS1ERyjW0bBOXNkMWd73Egjp4WgQOIabyWKtG1TscO06fYPhri0pnPZDKu5YhU3dlMKtC8NnGhL",
+	"wZwDWXJgJkB6GOH0zyhcA3ADrFUl8jhRsCE4S29MH6btpJftwCd+AysBGy+o1pQhPMBIYMmX7DAIqBxN",
+	"AiduRbyACQcSD3SJD0TQStLQ1h0bgdA2GIUE+0fP2EwWgvnz1bUBv8ZqfQmAXXYi3qRHcRd282Fa76oF",
+	"qsDpATJsflWlsO/JozCyY840FwXq6ZTC/WzEwIwigQxUIWth2PhDqGyWuvmYSlssl8Ju85faJZF3z2cz",
+	"DE3gVvMcHT9e/FKDJ2ClMNFkxgsj1lf9Xi+IFnKdNUS1PgDnjdW0Frapwf9JuyuPKpj4XcSDxR8I6bo9",
+	"5tHkdTesu4zQqPsAned46H0XDy2dH3irGSDSSjyfRZPX96P/hV6Y6C6+/6UWl3dv7uLoa26zeQfNvchd",
+	"RUstTFPQFZS0ojQP0YZb5K7FBq9rvtxAm5+2D2sIbBAF2wPaTnDtDPA/G1Ev/Wp3GK57RuPGD+whWKxv",
+	"GxQG2nMDnaW7qa7i6Haga3RDx3dxJPPeSOQavQaDTu/iSFfhLVrVgJzIRSFsz21aMPTkLm6jiJvkTGKs",
+	"LKUNI0GHoEna+7WjKO6Jmno+G98H9wjwrhfbMXn/Af9fXjQi6pFVVQPweqHBOsHEDvnUwE90lUb4IXGJ",
+	"l3SBJ0xuTyEwarBKAsEOztZJp8VlHJ44Hg8e7HZ6MvsSVDdqJ3ZwVLvOv2tk5ENI9xIpnJsSt7afYFo6",
+	"sZrxDPy8QuRXwt+fCtOF6cE2mnOVF2hzbqei0X1U9DAJB1DkAXhoOvGc4fUSKHB3R/qecIzXaaHFZRyS",
+	"BSIubo/vHoI4z673FjLd6QU3QGN3mxncAFXcWlEDgv7f6/PBf/DBf44Gjy+Hgzd//SKK7z/5ENcf6Lpk",
+	"Xyz2Iq3Q2fVP+kZs0sDTW57ZYolurJ6xlOc3XGXisjQpOyz1DdAmmbGpEZZ+NsIerWruPc6hW+B+JJ08",
+	"Oj0bnZyORl8+hv/Ee9kn3Ro96NhPueKmPx6obv5NMN/4c/v5Pi3QC7OiET2xD1kKJhV79vL54Ku/jcbs",
+	"14tvSKKXQS4CHG1rYEcno5O/DUaPBqPTi9HjyclocjIajkaj/4ge0JxKL7Yhbg8Kd7PgdFtIG8PQP4ly",
+	"Sry9igqyF+7l2YJfXQplazdiFWtOFvp4dhhsLHHJyWpEG29/pcrFLXlRJZh1l/hDn/Tcjom/IWTGgktl",
+	"eeaJcG/owoNlRoKekZbA9N7ZE+Y0f+uC+5A2xvSkYVbU5X7gfwngt9cH7r2p1oXgatVIAD7qcPTeB6Cv",
+	"PPbhLJd0owBqdipoG9y6AfCevophyhrMnVqX6P/3bZodjjawcrQfJh4BRfOZveR5XgtjHjRxm7roV9VK",
+	"5+LAsO8vLn7pbk66pCvYsQE4Dzn9UItM1zmlUgAy8H04fMFzc/SEicIId/QPMfONtg+d5Ok660qwW1Z2",
+	"7udpSeNBhj7P8z1lHzH8Pike60b32lmtnsNcGzupdG19uoc7lMEAxpFSeJ+VxyGSXcZPNLF1s+H4464Z",
+	"z3Nw+JVWgxuN4SQ019yFYHecPQd18vBBPXguL0TprImPejQ9kN4D2kvLbWM2dYDLZ9gmYXrFh8+BmIta",
+	"7C+4yS/ca0F/5wMDbb/Jf7+MkXnfSk44PGS3oqbZB1wXet0fPZ1iuAy8tNUV6blZSyg1QqhOgznHZL/F",
+	"H3eL96PLKxq6AVqXrK2ixNxLvNZ5SHC61ZxM3/oquJeknfZwWlcsn3t81zHFEihc6qMghU/78sm34Hdx",
+	"lcucW9iVmTc21wt1b4QEpJbpy8luE+EoIhlyE6in+wMk28/vK9gl2CL7WZVn/RIPMOLmW2PZeE1mrDAI",
+	"bXmDirsDvEdEXdRcmdne8chtxIoaA1OHwUFzbDOXFbP6CZInXVGCbGeVzK731E93d307WQnW7bGJNlD9",
+	"QLB5jYPw4nt3rvgOXn8okkOpjvfaYet+CIyIgz20gL25F0fmvUOhewiC7kQeikCH0/cBTpccmxq0J5z1",
+	"TDHO0uMpGO8p5fWMBlNuRB4kP7rLveHOgSKKs+Uromo1v3PtMnbW5nDFK1kblBh+CT+5vCtkcpdIF7f3",
+	"RVbrS7xKjuLoWiwva8ppoT/wFs29NG3MEnNmXeoNQtLeocbRxiVeFEdTyuEEyC5bgUsZV2uQgV259pPb",
+	"cjBd3zVb1MUlPYgrqZQPBbiFP/HV033lErrwttnlvoP0HkbxHlxDk7sT7aM34tY9haE3Uzx9GO0sgTk3",
+	"czwX+baBI7kSOopVUxRv4gj+j267yai+VxXvIB/iyNqi1ym/wBIDUeQHhqV/xxx+qVb88JhVtUBDAnPG",
+	"qAYGRiQK/VSwdrQSE8a7QH3BKyPCQhu/BMZ0qqKhG2A0WVih1VVb/KT0wuWUzUDtvi0wrezpbSXrpUuh",
+	"3+1K4qyVLh3uJfqOs0JzJFCK34LTAX/JUhjLyyqKI7y4pRO5nyL75S4OiN3R9xHS94IXoMP2oqSttL+k",
+	"q/cgZeEJHRUZfoRnerDJEHdxpK/7ZhUYtehmtvxauMxNM9x02cC2gvf6KQwfHbisBYzYuRPRoOUJtr5a",
+	"sVX04su0Sh9WV64J98Mt5rabbbB398DpF+P/+a///kKlsIed1F17tbWq6eII6yz6slUFGZz//DHQTIec",
+	"2ZrLAlzn9ElKEe7BIEUXjK7Ta+FTdo+cAtvZUSVQ+lD64oPf6cH+ar2IMc6T6aIpFQaxkKXYYSrz1JU8",
+	"zXTN0r+kPdd2BJjpu7Sn3BaXPNFV2R0Yl7baJRnsfIKAg57zo/1tgqCW7B8vn/9MSeiwyKosx3wKkTW1",
+	"tMuXsAJhklKothBgkCuGOVYpO5w1RcF4lgljjtxG//Hqgt2IWs58SRqmAP22sAMjstoX59EvVDgFVDQX",
+	"RU4VnoISu/FeZTCodCGzZZooEsa01LDMj4bslU8vVksGNoq8amqqlupSwJQQOeXJuPQRlBW0yRaXc2sr",
+	"ylGRaqY3N498gAnJnWbxtbOElZzpG1FjkDHGyiXYu1Seg4bsYi5NojALyJW2YkAy08rWPLOT1WQ8cy0K",
+	"YUHDqZyJG1Ev2ctvfzgwCbytDEbSgNGuhBI1tyL38diurMNdPN/wAn1TwwTP5l0JICaKGcukHSYqUU9x",
+	"DZTstE+DUSGcjRMdYQZh+i4h+Z9EE5ZESTManWauFgP/EEkUswRNlySaJMq/cy1V7l+4S58ERrBbFUNz",
+	"aRJxm0TbDOMhO8eSRafwXfZaIY31XnJX5HrG0tawxfXcazA+KA9IFGdk9IJ+yrVw2fj8OpzsEUs3LePU",
+	"lz9iYn2KeDxvU+cyXtdLzHPU8M43lJk1IFnoBKf3awdPVaZzzDgCKmnzv85GI5YGdjwNI4G1lgkGVk9V",
+	"69slUN2s1somKsMKV4xwwhgBtFQYgRbpegYobj0ghX9/euFLKRwWvn96/i0mPoiiiNdKTQNqcfmVsIsc",
+	"OBHJ5pCzQvOcTXnBVYYkPkfTg2VzkV1jBl5jBBMSlP0RwuEUKEwg3cU+0uFizi2whCukbDF7saxEirV/",
+	"MTOapVlTF2yQp4mi1Mg2v2vwPTsIB03Yeq7cAR2mryAYsvQYVZM7Nk+4riy94lckrbCCCd0U40oUrE5U",
+	"ivYjoXm1fCRlh+KWZ9YPwkJ2AXKlEC4QMV0mysW1j+iIxayQV3PLDtPnv1w8e/7zy9RR4XM3J1d5otJz",
+	"lJMD2Geti4FD5uAnpOL0iOSFabJ5UOoSVvyejM7iRCGlo67/5fnLC7/SufMkEWFpvHYEsa97e8Wl9eCs",
+	"pV6mT1ylqs8cb1m3UxlrO0AmG/hNHqIAILhjppAeQEf37/7pbaWNGHxPpDnpAmkx6yldTofsPFEdphFV",
+	"oGPo/qxD1tnolKWtJ+1qncN9JQqlALDBN89fvGzLFQ2pOV90RIXNK3XBtCjmvvArgdSYAkseg9eqC5F6",
+	"LfK2EQ1V1+kCK5mwgglMlkroqhCs5s5+5orxRFXcX8JIw85/eTbx+mu9VudQWhCTBufSShzFvkQ5Ue2B",
+	"v3QGxOAX0tJtnpNUhVSCkRL16fyWcSzn8ie8yhhKD/zmSF0XMhPKoGnjimzPK57NxeBkOEJDSNqirb2P",
+	"4uhG1Ib09Wg4pld0JRSvZDSJToej4WmEWSpzNHSOL6c8u24wx+1K2Acsnpf//FFaQVm85GYizkGlKEsK",
+	"auIU9XrmtSsVCNOqM166HLGSL6eCGV0KcjtjUtPYhSBRhw5FBGnKFjWvDN2p5iQ5jcsLrpZPGNpHVAmH",
+	"VZBgIyXqFeWMX2lwmEvBFTpjfh1OSdXcslIbOPyZWLDSuGw2Y0XF9Iw6V8AilAG9XsRGzzxFIjJWLyES",
+	"5QLDQ/azELnZqDwga5KOvd3BszyaRF/TIa2VPp+MRvekO9+ofGjeFtKK09U0/Db4PZWK18uotydIX1gC",
+	"5HHY/8NtNYjVS0vJ5r0Vga4BS59x7949bhu1IAxntL++AS0ejoP6bxwyfnjISk0HDjp9eFBX74kjzh4e",
+	"0RaRwYCTHeBaq1C8i6NHu2CgLejDAac77b+NPaID1JQlEAJ4bAE/Izk7hd7a+TNkGyr0pYDGImAtdA75",
+	"lcHwQIVh4tuBya+dnw+LHYdXd70i55m/yiQvNG75MqXChCfkJTUVOErpAvVraRw0IOZB7tR0xeaCV25J",
+	"cphcu4tS33TdOCak2xPVgnfMs+uU7EGGXjKM4agZMGgm6rZmmB2ejR4nar1MGMztNinywRJvtHnPxiO2",
+	"WugN4JIq8q4hTApqhpWNsVQQynFxH51PmavmoK4eIESH7Gfd1mG+/PYHw5bC9gmaF4Ln37SXUmFjoNfv",
+	"qOUDRSfajg9BFmEXw6AoaW/TjN+ZMnl3F2+DI0gKXmnNdF/cpX8uH7nvpmmTKgh8n7s3Xm1nM+5L2Otf",
+	"YsG3rRDOv0u/nDd7KYX9irI8JWzrZkCPO2/7oQzlZZiYPIz+xUT86PHDA1aaHcCg8Q77D9tj/Hl0yUVb",
+	"42BF2/zIt1QDNsjDpgu9qeShOgnyureqFJDZGD/WpkevfNMCw7t6J2k2VcRkpeUN6plEpR6olJFysU4l",
+	"YI1t0EkCtrazvD3Prjtx6wzjr3W+3LeMzaenR9TqJMzpnoxPRl/uXKkWpMjfrQamMVz68YVNu/JO3VNi",
+	"l0z02eDckEZfPTxgrQXA+8qj8Q67aeu8/zwC7CeNbdJ6qS5vaj4tlrsLqELfJ5ouMP6DFRMrTiGamtMl",
+	"qszJan0Fma9gJKs4UW19hREWfh2yX51EEswsjRUlQxBIRFFIE2M3Z31SCXaO5QO/RyiFtRonYMjsLoPa",
+	"ipNPLYJ8ycQ2AQTPDwx2p4Oj+dczYd5TaHwqAfD7+Rm7ZnHV8MIxxCHezZP+Xg9S4wv0trv4DH1bz9kY",
+	"BdrqzT5vszQwDuRr4nzbHvhxIN3dDDisG31KgUMpXhTcMvZx7Wom80dlk3ChLbwCG6Nr5VoXVLyPGRjg",
+	"L4RFGdTGDJMf/+XY6Q8h87Yn34FhN1IsmJ7RZZkLVzpzl/7CiEioxBw1rxL3cVeN06+/XiE1yzyN6fKa",
+	"W0ovfeID6rG/1KasU0wqnUmVG4rsNFWirGY5t2LIztueWOQ1MusuCEFj5VhrWGOak0ui2c4K/mbxR58+",
+	"997KTMKs6iTaQ4et5ux+ck22A4t6iiCnLMT0Z8X2Z1Js328kcLdlbsRuhyuFcJiNtgvXB0UF/Wz/fGNa",
+	"dth15A502KnTd2FrwPRomCivKSiYORVt08V1/ehzrEBypO4mDTNqplpbY2te4W0qy7jN5uS1040lM4pX",
+	"Zq5tG6WiehTLZTFM1HmeU4tB2izJLnErsQ1f2JfZlTdhZ91mNqv5lUiUjxFIe48UOs9zV2fxuwXQ2Xqx",
+	"1SQaj4bw37PJl6PRqK2S8wJmL2nRlc39b5ZWrVpwwXNs3ukiO5/l1p9Jbp3nuTeLMSKHpEvpc/fUJ+4g",
+	"uOq2wrBfbp2zXGC/4pwaveLrOfnGC770l9WUxFAVPGu7MfM8F7nPwgttKHaOjW+7jCwvULZ72Y7qqRzy",
+	"Q0mI0+j9uN4VZX5m/M+M//EZn4jN836b5NN6KPuZK/M2fd854Kts5rL7PyIVuxW2NS9sW+M1VZsb1ZfE",
+	"/74UvDcx/q4z/yMw5g1JUAMmZtPGBkj0bSE5xkcSlUtzje2wnx0/p6zaownbsWfkkF0E3QyrWk+FCYou",
+	"0IIMzsxd/kyXAI4oZl4x1KKQfCoLaZcu/ygKE82jyes3ITusVHcEe/d5Qj6Te0sEqhS2lpnZygA/uecP",
+	"coAVt/YYvxjxQA/QvkNzUPxvF8R/iLz7pdYlHHFjPJpifzkIOGfitr05p+Ss/pPGhNt7LhHC6hhsX99V",
+	"clB8E4t6MejZdfbEv+WMUjspya105H00ZM9mOGj1KyxYGsxvgP6ZrbnvVAxzUla8ou8RAG+hG8ftlqw2",
+	"2M9GmkkflrtXjruPIm3r6Bi8vPYtoR1GBJ+/otyK9zDHqHMRl8W5Ihqn0pSOIL7jsmCc/aanVNugKIEV",
+	"hBp5z4OmiilnXtdMUUI4OHe+yiVs2/i6K5h6fRJHi/Fk/NXZSRRHprSV76IdvWlrnCIjLHUhf6cXStQT",
+	"ppqiiOnsJuyL0xho55LbCVN6cXjE/srGo9GI/YVxa0VZWRP8845KO8H2/Tf2xZha/sGs8OeJb5aKvVID",
+	"MN9FVkcTIO2/O5QNM10iwj2QVeOBrPiy0DyfsC/Ga5DFLRgTNrrDJfzwK7/HTDcKO2Ld7WwYr7TT/GAW",
+	"cWCqty1CX4ddVMfYXSz88zVMCuBPzu7evNkPft9WdFNaP+XZvKedatxKi99/mR5+9G4QfvXuvuE938n7",
+	"fCtv90ktovp09ANOdtl/KT6p13B2sgNU3achcMTjnSDz6VSfIEUAxuxw6u4LTGt+T6NCDc2LAsU7paCG",
+	"Ot+VgKLWX+vq0HvJeI7lhhsZotIwM9cLRaFZSlFvJwuzRONEUSa8r2dCsdMm/7ZdooMhQ/Zt+zN+ryRR",
+	"rmB9zg1VnOdtphROB8aDWYjKuk33xkSCzf5eKbuCuNcrPUTOutYgr9umAKgFfYKmUzpdAiouQOmc+HbX",
+	"OcCNIM3UDegq2INRK2ugngwGiFu79V2v6FZ61Wx92/dOWJn5TfsYFCOODVBy0oeSrh2CG3ktltsB3kCJ",
+	"Edhawzc7GH81ooTWTQy9CcYYg0d2t7vCC6lma+5Y+0pre5NpjHmp2GY/qwX/E8SS/hAXhuohOyy62ke0",
+	"WJFsYle6BWdrwuv+fl+mrbffFqGl5ErfVtFSEXn7TYf2SfouaW2mJJowdZfSh2DdCPd1zbDSnAXN5NuA",
+	"rY8K+BsdL5R7ZNQ/XSr3v6bb4lJogyi9Yjy7jtliLl3pNH79wCE4dEpa837ceSGBRe8/qrCzx3AXR/g9",
+	"2zV43EduQTkJ+pySq+MqBPcfdTodMdMLWh9gG/7QhqPB/krfvg0djtYZ+isbey+IBjEq9v43N5bEjHuE",
+	"tQVsPGItQbK/4E6dD7i+V3AR3aO8d0POleI5/6Cu1O7e0urnAD6wt+RJkryHMGTGLeNImV4UhNgJvShP",
+	"Rf1TOGJaExLsL+nmtOCseS08Gbfdj0jxyhx/I5U+CZxwb0hMth1U7C2HnnbJp65dMupCWHm5hRcUIANf",
+	"oFrYAOo3ux9l6zNSN55j/FjsgD4yuxoSXJfW3bdqN9Pp4/A7hFiUXNlJojZWSN33AgRLr4RN/XcLU2Qt",
+	"esgx0xVUUIo2rfsGlutdW7q7f2xalMKv7nu35ijGwBZiKZXKiNqmMUubKudWtJ/JFvBv+voulnfRNVMb",
+	"FOP+vgnMW5X74tHOZF7/ngN9WMfQJ36fsHTl67ip/2rvPbUCOwVe+z+M8tl//+y/f/bfP4L/rvs6Qm3z",
+	"3d91BvPd8UN1rxe+jwg3VI3KfL+NFcnJegTnTNeJAqnpTI9uWeo248wTeoj/dr+TMHUP6A96kvaURVEF",
+	"PEpbFLX0IbKF+5o4KKBN2cnWRGeiQHbiPRsIO9+7R9eGus0o7WahraEwnGAMIZCQfVb5K4Dom7AKtK96",
+	"teJ4FdxXNHpP+epDRaTr2tDTR6YVdepyfUykcd0Rar0Y+m+or1eGurbI26/f4nf9/m1Tgm/LjV/+wLBW",
+	"WdKtJZzFOijovW0DhoY/BM0Drkn4CfwdylUfsDx20okhCW0QMvZAIgfGWQefE8//oG4Dgdmolesn0kUY",
+	"sJnYS7wQH7yEA0UqMjsVXa1et3cd3V6/uYvfARXSRTuJBuywjf3PJsfH45MvMaNyPPlq9NUIKdatts53",
+	"L1yuqm9v1vENsdEmp1LeQ9zdAuOVP9J2d4dqsTNAobPrYEZdmahP1IRNSA6Mr6RgaxnBvTn/Xgi6bJrN",
+	"2X/0pyNdRCdIvtrCWysT++rxN3f/PwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
