@@ -24,9 +24,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenecdb/fenec/server/changes"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
-	"github.com/fenecdb/fenec/server/changes"
 	"github.com/fenecdb/fenec/server/httpapi"
 	"github.com/fenecdb/fenec/server/store"
 	"github.com/fenecdb/fenec/server/tlsfiles"

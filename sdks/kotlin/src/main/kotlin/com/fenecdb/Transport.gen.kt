@@ -53,6 +53,12 @@ internal object ApiHeaders {
      * `true` when the answer is the first answer to this Idempotency-Key, replayed.
      */
     const val IDEMPOTENT_REPLAYED: String = "Idempotent-Replayed"
+    /**
+     * The `id:` of the last event a live query's client received: the
+     * stream resumes after it, or says plainly (a `gap` event, then the
+     * rows again) that it is older than the changes kept.
+     */
+    const val LAST_EVENT_ID: String = "Last-Event-ID"
 }
 
 /**
@@ -85,6 +91,8 @@ public enum class ErrorCode(
     HOST_NOT_ALLOWED("host_not_allowed"),
     REQUEST_TIMEOUT("request_timeout"),
     TOO_MANY_CONNECTIONS("too_many_connections"),
+    CONSUMER_BUSY("consumer_busy"),
+    CHANGES_GONE("changes_gone"),
     NETWORK("network"),
     TIMEOUT("timeout"),
     UNEXPECTED("unexpected"),
