@@ -211,8 +211,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (no cap) or more", o.maxConnsPerAddr)
 	case o.changesRetain <= 0:
 		return o, fmt.Errorf("--changes-retain %d: want a positive number of changes", o.changesRetain)
-	case o.changesRetainAge <= 0 || o.changesHeartbeat <= 0:
-		return o, fmt.Errorf("--changes-retain-age and --changes-heartbeat: want positive durations")
+	case o.changesRetainAge <= 0:
+		return o, fmt.Errorf("--changes-retain-age %v: want a positive duration", o.changesRetainAge)
+	case o.changesHeartbeat <= 0:
+		return o, fmt.Errorf("--changes-heartbeat %v: want a positive duration", o.changesHeartbeat)
 	case o.idleTimeout <= 0:
 		return o, fmt.Errorf("--idle-timeout %v: want a positive duration", o.idleTimeout)
 	}
