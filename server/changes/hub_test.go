@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
@@ -331,7 +334,8 @@ func TestLiveQuery(t *testing.T) {
 // a closing event, and the writer never waits for it.
 func TestLiveQueryBehind(t *testing.T) {
 	db, _ := openDB(t)
-	h := New(db, Options{Buffer: 2})
+	m := NewMetrics(prometheus.NewRegistry())
+	h := New(db, Options{Buffer: 2, Metrics: m})
 	defer h.Close()
 	exec(t, db, `create collection q (n int)`)
 	release := make(chan struct{})
@@ -366,5 +370,11 @@ func TestLiveQueryBehind(t *testing.T) {
 	var data struct{ Reason string }
 	if err := json.Unmarshal(last.Data, &data); last.Name != "closing" || err != nil || data.Reason != "behind" {
 		t.Errorf("last event %s %s, want closing behind", last.Name, last.Data)
+	}
+	if got := testutil.ToFloat64(m.dropped); got != 1 {
+		t.Errorf("dropped %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.subscribers); got != 0 {
+		t.Errorf("subscribers %v after the drop, want 0", got)
 	}
 }

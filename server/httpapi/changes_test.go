@@ -75,3 +75,75 @@ func TestLiveQueryOutlivesTimeouts(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+// TestChangesMetrics: /_metrics counts the live queries open, the events
+// sent, and each consumer's lag in positions and seconds (by the
+// database's clock). The subscribers dropped are counted in the changes
+// package's TestLiveQueryBehind.
+func TestChangesMetrics(t *testing.T) {
+	ts := newTestServer(t, t.TempDir()+"/m.db", nil)
+	ts.c.MustQuery(`create collection msgs (text text)`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", ts.c.Base+"/query", strings.NewReader(`{"query": "get msgs"}`))
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
+	}
+	fams := scrape(t, ts)
+	if got := value(fams, "fenec_changes_subscribers", nil); got != 1 {
+		t.Errorf("subscribers %v, want 1", got)
+	}
+	if got := value(fams, "fenec_changes_events_total", nil); got != 1 {
+		t.Errorf("events %v, want 1 (the first rows)", got)
+	}
+
+	// A consumer that acked, then 3 writes it has not read, the first 2 s
+	// before the scrape.
+	r, err := ts.c.Do("GET", "/_changes?consumer=lagging", nil, nil)
+	if err != nil || r.Status != 200 {
+		t.Fatalf("read: %v %v", err, r)
+	}
+	head := ts.db.Seq()
+	if r, err := ts.c.Do("POST", "/_changes/ack", map[string]any{"consumer": "lagging", "position": head}, nil); err != nil || r.Status != 200 {
+		t.Fatalf("ack: %v %v", err, r)
+	}
+	ts.c.MustQuery(`put msgs {text: "a"}`)
+	ts.clock.Advance(2000)
+	ts.c.MustQuery(`put msgs {text: "b"}`)
+	ts.c.MustQuery(`put msgs {text: "c"}`)
+	// The live query's three events, then its client goes away.
+	for n := 0; n < 3 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "data: ") {
+			n++
+		}
+	}
+	cancel()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		fams = scrape(t, ts)
+		if value(fams, "fenec_changes_subscribers", nil) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the live query whose client went away is still counted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := value(fams, "fenec_changes_events_total", nil); got != 4 {
+		t.Errorf("events %v, want 4", got)
+	}
+	lagging := map[string]string{"consumer": "lagging"}
+	// The ack's own commit is a position too, before the 3 writes.
+	if got, want := value(fams, "fenec_changes_consumer_lag_positions", lagging), float64(ts.db.Seq()-head); got != want || want != 4 {
+		t.Errorf("lag positions %v, want %v", got, want)
+	}
+	if got := value(fams, "fenec_changes_consumer_lag_seconds", lagging); got != 2 {
+		t.Errorf("lag seconds %v, want 2", got)
+	}
+}
