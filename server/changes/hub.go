@@ -37,6 +37,9 @@ type Options struct {
 	Buffer int
 	// Heartbeat is how often a quiet live query is sent a comment line.
 	Heartbeat time.Duration
+	// ReadTimeout bounds each read of a live query's rows (the server's
+	// --read-timeout); 0: none.
+	ReadTimeout time.Duration
 	Metrics   *Metrics
 }
 

@@ -62,6 +62,16 @@ func isID(e fenecql.Expr) bool {
 	return ok && len(r.Path) == 1 && r.Path[0] == "id"
 }
 
+// Check returns the error Live would return before its first event: the
+// query refused, or its first read's error. It sends nothing.
+func (h *Hub) Check(ctx context.Context, q Query) error {
+	if err := CheckLive(q.Get); err != nil {
+		return err
+	}
+	_, err := (&live{h: h, q: q}).read(ctx, nil)
+	return err
+}
+
 // live is one live query's state on its own goroutine.
 type live struct {
 	h    *Hub
@@ -223,7 +233,7 @@ func (l *live) read(ctx context.Context, ids []int64) (answer, error) {
 			g.Where = &fenecql.Binary{Pos: g.Pos, Op: fenecql.OpAnd, L: in, R: g.Where}
 		}
 	}
-	rs, err := l.h.db.Run(ctx, []engine.Parsed{{Stmt: &g, Params: params, Scope: l.q.Scope}})
+	rs, err := l.h.db.RunWith(ctx, []engine.Parsed{{Stmt: &g, Params: params, Scope: l.q.Scope}}, engine.RunOptions{Timeout: l.h.opts.ReadTimeout})
 	if err != nil {
 		return answer{}, err
 	}

@@ -112,6 +112,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, q changes.Query)
 	if wt, ok := under[watcher](w); ok {
 		wt.watch()
 	}
+	if r.Method == http.MethodHead {
+		// HEAD is GET without the body: the same status, and no stream.
+		if err := s.changes.Check(r.Context(), q); err != nil {
+			writeError(w, s.changesError(err))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})

@@ -211,6 +211,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
 	co := cfg.Changes
 	co.Metrics = changes.NewMetrics(s.metrics.reg)
+	co.ReadTimeout = cfg.ReadTimeout
 	s.changes = changes.New(cfg.DB, co)
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
 		// The spec's validation runs first, so the generated wrapper
@@ -467,7 +468,12 @@ func (s *Server) check(r *http.Request, route *routers.Route, body []byte) *apiE
 	if strings.Contains(route.Path, "{") {
 		// The path's parameters (/{collection}/changes), which the route
 		// alone does not carry.
-		if _, params, err := s.router.FindRoute(r); err == nil {
+		find := r
+		if r.Method == http.MethodHead {
+			find = r.Clone(r.Context())
+			find.Method = http.MethodGet // as route finds it
+		}
+		if _, params, err := s.router.FindRoute(find); err == nil {
 			in.PathParams = params
 		}
 	}

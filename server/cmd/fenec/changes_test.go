@@ -303,6 +303,18 @@ func TestLiveQueryRefusals(t *testing.T) {
 			t.Errorf("%s %s: breaks openapi.yaml: %v", tc.method, tc.path, err)
 		}
 	}
+	// HEAD answers GET's status, with no stream.
+	for path, status := range map[string]int{"/msgs/changes": 200, "/nothere/changes": 404, "/msgs/changes?where=n%20%3E": 400} {
+		r, err := http.Head(c.Base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != status || len(b) != 0 {
+			t.Errorf("HEAD %s: %d %q, want %d", path, r.StatusCode, b, status)
+		}
+	}
 	if got := body(c.MustQuery(`get msgs count`)); got != `[{"count":0}]` {
 		t.Errorf("a refused live query wrote: %s", got)
 	}
