@@ -21,8 +21,11 @@ import (
 const (
 	DefaultRetain    = 100_000
 	DefaultRetainAge = 24 * time.Hour
-	DefaultBuffer    = 256
-	DefaultHeartbeat = 15 * time.Second
+	// DefaultRetainBytes bounds the rows kept: 100 000 changes of 1 KB
+	// rows would otherwise hold 100 MB.
+	DefaultRetainBytes = 64 << 20
+	DefaultBuffer      = 256
+	DefaultHeartbeat   = 15 * time.Second
 )
 
 // Options configure a Hub.
@@ -30,8 +33,9 @@ type Options struct {
 	// Retain and RetainAge bound the changes kept for consumers and for
 	// live queries that resume: at most Retain changes, none older than
 	// RetainAge by the database's clock.
-	Retain    int
-	RetainAge time.Duration
+	Retain      int
+	RetainAge   time.Duration
+	RetainBytes int64 // and at most this many bytes of rows
 	// Buffer is how many commits a live query may fall behind before it
 	// is closed (docs/changes.md).
 	Buffer int
@@ -40,7 +44,7 @@ type Options struct {
 	// ReadTimeout bounds each read of a live query's rows (the server's
 	// --read-timeout); 0: none.
 	ReadTimeout time.Duration
-	Metrics   *Metrics
+	Metrics     *Metrics
 }
 
 // Change is one document written by a commit.
@@ -79,9 +83,10 @@ type Hub struct {
 	// kept are the commits that touched a collection, oldest first; every
 	// commit after floor is among them (or touched none), so the oldest
 	// position kept is floor+1.
-	kept  []commit
-	nkept int // changes in kept
-	floor uint64
+	kept   []commit
+	nkept  int   // changes in kept
+	nbytes int64 // bytes of their rows
+	floor  uint64
 	// head is the last position released: every commit up to it has been
 	// told, in order. next is the one expected after it; early ones wait
 	// in early, since two writers may tell theirs out of order.
@@ -105,6 +110,9 @@ func New(db *engine.DB, opts Options) *Hub {
 	}
 	if opts.RetainAge <= 0 {
 		opts.RetainAge = DefaultRetainAge
+	}
+	if opts.RetainBytes <= 0 {
+		opts.RetainBytes = DefaultRetainBytes
 	}
 	if opts.Buffer <= 0 {
 		opts.Buffer = DefaultBuffer
@@ -176,17 +184,24 @@ func (h *Hub) written(w engine.Write) {
 	}
 	if w.Seq == 0 {
 		// An undo or a discard: memory went back to an earlier write,
-		// whose number the next write takes again.
-		h.rewind(h.db.Seq())
+		// whose number the next write takes again; or a cluster node's
+		// snapshot: memory jumped to a later one.
+		h.moveTo(h.db.Seq())
 		c.pos, c.reset = h.head, true
 		h.fanOut(c)
+		h.releaseEarly()
 		return
 	}
 	if w.Seq <= h.head {
 		// Numbered again after an undo that changed no collection.
-		h.rewind(w.Seq - 1)
+		h.moveTo(w.Seq - 1)
 	}
 	h.early[w.Seq] = c
+	h.releaseEarly()
+}
+
+// releaseEarly releases the commits told early that are now next.
+func (h *Hub) releaseEarly() {
 	for {
 		next, ok := h.early[h.head+1]
 		if !ok {
@@ -197,10 +212,22 @@ func (h *Hub) written(w engine.Write) {
 	}
 }
 
-// rewind drops what was kept past pos.
-func (h *Hub) rewind(pos uint64) {
+// moveTo makes pos the head: back (an undo), dropping what was kept past
+// it, or on (a snapshot), past writes never told one by one, which are
+// then not kept: the oldest kept is after pos.
+func (h *Hub) moveTo(pos uint64) {
+	if pos > h.head {
+		h.kept, h.nkept, h.nbytes, h.floor = nil, 0, 0, pos
+		for p := range h.early {
+			if p <= pos {
+				delete(h.early, p)
+			}
+		}
+		h.head = pos
+		return
+	}
 	for len(h.kept) > 0 && h.kept[len(h.kept)-1].pos > pos {
-		h.nkept -= len(h.kept[len(h.kept)-1].changes)
+		h.drop(h.kept[len(h.kept)-1])
 		h.kept = h.kept[:len(h.kept)-1]
 	}
 	for p := range h.early {
@@ -221,6 +248,9 @@ func (h *Hub) release(c commit) {
 	if len(c.colls) > 0 {
 		h.kept = append(h.kept, c)
 		h.nkept += len(c.changes)
+		for _, x := range c.changes {
+			h.nbytes += int64(len(x.Row))
+		}
 		h.trim(c.at)
 		h.fanOut(c)
 	}
@@ -232,13 +262,21 @@ func (h *Hub) release(c commit) {
 func (h *Hub) trim(now int64) {
 	age := h.opts.RetainAge.Milliseconds()
 	n := 0
-	for n < len(h.kept)-1 && (h.nkept > h.opts.Retain || h.kept[n].at < now-age) {
-		h.nkept -= len(h.kept[n].changes)
+	for n < len(h.kept)-1 && (h.nkept > h.opts.Retain || h.nbytes > h.opts.RetainBytes || h.kept[n].at < now-age) {
+		h.drop(h.kept[n])
 		h.floor = h.kept[n].pos
 		n++
 	}
 	if n > 0 {
 		h.kept = slices.Delete(h.kept, 0, n)
+	}
+}
+
+// drop counts a kept commit out.
+func (h *Hub) drop(c commit) {
+	h.nkept -= len(c.changes)
+	for _, x := range c.changes {
+		h.nbytes -= int64(len(x.Row))
 	}
 }
 

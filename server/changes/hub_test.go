@@ -378,3 +378,54 @@ func TestLiveQueryBehind(t *testing.T) {
 		t.Errorf("subscribers %v after the drop, want 0", got)
 	}
 }
+
+// TestHubMovesWithTheDatabase: an undo moves the head back, dropping what
+// was kept past it (the next write takes its number again); a snapshot
+// told without its writes moves it on, and what came before is no longer
+// kept, so a consumer behind is told rather than skipped; the byte bound
+// drops the oldest rows.
+func TestHubMovesWithTheDatabase(t *testing.T) {
+	db, _ := openDB(t)
+	h := New(db, Options{RetainBytes: 40})
+	defer h.Close()
+	base := h.Head()
+	put := func(seq uint64, id int64, body string) {
+		h.written(engine.Write{Colls: []string{"x"}, Seq: seq, Changes: []store.Change{{Op: store.OpPut, Coll: "x", ID: id, Body: []byte(body)}}})
+	}
+	put(base+1, 1, `{"id":1,"v":"aaaaaaaaaaaaaaaa"}`) // 32 bytes
+	put(base+2, 2, `{"id":2}`)
+	if h.Oldest() != base+1 {
+		t.Fatalf("oldest %d, want %d: 40 bytes hold both", h.Oldest(), base+1)
+	}
+	put(base+3, 3, `{"id":3,"v":"bbbbbbbbbbbbbbbb"}`)
+	if h.Oldest() != base+2 {
+		t.Fatalf("oldest %d past the byte bound, want %d", h.Oldest(), base+2)
+	}
+	// An undo back to base+2 (the database's Seq is still base: these
+	// writes were told, not made).
+	h.mu.Lock()
+	h.moveTo(base + 2)
+	h.mu.Unlock()
+	put(base+3, 4, `{"id":4}`)
+	b, err := h.Read(context.Background(), "c", "", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Changes) != 2 || b.Changes[1].ID != 4 || b.Changes[1].Pos != base+3 {
+		t.Fatalf("after the undo: %+v, want ids 2 and 4", b.Changes)
+	}
+	// A snapshot jumps on: a client at base+3 is behind what is kept.
+	h.mu.Lock()
+	h.moveTo(base + 100)
+	h.mu.Unlock()
+	put(base+101, 5, `{"id":5}`)
+	if h.Head() != base+101 {
+		t.Fatalf("head %d after the snapshot, want %d", h.Head(), base+101)
+	}
+	h.mu.Lock()
+	_, kept := h.touchedSince("x", base+3)
+	h.mu.Unlock()
+	if kept || h.Oldest() != base+101 {
+		t.Fatalf("after the snapshot: base+3 kept %v, oldest %d, want not kept, %d", kept, h.Oldest(), base+101)
+	}
+}

@@ -348,9 +348,9 @@ func (db *DB) Restore(path string) error {
 		colls = append(colls, name)
 	}
 	db.mu.Unlock()
-	if len(colls) > 0 {
-		db.written.tell(colls)
-	}
+	// Told even with no collection: the Seq jumped, and a subscriber that
+	// counts Seqs must hear of it.
+	db.written.tell(colls)
 	return err
 }
 
