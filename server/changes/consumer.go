@@ -107,6 +107,10 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 		timer = t.C
 	}
 	for {
+		// Only what the file has: a consumer must not act on a write that
+		// a crash would undo. A commit wakes the wait below before its
+		// sync; the read then waits for the sync (polled: it is under way).
+		durable := h.db.Durable()
 		h.mu.Lock()
 		if !had {
 			pos = h.floor
@@ -117,11 +121,15 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 			return nil, &GoneError{Consumer: name, Pos: pos, Oldest: oldest}
 		}
 		b := &Batch{Consumer: name, Pos: pos, Next: pos}
-		full := false
+		full, syncing := false, false
 	scan:
 		for _, c := range h.kept {
 			if c.pos <= pos {
 				continue
+			}
+			if c.pos > durable {
+				syncing = true
+				break
 			}
 			for _, x := range c.changes {
 				if coll != "" && x.Coll != coll {
@@ -137,10 +145,10 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 				b.Next = c.pos
 			}
 		}
-		if !full && h.head > b.Next {
+		if upTo := min(h.head, durable); !full && !syncing && upTo > b.Next {
 			// Every commit up to head was looked at: acking head skips
 			// none, and passes the commits coll did not have.
-			b.Next = h.head
+			b.Next = upTo
 		}
 		h.seen[name] = pos
 		woke, done := h.woke, h.done
@@ -148,7 +156,12 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 		if len(b.Changes) > 0 || timer == nil {
 			return b, nil
 		}
+		var synced <-chan time.Time
+		if syncing {
+			synced = time.After(time.Millisecond)
+		}
 		select {
+		case <-synced:
 		case <-woke:
 		case <-timer:
 			return b, nil

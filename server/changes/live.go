@@ -173,25 +173,13 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 				return err
 			}
 		case n := <-s.notes:
-			// Every note waiting now goes into one read.
-			ids, all, pos := map[int64]bool{}, n.all, n.pos
+			// One read per commit, so that each event carries the
+			// position of the commit that made it, in commit order.
+			ids := map[int64]bool{}
 			for _, id := range n.ids {
 				ids[id] = true
 			}
-		drain:
-			for {
-				select {
-				case m := <-s.notes:
-					all = all || m.all
-					pos = max(pos, m.pos)
-					for _, id := range m.ids {
-						ids[id] = true
-					}
-				default:
-					break drain
-				}
-			}
-			if err := l.changed(ctx, pos, ids, all); err != nil {
+			if err := l.changed(ctx, n.pos, ids, n.all); err != nil {
 				return err
 			}
 		}
