@@ -44,10 +44,6 @@ const (
 	headerIdempotencyKey = "Idempotency-Key"
 	// `true` when the answer is the first answer to this Idempotency-Key, replayed.
 	headerIdempotentReplayed = "Idempotent-Replayed"
-	// The `id:` of the last event a live query's client received: the
-	// stream resumes after it, or says plainly (a `gap` event, then the
-	// rows again) that it is older than the changes kept.
-	headerLastEventId = "Last-Event-ID"
 )
 
 // ErrorCode is the code of an error: one of the API's (the Error schema's

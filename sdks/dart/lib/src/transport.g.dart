@@ -40,10 +40,6 @@ class ApiHeaders {
   static const String idempotencyKey = "Idempotency-Key";
   /// `true` when the answer is the first answer to this Idempotency-Key, replayed.
   static const String idempotentReplayed = "Idempotent-Replayed";
-  /// The `id:` of the last event a live query's client received: the
-  /// stream resumes after it, or says plainly (a `gap` event, then the
-  /// rows again) that it is older than the changes kept.
-  static const String lastEventId = "Last-Event-ID";
 }
 
 /// The kind of an error: each `code` of the API's error answers

@@ -69,12 +69,6 @@ public static class ApiHeaders
     /// `true` when the answer is the first answer to this Idempotency-Key, replayed.
     /// </summary>
     public const string IdempotentReplayed = "Idempotent-Replayed";
-    /// <summary>
-    /// The `id:` of the last event a live query's client received: the
-    /// stream resumes after it, or says plainly (a `gap` event, then the
-    /// rows again) that it is older than the changes kept.
-    /// </summary>
-    public const string LastEventId = "Last-Event-ID";
 }
 
 /// <summary>

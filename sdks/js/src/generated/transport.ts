@@ -47,13 +47,6 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
  */
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
-/**
- * The `id:` of the last event a live query's client received: the
- * stream resumes after it, or says plainly (a `gap` event, then the
- * rows again) that it is older than the changes kept.
- */
-export const HEADER_LAST_EVENT_ID = "Last-Event-ID";
-
 /** The `code` of an error answer. */
 export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections", "consumer_busy", "changes_gone"] as const;
 

@@ -49,11 +49,6 @@ older keys expire)."""
 HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed"
 """`true` when the answer is the first answer to this Idempotency-Key, replayed."""
 
-HEADER_LAST_EVENT_ID = "Last-Event-ID"
-"""The `id:` of the last event a live query's client received: the
-stream resumes after it, or says plainly (a `gap` event, then the
-rows again) that it is older than the changes kept."""
-
 
 
 class BadRequest(FenecError):

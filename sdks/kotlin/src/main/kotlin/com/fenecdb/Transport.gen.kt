@@ -53,12 +53,6 @@ internal object ApiHeaders {
      * `true` when the answer is the first answer to this Idempotency-Key, replayed.
      */
     const val IDEMPOTENT_REPLAYED: String = "Idempotent-Replayed"
-    /**
-     * The `id:` of the last event a live query's client received: the
-     * stream resumes after it, or says plainly (a `gap` event, then the
-     * rows again) that it is older than the changes kept.
-     */
-    const val LAST_EVENT_ID: String = "Last-Event-ID"
 }
 
 /**
