@@ -27,6 +27,10 @@ type Event struct {
 	Pos     uint64
 	Data    []byte
 	Comment bool
+	// Part: not the last event of its commit (or of its rows), so it
+	// carries no SSE id: a client cut off in the middle resumes from the
+	// commit before, and is sent this one again (docs/changes.md).
+	Part bool
 }
 
 // rowsPerEvent bounds the rows of one rows or reset event.
@@ -77,6 +81,7 @@ type live struct {
 	h    *Hub
 	q    Query
 	view map[int64]bool // the ids the client holds
+	at   uint64         // the position the client is current at, once sent what it is sent
 	send func(Event) error
 }
 
@@ -129,7 +134,7 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 		h.m.setSubscribers(h.subscribers())
 	}()
 
-	l := &live{h: h, q: q, view: map[int64]bool{}, send: send}
+	l := &live{h: h, q: q, view: map[int64]bool{}, at: start, send: send}
 	res, err := l.read(ctx, nil)
 	if err != nil {
 		return err
@@ -162,12 +167,13 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-h.done:
-			return l.closing(h.Head(), "shutdown")
+			return l.closing(l.at, "shutdown")
 		case <-s.dropped:
-			return l.closing(h.Head(), "behind")
+			// At the last commit it was sent: it resumes from there.
+			return l.closing(l.at, "behind")
 		case <-beat.C:
 			if q.Scope != nil && q.Scope.Until != 0 && h.db.Clock().NowMS() >= q.Scope.Until {
-				return l.closing(h.Head(), "token expired")
+				return l.closing(l.at, "token expired")
 			}
 			if err := send(Event{Comment: true, Data: []byte("heartbeat")}); err != nil {
 				return err
@@ -275,6 +281,7 @@ func (l *live) changed(ctx context.Context, pos uint64, ids map[int64]bool, all 
 		}
 		return l.closing(pos, reason)
 	}
+	var evs []Event
 	found := map[int64]bool{}
 	for _, r := range res.rows {
 		found[r.id] = true
@@ -283,9 +290,7 @@ func (l *live) changed(ctx context.Context, pos uint64, ids map[int64]bool, all 
 			name = "insert"
 			l.view[r.id] = true
 		}
-		if err := l.event(name, pos, `{"position":%d,"row":%s}`, pos, r.json); err != nil {
-			return err
-		}
+		evs = append(evs, Event{Name: name, Pos: pos, Data: fmt.Appendf(nil, `{"position":%d,"row":%s}`, pos, r.json)})
 	}
 	var gone []int64
 	if all {
@@ -304,10 +309,16 @@ func (l *live) changed(ctx context.Context, pos uint64, ids map[int64]bool, all 
 	slices.Sort(gone)
 	for _, id := range gone {
 		delete(l.view, id)
-		if err := l.event("delete", pos, `{"position":%d,"id":%d}`, pos, id); err != nil {
+		evs = append(evs, Event{Name: "delete", Pos: pos, Data: fmt.Appendf(nil, `{"position":%d,"id":%d}`, pos, id)})
+	}
+	for i, ev := range evs {
+		ev.Part = i < len(evs)-1
+		if err := l.send(ev); err != nil {
 			return err
 		}
+		l.h.m.sent()
 	}
+	l.at = pos
 	return nil
 }
 
@@ -322,9 +333,10 @@ func (l *live) sendRows(name string, pos uint64, res answer) error {
 			b = append(b, r.json...)
 		}
 		b = append(b, `],"last":`...)
-		b = strconv.AppendBool(b, i+rowsPerEvent >= len(res.rows))
+		last := i+rowsPerEvent >= len(res.rows)
+		b = strconv.AppendBool(b, last)
 		b = append(b, '}')
-		if err := l.send(Event{Name: name, Pos: pos, Data: b}); err != nil {
+		if err := l.send(Event{Name: name, Pos: pos, Data: b, Part: !last}); err != nil {
 			return err
 		}
 		l.h.m.sent()

@@ -142,8 +142,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, q changes.Query)
 		} else {
 			buf = append(buf, "event: "...)
 			buf = append(buf, ev.Name...)
-			buf = append(buf, "\nid: "...)
-			buf = strconv.AppendUint(buf, ev.Pos, 10)
+			if !ev.Part {
+				buf = append(buf, "\nid: "...)
+				buf = strconv.AppendUint(buf, ev.Pos, 10)
+			}
 			buf = append(buf, "\ndata: "...)
 			buf = append(buf, ev.Data...)
 			buf = append(buf, "\n\n"...)

@@ -226,7 +226,22 @@ func TestLiveQueryOverHTTP(t *testing.T) {
 	step(`set msgs {text: "one!"} where id = 1`, `update SEQ {"position":SEQ,"row":{"id":1,"text":"one!"}}`)
 	step(`set msgs {room: "c"} where id = 3`, `delete SEQ {"position":SEQ,"id":3}`)
 	step(`del msgs where id = 1`, `delete SEQ {"position":SEQ,"id":1}`)
-	del := want[len(want)-1][len("delete "):strings.Index(want[len(want)-1], " {")]
+	// A commit of two rows: two events, only the last with an id, so that
+	// a client cut off between them resumes from the commit before.
+	two := seqOf(t, c.MustQuery(`put msgs [{room: "a", text: "x"}, {room: "a", text: "y"}]`))
+	for i, w := range ways {
+		got := streams[i].wait(len(want)+3, false)[len(want)+1:]
+		if got[0].ID != "" || got[1].ID != two || !strings.Contains(got[0].Data, `"position":`+two) {
+			t.Errorf("%s: a commit's two events %s / %s, want the id %s on the second only", w.name, got[0].text(), got[1].text(), two)
+		}
+	}
+	want = append(want, "", "")
+	c.MustQuery(`del msgs where text = "x" or text = "y"`)
+	for i := range ways {
+		streams[i].wait(len(want)+3, false)
+	}
+	want = append(want, "", "")
+	del := seqOf(t, c.MustQuery(`put msgs {room: "b", text: "elsewhere"}`))
 	// A quiet stream gets heartbeats.
 	hb := 0
 	for _, e := range streams[3].wait(len(want)+3, true) {
