@@ -150,7 +150,11 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 			// none, and passes the commits coll did not have.
 			b.Next = upTo
 		}
-		h.seen[name] = pos
+		if _, ok := h.seen[name]; ok || had {
+			// Counted (the lag metrics) once acked: a read alone, under
+			// any name a client makes up, adds no series.
+			h.seen[name] = pos
+		}
 		woke, done := h.woke, h.done
 		h.mu.Unlock()
 		if len(b.Changes) > 0 || timer == nil {
@@ -202,7 +206,8 @@ func (h *Hub) Ack(ctx context.Context, name string, pos uint64) error {
 // one.
 func (h *Hub) Position(name string) (uint64, bool) { return h.acked(name) }
 
-// lag returns, for each consumer read or acked since the start, how many
+// lag returns, for each consumer acked (or read once acked) since the
+// start, how many
 // positions its acknowledged position is behind the head, and how old
 // (by the database's clock, in seconds) the oldest change it has not
 // acked is.
