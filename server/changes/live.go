@@ -149,7 +149,10 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 		if err = l.event("gap", start, `{"position":%d,"oldest":%d}`, start, h.Oldest()); err == nil {
 			err = l.sendRows("reset", start, res)
 		}
-	case touched:
+	case touched || q.Scope != nil:
+		// A token held to a policy is sent its rows again whatever
+		// changed: "nothing new" would tell it no write touched the
+		// collection, rows it may not read included.
 		err = l.sendRows("reset", start, res)
 	default:
 		// Nothing to send: the client is current. A comment still
