@@ -177,7 +177,7 @@ part_histcheck() {
 part_race() {
   needgo
   needrace
-  gotest server -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/... ./cluster/...
+  gotest server -race ./engine/... ./store/... ./httpapi/... ./auth/... ./wait/... ./cluster/... ./changes/...
 }
 part_conformance() {
   needgo

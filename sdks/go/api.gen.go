@@ -73,10 +73,12 @@ const (
 	CodeHostNotAllowed     ErrorCode = "host_not_allowed"
 	CodeRequestTimeout     ErrorCode = "request_timeout"
 	CodeTooManyConnections ErrorCode = "too_many_connections"
+	CodeConsumerBusy       ErrorCode = "consumer_busy"
+	CodeChangesGone        ErrorCode = "changes_gone"
 )
 
 // apiErrorCodes are the codes of the API, as openapi.yaml declares them.
-var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeTooBusy, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader, CodeOriginNotAllowed, CodeHostNotAllowed, CodeRequestTimeout, CodeTooManyConnections}
+var apiErrorCodes = []ErrorCode{CodeBadRequest, CodeUnauthorized, CodeForbidden, CodeNotFound, CodeMethodNotAllowed, CodeConflict, CodeUnmet, CodeTooLarge, CodeKeyReused, CodeKeyLimit, CodeTooBusy, CodeInternal, CodeUnavailable, CodeStatementTimeout, CodeBehind, CodeNoLeader, CodeOriginNotAllowed, CodeHostNotAllowed, CodeRequestTimeout, CodeTooManyConnections, CodeConsumerBusy, CodeChangesGone}
 
 // Sentinels of the API's codes, for errors.Is: an [*Error] is one of them
 // when its Code is theirs.
@@ -101,6 +103,8 @@ var (
 	ErrHostNotAllowed     = &Error{Code: CodeHostNotAllowed, At: -1}
 	ErrRequestTimeout     = &Error{Code: CodeRequestTimeout, At: -1}
 	ErrTooManyConnections = &Error{Code: CodeTooManyConnections, At: -1}
+	ErrConsumerBusy       = &Error{Code: CodeConsumerBusy, At: -1}
+	ErrChangesGone        = &Error{Code: CodeChangesGone, At: -1}
 )
 
 // apiAffected is openapi.yaml's Affected.
@@ -123,6 +127,33 @@ type apiBatchAnswer struct {
 // apiBatchRequest is openapi.yaml's BatchRequest.
 type apiBatchRequest struct {
 	Statements []apiQueryRequest `json:"statements"`
+}
+
+// apiChange is openapi.yaml's Change.
+type apiChange struct {
+	Collection string `json:"collection"`
+	Id         int64  `json:"id"`
+	Op         string `json:"op"`
+	// the commit's position (its Fenec-Seq)
+	Position int64 `json:"position"`
+	// A put's document as written (absent for a delete, and on a server with no file).
+	Row map[string]apiValue `json:"row,omitempty"`
+}
+
+// apiChanges is openapi.yaml's Changes.
+type apiChanges struct {
+	Changes  []apiChange `json:"changes"`
+	Consumer string      `json:"consumer"`
+	// the position to acknowledge once these changes are handled
+	Next int64 `json:"next"`
+	// the acknowledged position the read started after
+	Position int64 `json:"position"`
+}
+
+// apiChangesAck is openapi.yaml's ChangesAck.
+type apiChangesAck struct {
+	Consumer string `json:"consumer"`
+	Position int64  `json:"position"`
 }
 
 // apiClockMove is openapi.yaml's ClockMove.

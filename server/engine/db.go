@@ -395,12 +395,14 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 	for _, r := range rs {
 		r.Seq = seq
 	}
-	if len(touched) > 0 {
+	if len(touched) > 0 || len(changes) > 0 {
+		// Every numbered write is told (a side record's alone too, with no
+		// Colls), so that a subscriber sees every Seq once.
 		// Before the wait: a write the subscribers make now, such as a
 		// held claim the write wakes, joins this one's group under
 		// --sync always and is made durable by the same sync.
 		joins := local && wait != nil && db.keep && db.opts.Sync.Kind == store.SyncAlways
-		db.written.tellWrite(Write{Colls: touched, Local: local, Joins: joins})
+		db.written.tellWrite(Write{Colls: touched, Local: local, Joins: joins, Seq: seq, Changes: changes})
 	}
 	return rs, wait, nil
 }

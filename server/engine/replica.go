@@ -181,9 +181,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	wait = db.st.CommitDetached(seq, changes)
 	db.moved(seq)
 	db.mu.Unlock()
-	if len(touched) > 0 {
-		db.written.tell(touched)
-	}
+	db.written.tellWrite(Write{Colls: touched, Seq: seq, Changes: changes})
 	return wait, nil
 }
 
@@ -350,9 +348,9 @@ func (db *DB) Restore(path string) error {
 		colls = append(colls, name)
 	}
 	db.mu.Unlock()
-	if len(colls) > 0 {
-		db.written.tell(colls)
-	}
+	// Told even with no collection: the Seq jumped, and a subscriber that
+	// counts Seqs must hear of it.
+	db.written.tell(colls)
 	return err
 }
 

@@ -3,6 +3,8 @@ package engine
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/fenecdb/fenec/server/store"
 )
 
 // subscribers are the functions told of each committed write. The list is
@@ -29,6 +31,15 @@ type Write struct {
 	// the store as this one (unless another write has started writing
 	// that group meanwhile), so one sync makes both durable.
 	Joins bool
+	// Seq is the write's position (its Fenec-Seq), and Changes what it
+	// wrote, as the store has them; zero and nil for an undo or a discard,
+	// which may have changed any row of Colls. Every numbered write is
+	// told once, one that changed only side records too (with no Colls),
+	// though two writers may tell theirs out of order. Changes (and their
+	// bodies) are the writer's: a subscriber copies what it keeps before
+	// it returns.
+	Seq     uint64
+	Changes []store.Change
 }
 
 // Subscribe has fn told, after each committed write and once the write

@@ -42,6 +42,8 @@ var statuses = map[gen.ErrorCode]int{
 	gen.ErrorCodeHostNotAllowed:     http.StatusMisdirectedRequest,
 	gen.ErrorCodeRequestTimeout:     http.StatusRequestTimeout,
 	gen.ErrorCodeTooManyConnections: http.StatusServiceUnavailable,
+	gen.ErrorCodeConsumerBusy:       http.StatusConflict,
+	gen.ErrorCodeChangesGone:        http.StatusGone,
 }
 
 // fenecqlCodes is the API's code for each kind of FenecQL error.

@@ -162,6 +162,22 @@ func (w *response) Flush() {
 	}
 }
 
+// SetReadDeadline and SetWriteDeadline set the connection's deadlines for
+// a handler that streams for long (a live query: docs/changes.md), as
+// http.ResponseController does under net/http. The next request's are set
+// anew.
+func (w *response) SetReadDeadline(t time.Time) error {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	w.c.rdl, w.c.rdlSet = t, true
+	return w.c.rwc.SetReadDeadline(t)
+}
+
+func (w *response) SetWriteDeadline(t time.Time) error {
+	w.c.wdl, w.c.wdlSet = t, true
+	return w.c.rwc.SetWriteDeadline(t)
+}
+
 // chunked reports whether a streamed body is sent chunked: when the
 // handler set no Content-Length.
 func (w *response) chunked() bool { return w.cl < 0 && bodyAllowed(w.status) }

@@ -31,6 +31,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 
 	"github.com/fenecdb/fenec/server/auth"
+	"github.com/fenecdb/fenec/server/changes"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/console"
 	"github.com/fenecdb/fenec/server/engine"
@@ -88,6 +89,9 @@ type Config struct {
 	NoConsole bool
 	// Cluster is the node's cluster (cluster.go); nil on a lone server.
 	Cluster Cluster
+	// Changes configure the live queries and the change stream
+	// (docs/changes.md); its Metrics are set here.
+	Changes changes.Options
 }
 
 // Server is the HTTP API over one database. It is an http.Handler.
@@ -102,6 +106,7 @@ type Server struct {
 	keys    keyLocks
 	gate    *auth.Gate
 	hub     *wait.Hub
+	changes *changes.Hub
 	tenants tenants
 	console http.Handler
 	hosts   []string // Config.Hosts, as hostName gives them
@@ -204,6 +209,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.watch(cfg.DB)
 	s.hub = wait.New(cfg.DB, wait.NewMetrics(s.metrics.reg))
+	co := cfg.Changes
+	co.Metrics = changes.NewMetrics(s.metrics.reg)
+	co.ReadTimeout = cfg.ReadTimeout
+	s.changes = changes.New(cfg.DB, co)
 	s.mux = gen.HandlerWithOptions(s, gen.StdHTTPServerOptions{
 		// The spec's validation runs first, so the generated wrapper
 		// only fails where the two disagree; answer it the same way.
@@ -214,9 +223,13 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close answers every held claim at once with its empty answer; call it
-// when shutting down, before waiting for the requests in flight.
-func (s *Server) Close() { s.hub.Close() }
+// Close answers every held claim at once with its empty answer, and ends
+// every live query with its last event; call it when shutting down,
+// before waiting for the requests in flight.
+func (s *Server) Close() {
+	s.hub.Close()
+	s.changes.Close()
+}
 
 // LoadSpec returns openapi.yaml as embedded in the binary, with its servers
 // dropped so that routes match a request's path whatever host it came to.
@@ -291,6 +304,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(sw, e)
 		return
 	}
+	if route == s.queryRoute && wantsEvents(r) {
+		s.liveQuery(sw, r, body) // a live query (changes.go)
+		return
+	}
 	if route == s.queryRoute || route == s.batchRoute {
 		if held, key, ok := readHeaders(r); ok {
 			if stmts, ok := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); ok {
@@ -337,7 +354,9 @@ func (s *Server) route(r *http.Request) (*routers.Route, *apiError) {
 		find.Method = http.MethodGet
 	}
 	route, _, err := s.router.FindRoute(find)
-	if err == nil && route.Path == r.URL.Path { // the router forgives a trailing "/"; the mux does not
+	// The router forgives a trailing "/"; the mux does not. A path with a
+	// parameter (/{collection}/changes) ends as its template does.
+	if err == nil && (route.Path == r.URL.Path || strings.Contains(route.Path, "{") && !strings.HasSuffix(r.URL.Path, "/")) {
 		return route, nil
 	}
 	var re *routers.RouteError
@@ -452,6 +471,18 @@ func (s *Server) check(r *http.Request, route *routers.Route, body []byte) *apiE
 			AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 			SkipSettingDefaults: true,
 		},
+	}
+	if strings.Contains(route.Path, "{") {
+		// The path's parameters (/{collection}/changes), which the route
+		// alone does not carry.
+		find := r
+		if r.Method == http.MethodHead {
+			find = r.Clone(r.Context())
+			find.Method = http.MethodGet // as route finds it
+		}
+		if _, params, err := s.router.FindRoute(find); err == nil {
+			in.PathParams = params
+		}
 	}
 	if err := openapi3filter.ValidateRequest(r.Context(), in); err != nil {
 		return invalid(err)

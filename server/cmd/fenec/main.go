@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenecdb/fenec/server/changes"
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi"
@@ -117,6 +118,10 @@ type options struct {
 	hosts                          []string
 	maxConns, maxConnsPerAddr      int
 	idleTimeout                    time.Duration
+	changesRetain                  int
+	changesRetainAge               time.Duration
+	changesRetainBytes             int64
+	changesHeartbeat               time.Duration
 	cluster                        clusterFlags
 }
 
@@ -157,6 +162,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxConns, "max-conns", httpapi.DefaultMaxConns, "the most connections open at once; past it a new one is answered 503 too_many_connections and closed; 0: no cap")
 	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "the most connections open at once from one client IP address; 0: no cap")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", httpapi.IdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed")
+	fs.IntVar(&o.changesRetain, "changes-retain", changes.DefaultRetain, "the most changes kept in memory for the change stream's consumers and for live queries that resume (docs/changes.md); an older position is answered 410 changes_gone")
+	fs.Int64Var(&o.changesRetainBytes, "changes-retain-bytes", changes.DefaultRetainBytes, "the most bytes of rows kept for the change stream")
+	fs.DurationVar(&o.changesRetainAge, "changes-retain-age", changes.DefaultRetainAge, "keep no change older than this for the change stream")
+	fs.DurationVar(&o.changesHeartbeat, "changes-heartbeat", changes.DefaultHeartbeat, "how often a quiet live query is sent a heartbeat comment")
 	fs.BoolVar(&o.noConsole, "no-console", false, "do not serve the queue console at /console")
 	fs.Func("cors-origin", "let pages of this exact `origin` (https://app.example.com) call /query and /batch from a browser; repeatable; none by default", func(v string) error {
 		if err := httpapi.CheckOrigin(v); err != nil {
@@ -206,6 +215,14 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return o, fmt.Errorf("--max-conns %d: want 0 (no cap) or more", o.maxConns)
 	case o.maxConnsPerAddr < 0:
 		return o, fmt.Errorf("--max-conns-per-addr %d: want 0 (no cap) or more", o.maxConnsPerAddr)
+	case o.changesRetain <= 0:
+		return o, fmt.Errorf("--changes-retain %d: want a positive number of changes", o.changesRetain)
+	case o.changesRetainBytes <= 0:
+		return o, fmt.Errorf("--changes-retain-bytes %d: want a positive number of bytes", o.changesRetainBytes)
+	case o.changesRetainAge <= 0:
+		return o, fmt.Errorf("--changes-retain-age %v: want a positive duration", o.changesRetainAge)
+	case o.changesHeartbeat <= 0:
+		return o, fmt.Errorf("--changes-heartbeat %v: want a positive duration", o.changesHeartbeat)
 	case o.idleTimeout <= 0:
 		return o, fmt.Errorf("--idle-timeout %v: want a positive duration", o.idleTimeout)
 	}
@@ -296,6 +313,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		DB: db, Clock: manual, Gate: gate, IdempotencyTTL: o.idemTTL, IdempotencyMaxKeys: o.idemKeys, IdempotencyMaxBytes: o.idemBytes, MaxBody: o.maxBody,
 		StatementTimeout: o.statementTimeout, ReadTimeout: o.readTimeout, TokenConcurrency: o.tokenConcurrency, Slow: time.Duration(o.slowMS) * time.Millisecond, Metrics: metrics, Log: log,
 		CORSOrigins: o.corsOrigins, Hosts: o.hosts, NoConsole: o.noConsole, Cluster: node.api(),
+		Changes: changes.Options{Retain: o.changesRetain, RetainAge: o.changesRetainAge, RetainBytes: o.changesRetainBytes, Heartbeat: o.changesHeartbeat},
 	})
 	if err != nil {
 		node.shutdown()

@@ -42,6 +42,8 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--max-conns", "-1", "--file", ":memory:"}, "--max-conns"},
 		{[]string{"--max-conns-per-addr", "-1", "--file", ":memory:"}, "--max-conns-per-addr"},
 		{[]string{"--idle-timeout", "0s", "--file", ":memory:"}, "--idle-timeout"},
+		{[]string{"--changes-retain", "0", "--file", ":memory:"}, "--changes-retain"},
+		{[]string{"--changes-heartbeat", "0s", "--file", ":memory:"}, "--changes-heartbeat"},
 		{[]string{"--host", "", "--file", ":memory:"}, "not a host name"},
 		{[]string{"--sync", "sometimes", "--file", ":memory:"}, "--sync"},
 		{[]string{"--clock", "sundial", "--file", ":memory:"}, "--clock"},

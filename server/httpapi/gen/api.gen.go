@@ -10,6 +10,7 @@ import (
 	"compress/flate"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -19,6 +20,24 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/runtime"
 )
+
+// Defines values for ChangeOp.
+const (
+	Delete ChangeOp = "delete"
+	Put    ChangeOp = "put"
+)
+
+// Valid indicates whether the value is a known member of the ChangeOp enum.
+func (e ChangeOp) Valid() bool {
+	switch e {
+	case Delete:
+		return true
+	case Put:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for ClusterStatusRole.
 const (
@@ -48,7 +67,9 @@ func (e ClusterStatusRole) Valid() bool {
 const (
 	ErrorCodeBadRequest         ErrorCode = "bad_request"
 	ErrorCodeBehind             ErrorCode = "behind"
+	ErrorCodeChangesGone        ErrorCode = "changes_gone"
 	ErrorCodeConflict           ErrorCode = "conflict"
+	ErrorCodeConsumerBusy       ErrorCode = "consumer_busy"
 	ErrorCodeForbidden          ErrorCode = "forbidden"
 	ErrorCodeHostNotAllowed     ErrorCode = "host_not_allowed"
 	ErrorCodeInternal           ErrorCode = "internal"
@@ -75,7 +96,11 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case ErrorCodeBehind:
 		return true
+	case ErrorCodeChangesGone:
+		return true
 	case ErrorCodeConflict:
+		return true
+	case ErrorCodeConsumerBusy:
 		return true
 	case ErrorCodeForbidden:
 		return true
@@ -212,6 +237,39 @@ type BatchAnswer struct {
 // BatchRequest defines model for BatchRequest.
 type BatchRequest struct {
 	Statements []QueryRequest `json:"statements"`
+}
+
+// Change defines model for Change.
+type Change struct {
+	// Position the commit's position (its Fenec-Seq)
+	Position   int64    `json:"position"`
+	Collection string   `json:"collection"`
+	Op         ChangeOp `json:"op"`
+	Id         int64    `json:"id"`
+
+	// Row A put's document as written (absent for a delete, and on a server with no file).
+	Row *map[string]*Value `json:"row,omitempty"`
+}
+
+// ChangeOp defines model for Change.Op.
+type ChangeOp string
+
+// Changes defines model for Changes.
+type Changes struct {
+	Consumer string `json:"consumer"`
+
+	// Position the acknowledged position the read started after
+	Position int64 `json:"position"`
+
+	// Next the position to acknowledge once these changes are handled
+	Next    int64    `json:"next"`
+	Changes []Change `json:"changes"`
+}
+
+// ChangesAck defines model for ChangesAck.
+type ChangesAck struct {
+	Consumer string `json:"consumer"`
+	Position int64  `json:"position"`
 }
 
 // ClockMove Exactly one of `advance_ms` (move on) and `set_ms` (set).
@@ -403,8 +461,14 @@ type BadRequest = Error
 // Behind defines model for Behind.
 type Behind = Error
 
+// ChangesGone defines model for ChangesGone.
+type ChangesGone = Error
+
 // Conflict defines model for Conflict.
 type Conflict = Error
+
+// ConsumerBusy defines model for ConsumerBusy.
+type ConsumerBusy = Error
 
 // Forbidden defines model for Forbidden.
 type Forbidden = Error
@@ -438,6 +502,14 @@ type Unavailable = Error
 
 // Unmet defines model for Unmet.
 type Unmet = Error
+
+// ReadChangesParams defines parameters for ReadChanges.
+type ReadChangesParams struct {
+	Consumer   string  `form:"consumer" json:"consumer"`
+	Collection *string `form:"collection,omitempty" json:"collection,omitempty"`
+	Limit      *int    `form:"limit,omitempty" json:"limit,omitempty"`
+	Wait       *int    `form:"wait,omitempty" json:"wait,omitempty"`
+}
 
 // BatchParams defines parameters for Batch.
 type BatchParams struct {
@@ -486,6 +558,23 @@ type QueryParams struct {
 	// server answers 400 at once for a write it has not made.
 	FenecAfter *FenecAfter `json:"Fenec-After,omitempty"`
 }
+
+// WatchCollectionParams defines parameters for WatchCollection.
+type WatchCollectionParams struct {
+	// Where A FenecQL condition; none is every row.
+	Where *string `form:"where,omitempty" json:"where,omitempty"`
+
+	// Select The columns, as FenecQL's `select` takes them; none is every field.
+	Select *string `form:"select,omitempty" json:"select,omitempty"`
+
+	// LastEventID The `id:` of the last event the client received: the stream
+	// resumes after it, or says plainly (a `gap` event, then the rows
+	// again) that it is older than the changes kept.
+	LastEventID *int64 `json:"Last-Event-ID,omitempty"`
+}
+
+// AckChangesJSONRequestBody defines body for AckChanges for application/json ContentType.
+type AckChangesJSONRequestBody = ChangesAck
 
 // MoveClockJSONRequestBody defines body for MoveClock for application/json ContentType.
 type MoveClockJSONRequestBody = ClockMove
@@ -634,6 +723,12 @@ type ServerInterface interface {
 	// Backup A consistent copy of the database file, taken while writes go on.
 	// (GET /_backup)
 	Backup(w http.ResponseWriter, r *http.Request)
+	// ReadChanges The committed writes after a named consumer's acknowledged position.
+	// (GET /_changes)
+	ReadChanges(w http.ResponseWriter, r *http.Request, params ReadChangesParams)
+	// AckChanges Move a consumer's position, durably.
+	// (POST /_changes/ack)
+	AckChanges(w http.ResponseWriter, r *http.Request)
 	// MoveClock Move the manual clock (only under `fenec serve --clock manual`).
 	// (POST /_clock)
 	MoveClock(w http.ResponseWriter, r *http.Request)
@@ -664,6 +759,9 @@ type ServerInterface interface {
 	// Query Run one FenecQL statement.
 	// (POST /query)
 	Query(w http.ResponseWriter, r *http.Request, params QueryParams)
+	// WatchCollection A live query on one collection, over Server-Sent Events.
+	// (GET /{collection}/changes)
+	WatchCollection(w http.ResponseWriter, r *http.Request, collection string, params WatchCollectionParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -680,6 +778,92 @@ func (siw *ServerInterfaceWrapper) Backup(w http.ResponseWriter, r *http.Request
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Backup(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReadChanges operation middleware
+func (siw *ServerInterfaceWrapper) ReadChanges(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReadChangesParams
+
+	// ------------- Required query parameter "consumer" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "consumer", r.URL.Query(), &params.Consumer, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "consumer"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "consumer", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "collection" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "collection", r.URL.Query(), &params.Collection, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "collection"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "collection", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReadChanges(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AckChanges operation middleware
+func (siw *ServerInterfaceWrapper) AckChanges(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AckChanges(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -959,6 +1143,82 @@ func (siw *ServerInterfaceWrapper) Query(w http.ResponseWriter, r *http.Request)
 	handler.ServeHTTP(w, r)
 }
 
+// WatchCollection operation middleware
+func (siw *ServerInterfaceWrapper) WatchCollection(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "collection" -------------
+	var collection string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "collection", r.PathValue("collection"), &collection, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "collection", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params WatchCollectionParams
+
+	// ------------- Optional query parameter "where" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "where", r.URL.Query(), &params.Where, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "where"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "where", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "select" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "select", r.URL.Query(), &params.Select, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "select"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "select", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Last-Event-ID" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Last-Event-ID")]; found {
+		var LastEventID int64
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Last-Event-ID", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Last-Event-ID", valueList[0], &LastEventID, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Last-Event-ID", Err: err})
+			return
+		}
+
+		params.LastEventID = &LastEventID
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.WatchCollection(w, r, collection, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -1080,6 +1340,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	}
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/query", wrapper.Query)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/{collection}/changes", wrapper.WatchCollection)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_changes", wrapper.ReadChanges)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/_changes/ack", wrapper.AckChanges)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/batch", wrapper.Batch)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_health", wrapper.Health)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/_metrics", wrapper.Metrics)
@@ -1099,123 +1362,145 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H2Njts2tv+rEPoXmJmu7PF8pG0cLLDTbvpPth/pJtMb4MbBiJaOx+xIpCJS4/ENDNynuQ92n+TinENK",
-	"sq35cNqku0V3gd2xLVKHh+f7/Mi8j1JTlEaDdjYav4/mIDOo6M9vQUP6Ct7h3xnYtFKlU0ZH4+h8DiKT",
-	"Tk6lhT0r0rnUlyB0XUyhEnLm8H9FBe9qsE64uXRiURkHwyiObDqHQuKUhdKqqItoPIojtywhGkdKO7iE",
-	"Klqt4uh5BkVpHGj3EspcLiHbpiNxVQ2JWMxBCzcHIbVdQCWUpU8zVVkXvnNGuLmyopk2XQ6+g2UsKj/7",
-	"OnGgkbI3Eb4getsQaF2l9GW0QgJLWckCXJdZZ7j0bTLPREI/D17Bu4TJSHMF2omFtJ5AyMT+dCmkXgpt",
-	"MhBmJqRI89o6qA7GE40LChytam2F0SnwXPT8HGcqy1xBFjiuHEz0fgUyGyxNXQ3oGxwopJiZPDcLqA5i",
-	"YYhhj0anfuceCTsUZyI3GibaQnWNu0k0WnE6Ggnp+N0zg7tMkwrliABtnChkBsOJjuJI4dpZnqI40rJA",
-	"DjIjmFFdhs9MVUjHMvDFaRRHhbxh8Xg8Gn159Pjx8aPTL09Hjx8fxfdJDr3itVRueyd+UHmuLKRGZxZF",
-	"Ym7yjPgsVSH2pUgsuAQ5kmSQJwe4VmS858JirnKYaOXEwtR5Jpy8AlzzXOnLMfJibvJGDWaVKcQIX3Iy",
-	"Go1G97KECF7Tj8AAGh8/WF/S5Xew3F76EZJy/OiRmC4d0A7z1lXgKhSahXJzXqwsQFwBymLWfuFlb6L3",
-	"C3Bzk8WilG4ei6nJljwlP2+uQB+gQDVivamKEy0vpdIxvzFp9XwQFH0sSK9jmtFLrWfzE5ruCpYTTcMl",
-	"fg9VoxrKitPjY1xdBbPagh8vrgBKnASHDsV3sLQiV9cw0clgoDomwbk8EfsZzGSdO3F8KuYHRIWtq2t1",
-	"DWTWrJOV41dI5ttES+LYL7XXzqF4jbLSFR4UNSs2XlfIm8EVLG2Cw+1Eo+RtP0HsTdAkuDmoRhvjRv1q",
-	"nZHJ1bBg3igb1h+TUlZ14Pej0YlIrmB5katCuUTs0+oMMk45S9KwjEWtncon2uQ4L5Im4KZUFRzcIcYb",
-	"lnVTlr8Hfenm0fj40SOS5fD5qNe4VmBLoy2Qbf1aZi95f/FTajRKC/5JBi+VKOGHv1gU8/cR3MiizIGf",
-	"zHDeqcwuvHxEcQRVZapoHJXGKhwoTo/GuDpIHaAtuJZ5DbGYmVpnYhKtJlG06i7lswpm0Tj6f4et3zzk",
-	"X+3hU5qbFrDtMIOIktm0Tjoo0AUoKwqZo/lDF1DKykIskCOoYd7DxIKZzep2MESKvoa50tkDGPKrSW9d",
-	"TEbC1LoZ8PKXdKx6IlAeLEmb0uRNkNxvjJ7lKnUfn+AzsstaqIwM+d9qrd5hlEAb+yQYEnK9SL0DTQR+",
-	"a6qpyjLQH5/CH5GJ5H8zdDo2NSV407lnRVXngLqthSmhks5U+KWpHQhpr4KlXh8Wk2EiQvd4WYBfTSuz",
-	"sFCJUl5yRKGFqdSl0rSPl+oaNM82GKSmsgP+8QBDoc04cPA9q/uWX3mh20CF5YTCD8XRAMpI7mWXLBKy",
-	"XgYK21/3rPj55fccyV1ps9Dr4diWhVjF0TNj3Y/GnTEjP4VchTBAubmpnZDMe5Syf7w+ZzMZAiWj82XQ",
-	"eIuBgQWBBJNnnOjcmHIq0yvSFZzAaOjuRzIYzI1F85yZ1B7OnSuHRRaLSfQ1b6mdRGSL0fFrB5WW+afg",
-	"ALtFpTuOjZTnO1i+BHQ3n8IewWYQT7pMzp5i0vWQgOj70bhv0aB/kP/Qxl2QO+h4j9TkOaTkP34xU+uj",
-	"XzFTkGfobaX7DbzGmRa1Jm0QnfeZyr9m31RsF9gheBd5rgowtfs0G0HRX6a8X6gqDJG84W8lBM0XRkqO",
-	"KeMQLjVa+wVROmQspmCrODo35uvaLj8N/azAMkf6lpxXSfTHuqO80q6thUJGGjdIjU7rqkIxTEQOzpIa",
-	"85y2nv4CKUVeIWPieFZTXgU685ZcaXH8aCQKOxbdHG/h06mq1kPxCnSGORYFzpymTXTyEmO14HR9UsPx",
-	"Wcd4dx7att2v2kxoIZUTU5iZCpeqM7TTXXro1b1GuU1CVrx938vqEj6h/CkrcnxlhZ5nQ/CSAUfQJlsm",
-	"JF4/a1m7uanUf8GHWYO6O0FrEAplybdNQVZUbrgC/RsFjt0pKVz0rzKVWFRGX26469evXw/OajcH7XA1",
-	"sM7qPk/6s5bXUuVymn+ibbMOxWwmVY4RkM/wZAVN0kb5h6BEu7qyLHxPQtww0U1uaU2jKDRnRirmY49r",
-	"ZdU0By5xbOjWRLO3rUuxn9Tt+pODJ5QHNfG5FZXUopTWbVuB5qGBN22YTpGt27NjFD2qvYTfOJFEupHW",
-	"soQsnmhcEO5liEr3k2bSi2bgk7CAtVQyGKoNZ4g/UI2ikEux30n1DsadiH3NvGAIhxYPfQk91NR9lOWl",
-	"ezVCo22pPoLxj5mJGSa5YX9NZSd6P3HGXCBhF62Jt8lB3BYEQgEp1Bc6rsD7AQ5sftYFuA/UURzZKmeS",
-	"QU5+OuFCpBgJDKPYIKNUqAqsOPotXLZI/HxCJw2XC3C3JR7NK0l3z2YzykNpqVlGCarMf6owE3AKs+GZ",
-	"zC1svvWZWbAsZCatWWpDaSAEq0kFrq600pdJW4wtOxO/j2Tn5fcUm/was2j8ph3WlkkN+T5k5xltel9J",
-	"tJHzvRA1I0VGw4tZNH5zN/tfmoWNVvHdDzW8XL3FdFm6dN5Scydz19lSga1zLo4rB4W9Tzb8S1YNN2RV",
-	"yeUW28K0fVwjYjsljx2obQ3Xgwn+Zw3VMrxtRcWZ5zzu6J41dF7Wt4xvcpNe/WCuYXv/n97I1OVLCpjM",
-	"TCQyu5Y6hYvCJmK/MNcgjGaDmVhw/LUFd7AuIzvwpX3B3dXm40cnp6Pjk9Hoy8f4n3gnTWjf0cOO3baR",
-	"Fv3xSPXzb5P5Nuzbj2axo+hpHtETZasCMGl8/urF4KsvRkfi5/NvOM8tOvV43NrGlEfHo+MvBqNHg9HJ",
-	"+ejx+Hg0Ph4NR6PRf0ab5cI4uhmYikoTx6sYibiNcRss6Qw82mSPn4Wmu0W0qeDxAxRTNijrrFDZdqzV",
-	"ed9oFUe5vLwA7So/Yp1rRq9VTrppbUGvHK/XTnJ00kpncMP+ukADckFfRPEunPiCKLMOnbeTaRDCnanr",
-	"bqywCt29ckxmiAOeCDm1oF0b7IXiCWWPygoHVbEb+V8i+U2hyj83NSYHqbvPnaKZ6/DogzfAXAbu414u",
-	"uXaF+dQUeBnS+QH4nLmMccpKO24PYaTZt2ixP9riysFunHiEEi1n7kJmWQXW3imPR6s4qqt8mw24Rm0y",
-	"2LPi2fn5T22Nrm084oot0rkv+YsKUlNl3E5AZtDzuPkgM3vwREBuwW/9fcp8bdx9O3myqboKs7K1lYd5",
-	"GtG4V6HPsmxH28cKv0ubY8McbO7V+j7MjXXj0lTON4HCpgwGOI6dwoe8+ajLZN/1isauqrdCTFq1kBkm",
-	"HkIbPbg2lLhQZceXntvt7Nmo4/s36t59eQmFjyY+6tb0UHoHaa+cdLXd9gG+TXKbhek1H6G1MocKdjfc",
-	"qSkK5XZ6Yagu4kBHBY0dbYzK+t7kjUMU3+cD7W7k+iR/d/a0juGC0So9Ssa/2w1QhQXQrQej3u+ufHrc",
-	"vryfXcHRcK1x07I2jpLwB1RAvM9w+rd5m37royfoBkmzHp4trEc+m1lO17aQWTOcmAc8TR6axgGAEsVR",
-	"KnWmMulwVXZeu8ws9DbmZsNq2T5cEnESpYVz3642oXtqQDg7+tKvcJUYi+wWVZ72WzzkiJ9vQ2XjDZux",
-	"piC85C0pbjfwDhN1XkltZztnvrcJK3kMgs9ggubVZq5K4cwTEk8uhqNtF6VKr3b0T6tV30qaBsiOi2hK",
-	"IveUNTY0iFosD9eKb/Hxu7QBVY2BEnfGYZt5CI6IO2toCHt7J4/sjkxK10c+zBC0O3JfraM7fR/hXE7b",
-	"9qA9CK7nWkiRHE4xeE+4gzwaTKWFrIOp8GVkzCgftuMn5D2zNVO1DhvZKPvPGrRAvNYfZHDUBX7lO/yk",
-	"5B77EDeVSWfMBTUtoji6guVFxd1T/kD1Wv/QtLZLQtz4Ji9R0lTr42irXBzF0ZShIUjZRWNwube/QRnG",
-	"lRtf+SV3pusr6N5pn1F/IGzp+va99tgAalx4gBea52EU76AWPLnfsj6BYnXc0dqFOCQIgDXe1c+lnRPj",
-	"1bsaeX4JJop1nedv4wj/jxsnHDXf6WsfYADiyLm8N+s+Jxwd5NmeFcnfCKim9FqiHYuyAooUCH7AQE8c",
-	"MdGUiGI4YzSMhWwKxSKXpYUumjS8goo2ZV5zM4FiEpEbfdkgfLVZeHjCDP3qu5wQCk9vSlUtPU6sUb6j",
-	"u/1k+LXlvaLkcJYbSRIINyTXxqACIGXWyaKM4oh6ALwjd0tkv2GlAbHf+j5BegYyRye1kyTdKvtL7uJ0",
-	"ul9PeKs4smM+8w/bCrGKI3PVNytQWaKd2ckr8CAgO9zOyTB4wuf6JYx+2vMNMCrJ+R0x6MaZtj5A9Dp7",
-	"6WF+Sx9X1yrOu/GWMHH2NtrblkLy2dH//vf/fKYTXMOD/Nl/yLyGbVcWR++Q2j7gE3BE+c/vO65nXwpX",
-	"SZVjbpw8SbiEPRgklGNxZ6aCgP468B7qwZkok9LH0pd3lWsfuPDt9VVmEVMhJzV5XWiqUpFKif1EZYnH",
-	"9c5MJZLPk4OOsK0RZvv6P9wm9X24Fkq+Zz0Cqu1XPXgHkQc9+8fr2yZBL8U/Xr34kYGB+JJ1W06tOUjr",
-	"SrnlK3wDc5K78bcIYAd2QO36ROzP6jwXMk3B2gO/0H+8PhfXUKlZwF1TN/mXhRtYSKuAQOdvGB2MUjSH",
-	"PONjDMAYQWqcDAalyVW6TCaajTG/alhkB0PxOiDV9FJgEKIu64ohwS2aQANk3HL1nUiyFbzIhpdz50pu",
-	"dyo9M9uLJz0gbFvrWcIBEeZKJsw1VFRFjAWKMa5d6aBBQ3E+V3aiqaHsz29QxTE12lUydeN1XIe9ghwc",
-	"ejidCbiGaile/f27PTvBp7WlUhkq2iVoqKSDLBRc4xbWzi3ua5lT8mkFyHTe4twJc2CdUG440RP9lN5B",
-	"lp3XaansQ7NJliMCoyTvJ2z/J9FYTKJJPRqdpAVYKy+BPsAkisWEQpdJNJ7o8MyV0ll4YJU86US5/q1U",
-	"e0smkXST6LbIdyjOCJfvHb4HQuTKupAGtyc5TkXSRK70Pv8Yju8gTSdaCo5q0T9lBjywU151J3skku3Q",
-	"NwkYf8JoJsTHswaFkcqqWhJkxuAz33CTf8C20BvOkLgOnurUZNS8RilpoASno5FIOoE6D2ODtQEqwKin",
-	"rMzNEqVuVhntJjqlYxxUwsQxgLKUW6CIdBNMREvviML/f3oeULmeC8+env1dSCsWkOfxxnmKjrR4qA6u",
-	"IkNNJLHZlyI3MhNTmUudkojPKfQQ6RzSKwJz1BYEKHT2B0SHd6A4gfL4GZLDxVw6VAl/WqDh7PmyhERY",
-	"ubSxsEYkaV3lYpAlE80omwYqMHgm9rqDxmITdrHHmxnAqEORHJJr8tsWBNefvSrlJVsrZAfnIdajXZ2Z",
-	"6ITiR2bzOhI5EftwI1MXBtFpLUC7koOvNEyXE+0L1we8xTDL1eXcif3kxU/nz1/8+CrxUvjCzyl1NtHJ",
-	"GdnJAa6zMvnAM3PwA0lxcsD2wtbpvIOa7h5rOR6dxhNNkk6+/qcXr87Dm858qkgMS+KNLYgDXv61VC6Q",
-	"s4HiSZ744xgBhNiobusyNlZASjYIi9wnA8B0x0KTPKCP7l/905vSWBg8Y9Ect5WyWPScz0mG4myiW04T",
-	"q9DHcIOsZdbp6EQkTarsD/R01zXRZAVQDb558fJVc8zBspsL+HU+vbN2+IVfig+hdJE0JqiSh6nR1uSQ",
-	"BC/yroaaMEb4bYwSIi/58FoJpsxBVNLHz1ILOdGlDF0WZcXZT8/HwX9twr73lUMzaWkuo+EgDudwJrrZ",
-	"8Fc+gBj8xF6aBUQboXSuNAh2ogEZ6oSkkwFhh9cVQ5tBWBy761yloC2FNv4Mzlkp0zkMjocjCoSUy5sD",
-	"ZlEcXUNl2V+Phkf8iClBy1JF4+hkOBqeRHGE5p8CncOLqUyv6hL/vgR3T8Tz6p/fKwcMCOM0k3iOLkU7",
-	"dlBj76g3QXweddpF6KWy8HDZQi6nIKwpgNPOmN00HbWb6H3PIqY0EYtKlpabphlbTushZuXyiaD4iA9V",
-	"KKM5Rpro1ww/vDSYMBcgNSVj4T2S8XnSicJY3PwZLERh/elH66AUZsbHM/ElDKbbPA/BvwWJJGasdxkm",
-	"2ld+h+JHgMxugVg5muRtb1bwPIvG0de8SRtHpo5HozuQc9c6G9p3uXJwso7obKrbU6VltYx6z2b1lSXQ",
-	"HncPufqldorxyjFusfdwiT9l3Bfc+2cPm9PIRMMpr69vQMOHw865MRpydP+QNXgwDTq5f1B7dIhGnN4/",
-	"ojmPgAOOH0DXxmGXVRw9eggHmrMhNODkQetviouUANVFgYKAGVtHn0mcvUNv4vwZqQ0fvuKCxqKjWpQc",
-	"yktL5YGSCog3A5td+TwfX3Z4keYmpRpHaWyfxSFfSPCwNQWhWtV0Sf2I8TqYDB8mi2B0PNENmMyCw2+H",
-	"4mcy2TTb0jooBJHA2snhHfmx0z7V+8FcA2Gl2rLp1yZb7gZZ7QLTjkej0ejBINQWXrdarxNQ9rqTQdgN",
-	"293gw24xB8TCPUvHUXFrhtEfTGNHX90/YOM4Dg47egBlzfmJX2MZfpWi/xDUq5C6lrlXiH2qU3KAsxmw",
-	"0wP8tC8CdfU8aDZ5xFuDiRdNxZp8ou+zN6fh8MuB8nkqBhdbFxOghrLv7FRc+rR2HbbxUdWk+6JbdAUX",
-	"xiW2yuSMiadqNNh4DYFGG8Kd3j+cOv0uYt6ca96z4lrBAt0ZFQ586MbVNP+JQsWOYAdpXhfuwxZ62O+/",
-	"XpM0qyyJuZAnHffSn4TkIg4FPm6xUwd9pnRmOfqsy4l2Bj0uDMVZc9Q0ZX11vliCHisjYHVFLR/fULhd",
-	"FUKV5fvQK/xgZ6ZwVn0c7eDD1gEKn9yTPUBFg0Rw26vL6T8d27+TY3u2hVZpML2sbvtrqF/qzD1E6zsI",
-	"qn61f7E1rdhvr+Dp+LAT7++6J+4TzFGDpxBFbZ2Ygqhqrekw0YZ/DP0mtByJrypQd2FqjLOukiVVlkQq",
-	"XToHK+rSV2+E1bK0c+Oa+jiD75xU+XCiz7KMT+7zYtl2wY2i0+3di1g8lhNtj61ns0pewkR7sBLX0m+z",
-	"QmdZ5kFlv9oAnW4iS8fR0WiI/z0dfzkajRpIcDAwO1mLFiP8r2ytGrfgb+dStoV5/mm3/p3s1lmWhbBY",
-	"WiHZWHEr8Q4w9gMMV9XAqfvt1pnIgO58yUh8+PGMc+OFXIbCHRd0y1ymzY02MssgCx3JbgwlzuhilrY7",
-	"FQzK7Vm2l3rGfv9WFuIk+jCt9wj0PxX/T8X/+IrPwhZ0v2l4NBnKbuHKvIEy+QR8Xc080ukjSrF/w213",
-	"AjQnzuuy6RP1AZo+VIJ3FsZftee/B8dCIIluwMZiWrsOE8NtC5LqIxOdKXtFt0w9P3zBCIODsXjgVQxD",
-	"cd65JKCszBRsB4BGEWRnz/y9JdMlkgP5LDiGCnIlpypXbul7MVEXdBON37ztqsMa0q2z9tAzCaiWWypQ",
-	"BbhKpfZWBfjB/36vBji4cYdlLpW+52qNvk3zVPyrG+Lfxd79VJkCt7i2gU1xuGsKeS7gprm0jxtV/TtN",
-	"4IM7mghdpKClC3oaVBvXN+kEAxU92wsz6LOacZubG36FF++DoXg+o0Hr1y7SOQh5jfIvXCXDBUA4JyOE",
-	"NN+Uh7pFaZx0t3T4cD3rF87eckFC+8hhewvqbRcldB7euDz0ASM6992u3n5gOMbHtKXKzzTLOMP0WoH4",
-	"VqpcSPGLmTLOS3MzH40aZ8+DuowZP2QqoRkcg8ldQPx1b0N404JH3xzH0eJofPTV6XEUR7ZwZbicKnrb",
-	"4D0jC44v93pvFhqqsdB1nse8d2Px2UmMsnMh3Vhos9g/EH8RR6PRSHwupHNQlM52/lwxzB1j37+Kz45o",
-	"OTQrfjwOd5DQFSQdMt9HzkRjFO2/eZYNU1MQwwORZR2ILOUyNzIbi8+ONiiLGzLGYrSiV4Thl2GNqak1",
-	"Hf9fPTgwXrul4jeLiDuhenPzxpvu5SRHdJVC9+MbnBTJH5+u3r7djf5wW8e2tX4q03nPLSVxYy1+fSe7",
-	"e8v1oHvN9V3Dey7G/sO1xD8wrB89vn9YcxEp5QHHD1l/AZ80azg9fgBV7Y2LNOLxgyiji/U+DXYAxzxg",
-	"1/0ttht5T627HlrmOZl3vj+p6/M9HJ68/sYRtt4m4xlBrwOQWgqGTqPbtnOz0FyaZbhOM5nwV2lhUB1P",
-	"NKOCAraTzE4DhGguX+oMGYq/N1/TNaAT7Q/vzKXl0zcZxdvaOJ4Ogwe7gNL5RffWRDqL/bVWdo1xb9YO",
-	"TJ625yDfNAekyAsGwJl3Oi1QiF6AFto/3Z6i8iPYM7UD2tM8nVFr7yA/2RkAN+7WZ4OjWzuYe+vT4RzZ",
-	"2sxvm5/RMdLYDkuO+1jSHg3zI69geTvBWyyxQOcIw8Gvo69GfOP7NofedsZYS1u2erjD60rNbUWk9pEm",
-	"9ubQ2M1hybfXpRXIf4Na0u+SwjA2vOWix4FTxEpiE3sYK+6t7bb7+3OZ5uzRbRVaKvk2d8g4PlDTXJXY",
-	"/JK8nzQx0yQaC71K+F9+8CP8dfrdUzeic0dbU7ANVYHQ0QlGucdG0SGvP2zaIhmn1qnSayHTq1gs5sof",
-	"I6FLBT2Du0lJE94ftVlIJ6IPdxU+OGNYxRH9AxYb9Ph/1QKdE/AtxR7TmoMMdyWfjITtJa2PsK18aCvR",
-	"EH/hf+yim3A0ydBfxFHIgniQ4IMvf/Vj2cz4n+gItDgaiUYgxee0Up8Dbq4VU0T/U9a7IJ9KyUz+pqnU",
-	"w7Ol9Vv2fuNsKYgkZw/dkpl0QpJkBlPQ5U43iwpS1D+FF6YNIyE+T7anxWQteOHxUXMSnB2vyug7dunj",
-	"ThIeAonxbRsVh8ih5264E383HPlCfPPyFl3QyAx6gM8FdKh++/CtvD1n3DyF2l5s+Wei+Gei+Gei+BES",
-	"RdN3DLs3SVxvLbQned+8XcXv0RFwU4G9BV2dROdex4eHR8dfEnrkaPzV6KsROQ0/+2ZA9tLjcsKx1jbI",
-	"ZzIom1i/u5d6PHFb8ab2Blmatl7s6FBMbtKrzowYJW7Pd7Z2+GTPBtSo2EA/9eIb/cyhc7h6u/q/AAAA",
-	"//8=",
+	"7H2Ncts4kvCroPhNle1dSpZsZ2ei1FWtZyZzk52fzCaeL1UX5jMhErIwJgGGAC3rUq66p7kHuyf5qrsB",
+	"EpIoW8okmZut7FbtxiIBNBr9j+7muyjTZaWVUNZEk3fRXPBc1PjP74QS2UvxFv6dC5PVsrJSq2gSXcwF",
+	"y7nlU27EgWHZnKsrwVRTTkXN+MzC/7JavG2EsczOuWWLWlsxjOLIZHNRcpiylEqWTRlNRnFkl5WIJpFU",
+	"VlyJOrq7i6NnuSgrbYWyL0RV8KXIN+FIbd2IlC3mQjE7F4wrsxA1kwb/msnaWP+b1czOpWHttNly8INY",
+	"xqx2s68CJxRA9jqCBaI3LYDG1lJdRXcAYMVrXgobIusctr4J5jlL8fHgpXibEhhZIYWybMGNA1Dk7HC6",
+	"ZFwtmdK5YHrGOMuKxlhRH00SBRvyGK0bZZhWmaC58P05zFRVhRS5x7i0IlGHteD5YKmbeoC/wEDG2UwX",
+	"hV6I+ihmGhH2aHTmTu4RM0N2zgqtRKKMqG/gNBFGw85GI8YtrT3TcMo4KZMWAVDaspLnYpioKI4k7J3o",
+	"KYojxUvAICGCEBUifKbrkluigb+dRXFU8lsij8ej0Zfjx49PHp19eTZ6/HgcP0Q5uMQrLu3mSfwki0Ia",
+	"kWmVGyCJuS5yxDOXJTvkLDXCpoCRNBdFegR7BcQ7LCzmshCJkpYtdFPkzPJrAXueS3U1AVzMddGywazW",
+	"JRvBIqej0Wj0IEoQ4BX+8AjA8fHO/JItfxDLza2PAZSTR4/YdGkFnjAdXS1sDUSzkHZOm+WlYNcCaDHv",
+	"fnC0l6jDUti5zmNWcTuP2VTnS5qS3tfXQh0BQbVkvc6KieJXXKqYVkw7Ph94Rp8w5OsYZ3RU69D8BKe7",
+	"FstE4XAOv4u6ZQ1p2NnJCeyuFrPGCDeeXQtRwSQwdMh+EEvDCnkjEpUOBjIQCdYWKTvMxYw3hWUnZ2x+",
+	"hFCYpr6RNwLFmrG8trQEJ7wliiPGfmscdw7ZK6CVkHiA1AxbW67kt4NrsTQpDDeJAsrbfAPRm4JIsHMh",
+	"W26MW/ZrVI4iV4kF4UYav/8YmbJuPL4fjU5Zei2Wl4UspU3ZIe5OA+KkNUgNy5g1ysoiUbqAeQE0Jm4r",
+	"WYuje8h4TbKu0/KPQl3ZeTQ5efQIadn/Pe4VrrUwlVZGoGz9mucv6Hzhr0wroBb4Jwq8jAOFH/9mgMzf",
+	"ReKWl1Uh6M0c5p3y/NLRRxRHoq51HU2iShsJA9nZeAK7E5kVIAtueNGImM10o3KWRHdJFN2FW/miFrNo",
+	"Ev2f405vHtNTc/wU58YNbCpMT6IoNo3lVpSgAqRhJS9A/IEKqHhtRMwAI8BhTsPEjJBN7HY0BIi+FnOp",
+	"8h0Q8rtB71RMjsTUqRnh6C8NpHrKgB4MUptUqE0A3G/QRjD/rpV4r0MkG8NcXsEE3SlmWpmmFDUruSxI",
+	"9XPL2rMdn4ziVo4BNRvrrZVrUVlSfOOTCfuf//rvD3TMHqID04EhDSNWsnOutsCSqMM03GR6RLKuFMZw",
+	"sK4Qq1Nt5+28BrgRcKvVrJCZ/fjEcI46TzGZo5L8e6PkW7DAkGmeeCGNZg1QhhVq6ABEnHzdmOUnALLV",
+	"CTx3opFsru5kAJlwKnWjFAB8mPqHl9PGLFNise90PZV5LtTHh/ln4Cs0yXKwQ0ymK+G06QGAWQgQ94rp",
+	"StTcathDrRsrGDfXXnmvDotRVyGgB3QaAn6a1nphRM0qoCkwMhXTtbySCln7St4IRbMNBpmuzYAeHoF1",
+	"vO4aDH4kDbBhajxXne1KogMtUkkGIhB14cQZKik4AO4h7J4eGPbrix/JuL9WeqFWLfQNpXEXR99rY3/W",
+	"9pwQ+SnYwVuG0s51Yxkn3ANz/OPVBWlObztrVSy9EjBgKxrBAGCUWYkqtK6mPLsm2tQ100qE55EOBnNt",
+	"QGPnOjPHc2urYZnHLIm+piM1SXTkBMIzZUWtePEpMECWklSBrYPM84NYvhBggXwKFSXW/ToUQWj/oZuy",
+	"aiUifD9r+x3o+PfSRkrbS7QQVlRRUYgM5f1vemqcQ8RmUhQ5CBpuP4CGOVesUcgNLFhP126ZQ12TXCAB",
+	"5qymC1kK3dhPcxDoEOTSmQp1DVazswU6CgHxBdLZEmSk6TKtlNsQesjagFd+F0cXWn8azQHwEwPzAuBb",
+	"kqvNwURTAfNys7IX9CJw3CDTKmvqGsgwZYWwBtmY5jTN9DeRoTHunWgyThS62kLlTpJLxU4ejVhpJix0",
+	"+xfOw64bNWQvhcrB7UZfijz3RKUvwHz3dpjzc8lkD4R38NKm7H7ZOccLLi2bipmuYasqBzkdwoNL9wrl",
+	"zi+9o+P7kddX4hPSnzSsgCUDi6slvHRATpXOlymS16+KN3aua/mf4v2kQRNO0AmEUhrUbVPBa4xAXQv1",
+	"gYzMcEr0INxSumaLWqurNXX96tWrwXlj50JZ2I1YRXWfJv1V8RsuCz4tPtGxGQtkNgMrPmeHzunntWj9",
+	"eHRJGcZe6mtDxPfE2w2JasMNRreMgnPmyGLO9riRRk4LQVGvNd5KFGnbpmKHadPtHwxxcI1bl82wmitW",
+	"cWM3pUD70sCJNvCwUdYdmAmQHobj/DOKLQDcAGtViTxOFGwIztIb04dpO+llO/CJ38BKdMELqjVlCA8w",
+	"bFXyJTsMvP+jSeDErYgXMOFA4oEuwZfaUKA0tHXHRiC0DYbMwP7RMzaThWD+fHVtwK+xWl8CYJediDfp",
+	"UdzFiHxM0btqgSpweoAMm19VKex78iiM7JgzzUWBejql2DQbMTCjSCADVchaGDb+ECqbpW4+ptIWy6Ww",
+	"2/yldknk3fPZDEMTuNU8R8ePF7/U4AlYKUw0mfHCiPVVv9cLooVcZw1RrY8WeWM1rYVtavB/0i4+XwUT",
+	"v4t4sPgD8Ue3xzyavO6GdZFzjboP0HmOh94XJW/p/MBbzQCRVuL5LJq8vh/9L/TCRHfx/S+1uLx7cxdH",
+	"X3ObzTto7kXuKlpqYZqC7kukFaV5iDbcInctNnhd8+UG2vy0fVhDYIMo2B7QdoJrZ4D/2Yh66Ve7w3jd",
+	"Mxo3fmAPwWJ926Aw0J4b6CzdTXUVR7cDXaMbOr6LI5n3Xias0Wsw6PQujnQVXvlUDciJXBTC9lz9BENP",
+	"7uI2irhJziTGylLaMBJ0CJqkvQw6iuKeiw/PZ+P74B4B3vViOybvP+D/y4tGRD2yqmoAXi80WCeY2CGf",
+	"GviJ7n0IPyQu8UYp8ITJ7SkERg1WSSDYwdk66bS4jMMTx+PBg91OT2ZfgupG7cQOjmrX+XeNjHwI6V4i",
+	"hXNT4tb2E0xLJ1YznoGfV4j8SvjLPmGECxmSbTTnKi/Q5txORaP7qOhhEg6gyAPw0HTiOcO7EFDg7kLv",
+	"PeEYr9NCi8s4JAtEXNwe3z0EcZ5d7y1kutMLrivG7uotuK6ouLWiBgT9v9fng//gg/8cDR5fDgdv/vpF",
+	"FN9/8iGuP9CN575Y7EVaobPrn/SN2KSBp7c8s8US3Vg9YynPb7jKxGVpUnZY6hugTTJjUyMs/WyEPVrV",
+	"3HucQ7fA/Ug6eXR6Njo5HY2+fAz/ifeyT7o1etCxn3LFTX88UN38m2C+8ef2831aoBdmRSN6Yh+yFEwq",
+	"9uzl88FXfxuN2a8X35BEL4OLczja1sCOTkYnfxuMHg1Gpxejx5OT0eRkNByNRv8RPaA5lV5sQ9weFO5m",
+	"wem2kDaGoX8S5ZR4exUVZC/cy7MFv7oUytZuxCrWnCz08eww2FjikpPViHYBrpNUubglL6oEs+4Sf+iT",
+	"ntsx8TeEzFhwqSzPPBHuDV14sMxI0DPSEpjeO3vCnOZvXXAf0saYnjTMirrcD/wvAfz2+sC9N9W6EFyt",
+	"GgnARx2O3vsA9JXHPpzlkm4UQM1OBW2DWzcA3tNXMUxZg7lT6xL9/75Ns8PRBlaO9sPEI6BoPrOXPM9r",
+	"YcyDJm5TF/2qWulcHBj2/cXFL93NSZchBDs2AOchpx9qkek6p3t/QAa+D4cveG6OnjBRGOGO/iFmvtH2",
+	"oZM8XWddCXbLys79PC1pPMjQ53m+p+wjht8nH2Hd6F47q9VzmGtjJ5WurcvW8IcyGMA4Ugrvs/I4RLJL",
+	"T4kmtm42HH/cNeN5Dg6/0mpwozGchOaauxDsjrPnoE4ePqgHz+WFKJ018VGPpgfSe0B7abltzKYOcPkM",
+	"2yRMr/jwORBzUYv9BTf5hXst6O98YKDtN/nvlzEy71vJCYeH7FbUNPuA60Kv+6OnUwyXgZe2uiI9N2vZ",
+	"j0YI1Wkw55jst/jjbvF+dHlFQzdA65K1VZSYKIjXOg8JTreak+lbXwX3krTTHk7riuVzj+86plgChUt9",
+	"FKTw2V0+UxT8Lq5ymXMLuzLzxuZ6oe6NkIDUMn0JxIhJoBaKSIbcBOrp/gDJ9vP7CnYJtsh+VuVZv8QD",
+	"jLj51lg2XpMZKwxCW96g4u4A7xFRFzVXZrZ3PHIbsaLGwDxXcNAc28xlxax+guRJV5Qg21kls+s99dPd",
+	"Xd9OVoJ1e2yiDVQ/EGxe4yC8+N6dK76D1x+K5FBG47122LofAiPiYA8tYG/uxZF571DoHoKgO5GHItDh",
+	"9H2A0yXHpgbtCWc9U4yz9HgKxntKeT2jwZQbkQfJj+5yb7hzoIjibPmKqFrN71y7jJ21OVzxStYGZTFf",
+	"wk8u7wqZ3CXSxe19kdX6Eq+Sozi6FsvLmnJa6A+8RXMvTRuzxNRYl3qDkLR3qHG0cYkXxdGUcjgBsstW",
+	"4FLG1RpkYFeu/eS2HEzXd80WdXFJD+JKKuVDAW7hT3z1dF+5hC68bXaJ2iC9h1G8B9fQ5O5E++iNuHVP",
+	"YejNFE8fRjtLYM7NHM9Fvm3gSK6EjmLVFMWbOIL/o9tuMqrvVcU7yIc4srbodcovMB9eFPmBYenfMeFc",
+	"qhU/PGZVLdCQwJwxKtiAEYlCPxWsHa3EhPEuUF/wyoiwKsQvgTGdqmjoBhhNFlZoddVW6ii9cDllM1C7",
+	"bwtMK3t6W8l66fK9d7uSOGulS4d7ib7jrNAcCZTit+B0wF+yFMbysoriCC9u6UTup8h+uYsDYnf0fYT0",
+	"veAF6LC9KGkr7S/p6j1IWXhCR0WGH+GZHmwyxF0c6eu+WQVGLbqZLb8WLnPTDDddNrCt4L1+CsNHBy5r",
+	"ASN27kQ0aHmCra+waRW9+DKt0ofVlWvC/XCLue1mG+zdPXD6xfh//uu/v1Ap7GEndddeba1qujh6C9D2",
+	"ZasKMjj/+WOgmQ45szWXBbjO6ZOUItyDQYouGF2n18Kn7B45Bbazo0qg9KH0xQe/04P91XoRY5wn00VT",
+	"KgxiIUuxw1TmqavPmemapX9Je67tCDDTd2lPuS0ueaIrCTswLm21SzLY+QQBBz3nR/vbBEEt2T9ePv+Z",
+	"ktBhkVVZjvkUImtqaZcvYQXCJKVQbSHAIFcMc6xSdjhrioLxLBPGHLmN/uPVBbsRtZz5+ilMAfptYQdG",
+	"ZLWvJKNfqMoHqGguipzKEQUlduO9ymBQ6UJmyzRRJIxpqWGZHw3ZK59erJYMbBR51dRU2tOlgCkhcsqT",
+	"cekjKCtoky0u59ZWlKMi1Uxvbh75ABOSO83iCz0JKznTN6LGIGPMgIxh71J5Dhqyi7k0icIsIFeHiQHJ",
+	"TCtb88xOVpPxzLUohAUNp3ImbkS9ZC+//eHAJPC2MhhJA0a7EkrU3Ircx2O7sg538XzDC/RNDRM8m3f1",
+	"apgoZiyTdpioRD3FNVCy0z4NRoVwNk50hBmE6buE5H8STVgSJc1odJq5Wgz8QyRRzBI0XZJokij/zrVU",
+	"uX/hLn0SGMFuVQzNpUnEbRJtM4yH7Bzr65zCd9lrhTTWe8ldReYZS1vDFtdzr8H4oDwgUZyR0Qv6KdfC",
+	"ZePz63CyRyzdtIxTX6uHifUp4vG8TZ3LeF0vMc9RwzvfUGbWgGShE5zerx08VZnOMeMIqKTN/zobjVga",
+	"2PE0jATWWiYYWD1VrW+XQHWzWiubqAzLMTHCCWME0FJhBFqk6xmguPWAFP796YUvpXBY+P7p+beY+CCK",
+	"Il6riwyoxeVXwi5y4EQkm0POCs1zNuUFVxmS+BxND5bNRXaNGXiNEUxIUPZHCIdToDCBdBf7SIeLObfA",
+	"Eq7qr8XsxbISKTN8aWJmNEuzpi7YIE8TRamRbX7X4Ht2EA6asPVcuQM6TF9BMGTpMaomd2yecF0NdcWv",
+	"SFphBRO6KcaVKFidqBTtR0LzavlIyg7FLc+sH4RV1wLkSiFcIGK6TJSLax/REYtZIa/mlh2mz3+5ePb8",
+	"55epo8Lnbk6u8kSl5ygnB7DPWhcDh8zBT0jF6RHJC9Nk86DUJSxPPRmdxYlCSkdd/8vzlxd+pXPnSSLC",
+	"0njtCGJf9/aKS+vBWUu9TJ+4skqfOd6ybqcy1naATDbwmzxEAUBwx0whPYCO7t/909tKGzH4nkhz0gXS",
+	"YtZTZ5sO2XmiOkwjqkDH0P1Zh6yz0SlLW0/aFeaG+0oUSgFgg2+ev3jZlisaUnO+6IiqcFeKWGlRzH3h",
+	"VwKpMQWWPAavVRci9VrkbSMaqq7TBVYyYQUTmCyV0FUhWM2d/cwV44mquL+EkYad//Js4vXXeq3OobQg",
+	"Jg3OpZU4in09baLaA3/pDIjBL6Sl2zwnqQqpBCMl6tP5LeNYzuVPeJUxlB74zZG6LmQmlEHTxtXSnlc8",
+	"m4vByXCEhpC0RVsoHsXRjagN6evRcEyv6EooXsloEp0OR8PTCLNU5mjoHF9OeXbdYI7blbAPWDwv//mj",
+	"tIKyeMnNRJyDSlGWFNTEKer1zGtXKhCmVWe8dDliJV9OBTO6FOR2xqSmsWQ+UYcORQRpyhY1rwzdqeYk",
+	"OY3LC66WTxjaR1QJh1WQYCMl6hXljF9pcJhLwRU6Y34dTknV3LJSGzj8mViw0rhsNmNFxfSM2izAIpQB",
+	"vV7ERs88RSIyVi8hEuUCw0P2sxC52ag8IGuSjr3dwbM8mkRf0yGtlT6fjEb3pDvfqHxo3hbSitPVNPw2",
+	"+D2VitfLqLfGui8sAfI4bFbhthrE6qWlZPPeikDXLaTPuHfvHrddRRCGM9pf34AWD8dB/TcOGT88ZKWm",
+	"AwedPjyoq/fEEWcPj2iLyGDAyQ5wrVUo3sXRo10w0Bb04YDTnfbfxh7RAWrKEggBPLaAn5GcnUJv7fwZ",
+	"sg0V+lJAYxGwFjqH/MpgeKDCMPHtwOTXzs+HxY7Dq7tekfPMX2WSFxq3fJlSYcIT8pKaChyldIH6tTQO",
+	"GhDzIHdqumJzwSu3JDlMrjdDqW+61hET0u2JasE75tl1SvYgQy8ZxnDUDBg0E3VbM8wOz0aPE7VeJgzm",
+	"dpsU+WCJN9q8Z+MRWy30BnBJFXnXECYFNcPKxlgqCOW4uI/Op8xVc1ALChCiQ/azbuswX377g2FLYfsE",
+	"zQvB82/aS6mwi83rd9TZgaITbWOHIIuwi2FQlLS3w8PvTJm8u4u3wREkBa/0Ebov7tI/l4/cd9O0SRUE",
+	"vs/dG6/2Xhn3Jez1L7Hg21YI59+lucubvZTCfkVZnhK2dTOgx523/VCG8jJMTB5G/2IifvT44QErzQ5g",
+	"0HiH/YftMf48uuSirXGwou3U4/t/ARvkYdOF3lTyUJ0Eed1bVQrIbIwfa9OjV75pgeFdvZM0myqCwlA+",
+	"lx71TKJSD1TKSLlYpxKwxjboJAFb21nenmfXnbh1hvHXOl/uW8bm09MjanUS5nRPxiejL3euVAtS5O9W",
+	"A9MYLv34wqZdeafuKbFLJvpscG5Io68eHrDWAuB95dF4h920dd5/HgH2k8aeXr1Ulzc1nxbL3QVUoe8T",
+	"TRcY/8GKiRWnEE3N6RJV5mS1voLMVzCSVZyotr7CCAu/DtmvTiIJZpbGipIhCCSiKKSJsZuzPqkEO8fy",
+	"gd8jlMJajRMwZHaXQW3FyacWQb5kYpsAgucHBlupwdH865kw7yk0PpUA+P38jF2zuGp44RjiEO/mSX+v",
+	"B6nxBXrbXXyGvq3nbIwCbfVmn7dZGhgH8jVxvm0P/DiQ7m4GHNaNpprAoRQvCm4Z+7h2NZP5o7JJuNAW",
+	"XoGN0bVyrQsq3scMDPAXwqIMamOGyY//cuz0h5B525PvwLAbKRZMz+iyzIUrnblLf2FEJFRijppXifu4",
+	"q8bp11+vkJplnsZ0ec0tpZc+8QH12F9qU9YpJpXOpMoNRXaaKlFWs5xbMWTnbU8s8hqZdReEoLFyrDWs",
+	"Mc3JJdFsZwV/s/ijT597b2UmYVZ1Eu2hw1Zzdj+5JtuBRT1FkFMWYvqzYvszKbbvNxK42zI3YrfDlUI4",
+	"zEbbheuDooJ+tn++MS077NpHBzrs1Om7sDVgejRMlNcUFMycirbp4rp+9DlWIDlSd5OGGTVTra2xNa/w",
+	"NpVl3GZz8trpxpIZxSsz17aNUlE9iuWyGCbqPM+pxSBtlmSXuJXYhi9sIuzKm0D2mGY2q/mVSJSPEUh7",
+	"jxQ6z3NXZ/G7BdDZerHVJBqPhvDfs8mXo9GorZLzAmYvadGVzf1vllatWnDBc2ze6SI7n+XWn0lunee5",
+	"N4sxIoekS+lz99Qn7iC46rbCsF9unbNcYL/inBq94us5+cYLvvSX1ZTEUBU8a7sx8zwXuc/CC20odo6N",
+	"b7uMLC9QtnvZjuqpHPJDSYjT6P243hVlfmb8z4z/8RmfiM3zfpvk03oo+5kr8zZ93zngq2zmsvs/IhW7",
+	"FbY1L2xb4zVVmxvVl8T/vhS8NzH+rjP/IzDmDUlQAyZm08YGSPRtITnGRxKVS3ON7bCfHT+nrNqjCdux",
+	"Z+SQXQTdDKtaT4UJii7QggzOzF3+TJcAjihmXjHUopB8Kgtply7/KAoTzaPJ6zchO6xUdwR793lCPpN7",
+	"SwSqFLaWmdnKAD+55w9ygBW39rgquFQP9ADtOzQHxf92QfyHyLtfal3CETfGoyn2l4OAcyZu25tzSs7q",
+	"P2lMuL3nEiGsjsH29V0lB8U3sagXg55dZ0/8W84otZOS3EpH3kdD9myGg1Y/GYKlwfwG6J/ZmvtOxTAn",
+	"ZcUr+h4B8Ba6cdxuyWqD/WykmfRhuXvluPuCz7aOjsHLax++2WFE8K0myq14D3OMOhdxWZwronEqTekI",
+	"4jsuC8bZb3pKtQ2KElhBqJH3PGiqmHLmdc0UJYSDc+erXMK2ja+7gqnXJ3G0GE/GX52dRHFkSlv5LtrR",
+	"m7bGKTLCUhfyd3qhRD1hqimKmM5uwr44jYF2LrmdMKUXh0fsr2w8Go3YXxi3VpSVNcE/76i0E2zff2Nf",
+	"jKnlH8wKf574ZqnYKzUA811kdTQB0v67Q9kw0yUi3ANZNR7Iii8LzfMJ+2K8BlncgjFhoztcwg+/8nvM",
+	"dKOwI9bdzobxSjvND2YRB6Z62yL0ddhFdYzdxcI/X8OkAP7k7O7Nm/3g921FN6X1U57Ne9qpxq20+P2X",
+	"6eEX2gbhJ9ruG97zUbfPt/J2n9Qiqk9HP+Bkl/2X4pN6DWcnO0DVfRoCRzzeCTKfTvUJUgRgzA6n7r7A",
+	"tOb3NCrU0LwoULxTCmqo810JKGr9ta4OvZeM51huuJEhKg0zc71QFJqlFPV2sjBLNE4UZcL7eiYUO23y",
+	"b9slOhgyZN+2P+P3ShLlCtbn3FDFed5mSuF0YDyYhais23RvTCTY7O+VsiuIe73SQ+Ssaw3yum0KgFrQ",
+	"J2g6pdMloOIClM6Jb3edA9wI0kzdgK6CPRi1sgbqyWCAuLVb3/WKbqVXzda3fe+ElZnftI9BMeLYACUn",
+	"fSjp2iG4kddiuR3gDZQYga01fLOD8VcjSmjdxNCbYIwxeGR3uyu8kGq25o61r7S2N5nGmJeKbfazWvA/",
+	"QSzpD3FhqB6yw6KrfUSLFckmdqVbcLYmvO7v92XaevttEVpKrvRtFS0VkbffdGifpO+S1mZKoglTdyl9",
+	"tdSNcJ+CDCvNWdBMvg3Y+qiAv9HxQrlHRv3TpXL/a7otLoU2iNIrxrPrmC3m0pVO49cPHIJDp6Q178ed",
+	"FxJY9P6jCjt7DHdxhB9fXYPHfZEVlJOgzym5Oq5CcP9Rp9MRM72g9QG24Q9tOBrsr/Sh1tDhaJ2hv7Kx",
+	"94JoEKNi739zY0nMuEdYW8DGI9YSJPsL7tT5gOt7BRfRPcp7N+RcKZ7zD+pK7e4trX4O4AN7S54kyXsI",
+	"Q2bcMo6U6UVBiJ3Qi/JU1D+FI6Y1IcH+km5OC86a18KTcdv9iBSvzPE3UumTwAn3hsRk20HF3nLoaZd8",
+	"6toloy6ElZdbeEEBMvAFqoUNoH6z+1G2PiN14zkWN+C/GVsLXq6GBNeldSFvsAq3Xm6m08fhdwixKLmy",
+	"k0RtrJC67wUIll4Jm/rvFqbIWvSQY6YrqKAUbVr3DSzXu7Z0d//YtCiFX1OGC5ijGANbiKVUKiNqm8Ys",
+	"baqcW9F+01nAv3EAlXfRNVMbFOP+vgnMW5X74tHOZF7/ngN9WMewVOaT9AlLf+TGDp7ijp99m7JamKYU",
+	"5p5agZ0Cr/0fRvnsv3/23z/77x/Bf9d9HaG2+e7vOoP57vihutcL30eEG6pGZb7fxorkZD2Cc6brRIHU",
+	"dKZHtyx1m3HmCT3Ef7vfSZi6B/QHPUl7yqKoAh6lLYpa+hDZAi1/UkCbspOtic5EgezEezYQdr53j66N",
+	"/2K+m4W2hsJwgjGEQEL2WeWvAKJvwirQvurViuNVcF/R6D3lqw8Vka5rQ08fmVbUqcv1MZHGdUeo9WLo",
+	"P5W+Xhnq2iJvv36L3/X7t00Jvi03fvkDw1plSbeWcBbroKD3tg0YGr4/NKjxfPiIOj/fkLclWFZI6u6Z",
+	"CXmD3/NHJQannSinE11KqrToyxm+NAzvJSnBML3ilVPUjvY8XbqOTkfOrbM9H9f2Dt61qOw9H6xf0dUr",
+	"CPhAn2bZpXL3ASNsJ/Mg5KYNnsZ2UOTLOUPpcw7+H9R4IbCgtXKtVbpgC/ZVe4m5AYOXcKBImman+rPV",
+	"zIOuud3rN3fxO6BCyjkgKYnNxrEV3OT4eHzyJSaXjidfjb4aoU/pVltn+hcubdd3eusYiSTKppigFJC4",
+	"uxBHMYC03V0nW2ySUOjsOphRVybqk7phP5YD44tK2FpydG/5g9cHLrFoc/Yf/elIF9wK8tC28NbKxL6Q",
+	"/s3d/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -67,6 +67,8 @@ enum ErrorCode {
   hostNotAllowed("host_not_allowed"),
   requestTimeout("request_timeout"),
   tooManyConnections("too_many_connections"),
+  consumerBusy("consumer_busy"),
+  changesGone("changes_gone"),
   network("network"),
   timeout("timeout"),
   unexpected("unexpected");
@@ -146,6 +148,99 @@ class BatchRequest {
   /// The JSON object of this value, for jsonEncode; an absent field is left out.
   Map<String, Object?> toJson() => {
         "statements": statements.map((e) => e.toJson()).toList(),
+      };
+}
+
+/// openapi.yaml's `Change`.
+class Change {
+  const Change({
+    required this.collection,
+    required this.id,
+    required this.op,
+    required this.position,
+    this.row,
+  });
+
+  /// Reads the JSON object [json], as dart:convert decodes it.
+  factory Change.fromJson(Map<String, Object?> json) => Change(
+        collection: json["collection"] as String,
+        id: json["id"] as int,
+        op: json["op"] as String,
+        position: json["position"] as int,
+        row: (json["row"] as Map<String, Object?>?)?.map((k, v) => MapEntry(k, v)),
+      );
+
+  final String collection;
+  final int id;
+  final String op;
+  /// the commit's position (its Fenec-Seq)
+  final int position;
+  /// A put's document as written (absent for a delete, and on a server with no file).
+  final Map<String, Value>? row;
+
+  /// The JSON object of this value, for jsonEncode; an absent field is left out.
+  Map<String, Object?> toJson() => {
+        "collection": collection,
+        "id": id,
+        "op": op,
+        "position": position,
+        if (row != null) "row": row!,
+      };
+}
+
+/// openapi.yaml's `Changes`.
+class Changes {
+  const Changes({
+    required this.changes,
+    required this.consumer,
+    required this.next,
+    required this.position,
+  });
+
+  /// Reads the JSON object [json], as dart:convert decodes it.
+  factory Changes.fromJson(Map<String, Object?> json) => Changes(
+        changes: (json["changes"] as List<Object?>).map((e) => Change.fromJson(e as Map<String, Object?>)).toList(),
+        consumer: json["consumer"] as String,
+        next: json["next"] as int,
+        position: json["position"] as int,
+      );
+
+  final List<Change> changes;
+  final String consumer;
+  /// the position to acknowledge once these changes are handled
+  final int next;
+  /// the acknowledged position the read started after
+  final int position;
+
+  /// The JSON object of this value, for jsonEncode; an absent field is left out.
+  Map<String, Object?> toJson() => {
+        "changes": changes.map((e) => e.toJson()).toList(),
+        "consumer": consumer,
+        "next": next,
+        "position": position,
+      };
+}
+
+/// openapi.yaml's `ChangesAck`.
+class ChangesAck {
+  const ChangesAck({
+    required this.consumer,
+    required this.position,
+  });
+
+  /// Reads the JSON object [json], as dart:convert decodes it.
+  factory ChangesAck.fromJson(Map<String, Object?> json) => ChangesAck(
+        consumer: json["consumer"] as String,
+        position: json["position"] as int,
+      );
+
+  final String consumer;
+  final int position;
+
+  /// The JSON object of this value, for jsonEncode; an absent field is left out.
+  Map<String, Object?> toJson() => {
+        "consumer": consumer,
+        "position": position,
       };
 }
 

@@ -120,6 +120,10 @@ public enum ErrorCode
     RequestTimeout,
     /// <summary><c>too_many_connections</c></summary>
     TooManyConnections,
+    /// <summary><c>consumer_busy</c></summary>
+    ConsumerBusy,
+    /// <summary><c>changes_gone</c></summary>
+    ChangesGone,
     /// <summary><c>network</c></summary>
     Network,
     /// <summary><c>timeout</c></summary>
@@ -154,6 +158,8 @@ public static class ErrorCodes
         ErrorCode.HostNotAllowed => "host_not_allowed",
         ErrorCode.RequestTimeout => "request_timeout",
         ErrorCode.TooManyConnections => "too_many_connections",
+        ErrorCode.ConsumerBusy => "consumer_busy",
+        ErrorCode.ChangesGone => "changes_gone",
         ErrorCode.Network => "network",
         ErrorCode.Timeout => "timeout",
         ErrorCode.Unexpected => "unexpected",
@@ -183,6 +189,8 @@ public static class ErrorCodes
         "host_not_allowed" => ErrorCode.HostNotAllowed,
         "request_timeout" => ErrorCode.RequestTimeout,
         "too_many_connections" => ErrorCode.TooManyConnections,
+        "consumer_busy" => ErrorCode.ConsumerBusy,
+        "changes_gone" => ErrorCode.ChangesGone,
         "network" => ErrorCode.Network,
         "timeout" => ErrorCode.Timeout,
         "unexpected" => ErrorCode.Unexpected,
@@ -216,6 +224,70 @@ public sealed record BatchRequest
 {
     [JsonPropertyName("statements")]
     public required IReadOnlyList<QueryRequest> Statements { get; init; }
+}
+
+/// <summary>
+/// openapi.yaml's <c>Change</c>.
+/// </summary>
+public sealed record Change
+{
+    [JsonPropertyName("collection")]
+    public required string Collection { get; init; }
+
+    [JsonPropertyName("id")]
+    public required long Id { get; init; }
+
+    [JsonPropertyName("op")]
+    public required string Op { get; init; }
+
+    /// <summary>
+    /// the commit's position (its Fenec-Seq)
+    /// </summary>
+    [JsonPropertyName("position")]
+    public required long Position { get; init; }
+
+    /// <summary>
+    /// A put's document as written (absent for a delete, and on a server with no file).
+    /// </summary>
+    [JsonPropertyName("row")]
+    [JsonIgnore(Condition = JsonIgnoreCondition.WhenWritingNull)]
+    public IReadOnlyDictionary<string, JsonElement>? Row { get; init; }
+}
+
+/// <summary>
+/// openapi.yaml's <c>Changes</c>.
+/// </summary>
+public sealed record Changes
+{
+    [JsonPropertyName("changes")]
+    public required IReadOnlyList<Change> ChangesValue { get; init; }
+
+    [JsonPropertyName("consumer")]
+    public required string Consumer { get; init; }
+
+    /// <summary>
+    /// the position to acknowledge once these changes are handled
+    /// </summary>
+    [JsonPropertyName("next")]
+    public required long Next { get; init; }
+
+    /// <summary>
+    /// the acknowledged position the read started after
+    /// </summary>
+    [JsonPropertyName("position")]
+    public required long Position { get; init; }
+}
+
+/// <summary>
+/// openapi.yaml's <c>ChangesAck</c>.
+/// </summary>
+public sealed record ChangesAck
+{
+    [JsonPropertyName("consumer")]
+    public required string Consumer { get; init; }
+
+    [JsonPropertyName("position")]
+    public required long Position { get; init; }
 }
 
 /// <summary>

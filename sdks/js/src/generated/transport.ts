@@ -48,7 +48,7 @@ export const HEADER_IDEMPOTENCY_KEY = "Idempotency-Key";
 export const HEADER_IDEMPOTENT_REPLAYED = "Idempotent-Replayed";
 
 /** The `code` of an error answer. */
-export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"] as const;
+export const ERROR_CODES = ["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections", "consumer_busy", "changes_gone"] as const;
 
 /** The `code` of an error answer. */
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -71,6 +71,38 @@ export interface BatchAnswer {
 
 export interface BatchRequest {
   statements: QueryRequest[];
+}
+
+export interface Change {
+  collection: string;
+  id: number;
+  op: "put" | "delete";
+  /**
+   * the commit's position (its Fenec-Seq)
+   */
+  position: number;
+  /**
+   * A put's document as written (absent for a delete, and on a server with no file).
+   */
+  row?: Record<string, Value>;
+}
+
+export interface Changes {
+  changes: Change[];
+  consumer: string;
+  /**
+   * the position to acknowledge once these changes are handled
+   */
+  next: number;
+  /**
+   * the acknowledged position the read started after
+   */
+  position: number;
+}
+
+export interface ChangesAck {
+  consumer: string;
+  position: number;
 }
 
 /**
@@ -182,7 +214,7 @@ export interface ErrorBody {
    * In a `/batch`, the 0-based statement refused.
    */
   at?: number;
-  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "too_busy" | "internal" | "unavailable" | "statement_timeout" | "behind" | "no_leader" | "origin_not_allowed" | "host_not_allowed" | "request_timeout" | "too_many_connections";
+  code: "bad_request" | "unauthorized" | "forbidden" | "not_found" | "method_not_allowed" | "conflict" | "unmet" | "too_large" | "key_reused" | "key_limit" | "too_busy" | "internal" | "unavailable" | "statement_timeout" | "behind" | "no_leader" | "origin_not_allowed" | "host_not_allowed" | "request_timeout" | "too_many_connections" | "consumer_busy" | "changes_gone";
   /**
    * What is wrong, and where.
    */

@@ -28,6 +28,8 @@ from ._generated import (
     HostNotAllowed,
     RequestTimeout,
     TooManyConnections,
+    ConsumerBusy,
+    ChangesGone,
     Conflict,
     Forbidden,
     Internal,
@@ -46,6 +48,7 @@ from ._sync.client import Client, Collection
 from ._worker import Backoff, OnError, default_backoff
 from ._worker_async import AsyncHandler, AsyncWorker
 from ._worker_sync import Handler, Worker
+from . import live
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -63,6 +66,8 @@ __all__ = [
     "HostNotAllowed",
     "RequestTimeout",
     "TooManyConnections",
+    "ConsumerBusy",
+    "ChangesGone",
     "Client",
     "Collection",
     "Conflict",
@@ -99,5 +104,6 @@ __all__ = [
     "default_backoff",
     "expr",
     "inc",
+    "live",
     "raw",
 ]

@@ -131,6 +131,14 @@ class TooManyConnections(FenecError):
     """The server's ``too_many_connections`` error; ``code`` is ``"too_many_connections"``."""
 
 
+class ConsumerBusy(FenecError):
+    """The server's ``consumer_busy`` error; ``code`` is ``"consumer_busy"``."""
+
+
+class ChangesGone(FenecError):
+    """The server's ``changes_gone`` error; ``code`` is ``"changes_gone"``."""
+
+
 ERRORS: Dict[str, Type[FenecError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
@@ -152,6 +160,8 @@ ERRORS: Dict[str, Type[FenecError]] = {
     "host_not_allowed": HostNotAllowed,
     "request_timeout": RequestTimeout,
     "too_many_connections": TooManyConnections,
+    "consumer_busy": ConsumerBusy,
+    "changes_gone": ChangesGone,
 }
 """Each error ``code`` of the contract, and its exception class."""
 
@@ -172,6 +182,33 @@ class BatchAnswer(TypedDict):
 
 class BatchRequest(TypedDict):
     statements: List["QueryRequest"]
+
+
+class _ChangeRequired(TypedDict):
+    collection: str
+    id: int
+    op: Literal["put", "delete"]
+    # the commit's position (its Fenec-Seq)
+    position: int
+
+
+class Change(_ChangeRequired, total=False):
+    # A put's document as written (absent for a delete, and on a server with no file).
+    row: Dict[str, "Value"]
+
+
+class Changes(TypedDict):
+    changes: List["Change"]
+    consumer: str
+    # the position to acknowledge once these changes are handled
+    next: int
+    # the acknowledged position the read started after
+    position: int
+
+
+class ChangesAck(TypedDict):
+    consumer: str
+    position: int
 
 
 ClockMove = Union[Dict[str, Any], Dict[str, Any]]
@@ -257,7 +294,7 @@ class Collections(TypedDict):
 
 
 class _ErrorBodyRequired(TypedDict):
-    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections"]
+    code: Literal["bad_request", "unauthorized", "forbidden", "not_found", "method_not_allowed", "conflict", "unmet", "too_large", "key_reused", "key_limit", "too_busy", "internal", "unavailable", "statement_timeout", "behind", "no_leader", "origin_not_allowed", "host_not_allowed", "request_timeout", "too_many_connections", "consumer_busy", "changes_gone"]
     # What is wrong, and where.
     error: str
 

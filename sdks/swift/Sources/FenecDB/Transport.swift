@@ -67,6 +67,8 @@ public enum ErrorCode: String, Sendable, Hashable, CaseIterable, Codable {
     case hostNotAllowed = "host_not_allowed"
     case requestTimeout = "request_timeout"
     case tooManyConnections = "too_many_connections"
+    case consumerBusy = "consumer_busy"
+    case changesGone = "changes_gone"
     case network = "network"
     case timeout = "timeout"
     case unexpected = "unexpected"
@@ -158,6 +160,73 @@ public struct BatchRequest: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case statements
+    }
+}
+
+/// openapi.yaml's `Change`.
+public struct Change: Codable, Sendable, Hashable {
+    public var collection: String
+    public var id: Int64
+    public var op: String
+    /// the commit's position (its Fenec-Seq)
+    public var position: Int64
+    /// A put's document as written (absent for a delete, and on a server with no file).
+    public var row: [String: Value]?
+
+    public init(collection: String, id: Int64, op: String, position: Int64, row: [String: Value]? = nil) {
+        self.collection = collection
+        self.id = id
+        self.op = op
+        self.position = position
+        self.row = row
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case collection
+        case id
+        case op
+        case position
+        case row
+    }
+}
+
+/// openapi.yaml's `Changes`.
+public struct Changes: Codable, Sendable, Hashable {
+    public var changes: [Change]
+    public var consumer: String
+    /// the position to acknowledge once these changes are handled
+    public var next: Int64
+    /// the acknowledged position the read started after
+    public var position: Int64
+
+    public init(changes: [Change], consumer: String, next: Int64, position: Int64) {
+        self.changes = changes
+        self.consumer = consumer
+        self.next = next
+        self.position = position
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case changes
+        case consumer
+        case next
+        case position
+    }
+}
+
+/// openapi.yaml's `ChangesAck`.
+public struct ChangesAck: Codable, Sendable, Hashable {
+    public var consumer: String
+    public var position: Int64
+
+    public init(consumer: String, position: Int64) {
+        self.consumer = consumer
+        self.position = position
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case consumer
+        case position
     }
 }
 

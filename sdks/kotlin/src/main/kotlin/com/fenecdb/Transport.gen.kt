@@ -85,6 +85,8 @@ public enum class ErrorCode(
     HOST_NOT_ALLOWED("host_not_allowed"),
     REQUEST_TIMEOUT("request_timeout"),
     TOO_MANY_CONNECTIONS("too_many_connections"),
+    CONSUMER_BUSY("consumer_busy"),
+    CHANGES_GONE("changes_gone"),
     NETWORK("network"),
     TIMEOUT("timeout"),
     UNEXPECTED("unexpected"),

@@ -1,0 +1,115 @@
+"""fenecdb.live.watch against a real ``fenec serve``: the first rows, the
+events of the writes, a refusal raised, and a reconnect with
+Last-Event-ID across a server restart (docs/changes.md)."""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import threading
+from pathlib import Path
+from typing import AsyncIterator, List
+
+import httpx
+import pytest
+
+import fenecdb
+from fenecdb.live import LiveEvent, watch
+
+pytestmark = pytest.mark.anyio
+
+
+def _serve(fenec_bin: Path, addr: str, file: Path) -> "subprocess.Popen[str]":
+    proc = subprocess.Popen(
+        [str(fenec_bin), "serve", "--http", addr, "--file", str(file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    line = [""]
+    reader = threading.Thread(target=lambda: line.__setitem__(0, proc.stdout.readline() if proc.stdout else ""))
+    reader.start()
+    reader.join(30)
+    assert re.match(r"listening on ", line[0]), line[0]
+    return proc
+
+
+def _free_addr() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def _query(url: str, q: str) -> int:
+    r = httpx.post(url + "/query", json={"query": q})
+    assert r.status_code == 200, r.text
+    return int(r.headers.get("Fenec-Seq", "0"))
+
+
+async def _take(events: AsyncIterator[LiveEvent], n: int) -> List[LiveEvent]:
+    out = []
+    for _ in range(n):
+        out.append(await events.__anext__())
+    return out
+
+
+async def test_live_query_reconnects(fenec_bin: Path, tmp_path: Path, anyio_backend: str) -> None:
+    addr, file = _free_addr(), tmp_path / "live.db"
+    url = "http://" + addr
+    proc = _serve(fenec_bin, addr, file)
+    try:
+        _query(url, "create collection msgs (room text, text text)")
+        _query(url, 'put msgs {room: "a", text: "one"}')
+        events = watch(url, "get msgs where room = $1 select text", ["a"], retry_delay=0.1, retries=100)
+        [first] = await _take(events, 1)
+        assert first.name == "rows" and first.data["rows"] == [{"id": 1, "text": "one"}]
+        seq = _query(url, 'put msgs {room: "a", text: "two"}')
+        _query(url, 'put msgs {room: "b", text: "elsewhere"}')
+        [ins] = await _take(events, 1)
+        assert (ins.name, ins.position, ins.data["row"]) == ("insert", seq, {"id": 2, "text": "two"})
+
+        proc.terminate()
+        proc.wait(20)
+        [closing] = await _take(events, 1)
+        assert closing.name == "closing" and closing.data["reason"] == "shutdown"
+
+        # The generator reconnects (Last-Event-ID) to the restarted server,
+        # which has nothing new to send, and goes on with the next write.
+        proc = _serve(fenec_bin, addr, file)
+        pending = events.__anext__()
+        waiter = threading.Event()
+
+        def write_when_back() -> None:
+            # Written once the stream is open again: the server counts it.
+            for _ in range(500):
+                m = re.search(r"^fenec_changes_subscribers (\S+)$", httpx.get(url + "/_metrics").text, re.M)
+                if m and float(m.group(1)) == 1:
+                    break
+                waiter.wait(0.02)
+            _query(url, 'set msgs {text: "one!"} where id = 1')
+
+        t = threading.Thread(target=write_when_back)
+        t.start()
+        upd = await pending
+        t.join()
+        assert upd.name == "update" and upd.data["row"] == {"id": 1, "text": "one!"}
+        await events.aclose()  # type: ignore[attr-defined]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+async def test_live_query_refused(fenec_bin: Path, tmp_path: Path, anyio_backend: str) -> None:
+    addr = _free_addr()
+    proc = _serve(fenec_bin, addr, tmp_path / "r.db")
+    try:
+        url = "http://" + addr
+        _query(url, "create collection msgs (n int)")
+        with pytest.raises(fenecdb.BadRequest, match="a live query takes no order"):
+            await _take(watch(url, "get msgs order n"), 1)
+        with pytest.raises(fenecdb.NotFound):
+            await _take(watch(url, "get nothere"), 1)
+    finally:
+        proc.terminate()
+        proc.wait(20)
