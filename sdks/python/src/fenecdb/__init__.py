@@ -43,9 +43,11 @@ from ._generated import (
     Unmet,
 )
 from ._sync.client import Client, Collection
-from ._worker import Backoff, OnError, default_backoff
-from ._worker_async import AsyncHandler, AsyncWorker
-from ._worker_sync import Handler, Worker
+from ._worker import Backoff, LostLease, OnError, WorkerError, default_backoff
+from ._async._runtime import AsyncHandler
+from ._async.worker import AsyncWorker
+from ._sync._runtime import Handler
+from ._sync.worker import Worker
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -94,6 +96,8 @@ __all__ = [
     "UnexpectedAnswer",
     "Unmet",
     "Worker",
+    "WorkerError",
+    "LostLease",
     "connect",
     "connect_async",
     "default_backoff",

@@ -12,7 +12,7 @@ import platform
 import ssl
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Awaitable, Callable, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -229,6 +229,30 @@ equal to pyproject.toml's."""
 
 USER_AGENT = f"fenecdb-python/{VERSION} python/{platform.python_version()}"
 """Sent on every request (docs/sdks.md)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """How a client's connections are made (``connect``'s ``verify``,
+    ``proxy``, ``headers``, ``max_retries``), checked."""
+
+    ssl: Union[bool, ssl.SSLContext]
+    proxy: Optional[str]
+    headers: Dict[str, str]
+    max_retries: int
+
+    @staticmethod
+    def make(verify: Verify, proxy: Optional[str], headers: Optional[Mapping[str, str]], max_retries: int) -> "Config":
+        if proxy is not None and (not isinstance(proxy, str) or urlsplit(proxy).scheme not in ("http", "https", "socks5")):
+            raise ValueError(f"proxy is a URL (http://host:port), got {proxy!r}")
+        sent = {"User-Agent": USER_AGENT}
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise TypeError(f"headers maps text to text, got {name!r}: {value!r}")
+            sent[name] = value
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries is a whole number from 0, got {max_retries!r}")
+        return Config(ssl_context(verify), proxy, sent, max_retries)
 
 
 class Settings:

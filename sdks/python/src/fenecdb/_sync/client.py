@@ -31,9 +31,8 @@ class Client:
     "Several nodes"); ``token`` is sent as
     ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
     take (default 30; ``None``: no limit), which a call's own ``timeout=``
-    replaces; ``verify`` is how an https server's certificate is checked
-    (see :func:`fenecdb.connect`); ``transport`` replaces httpx's (and with
-    it ``verify``). Cancelling a task gives its request up: a claim held at
+    replaces; ``verify``, ``proxy``, ``headers``, ``transport`` and
+    ``max_retries`` are as :func:`fenecdb.connect` has them. Cancelling a task gives its request up: a claim held at
     the server is released."""
 
     def __init__(
@@ -44,23 +43,41 @@ class Client:
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         verify: calls.Verify = True,
         transport: Optional[httpx.BaseTransport] = None,
+        proxy: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_retries: int = 0,
     ) -> None:
         self._settings = calls.Settings(url, token, timeout)
         self._transport = transport
-        # One TLS context for every node's httpx client.
-        self._ssl = calls.ssl_context(verify)
+        self._config = calls.Config.make(verify, proxy, headers, max_retries)
+        self._start()
+
+    def _start(self) -> None:
         first = self._settings.nodes.current
         # One httpx client per node (its base URL), made when first sent to.
         self._https: Dict[str, httpx.Client] = {first: self._http_client(first)}
         self._lock = threading.Lock()
+
+    @classmethod
+    def _twin(
+        cls, config: calls.Config, settings: calls.Settings, transport: Optional[httpx.BaseTransport]
+    ) -> Client:
+        """A client of another client's configuration and settings (its
+        nodes, token and the field types it learnt, shared): the threaded
+        worker's claims go over an asyncio one."""
+        twin = cls.__new__(cls)
+        twin._settings, twin._config, twin._transport = settings, config, transport
+        twin._start()
+        return twin
 
     def _http_client(self, node: str) -> httpx.Client:
         return httpx.Client(
             base_url=node,
             transport=self._transport,
             timeout=self._settings.timeout,
-            verify=self._ssl,
-            headers={"User-Agent": calls.USER_AGENT},
+            verify=self._config.ssl,
+            proxy=self._config.proxy,
+            headers=self._config.headers,
         )
 
     @property
