@@ -17,6 +17,7 @@ threads, ``AsyncWorker`` on asyncio).
 from ._async.client import AsyncClient, AsyncCollection
 from ._builder import Expr, Inc, Query, Raw, Returning, Statement, expr, inc, raw
 from ._calls import DEFAULT_TIMEOUT
+from ._calls import VERSION as __version__
 from ._codec import Affected, Answer, Results, Row, Rows
 from ._connect import connect, connect_async
 from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
@@ -50,6 +51,7 @@ from ._sync._runtime import Handler
 from ._sync.worker import Worker
 
 __all__ = [
+    "__version__",
     "DEFAULT_TIMEOUT",
     "Affected",
     "Answer",
