@@ -35,6 +35,7 @@ NAMES = {
     "AsyncIterator": "Iterator",
     "sleep_async": "sleep",
     "SendAsync": "Send",
+    "AskAsync": "Ask",
     "AsyncWorker": "Worker",
     "AsyncHandler": "Handler",
 }

@@ -204,8 +204,11 @@ def test_a_claim_waits_for_half_the_slots(kind: str, live: Server, db: fenecdb.C
     enqueue(db, 4)
     gates = {i: threading.Event() for i in range(1, 5)}
     started: List[int] = []
-    w = Running(kind, live.url, lambda row: (started.append(row["id"]), gates[row["id"]].wait(20)) and None,
-                concurrency=4, on_error=lambda e: None)
+    def body(row: fenecdb.Row) -> None:
+        started.append(row["id"])
+        gates[row["id"]].wait(20)
+
+    w = Running(kind, live.url, body, concurrency=4, on_error=lambda e: None)
     try:
         until("four jobs started", lambda: len(started) == 4)
         assert live.held_claims() == 0
@@ -255,6 +258,7 @@ def test_stop_from_inside_a_handler(kind: str, live: Server, db: fenecdb.Client)
     box: List[Running] = []
 
     def body(row: fenecdb.Row) -> None:
+        until("the worker made", lambda: bool(box))
         t0 = time.monotonic()
         w = box[0]
         if kind == "threads":
@@ -265,8 +269,7 @@ def test_stop_from_inside_a_handler(kind: str, live: Server, db: fenecdb.Client)
         took.append(time.monotonic() - t0)
 
     t0 = time.monotonic()
-    box.append(Running(kind, live.url, lambda row: (until("box", lambda: bool(box)), body(row)) and None,
-                       concurrency=1))
+    box.append(Running(kind, live.url, body, concurrency=1))
     box[0].join(10)
     assert time.monotonic() - t0 < 5
     assert took and took[0] < 1

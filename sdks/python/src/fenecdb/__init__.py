@@ -20,7 +20,7 @@ from ._calls import DEFAULT_TIMEOUT
 from ._calls import VERSION as __version__
 from ._codec import Affected, Answer, Results, Row, Rows
 from ._connect import connect, connect_async
-from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
+from ._errors import ConnectionFailed, FenecError, NetworkError, StatusError, TimedOut, Timeout, UnexpectedAnswer
 from ._generated import (
     BadRequest,
     Behind,
@@ -70,6 +70,7 @@ __all__ = [
     "Client",
     "Collection",
     "Conflict",
+    "ConnectionFailed",
     "Expr",
     "FenecError",
     "Forbidden",
@@ -90,6 +91,8 @@ __all__ = [
     "Rows",
     "Statement",
     "StatementTimeout",
+    "StatusError",
+    "TimedOut",
     "Timeout",
     "TooBusy",
     "TooLarge",

@@ -101,6 +101,21 @@ class AsyncClient:
                 return walk.call, reply
             await calls.sleep_async(pause)
 
+    async def _asked(
+        self, call: calls.Call, retry: calls.Retry, send: calls.AskAsync
+    ) -> Tuple[calls.Call, api.Reply[Any], Any]:
+        """Sends a query or a batch — again after a fault, as ``max_retries``
+        allows, a write only under its idempotency key (generated when the
+        call gave none) — and returns the call as sent, its reply and the
+        answer's body. The error raised names what was asked."""
+        while True:
+            try:
+                sent, reply = await self._send(call, lambda http, t: send(http, call, t))
+                return sent, reply, calls.answered(sent, reply)
+            except FenecError as e:
+                pause = retry.after(e, call.route, self._settings.nodes.current)
+            await calls.sleep_async(pause)
+
     def _node_client(self, node: str) -> httpx.AsyncClient:
         http = self._https.get(node)
         if http is None:
@@ -130,15 +145,15 @@ class AsyncClient:
         """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
         0 to 30) holds a claim at the server while it would take nothing."""
-        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         body, collection = calls.query_body(statement, params)
+        retry = calls.Retry(self._config, [body["query"]], idempotency_key)
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, [collection]):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
-        call, reply = await self._send(
-            call, lambda http, t: api.query_async(http, body, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = await self._asked(
+            call, retry, lambda http, c, t: api.query_async(http, body, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         await self._reload([body["query"]], [collection], [got], timeout)
         return calls.answer(self._settings, collection, got, call, reply)
 
@@ -152,16 +167,16 @@ class AsyncClient:
     ) -> Results:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
-        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        retry = calls.Retry(self._config, [b["query"] for b in bodies], idempotency_key)
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, collections):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
         batch: api.BatchRequest = {"statements": list(bodies)}
-        call, reply = await self._send(
-            call, lambda http, t: api.batch_async(http, batch, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = await self._asked(
+            call, retry, lambda http, c, t: api.batch_async(http, batch, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
         if isinstance(results, list):
             await self._reload([b["query"] for b in bodies], collections, results, timeout)
