@@ -331,3 +331,80 @@ def test_deprecated_names_still_work(live: Server, db: fenecdb.Client) -> None:
     w.run_until_empty()
     ((cause, doing),) = told
     assert isinstance(cause, ValueError) and doing == "dead_letter (job 1): nope"
+
+
+class ForwardProxy:
+    """An HTTP forward proxy on loopback (``connect(proxy=…)``): each request
+    comes in absolute form, is recorded (its statement and ``X-Team``
+    header) and sent on."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        self.seen: List[Dict[str, str]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                doc = json.loads(body) if body else {}
+                with proxy.lock:
+                    proxy.seen.append({"query": str(doc.get("query", "")), "team": self.headers.get("X-Team", "")})
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection", "proxy-connection")}
+                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60)
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_POST = forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """``connect(proxy=…, headers=…)``: every request of the worker — its
+    claims (the threaded worker's go over a client of their own), acks
+    and extensions — goes through the proxy with the headers."""
+    enqueue(db, 5)
+    proxy = ForwardProxy()
+    done: List[int] = []
+    try:
+        if kind == "threads":
+            with fenecdb.connect(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
+                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
+        else:
+
+            async def main() -> None:
+                async with fenecdb.connect_async(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
+
+                    async def handler(row: fenecdb.Row) -> None:
+                        done.append(row["id"])
+
+                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
+
+            asyncio.run(main())
+    finally:
+        proxy.close()
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {proxy.seen}"
+    assert all(s["team"] == "mail" for s in proxy.seen), proxy.seen
+    collections = [s for s in proxy.seen if s["query"] == ""]
+    assert len(collections) == 1, f"GET /collections sent {len(collections)} times"

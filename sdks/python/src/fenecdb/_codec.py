@@ -113,7 +113,9 @@ def missing(types: Types, collection: Optional[str], rows: Any) -> Set[str]:
     if collection is None or not isinstance(rows, list):
         return set()
     known = types.get(collection, {})
-    return {k for row in rows if isinstance(row, dict) for k in row if k not in known}
+    # ``id`` is every document's, and /collections lists only the declared
+    # fields: it is no news (a worker's claim answers it in every row).
+    return {k for row in rows if isinstance(row, dict) for k in row if k not in known and k != "id"}
 
 
 def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) -> List[Row]:
