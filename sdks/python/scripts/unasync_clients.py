@@ -25,6 +25,7 @@ DIRS = {ROOT / "src" / "fenecdb": ["__init__.py", "client.py", "worker.py"], ROO
 NAMES = {
     "AsyncClient": "Client",
     "AsyncCollection": "Collection",
+    "AsyncTypedCollection": "TypedCollection",
     "AsyncBaseTransport": "BaseTransport",
     "aclose": "close",
     "query_async": "query",

@@ -14,7 +14,7 @@ threads, ``AsyncWorker`` on asyncio).
     )
 """
 
-from ._async.client import AsyncClient, AsyncCollection
+from ._async.client import AsyncClient, AsyncCollection, AsyncTypedCollection
 from ._builder import Expr, Inc, Query, Raw, Returning, Statement, expr, inc, raw
 from ._calls import DEFAULT_TIMEOUT
 from ._calls import VERSION as __version__
@@ -43,7 +43,7 @@ from ._generated import (
     Unavailable,
     Unmet,
 )
-from ._sync.client import Client, Collection
+from ._sync.client import Client, Collection, TypedCollection
 from ._worker import Backoff, LostLease, OnError, WorkerError, default_backoff
 from ._async._runtime import AsyncHandler
 from ._async.worker import AsyncWorker
@@ -58,6 +58,7 @@ __all__ = [
     "AsyncClient",
     "AsyncCollection",
     "AsyncHandler",
+    "AsyncTypedCollection",
     "AsyncWorker",
     "Backoff",
     "BadRequest",
@@ -96,6 +97,7 @@ __all__ = [
     "Timeout",
     "TooBusy",
     "TooLarge",
+    "TypedCollection",
     "Unauthorized",
     "Unavailable",
     "UnexpectedAnswer",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, overload
+from typing import Any, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import httpx
 
@@ -14,10 +14,13 @@ from .. import _calls as calls
 from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
-from .._codec import Affected, Answer, Results, Row, Rows
+from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
 from .._errors import FenecError
 
 Doc = Mapping[str, Any]
+
+R = TypeVar("R")
+"""The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
 
 
 class AsyncClient:
@@ -129,9 +132,19 @@ class AsyncClient:
         """A query on the collection ``name`` (an identifier)."""
         return AsyncCollection(name, self)
 
-    def from_(self, name: str) -> AsyncCollection:
-        """A query on the collection ``name``; as :meth:`collection`."""
-        return AsyncCollection(name, self)
+    @overload
+    def from_(self, name: str) -> AsyncCollection: ...
+
+    @overload
+    def from_(self, name: str, kind: Type[R]) -> AsyncTypedCollection[R]: ...
+
+    def from_(self, name: str, kind: Optional[Type[R]] = None) -> Union[AsyncCollection, AsyncTypedCollection[R]]:
+        """A query on the collection ``name``; as :meth:`collection`. With
+        ``kind`` — a TypedDict, a dataclass or a pydantic model — its reads
+        answer rows of that type (:class:`AsyncTypedCollection`)."""
+        if kind is None:
+            return AsyncCollection(name, self)
+        return AsyncTypedCollection(name, self, _kind=check_kind(kind))
 
     async def query(
         self,
@@ -336,3 +349,46 @@ class AsyncCollection(Query[AsyncClient]):
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
         return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+
+
+class AsyncTypedCollection(Query[AsyncClient], Generic[R]):
+    """A query on one collection whose rows are read as ``R`` — a
+    TypedDict, a dataclass (made from the columns it has fields for) or a
+    pydantic model (validated): ``db.from_("jobs", Job)``. Immutable, as
+    :class:`AsyncCollection`; :meth:`untyped` is the same query answering
+    dicts, for ``update`` and ``delete``."""
+
+    async def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+        """The rows, each an ``R``."""
+        rows = calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout))
+        return [row_as(self._kind, r) for r in rows]
+
+    async def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+        """The first row as an ``R``, or ``None``."""
+        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout))
+        return row_as(self._kind, rows[0]) if rows else None
+
+    async def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+        """How many rows match."""
+        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout))
+
+    async def insert(
+        self,
+        docs: Any,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected:
+        """Insert a document or a list of them — mappings, dataclass
+        instances (their fields: ``R`` or another dataclass, such as one
+        without ``id``) or pydantic models (their dump); answers how many."""
+        given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
+        stmt = self.render_insert(given)
+        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+
+    def untyped(self) -> AsyncCollection:
+        """The same query, answering dicts, with every endpoint of
+        :class:`AsyncCollection`."""
+        return AsyncCollection(
+            self.name, self.db, self._where, self._order, self._limit, self._offset, self._select, self._near, self._absent
+        )

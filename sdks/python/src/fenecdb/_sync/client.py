@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, overload
+from typing import Any, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import httpx
 
@@ -15,10 +15,13 @@ from .. import _calls as calls
 from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
-from .._codec import Affected, Answer, Results, Row, Rows
+from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
 from .._errors import FenecError
 
 Doc = Mapping[str, Any]
+
+R = TypeVar("R")
+"""The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
 
 
 class Client:
@@ -130,9 +133,19 @@ class Client:
         """A query on the collection ``name`` (an identifier)."""
         return Collection(name, self)
 
-    def from_(self, name: str) -> Collection:
-        """A query on the collection ``name``; as :meth:`collection`."""
-        return Collection(name, self)
+    @overload
+    def from_(self, name: str) -> Collection: ...
+
+    @overload
+    def from_(self, name: str, kind: Type[R]) -> TypedCollection[R]: ...
+
+    def from_(self, name: str, kind: Optional[Type[R]] = None) -> Union[Collection, TypedCollection[R]]:
+        """A query on the collection ``name``; as :meth:`collection`. With
+        ``kind`` — a TypedDict, a dataclass or a pydantic model — its reads
+        answer rows of that type (:class:`AsyncTypedCollection`)."""
+        if kind is None:
+            return Collection(name, self)
+        return TypedCollection(name, self, _kind=check_kind(kind))
 
     def query(
         self,
@@ -337,3 +350,46 @@ class Collection(Query[Client]):
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
         return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+
+
+class TypedCollection(Query[Client], Generic[R]):
+    """A query on one collection whose rows are read as ``R`` — a
+    TypedDict, a dataclass (made from the columns it has fields for) or a
+    pydantic model (validated): ``db.from_("jobs", Job)``. Immutable, as
+    :class:`AsyncCollection`; :meth:`untyped` is the same query answering
+    dicts, for ``update`` and ``delete``."""
+
+    def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+        """The rows, each an ``R``."""
+        rows = calls.rows_of(self.db.query(self.render_rows(), timeout=timeout))
+        return [row_as(self._kind, r) for r in rows]
+
+    def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+        """The first row as an ``R``, or ``None``."""
+        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout))
+        return row_as(self._kind, rows[0]) if rows else None
+
+    def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+        """How many rows match."""
+        return calls.count_of(self.db.query(self.render_count(), timeout=timeout))
+
+    def insert(
+        self,
+        docs: Any,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected:
+        """Insert a document or a list of them — mappings, dataclass
+        instances (their fields: ``R`` or another dataclass, such as one
+        without ``id``) or pydantic models (their dump); answers how many."""
+        given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
+        stmt = self.render_insert(given)
+        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+
+    def untyped(self) -> Collection:
+        """The same query, answering dicts, with every endpoint of
+        :class:`AsyncCollection`."""
+        return Collection(
+            self.name, self.db, self._where, self._order, self._limit, self._offset, self._select, self._near, self._absent
+        )
