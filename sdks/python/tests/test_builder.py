@@ -4,6 +4,7 @@ and follows the rendering rules; nothing here is sent."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any, Dict, List
 
@@ -35,7 +36,9 @@ def value(v: Dict[str, Any]) -> Any:
     if kind == "float":
         return float(x)  # "NaN", "Infinity", "-Infinity" parse too
     if kind == "timestamp":
-        return datetime.fromisoformat(x.replace("Z", "+00:00"))
+        # Python 3.9's fromisoformat takes 0, 3 or 6 fraction digits only.
+        text = re.sub(r"\.(\d+)", lambda m: "." + m.group(1).ljust(6, "0")[:6], x.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text)
     if kind == "list":
         return [value(i) for i in x]
     if kind == "expr":
