@@ -1,5 +1,6 @@
-"""Writes the blocking client, ``src/fenecdb/_sync/client.py``, from the
-asyncio one, ``src/fenecdb/_async/client.py``, with unasync (as postgrest-py
+"""Writes the blocking client and the threaded worker,
+``src/fenecdb/_sync/{client,worker}.py``, from the asyncio ones,
+``src/fenecdb/_async/{client,worker}.py``, with unasync (as postgrest-py
 does): ``async``/``await`` dropped, the names below swapped. ``--check``
 fails when the file in the tree is not what this writes now.
 
@@ -19,11 +20,12 @@ import unasync
 
 ROOT = Path(__file__).resolve().parents[1]
 # Each folder with an _async/ to make a _sync/ of, and its files.
-DIRS = {ROOT / "src" / "fenecdb": ["__init__.py", "client.py"], ROOT / "tests": ["__init__.py", "test_client.py"]}
+DIRS = {ROOT / "src" / "fenecdb": ["__init__.py", "client.py", "worker.py"], ROOT / "tests": ["__init__.py", "test_client.py"]}
 
 NAMES = {
     "AsyncClient": "Client",
     "AsyncCollection": "Collection",
+    "AsyncTypedCollection": "TypedCollection",
     "AsyncBaseTransport": "BaseTransport",
     "aclose": "close",
     "query_async": "query",
@@ -34,6 +36,9 @@ NAMES = {
     "AsyncIterator": "Iterator",
     "sleep_async": "sleep",
     "SendAsync": "Send",
+    "AskAsync": "Ask",
+    "AsyncWorker": "Worker",
+    "AsyncHandler": "Handler",
 }
 
 # Words of the docstrings that unasync leaves (it swaps names, not prose).
@@ -41,6 +46,13 @@ PROSE = [
     ("Written\nonce: the blocking twin ``fenecdb/_sync/client.py`` is generated from this\nfile by unasync (``make generate``)",
      "Generated\nfrom ``fenecdb/_async/client.py`` by unasync (``make generate``): do not\nedit"),
     ("The asyncio client (``AsyncClient``)", "The blocking client (``Client``)"),
+    ("``AsyncWorker``: the job loop of docs/workers.md on asyncio. Written\nonce: the threaded ``Worker`` (``fenecdb/_sync/worker.py``) is generated\nfrom this file by unasync (``make generate``), against the same names of\n``_runtime.py`` on threads",
+     "``Worker``: the job loop of docs/workers.md on threads. Generated from\n``fenecdb/_async/worker.py`` by unasync (``make generate``): do not edit.\nIt runs against ``_runtime.py``'s names on threads"),
+    ("Takes jobs from ``jobs`` and runs each with ``handler`` until",
+     "Takes jobs from ``jobs`` and runs each with ``handler(row, cancel)``,\n    in a pool of ``concurrency`` threads, until"),
+    ("The worker whose handler runs in this task (or thread)", "The worker whose handler runs in this thread"),
+    ("        worker.start()        # or: await worker.run()\n        ...\n        await worker.stop()",
+     "        worker.start()        # or: worker.run() in this thread\n        ...\n        worker.stop()"),
     ("The asyncio client, written once; ``_sync`` is generated from it.",
      "The blocking client, generated from ``_async`` by unasync."),
     ("Tests written once against AsyncClient; ``tests/_sync`` is generated from them.",

@@ -4,6 +4,7 @@ and follows the rendering rules; nothing here is sent."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any, Dict, List
 
@@ -35,7 +36,9 @@ def value(v: Dict[str, Any]) -> Any:
     if kind == "float":
         return float(x)  # "NaN", "Infinity", "-Infinity" parse too
     if kind == "timestamp":
-        return datetime.fromisoformat(x.replace("Z", "+00:00"))
+        # Python 3.9's fromisoformat takes 0, 3 or 6 fraction digits only.
+        text = re.sub(r"\.(\d+)", lambda m: "." + m.group(1).ljust(6, "0")[:6], x.replace("Z", "+00:00"))
+        return datetime.fromisoformat(text)
     if kind == "list":
         return [value(i) for i in x]
     if kind == "expr":
@@ -169,8 +172,8 @@ HAND_CASES: List[Dict[str, Any]] = [
      "steps": [{"op": "where", "field": "run_at", "cmp": "<", "value": {"timestamp": "2026-05-03T11:20:20.5+02:00"}}],
      "end": {"op": "rows"}, "query": "get jobs where run_at < $1", "params": ["2026-05-03T09:20:20.500Z"]},
     {"name": "worker ack", "from": "jobs",
-     "steps": [{"op": "where", "field": "id", "value": {"int": "42"}}, {"op": "where", "field": "owner", "value": OWNER}],
-     "end": {"op": "delete", "require": 1}, "query": "del jobs where id = $1 and owner = $2 require 1", "params": [42, "w-ab12:7"]},
+     "steps": [{"op": "where", "field": "id", "cmp": "in", "value": {"list": [{"int": "42"}]}}, {"op": "where", "field": "owner", "value": OWNER}],
+     "end": {"op": "delete", "returning": ["id"]}, "query": "del jobs where id in $1 and owner = $2 returning id", "params": [[42], "w-ab12:7"]},
     {"name": "worker claim with a where of its own", "from": "jobs",
      "steps": [{"op": "where", "raw": {"text": "run_at <= now()", "args": []}},
                {"op": "where", "raw": {"text": "queue = ?", "args": [{"string": "mail"}]}},

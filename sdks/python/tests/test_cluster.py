@@ -121,7 +121,7 @@ def test_worker_across_the_leader_killed(cluster: Cluster, capsys: pytest.Captur
         put(db, 20, 0)
         w = fenecdb.Worker(
             db.from_("jobs"), handler, concurrency=4, lease=2, wait=1, backoff=lambda n: 0.1,
-            on_error=lambda e, doing: errors.append(f"{doing}: {e}"),
+            on_error=lambda e: errors.append(str(e)),
         )
         w.start()
         try:

@@ -100,7 +100,10 @@ def run_worker(python: Path, script: Path, server: Server, n: int) -> str:
 
 def test_wheel_in_a_fresh_venv(start_server: StartServer, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The wheel, built as a user builds one and installed into a venv of
-    its own, outside the repository, runs the README's workers."""
+    its own, outside the repository, runs the README's workers; the venv
+    holds fenecdb's declared dependencies and nothing else, an asyncio
+    request finds all it imports (sniffio searched for once, not per
+    request), and ``fenecdb.__version__`` is pyproject.toml's."""
     dist = tmp_path_factory.mktemp("dist")
     # Without build isolation: the pinned backend (pyproject.toml) is in the
     # test venv already, and fetching it again would only add time.
@@ -137,3 +140,66 @@ def test_wheel_in_a_fresh_venv(start_server: StartServer, tmp_path_factory: pyte
         db.query(JOBS)
     run_worker(python, project / "worker.py", server, 20)
     run_worker(python, project / "worker_async.py", server, 20)
+    (project / "deps.py").write_text(DEPS_CHECK)
+    r = subprocess.run([str(python), "deps.py"], capture_output=True, text=True, cwd=project, env=clean_env(FENEC_URL=server.url))
+    assert r.returncode == 0, r.stdout + r.stderr
+    version = re.search(r'^version = "([^"]+)"', (HERE / "pyproject.toml").read_text(), re.M)
+    assert version and r.stdout.strip() == version.group(1)
+
+
+DEPS_CHECK = """\
+import asyncio, importlib.metadata as md, re, sys
+
+import fenecdb
+
+
+def key(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def closure(name, seen):
+    # The distributions a requirement pulls in (extras left out; one whose
+    # marker does not hold here is not installed, and is skipped).
+    if key(name) in seen:
+        return
+    try:
+        requires = md.requires(name) or []
+    except md.PackageNotFoundError:
+        return
+    seen.add(key(name))
+    for req in requires:
+        if "extra ==" not in req:
+            closure(re.split(r"[ ;<>=!~\\[(]", req, maxsplit=1)[0], seen)
+
+
+declared = set()
+closure("fenecdb", declared)
+installed = {key(d.metadata["Name"]) for d in md.distributions()} - {"pip", "setuptools", "wheel"}
+assert installed == declared, f"installed {sorted(installed)}, declared {sorted(declared)}"
+assert "sniffio" in declared, declared
+
+searched = []
+
+
+class Spy:
+    # Asked each time `import sniffio` is not answered from sys.modules:
+    # once when it is installed, on every request when it is not.
+    def find_spec(self, name, path=None, target=None):
+        if name == "sniffio":
+            searched.append(name)
+        return None
+
+
+sys.meta_path.insert(0, Spy())
+
+
+async def main():
+    async with fenecdb.connect_async() as db:
+        for _ in range(5):
+            await db.query("get jobs limit 1")
+
+
+asyncio.run(main())
+assert len(searched) <= 1, f"sniffio looked for {len(searched)} times in 5 requests"
+print(fenecdb.__version__)
+"""

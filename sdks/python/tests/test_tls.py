@@ -27,7 +27,9 @@ def make_certs(d: Path, name: str) -> Dict[str, str]:
     ca, ca_key = d / f"{name}-ca.pem", d / f"{name}-ca-key.pem"
     cert, key, csr, ext = d / f"{name}.pem", d / f"{name}-key.pem", d / f"{name}.csr", d / f"{name}.ext"
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
-            "-subj", f"/CN={name} CA", "-keyout", str(ca_key), "-out", str(ca))
+            "-subj", f"/CN={name} CA", "-keyout", str(ca_key), "-out", str(ca),
+            # Python 3.13 checks X.509 strictly: a CA must say it signs certificates.
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
             "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(csr))
     ext.write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")

@@ -46,9 +46,9 @@ class Log:
         self.cancelled: List[int] = []
         self.errors: List[Tuple[BaseException, str]] = []
 
-    def on_error(self, error: BaseException, doing: str) -> None:
+    def on_error(self, error: fenecdb.WorkerError) -> None:
         with self.lock:
-            self.errors.append((error, doing))
+            self.errors.append((error.cause, error.step))
 
     def starts(self, job_id: int) -> List[Tuple[int, str, float]]:
         with self.lock:
@@ -110,7 +110,7 @@ class Workers:
                     raise RuntimeError("cancelled")
                 done(log, row, fail)
 
-            w = fenecdb.Worker(db.from_("jobs"), handler, owner=name, **opts)
+            w = fenecdb.Worker(db.from_("jobs"), handler, owner_prefix=name, **opts)
             self.sync.append(w)
             w.start()
             return name
@@ -127,7 +127,7 @@ class Workers:
 
         async def make() -> None:
             adb = fenecdb.connect_async(self.url, timeout=5)
-            w = fenecdb.AsyncWorker(adb.from_("jobs"), ahandler, owner=name, **opts)
+            w = fenecdb.AsyncWorker(adb.from_("jobs"), ahandler, owner_prefix=name, **opts)
             self.aworkers.append(w)
             asyncio.ensure_future(w.run())
 
@@ -209,7 +209,7 @@ def test_thousand_jobs_two_workers_seeded_failures(kind: str, live: Server, db: 
     assert [r["id"] for r in dead] == sorted(dead_ids)
     for r in dead:
         assert (r["attempts"], r["owner"], r["run_at"]) == (5, None, None)
-        assert r["error"].startswith("RuntimeError: job")
+        assert r["error"].startswith("job ")  # the message alone
     assert log.failed[1000] == 5
     assert sum(log.failed.values()) > 50  # the seeded 10 % ran and were retried
     assert db.from_("jobs").where(fenecdb.raw("owner is not null")).count() == 0

@@ -44,7 +44,7 @@ class Recording(httpx.BaseTransport):
         with self.lock:
             self.queries.append(query)
         params = body.get("params") or []
-        if query.startswith("set jobs {run_at:") and len(params) > 1 and params[1] == self.hang_job:
+        if query.startswith("set jobs {run_at:") and len(params) > 1 and self.hang_job in params[1]:
             with self.lock:
                 self.hung += 1
             self.release.wait(10)
@@ -86,24 +86,29 @@ def test_threaded_worker_claims_through_the_clients_transport(live: Server) -> N
 
 
 def test_a_hung_extension_holds_up_no_other_lease(live: Server) -> None:
-    """Job 1's extensions hang: job 2's lease is still extended on time,
-    so after 5 s of a 2 s lease it is still held."""
+    """Job 1's extensions hang: job 2's lease — another claim's, so
+    another statement — is still extended on time, so after 5 s of a 2 s
+    lease it is still held."""
     transport = Recording(hang_job=1)
     checked: Dict[int, bool] = {}
+    started: List[int] = []
     with fenecdb.connect(live.url) as plain, fenecdb.Client(live.url, transport=transport) as db:
         plain.query(JOBS)
-        enqueue(plain, 2)
+        enqueue(plain, 1)
 
         def handler(row: fenecdb.Row, cancel: threading.Event) -> None:
             if row["attempts"] > 1:
                 return  # job 1 again, its lease lapsed: not what is checked
+            started.append(row["id"])
             cancel.wait(5)
             held = plain.from_("jobs").where("id", row["id"]).where(fenecdb.raw("run_at > now()")).count()
             checked[row["id"]] = held == 1
 
-        w = fenecdb.Worker(db.from_("jobs"), handler, concurrency=2, lease=2, wait=0.2, grace=0.5, on_error=lambda e, d: None)
+        w = fenecdb.Worker(db.from_("jobs"), handler, concurrency=2, lease=2, wait=0.2, grace=0.5, on_error=lambda e: None)
         w.start()
         try:
+            until("job 1 started", lambda: started == [1])
+            enqueue(plain, 1)  # taken by a claim of its own
             until("job 2 checked", lambda: 2 in checked)
             assert transport.hung >= 1, "job 1's extension was not sent"
         finally:
@@ -151,10 +156,10 @@ def test_a_refused_fail_is_not_sent_again(kind: str, live: Server) -> None:
     refused: List[BaseException] = []
     told: List[str] = []
 
-    def on_error(e: BaseException, doing: str) -> None:
-        told.append(f"{doing}: {e!r}")
-        if isinstance(e, fenecdb.BadRequest):
-            refused.append(e)
+    def on_error(e: fenecdb.WorkerError) -> None:
+        told.append(f"{e.step}: {e.cause!r}")
+        if isinstance(e.cause, fenecdb.BadRequest):
+            refused.append(e.cause)
 
     def sabotage(db: fenecdb.Client, row: fenecdb.Row) -> None:
         db.query("drop collection jobs")

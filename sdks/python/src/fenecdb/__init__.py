@@ -14,12 +14,13 @@ threads, ``AsyncWorker`` on asyncio).
     )
 """
 
-from ._async.client import AsyncClient, AsyncCollection
+from ._async.client import AsyncClient, AsyncCollection, AsyncTypedCollection
 from ._builder import Expr, Inc, Query, Raw, Returning, Statement, expr, inc, raw
 from ._calls import DEFAULT_TIMEOUT
+from ._calls import VERSION as __version__
 from ._codec import Affected, Answer, Results, Row, Rows
 from ._connect import connect, connect_async
-from ._errors import FenecError, NetworkError, Timeout, UnexpectedAnswer
+from ._errors import ConnectionFailed, FenecError, NetworkError, StatusError, TimedOut, Timeout, UnexpectedAnswer
 from ._generated import (
     BadRequest,
     Behind,
@@ -44,19 +45,23 @@ from ._generated import (
     Unavailable,
     Unmet,
 )
-from ._sync.client import Client, Collection
-from ._worker import Backoff, OnError, default_backoff
-from ._worker_async import AsyncHandler, AsyncWorker
-from ._worker_sync import Handler, Worker
+from ._sync.client import Client, Collection, TypedCollection
+from ._worker import Backoff, LostLease, OnError, WorkerError, default_backoff
+from ._async._runtime import AsyncHandler
+from ._async.worker import AsyncWorker
+from ._sync._runtime import Handler
+from ._sync.worker import Worker
 from . import live
 
 __all__ = [
+    "__version__",
     "DEFAULT_TIMEOUT",
     "Affected",
     "Answer",
     "AsyncClient",
     "AsyncCollection",
     "AsyncHandler",
+    "AsyncTypedCollection",
     "AsyncWorker",
     "Backoff",
     "BadRequest",
@@ -71,6 +76,7 @@ __all__ = [
     "Client",
     "Collection",
     "Conflict",
+    "ConnectionFailed",
     "Expr",
     "FenecError",
     "Forbidden",
@@ -91,14 +97,19 @@ __all__ = [
     "Rows",
     "Statement",
     "StatementTimeout",
+    "StatusError",
+    "TimedOut",
     "Timeout",
     "TooBusy",
     "TooLarge",
+    "TypedCollection",
     "Unauthorized",
     "Unavailable",
     "UnexpectedAnswer",
     "Unmet",
     "Worker",
+    "WorkerError",
+    "LostLease",
     "connect",
     "connect_async",
     "default_backoff",

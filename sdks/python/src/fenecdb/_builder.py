@@ -218,6 +218,7 @@ class Query(Generic[_DB]):
     _select: Tuple[str, ...] = field(default=(), repr=False)
     _near: Optional[Tuple[str, Tuple[float, float], bool]] = field(default=None, repr=False)
     _absent: Optional[Tuple[Optional[Mapping[str, Any]]]] = field(default=None, repr=False)
+    _kind: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _name("collection", self.name, _IDENT)

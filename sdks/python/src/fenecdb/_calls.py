@@ -9,10 +9,12 @@ import asyncio
 import math
 import os
 import platform
+import random
 import ssl
 import time
+import uuid
 from dataclasses import dataclass, replace
-from typing import Any, Awaitable, Callable, Dict, List, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, NoReturn, Optional, Sequence, Set, Tuple, Union, cast
 from urllib.parse import urlsplit
 
 import httpx
@@ -231,6 +233,30 @@ USER_AGENT = f"fenecdb-python/{VERSION} python/{platform.python_version()}"
 """Sent on every request (docs/sdks.md)."""
 
 
+@dataclass(frozen=True)
+class Config:
+    """How a client's connections are made (``connect``'s ``verify``,
+    ``proxy``, ``headers``, ``max_retries``), checked."""
+
+    ssl: Union[bool, ssl.SSLContext]
+    proxy: Optional[str]
+    headers: Dict[str, str]
+    max_retries: int
+
+    @staticmethod
+    def make(verify: Verify, proxy: Optional[str], headers: Optional[Mapping[str, str]], max_retries: int) -> "Config":
+        if proxy is not None and (not isinstance(proxy, str) or urlsplit(proxy).scheme not in ("http", "https", "socks5")):
+            raise ValueError(f"proxy is a URL (http://host:port), got {proxy!r}")
+        sent = {"User-Agent": USER_AGENT}
+        for name, value in (headers or {}).items():
+            if not isinstance(name, str) or not isinstance(value, str):
+                raise TypeError(f"headers maps text to text, got {name!r}: {value!r}")
+            sent[name] = value
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
+            raise ValueError(f"max_retries is a whole number from 0, got {max_retries!r}")
+        return Config(ssl_context(verify), proxy, sent, max_retries)
+
+
 class Settings:
     """A client's fixed settings and the statement types it has learnt.
     No ``url`` reads ``FENEC_URL``, and then ``FENEC_TOKEN`` for a token not
@@ -394,6 +420,45 @@ class Walk:
         return pause
 
 
+READS = frozenset({"get", "explain"})
+"""The first words of the statements that write nothing."""
+
+
+def writes(query: str) -> bool:
+    """Whether a statement may write: any but a ``get`` or an ``explain``."""
+    words = query.split(None, 1)
+    return not words or words[0].lower() not in READS
+
+
+class Retry:
+    """One call's retries (``max_retries``): after a fault — a network
+    error, a timeout, ``unavailable``, ``internal`` — the call is sent
+    again, after a random delay from 0 to 0.5 s × 2^(n − 1) (capped at 8 s:
+    full jitter), at most ``max_retries`` times. A write is retried only
+    under an idempotency key, so that one the server applied before the
+    answer was lost is answered again rather than applied twice
+    (docs/http.md, "Idempotency-Key"): with retries on, a write the call
+    gave no key gets one generated."""
+
+    def __init__(self, config: Config, queries: Sequence[str], key: Optional[str]) -> None:
+        self.max = config.max_retries
+        self.write = any(writes(q) for q in queries)
+        self.key = key if key is not None or not (self.max and self.write) else uuid.uuid4().hex
+        self.queries = queries
+        self.tries = 0
+
+    def after(self, error: FenecError, route: api.Route, node: str) -> float:
+        """The pause before the call is sent again; else ``error`` raised,
+        naming what was asked."""
+        error.method, error.node = route.method, node
+        error.statement = self.queries[0][:200] if self.queries else None
+        error.idempotency_key = self.key
+        self.tries += 1
+        if self.tries > self.max or not error.retryable or (self.write and self.key is None):
+            raise error
+        return random.uniform(0, min(8.0, 0.5 * 2 ** (self.tries - 1)))
+
+
 def _followable(node: str, leader: str) -> Optional[str]:
     """The leader's URL to send to, or ``None`` when it is not an
     http(s) URL, or would take an https client to http (the token in clear)."""
@@ -410,6 +475,13 @@ Send = Callable[[httpx.Client, httpx.Timeout], "api.Reply[Any]"]
 
 SendAsync = Callable[[httpx.AsyncClient, httpx.Timeout], Awaitable["api.Reply[Any]"]]
 """Sends one request to the node a client is given (the asyncio client's)."""
+
+
+Ask = Callable[[httpx.Client, Call, httpx.Timeout], "api.Reply[Any]"]
+"""Sends one query or batch as a call says (the blocking client's)."""
+
+AskAsync = Callable[[httpx.AsyncClient, Call, httpx.Timeout], Awaitable["api.Reply[Any]"]]
+"""Sends one query or batch as a call says (the asyncio client's)."""
 
 
 def sleep(seconds: float) -> None:

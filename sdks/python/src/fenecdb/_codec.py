@@ -7,6 +7,7 @@ timezone-aware datetime — by the declared type, never by a string's shape
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
@@ -113,7 +114,9 @@ def missing(types: Types, collection: Optional[str], rows: Any) -> Set[str]:
     if collection is None or not isinstance(rows, list):
         return set()
     known = types.get(collection, {})
-    return {k for row in rows if isinstance(row, dict) for k in row if k not in known}
+    # ``id`` is every document's, and /collections lists only the declared
+    # fields: it is no news (a worker's claim answers it in every row).
+    return {k for row in rows if isinstance(row, dict) for k in row if k not in known and k != "id"}
 
 
 def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) -> List[Row]:
@@ -125,3 +128,41 @@ def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) ->
     if not stamps:
         return list(rows)
     return [{k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()} for row in rows]
+
+
+def check_kind(kind: Any) -> Any:
+    """A row type ``db.from_(name, kind)`` takes: a TypedDict, a dataclass,
+    or a pydantic model (a class with ``model_validate``); else a
+    TypeError now."""
+    if isinstance(kind, type) and (issubclass(kind, dict) or dataclasses.is_dataclass(kind) or callable(getattr(kind, "model_validate", None))):
+        return kind
+    raise TypeError(f"a row type is a TypedDict, a dataclass or a pydantic model, got {kind!r}")
+
+
+def row_as(kind: Any, row: Row) -> Any:
+    """A row as ``kind``: a TypedDict's row as it is (a dict), a
+    dataclass made from the columns it has fields for (a field without a
+    default that the row lacks: a TypeError naming it), a pydantic model
+    validated."""
+    if issubclass(kind, dict):
+        return row
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        made: Any = kind
+        fields = {f.name: f for f in dataclasses.fields(kind) if f.init}
+        lacking = [
+            n for n, f in fields.items()
+            if n not in row and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        if lacking:
+            raise TypeError(f"a row has no {', '.join(lacking)} for {made.__name__}: {row!r}")
+        return made(**{k: v for k, v in row.items() if k in fields})
+    return kind.model_validate(row)
+
+
+def doc_of(doc: Any) -> Any:
+    """A document to write: a dataclass instance as its fields (a pydantic
+    model's ``model_dump()``), anything else as it is."""
+    if dataclasses.is_dataclass(doc) and not isinstance(doc, type):
+        return {f.name: getattr(doc, f.name) for f in dataclasses.fields(doc)}
+    dump = getattr(doc, "model_dump", None)
+    return dump() if callable(dump) and not isinstance(doc, type) else doc

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, overload
+from typing import Any, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import httpx
 
@@ -14,10 +14,13 @@ from .. import _calls as calls
 from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
-from .._codec import Affected, Answer, Results, Row, Rows
+from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
 from .._errors import FenecError
 
 Doc = Mapping[str, Any]
+
+R = TypeVar("R")
+"""The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
 
 
 class AsyncClient:
@@ -30,9 +33,8 @@ class AsyncClient:
     "Several nodes"); ``token`` is sent as
     ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
     take (default 30; ``None``: no limit), which a call's own ``timeout=``
-    replaces; ``verify`` is how an https server's certificate is checked
-    (see :func:`fenecdb.connect`); ``transport`` replaces httpx's (and with
-    it ``verify``). Cancelling a task gives its request up: a claim held at
+    replaces; ``verify``, ``proxy``, ``headers``, ``transport`` and
+    ``max_retries`` are as :func:`fenecdb.connect` has them. Cancelling a task gives its request up: a claim held at
     the server is released."""
 
     def __init__(
@@ -43,23 +45,41 @@ class AsyncClient:
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         verify: calls.Verify = True,
         transport: Optional[httpx.AsyncBaseTransport] = None,
+        proxy: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_retries: int = 0,
     ) -> None:
         self._settings = calls.Settings(url, token, timeout)
         self._transport = transport
-        # One TLS context for every node's httpx client.
-        self._ssl = calls.ssl_context(verify)
+        self._config = calls.Config.make(verify, proxy, headers, max_retries)
+        self._start()
+
+    def _start(self) -> None:
         first = self._settings.nodes.current
         # One httpx client per node (its base URL), made when first sent to.
         self._https: Dict[str, httpx.AsyncClient] = {first: self._http_client(first)}
         self._lock = threading.Lock()
+
+    @classmethod
+    def _twin(
+        cls, config: calls.Config, settings: calls.Settings, transport: Optional[httpx.AsyncBaseTransport]
+    ) -> AsyncClient:
+        """A client of another client's configuration and settings (its
+        nodes, token and the field types it learnt, shared): the threaded
+        worker's claims go over an asyncio one."""
+        twin = cls.__new__(cls)
+        twin._settings, twin._config, twin._transport = settings, config, transport
+        twin._start()
+        return twin
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             base_url=node,
             transport=self._transport,
             timeout=self._settings.timeout,
-            verify=self._ssl,
-            headers={"User-Agent": calls.USER_AGENT},
+            verify=self._config.ssl,
+            proxy=self._config.proxy,
+            headers=self._config.headers,
         )
 
     @property
@@ -84,6 +104,21 @@ class AsyncClient:
                 return walk.call, reply
             await calls.sleep_async(pause)
 
+    async def _asked(
+        self, call: calls.Call, retry: calls.Retry, send: calls.AskAsync
+    ) -> Tuple[calls.Call, api.Reply[Any], Any]:
+        """Sends a query or a batch — again after a fault, as ``max_retries``
+        allows, a write only under its idempotency key (generated when the
+        call gave none) — and returns the call as sent, its reply and the
+        answer's body. The error raised names what was asked."""
+        while True:
+            try:
+                sent, reply = await self._send(call, lambda http, t: send(http, call, t))
+                return sent, reply, calls.answered(sent, reply)
+            except FenecError as e:
+                pause = retry.after(e, call.route, self._settings.nodes.current)
+            await calls.sleep_async(pause)
+
     def _node_client(self, node: str) -> httpx.AsyncClient:
         http = self._https.get(node)
         if http is None:
@@ -97,9 +132,19 @@ class AsyncClient:
         """A query on the collection ``name`` (an identifier)."""
         return AsyncCollection(name, self)
 
-    def from_(self, name: str) -> AsyncCollection:
-        """A query on the collection ``name``; as :meth:`collection`."""
-        return AsyncCollection(name, self)
+    @overload
+    def from_(self, name: str) -> AsyncCollection: ...
+
+    @overload
+    def from_(self, name: str, kind: Type[R]) -> AsyncTypedCollection[R]: ...
+
+    def from_(self, name: str, kind: Optional[Type[R]] = None) -> Union[AsyncCollection, AsyncTypedCollection[R]]:
+        """A query on the collection ``name``; as :meth:`collection`. With
+        ``kind`` — a TypedDict, a dataclass or a pydantic model — its reads
+        answer rows of that type (:class:`AsyncTypedCollection`)."""
+        if kind is None:
+            return AsyncCollection(name, self)
+        return AsyncTypedCollection(name, self, _kind=check_kind(kind))
 
     async def query(
         self,
@@ -113,15 +158,15 @@ class AsyncClient:
         """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
         0 to 30) holds a claim at the server while it would take nothing."""
-        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         body, collection = calls.query_body(statement, params)
+        retry = calls.Retry(self._config, [body["query"]], idempotency_key)
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, [collection]):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
-        call, reply = await self._send(
-            call, lambda http, t: api.query_async(http, body, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = await self._asked(
+            call, retry, lambda http, c, t: api.query_async(http, body, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         await self._reload([body["query"]], [collection], [got], timeout)
         return calls.answer(self._settings, collection, got, call, reply)
 
@@ -135,16 +180,16 @@ class AsyncClient:
     ) -> Results:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
-        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        retry = calls.Retry(self._config, [b["query"] for b in bodies], idempotency_key)
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, collections):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
         batch: api.BatchRequest = {"statements": list(bodies)}
-        call, reply = await self._send(
-            call, lambda http, t: api.batch_async(http, batch, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = await self._asked(
+            call, retry, lambda http, c, t: api.batch_async(http, batch, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
         if isinstance(results, list):
             await self._reload([b["query"] for b in bodies], collections, results, timeout)
@@ -304,3 +349,46 @@ class AsyncCollection(Query[AsyncClient]):
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
         return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+
+
+class AsyncTypedCollection(Query[AsyncClient], Generic[R]):
+    """A query on one collection whose rows are read as ``R`` — a
+    TypedDict, a dataclass (made from the columns it has fields for) or a
+    pydantic model (validated): ``db.from_("jobs", Job)``. Immutable, as
+    :class:`AsyncCollection`; :meth:`untyped` is the same query answering
+    dicts, for ``update`` and ``delete``."""
+
+    async def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+        """The rows, each an ``R``."""
+        rows = calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout))
+        return [row_as(self._kind, r) for r in rows]
+
+    async def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+        """The first row as an ``R``, or ``None``."""
+        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout))
+        return row_as(self._kind, rows[0]) if rows else None
+
+    async def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+        """How many rows match."""
+        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout))
+
+    async def insert(
+        self,
+        docs: Any,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected:
+        """Insert a document or a list of them — mappings, dataclass
+        instances (their fields: ``R`` or another dataclass, such as one
+        without ``id``) or pydantic models (their dump); answers how many."""
+        given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
+        stmt = self.render_insert(given)
+        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+
+    def untyped(self) -> AsyncCollection:
+        """The same query, answering dicts, with every endpoint of
+        :class:`AsyncCollection`."""
+        return AsyncCollection(
+            self.name, self.db, self._where, self._order, self._limit, self._offset, self._select, self._near, self._absent
+        )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Type, Union, overload
+from typing import Any, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 import httpx
 
@@ -15,10 +15,13 @@ from .. import _calls as calls
 from .. import _generated as api
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
-from .._codec import Affected, Answer, Results, Row, Rows
+from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
 from .._errors import FenecError
 
 Doc = Mapping[str, Any]
+
+R = TypeVar("R")
+"""The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
 
 
 class Client:
@@ -31,9 +34,8 @@ class Client:
     "Several nodes"); ``token`` is sent as
     ``Authorization: Bearer <token>``; ``timeout`` is the seconds a call may
     take (default 30; ``None``: no limit), which a call's own ``timeout=``
-    replaces; ``verify`` is how an https server's certificate is checked
-    (see :func:`fenecdb.connect`); ``transport`` replaces httpx's (and with
-    it ``verify``). Cancelling a task gives its request up: a claim held at
+    replaces; ``verify``, ``proxy``, ``headers``, ``transport`` and
+    ``max_retries`` are as :func:`fenecdb.connect` has them. Cancelling a task gives its request up: a claim held at
     the server is released."""
 
     def __init__(
@@ -44,23 +46,41 @@ class Client:
         timeout: Optional[float] = DEFAULT_TIMEOUT,
         verify: calls.Verify = True,
         transport: Optional[httpx.BaseTransport] = None,
+        proxy: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_retries: int = 0,
     ) -> None:
         self._settings = calls.Settings(url, token, timeout)
         self._transport = transport
-        # One TLS context for every node's httpx client.
-        self._ssl = calls.ssl_context(verify)
+        self._config = calls.Config.make(verify, proxy, headers, max_retries)
+        self._start()
+
+    def _start(self) -> None:
         first = self._settings.nodes.current
         # One httpx client per node (its base URL), made when first sent to.
         self._https: Dict[str, httpx.Client] = {first: self._http_client(first)}
         self._lock = threading.Lock()
+
+    @classmethod
+    def _twin(
+        cls, config: calls.Config, settings: calls.Settings, transport: Optional[httpx.BaseTransport]
+    ) -> Client:
+        """A client of another client's configuration and settings (its
+        nodes, token and the field types it learnt, shared): the threaded
+        worker's claims go over an asyncio one."""
+        twin = cls.__new__(cls)
+        twin._settings, twin._config, twin._transport = settings, config, transport
+        twin._start()
+        return twin
 
     def _http_client(self, node: str) -> httpx.Client:
         return httpx.Client(
             base_url=node,
             transport=self._transport,
             timeout=self._settings.timeout,
-            verify=self._ssl,
-            headers={"User-Agent": calls.USER_AGENT},
+            verify=self._config.ssl,
+            proxy=self._config.proxy,
+            headers=self._config.headers,
         )
 
     @property
@@ -85,6 +105,21 @@ class Client:
                 return walk.call, reply
             calls.sleep(pause)
 
+    def _asked(
+        self, call: calls.Call, retry: calls.Retry, send: calls.Ask
+    ) -> Tuple[calls.Call, api.Reply[Any], Any]:
+        """Sends a query or a batch — again after a fault, as ``max_retries``
+        allows, a write only under its idempotency key (generated when the
+        call gave none) — and returns the call as sent, its reply and the
+        answer's body. The error raised names what was asked."""
+        while True:
+            try:
+                sent, reply = self._send(call, lambda http, t: send(http, call, t))
+                return sent, reply, calls.answered(sent, reply)
+            except FenecError as e:
+                pause = retry.after(e, call.route, self._settings.nodes.current)
+            calls.sleep(pause)
+
     def _node_client(self, node: str) -> httpx.Client:
         http = self._https.get(node)
         if http is None:
@@ -98,9 +133,19 @@ class Client:
         """A query on the collection ``name`` (an identifier)."""
         return Collection(name, self)
 
-    def from_(self, name: str) -> Collection:
-        """A query on the collection ``name``; as :meth:`collection`."""
-        return Collection(name, self)
+    @overload
+    def from_(self, name: str) -> Collection: ...
+
+    @overload
+    def from_(self, name: str, kind: Type[R]) -> TypedCollection[R]: ...
+
+    def from_(self, name: str, kind: Optional[Type[R]] = None) -> Union[Collection, TypedCollection[R]]:
+        """A query on the collection ``name``; as :meth:`collection`. With
+        ``kind`` — a TypedDict, a dataclass or a pydantic model — its reads
+        answer rows of that type (:class:`AsyncTypedCollection`)."""
+        if kind is None:
+            return Collection(name, self)
+        return TypedCollection(name, self, _kind=check_kind(kind))
 
     def query(
         self,
@@ -114,15 +159,15 @@ class Client:
         """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
         0 to 30) holds a claim at the server while it would take nothing."""
-        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         body, collection = calls.query_body(statement, params)
+        retry = calls.Retry(self._config, [body["query"]], idempotency_key)
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, [collection]):
             self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
-        call, reply = self._send(
-            call, lambda http, t: api.query(http, body, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = self._asked(
+            call, retry, lambda http, c, t: api.query(http, body, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         self._reload([body["query"]], [collection], [got], timeout)
         return calls.answer(self._settings, collection, got, call, reply)
 
@@ -136,16 +181,16 @@ class Client:
     ) -> Results:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
-        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
+        retry = calls.Retry(self._config, [b["query"] for b in bodies], idempotency_key)
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout)
         if calls.to_load(self._settings, collections):
             self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
         batch: api.BatchRequest = {"statements": list(bodies)}
-        call, reply = self._send(
-            call, lambda http, t: api.batch(http, batch, call.headers, token=self._settings.token, timeout=t)
+        call, reply, got = self._asked(
+            call, retry, lambda http, c, t: api.batch(http, batch, c.headers, token=self._settings.token, timeout=t)
         )
-        got = calls.answered(call, reply)
         results = got.get("results") if isinstance(got, dict) else None
         if isinstance(results, list):
             self._reload([b["query"] for b in bodies], collections, results, timeout)
@@ -305,3 +350,46 @@ class Collection(Query[Client]):
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
         return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+
+
+class TypedCollection(Query[Client], Generic[R]):
+    """A query on one collection whose rows are read as ``R`` — a
+    TypedDict, a dataclass (made from the columns it has fields for) or a
+    pydantic model (validated): ``db.from_("jobs", Job)``. Immutable, as
+    :class:`AsyncCollection`; :meth:`untyped` is the same query answering
+    dicts, for ``update`` and ``delete``."""
+
+    def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+        """The rows, each an ``R``."""
+        rows = calls.rows_of(self.db.query(self.render_rows(), timeout=timeout))
+        return [row_as(self._kind, r) for r in rows]
+
+    def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+        """The first row as an ``R``, or ``None``."""
+        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout))
+        return row_as(self._kind, rows[0]) if rows else None
+
+    def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+        """How many rows match."""
+        return calls.count_of(self.db.query(self.render_count(), timeout=timeout))
+
+    def insert(
+        self,
+        docs: Any,
+        *,
+        idempotency_key: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT,
+    ) -> Affected:
+        """Insert a document or a list of them — mappings, dataclass
+        instances (their fields: ``R`` or another dataclass, such as one
+        without ``id``) or pydantic models (their dump); answers how many."""
+        given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
+        stmt = self.render_insert(given)
+        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+
+    def untyped(self) -> Collection:
+        """The same query, answering dicts, with every endpoint of
+        :class:`AsyncCollection`."""
+        return Collection(
+            self.name, self.db, self._where, self._order, self._limit, self._offset, self._select, self._near, self._absent
+        )

@@ -1,0 +1,152 @@
+"""The few concurrency parts the worker (``_async/worker.py``) is written
+against, on asyncio. ``_sync/_runtime.py`` has the same names on threads;
+the worker itself is written once and turned into the threaded one by
+unasync (``scripts/unasync_clients.py``), as the clients are."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from types import TracebackType
+from typing import Any, Awaitable, Callable, Optional, Set, Type
+
+from .._calls import MAX_WAIT
+from .._codec import Answer, Row
+from .client import AsyncClient
+
+AsyncHandler = Callable[[Row], Awaitable[Any]]
+"""Runs one job; cancelled (asyncio cancellation) when its lease is lost or
+the worker's grace period on stop ends."""
+
+
+class GivenUp(Exception):
+    """A held claim given up by :meth:`Claims.give_up`."""
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+class Event:
+    """Set once something happened; :func:`wait_for` waits for it."""
+
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: Optional[float] = None) -> bool:
+        """Whether it was set within ``timeout`` seconds (``None``: no limit)."""
+        if timeout is None:
+            await self._event.wait()
+            return True
+        try:
+            await asyncio.wait_for(self._event.wait(), max(0.0, timeout))
+        except asyncio.TimeoutError:
+            return self._event.is_set()
+        return True
+
+
+class Lock:
+    """A lock around the worker's state: nothing to hold on one event loop
+    (no ``await`` happens inside it); the threaded twin holds a real one."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        return None
+
+
+class Group:
+    """Runs functions concurrently (asyncio tasks) and waits for them."""
+
+    def __init__(self, name: str, size: Optional[int] = None) -> None:
+        self._tasks: Set["asyncio.Future[Any]"] = set()
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        task = asyncio.ensure_future(fn(*args))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def join(self, timeout: Optional[float] = None) -> bool:
+        """Whether every function ended within ``timeout`` seconds."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=None if timeout is None else max(0.0, timeout))
+        return not self._tasks
+
+    def close(self) -> None:
+        """Cancels what still runs (a function given up)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+
+class Job:
+    """One job's handler, running: :meth:`outcome` waits for its end."""
+
+    def __init__(self, handler: AsyncHandler, row: Row) -> None:
+        self._task: "asyncio.Future[Any]" = asyncio.ensure_future(handler(row))
+
+    def cancel(self) -> None:
+        self._task.cancel()
+
+    async def outcome(self) -> Optional[BaseException]:
+        """``None`` when the handler returned, else what it raised (its
+        cancellation a :class:`asyncio.CancelledError`)."""
+        await asyncio.wait({self._task})
+        if self._task.cancelled():
+            return asyncio.CancelledError("the handler was cancelled")
+        return self._task.exception()
+
+
+class Claims:
+    """Sends the worker's claims, one at a time, so that :meth:`give_up`
+    can end a claim held at the server at once (cancelling the request
+    closes its connection: the server drops the claim)."""
+
+    def __init__(self, db: AsyncClient) -> None:
+        self._db = db
+        self._task: "Optional[asyncio.Future[Answer]]" = None
+        self._given_up = False
+
+    async def take(self, statement: Any, wait: float) -> Answer:
+        """The claim's answer; :class:`GivenUp` once :meth:`give_up` was called."""
+        if self._given_up:
+            raise GivenUp()
+        task = self._task = asyncio.ensure_future(self._db.query(statement, wait=min(wait, MAX_WAIT)))
+        try:
+            await asyncio.wait({task})
+        finally:
+            if not task.done():
+                task.cancel()
+            self._task = None
+        if task.cancelled():
+            raise GivenUp()
+        return task.result()
+
+    def give_up(self) -> None:
+        self._given_up = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def end(self) -> None:
+        return None
+
+
+async def sleep(seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.sleep(seconds)
+
+
+def background(fn: Callable[[], Awaitable[Any]]) -> "asyncio.Future[Any]":
+    """Runs ``fn`` in the background: a task of the running loop."""
+    return asyncio.ensure_future(fn())

@@ -1,0 +1,410 @@
+"""The worker rules of docs/workers.md, for ``Worker`` and ``AsyncWorker``
+both, against a real ``fenec serve`` on the system clock: acks batched (a
+lost lease inside a batch told apart), claims sized to half the slots,
+failures logged by default with the error's message stored, a stop asked
+from inside a handler, ``run_until_empty``, and the deprecated names."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import httpx
+import pytest
+
+import fenecdb
+from fenecdb import expr
+
+from .conftest import JOBS, Server, StartServer
+
+Body = Callable[[fenecdb.Row], None]
+"""A job's work, the same for both kinds: run in a thread of the worker's
+pool (threads) or through ``asyncio.to_thread`` (asyncio)."""
+
+
+@pytest.fixture
+def live(start_server: StartServer) -> Server:
+    return start_server("--clock", "system")
+
+
+@pytest.fixture
+def db(live: Server) -> Iterator[fenecdb.Client]:
+    with fenecdb.connect(live.url) as client:
+        client.query(JOBS)
+        yield client
+
+
+@pytest.fixture(params=["threads", "asyncio"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def enqueue(db: fenecdb.Client, n: int, **fields: Any) -> None:
+    db.from_("jobs").insert([{"payload": {}, "run_at": expr("now()"), "attempts": 0, **fields} for _ in range(n)])
+
+
+def until(what: str, check: Callable[[], bool], timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"not {what} after {timeout} s"
+        time.sleep(0.01)
+
+
+class Statements:
+    """The statements a client sent, read from its requests as they leave
+    (httpx's own transport underneath): a ``/batch`` counts one request."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: List[List[Dict[str, Any]]] = []
+
+    def saw(self, body: bytes) -> None:
+        doc = json.loads(body or b"{}")
+        with self.lock:
+            self.requests.append(doc["statements"] if "statements" in doc else [doc])
+
+    def sent(self, start: str) -> List[List[Dict[str, Any]]]:
+        """The requests holding a statement that starts with ``start``."""
+        with self.lock:
+            return [r for r in self.requests if any(str(s.get("query", "")).startswith(start) for s in r)]
+
+
+class Counting(httpx.BaseTransport):
+    def __init__(self, seen: Statements) -> None:
+        self.inner, self.seen = httpx.HTTPTransport(), seen
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.seen.saw(request.read())
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class AsyncCounting(httpx.AsyncBaseTransport):
+    def __init__(self, seen: Statements) -> None:
+        self.inner, self.seen = httpx.AsyncHTTPTransport(), seen
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.seen.saw(await request.aread())
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class Running:
+    """A worker of either kind run in the background: :meth:`stop` stops
+    it; :meth:`join` waits for its run to return."""
+
+    def __init__(self, kind: str, url: str, body: Body, seen: Optional[Statements] = None,
+                 until_empty: bool = False, **options: Any) -> None:
+        self.returned = threading.Event()
+        self.error: List[BaseException] = []
+        self.worker: Any = None
+        self.loop: Optional[asyncio.AbstractEventLoop] = None
+        ready = threading.Event()
+
+        def sync_main() -> None:
+            transport = Counting(seen) if seen else None
+            with fenecdb.connect(url, transport=transport) as client:
+                self.worker = fenecdb.Worker(client.from_("jobs"), lambda row, cancel: body(row), **options)
+                ready.set()
+                (self.worker.run_until_empty if until_empty else self.worker.run)()
+
+        async def async_main() -> None:
+            self.loop = asyncio.get_running_loop()
+            transport = AsyncCounting(seen) if seen else None
+            async with fenecdb.connect_async(url, transport=transport) as client:
+
+                async def handler(row: fenecdb.Row) -> None:
+                    await asyncio.to_thread(body, row)
+
+                self.worker = fenecdb.AsyncWorker(client.from_("jobs"), handler, **options)
+                ready.set()
+                await (self.worker.run_until_empty() if until_empty else self.worker.run())
+
+        def main() -> None:
+            try:
+                sync_main() if kind == "threads" else asyncio.run(async_main())
+            except BaseException as e:  # the test reads it
+                self.error.append(e)
+            finally:
+                ready.set()
+                self.returned.set()
+
+        self.kind = kind
+        self.thread = threading.Thread(target=main, daemon=True)
+        self.thread.start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        if self.kind == "threads":
+            self.worker.stop()
+        else:
+            assert self.loop is not None
+            asyncio.run_coroutine_threadsafe(self.worker.stop(), self.loop).result(60)
+        self.join(60)
+
+    def join(self, timeout: float) -> None:
+        assert self.returned.wait(timeout), f"the worker's run did not return in {timeout} s"
+        assert not self.error, f"the worker's run raised {self.error[0]!r}"
+
+
+def test_acks_are_batched(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """200 jobs through one worker of concurrency 10: every job acked, in
+    far fewer ack requests than jobs (each a `del … where id in $1 and
+    owner = $2 returning id`, several owners' in one /batch)."""
+    n = 200
+    enqueue(db, n)
+    seen = Statements()
+    done: List[int] = []
+    w = Running(kind, live.url, lambda row: done.append(row["id"]), seen, until_empty=True, concurrency=10)
+    w.join(60)
+    assert sorted(done) == list(range(1, n + 1))
+    assert db.from_("jobs").count() == 0
+    acks = seen.sent("del jobs where id in $1 and owner = $2 returning id")
+    acked = sum(len(s["params"][0]) for r in acks for s in r)
+    assert acked == n, f"{acked} ids acked for {n} jobs"
+    assert len(acks) <= n / 4, f"{len(acks)} ack requests for {n} jobs"
+    assert not seen.sent("del jobs where id = ")
+
+
+def test_a_lost_lease_inside_a_batch(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """Two jobs of one claim end together and are acked in one statement;
+    job 1's owner was moved meanwhile: its id is missing from the answer,
+    a lost lease reported, and job 2 acked."""
+    enqueue(db, 2)
+    seen = Statements()
+    gate = threading.Barrier(2, timeout=10)
+    reports: List[fenecdb.WorkerError] = []
+
+    def body(row: fenecdb.Row) -> None:
+        if row["id"] == 1:
+            db.query("set jobs {owner: $1} where id = $2", ["thief", 1])
+        gate.wait()
+
+    w = Running(kind, live.url, body, seen, until_empty=True, concurrency=2, on_error=reports.append)
+    w.join(20)
+    rows = db.from_("jobs").rows()
+    assert [(r["id"], r["owner"]) for r in rows] == [(1, "thief")]
+    assert [(e.step, e.job_id) for e in reports] == [("lost_lease", 1)]
+    assert isinstance(reports[0].cause, fenecdb.LostLease)
+    batched = [s for r in seen.sent("del jobs") for s in r if sorted(s["params"][0]) == [1, 2]]
+    assert batched, f"the two acks were not sent together: {seen.sent('del jobs')}"
+
+
+def test_a_claim_waits_for_half_the_slots(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """Concurrency 4, four jobs running: one ending frees one slot (below
+    half: no claim sent); a second frees half: one claim, held."""
+    enqueue(db, 4)
+    gates = {i: threading.Event() for i in range(1, 5)}
+    started: List[int] = []
+    def body(row: fenecdb.Row) -> None:
+        started.append(row["id"])
+        gates[row["id"]].wait(20)
+
+    w = Running(kind, live.url, body, concurrency=4, on_error=lambda e: None)
+    try:
+        until("four jobs started", lambda: len(started) == 4)
+        assert live.held_claims() == 0
+        gates[1].set()
+        until("job 1 acked", lambda: db.from_("jobs").count() == 3)
+        time.sleep(0.2)  # a claim, if one were sent for the one slot, is held by now
+        assert live.held_claims() == 0, "a claim was sent with one of four slots free"
+        gates[2].set()
+        live.until_held(1)
+    finally:
+        for g in gates.values():
+            g.set()
+        w.stop()
+
+
+@pytest.mark.parametrize("raised", [RuntimeError("boom"), RuntimeError()], ids=["message", "empty"])
+def test_failures_are_logged_and_their_message_stored(
+    kind: str, raised: Exception, live: Server, db: fenecdb.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No on_error: a failed attempt is a warning of the fenecdb.worker
+    logger, a dead letter an error; the job's error field holds the
+    message alone (the type's name when it is empty)."""
+    enqueue(db, 1)
+
+    def body(row: fenecdb.Row) -> None:
+        raise raised
+
+    caplog.set_level(logging.WARNING, logger="fenecdb.worker")
+    w = Running(kind, live.url, body, until_empty=True, max_attempts=2, backoff=lambda n: 0)
+    w.join(20)
+    (row,) = db.from_("jobs").rows()
+    text = str(raised) or "RuntimeError"
+    assert (row["error"], row["attempts"], row["run_at"], row["owner"]) == (text, 2, None, None)
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "fenecdb.worker"]
+    assert logged == [
+        (logging.WARNING, f"fenecdb worker: handler (job 1): {text}"),
+        (logging.ERROR, f"fenecdb worker: dead_letter (job 1): {text}"),
+    ]
+
+
+def test_stop_from_inside_a_handler(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """A handler asks the worker to stop: the stop returns at once (no
+    wait for the 30 s grace), the worker ends when the handler returns,
+    the job is acked and nothing is left leased."""
+    enqueue(db, 2)
+    took: List[float] = []
+    box: List[Running] = []
+
+    def body(row: fenecdb.Row) -> None:
+        until("the worker made", lambda: bool(box))
+        t0 = time.monotonic()
+        w = box[0]
+        if kind == "threads":
+            w.worker.stop()
+        else:
+            assert w.loop is not None
+            asyncio.run_coroutine_threadsafe(w.worker.stop(), w.loop).result(5)
+        took.append(time.monotonic() - t0)
+
+    t0 = time.monotonic()
+    box.append(Running(kind, live.url, body, concurrency=1))
+    box[0].join(10)
+    assert time.monotonic() - t0 < 5
+    assert took and took[0] < 1
+    rows = db.from_("jobs").rows()
+    assert [(r["id"], r["owner"], r["attempts"]) for r in rows] == [(2, None, 0)]
+
+
+def test_stop_awaited_inside_an_async_handler(live: Server, db: fenecdb.Client) -> None:
+    """``await worker.stop()`` in the handler itself returns at once."""
+    enqueue(db, 1)
+
+    async def main() -> float:
+        async with fenecdb.connect_async(live.url) as adb:
+            worker: List[fenecdb.AsyncWorker] = []
+
+            async def handler(row: fenecdb.Row) -> None:
+                await worker[0].stop()
+
+            worker.append(fenecdb.AsyncWorker(adb.from_("jobs"), handler))
+            t0 = time.monotonic()
+            await worker[0].run()
+            return time.monotonic() - t0
+
+    assert asyncio.run(main()) < 5
+    assert db.from_("jobs").count() == 0
+
+
+def test_run_until_empty(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """30 jobs ready and one due in an hour: run_until_empty runs the 30,
+    sends their acks and returns; the later job is left as it was."""
+    enqueue(db, 30)
+    db.from_("jobs").insert({"payload": {}, "run_at": expr("now() + ?", 3_600_000), "attempts": 0})
+    done: List[int] = []
+    t0 = time.monotonic()
+    w = Running(kind, live.url, lambda row: done.append(row["id"]), until_empty=True, concurrency=4)
+    w.join(20)
+    assert time.monotonic() - t0 < 10
+    assert sorted(done) == list(range(1, 31))
+    rows = db.from_("jobs").rows()
+    assert [(r["id"], r["owner"], r["attempts"]) for r in rows] == [(31, None, 0)]
+
+
+def test_deprecated_names_still_work(live: Server, db: fenecdb.Client) -> None:
+    """``owner=`` and an ``on_error(error, doing)`` hook: each warns
+    (DeprecationWarning) and works as before."""
+    enqueue(db, 1)
+    told: List[Any] = []
+
+    def body(row: fenecdb.Row, cancel: threading.Event) -> None:
+        raise ValueError("nope")
+
+    with pytest.warns(DeprecationWarning, match="owner_prefix"):
+        w = fenecdb.Worker(db.from_("jobs"), body, owner="old", max_attempts=1, on_error=lambda e: told.append(e))
+    assert w.owner_prefix == "old"
+    with pytest.warns(DeprecationWarning):
+        assert w.owner == "old"
+    with pytest.warns(DeprecationWarning, match="WorkerError"):
+        w = fenecdb.Worker(db.from_("jobs"), body, max_attempts=1, on_error=lambda e, doing: told.append((e, doing)))
+    w.run_until_empty()
+    ((cause, doing),) = told
+    assert isinstance(cause, ValueError) and doing == "dead_letter (job 1): nope"
+
+
+class ForwardProxy:
+    """An HTTP forward proxy on loopback (``connect(proxy=…)``): each request
+    comes in absolute form, is recorded (its statement and ``X-Team``
+    header) and sent on."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        self.seen: List[Dict[str, str]] = []
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def forward(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                doc = json.loads(body) if body else {}
+                with proxy.lock:
+                    proxy.seen.append({"query": str(doc.get("query", "")), "team": self.headers.get("X-Team", "")})
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection", "proxy-connection")}
+                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60)
+                self.send_response(r.status_code)
+                for k, v in r.headers.items():
+                    if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_POST = forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """``connect(proxy=…, headers=…)``: every request of the worker — its
+    claims (the threaded worker's go over a client of their own), acks
+    and extensions — goes through the proxy with the headers."""
+    enqueue(db, 5)
+    proxy = ForwardProxy()
+    done: List[int] = []
+    try:
+        if kind == "threads":
+            with fenecdb.connect(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
+                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
+        else:
+
+            async def main() -> None:
+                async with fenecdb.connect_async(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
+
+                    async def handler(row: fenecdb.Row) -> None:
+                        done.append(row["id"])
+
+                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
+
+            asyncio.run(main())
+    finally:
+        proxy.close()
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {proxy.seen}"
+    assert all(s["team"] == "mail" for s in proxy.seen), proxy.seen
+    collections = [s for s in proxy.seen if s["query"] == ""]
+    assert len(collections) == 1, f"GET /collections sent {len(collections)} times"
