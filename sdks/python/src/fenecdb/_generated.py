@@ -131,11 +131,11 @@ class TooManyConnections(StatusError):
     """The server's ``too_many_connections`` error; ``code`` is ``"too_many_connections"``."""
 
 
-class ConsumerBusy(FenecError):
+class ConsumerBusy(StatusError):
     """The server's ``consumer_busy`` error; ``code`` is ``"consumer_busy"``."""
 
 
-class ChangesGone(FenecError):
+class ChangesGone(StatusError):
     """The server's ``changes_gone`` error; ``code`` is ``"changes_gone"``."""
 
 
