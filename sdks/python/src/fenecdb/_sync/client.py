@@ -81,6 +81,14 @@ class Client:
             verify=self._config.ssl,
             proxy=self._config.proxy,
             headers=self._config.headers,
+            # As many idle connections kept as may be open: httpcore 1.0
+            # counts every pooled connection as idle when it trims to the
+            # keep-alive limit (20 by default), and under more threads than
+            # that it closed a connection another thread had just been
+            # handed, mid-request (a worker at concurrency 50 saw EBADF on
+            # acks, and the server a body cut short: a 400). Keeping the two
+            # limits equal leaves nothing to trim.
+            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
         )
 
     @property
