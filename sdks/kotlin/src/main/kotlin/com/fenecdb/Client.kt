@@ -1,9 +1,11 @@
 package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.runInterruptible
+import kotlinx.coroutines.withContext
 import kotlinx.coroutines.runBlocking
-import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.serialization.json.Json
 import kotlinx.serialization.json.JsonArray
 import kotlinx.serialization.json.JsonElement
@@ -123,6 +125,7 @@ public object Fenec {
         // how the server learns the claim is gone (docs/queues.md).
         val builder = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
+            .executor(httpExecutor)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
         if (sslContext != null) builder.sslContext(sslContext)
         return Client(nodes, token, timeout, null, builder.build(), Schema())
@@ -174,6 +177,20 @@ public const val VERSION: String = "0.1.0"
 
 /** Sent on every request: `fenecdb-kotlin/<version> java/<the JVM's version>`. */
 internal val USER_AGENT: String = "fenecdb-kotlin/$VERSION java/${System.getProperty("java.version")}"
+
+/**
+ * The executor of every HttpClient [Fenec.connect] makes: a few daemon
+ * threads, kept while busy. Without one, java.net.http completes each
+ * answer through the common ForkJoinPool, which on a machine of two cores
+ * or fewer starts a new thread per task — one or more per request.
+ */
+internal val httpExecutor: java.util.concurrent.ExecutorService by lazy {
+    val n = maxOf(2, Runtime.getRuntime().availableProcessors())
+    val count = AtomicLong()
+    java.util.concurrent.ThreadPoolExecutor(n, n, 30, java.util.concurrent.TimeUnit.SECONDS, java.util.concurrent.LinkedBlockingQueue()) { r ->
+        Thread(r, "fenecdb-http-${count.incrementAndGet()}").apply { isDaemon = true }
+    }.apply { allowCoreThreadTimeOut(true) }
+}
 
 /** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3
@@ -317,7 +334,7 @@ public class Client internal constructor(
     }
 
     /**
-     * Runs a statement a builder rendered (`jobs.where("id", 1).deleteStatement(require = 1)`)
+     * Runs a statement a builder rendered (`jobs.where("id", 1).renderDelete(require = 1)`)
      * and answers its whole [Result]: its rows decoded by the collection's field types.
      */
     @JvmOverloads
@@ -333,7 +350,7 @@ public class Client internal constructor(
     /**
      * Runs statements all or nothing, in order, under one lock; answers each
      * statement's answer. A refusal names the statement in [FenecException.at].
-     * Builders render statements: `jobs.where("id", 1).deleteStatement(require = 1)`.
+     * Builders render statements: `jobs.where("id", 1).renderDelete(require = 1)`.
      */
     public suspend fun batch(statements: List<Statement>, idempotencyKey: String? = null): List<Result> {
         require(statements.isNotEmpty()) { "batch: no statements" }
@@ -435,7 +452,7 @@ public class Client internal constructor(
                 .header("User-Agent", USER_AGENT)
                 .build()
             val response: HttpResponse<String> = try {
-                awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
+                exchange(request)
             } catch (e: CancellationException) {
                 throw e
             } catch (e: Throwable) {
@@ -533,6 +550,17 @@ public class Client internal constructor(
         val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
         return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: HTTP ${reply.status}: $start")
     }
+
+    /**
+     * Sends [request] and waits for its answer on a thread of
+     * Dispatchers.IO (pooled: no thread is started per request). Not
+     * `sendAsync`: that one hands every answer to the common ForkJoinPool,
+     * which on a machine of two cores or fewer starts a new thread per task.
+     * Cancelling the coroutine interrupts `send`, which cancels the exchange
+     * and closes its connection (so the server drops a held claim).
+     */
+    private suspend fun exchange(request: HttpRequest): HttpResponse<String> =
+        withContext(Dispatchers.IO) { runInterruptible { http.send(request, HttpResponse.BodyHandlers.ofString()) } }
 
     override fun toString(): String = "Client(${nodes.current()}${wait?.let { ", wait $it" } ?: ""})"
 }
@@ -667,16 +695,6 @@ private fun connectTimeout(timeout: Duration): Duration = minOf(timeout, 10.seco
 
 private fun requireMillis(what: String, d: Duration) {
     require(d.isFinite() && d >= Duration.ZERO) { "$what must be a finite, non-negative duration, not $d" }
-}
-
-/**
- * Awaits a future; cancelling the coroutine cancels it with
- * mayInterruptIfRunning, which is what makes java.net.http abort the
- * exchange and close its connection (cancel(false) leaves it running).
- */
-private suspend fun <T> awaitCancelling(f: CompletableFuture<T>): T = suspendCancellableCoroutine { cont ->
-    f.whenComplete { v, e -> if (e == null) cont.resumeWith(kotlin.Result.success(v)) else cont.resumeWith(kotlin.Result.failure(e)) }
-    cont.invokeOnCancellation { f.cancel(true) }
 }
 
 private fun unwrap(e: Throwable): Throwable {

@@ -70,8 +70,8 @@ class ErrorsTest {
     @Test
     fun `422 an idempotency key used for another request`() = runBlocking<Unit> {
         val jobs = db.from("jobs")
-        val first = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
-        val again = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
+        val first = db.query(jobs.renderInsert(mapOf("attempts" to 0)), idempotencyKey = "k-422")
+        val again = db.query(jobs.renderInsert(mapOf("attempts" to 0)), idempotencyKey = "k-422")
         assertEquals(false, first.replayed)
         assertEquals(true, again.replayed)
         assertTrue(first.seq > 0)
@@ -87,14 +87,14 @@ class ErrorsTest {
         val e = refused(412, ErrorCode.UNMET) {
             db.batch(
                 listOf(
-                    jobs.insertStatement(mapOf("attempts" to 0)),
-                    jobs.where("id", 999_999).deleteStatement(require = 1),
+                    jobs.renderInsert(mapOf("attempts" to 0)),
+                    jobs.where("id", 999_999).renderDelete(require = 1),
                 ),
             )
         }
         assertEquals(1, e.at)
         assertEquals(before, jobs.count())
-        val ok = db.batch(listOf(jobs.insertStatement(mapOf("attempts" to 0)), jobs.countStatement()))
+        val ok = db.batch(listOf(jobs.renderInsert(mapOf("attempts" to 0)), jobs.renderCount()))
         assertEquals(1L, ok[0].affected)
         assertEquals(before + 1, ok[1].rows!![0].long("count"))
     }
