@@ -540,10 +540,12 @@ public class Client internal constructor(
     private fun refusal(reply: Reply): FenecException {
         val o = reply.body as? JsonObject
         val message = (o?.get("error") as? JsonPrimitive)?.takeIf { it.isString }?.content
-        val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
-        if (message == null || code == null) return unexpected(reply)
+        val wire = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content
+        if (message == null || wire == null) return unexpected(reply)
+        // A code a newer server added: UNKNOWN, its text kept (wireCode).
+        val code = ErrorCode.of(wire) ?: ErrorCode.UNKNOWN
         val at = (o["at"] as? JsonPrimitive)?.intOrNull
-        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null)
+        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null, wireCode = wire)
     }
 
     private fun unexpected(reply: Reply): FenecException {

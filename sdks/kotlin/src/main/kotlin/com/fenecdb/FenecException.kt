@@ -30,9 +30,14 @@ public class FenecException(
      * refused the connection).
      */
     public val leader: String? = null,
+    /**
+     * The code as the server wrote it: [code]'s wire name, or, when [code]
+     * is [ErrorCode.UNKNOWN], the code this version does not know.
+     */
+    public val wireCode: String = code.wire,
 ) : Exception(message, cause) {
     override fun toString(): String {
         val where = at?.let { " (statement $it)" } ?: ""
-        return "FenecException(${code.wire}${if (status > 0) " $status" else ""}$where): $message"
+        return "FenecException(${wireCode}${if (status > 0) " $status" else ""}$where): $message"
     }
 }

@@ -193,6 +193,32 @@ class ErrorsTest {
     }
 
     @Test
+    fun `a code this version does not know is UNKNOWN, its text kept`() {
+        val proxy = HttpServer.create(InetSocketAddress("127.0.0.1", 0), 0)
+        proxy.createContext("/") { ex ->
+            val body = """{"error":"a refusal of a newer server","code":"brand_new_code"}""".toByteArray()
+            ex.responseHeaders.add("Content-Type", "application/json")
+            ex.sendResponseHeaders(409, body.size.toLong())
+            ex.responseBody.use { it.write(body) }
+        }
+        proxy.start()
+        try {
+            val e = refused(409, ErrorCode.UNKNOWN) { Fenec.connect("http://127.0.0.1:${proxy.address.port}").query("get jobs") }
+            assertEquals("brand_new_code", e.wireCode)
+            assertEquals("a refusal of a newer server", e.message)
+            assertTrue(e.toString().contains("brand_new_code"), e.toString())
+            // An exhaustive when over the codes has a branch for it.
+            val kind = when (e.code) {
+                ErrorCode.UNKNOWN -> "unknown"
+                else -> "known"
+            }
+            assertEquals("unknown", kind)
+        } finally {
+            proxy.stop(0)
+        }
+    }
+
+    @Test
     fun `bad URLs and waits fail at once`() {
         for (url in listOf("127.0.0.1:8080", "ftp://x", "http://", "not a url")) {
             assertThrows<IllegalArgumentException>(url) { Fenec.connect(url) }
