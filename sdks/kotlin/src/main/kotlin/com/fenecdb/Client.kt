@@ -118,9 +118,25 @@ public object Fenec {
 
     /** [connect] to the nodes of a cluster, one URL each. */
     public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT, sslContext: SSLContext? = null): Client {
-        val nodes = parseUrls(urls)
-        requireMillis("timeout", timeout)
-        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        val b = builder(urls).token(token).timeout(timeout)
+        if (sslContext != null) b.sslContext(sslContext)
+        return b.build()
+    }
+
+    /**
+     * A [ClientBuilder] for the server at [url] (or a cluster's URLs,
+     * separated by commas): for what [connect] does not take — an
+     * HttpClient of your own, headers on every request.
+     */
+    @JvmStatic
+    public fun builder(url: String): ClientBuilder = builder(url.split(',').map { it.trim() })
+
+    /** A [ClientBuilder] for the nodes of a cluster, one URL each. */
+    @JvmStatic
+    public fun builder(urls: List<String>): ClientBuilder = ClientBuilder(urls)
+
+    /** The HttpClient [connect] makes: HTTP/1.1, the shared executor, the connect timeout, [sslContext] when given. */
+    internal fun defaultHttpClient(timeout: Duration, sslContext: SSLContext?): HttpClient {
         // HTTP/1.1: a held claim given up closes its connection, which is
         // how the server learns the claim is gone (docs/queues.md).
         val builder = HttpClient.newBuilder()
@@ -128,7 +144,7 @@ public object Fenec {
             .executor(httpExecutor)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
         if (sslContext != null) builder.sslContext(sslContext)
-        return Client(nodes, token, timeout, null, builder.build(), Schema())
+        return builder.build()
     }
 
     /**
@@ -170,6 +186,81 @@ public object Fenec {
     @JvmStatic
     public fun connect(urls: List<String>, token: String?, timeout: java.time.Duration): Client =
         connect(urls, token, timeout.toMillis().milliseconds)
+}
+
+/** Headers a client sets itself: a [ClientBuilder] refuses them. */
+private val OWN_HEADERS = setOf("authorization", "user-agent", "content-type", "fenec-wait", "fenec-after", "idempotency-key")
+
+/**
+ * Makes a [Client] with what [Fenec.connect] does not take:
+ *
+ * ```
+ * val db = Fenec.builder("https://db.example.com")
+ *     .token(System.getenv("FENEC_TOKEN"))
+ *     .httpClient(HttpClient.newBuilder().proxy(ProxySelector.of(InetSocketAddress("proxy", 3128))).build())
+ *     .header("X-Tenant", "a1")
+ *     .build()
+ * ```
+ *
+ * Each setter returns this builder; [build] checks the URLs and the
+ * timeout (an IllegalArgumentException naming what is wrong).
+ */
+public class ClientBuilder internal constructor(private val urls: List<String>) {
+    private var token: String? = null
+    private var timeout: Duration = Fenec.DEFAULT_TIMEOUT
+    private var sslContext: SSLContext? = null
+    private var http: HttpClient? = null
+    private val headers = LinkedHashMap<String, String>()
+
+    /** Sent as `Authorization: Bearer …`; null for none. */
+    public fun token(token: String?): ClientBuilder = apply { this.token = token }
+
+    /** The default timeout of every call (30 s unless set); [Client.withTimeout] changes it per call. */
+    public fun timeout(timeout: Duration): ClientBuilder = apply { this.timeout = timeout }
+
+    /** [timeout] with a java.time.Duration. */
+    public fun timeout(timeout: java.time.Duration): ClientBuilder = timeout(timeout.toMillis().milliseconds)
+
+    /** The TLS context of the HttpClient the builder makes ([Fenec.trusting]); not with [httpClient]. */
+    public fun sslContext(sslContext: SSLContext): ClientBuilder = apply { this.sslContext = sslContext }
+
+    /**
+     * The HttpClient every request goes through, as you built it: its
+     * SSLContext, proxy, authenticator, executor and connect timeout are
+     * yours. Keep it on HTTP/1.1 (`version(HTTP_1_1)`): a held claim given
+     * up is told to the server by closing its connection.
+     */
+    public fun httpClient(client: HttpClient): ClientBuilder = apply { this.http = client }
+
+    /**
+     * A header sent on every request (a tenant, a trace id, a proxy's
+     * key). The headers the client sets itself (Authorization — use
+     * [token] —, User-Agent, Content-Type, Fenec-Wait, Fenec-After,
+     * Idempotency-Key) and those java.net.http refuses (Host, Connection,
+     * …) are refused here.
+     */
+    public fun header(name: String, value: String): ClientBuilder = apply {
+        require(name.lowercase() !in OWN_HEADERS) { "header $name is the client's own; it cannot be set" }
+        try {
+            HttpRequest.newBuilder(URI("http://header.check")).header(name, value)
+        } catch (e: IllegalArgumentException) {
+            throw IllegalArgumentException("header $name: ${e.message}", e)
+        }
+        headers[name] = value
+    }
+
+    /** [header] for each entry of [headers]. */
+    public fun headers(headers: Map<String, String>): ClientBuilder = apply { headers.forEach { (k, v) -> header(k, v) } }
+
+    /** The client. */
+    public fun build(): Client {
+        val nodes = parseUrls(urls)
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        require(http == null || sslContext == null) { "sslContext and httpClient cannot both be set: give the HttpClient its SSLContext" }
+        val client = http ?: Fenec.defaultHttpClient(timeout, sslContext)
+        return Client(nodes, token, timeout, null, client, Schema(), headers.toMap())
+    }
 }
 
 /** This SDK's version, as its User-Agent names it; a test keeps it equal to pom.xml's. */
@@ -293,6 +384,8 @@ public class Client internal constructor(
     public val wait: Duration?,
     private val http: HttpClient,
     internal val schema: Schema,
+    /** Headers of the user's, sent on every request ([ClientBuilder.header]). */
+    private val headers: Map<String, String> = emptyMap(),
 ) {
     /**
      * A copy whose claims — a `set` with `returning`, or a `/batch` holding
@@ -305,8 +398,23 @@ public class Client internal constructor(
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Client(nodes, token, timeout, wait, http, schema)
+        return Client(nodes, token, timeout, wait, http, schema, headers)
     }
+
+    /**
+     * A copy whose calls wait [timeout] for their answer (a held claim:
+     * this plus its wait), rather than this client's: a per-call timeout,
+     * `db.withTimeout(2.seconds).query(…)`. It shares this client's HTTP
+     * client and current node.
+     */
+    public fun withTimeout(timeout: Duration): Client {
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        return Client(nodes, token, timeout, wait, http, schema, headers)
+    }
+
+    /** [withTimeout] with a java.time.Duration. */
+    public fun withTimeout(timeout: java.time.Duration): Client = withTimeout(timeout.toMillis().milliseconds)
 
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
@@ -450,6 +558,7 @@ public class Client internal constructor(
             // The generated request, with the SDK's User-Agent (docs/sdks.md).
             val request = HttpRequest.newBuilder(build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())) { _, _ -> true }
                 .header("User-Agent", USER_AGENT)
+                .apply { headers.forEach { (k, v) -> header(k, v) } }
                 .build()
             val response: HttpResponse<String> = try {
                 exchange(request)

@@ -93,6 +93,12 @@ public class Query internal constructor(
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Query = Query(db.withWait(wait), state, idempotencyKey)
 
+    /** A copy whose calls wait [timeout] for their answer (see [Client.withTimeout]). */
+    public fun withTimeout(timeout: Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
+
+    /** [withTimeout] with a java.time.Duration. */
+    public fun withTimeout(timeout: java.time.Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
+
     /**
      * A copy whose write is sent under this `Idempotency-Key`: a retry with
      * the same key is answered the first answer, and writes nothing. One

@@ -330,8 +330,9 @@ public class Worker(
         val scope = CoroutineScope(caller + name + SupervisorJob() + options.dispatcher)
         val handlers = SupervisorJob(scope.coroutineContext.job)
         val background = SupervisorJob(scope.coroutineContext.job)
-        val acker = scope.launch(background) { ackLoop() }
-        val claimer = scope.launch(background) { claimLoop(scope, handlers, background, untilEmpty) }
+        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease tickers
+        val acker = chores.launch { ackLoop() }
+        val claimer = chores.launch { claimLoop(scope, handlers, chores, untilEmpty) }
         try {
             stop.await()
         } finally {
@@ -423,7 +424,7 @@ public class Worker(
 
     private val half = (options.concurrency + 1) / 2
 
-    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, background: Job, untilEmpty: Boolean) {
+    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, chores: CoroutineScope, untilEmpty: Boolean) {
         var faults = 0L
         while (!stopping) {
             // At most one claim in flight, sent once half the slots (rounded
@@ -484,7 +485,7 @@ public class Worker(
                 }
             }
             if (claim.running.isEmpty()) claimsRunning.remove(claim)
-            if (claimed.isNotEmpty()) scope.launch(background) { extendLoop(claim) }
+            if (claimed.isNotEmpty()) chores.launch { extendLoop(claim) }
             if (claimed.isEmpty()) {
                 if (untilEmpty) {
                     if (inFlight.get() == 0) {
