@@ -188,6 +188,9 @@ public object Fenec {
         connect(urls, token, timeout.toMillis().milliseconds)
 }
 
+/** Whether a statement only reads (`get …`): sent again as it is. */
+private fun isRead(s: Statement): Boolean = s.query.trimStart().startsWith("get ", ignoreCase = true)
+
 /** Headers a client sets itself: a [ClientBuilder] refuses them. */
 private val OWN_HEADERS = setOf("authorization", "user-agent", "content-type", "fenec-wait", "fenec-after", "idempotency-key")
 
@@ -210,6 +213,7 @@ public class ClientBuilder internal constructor(private val urls: List<String>) 
     private var timeout: Duration = Fenec.DEFAULT_TIMEOUT
     private var sslContext: SSLContext? = null
     private var http: HttpClient? = null
+    private var maxRetries = 0
     private val headers = LinkedHashMap<String, String>()
 
     /** Sent as `Authorization: Bearer …`; null for none. */
@@ -249,6 +253,19 @@ public class ClientBuilder internal constructor(private val urls: List<String>) 
         headers[name] = value
     }
 
+    /**
+     * Opt-in retries: a call that failed with a fault (a network error, a
+     * timeout, `unavailable`, `internal`) is sent again up to [n] times,
+     * after a pause with exponential backoff and full jitter. A read is
+     * retried as it is; every write is sent under an Idempotency-Key (the
+     * caller's, or one made up), so a retry never applies it twice. 0 (the
+     * default): no retries.
+     */
+    public fun maxRetries(n: Int): ClientBuilder = apply {
+        require(n in 0..10) { "maxRetries must be 0 to 10, not $n" }
+        maxRetries = n
+    }
+
     /** [header] for each entry of [headers]. */
     public fun headers(headers: Map<String, String>): ClientBuilder = apply { headers.forEach { (k, v) -> header(k, v) } }
 
@@ -259,7 +276,7 @@ public class ClientBuilder internal constructor(private val urls: List<String>) 
         require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
         require(http == null || sslContext == null) { "sslContext and httpClient cannot both be set: give the HttpClient its SSLContext" }
         val client = http ?: Fenec.defaultHttpClient(timeout, sslContext)
-        return Client(nodes, token, timeout, null, client, Schema(), headers.toMap())
+        return Client(nodes, token, timeout, null, client, Schema(), headers.toMap(), maxRetries)
     }
 }
 
@@ -386,6 +403,8 @@ public class Client internal constructor(
     internal val schema: Schema,
     /** Headers of the user's, sent on every request ([ClientBuilder.header]). */
     private val headers: Map<String, String> = emptyMap(),
+    /** How many times a failed call is sent again (0: never; [ClientBuilder.maxRetries]). */
+    public val maxRetries: Int = 0,
 ) {
     /**
      * A copy whose claims — a `set` with `returning`, or a `/batch` holding
@@ -398,7 +417,7 @@ public class Client internal constructor(
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Client(nodes, token, timeout, wait, http, schema, headers)
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
     }
 
     /**
@@ -410,7 +429,7 @@ public class Client internal constructor(
     public fun withTimeout(timeout: Duration): Client {
         requireMillis("timeout", timeout)
         require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
-        return Client(nodes, token, timeout, wait, http, schema, headers)
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
     }
 
     /** [withTimeout] with a java.time.Duration. */
@@ -451,8 +470,42 @@ public class Client internal constructor(
         if (collection != null) schema.load(collection) { fetchSchema() }
         val body = statement.toJson().toString()
         val wait = if (statement.claim) wait else null
-        val reply = send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
+        val key = keyFor(listOf(statement), idempotencyKey)
+        val reply = retrying("POST /query", statement.query, key, idempotencyKey != null || key != null || isRead(statement)) {
+            send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+        }
         return answer(reply.body, collection, reply)
+    }
+
+    /**
+     * The Idempotency-Key a call is sent under: the caller's, or with
+     * retries on, one made up for a write (a UUID), so that no retry of a
+     * write applies twice (docs/http.md, "Idempotency keys").
+     */
+    private fun keyFor(statements: List<Statement>, given: String?): String? =
+        given ?: if (maxRetries > 0 && !statements.all { isRead(it) }) java.util.UUID.randomUUID().toString() else null
+
+    /**
+     * Runs [call], and with [maxRetries] again after a fault — a network
+     * error, a timeout, `unavailable`, `internal` ([FenecException.retryable])
+     * — with exponential backoff and full jitter (a random pause up to
+     * 100 ms × 2^(try − 1), at most 5 s), only when [safe]: a read, or a
+     * write under an idempotency key. Every error it throws names the
+     * method, the node, the statement (its first 200 characters) and the key.
+     */
+    private suspend fun retrying(method: String, statement: String, key: String?, safe: Boolean, call: suspend () -> Reply): Reply {
+        var tries = 0
+        while (true) {
+            try {
+                return call()
+            } catch (e: FenecException) {
+                e.describe(method, node, statement, key)
+                if (!safe || tries >= maxRetries || !e.retryable) throw e
+                tries++
+                val cap = minOf(5_000L, 100L shl minOf(tries - 1, 10))
+                delay(java.util.concurrent.ThreadLocalRandom.current().nextLong(cap + 1))
+            }
+        }
     }
 
     /**
@@ -465,7 +518,10 @@ public class Client internal constructor(
         for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
         val wait = if (statements.any { it.claim }) wait else null
-        val reply = send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
+        val key = keyFor(statements, idempotencyKey)
+        val reply = retrying("POST /batch", statements.joinToString("; ") { it.query }, key, key != null || statements.all { isRead(it) }) {
+            send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+        }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
