@@ -3,6 +3,7 @@ package com.fenecdb
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.future.future
 import kotlinx.coroutines.runInterruptible
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.runBlocking
@@ -187,6 +188,13 @@ public object Fenec {
     public fun connect(urls: List<String>, token: String?, timeout: java.time.Duration): Client =
         connect(urls, token, timeout.toMillis().milliseconds)
 }
+
+/**
+ * Runs [block] on Dispatchers.Default as a CompletableFuture: the twins of
+ * the suspend calls for Java. Cancelling the future cancels the coroutine.
+ */
+internal fun <T> futureOf(block: suspend kotlinx.coroutines.CoroutineScope.() -> T): CompletableFuture<T> =
+    kotlinx.coroutines.CoroutineScope(Dispatchers.Default).future(block = block)
 
 /** Whether a statement only reads (`get …`): sent again as it is. */
 private fun isRead(s: Statement): Boolean = s.query.trimStart().startsWith("get ", ignoreCase = true)
@@ -526,6 +534,21 @@ public class Client internal constructor(
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
     }
+
+    /** [query] as a CompletableFuture (for Java); cancelling the future gives the call up. */
+    @JvmOverloads
+    public fun queryAsync(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): CompletableFuture<Result> =
+        futureOf { query(text, params, idempotencyKey) }
+
+    /** [query] of a rendered statement as a CompletableFuture (for Java). */
+    @JvmOverloads
+    public fun queryAsync(statement: Statement, idempotencyKey: String? = null): CompletableFuture<Result> =
+        futureOf { query(statement, idempotencyKey) }
+
+    /** [batch] as a CompletableFuture (for Java). */
+    @JvmOverloads
+    public fun batchAsync(statements: List<Statement>, idempotencyKey: String? = null): CompletableFuture<List<Result>> =
+        futureOf { batch(statements, idempotencyKey) }
 
     /** [query], blocking (for Java). */
     @JvmOverloads

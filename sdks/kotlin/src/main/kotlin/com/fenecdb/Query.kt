@@ -1,6 +1,7 @@
 package com.fenecdb
 
 import kotlinx.coroutines.runBlocking
+import java.util.concurrent.CompletableFuture
 import kotlin.time.Duration
 
 /**
@@ -266,6 +267,49 @@ public class Query internal constructor(
     @JvmOverloads
     public fun deleteReturningBlocking(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): List<Row> =
         runBlocking { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+
+    // The CompletableFuture twins, for Java callers that do not block:
+    // cancelling a future gives its call up.
+
+    /** [rows] as a CompletableFuture. */
+    public fun rowsAsync(): CompletableFuture<List<Row>> = futureOf { rows() }
+
+    /** [first] as a CompletableFuture (completed with null when there is none). */
+    public fun firstAsync(): CompletableFuture<Row?> = futureOf { first() }
+
+    /** [count] as a CompletableFuture. */
+    public fun countAsync(): CompletableFuture<Long> = futureOf { count() }
+
+    /** [insert] of one document as a CompletableFuture. */
+    @JvmOverloads
+    public fun insertAsync(doc: Map<String, Any?>, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { insert(doc, idempotencyKey) }
+
+    /** [insert] of several documents as a CompletableFuture. */
+    @JvmOverloads
+    public fun insertAsync(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { insert(docs, idempotencyKey) }
+
+    /** [update] as a CompletableFuture. */
+    @JvmOverloads
+    public fun updateAsync(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): CompletableFuture<Long> =
+        futureOf { update(patch, require, idempotencyKey) }
+
+    /** [updateReturning] as a CompletableFuture; [fields] empty for every field. */
+    @JvmOverloads
+    public fun updateReturningAsync(
+        patch: Map<String, Any?>,
+        fields: List<String> = emptyList(),
+        require: Long? = null,
+        idempotencyKey: String? = null,
+    ): CompletableFuture<List<Row>> = futureOf { updateReturning(patch, *fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+
+    /** [delete] as a CompletableFuture. */
+    @JvmOverloads
+    public fun deleteAsync(require: Long? = null, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { delete(require, idempotencyKey) }
+
+    /** [deleteReturning] as a CompletableFuture; [fields] empty for every field. */
+    @JvmOverloads
+    public fun deleteReturningAsync(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): CompletableFuture<List<Row>> =
+        futureOf { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
 
     private suspend fun send(s: Statement, key: String?): Result = db.query(s, key ?: idempotencyKey)
 
