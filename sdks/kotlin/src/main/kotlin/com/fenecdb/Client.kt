@@ -446,6 +446,9 @@ public class Client internal constructor(
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
 
+    /** A copy that holds no claim: for a `set … returning` that must be answered at once (a worker's extension). */
+    internal fun unheld(): Client = if (wait == null) this else Client(nodes, token, timeout, null, http, schema, headers, maxRetries)
+
     /**
      * The URL of the node this client sends its calls to now: the first
      * given to [Fenec.connect], or the leader it was last sent to

@@ -239,7 +239,9 @@ public class Worker(
     public val options: WorkerOptions = WorkerOptions(),
     private val handler: suspend (Row) -> Unit,
 ) : AutoCloseable {
-    private val jobs: Query = jobs.client.from(jobs.collection)
+    // Unheld: an extension (`set … returning id`) renders like a claim, and
+    // must be answered at once even when the caller's client has a wait.
+    private val jobs: Query = jobs.client.unheld().from(jobs.collection)
     private val claimsClient: Client = jobs.client.withWait(options.wait)
     private val claims: Query = this.jobs.where(raw("run_at <= now()")).let { q ->
         options.where?.let { q.where(it) } ?: q

@@ -116,7 +116,8 @@ class WorkerTest {
             val cancelled = CompletableDeferred<Unit>()
             val reports = Collections.synchronizedList(mutableListOf<String>())
             val options = WorkerOptions(concurrency = 1, lease = 1.seconds, onError = { e -> reports.add("${e.step.wire}: ${e.message}") })
-            val worker = Worker(db.from("jobs"), options) { job ->
+            // A client with a wait of its own: the extension (a `set … returning id`) must still be answered at once.
+            val worker = Worker(db.withWait(30.seconds).from("jobs"), options) { job ->
                 started.complete(job)
                 try {
                     delay(10_000)
