@@ -1,9 +1,12 @@
 package com.fenecdb
 
 import kotlinx.coroutines.CancellationException
+import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.delay
+import kotlinx.coroutines.future.future
+import kotlinx.coroutines.runInterruptible
+import kotlinx.coroutines.withContext
 import kotlinx.coroutines.runBlocking
-import kotlinx.coroutines.suspendCancellableCoroutine
 import kotlinx.serialization.json.Json
 import kotlinx.serialization.json.JsonArray
 import kotlinx.serialization.json.JsonElement
@@ -116,16 +119,33 @@ public object Fenec {
 
     /** [connect] to the nodes of a cluster, one URL each. */
     public fun connect(urls: List<String>, token: String? = null, timeout: Duration = DEFAULT_TIMEOUT, sslContext: SSLContext? = null): Client {
-        val nodes = parseUrls(urls)
-        requireMillis("timeout", timeout)
-        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        val b = builder(urls).token(token).timeout(timeout)
+        if (sslContext != null) b.sslContext(sslContext)
+        return b.build()
+    }
+
+    /**
+     * A [ClientBuilder] for the server at [url] (or a cluster's URLs,
+     * separated by commas): for what [connect] does not take — an
+     * HttpClient of your own, headers on every request.
+     */
+    @JvmStatic
+    public fun builder(url: String): ClientBuilder = builder(url.split(',').map { it.trim() })
+
+    /** A [ClientBuilder] for the nodes of a cluster, one URL each. */
+    @JvmStatic
+    public fun builder(urls: List<String>): ClientBuilder = ClientBuilder(urls)
+
+    /** The HttpClient [connect] makes: HTTP/1.1, the shared executor, the connect timeout, [sslContext] when given. */
+    internal fun defaultHttpClient(timeout: Duration, sslContext: SSLContext?): HttpClient {
         // HTTP/1.1: a held claim given up closes its connection, which is
         // how the server learns the claim is gone (docs/queues.md).
         val builder = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
+            .executor(httpExecutor)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
         if (sslContext != null) builder.sslContext(sslContext)
-        return Client(nodes, token, timeout, null, builder.build(), Schema())
+        return builder.build()
     }
 
     /**
@@ -169,11 +189,124 @@ public object Fenec {
         connect(urls, token, timeout.toMillis().milliseconds)
 }
 
+/**
+ * Runs [block] on Dispatchers.Default as a CompletableFuture: the twins of
+ * the suspend calls for Java. Cancelling the future cancels the coroutine.
+ */
+internal fun <T> futureOf(block: suspend kotlinx.coroutines.CoroutineScope.() -> T): CompletableFuture<T> =
+    kotlinx.coroutines.CoroutineScope(Dispatchers.Default).future(block = block)
+
+/** Whether a statement only reads (`get …`): sent again as it is. */
+private fun isRead(s: Statement): Boolean = s.query.trimStart().startsWith("get ", ignoreCase = true)
+
+/** Headers a client sets itself: a [ClientBuilder] refuses them. */
+private val OWN_HEADERS = setOf("authorization", "user-agent", "content-type", "fenec-wait", "fenec-after", "idempotency-key")
+
+/**
+ * Makes a [Client] with what [Fenec.connect] does not take:
+ *
+ * ```
+ * val db = Fenec.builder("https://db.example.com")
+ *     .token(System.getenv("FENEC_TOKEN"))
+ *     .httpClient(HttpClient.newBuilder().proxy(ProxySelector.of(InetSocketAddress("proxy", 3128))).build())
+ *     .header("X-Tenant", "a1")
+ *     .build()
+ * ```
+ *
+ * Each setter returns this builder; [build] checks the URLs and the
+ * timeout (an IllegalArgumentException naming what is wrong).
+ */
+public class ClientBuilder internal constructor(private val urls: List<String>) {
+    private var token: String? = null
+    private var timeout: Duration = Fenec.DEFAULT_TIMEOUT
+    private var sslContext: SSLContext? = null
+    private var http: HttpClient? = null
+    private var maxRetries = 0
+    private val headers = LinkedHashMap<String, String>()
+
+    /** Sent as `Authorization: Bearer …`; null for none. */
+    public fun token(token: String?): ClientBuilder = apply { this.token = token }
+
+    /** The default timeout of every call (30 s unless set); [Client.withTimeout] changes it per call. */
+    public fun timeout(timeout: Duration): ClientBuilder = apply { this.timeout = timeout }
+
+    /** [timeout] with a java.time.Duration. */
+    public fun timeout(timeout: java.time.Duration): ClientBuilder = timeout(timeout.toMillis().milliseconds)
+
+    /** The TLS context of the HttpClient the builder makes ([Fenec.trusting]); not with [httpClient]. */
+    public fun sslContext(sslContext: SSLContext): ClientBuilder = apply { this.sslContext = sslContext }
+
+    /**
+     * The HttpClient every request goes through, as you built it: its
+     * SSLContext, proxy, authenticator, executor and connect timeout are
+     * yours. Keep it on HTTP/1.1 (`version(HTTP_1_1)`): a held claim given
+     * up is told to the server by closing its connection.
+     */
+    public fun httpClient(client: HttpClient): ClientBuilder = apply { this.http = client }
+
+    /**
+     * A header sent on every request (a tenant, a trace id, a proxy's
+     * key). The headers the client sets itself (Authorization — use
+     * [token] —, User-Agent, Content-Type, Fenec-Wait, Fenec-After,
+     * Idempotency-Key) and those java.net.http refuses (Host, Connection,
+     * …) are refused here.
+     */
+    public fun header(name: String, value: String): ClientBuilder = apply {
+        require(name.lowercase() !in OWN_HEADERS) { "header $name is the client's own; it cannot be set" }
+        try {
+            HttpRequest.newBuilder(URI("http://header.check")).header(name, value)
+        } catch (e: IllegalArgumentException) {
+            throw IllegalArgumentException("header $name: ${e.message}", e)
+        }
+        headers[name] = value
+    }
+
+    /**
+     * Opt-in retries: a call that failed with a fault (a network error, a
+     * timeout, `unavailable`, `internal`) is sent again up to [n] times,
+     * after a pause with exponential backoff and full jitter. A read is
+     * retried as it is; every write is sent under an Idempotency-Key (the
+     * caller's, or one made up), so a retry never applies it twice. 0 (the
+     * default): no retries.
+     */
+    public fun maxRetries(n: Int): ClientBuilder = apply {
+        require(n in 0..10) { "maxRetries must be 0 to 10, not $n" }
+        maxRetries = n
+    }
+
+    /** [header] for each entry of [headers]. */
+    public fun headers(headers: Map<String, String>): ClientBuilder = apply { headers.forEach { (k, v) -> header(k, v) } }
+
+    /** The client. */
+    public fun build(): Client {
+        val nodes = parseUrls(urls)
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        require(http == null || sslContext == null) { "sslContext and httpClient cannot both be set: give the HttpClient its SSLContext" }
+        val client = http ?: Fenec.defaultHttpClient(timeout, sslContext)
+        return Client(nodes, token, timeout, null, client, Schema(), headers.toMap(), maxRetries)
+    }
+}
+
 /** This SDK's version, as its User-Agent names it; a test keeps it equal to pom.xml's. */
 public const val VERSION: String = "0.1.0"
 
 /** Sent on every request: `fenecdb-kotlin/<version> java/<the JVM's version>`. */
 internal val USER_AGENT: String = "fenecdb-kotlin/$VERSION java/${System.getProperty("java.version")}"
+
+/**
+ * The executor of every HttpClient [Fenec.connect] makes: a few daemon
+ * threads, kept while busy. Without one, java.net.http completes each
+ * answer through the common ForkJoinPool, which on a machine of two cores
+ * or fewer starts a new thread per task — one or more per request.
+ */
+internal val httpExecutor: java.util.concurrent.ExecutorService by lazy {
+    val n = maxOf(2, Runtime.getRuntime().availableProcessors())
+    val count = AtomicLong()
+    java.util.concurrent.ThreadPoolExecutor(n, n, 30, java.util.concurrent.TimeUnit.SECONDS, java.util.concurrent.LinkedBlockingQueue()) { r ->
+        Thread(r, "fenecdb-http-${count.incrementAndGet()}").apply { isDaemon = true }
+    }.apply { allowCoreThreadTimeOut(true) }
+}
 
 /** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3
@@ -276,6 +409,10 @@ public class Client internal constructor(
     public val wait: Duration?,
     private val http: HttpClient,
     internal val schema: Schema,
+    /** Headers of the user's, sent on every request ([ClientBuilder.header]). */
+    private val headers: Map<String, String> = emptyMap(),
+    /** How many times a failed call is sent again (0: never; [ClientBuilder.maxRetries]). */
+    public val maxRetries: Int = 0,
 ) {
     /**
      * A copy whose claims — a `set` with `returning`, or a `/batch` holding
@@ -288,11 +425,29 @@ public class Client internal constructor(
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Client(nodes, token, timeout, wait, http, schema)
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
     }
+
+    /**
+     * A copy whose calls wait [timeout] for their answer (a held claim:
+     * this plus its wait), rather than this client's: a per-call timeout,
+     * `db.withTimeout(2.seconds).query(…)`. It shares this client's HTTP
+     * client and current node.
+     */
+    public fun withTimeout(timeout: Duration): Client {
+        requireMillis("timeout", timeout)
+        require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
+    }
+
+    /** [withTimeout] with a java.time.Duration. */
+    public fun withTimeout(timeout: java.time.Duration): Client = withTimeout(timeout.toMillis().milliseconds)
 
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
+
+    /** A copy that holds no claim: for a `set … returning` that must be answered at once (a worker's extension). */
+    internal fun unheld(): Client = if (wait == null) this else Client(nodes, token, timeout, null, http, schema, headers, maxRetries)
 
     /**
      * The URL of the node this client sends its calls to now: the first
@@ -317,7 +472,7 @@ public class Client internal constructor(
     }
 
     /**
-     * Runs a statement a builder rendered (`jobs.where("id", 1).deleteStatement(require = 1)`)
+     * Runs a statement a builder rendered (`jobs.where("id", 1).renderDelete(require = 1)`)
      * and answers its whole [Result]: its rows decoded by the collection's field types.
      */
     @JvmOverloads
@@ -326,25 +481,77 @@ public class Client internal constructor(
         if (collection != null) schema.load(collection) { fetchSchema() }
         val body = statement.toJson().toString()
         val wait = if (statement.claim) wait else null
-        val reply = send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
+        val key = keyFor(listOf(statement), idempotencyKey)
+        val reply = retrying("POST /query", statement.query, key, idempotencyKey != null || key != null || isRead(statement)) {
+            send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+        }
         return answer(reply.body, collection, reply)
+    }
+
+    /**
+     * The Idempotency-Key a call is sent under: the caller's, or with
+     * retries on, one made up for a write (a UUID), so that no retry of a
+     * write applies twice (docs/http.md, "Idempotency keys").
+     */
+    private fun keyFor(statements: List<Statement>, given: String?): String? =
+        given ?: if (maxRetries > 0 && !statements.all { isRead(it) }) java.util.UUID.randomUUID().toString() else null
+
+    /**
+     * Runs [call], and with [maxRetries] again after a fault — a network
+     * error, a timeout, `unavailable`, `internal` ([FenecException.retryable])
+     * — with exponential backoff and full jitter (a random pause up to
+     * 100 ms × 2^(try − 1), at most 5 s), only when [safe]: a read, or a
+     * write under an idempotency key. Every error it throws names the
+     * method, the node, the statement (its first 200 characters) and the key.
+     */
+    private suspend fun retrying(method: String, statement: String, key: String?, safe: Boolean, call: suspend () -> Reply): Reply {
+        var tries = 0
+        while (true) {
+            try {
+                return call()
+            } catch (e: FenecException) {
+                e.describe(method, node, statement, key)
+                if (!safe || tries >= maxRetries || !e.retryable) throw e
+                tries++
+                val cap = minOf(5_000L, 100L shl minOf(tries - 1, 10))
+                delay(java.util.concurrent.ThreadLocalRandom.current().nextLong(cap + 1))
+            }
+        }
     }
 
     /**
      * Runs statements all or nothing, in order, under one lock; answers each
      * statement's answer. A refusal names the statement in [FenecException.at].
-     * Builders render statements: `jobs.where("id", 1).deleteStatement(require = 1)`.
+     * Builders render statements: `jobs.where("id", 1).renderDelete(require = 1)`.
      */
     public suspend fun batch(statements: List<Statement>, idempotencyKey: String? = null): List<Result> {
         require(statements.isNotEmpty()) { "batch: no statements" }
         for (c in statements.mapNotNull { it.collection }.toSet()) schema.load(c) { fetchSchema() }
         val body = buildJsonObject { put("statements", JsonArray(statements.map { it.toJson() })) }.toString()
         val wait = if (statements.any { it.claim }) wait else null
-        val reply = send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, idempotencyKey, nodes.after(), token, t) }
+        val key = keyFor(statements, idempotencyKey)
+        val reply = retrying("POST /batch", statements.joinToString("; ") { it.query }, key, key != null || statements.all { isRead(it) }) {
+            send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+        }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)
         return results.mapIndexed { i, r -> answer(r, statements[i].collection, reply) }
     }
+
+    /** [query] as a CompletableFuture (for Java); cancelling the future gives the call up. */
+    @JvmOverloads
+    public fun queryAsync(text: String, params: List<Any?> = emptyList(), idempotencyKey: String? = null): CompletableFuture<Result> =
+        futureOf { query(text, params, idempotencyKey) }
+
+    /** [query] of a rendered statement as a CompletableFuture (for Java). */
+    @JvmOverloads
+    public fun queryAsync(statement: Statement, idempotencyKey: String? = null): CompletableFuture<Result> =
+        futureOf { query(statement, idempotencyKey) }
+
+    /** [batch] as a CompletableFuture (for Java). */
+    @JvmOverloads
+    public fun batchAsync(statements: List<Statement>, idempotencyKey: String? = null): CompletableFuture<List<Result>> =
+        futureOf { batch(statements, idempotencyKey) }
 
     /** [query], blocking (for Java). */
     @JvmOverloads
@@ -433,9 +640,10 @@ public class Client internal constructor(
             // The generated request, with the SDK's User-Agent (docs/sdks.md).
             val request = HttpRequest.newBuilder(build(node, maxOf(-deadline.elapsedNow(), 1.milliseconds).toJavaDuration())) { _, _ -> true }
                 .header("User-Agent", USER_AGENT)
+                .apply { headers.forEach { (k, v) -> header(k, v) } }
                 .build()
             val response: HttpResponse<String> = try {
-                awaitCancelling(http.sendAsync(request, HttpResponse.BodyHandlers.ofString()))
+                exchange(request)
             } catch (e: CancellationException) {
                 throw e
             } catch (e: Throwable) {
@@ -523,16 +731,29 @@ public class Client internal constructor(
     private fun refusal(reply: Reply): FenecException {
         val o = reply.body as? JsonObject
         val message = (o?.get("error") as? JsonPrimitive)?.takeIf { it.isString }?.content
-        val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
-        if (message == null || code == null) return unexpected(reply)
+        val wire = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content
+        if (message == null || wire == null) return unexpected(reply)
+        // A code a newer server added: UNKNOWN, its text kept (wireCode).
+        val code = ErrorCode.of(wire) ?: ErrorCode.UNKNOWN
         val at = (o["at"] as? JsonPrimitive)?.intOrNull
-        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null)
+        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null, wireCode = wire)
     }
 
     private fun unexpected(reply: Reply): FenecException {
         val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
         return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: HTTP ${reply.status}: $start")
     }
+
+    /**
+     * Sends [request] and waits for its answer on a thread of
+     * Dispatchers.IO (pooled: no thread is started per request). Not
+     * `sendAsync`: that one hands every answer to the common ForkJoinPool,
+     * which on a machine of two cores or fewer starts a new thread per task.
+     * Cancelling the coroutine interrupts `send`, which cancels the exchange
+     * and closes its connection (so the server drops a held claim).
+     */
+    private suspend fun exchange(request: HttpRequest): HttpResponse<String> =
+        withContext(Dispatchers.IO) { runInterruptible { http.send(request, HttpResponse.BodyHandlers.ofString()) } }
 
     override fun toString(): String = "Client(${nodes.current()}${wait?.let { ", wait $it" } ?: ""})"
 }
@@ -667,16 +888,6 @@ private fun connectTimeout(timeout: Duration): Duration = minOf(timeout, 10.seco
 
 private fun requireMillis(what: String, d: Duration) {
     require(d.isFinite() && d >= Duration.ZERO) { "$what must be a finite, non-negative duration, not $d" }
-}
-
-/**
- * Awaits a future; cancelling the coroutine cancels it with
- * mayInterruptIfRunning, which is what makes java.net.http abort the
- * exchange and close its connection (cancel(false) leaves it running).
- */
-private suspend fun <T> awaitCancelling(f: CompletableFuture<T>): T = suspendCancellableCoroutine { cont ->
-    f.whenComplete { v, e -> if (e == null) cont.resumeWith(kotlin.Result.success(v)) else cont.resumeWith(kotlin.Result.failure(e)) }
-    cont.invokeOnCancellation { f.cancel(true) }
 }
 
 private fun unwrap(e: Throwable): Throwable {

@@ -30,9 +30,45 @@ public class FenecException(
      * refused the connection).
      */
     public val leader: String? = null,
+    /**
+     * The code as the server wrote it: [code]'s wire name, or, when [code]
+     * is [ErrorCode.UNKNOWN], the code this version does not know.
+     */
+    public val wireCode: String = code.wire,
 ) : Exception(message, cause) {
+    /**
+     * Whether the call may be sent again: a fault — [ErrorCode.NETWORK],
+     * [ErrorCode.TIMEOUT], [ErrorCode.UNAVAILABLE], [ErrorCode.INTERNAL].
+     * A write is safe to send again only under an idempotency key.
+     */
+    public val retryable: Boolean
+        get() = code == ErrorCode.NETWORK || code == ErrorCode.TIMEOUT || code == ErrorCode.UNAVAILABLE || code == ErrorCode.INTERNAL
+
+    /** What was asked: `POST /query` or `POST /batch`; null for other requests. */
+    public var method: String? = null
+        private set
+
+    /** The node the call went to last. */
+    public var node: String? = null
+        private set
+
+    /** The statement(s) sent, their first 200 characters. */
+    public var statement: String? = null
+        private set
+
+    /** The Idempotency-Key the call was sent under, if any. */
+    public var idempotencyKey: String? = null
+        private set
+
+    internal fun describe(method: String, node: String, statement: String, key: String?) {
+        this.method = method
+        this.node = node
+        this.statement = if (statement.length > 200) statement.take(200) + "…" else statement
+        this.idempotencyKey = key
+    }
+
     override fun toString(): String {
         val where = at?.let { " (statement $it)" } ?: ""
-        return "FenecException(${code.wire}${if (status > 0) " $status" else ""}$where): $message"
+        return "FenecException(${wireCode}${if (status > 0) " $status" else ""}$where): $message"
     }
 }

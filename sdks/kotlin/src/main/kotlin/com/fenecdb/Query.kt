@@ -1,13 +1,14 @@
 package com.fenecdb
 
 import kotlinx.coroutines.runBlocking
+import java.util.concurrent.CompletableFuture
 import kotlin.time.Duration
 
 /**
  * An immutable query on one collection: each call answers a new builder,
  * so one can be kept and reused (`val jobs = db.from("jobs")`). The
  * endpoints (`rows`, `first`, `count`, `insert`, `update`,
- * `updateReturning`, `delete`, `deleteReturning`) send it; the `…Statement`
+ * `updateReturning`, `delete`, `deleteReturning`) send it; the `render…`
  * methods render it without sending (for [Fenec.batch], logs and tests).
  *
  * Values always become `$n` parameters; collection and field names are
@@ -93,6 +94,12 @@ public class Query internal constructor(
     /** [withWait] with a java.time.Duration. */
     public fun withWait(wait: java.time.Duration): Query = Query(db.withWait(wait), state, idempotencyKey)
 
+    /** A copy whose calls wait [timeout] for their answer (see [Client.withTimeout]). */
+    public fun withTimeout(timeout: Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
+
+    /** [withTimeout] with a java.time.Duration. */
+    public fun withTimeout(timeout: java.time.Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
+
     /**
      * A copy whose write is sent under this `Idempotency-Key`: a retry with
      * the same key is answered the first answer, and writes nothing. One
@@ -104,56 +111,89 @@ public class Query internal constructor(
         return Query(db, state, key)
     }
 
-    // The statements, rendered without sending.
+    // The statements, rendered without sending (docs/sdks.md: `render…`,
+    // one word per idea); the `…Statement` names of the first versions stay
+    // as deprecated aliases.
 
     /** The read [rows] sends. */
-    public fun rowsStatement(): Statement = renderRows(state)
+    public fun renderRows(): Statement = statementRows(state)
 
     /** The read [first] sends (`limit 1`). */
-    public fun firstStatement(): Statement = renderRows(state.copy(limit = 1))
+    public fun renderFirst(): Statement = statementRows(state.copy(limit = 1))
 
     /** The count [count] sends. */
-    public fun countStatement(): Statement = renderCount(state)
+    public fun renderCount(): Statement = statementCount(state)
 
     /** The insert of one document. */
-    public fun insertStatement(doc: Map<String, Any?>): Statement = renderInsert(state, listOf(doc), many = false)
+    public fun renderInsert(doc: Map<String, Any?>): Statement = statementInsert(state, listOf(doc), many = false)
 
     /** The insert of several documents at once. */
-    public fun insertStatement(docs: List<Map<String, Any?>>): Statement = renderInsert(state, docs, many = true)
+    public fun renderInsert(docs: List<Map<String, Any?>>): Statement = statementInsert(state, docs, many = true)
 
     /** The update; [returning] null for none, empty or `*` for every field. */
     @JvmOverloads
-    public fun updateStatement(patch: Map<String, Any?>, require: Long? = null, returning: List<String>? = null): Statement =
-        renderUpdate(state, patch, require, returning?.ifEmpty { listOf("*") })
+    public fun renderUpdate(patch: Map<String, Any?>, require: Long? = null, returning: List<String>? = null): Statement =
+        statementUpdate(state, patch, require, returning?.ifEmpty { listOf("*") })
 
-    /** The delete; [returning] as for [updateStatement]. */
+    /** The delete; [returning] as for [renderUpdate]. */
     @JvmOverloads
-    public fun deleteStatement(require: Long? = null, returning: List<String>? = null): Statement =
-        renderDelete(state, require, returning?.ifEmpty { listOf("*") })
+    public fun renderDelete(require: Long? = null, returning: List<String>? = null): Statement =
+        statementDelete(state, require, returning?.ifEmpty { listOf("*") })
+
+    /** [renderRows] under its first name. */
+    @Deprecated("renamed renderRows (docs/sdks.md, one word per idea)", ReplaceWith("renderRows()"))
+    public fun rowsStatement(): Statement = renderRows()
+
+    /** [renderFirst] under its first name. */
+    @Deprecated("renamed renderFirst (docs/sdks.md, one word per idea)", ReplaceWith("renderFirst()"))
+    public fun firstStatement(): Statement = renderFirst()
+
+    /** [renderCount] under its first name. */
+    @Deprecated("renamed renderCount (docs/sdks.md, one word per idea)", ReplaceWith("renderCount()"))
+    public fun countStatement(): Statement = renderCount()
+
+    /** [renderInsert] under its first name. */
+    @Deprecated("renamed renderInsert (docs/sdks.md, one word per idea)", ReplaceWith("renderInsert(doc)"))
+    public fun insertStatement(doc: Map<String, Any?>): Statement = renderInsert(doc)
+
+    /** [renderInsert] of several documents under its first name. */
+    @Deprecated("renamed renderInsert (docs/sdks.md, one word per idea)", ReplaceWith("renderInsert(docs)"))
+    public fun insertStatement(docs: List<Map<String, Any?>>): Statement = renderInsert(docs)
+
+    /** [renderUpdate] under its first name. */
+    @JvmOverloads
+    @Deprecated("renamed renderUpdate (docs/sdks.md, one word per idea)", ReplaceWith("renderUpdate(patch, require, returning)"))
+    public fun updateStatement(patch: Map<String, Any?>, require: Long? = null, returning: List<String>? = null): Statement =
+        renderUpdate(patch, require, returning)
+
+    /** [renderDelete] under its first name. */
+    @JvmOverloads
+    @Deprecated("renamed renderDelete (docs/sdks.md, one word per idea)", ReplaceWith("renderDelete(require, returning)"))
+    public fun deleteStatement(require: Long? = null, returning: List<String>? = null): Statement = renderDelete(require, returning)
 
     // The endpoints: each answers the plain value; Client.query(statement)
     // answers the whole Result (seq, replayed).
 
     /** Reads the rows: `get c [select …] [where …] [order …] [limit n] [offset n]`. */
-    public suspend fun rows(): List<Row> = rowsOf(send(rowsStatement(), null))
+    public suspend fun rows(): List<Row> = rowsOf(send(renderRows(), null))
 
     /** Reads the first row (`limit 1`), or null when there is none. */
-    public suspend fun first(): Row? = rowsOf(send(firstStatement(), null)).firstOrNull()
+    public suspend fun first(): Row? = rowsOf(send(renderFirst(), null)).firstOrNull()
 
     /** Counts the rows that match: `get c [where …] count`. */
     public suspend fun count(): Long {
-        val r = send(countStatement(), null)
+        val r = send(renderCount(), null)
         return r.rows?.firstOrNull()?.long("count")
             ?: throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count answered $r")
     }
 
     /** Inserts a document; answers how many were written (1). A taken id or @unique value is 409. */
     public suspend fun insert(doc: Map<String, Any?>, idempotencyKey: String? = null): Long =
-        written(send(insertStatement(doc), idempotencyKey))
+        written(send(renderInsert(doc), idempotencyKey))
 
     /** Inserts several documents at once, all or none; answers how many were written. */
     public suspend fun insert(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): Long =
-        written(send(insertStatement(docs), idempotencyKey))
+        written(send(renderInsert(docs), idempotencyKey))
 
     /**
      * Sets fields of the rows that match: `set c {…} [where …] [order …]
@@ -163,7 +203,7 @@ public class Query internal constructor(
      * that many rows are written.
      */
     public suspend fun update(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): Long =
-        written(send(updateStatement(patch, require), idempotencyKey))
+        written(send(renderUpdate(patch, require), idempotencyKey))
 
     /**
      * [update] that answers the rows as written (`returning *`, or
@@ -175,15 +215,15 @@ public class Query internal constructor(
         vararg fields: String,
         require: Long? = null,
         idempotencyKey: String? = null,
-    ): List<Row> = rowsOf(send(updateStatement(patch, require, fields.toList()), idempotencyKey))
+    ): List<Row> = rowsOf(send(renderUpdate(patch, require, fields.toList()), idempotencyKey))
 
     /** Deletes the rows that match: `del c [where …] [order …] [limit n] [require n]`; answers how many. */
     public suspend fun delete(require: Long? = null, idempotencyKey: String? = null): Long =
-        written(send(deleteStatement(require), idempotencyKey))
+        written(send(renderDelete(require), idempotencyKey))
 
     /** [delete] that answers the rows as they were (`returning *`, or [fields]). */
     public suspend fun deleteReturning(vararg fields: String, require: Long? = null, idempotencyKey: String? = null): List<Row> =
-        rowsOf(send(deleteStatement(require, fields.toList()), idempotencyKey))
+        rowsOf(send(renderDelete(require, fields.toList()), idempotencyKey))
 
     // The blocking twins, for Java and other non-coroutine callers: each
     // runs its endpoint on the calling thread (runBlocking).
@@ -228,6 +268,49 @@ public class Query internal constructor(
     public fun deleteReturningBlocking(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): List<Row> =
         runBlocking { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
 
+    // The CompletableFuture twins, for Java callers that do not block:
+    // cancelling a future gives its call up.
+
+    /** [rows] as a CompletableFuture. */
+    public fun rowsAsync(): CompletableFuture<List<Row>> = futureOf { rows() }
+
+    /** [first] as a CompletableFuture (completed with null when there is none). */
+    public fun firstAsync(): CompletableFuture<Row?> = futureOf { first() }
+
+    /** [count] as a CompletableFuture. */
+    public fun countAsync(): CompletableFuture<Long> = futureOf { count() }
+
+    /** [insert] of one document as a CompletableFuture. */
+    @JvmOverloads
+    public fun insertAsync(doc: Map<String, Any?>, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { insert(doc, idempotencyKey) }
+
+    /** [insert] of several documents as a CompletableFuture. */
+    @JvmOverloads
+    public fun insertAsync(docs: List<Map<String, Any?>>, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { insert(docs, idempotencyKey) }
+
+    /** [update] as a CompletableFuture. */
+    @JvmOverloads
+    public fun updateAsync(patch: Map<String, Any?>, require: Long? = null, idempotencyKey: String? = null): CompletableFuture<Long> =
+        futureOf { update(patch, require, idempotencyKey) }
+
+    /** [updateReturning] as a CompletableFuture; [fields] empty for every field. */
+    @JvmOverloads
+    public fun updateReturningAsync(
+        patch: Map<String, Any?>,
+        fields: List<String> = emptyList(),
+        require: Long? = null,
+        idempotencyKey: String? = null,
+    ): CompletableFuture<List<Row>> = futureOf { updateReturning(patch, *fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+
+    /** [delete] as a CompletableFuture. */
+    @JvmOverloads
+    public fun deleteAsync(require: Long? = null, idempotencyKey: String? = null): CompletableFuture<Long> = futureOf { delete(require, idempotencyKey) }
+
+    /** [deleteReturning] as a CompletableFuture; [fields] empty for every field. */
+    @JvmOverloads
+    public fun deleteReturningAsync(fields: List<String> = emptyList(), require: Long? = null, idempotencyKey: String? = null): CompletableFuture<List<Row>> =
+        futureOf { deleteReturning(*fields.toTypedArray(), require = require, idempotencyKey = idempotencyKey) }
+
     private suspend fun send(s: Statement, key: String?): Result = db.query(s, key ?: idempotencyKey)
 
     private fun rowsOf(r: Result): List<Row> =
@@ -238,5 +321,5 @@ public class Query internal constructor(
         return r.affected
     }
 
-    override fun toString(): String = rowsStatement().toString()
+    override fun toString(): String = renderRows().toString()
 }

@@ -99,7 +99,7 @@ internal fun fieldList(what: String, list: List<String>): List<String> {
 }
 
 /** `get c [select …] [where …] [order …] [limit n] [offset n]`. */
-internal fun renderRows(s: State): Statement {
+internal fun statementRows(s: State): Statement {
     refuse(s, "a read", absent = true)
     val p = Params()
     val select = s.select?.let { " select " + it.joinToString(", ") } ?: ""
@@ -107,7 +107,7 @@ internal fun renderRows(s: State): Statement {
 }
 
 /** `get c [where …] count`. */
-internal fun renderCount(s: State): Statement {
+internal fun statementCount(s: State): Statement {
     refuse(s, "count", absent = true)
     val p = Params()
     // No collection: a count's one column is no field to decode.
@@ -118,7 +118,7 @@ internal fun renderCount(s: State): Statement {
  * `insert c {…}` or `insert c [{…}, …]`; after `ifAbsent()`
  * `put c {…} if absent`, after `upsert(set)` `put c {…} if absent else set {…}`.
  */
-internal fun renderInsert(s: State, docs: List<Map<String, Any?>>, many: Boolean): Statement {
+internal fun statementInsert(s: State, docs: List<Map<String, Any?>>, many: Boolean): Statement {
     refuse(s, "insert", where = true, order = true, limit = true, offset = true, select = true, near = true)
     require(docs.isNotEmpty()) { "insert: an empty list of documents" }
     val p = Params()
@@ -129,7 +129,7 @@ internal fun renderInsert(s: State, docs: List<Map<String, Any?>>, many: Boolean
 }
 
 /** `set c {k: v, …} [where …] [order …] [limit n] [returning …] [require n]`. */
-internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, returning: List<String>?): Statement {
+internal fun statementUpdate(s: State, patch: Map<String, Any?>, require: Long?, returning: List<String>?): Statement {
     refuse(s, "update", offset = true, select = true, absent = true)
     val p = Params()
     val set = patch("update", patch, p)
@@ -141,7 +141,7 @@ internal fun renderUpdate(s: State, patch: Map<String, Any?>, require: Long?, re
 }
 
 /** `del c [where …] [order …] [limit n] [returning …] [require n]`. */
-internal fun renderDelete(s: State, require: Long?, returning: List<String>?): Statement {
+internal fun statementDelete(s: State, require: Long?, returning: List<String>?): Statement {
     refuse(s, "delete", offset = true, select = true, absent = true)
     val p = Params()
     return Statement("del ${s.collection}${where(s, p)}${near(s, p)}${order(s)}${limits(s, false)}${writeTail(require, returning)}", p.values, s.collection)

@@ -59,7 +59,10 @@ internal object ApiHeaders {
  * The kind of a [FenecException]: each `code` of the API's error answers
  * (openapi.yaml's Error schema), then the client's own: [NETWORK] (the
  * request could not be sent or its answer read), [TIMEOUT] (no answer in
- * time) and [UNEXPECTED] (an answer that is not the API's JSON).
+ * time) and [UNEXPECTED] (an answer that is not the API's JSON); and
+ * [UNKNOWN], a code this version does not know (a newer server's; the
+ * exception's `wireCode` holds it), so an exhaustive `when` over the codes
+ * still compiles and runs when the server adds one.
  */
 public enum class ErrorCode(
     /** The code as the API writes it. */
@@ -90,6 +93,7 @@ public enum class ErrorCode(
     NETWORK("network"),
     TIMEOUT("timeout"),
     UNEXPECTED("unexpected"),
+    UNKNOWN("unknown"),
     ;
 
     public companion object {

@@ -5,27 +5,36 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.CoroutineName
 import kotlinx.coroutines.CoroutineScope
-import kotlinx.coroutines.CoroutineStart
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.ExperimentalCoroutinesApi
 import kotlinx.coroutines.Job
 import kotlinx.coroutines.NonCancellable
 import kotlinx.coroutines.SupervisorJob
-import kotlinx.coroutines.async
+import kotlinx.coroutines.asContextElement
+import kotlinx.coroutines.cancel
 import kotlinx.coroutines.cancelAndJoin
+import kotlinx.coroutines.channels.Channel
 import kotlinx.coroutines.coroutineScope
+import kotlinx.coroutines.currentCoroutineContext
 import kotlinx.coroutines.delay
-import kotlinx.coroutines.isActive
+import kotlinx.coroutines.job
 import kotlinx.coroutines.joinAll
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runInterruptible
-import kotlinx.coroutines.sync.Semaphore
+import kotlinx.coroutines.selects.onTimeout
+import kotlinx.coroutines.selects.select
 import kotlinx.coroutines.withContext
-import kotlinx.coroutines.asContextElement
 import kotlinx.coroutines.withTimeoutOrNull
+import org.slf4j.Logger
+import org.slf4j.LoggerFactory
 import java.util.UUID
+import java.util.concurrent.ConcurrentHashMap
 import java.util.concurrent.ThreadLocalRandom
 import java.util.concurrent.atomic.AtomicBoolean
+import java.util.concurrent.atomic.AtomicInteger
 import java.util.concurrent.atomic.AtomicLong
+import kotlin.coroutines.AbstractCoroutineContextElement
+import kotlin.coroutines.CoroutineContext
 import kotlin.time.Duration
 import kotlin.time.Duration.Companion.hours
 import kotlin.time.Duration.Companion.milliseconds
@@ -33,7 +42,61 @@ import kotlin.time.Duration.Companion.seconds
 import kotlin.time.TimeMark
 import kotlin.time.TimeSource
 
-/** Where a [Worker] reports what went wrong: a fault it retries, a job that failed, a lease lost. */
+/** The step of the worker's loop a [WorkerException] is about (docs/workers.md, "What is reported"). */
+public enum class WorkerStep(
+    /** The step's name as every SDK spells it: `claim`, `dead_letter`, `lost_lease`, … */
+    public val wire: String,
+) {
+    /** A claim failed (a fault or a refusal); it is tried again with the backoff. */
+    CLAIM("claim"),
+
+    /** An extension of leases failed; the next tick tries again. */
+    EXTEND("extend"),
+
+    /** An ack could not be sent. */
+    ACK("ack"),
+
+    /** A fail (the job to run again later) could not be sent. */
+    FAIL("fail"),
+
+    /** A release (a job back to ready) could not be sent, or a handler was given up. */
+    RELEASE("release"),
+
+    /** A handler threw: a failed attempt, the job runs again after the backoff. */
+    HANDLER("handler"),
+
+    /** A handler threw on the job's last attempt: the job is a dead letter now. */
+    DEAD_LETTER("dead_letter"),
+
+    /** The job's lease was lost (it lapsed, or another worker holds the job): nothing more is sent for it. */
+    LOST_LEASE("lost_lease"),
+}
+
+/**
+ * What a [Worker] reports through [WorkerOptions.onError] (and logs when
+ * there is no hook): the [step], the job's id when the step is about one
+ * job ([jobId], with its [job] row), and the [cause] when there is one (the
+ * handler's error, or the request's [FenecException]).
+ */
+public class WorkerException(
+    /** The step that went wrong. */
+    public val step: WorkerStep,
+    /** The job's id when the step is about one job; null for a claim or a batch. */
+    public val jobId: Any?,
+    message: String,
+    cause: Throwable? = null,
+    /** The job's row as claimed, when the step is about one job. */
+    public val job: Row? = null,
+) : Exception(message, cause)
+
+/** Where a [Worker] reports each fault, failed attempt, dead letter and lost lease (docs/workers.md). */
+public fun interface WorkerErrorHandler {
+    /** Called once for each report; it should return quickly (it runs on the worker's coroutines). */
+    public fun onError(error: WorkerException)
+}
+
+/** The hook of the first versions: what happened in words, the job, the cause. */
+@Deprecated("onError takes a WorkerErrorHandler of one WorkerException", ReplaceWith("WorkerErrorHandler"))
 public fun interface WorkerErrorHook {
     /** [what] happened to [job] (null for a claim), [error] the cause when there is one. */
     public fun report(what: String, job: Row?, error: Throwable?)
@@ -49,7 +112,7 @@ public fun interface WorkerErrorHook {
 public data class WorkerOptions(
     /** Jobs in flight at once. */
     val concurrency: Int = 10,
-    /** How long a claimed job is the worker's before another may take it. */
+    /** How long a claimed job is the worker's before another may take it; at least 100 ms. */
     val lease: Duration = 30.seconds,
     /** How long an idle worker's claim is held at the server (0 to 30 s). */
     val wait: Duration = 30.seconds,
@@ -59,24 +122,36 @@ public data class WorkerOptions(
     val backoff: (attempts: Long) -> Duration = ::defaultBackoff,
     /** A condition of the queue's own (a queue field, say), joined to the claim's with `and`. */
     val where: Raw? = null,
-    /** The owner prefix: each claim's owner is `<owner>:<claim counter>`. */
-    val owner: String = "w-" + UUID.randomUUID(),
+    /** The owner prefix: each claim's owner is `<ownerPrefix>:<claim counter>`. */
+    val ownerPrefix: String = "w-" + UUID.randomUUID(),
     /** How long running handlers may go on after a stop before they are cancelled. */
     val grace: Duration = 30.seconds,
-    /** Where faults and failures are reported; the default writes them to stderr. */
-    val onError: WorkerErrorHook = WorkerErrorHook { what, _, error ->
-        System.err.println("fenecdb worker: $what${error?.let { ": $it" } ?: ""}")
-    },
-    /** Where handlers run; Dispatchers.IO for handlers that block. */
+    /**
+     * Where faults, failed attempts, dead letters and lost leases are
+     * reported; null (the default) logs them through SLF4J's logger
+     * `com.fenecdb.Worker`: a failed attempt and a fault as a warning, a
+     * dead letter, a lost lease and a handler given up as an error.
+     */
+    val onError: WorkerErrorHandler? = null,
+    /** Where handlers run; Dispatchers.IO for handlers that block. The rest of the caller's context is kept. */
     val dispatcher: CoroutineDispatcher = Dispatchers.Default,
+    /** The owner prefix under its first name: when set, it wins over [ownerPrefix]. */
+    @Deprecated("renamed ownerPrefix (docs/sdks.md, one word per idea)", ReplaceWith("ownerPrefix"))
+    val owner: String? = null,
 ) {
     init {
         require(concurrency >= 1) { "concurrency must be at least 1, not $concurrency" }
-        require(lease >= 2.milliseconds && lease.inWholeMilliseconds > 0) { "lease must be at least 2 ms, not $lease" }
+        require(lease >= MIN_LEASE) { "lease must be at least 100 ms, not $lease" }
         require(wait >= Duration.ZERO && wait <= 30.seconds) { "wait must be 0 to 30 s (0 to 30000 milliseconds), not $wait" }
         require(maxAttempts >= 1) { "maxAttempts must be at least 1, not $maxAttempts" }
         require(grace >= Duration.ZERO) { "grace must not be negative, not $grace" }
+        @Suppress("DEPRECATION")
+        require((owner ?: ownerPrefix).isNotEmpty()) { "ownerPrefix must not be empty" }
     }
+
+    /** The prefix the claims' owners get: [owner] when the old name was used, else [ownerPrefix]. */
+    @Suppress("DEPRECATION")
+    internal val prefix: String get() = owner ?: ownerPrefix
 
     // Copies with one option changed, for Java (a data class's copy and
     // kotlin.time.Duration are not for Java callers).
@@ -100,14 +175,30 @@ public data class WorkerOptions(
     /** A copy with the queue's own condition [where]. */
     public fun withWhere(where: Raw): WorkerOptions = copy(where = where)
 
+    /** A copy with the owner prefix [ownerPrefix]. */
+    @Suppress("DEPRECATION")
+    public fun withOwnerPrefix(ownerPrefix: String): WorkerOptions = copy(ownerPrefix = ownerPrefix, owner = null)
+
     /** A copy with the owner prefix [owner]. */
-    public fun withOwner(owner: String): WorkerOptions = copy(owner = owner)
+    @Deprecated("renamed withOwnerPrefix", ReplaceWith("withOwnerPrefix(owner)"))
+    public fun withOwner(owner: String): WorkerOptions = withOwnerPrefix(owner)
 
     /** A copy with [grace]. */
     public fun withGrace(grace: java.time.Duration): WorkerOptions = copy(grace = grace.toMillis().milliseconds)
 
     /** A copy with [onError]. */
-    public fun withOnError(onError: WorkerErrorHook): WorkerOptions = copy(onError = onError)
+    public fun withOnError(onError: WorkerErrorHandler): WorkerOptions = copy(onError = onError)
+
+    /** A copy with a hook of the first versions, given each report's message, job and cause. */
+    @Suppress("DEPRECATION")
+    @Deprecated("onError takes a WorkerErrorHandler", ReplaceWith("withOnError(WorkerErrorHandler { e -> })"))
+    public fun withOnError(hook: WorkerErrorHook): WorkerOptions =
+        copy(onError = WorkerErrorHandler { e -> hook.report(e.message ?: e.step.wire, e.job, e.cause) })
+
+    public companion object {
+        /** The shortest lease every SDK takes: 100 ms. */
+        public val MIN_LEASE: Duration = 100.milliseconds
+    }
 }
 
 /** Exponential from 1 s, capped at 1 h, with full jitter: a random delay up to 2^(attempts-1) s. */
@@ -116,21 +207,31 @@ public fun defaultBackoff(attempts: Long): Duration {
     return ThreadLocalRandom.current().nextLong(cap.inWholeMilliseconds + 1).milliseconds
 }
 
+/** The most ids one ack carries, and the window an ack waits for more (docs/workers.md). */
+private const val ACK_BATCH = 100
+private val ACK_WINDOW = 5.milliseconds
+
+/** How long a handler that ignores its cancellation is waited for after the grace. */
+private val ABANDON_AFTER = 1.seconds
+
 /**
  * Runs a queue's jobs: claims them under a lease (held at the server while
- * there are none), runs [handler] on each, extends the lease while it runs,
- * and acks it, fails it with a backoff, or past `maxAttempts` makes it a
- * dead letter — the loop of docs/workers.md, each step a statement of the
- * builder.
+ * there are none), runs [handler] on each, extends the leases while they
+ * run, and acks (in batches), fails with a backoff, or past `maxAttempts`
+ * makes a dead letter — the loop of docs/workers.md, each step a statement
+ * of the builder.
  *
  * ```
  * val worker = Worker(db.from("jobs")) { job -> send(job.json("payload")) }
  * coroutineScope { launch { worker.run() } … }   // cancel the scope, or close(): a graceful stop
  * ```
  *
- * A handler is cancelled (its coroutine) when its lease is lost — another
- * worker may hold the job; then neither ack nor fail is sent — and when a
- * stop's grace runs out. A handler that throws fails its job.
+ * Handlers run in the caller's coroutine context (its MDC or tracing
+ * elements carry through) on [WorkerOptions.dispatcher], but not under the
+ * caller's Job: cancelling the caller asks for a graceful stop. A handler is
+ * cancelled (its coroutine) when its lease is lost — another worker may
+ * hold the job; then neither ack nor fail is sent — and when a stop's grace
+ * runs out. A handler that throws fails its job.
  */
 public class Worker(
     /** The queue: a collection builder (`db.from("jobs")`), whose client and collection the worker uses. */
@@ -138,7 +239,9 @@ public class Worker(
     public val options: WorkerOptions = WorkerOptions(),
     private val handler: suspend (Row) -> Unit,
 ) : AutoCloseable {
-    private val jobs: Query = jobs.client.from(jobs.collection)
+    // Unheld: an extension (`set … returning id`) renders like a claim, and
+    // must be answered at once even when the caller's client has a wait.
+    private val jobs: Query = jobs.client.unheld().from(jobs.collection)
     private val claimsClient: Client = jobs.client.withWait(options.wait)
     private val claims: Query = this.jobs.where(raw("run_at <= now()")).let { q ->
         options.where?.let { q.where(it) } ?: q
@@ -150,9 +253,39 @@ public class Worker(
     private val counter = AtomicLong()
     @Volatile private var stoppedAt: TimeMark? = null
 
+    /** Jobs whose handler runs now (started, not yet returned). */
+    private val inFlight = AtomicInteger()
+
+    /** Signalled when a handler returns: the claim loop waits on it for free slots. */
+    private val freed = Channel<Unit>(Channel.CONFLATED)
+
+    /** Finished handlers' jobs, waiting to be acked in a batch. */
+    private val acks = Channel<Running>(Channel.UNLIMITED)
+
+    /** Set once handlers that ignored their cancellation were given up: nothing more is sent for them. */
+    @Volatile private var gaveUp = false
+
+    /** One claim: its owner and its jobs whose handlers still run (extended together). */
+    private class Claim(val owner: String) {
+        val running = ConcurrentHashMap<Any, Running>()
+    }
+
+    /** One job's run. */
+    private class Running(val row: Row, val id: Any, val claim: Claim) {
+        @Volatile var job: Job? = null
+        val lost = AtomicBoolean(false)
+    }
+
+    /** Marks a handler's coroutine: [stop] from it only asks. */
+    private class HandlerOf(val worker: Worker) : AbstractCoroutineContextElement(HandlerOf) {
+        companion object Key : CoroutineContext.Key<HandlerOf>
+    }
+
     public companion object {
         /** The worker whose handler runs on this thread now (a handler's coroutine context sets it), for [close]. */
         private val inHandler = ThreadLocal<Worker?>()
+
+        private val log: Logger = LoggerFactory.getLogger(Worker::class.java)
 
         /**
          * A worker whose handler blocks its thread (Java): it runs on
@@ -166,21 +299,42 @@ public class Worker(
     /** [run] on the calling thread, until [close] (for Java: run it on a thread of its own). */
     public fun runBlocking(): Unit = kotlinx.coroutines.runBlocking { run() }
 
-    /** Whether a stop was asked for (by [close] or a cancelled [run]). */
+    /** [runUntilEmpty] on the calling thread (for Java and scripts). */
+    public fun runUntilEmptyBlocking(): Unit = kotlinx.coroutines.runBlocking { runUntilEmpty() }
+
+    /** Whether a stop was asked for (by [close], [stop], a cancelled [run], or an empty queue in [runUntilEmpty]). */
     public val stopping: Boolean get() = stop.isCompleted
 
     /**
-     * Runs until [close] is called or the calling coroutine is cancelled;
-     * either way it stops gracefully before it returns (or rethrows the
-     * cancellation): no new claims, unstarted jobs released at once,
-     * running handlers given the grace and then cancelled.
+     * Runs until [close] or [stop] is called or the calling coroutine is
+     * cancelled; either way it stops gracefully before it returns (or
+     * rethrows the cancellation): no new claims, unstarted jobs released at
+     * once, running handlers given the grace and then cancelled, the acks
+     * flushed.
      */
-    public suspend fun run() {
+    public suspend fun run(): Unit = work(untilEmpty = false)
+
+    /**
+     * Runs as [run] does, and stops by itself once a claim finds no ready
+     * job and no handler is running (acks flushed): for scripts and tests.
+     * Jobs not ready yet (a later `run_at`) are left. Its claims are not
+     * held at the server: an empty queue is seen at once.
+     */
+    public suspend fun runUntilEmpty(): Unit = work(untilEmpty = true)
+
+    private suspend fun work(untilEmpty: Boolean) {
         check(started.compareAndSet(false, true)) { "a worker runs once" }
-        val scope = CoroutineScope(SupervisorJob() + options.dispatcher + CoroutineName("fenec-worker"))
-        val handlers = SupervisorJob(scope.coroutineContext[Job])
-        val slots = Semaphore(options.concurrency)
-        val claimer = scope.launch { claimLoop(scope, handlers, slots) }
+        // The caller's context (MDC, tracing, its name) without its Job: a
+        // cancelled caller asks for a graceful stop, it does not cut the
+        // handlers off.
+        val caller = currentCoroutineContext().minusKey(Job)
+        val name = caller[CoroutineName] ?: CoroutineName("fenec-worker")
+        val scope = CoroutineScope(caller + name + SupervisorJob() + options.dispatcher)
+        val handlers = SupervisorJob(scope.coroutineContext.job)
+        val background = SupervisorJob(scope.coroutineContext.job)
+        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease tickers
+        val acker = chores.launch { ackLoop() }
+        val claimer = chores.launch { claimLoop(scope, handlers, chores, untilEmpty) }
         try {
             stop.await()
         } finally {
@@ -189,13 +343,46 @@ public class Worker(
             withContext(NonCancellable) {
                 claimer.cancelAndJoin()
                 val finished = withTimeoutOrNull(options.grace) { handlers.children.toList().joinAll() }
-                if (finished == null) handlers.children.toList().forEach { it.cancel() }
-                handlers.children.toList().joinAll()
-                scope.coroutineContext[Job]?.cancelAndJoin()
+                if (finished == null) {
+                    handlers.children.toList().forEach { it.cancel() }
+                    val gone = withTimeoutOrNull(ABANDON_AFTER) { handlers.children.toList().joinAll() }
+                    if (gone == null) abandon()
+                }
+                // The acks of every handler that returned: flushed before the stop returns.
+                acks.close()
+                acker.join()
+                background.cancelAndJoin() // the lease tickers
+                scope.cancel()
                 done.complete(Unit)
             }
         }
     }
+
+    /**
+     * Gives up the handlers still running a second after their
+     * cancellation: nothing more is sent for their jobs (no ack, fail or
+     * release), their leases are no longer extended and lapse, and another
+     * worker runs them again.
+     */
+    private fun abandon() {
+        gaveUp = true
+        val stuck = runningJobs()
+        for (r in stuck) {
+            report(
+                WorkerException(
+                    WorkerStep.RELEASE, r.id,
+                    "job ${r.id}: its handler ignored its cancellation for ${ABANDON_AFTER.inWholeMilliseconds} ms past the grace; " +
+                        "given up, its lease lapses and another worker runs it",
+                    job = r.row,
+                ),
+                error = true,
+            )
+        }
+    }
+
+    private val claimsRunning = ConcurrentHashMap.newKeySet<Claim>()
+
+    private fun runningJobs(): List<Running> = claimsRunning.flatMap { it.running.values }
 
     /**
      * Stops gracefully and waits for it, so `use {}` ends after the drain:
@@ -204,142 +391,249 @@ public class Worker(
      * coroutine, [stop] waits without blocking a thread; close() on the very
      * thread whose event loop runs [run] (a `runBlocking` that launched it)
      * cannot see the drain and returns after that bound. Called by one of
-     * this worker's own handlers, it only asks for the stop: the drain
-     * waits for that handler.
+     * this worker's own handlers, it only asks for the stop, and returns at
+     * once: the worker stops as soon as its running handlers return.
      */
     override fun close() {
         stop.complete(Unit)
         if (!started.get() || inHandler.get() === this) return
-        kotlinx.coroutines.runBlocking { withTimeoutOrNull(options.grace + 1.seconds) { done.await() } }
+        kotlinx.coroutines.runBlocking { withTimeoutOrNull(options.grace + ABANDON_AFTER) { done.await() } }
     }
 
-    /** [close], then waits for [run] to have stopped. */
+    /**
+     * Asks for a graceful stop and waits for [run] to have stopped; from
+     * one of this worker's own handlers it only asks, and returns at once.
+     */
     public suspend fun stop() {
-        close()
-        if (started.get()) done.await()
+        stop.complete(Unit)
+        if (!started.get() || currentCoroutineContext()[HandlerOf]?.worker === this) return
+        done.await()
     }
 
-    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, slots: Semaphore) {
+    private fun report(e: WorkerException, error: Boolean = false) {
+        val hook = options.onError
+        if (hook != null) {
+            try {
+                hook.onError(e)
+            } catch (x: Exception) {
+                log.error("the onError hook threw on a report ({}): {}", e.message, x.toString(), x)
+            }
+            return
+        }
+        val loud = error || e.step == WorkerStep.DEAD_LETTER || e.step == WorkerStep.LOST_LEASE
+        if (loud) log.error("fenecdb worker [{}]: {}", e.step.wire, e.message, e.cause) else log.warn("fenecdb worker [{}]: {}", e.step.wire, e.message, e.cause)
+    }
+
+    private val half = (options.concurrency + 1) / 2
+
+    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, chores: CoroutineScope, untilEmpty: Boolean) {
         var faults = 0L
-        while (scope.isActive && !stopping) {
-            slots.acquire()
-            var n = 1
-            while (n < options.concurrency && slots.tryAcquire()) n++
-            val owner = "${options.owner}:${counter.incrementAndGet()}"
+        while (!stopping) {
+            // At most one claim in flight, sent once half the slots (rounded
+            // up) are free, or nothing runs (docs/workers.md, "Claim").
+            while (true) {
+                val busy = inFlight.get()
+                if (busy == 0 || options.concurrency - busy >= half) break
+                freed.receive()
+            }
+            val n = options.concurrency - inFlight.get()
+            val claim = Claim("${options.prefix}:${counter.incrementAndGet()}")
             val claimed = try {
-                claimsClient.query(claimStatement(n.toLong(), owner)).rows ?: emptyList()
+                (if (untilEmpty) jobs.client else claimsClient).query(claimStatement(n.toLong(), claim.owner)).rows ?: emptyList()
             } catch (e: CancellationException) {
                 // Given up (a stop): the server may have taken jobs for it in
                 // that moment, so whatever this owner holds goes back.
-                repeat(n) { slots.release() }
                 withContext(NonCancellable) {
-                    settle("release of the given-up claim $owner", null) {
-                        send(releaseGivenUpStatement(owner))
+                    settle(WorkerStep.RELEASE, null, null, "release of the given-up claim ${claim.owner}") {
+                        send(releaseGivenUpStatement(claim.owner))
                     }
                 }
                 throw e
             } catch (e: Exception) {
                 // Whatever the claim met (a fault, a refusal, an answer it
                 // could not read), the worker reports it and tries again.
-                repeat(n) { slots.release() }
-                options.onError.report("claim failed, retrying", null, e)
+                report(WorkerException(WorkerStep.CLAIM, null, "claim failed, retrying: ${e.message}", e))
                 delay(defaultBackoff(++faults))
                 continue
             }
             faults = 0
-            repeat(n - claimed.size) { slots.release() }
-            for (row in claimed) {
-                if (stopping) {
+            inFlight.addAndGet(claimed.size)
+            if (claimed.isNotEmpty()) claimsRunning.add(claim)
+            // Every run is known to its claim before any handler starts, so a
+            // handler that returns at once never leaves the claim looking empty.
+            val runs = claimed.map { row -> row to row["id"]?.let { id -> Running(row, id, claim).also { claim.running[id] = it } } }
+            for ((row, run) in runs) {
+                if (stopping || run == null) {
                     // Claimed but not started: another worker takes it now, not after the lease.
-                    withContext(NonCancellable) { release(row, owner) }
-                    slots.release()
+                    if (run != null) {
+                        claim.running.remove(run.id)
+                        withContext(NonCancellable) { release(row, run.id, claim.owner) }
+                    }
+                    handlerReturned()
                     continue
                 }
-                scope.launch(handlers + inHandler.asContextElement(this@Worker), start = CoroutineStart.UNDISPATCHED) {
-                    try {
-                        runJob(row, owner)
-                    } finally {
-                        slots.release()
+                // Dispatched, not started on this loop's thread: a handler
+                // that blocks its thread blocks no claim or stop.
+                scope.launch(handlers + HandlerOf(this) + inHandler.asContextElement(this)) {
+                    run.job = coroutineContext.job
+                    if (stopping) {
+                        // Claimed, and not started before the stop: back at once.
+                        run.claim.running.remove(run.id)
+                        withContext(NonCancellable) { release(run.row, run.id, run.claim.owner) }
+                        handlerReturned()
+                    } else {
+                        runJob(run)
                     }
                 }
             }
-            if (claimed.isEmpty() && options.wait == Duration.ZERO) delay(1.seconds)
+            if (claim.running.isEmpty()) claimsRunning.remove(claim)
+            if (claimed.isNotEmpty()) chores.launch { extendLoop(claim) }
+            if (claimed.isEmpty()) {
+                if (untilEmpty) {
+                    if (inFlight.get() == 0) {
+                        stop.complete(Unit)
+                        return
+                    }
+                    freed.receive() // no poll while the running handlers may still add nothing
+                } else if (options.wait == Duration.ZERO) {
+                    delay(1.seconds)
+                }
+            }
         }
     }
 
-    private suspend fun runJob(row: Row, owner: String) {
-        val id = row["id"]
-        val attempts = row.long("attempts") ?: 1
-        var lost = false
+    private fun handlerReturned() {
+        inFlight.decrementAndGet()
+        freed.trySend(Unit)
+    }
+
+    private suspend fun runJob(run: Running) {
+        val attempts = run.row.long("attempts") ?: 1
         val failure: Throwable? = try {
-            coroutineScope {
-                // Undispatched: the handler starts now, in claim order, so a
-                // stop seen by the claim loop leaves no handler half-started.
-                val work = async(start = CoroutineStart.UNDISPATCHED) {
-                    try {
-                        handler(row)
-                        null
-                    } catch (e: CancellationException) {
-                        throw e
-                    } catch (e: Throwable) {
-                        e
-                    }
-                }
-                val extender = launch {
-                    if (!extendWhileRunning(row, id, owner)) {
-                        lost = true
-                        work.cancel()
-                    }
-                }
-                try {
-                    work.await()
-                } finally {
-                    extender.cancel()
-                }
-            }
-        } catch (e: CancellationException) {
-            if (!lost) {
-                // The stop's grace ran out: the job goes back at once, this run not counted.
-                withContext(NonCancellable) { release(row, owner) }
-                throw e
-            }
+            handler(run.row)
             null
+        } catch (e: Throwable) {
+            e
         }
-        if (lost) {
-            options.onError.report("job $id: the lease was lost; its handler was cancelled, and nothing is sent for it", row, null)
+        run.claim.running.remove(run.id) // no more extensions
+        if (run.claim.running.isEmpty()) claimsRunning.remove(run.claim)
+        if (run.lost.get() || gaveUp) {
+            // Reported when it was found; nothing is sent for it.
+            handlerReturned()
             return
         }
-        withContext(NonCancellable) {
-            if (failure == null) {
-                settle("ack of job $id", row) { send(ackStatement(id, owner)) }
-            } else if (attempts >= options.maxAttempts) {
-                options.onError.report("job $id failed (attempt $attempts of ${options.maxAttempts}): a dead letter", row, failure)
-                settle("dead letter of job $id", row) { send(deadLetterStatement(id, owner, message(failure))) }
-            } else {
-                options.onError.report("job $id failed (attempt $attempts of ${options.maxAttempts})", row, failure)
-                val delay = options.backoff(attempts).inWholeMilliseconds.coerceAtLeast(0)
-                settle("fail of job $id", row) { send(failStatement(id, owner, message(failure), delay)) }
+        if (failure == null) {
+            // The slot is free now: the next claim does not wait for the ack.
+            handlerReturned()
+            if (acks.trySend(run).isFailure) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
+            return
+        }
+        // A fail or a release holds the slot until it is sent, so that a
+        // claim after it (runUntilEmpty's last one) sees the job again.
+        val cancelled = run.job?.isCancelled == true // by the stop, once the grace ran out
+        try {
+            withContext(NonCancellable) {
+                if (cancelled) {
+                    // The stop's grace ran out: the job goes back at once, this run not counted.
+                    release(run.row, run.id, run.claim.owner)
+                    return@withContext
+                }
+                val text = errorText(failure)
+                if (attempts >= options.maxAttempts) {
+                    report(WorkerException(WorkerStep.DEAD_LETTER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): a dead letter: $text", failure, run.row))
+                    settle(WorkerStep.FAIL, run.id, run.row, "dead letter of job ${run.id}") { send(deadLetterStatement(run.id, run.claim.owner, text)) }
+                } else {
+                    report(WorkerException(WorkerStep.HANDLER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): $text", failure, run.row))
+                    val delay = options.backoff(attempts).inWholeMilliseconds.coerceAtLeast(0)
+                    settle(WorkerStep.FAIL, run.id, run.row, "fail of job ${run.id}") { send(failStatement(run.id, run.claim.owner, text, delay)) }
+                }
             }
+        } finally {
+            handlerReturned()
         }
     }
 
-    /** Extends the lease every half of it; answers false once it is lost (412), true if extending is refused otherwise. */
-    private suspend fun extendWhileRunning(row: Row, id: Any?, owner: String): Boolean {
+    /** The job's lease is lost: its handler is cancelled, the loss reported once, and nothing is sent for it. */
+    private fun lose(run: Running, cause: Throwable?) {
+        if (!run.lost.compareAndSet(false, true)) return
+        run.job?.cancel()
+        report(WorkerException(WorkerStep.LOST_LEASE, run.id, "job ${run.id}: the lease was lost; its handler was cancelled, and nothing is sent for it", cause, run.row))
+    }
+
+    /**
+     * Every half lease while the claim's handlers run, their leases are
+     * extended in one statement. Each tick's statement goes on its own, so
+     * one that hangs holds up no later tick; an id the answer lacks whose
+     * handler still runs lost its lease.
+     */
+    private suspend fun extendLoop(claim: Claim) = coroutineScope {
         val every = (leaseMs / 2).milliseconds
         while (true) {
             delay(every)
-            try {
-                send(extendStatement(id, owner))
-            } catch (e: FenecException) {
-                if (e.code == ErrorCode.UNMET) return false
-                if (!isFault(e)) {
-                    // A refusal that another try would meet again: the handler
-                    // goes on under the lease it has.
-                    options.onError.report("extend of job $id refused; no more extensions", row, e)
-                    return true
+            val ids = claim.running.keys.toList()
+            if (ids.isEmpty()) return@coroutineScope
+            launch {
+                val extended = try {
+                    jobs.client.query(extendStatement(ids, claim.owner)).rows.orEmpty().map { it["id"] }.toSet()
+                } catch (e: CancellationException) {
+                    throw e
+                } catch (e: Exception) {
+                    // One missed extension still leaves half a lease: the next tick tries again.
+                    report(WorkerException(WorkerStep.EXTEND, null, "extend of jobs ${ids.joinToString(", ")} failed, retrying at the next tick: ${e.message}", e))
+                    return@launch
                 }
-                // One missed extension still leaves half a lease: the next tick tries again.
-                options.onError.report("extend of job $id failed, retrying at the next tick", row, e)
+                for (id in ids) {
+                    if (id in extended) continue
+                    val run = claim.running[id] ?: continue // returned meanwhile: its ack tells
+                    lose(run, null)
+                }
+            }
+        }
+    }
+
+    /**
+     * Acks finished jobs in batches: what arrives within ACK_WINDOW of the
+     * first (at most ACK_BATCH), one statement per claim owner, each sent on
+     * its own so that a fault's retries hold up no later batch. Returns once
+     * the channel is closed and every batch is settled.
+     */
+    @OptIn(ExperimentalCoroutinesApi::class)
+    private suspend fun ackLoop() = coroutineScope {
+        while (true) {
+            val first = acks.receiveCatching().getOrNull() ?: break
+            val batch = mutableListOf(first)
+            val until = TimeSource.Monotonic.markNow() + ACK_WINDOW
+            while (batch.size < ACK_BATCH) {
+                val now = acks.tryReceive()
+                if (now.isSuccess) {
+                    batch += now.getOrThrow()
+                    continue
+                }
+                if (now.isClosed) break
+                val left = -until.elapsedNow()
+                if (left <= Duration.ZERO) break
+                val next = select<Running?> {
+                    acks.onReceiveCatching { it.getOrNull() }
+                    onTimeout(left) { null }
+                } ?: break
+                batch += next
+            }
+            for ((owner, runs) in batch.groupBy { it.claim.owner }) launch { ack(owner, runs) }
+        }
+    }
+
+    /** Acks [runs] of one claim; an id the answer lacks had lost its lease. Faults are retried as [settle] says. */
+    private suspend fun ack(owner: String, runs: List<Running>) {
+        val ids = runs.map { it.id }
+        var deleted: Set<Any?> = emptySet()
+        val sent = settle(WorkerStep.ACK, ids.singleOrNull(), runs.singleOrNull()?.row, "ack of jobs ${ids.joinToString(", ")}") {
+            deleted = jobs.client.query(ackStatement(ids, owner)).rows.orEmpty().map { it["id"] }.toSet()
+            deleted.size.toLong()
+        }
+        if (!sent) return
+        for (r in runs) {
+            if (r.id !in deleted && r.lost.compareAndSet(false, true)) {
+                report(WorkerException(WorkerStep.LOST_LEASE, r.id, "job ${r.id}: the lease was lost before its ack; another worker may run it again", null, r.row))
             }
         }
     }
@@ -347,26 +641,27 @@ public class Worker(
     /**
      * Sends an ack, fail or release, retrying faults until it is sent — or,
      * once the worker is stopping, until the grace ends (the job's lease
-     * then lapses and another worker runs it). A 412 means the job is no
-     * longer this claim's.
+     * then lapses and another worker runs it); a refusal is reported once
+     * and not sent again. A 412 means the job is no longer this claim's: a
+     * lost lease. Returns whether it was sent.
      */
-    private suspend fun settle(what: String, row: Row?, send: suspend () -> Long) {
+    private suspend fun settle(step: WorkerStep, id: Any?, row: Row?, what: String, send: suspend () -> Long): Boolean {
         var faults = 0L
         while (true) {
             try {
                 send()
-                return
+                return true
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) {
-                    options.onError.report("$what: refused (412), the job is no longer this worker's", row, e)
-                    return
+                    report(WorkerException(WorkerStep.LOST_LEASE, id, "$what: refused (412), the job is no longer this worker's", e, row))
+                    return false
                 }
                 val graceOver = stoppedAt?.let { it.elapsedNow() >= options.grace } == true
                 if (!isFault(e) || graceOver) {
-                    options.onError.report("$what failed", row, e)
-                    return
+                    report(WorkerException(step, id, "$what failed: ${e.message}", e, row))
+                    return false
                 }
-                options.onError.report("$what failed, retrying", row, e)
+                report(WorkerException(step, id, "$what failed, retrying: ${e.message}", e, row))
                 delay(defaultBackoff(++faults))
             }
         }
@@ -376,32 +671,33 @@ public class Worker(
     // `worker …` case of conformance/builder-golden.json (WorkerStatementsTest).
 
     internal fun claimStatement(limit: Long, owner: String): Statement = claims.limit(limit)
-        .updateStatement(mapOf("owner" to owner, "run_at" to expr("now() + ?", leaseMs), "attempts" to inc(1)), returning = listOf("*"))
+        .renderUpdate(mapOf("owner" to owner, "run_at" to expr("now() + ?", leaseMs), "attempts" to inc(1)), returning = listOf("*"))
 
-    internal fun extendStatement(id: Any?, owner: String): Statement =
-        mine(id, owner).updateStatement(mapOf("run_at" to expr("now() + ?", leaseMs)), require = 1)
+    internal fun extendStatement(ids: List<Any?>, owner: String): Statement =
+        jobs.where("id", "in", ids).where("owner", owner).renderUpdate(mapOf("run_at" to expr("now() + ?", leaseMs)), returning = listOf("id"))
 
-    internal fun ackStatement(id: Any?, owner: String): Statement = mine(id, owner).deleteStatement(require = 1)
+    internal fun ackStatement(ids: List<Any?>, owner: String): Statement =
+        jobs.where("id", "in", ids).where("owner", owner).renderDelete(returning = listOf("id"))
 
     internal fun failStatement(id: Any?, owner: String, error: String, delayMs: Long): Statement =
-        mine(id, owner).updateStatement(mapOf("owner" to null, "error" to error, "run_at" to expr("now() + ?", delayMs)), require = 1)
+        mine(id, owner).renderUpdate(mapOf("owner" to null, "error" to error, "run_at" to expr("now() + ?", delayMs)), require = 1)
 
     internal fun deadLetterStatement(id: Any?, owner: String, error: String): Statement =
-        mine(id, owner).updateStatement(mapOf("owner" to null, "error" to error, "run_at" to null), require = 1)
+        mine(id, owner).renderUpdate(mapOf("owner" to null, "error" to error, "run_at" to null), require = 1)
 
     internal fun releaseStatement(id: Any?, owner: String): Statement =
-        mine(id, owner).updateStatement(RELEASE, require = 1)
+        mine(id, owner).renderUpdate(RELEASE, require = 1)
 
-    internal fun releaseGivenUpStatement(owner: String): Statement = jobs.where("owner", owner).updateStatement(RELEASE)
+    internal fun releaseGivenUpStatement(owner: String): Statement = jobs.where("owner", owner).renderUpdate(RELEASE)
 
     private fun mine(id: Any?, owner: String): Query = jobs.where("id", id).where("owner", owner)
 
-    /** Sends a statement other than a claim; answers how many rows it wrote. */
+    /** Sends a statement other than a claim; returns how many rows it wrote. */
     private suspend fun send(s: Statement): Long = jobs.client.query(s).affected
 
-    private suspend fun release(row: Row, owner: String) {
-        val id = row["id"]
-        settle("release of job $id", row) { send(releaseStatement(id, owner)) }
+    private suspend fun release(row: Row, id: Any, owner: String) {
+        if (gaveUp) return
+        settle(WorkerStep.RELEASE, id, row, "release of job $id") { send(releaseStatement(id, owner)) }
     }
 }
 
@@ -412,4 +708,9 @@ private val RELEASE: Map<String, Any?> = mapOf("owner" to null, "run_at" to expr
 private fun isFault(e: FenecException): Boolean =
     e.code == ErrorCode.NETWORK || e.code == ErrorCode.TIMEOUT || e.status >= 500
 
-private fun message(e: Throwable): String = e.message?.takeIf { it.isNotBlank() } ?: e.javaClass.name
+/**
+ * The text a failed job keeps in `error` (docs/workers.md): the error's
+ * message alone, or the name of its type when the message is empty.
+ */
+internal fun errorText(e: Throwable): String =
+    e.message?.takeIf { it.isNotBlank() } ?: e.javaClass.simpleName.ifEmpty { e.javaClass.name }

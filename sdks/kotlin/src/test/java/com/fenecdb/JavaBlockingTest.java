@@ -45,6 +45,25 @@ class JavaBlockingTest {
     }
 
     @Test
+    void futuresFromJava() throws Exception {
+        try (FenecServer server = new FenecServer(new String[0], true, ":memory:", "127.0.0.1:0")) {
+            Client db = Fenec.connect(server.getUrl());
+            db.queryAsync("create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)").get();
+            Query jobs = db.from("jobs");
+            assertEquals(3L, jobs.insertAsync(List.of(Map.of("attempts", 0), Map.of("attempts", 1), Map.of("attempts", 2))).get());
+            assertEquals(3L, jobs.countAsync().get());
+            assertEquals(2, jobs.where("attempts", ">", 0).rowsAsync().get().size());
+            assertEquals(1L, jobs.where("attempts", 2).updateAsync(Map.of("owner", "java:1")).get());
+            assertEquals("java:1", jobs.where("attempts", 2).firstAsync().get().getString("owner"));
+            assertEquals(1L, jobs.where("attempts", 0).deleteAsync().get());
+            assertEquals(2, db.batchAsync(List.of(jobs.renderCount(), jobs.renderRows())).get().size());
+            java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                () -> jobs.where("id", 999).deleteAsync(1L).get());
+            assertEquals(ErrorCode.UNMET, ((FenecException) e.getCause()).getCode());
+        }
+    }
+
+    @Test
     void workerFromJava() throws Exception {
         try (FenecServer server = new FenecServer(new String[0], false, ":memory:", "127.0.0.1:0")) {
             Client db = Fenec.connect(server.getUrl());

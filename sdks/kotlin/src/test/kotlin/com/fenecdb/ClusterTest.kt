@@ -132,7 +132,7 @@ class ClusterTest {
         val ran = Collections.synchronizedSet(mutableSetOf<String>())
         val worker = Worker(
             wdb.from("tasks"),
-            WorkerOptions(concurrency = 2, lease = 2.seconds, backoff = { 10.milliseconds }, onError = { what, _, e -> println("ClusterTest: worker: $what: $e") }),
+            WorkerOptions(concurrency = 2, lease = 2.seconds, backoff = { 10.milliseconds }, onError = { e -> println("ClusterTest: worker: ${e.step.wire}: ${e.message}") }),
         ) { job -> ran += job.json("payload").toString() }
         val working = launch(Dispatchers.Default) { worker.run() }
         fun putTask(nd: FenecCluster.Node, name: String) =

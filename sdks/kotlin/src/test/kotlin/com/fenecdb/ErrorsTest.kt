@@ -70,8 +70,8 @@ class ErrorsTest {
     @Test
     fun `422 an idempotency key used for another request`() = runBlocking<Unit> {
         val jobs = db.from("jobs")
-        val first = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
-        val again = db.query(jobs.insertStatement(mapOf("attempts" to 0)), idempotencyKey = "k-422")
+        val first = db.query(jobs.renderInsert(mapOf("attempts" to 0)), idempotencyKey = "k-422")
+        val again = db.query(jobs.renderInsert(mapOf("attempts" to 0)), idempotencyKey = "k-422")
         assertEquals(false, first.replayed)
         assertEquals(true, again.replayed)
         assertTrue(first.seq > 0)
@@ -87,14 +87,14 @@ class ErrorsTest {
         val e = refused(412, ErrorCode.UNMET) {
             db.batch(
                 listOf(
-                    jobs.insertStatement(mapOf("attempts" to 0)),
-                    jobs.where("id", 999_999).deleteStatement(require = 1),
+                    jobs.renderInsert(mapOf("attempts" to 0)),
+                    jobs.where("id", 999_999).renderDelete(require = 1),
                 ),
             )
         }
         assertEquals(1, e.at)
         assertEquals(before, jobs.count())
-        val ok = db.batch(listOf(jobs.insertStatement(mapOf("attempts" to 0)), jobs.countStatement()))
+        val ok = db.batch(listOf(jobs.renderInsert(mapOf("attempts" to 0)), jobs.renderCount()))
         assertEquals(1L, ok[0].affected)
         assertEquals(before + 1, ok[1].rows!![0].long("count"))
     }
@@ -187,6 +187,32 @@ class ErrorsTest {
         try {
             val e = refused(200, ErrorCode.UNEXPECTED) { Fenec.connect("http://127.0.0.1:${proxy.address.port}").from("jobs").rows() }
             assertTrue(e.message!!.contains("field \"run_at\"") && e.message!!.contains("\"yesterday\""), e.message)
+        } finally {
+            proxy.stop(0)
+        }
+    }
+
+    @Test
+    fun `a code this version does not know is UNKNOWN, its text kept`() {
+        val proxy = HttpServer.create(InetSocketAddress("127.0.0.1", 0), 0)
+        proxy.createContext("/") { ex ->
+            val body = """{"error":"a refusal of a newer server","code":"brand_new_code"}""".toByteArray()
+            ex.responseHeaders.add("Content-Type", "application/json")
+            ex.sendResponseHeaders(409, body.size.toLong())
+            ex.responseBody.use { it.write(body) }
+        }
+        proxy.start()
+        try {
+            val e = refused(409, ErrorCode.UNKNOWN) { Fenec.connect("http://127.0.0.1:${proxy.address.port}").query("get jobs") }
+            assertEquals("brand_new_code", e.wireCode)
+            assertEquals("a refusal of a newer server", e.message)
+            assertTrue(e.toString().contains("brand_new_code"), e.toString())
+            // An exhaustive when over the codes has a branch for it.
+            val kind = when (e.code) {
+                ErrorCode.UNKNOWN -> "unknown"
+                else -> "known"
+            }
+            assertEquals("unknown", kind)
         } finally {
             proxy.stop(0)
         }

@@ -78,13 +78,13 @@ class GoldenTest {
         val require = end["require"]?.jsonPrimitive?.long
         val returning = end["returning"]?.jsonArray?.map { it.jsonPrimitive.content }
         return when (end.getValue("op").jsonPrimitive.content) {
-            "rows" -> q.rowsStatement()
-            "first" -> q.firstStatement()
-            "count" -> q.countStatement()
-            "insert" -> end["doc"]?.let { q.insertStatement(doc(it)) }
-                ?: q.insertStatement(end.getValue("docs").jsonArray.map { doc(it) })
-            "update" -> q.updateStatement(doc(end.getValue("patch")), require, returning)
-            "delete" -> q.deleteStatement(require, returning)
+            "rows" -> q.renderRows()
+            "first" -> q.renderFirst()
+            "count" -> q.renderCount()
+            "insert" -> end["doc"]?.let { q.renderInsert(doc(it)) }
+                ?: q.renderInsert(end.getValue("docs").jsonArray.map { doc(it) })
+            "update" -> q.renderUpdate(doc(end.getValue("patch")), require, returning)
+            "delete" -> q.renderDelete(require, returning)
             else -> error("unknown end $end")
         }
     }

@@ -98,7 +98,7 @@ class HeldClaimsTest {
             db.from("jobs").insert(mapOf("run_at" to expr("now()"), "attempts" to 0))
             db.query("put jobs {run_at: now(), attempts: 0}")
             assertEquals(2L, db.from("jobs").count())
-            val rows = db.batch(listOf(db.from("jobs").limit(1).updateStatement(mapOf("owner" to "w1"), returning = listOf("id"))))
+            val rows = db.batch(listOf(db.from("jobs").limit(1).renderUpdate(mapOf("owner" to "w1"), returning = listOf("id"))))
             assertEquals(1, rows[0].rows!!.size)
             val e = runCatching { s.connect().query("put jobs {attempts: 0}") }
             assertTrue(e.isSuccess)

@@ -24,8 +24,8 @@ class WorkerStatementsTest {
         val mine = mapOf(
             "worker claim" to w.claimStatement(10, owner),
             "worker claim with a where of its own" to queue.claimStatement(3, owner),
-            "worker extend" to w.extendStatement(42L, owner),
-            "worker ack" to w.ackStatement(42L, owner),
+            "worker extend" to w.extendStatement(listOf(42L, 43L), owner),
+            "worker ack" to w.ackStatement(listOf(42L, 43L), owner),
             "worker fail" to w.failStatement(42L, owner, "smtp timeout", 4000),
             "worker dead letter" to w.deadLetterStatement(42L, owner, "smtp timeout"),
             "worker release" to w.releaseStatement(42L, owner),

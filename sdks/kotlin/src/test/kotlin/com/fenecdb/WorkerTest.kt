@@ -3,6 +3,7 @@ package com.fenecdb
 import kotlinx.coroutines.CancellationException
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.asCoroutineDispatcher
 import kotlinx.coroutines.cancelAndJoin
 import kotlinx.coroutines.delay
 import kotlinx.coroutines.launch
@@ -27,7 +28,7 @@ import kotlin.time.TimeSource
  * (leases lapse and backoffs come due in real time).
  */
 class WorkerTest {
-    private val quiet = WorkerErrorHook { _, _, _ -> }
+    private val quiet = WorkerErrorHandler { }
 
     private suspend fun enqueue(db: Client, n: Int, payload: (Int) -> Map<String, Any?> = { mapOf("n" to it) }) {
         val jobs = db.from("jobs")
@@ -114,8 +115,9 @@ class WorkerTest {
             val started = CompletableDeferred<Row>()
             val cancelled = CompletableDeferred<Unit>()
             val reports = Collections.synchronizedList(mutableListOf<String>())
-            val options = WorkerOptions(concurrency = 1, lease = 1.seconds, onError = { what, _, _ -> reports.add(what) })
-            val worker = Worker(db.from("jobs"), options) { job ->
+            val options = WorkerOptions(concurrency = 1, lease = 1.seconds, onError = { e -> reports.add("${e.step.wire}: ${e.message}") })
+            // A client with a wait of its own: the extension (a `set … returning id`) must still be answered at once.
+            val worker = Worker(db.withWait(30.seconds).from("jobs"), options) { job ->
                 started.complete(job)
                 try {
                     delay(10_000)
@@ -137,7 +139,7 @@ class WorkerTest {
             assertEquals("thief", after.string("owner"))
             assertNull(after["error"], "a fail was sent")
             assertEquals(1L, after.long("attempts"))
-            assertTrue(reports.any { "lease was lost" in it }, reports.toString())
+            assertTrue(reports.any { it.startsWith("lost_lease: ") && "lease was lost" in it }, reports.toString())
         }
     }
 
@@ -151,7 +153,9 @@ class WorkerTest {
             val stoppedAt = AtomicLong()
             val clock = TimeSource.Monotonic.markNow()
             lateinit var a: Worker
-            a = Worker(db.from("jobs"), WorkerOptions(concurrency = 10, onError = quiet)) {
+            // One thread: A's handlers start one after another, so the first one's stop comes before any other starts.
+            val one = java.util.concurrent.Executors.newSingleThreadExecutor().asCoroutineDispatcher()
+            a = Worker(db.from("jobs"), WorkerOptions(concurrency = 10, onError = quiet, dispatcher = one)) {
                 if (byA.incrementAndGet() == 1) {
                     stoppedAt.set(clock.elapsedNow().inWholeMilliseconds)
                     a.close() // the first handler stops its worker: the other nine were claimed, not started
@@ -191,7 +195,8 @@ class WorkerTest {
             val tookB = ConcurrentHashMap.newKeySet<Long>()
             lateinit var a: Worker
             val gate = CompletableDeferred<Unit>()
-            a = Worker(db.from("jobs"), WorkerOptions(concurrency = 10, onError = quiet)) {
+            val one = java.util.concurrent.Executors.newSingleThreadExecutor().asCoroutineDispatcher()
+            a = Worker(db.from("jobs"), WorkerOptions(concurrency = 10, onError = quiet, dispatcher = one)) {
                 if (stoppedAt.compareAndSet(-1, clock.elapsedNow().inWholeMilliseconds)) a.close()
                 gate.await()
             }
@@ -281,7 +286,7 @@ class WorkerTest {
             db.query(JOBS_SCHEMA)
             val runs = ConcurrentHashMap<Int, AtomicInteger>()
             val faults = AtomicInteger()
-            val options = WorkerOptions(concurrency = 8, lease = 2.seconds, backoff = { 0.milliseconds }, onError = { _, _, e -> if (e != null) faults.incrementAndGet() })
+            val options = WorkerOptions(concurrency = 8, lease = 2.seconds, backoff = { 0.milliseconds }, onError = { e -> if (e.cause != null) faults.incrementAndGet() })
             val worker = Worker(db.from("jobs"), options) { job ->
                 runs.computeIfAbsent(n(job)) { AtomicInteger() }.incrementAndGet()
                 delay(5)
@@ -318,12 +323,21 @@ class WorkerTest {
             enqueue(db, total)
             val done = AtomicInteger()
             val worker = Worker(db.from("jobs"), WorkerOptions(concurrency = 10, onError = quiet)) { done.incrementAndGet() }
+            val threads = java.lang.management.ManagementFactory.getThreadMXBean()
+            val threadsBefore = threads.totalStartedThreadCount
+            val cpu = java.lang.management.ManagementFactory.getOperatingSystemMXBean() as com.sun.management.OperatingSystemMXBean
+            val cpuBefore = cpu.processCpuTime
             val start = TimeSource.Monotonic.markNow()
             val running = launch(Dispatchers.Default) { worker.run() }
             awaitTrue(120.seconds, "drained") { done.get() == total && db.from("jobs").count() == 0L }
             val took = start.elapsedNow()
+            val cpuUs = (cpu.processCpuTime - cpuBefore) / 1000
+            val started = threads.totalStartedThreadCount - threadsBefore
             worker.stop()
             running.join()
+            println("worker client cost: ${cpuUs / total} µs CPU/job (this JVM, the test's own polling included), $started threads started for $total jobs")
+            // The client's own executor: no thread per answer (the common pool's fallback on 2 cores).
+            assertTrue(started < total / 10, "$started threads started for $total jobs")
             println("worker throughput: $total jobs in ${took.inWholeMilliseconds} ms = ${(total / took.inWholeMilliseconds.toDouble() * 1000).toInt()} jobs/s (concurrency 10, empty handler)")
         }
     }
