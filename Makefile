@@ -19,7 +19,7 @@ SERVER_DEP = $(if $(FENEC_BIN),has-fenec-bin,build)
 has-fenec-bin:
 	@test -x $(SERVER_BIN) || { echo "$(NO_BINARY) ($(SERVER_BIN) is not an executable)" >&2; exit 1; }
 
-.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench memory-bench
+.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench changes-bench memory-bench
 
 NO_BINARY = no fenec binary: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)
 build:
@@ -218,6 +218,15 @@ worker-bench-programs: sdks/js/node_modules/.package-lock.json
 redis-bench: $(SERVER_DEP)
 	cd bench && $(GO) run ./cmd/queuebench -mode redis -fenec $(SERVER_BIN) -out results \
 		-note "$(BENCH_NOTE)" $(REDIS_BENCH_FLAGS)
+
+# docs/changes.md's figures: memory per idle live query, write → event
+# p50/p99 with 1, 100, 1 000 live queries on one query and 1 000 on as many,
+# server CPU per write per live query, and the change stream beside Redis
+# Streams (XADD/XREADGROUP), in one run: bench/results/changes.md. Every
+# loop bounded (-change-limit); CHANGES_BENCH_FLAGS changes the sizes.
+changes-bench: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -mode changes -fenec $(SERVER_BIN) -out results \
+		-note "$(BENCH_NOTE)" $(CHANGES_BENCH_FLAGS)
 
 # memory-bench: memory per job — the Go heap's breakdown by structure, a
 # server's RSS loading, after a restart and after a drain, and Redis's

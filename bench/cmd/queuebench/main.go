@@ -121,7 +121,7 @@ func main() {
 	flag.StringVar(&cfg.dir, "tmp", "", "`directory` for the temporary files (default: the system's)")
 	flag.StringVar(&cfg.note, "note", "", "a `remark` for the header, such as what else the machine was doing")
 	out := flag.String("out", "", "write queue.md, queue.json and queue.png (-mode redis: redis.md) into this `directory`")
-	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go); memory: memory per job beside Redis (memory.go); workers: each SDK's worker beside a plain HTTP loop (workers.go); plainloop: that loop alone, as the workers mode runs it")
+	mode := flag.String("mode", "queue", "`queue`: the queue's figures; redis: the recipes of docs/redis.md under load (recipes.go); changes: live queries and the change stream beside Redis Streams (changes.go); memory: memory per job beside Redis (memory.go); workers: each SDK's worker beside a plain HTTP loop (workers.go); plainloop: that loop alone, as the workers mode runs it")
 	rc := recipes{}
 	flag.IntVar(&rc.incClients, "inc-clients", 16, "-mode redis: `clients` incrementing one counter")
 	flag.IntVar(&rc.incs, "incs", 10000, "-mode redis: increments `each` counter client sends")
@@ -142,6 +142,14 @@ func main() {
 	flag.StringVar(&wc.command, "command", "", "-mode workers: the `command` that made the run, for the header")
 	url := flag.String("url", "", "-mode plainloop: the server's `URL`")
 	conc := flag.Int("concurrency", 10, "-mode plainloop: jobs in flight")
+	var cc changesConfig
+	csubs := flag.String("change-subs", "1,100,1000", "-mode changes: comma-separated `counts` of live queries on one query")
+	flag.IntVar(&cc.different, "change-different", 1000, "-mode changes: live queries each on its own query (0: none)")
+	flag.IntVar(&cc.writes, "change-writes", 50, "-mode changes: puts timed per cell, one at a time")
+	flag.IntVar(&cc.idle, "change-idle", 1000, "-mode changes: idle live queries for the memory figure")
+	flag.IntVar(&cc.stream, "change-stream", 20000, "-mode changes: messages written then read through the change stream and through a Redis stream")
+	flag.IntVar(&cc.batch, "change-batch", 100, "-mode changes: messages per write (rows per put, XADDs per pipeline)")
+	flag.DurationVar(&cc.limit, "change-limit", time.Minute, "-mode changes: the longest any one loop may run")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
@@ -182,13 +190,22 @@ func main() {
 			fail(err)
 		}
 		return
+	case "changes":
+		cc.bin, cc.dir, cc.install, cc.note = cfg.bin, cfg.dir, cfg.install, cfg.note
+		if cc.subs, err = parseWorkers(*csubs); err != nil {
+			fail(err)
+		}
+		if err := runChanges(&cc, *out); err != nil {
+			fail(err)
+		}
+		return
 	case "memory":
 		if err := runMemory(cfg.bin, cfg.dir, cfg.note, cfg.jobs, cfg.install, *out); err != nil {
 			fail(err)
 		}
 		return
 	default:
-		fail(fmt.Errorf("-mode: %q is not queue, redis, memory, workers or plainloop", *mode))
+		fail(fmt.Errorf("-mode: %q is not queue, redis, changes, memory, workers or plainloop", *mode))
 	}
 	if cfg.workers, err = parseWorkers(*workers); err != nil {
 		fail(err)
