@@ -193,4 +193,3 @@ func TestRedisDocRecipes(t *testing.T) {
 		})
 	}
 }
-
