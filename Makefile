@@ -73,10 +73,11 @@ test-adversarial:
 # strace: server/store's TestSyncBeforeAck watches the fsyncs under it; ip
 # (iproute2): the cluster's partition test makes network namespaces;
 # openssl: the JS, Python and Kotlin SDKs' TLS tests make their certificates
-# with it (Debian's packages; installed when missing, which needs root).
+# with it; curl: the docs' curl lines (docs/redis.md) are run as they are
+# written (Debian's packages; installed when missing, which needs root).
 test-tools:
-	@command -v strace >/dev/null && command -v ip >/dev/null && command -v openssl >/dev/null || { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
-		apt-get -o DPkg::Lock::Timeout=600 install -y -qq strace iproute2 openssl; }
+	@command -v strace >/dev/null && command -v ip >/dev/null && command -v openssl >/dev/null && command -v curl >/dev/null || { apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+		apt-get -o DPkg::Lock::Timeout=600 install -y -qq strace iproute2 openssl curl; }
 
 # The failure-path mutations of docs/reliability.md, each applied to a
 # temporary copy of the repository: caught or survived. Slow; not in test.
