@@ -100,6 +100,7 @@ func (db *DB) SetReplicator(r Replicator) {
 	db.lock()
 	defer db.mu.Unlock()
 	db.repl.r = r
+	db.st.Detach() // Apply waits for some of its writes only (cluster's behind)
 	db.setMark(newMark())
 	db.repl.stored = db.seq
 	db.repl.applied.Store(db.seq)
@@ -153,7 +154,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	}
 	if mark == db.repl.mark && seq <= db.seq {
 		db.repl.stored = seq
-		wait = db.st.CommitDetached(seq, changes)
+		wait = db.st.Commit(seq, changes)
 		db.mu.Unlock()
 		return wait, nil
 	}
@@ -178,7 +179,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 		}
 	}
 	db.seq, db.repl.stored = seq, seq
-	wait = db.st.CommitDetached(seq, changes)
+	wait = db.st.Commit(seq, changes)
 	db.moved(seq)
 	db.mu.Unlock()
 	if len(touched) > 0 {
@@ -255,6 +256,7 @@ func (db *DB) reopenLocked() error {
 		return err
 	}
 	db.st = st
+	db.st.Detach() // a cluster node's store, as SetReplicator made it
 	db.colls, db.created, db.made, db.meta, db.metaB, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, nil
 	seq, err := st.Load(db.replay)
 	if err != nil {

@@ -72,31 +72,31 @@ func (s *Store) segBytes() int64 {
 
 func noWait() error { return nil }
 
+// Detach is for a caller that may never call the waits Commit returns (a
+// cluster node applying its log, which waits for some of its writes
+// only): from now on the committer goroutine writes each unit under
+// always too, as soon as it is queued. It is called before the Commits it
+// concerns.
+func (s *Store) Detach() {
+	s.mu.Lock()
+	s.detached = true
+	s.mu.Unlock()
+}
+
 // Commit queues one unit (a statement's or a batch's changes; after a crash
 // they are all there or none is). It is called under the engine's write
-// lock, in seq order, and does no I/O. The answer blocks until the unit is
-// durable per the sync mode: under always until it is synced; under
-// interval and off it returns at once (unless the queue has outgrown its
-// bound: then it waits for the write). Once the store has failed, every
-// wait returns the failure.
+// lock, in seq order, and does no I/O. The wait it returns blocks until
+// the unit is durable per the sync mode: under always until it is synced;
+// under interval and off it returns at once (unless the queue has outgrown
+// its bound: then it waits for the write). Once the store has failed,
+// every wait returns the failure.
 //
-// The caller calls the answer at once: under always that call writes the
+// The caller calls the wait at once: under always that call writes the
 // unit's group and syncs the log itself, on the caller's goroutine, unless
-// another waiter already does (flush). A caller that may never call it
-// uses CommitDetached. Under interval and off the committer writes every
-// group.
+// another waiter already does (flush). After Detach the committer writes
+// each unit instead, and the waits need not be called. Under interval and
+// off the committer writes every group.
 func (s *Store) Commit(seq uint64, changes []Change) (wait func() error) {
-	return s.commit(seq, changes, false)
-}
-
-// CommitDetached is Commit for a caller that may never call the answer (a
-// cluster node applying its log): the committer goroutine is asked to
-// write the unit.
-func (s *Store) CommitDetached(seq uint64, changes []Change) (wait func() error) {
-	return s.commit(seq, changes, true)
-}
-
-func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func() error) {
 	if s.mem {
 		return noWait
 	}
@@ -123,6 +123,7 @@ func (s *Store) commit(seq uint64, changes []Change, detached bool) (wait func()
 	}
 	s.lastSeq = seq
 	s.committed = true
+	detached := s.detached
 	g := s.cur
 	if s.mode.Kind == SyncInterval && g.units == 0 {
 		g.since = time.Now()

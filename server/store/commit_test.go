@@ -312,3 +312,28 @@ func processSwitches() int64 {
 	}
 	return ru.Nvcsw + ru.Nivcsw
 }
+
+// TestDetach commits units under always whose waits nobody calls, as a
+// cluster node applying its log does: after Detach the committer writes
+// and syncs them by itself, and a reopened file holds them all.
+func TestDetach(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f.db")
+	_, _, _, s := load(t, path, Options{}, noFoldTuning)
+	s.Detach()
+	const units = 50
+	for seq := uint64(1); seq <= units; seq++ {
+		s.Commit(seq, []Change{{Op: OpMetaPut, Key: fmt.Sprintf("k%d", seq), Body: []byte("v")}})
+	}
+	until(t, s, "the detached units reach the disk", func() bool { return s.durable == units })
+	if st := s.Stats(); st.Commits != units || st.Fsyncs == 0 {
+		t.Fatalf("stats %+v: want %d commits, synced", st, units)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, seq, _, s2 := load(t, path, Options{}, noFoldTuning)
+	defer s2.Close()
+	if seq != units || len(got.meta) != units {
+		t.Fatalf("reopened: seq %d, %d meta records; want %d of each", seq, len(got.meta), units)
+	}
+}

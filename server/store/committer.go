@@ -12,7 +12,7 @@ import (
 )
 
 // run is the committer: it writes the groups no waiter writes (under an
-// interval, off, or for CommitDetached), and folds the log, until Close.
+// interval, off, or after Detach), and folds the log, until Close.
 // After a failure it writes nothing (Commit refuses every unit) but answers
 // probes, until Resume.
 //

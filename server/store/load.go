@@ -125,35 +125,26 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 	// The log not yet folded: replay it, and keep it (coalesced) for the
 	// committer's next fold. First the rows of a version 1 file's log
 	// table, then the records of the segments.
-	seq := s.folded
+	var rows []logRecord
 	err = query(ctx, s.conn, `SELECT seq, body FROM log ORDER BY seq`, func(r *sql.Rows) error {
 		var rowSeq int64
 		var body []byte
 		if err := r.Scan(&rowSeq, &body); err != nil {
 			return err
 		}
-		var changes []Change
-		err := decodeChanges(body, func(c Change) error {
-			changes = append(changes, c)
-			return fn(c)
-		})
-		if errors.Is(err, errCorrupt) {
-			return fmt.Errorf("store: log row %d: %w", rowSeq, err)
-		}
-		if err != nil {
-			return err
-		}
-		seq = uint64(rowSeq)
-		s.fmu.Lock()
-		s.addFold(changes, seq, len(body))
-		s.fmu.Unlock()
+		rows = append(rows, logRecord{seq: uint64(rowSeq), body: body})
 		return nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	for _, r := range s.replay {
-		if r.seq <= seq {
+	seq := s.folded
+	for i, r := range append(rows, s.replay...) {
+		row := i < len(rows) // a version 1 row: no record head, and the table orders it
+		size := len(r.body) + recordHead
+		if row {
+			size = len(r.body)
+		} else if r.seq <= seq {
 			return 0, fmt.Errorf("store: %s: the log holds seq %d after seq %d", s.path, r.seq, seq)
 		}
 		var changes []Change
@@ -161,6 +152,9 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			changes = append(changes, c)
 			return fn(c)
 		})
+		if errors.Is(err, errCorrupt) && row {
+			return 0, fmt.Errorf("store: log row %d: %w", r.seq, err)
+		}
 		if errors.Is(err, errCorrupt) {
 			return 0, fmt.Errorf("store: %s: log record of seq %d: %w", s.path, r.seq, err)
 		}
@@ -169,7 +163,7 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 		}
 		seq = r.seq
 		s.fmu.Lock()
-		s.addFold(changes, seq, len(r.body)+recordHead)
+		s.addFold(changes, seq, size)
 		s.fmu.Unlock()
 	}
 	s.replay = nil

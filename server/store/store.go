@@ -254,6 +254,7 @@ type Store struct {
 	lastSeq   uint64
 	durable   uint64 // the last seq written to the file (and synced, but under off)
 	committed bool   // Commit was called: too late for Load
+	detached  bool   // Detach was called: the committer writes every unit
 	loaded    bool   // Load ran: the committer may fold
 	closed    bool
 	failed    error
