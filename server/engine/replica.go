@@ -183,7 +183,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	db.moved(seq)
 	db.mu.Unlock()
 	if len(touched) > 0 {
-		db.written.tell(touched)
+		db.tell(seq, touched)
 	}
 	return wait, nil
 }
@@ -220,7 +220,7 @@ func (db *DB) discardIf(always bool, mark uint64) error {
 	}
 	db.mu.Unlock()
 	if len(colls) > 0 {
-		db.written.tell(colls)
+		db.tell(0, colls)
 	}
 	return err
 }
@@ -255,7 +255,7 @@ func (db *DB) reopenLocked() error {
 		db.setBroken(err)
 		return err
 	}
-	db.st = st
+	db.useStore(st)
 	db.st.Detach() // a cluster node's store, as SetReplicator made it
 	db.colls, db.created, db.made, db.meta, db.metaB, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, nil
 	seq, err := st.Load(db.replay)
@@ -353,7 +353,7 @@ func (db *DB) Restore(path string) error {
 	}
 	db.mu.Unlock()
 	if len(colls) > 0 {
-		db.written.tell(colls)
+		db.tell(0, colls)
 	}
 	return err
 }

@@ -368,8 +368,9 @@ func (s *Store) syncLocked() {
 	s.changedLocked()
 }
 
-// doneLocked returns groups now durable, in seq order, and hands them to
-// the folds; mu is held, and released meanwhile (the caller's writing or
+// doneLocked lets the waiters of groups now durable go, tells the
+// subscribers (Subscribe), in seq order, and hands the groups to the
+// folds; mu is held, and released meanwhile (the caller's writing or
 // syncing flag keeps the next groups' doneLocked after this one's).
 func (s *Store) doneLocked(gs []*group, fsync bool) {
 	last := gs[len(gs)-1]
@@ -382,9 +383,9 @@ func (s *Store) doneLocked(gs []*group, fsync bool) {
 	}
 	loaded := s.loaded
 	s.mu.Unlock()
-	if s.onCommit != nil {
+	if s.subs.Any() {
 		for i, g := range gs {
-			s.onCommit(g.wrote, len(g.changes), fsync && i == len(gs)-1)
+			s.subs.Tell(Event{Seq: g.seq, Changes: g.changes, Wrote: g.wrote, Fsync: fsync && i == len(gs)-1})
 		}
 	}
 	if loaded {

@@ -159,13 +159,14 @@ func syncUnderWay(t *testing.T, s *Store, h *heldSync) []chan error {
 func TestSyncTakesQueued(t *testing.T) {
 	h := newHeldSync()
 	path := filepath.Join(t.TempDir(), "f.db")
-	var told atomic.Int64 // OnCommit's fsync trues: the syncs, which fenec_store_fsyncs_total counts
-	onCommit := func(_ time.Duration, _ int, fsync bool) {
-		if fsync {
+	var told atomic.Int64 // the events that say Fsync: the syncs, which fenec_store_fsyncs_total counts
+	onCommit := func(e Event) {
+		if e.Fsync {
 			told.Add(1)
 		}
 	}
-	_, _, _, s := load(t, path, Options{Fault: h.fault, OnCommit: onCommit}, noFoldTuning)
+	_, _, _, s := load(t, path, Options{Fault: h.fault}, noFoldTuning)
+	s.Subscribe(onCommit)
 	before, toldBefore := s.Stats().Fsyncs, told.Load()
 	waits := syncUnderWay(t, s, h)
 	close(h.release)
@@ -178,7 +179,7 @@ func TestSyncTakesQueued(t *testing.T) {
 		t.Fatalf("%d syncs for the four units, want 2 (units 3 and 4 waited for a sync of their own)", n)
 	}
 	if n := told.Load() - toldBefore; n != 2 {
-		t.Fatalf("OnCommit told of %d syncs for the four units, want 2 (one sync made two groups durable)", n)
+		t.Fatalf("subscribers told of %d syncs for the four units, want 2 (one sync made two groups durable)", n)
 	}
 	recs := readLog(t, path)
 	if err := s.Close(); err != nil {

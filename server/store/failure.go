@@ -48,8 +48,8 @@ func (s *Store) failLocked(err error, gs ...*group) {
 	}
 	s.unsynced = nil
 	s.changedLocked()
-	if first && s.onFail != nil {
-		go s.onFail(s.failed)
+	if first && s.subs.Any() {
+		go s.subs.Tell(Event{Failed: s.failed})
 	}
 }
 

@@ -54,12 +54,13 @@ func TestCommitWaitDuringFolds(t *testing.T) {
 	// shows here, where a fold's hold does not.
 	var wmu sync.Mutex
 	var writes []time.Duration
-	onCommit := func(d time.Duration, _ int, _ bool) {
+	onCommit := func(e Event) {
 		wmu.Lock()
-		writes = append(writes, d)
+		writes = append(writes, e.Wrote)
 		wmu.Unlock()
 	}
-	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{OnCommit: onCommit}, tune)
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, tune)
+	s.Subscribe(onCommit)
 	defer s.Close()
 	if err := s.Commit(1, []Change{{Op: OpCreate, Coll: "jobs", ID: 1}})(); err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenecdb/fenec/server/internal/fanout"
 	"modernc.org/sqlite"
 )
 
@@ -121,18 +122,6 @@ type Change struct {
 // Options configure Open.
 type Options struct {
 	Sync SyncMode
-	// OnCommit, if set, is called by the committer after each group is
-	// written to the log, with the time the write took, the number of
-	// changes in the group, and whether an fsync ended with it: one sync
-	// may make several groups durable, and only the last of them is told
-	// true, so the trues count the syncs. It must be quick: the next group
-	// waits for it.
-	OnCommit func(d time.Duration, changes int, fsync bool)
-	// OnFail, if set, is called (on a goroutine of its own) when a write
-	// to the file fails: from then on the store refuses every Commit, and
-	// the units written after Durable are lost, until Probe succeeds and
-	// Resume is called. The engine undoes those units in memory.
-	OnFail func(err error)
 	// Fault, if set, is asked before each write to the files with what the
 	// write is (FaultCommit: a group or a probe; FaultFold: a fold, asked
 	// midway through it; FaultSync: a sync of the log, or of SQLite's WAL
@@ -217,9 +206,8 @@ var defaultTuning = tuning{foldBytes: 32 << 20, foldAge: 10 * time.Second, foldC
 type Store struct {
 	mem      bool // ":memory:": keep nothing
 	mode     SyncMode
-	inbound  *Inbound // under always only: the requests a sync waits a little for
-	onCommit func(time.Duration, int, bool)
-	onFail   func(error)
+	inbound  *Inbound           // under always only: the requests a sync waits a little for
+	subs     fanout.List[Event] // Subscribe's
 	fault    func(string) error
 	log      *slog.Logger
 	path     string
@@ -341,7 +329,7 @@ func open(path string, opts Options, tune tuning) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1)
-	s := &Store{log: log, path: path, mode: mode, onCommit: opts.OnCommit, onFail: opts.OnFail, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
+	s := &Store{log: log, path: path, mode: mode, fault: opts.Fault, tune: tune, db: db, cur: newGroup(),
 		changed: make(chan struct{}), wake: make(chan struct{}, 1), probe: make(chan chan error), closing: make(chan struct{}), stopped: make(chan struct{}),
 		spare: make(chan []Change, spareGroups)}
 	s.failed0 = s.failure
