@@ -433,8 +433,8 @@ func (db *DB) stored(wait func() error) error {
 	return nil
 }
 
-// notify tells the subscribers which collections an undo changed, after
-// the write lock is released.
+// notify tells the subscribers which collections an undo (or a rebuild of
+// memory) changed, after the write lock is released.
 func (db *DB) notify(touched []string) {
 	if len(touched) > 0 {
 		db.tell(0, touched)

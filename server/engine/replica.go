@@ -214,14 +214,10 @@ func (db *DB) discardIf(always bool, mark uint64) error {
 	err := db.discardLocked()
 	var colls []string
 	if before != db.seq {
-		for name := range db.colls {
-			colls = append(colls, name)
-		}
+		colls = db.collNamesLocked()
 	}
 	db.mu.Unlock()
-	if len(colls) > 0 {
-		db.tell(0, colls)
-	}
+	db.notify(colls)
 	return err
 }
 
@@ -347,15 +343,20 @@ func (db *DB) Backup(ctx context.Context, path string) (seq uint64, err error) {
 func (db *DB) Restore(path string) error {
 	db.lock()
 	err := db.restoreLocked(path)
+	colls := db.collNamesLocked()
+	db.mu.Unlock()
+	db.notify(colls)
+	return err
+}
+
+// collNamesLocked returns the names of every collection in memory: those
+// a rebuild of memory may have changed. Under the write lock.
+func (db *DB) collNamesLocked() []string {
 	var colls []string
 	for name := range db.colls {
 		colls = append(colls, name)
 	}
-	db.mu.Unlock()
-	if len(colls) > 0 {
-		db.tell(0, colls)
-	}
-	return err
+	return colls
 }
 
 func (db *DB) restoreLocked(path string) error {

@@ -202,13 +202,31 @@ func tableCounts(t *testing.T, path string) (docs, meta, folded int) {
 // the state in a failure; the caller closes the store.
 func loadSame(t *testing.T, path string, seq uint64, what string, want *model) *Store {
 	t.Helper()
-	got, at, _, s := load(t, path, Options{}, defaultTuning)
+	s, _ := loadChanges(t, path, seq, what, want)
+	return s
+}
+
+// loadFolded is loadSame for a file whose log is all folded: Load then
+// hands the state over in the canonical order.
+func loadFolded(t *testing.T, path string, seq uint64, what string, want *model) *Store {
+	t.Helper()
+	s, changes := loadChanges(t, path, seq, what, want)
+	if c := isCanonical(changes); !slices.Equal(c, want.lines()) {
+		s.Close()
+		t.Fatalf("%s: Load order is not canonical:\n%q", what, c)
+	}
+	return s
+}
+
+func loadChanges(t *testing.T, path string, seq uint64, what string, want *model) (*Store, []Change) {
+	t.Helper()
+	got, at, changes, s := load(t, path, Options{}, defaultTuning)
 	if at != seq {
 		s.Close()
 		t.Fatalf("%s: seq %d, want %d", what, at, seq)
 	}
 	sameState(t, what, got, want)
-	return s
+	return s, changes
 }
 
 // seventh so that they make many groups.
@@ -286,15 +304,7 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("second Close: %v", err)
 			}
 
-			got, seq, changes, s2 := load(t, path, Options{Sync: mode}, defaultTuning)
-			defer s2.Close()
-			if seq != 400 {
-				t.Fatalf("seq %d, want 400", seq)
-			}
-			sameState(t, "after fold", got, want)
-			if c := isCanonical(changes); !slices.Equal(c, want.lines()) {
-				t.Fatalf("Load order is not canonical:\n%q", c)
-			}
+			loadFolded(t, path, 400, "after fold", want).Close()
 		})
 	}
 }
@@ -347,15 +357,7 @@ func TestReplay(t *testing.T) {
 			if err := s2.Close(); err != nil {
 				t.Fatal(err)
 			}
-			got, seq, changes, s3 := load(t, crashed, Options{Sync: mode}, defaultTuning)
-			defer s3.Close()
-			if seq != 400 {
-				t.Fatalf("seq %d, want 400", seq)
-			}
-			sameState(t, "replayed, extended and folded", got, want)
-			if c := isCanonical(changes); !slices.Equal(c, want.lines()) {
-				t.Fatalf("Load order is not canonical:\n%q", c)
-			}
+			loadFolded(t, crashed, 400, "replayed, extended and folded", want).Close()
 		})
 	}
 }
