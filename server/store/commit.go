@@ -17,11 +17,10 @@ const spareGroups = 4
 // spareChanges is the most changes a slice kept for reuse may hold: a big
 // batch's is left to the garbage collector. It holds a relaxed server's
 // group of an interval at tens of thousands of jobs a second (two changes
-// a job: a claim's and its ack's), 2.5 MB: a slice grown anew each
-// interval, from a spare of 4 096, cost the server about 3 % of its CPU
-// at one worker under --sync 250 in its copies, its fresh pages' faults
-// and the collector's work (docs/benchmarks.md, "The relaxed path's
-// CPU").
+// a job: a claim's and its ack's), 2.5 MB: a smaller spare grows anew
+// each interval, and its copies, its fresh pages' faults and the
+// collector's work show in the server's CPU (docs/benchmarks.md, "The
+// relaxed path's CPU").
 const spareChanges = 1 << 15
 
 // group is the units queued between two commits: one log record; one sync
@@ -201,8 +200,7 @@ func (s *Store) poke() {
 // written early (once, and not past the segment's end). Without that, a
 // unit committed after the early write but before the sync under way
 // ended waited for one more sync: with a few writers most syncs carried
-// one unit (4 HTTP workers claiming 10 and acking them in a /batch, on 2
-// loaded cores: 0.70–0.83 syncs a unit, against 0.53–0.63 so).
+// one unit (docs/benchmarks.md, "Figures that were in code comments").
 //
 // Before it starts a sync, the leader may hold it a little for units on
 // their way (holdLocked, Options.Inbound): with a few writers, those that
@@ -210,9 +208,9 @@ func (s *Store) poke() {
 // syncs alternate between small groups (the rule: docs/architecture.md,
 // "The commit path"; what it measured: docs/benchmarks.md, "Group
 // commit"). A leader whose group is still the queued one holds before
-// writing it, so that the units that
-// come meanwhile join the group and one write takes them all; one whose
-// group was written early holds after, and gathers what came.
+// writing it, so that the units that come meanwhile join the group and
+// one write takes them all; one whose group was written early holds
+// after, and gathers what came.
 // Folds, probes and backups share the writer with the writes through wmu.
 func (s *Store) flush(g *group) error {
 	s.mu.Lock()
