@@ -16,6 +16,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/internal/fanout"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -72,7 +73,7 @@ type DB struct {
 	pending []pendingUnit
 	// The subscribers (subscribe.go): to writes in memory, and to groups
 	// the store made durable; and the engine's own subscription to st.
-	onWritten, onStored writeSubscribers
+	onWritten, onStored fanout.List[Write]
 	stUnsubscribe       func()
 	opts                Options     // as opened: a cluster node reopens the file to discard (replica.go)
 	repl                replication // a cluster node's state (replica.go); zero when alone
@@ -444,9 +445,8 @@ func (db *DB) notify(touched []string) {
 // storeFailed undoes, newest first, every unit the store lost (those after
 // its Durable seq), refuses writes from then on, and starts the probes that
 // end the failure. The store's failure event calls it (storeEvent), and so
-// does each write
-// whose wait failed; a call for a failure already handled (or over) does
-// nothing.
+// does each write whose wait failed; a call for a failure already handled
+// (or over) does nothing.
 func (db *DB) storeFailed(err error) {
 	db.lock()
 	if db.broken != nil || db.st.Failed() == nil {

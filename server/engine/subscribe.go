@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/fenecdb/fenec/server/internal/fanout"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -108,6 +107,3 @@ func (db *DB) useStore(st *store.Store) {
 	db.st = st
 	db.stUnsubscribe = st.Subscribe(db.storeEvent)
 }
-
-// The lists behind Subscribe, a field each of DB:
-type writeSubscribers = fanout.List[Write]
