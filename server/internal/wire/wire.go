@@ -44,19 +44,14 @@ func (r *Reader) Byte() byte {
 }
 
 // Uvarint returns the next uvarint.
-func (r *Reader) Uvarint() uint64 {
-	v, n := binary.Uvarint(r.B)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.B = r.B[n:]
-	return v
-}
+func (r *Reader) Uvarint() uint64 { return next(r, binary.Uvarint) }
 
 // Varint returns the next zig-zag varint.
-func (r *Reader) Varint() int64 {
-	v, n := binary.Varint(r.B)
+func (r *Reader) Varint() int64 { return next(r, binary.Varint) }
+
+// next returns the number read reads off the front of r.B.
+func next[T uint64 | int64](r *Reader, read func([]byte) (T, int)) T {
+	v, n := read(r.B)
 	if n <= 0 {
 		r.fail()
 		return 0
