@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fenecdb/fenec/server/internal/wire"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -25,13 +26,10 @@ func encodeEntry(seq, mark uint64, changes []store.Change) []byte {
 	b = binary.AppendUvarint(b, mark)
 	for _, c := range changes {
 		b = append(b, byte(c.Op))
-		b = binary.AppendUvarint(b, uint64(len(c.Coll)))
-		b = append(b, c.Coll...)
+		b = wire.AppendBytes(b, c.Coll)
 		b = binary.AppendVarint(b, c.ID)
-		b = binary.AppendUvarint(b, uint64(len(c.Key)))
-		b = append(b, c.Key...)
-		b = binary.AppendUvarint(b, uint64(len(c.Body)))
-		b = append(b, c.Body...)
+		b = wire.AppendBytes(b, c.Key)
+		b = wire.AppendBytes(b, c.Body)
 		b = binary.AppendVarint(b, c.Expires)
 	}
 	return b
@@ -43,73 +41,25 @@ func decodeEntry(b []byte) (seq, mark uint64, changes []store.Change, err error)
 	if len(b) == 0 || b[0] != entryVersion {
 		return 0, 0, nil, errBadEntry
 	}
-	r := reader{b: b[1:]}
-	seq, mark = r.uvarint(), r.uvarint()
-	for r.err == nil && len(r.b) > 0 {
+	r := wire.Reader{B: b[1:]}
+	seq, mark = r.Uvarint(), r.Uvarint()
+	for r.Err == nil && len(r.B) > 0 {
 		var c store.Change
-		c.Op = store.Op(r.byte())
-		c.Coll = string(r.bytes())
-		c.ID = r.varint()
-		c.Key = string(r.bytes())
-		if body := r.bytes(); len(body) > 0 {
+		c.Op = store.Op(r.Byte())
+		c.Coll = string(r.Bytes())
+		c.ID = r.Varint()
+		c.Key = string(r.Bytes())
+		if body := r.Bytes(); len(body) > 0 {
 			c.Body = body
 		}
-		c.Expires = r.varint()
+		c.Expires = r.Varint()
 		if c.Op < store.OpCreate || c.Op > store.OpMetaDelete {
-			r.err = fmt.Errorf("change of unknown op %d", c.Op)
+			r.Err = fmt.Errorf("change of unknown op %d", c.Op)
 		}
 		changes = append(changes, c)
 	}
-	if r.err != nil {
-		return 0, 0, nil, fmt.Errorf("%w: %v", errBadEntry, r.err)
+	if r.Err != nil {
+		return 0, 0, nil, fmt.Errorf("%w: %v", errBadEntry, r.Err)
 	}
 	return seq, mark, changes, nil
-}
-
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail() { r.err, r.b = errors.New("truncated"), nil }
-
-func (r *reader) byte() byte {
-	if len(r.b) < 1 {
-		r.fail()
-		return 0
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	return c
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) bytes() []byte {
-	n := r.uvarint()
-	if r.err != nil || uint64(len(r.b)) < n {
-		r.fail()
-		return nil
-	}
-	v := r.b[:n:n]
-	r.b = r.b[n:]
-	return v
 }

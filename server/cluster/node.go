@@ -637,9 +637,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 // behind keeps a write's wait for the file, and past storeBehind of them
 // (or storeBehindBytes) waits for the older half: the file writes in
 // order, so when one is written every earlier one is. A failed write is
-// the store's to report (the engine's OnFail, then StoreFailed); here it
-// only ends the wait. Called by raft's apply loop alone, as Apply and
-// Restore are.
+// the store's to report (its failure event to the engine, then
+// StoreFailed); here it only ends the wait. Called by raft's apply loop
+// alone, as Apply and Restore are.
 func (n *Node) behind(wait func() error, size int) {
 	n.unwritten = append(n.unwritten, pendingWrite{wait, size})
 	n.unwrittenBytes += size

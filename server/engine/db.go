@@ -16,14 +16,20 @@ import (
 
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/internal/fanout"
 	"github.com/fenecdb/fenec/server/store"
 )
 
 // Options configure Open.
 type Options struct {
-	File     string // a SQLite file, or ":memory:" to keep nothing
-	Sync     store.SyncMode
-	Clock    clock.Clock // default: the system clock
+	File  string // a SQLite file, or ":memory:" to keep nothing
+	Sync  store.SyncMode
+	Clock clock.Clock // default: the system clock
+	// OnCommit, if set, is subscribed at Open to the Stored events (the
+	// group's write time, its changes, whether a sync ended with it).
+	//
+	// Deprecated: call Subscribe(fn, Stored), which also gives the
+	// commit's position and collections.
 	OnCommit func(d time.Duration, changes int, fsync bool)
 	// Log receives a line at each change of the store's state (failed,
 	// working again). Default: discarded.
@@ -65,11 +71,14 @@ type DB struct {
 	// written to the file, oldest first: when the store fails, the units
 	// it lost are undone, so memory never holds a write the file does not.
 	pending []pendingUnit
-	written subscribers
-	opts    Options     // as opened: a cluster node reopens the file to discard (replica.go)
-	repl    replication // a cluster node's state (replica.go); zero when alone
-	log     *slog.Logger
-	closed  chan struct{}
+	// The subscribers (subscribe.go): to writes in memory, and to groups
+	// the store made durable; and the engine's own subscription to st.
+	onWritten, onStored fanout.List[Write]
+	stUnsubscribe       func()
+	opts                Options     // as opened: a cluster node reopens the file to discard (replica.go)
+	repl                replication // a cluster node's state (replica.go); zero when alone
+	log                 *slog.Logger
+	closed              chan struct{}
 	// The running write's transaction and the room its steps, changes
 	// and bodies are cut from (commit): used only under the write lock.
 	wtx  tx
@@ -99,7 +108,10 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.st = st
+	db.useStore(st)
+	if f := opts.OnCommit; f != nil {
+		db.Subscribe(func(w Write) { f(w.Stored.Wrote, len(w.Stored.Changes), w.Stored.Fsync) }, Stored)
+	}
 	seq, err := st.Load(db.replay)
 	if err != nil {
 		st.Close()
@@ -113,7 +125,7 @@ func Open(opts Options) (*DB, error) {
 // reopens its file (replica.go).
 func (db *DB) storeOptions() store.Options {
 	o := db.opts
-	return store.Options{Sync: o.Sync, OnCommit: o.OnCommit, OnFail: db.storeFailed, Fault: o.StoreFault, Log: o.Log, Inbound: o.Inbound}
+	return store.Options{Sync: o.Sync, Fault: o.StoreFault, Log: o.Log, Inbound: o.Inbound}
 }
 
 // replay applies one persisted change while the file is opened.
@@ -402,7 +414,7 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 		// held claim the write wakes, joins this one's group under
 		// --sync always and is made durable by the same sync.
 		joins := local && wait != nil && db.keep && db.opts.Sync.Kind == store.SyncAlways
-		db.written.tellWrite(Write{Colls: touched, Local: local, Joins: joins, Seq: seq, Changes: changes})
+		db.onWritten.Tell(Write{Topic: Written, Seq: seq, Colls: touched, Local: local, Joins: joins, Changes: changes})
 	}
 	return rs, wait, nil
 }
@@ -424,19 +436,19 @@ func (db *DB) stored(wait func() error) error {
 	return nil
 }
 
-// notify tells the subscribers which collections an undo changed, after
-// the write lock is released.
+// notify tells the subscribers which collections an undo (or a rebuild of
+// memory) changed, after the write lock is released.
 func (db *DB) notify(touched []string) {
 	if len(touched) > 0 {
-		db.written.tell(touched)
+		db.tell(0, touched)
 	}
 }
 
 // storeFailed undoes, newest first, every unit the store lost (those after
 // its Durable seq), refuses writes from then on, and starts the probes that
-// end the failure. It is the store's OnFail, and is called by each write
-// whose wait failed; a call for a failure already handled (or over) does
-// nothing.
+// end the failure. The store's failure event calls it (storeEvent), and so
+// does each write whose wait failed; a call for a failure already handled
+// (or over) does nothing.
 func (db *DB) storeFailed(err error) {
 	db.lock()
 	if db.broken != nil || db.st.Failed() == nil {

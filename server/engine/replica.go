@@ -100,6 +100,7 @@ func (db *DB) SetReplicator(r Replicator) {
 	db.lock()
 	defer db.mu.Unlock()
 	db.repl.r = r
+	db.st.Detach() // Apply waits for some of its writes only (cluster's behind)
 	db.setMark(newMark())
 	db.repl.stored = db.seq
 	db.repl.applied.Store(db.seq)
@@ -153,7 +154,7 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 	}
 	if mark == db.repl.mark && seq <= db.seq {
 		db.repl.stored = seq
-		wait = db.st.CommitDetached(seq, changes)
+		wait = db.st.Commit(seq, changes)
 		db.mu.Unlock()
 		return wait, nil
 	}
@@ -178,10 +179,10 @@ func (db *DB) Apply(seq, mark uint64, changes []store.Change) (wait func() error
 		}
 	}
 	db.seq, db.repl.stored = seq, seq
-	wait = db.st.CommitDetached(seq, changes)
+	wait = db.st.Commit(seq, changes)
 	db.moved(seq)
 	db.mu.Unlock()
-	db.written.tellWrite(Write{Colls: touched, Seq: seq, Changes: changes})
+	db.onWritten.Tell(Write{Topic: Written, Seq: seq, Colls: touched, Changes: changes})
 	return wait, nil
 }
 
@@ -211,14 +212,12 @@ func (db *DB) discardIf(always bool, mark uint64) error {
 	err := db.discardLocked()
 	var colls []string
 	if before != db.seq {
-		for name := range db.colls {
-			colls = append(colls, name)
-		}
+		colls = db.collNamesLocked()
 	}
 	db.mu.Unlock()
-	if len(colls) > 0 {
-		db.written.tell(colls)
-	}
+	// Told even with no collection: the Seq jumped, and a subscriber that
+	// counts Seqs (the change stream) must hear of it.
+	db.tell(0, colls)
 	return err
 }
 
@@ -252,7 +251,8 @@ func (db *DB) reopenLocked() error {
 		db.setBroken(err)
 		return err
 	}
-	db.st = st
+	db.useStore(st)
+	db.st.Detach() // a cluster node's store, as SetReplicator made it
 	db.colls, db.created, db.made, db.meta, db.metaB, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, nil
 	seq, err := st.Load(db.replay)
 	if err != nil {
@@ -343,15 +343,22 @@ func (db *DB) Backup(ctx context.Context, path string) (seq uint64, err error) {
 func (db *DB) Restore(path string) error {
 	db.lock()
 	err := db.restoreLocked(path)
+	colls := db.collNamesLocked()
+	db.mu.Unlock()
+	// Told even with no collection: the Seq jumped, and a subscriber that
+	// counts Seqs (the change stream) must hear of it.
+	db.tell(0, colls)
+	return err
+}
+
+// collNamesLocked returns the names of every collection in memory: those
+// a rebuild of memory may have changed. Under the write lock.
+func (db *DB) collNamesLocked() []string {
 	var colls []string
 	for name := range db.colls {
 		colls = append(colls, name)
 	}
-	db.mu.Unlock()
-	// Told even with no collection: the Seq jumped, and a subscriber that
-	// counts Seqs must hear of it.
-	db.written.tell(colls)
-	return err
+	return colls
 }
 
 func (db *DB) restoreLocked(path string) error {

@@ -130,9 +130,10 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 			return fmt.Errorf("the SQLite driver's connection (%T) has no online backup", dc)
 		}
 		var err error
-		// The copy is not synced: a step's commit to it need not be (with
-		// a sync and a journal, a step of 2 MB took some 60 ms, the writes
-		// waiting meanwhile), and the caller syncs the copy if it keeps it
+		// The copy is not synced: a step's commit to it need not be (a
+		// synced, journaled step holds the writer many times as long, the
+		// writes waiting meanwhile: docs/benchmarks.md, "Figures that were in code comments"),
+		// and the caller syncs the copy if it keeps it
 		// (GET /_backup only streams it: a sync of it would only crowd
 		// the disk the log's syncs wait for).
 		bk, err = c.NewBackup("file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=synchronous(OFF)&_pragma=journal_mode(OFF)")
@@ -191,9 +192,8 @@ func (s *Store) Copy(ctx context.Context, path string, progress func(done, total
 		}
 		// The writes waiting for the writer go first, and the copy holds
 		// it at most half the time: a loop that takes it back at once
-		// starves the groups waiting for it (measured: with a yield
-		// alone the copy held the writer 90 % of its time, and writes
-		// fell to a tenth of their rate).
+		// starves the groups waiting for it, even with a yield between
+		// (docs/benchmarks.md, "Figures that were in code comments").
 		time.Sleep(time.Since(held))
 	}
 	if bk != nil { // given up (ctx) between steps

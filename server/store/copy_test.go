@@ -18,7 +18,7 @@ func TestCopyWhileCommitting(t *testing.T) {
 	units, _ := script(7, 3000)
 	tune := defaultTuning
 	tune.foldChunk = 2 << 10 // many small folds while the copy runs
-	tune.foldRows = 2 // chunks written in parts: a copy must not end between them
+	tune.foldRows = 2        // chunks written in parts: a copy must not end between them
 	tune.foldAge = time.Millisecond
 	tune.copyPages = 2 // many steps, the writer let go between them
 	s, err := open(path, Options{}, tune)

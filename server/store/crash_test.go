@@ -52,15 +52,6 @@ func TestCrashChild(t *testing.T) {
 		}
 	}
 	opts.Sync = mode
-	if mode.Kind == SyncInterval {
-		// The parent allows for slow writes (a loaded machine's fsyncs).
-		opts.OnCommit = func(d time.Duration, _ int, _ bool) {
-			outMu.Lock()
-			fmt.Fprintf(out, "wrote %d\n", d.Microseconds())
-			out.Flush()
-			outMu.Unlock()
-		}
-	}
 	// Chunks of 8 rows: groups of more than 8 documents are folded in
 	// parts, which a kill may fall between. Segments of 8 KB
 	// (preallocated, as the server's are): the log moves to a new one
@@ -90,6 +81,15 @@ func TestCrashChild(t *testing.T) {
 	s, err := open(path, opts, tune)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if mode.Kind == SyncInterval {
+		// The parent allows for slow writes (a loaded machine's fsyncs).
+		s.Subscribe(func(e Event) {
+			outMu.Lock()
+			fmt.Fprintf(out, "wrote %d\n", e.Wrote.Microseconds())
+			out.Flush()
+			outMu.Unlock()
+		})
 	}
 	if _, err := s.Load(func(Change) error { return nil }); err != nil {
 		t.Fatal(err)

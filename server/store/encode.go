@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/fenecdb/fenec/server/internal/wire"
 )
 
 // A log row holds all the changes of one commit group, encoded back to back.
@@ -31,43 +33,37 @@ func appendChanges(dst []byte, changes []Change) []byte {
 				dst = append(dst, op|sameColl)
 			} else {
 				dst = append(dst, op)
-				dst = appendBytes(dst, c.Coll)
+				dst = wire.AppendBytes(dst, c.Coll)
 			}
 			prev, first = c.Coll, false
 			switch c.Op {
 			case OpCreate, OpPut:
 				dst = binary.AppendVarint(dst, c.ID)
-				dst = appendBytes(dst, c.Body)
+				dst = wire.AppendBytes(dst, c.Body)
 			case OpDelete:
 				dst = binary.AppendVarint(dst, c.ID)
 			}
 		case OpMetaPut:
 			dst = append(dst, op)
-			dst = appendBytes(dst, c.Key)
-			dst = appendBytes(dst, c.Body)
+			dst = wire.AppendBytes(dst, c.Key)
+			dst = wire.AppendBytes(dst, c.Body)
 			dst = binary.AppendVarint(dst, c.Expires)
 		case OpMetaDelete:
 			dst = append(dst, op)
-			dst = appendBytes(dst, c.Key)
+			dst = wire.AppendBytes(dst, c.Key)
 		}
 	}
 	return dst
 }
 
-func appendBytes[T string | []byte](dst []byte, b T) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(b)))
-	return append(dst, b...)
-}
-
 // decodeChanges calls fn with each change encoded in b, in order. Bodies
 // alias b, so b must not be reused while they are referenced.
 func decodeChanges(b []byte, fn func(Change) error) error {
-	d := decoder{b: b}
+	d := wire.Reader{B: b, Short: errCorrupt}
 	prev := ""
 	first := true
-	for len(d.b) > 0 && d.err == nil {
-		opb := d.b[0]
-		d.b = d.b[1:]
+	for len(d.B) > 0 && d.Err == nil {
+		opb := d.Byte()
 		c := Change{Op: Op(opb &^ sameColl)}
 		switch c.Op {
 		case OpCreate, OpDrop, OpPut, OpDelete:
@@ -77,69 +73,34 @@ func decodeChanges(b []byte, fn func(Change) error) error {
 				}
 				c.Coll = prev
 			} else {
-				c.Coll = string(d.bytes())
+				c.Coll = string(d.Bytes())
 			}
 			prev, first = c.Coll, false
 			switch c.Op {
 			case OpCreate, OpPut:
-				c.ID = d.varint()
-				c.Body = d.bytes()
+				c.ID = d.Varint()
+				c.Body = d.Bytes()
 			case OpDelete:
-				c.ID = d.varint()
+				c.ID = d.Varint()
 			}
 		case OpMetaPut, OpMetaDelete:
 			if opb&sameColl != 0 {
 				return errCorrupt
 			}
-			c.Key = string(d.bytes())
+			c.Key = string(d.Bytes())
 			if c.Op == OpMetaPut {
-				c.Body = d.bytes()
-				c.Expires = d.varint()
+				c.Body = d.Bytes()
+				c.Expires = d.Varint()
 			}
 		default:
 			return fmt.Errorf("%w: unknown op %d", errCorrupt, opb)
 		}
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
 		if err := fn(c); err != nil {
 			return err
 		}
 	}
-	return d.err
-}
-
-// decoder reads fields off the front of b; the first short read sets err
-// and makes every later read answer zero.
-type decoder struct {
-	b   []byte
-	err error
-}
-
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *decoder) bytes() []byte {
-	n, k := binary.Uvarint(d.b)
-	if k <= 0 || n > uint64(len(d.b)-k) {
-		d.fail()
-		return nil
-	}
-	out := d.b[k : k+int(n) : k+int(n)]
-	d.b = d.b[k+int(n):]
-	return out
-}
-
-func (d *decoder) fail() {
-	if d.err == nil {
-		d.err = errCorrupt
-	}
-	d.b = nil
+	return d.Err
 }

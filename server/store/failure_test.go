@@ -33,7 +33,8 @@ func TestRecover(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.db")
 			var failCommit, failFold atomic.Bool
 			var failed atomic.Int32
-			_, _, _, s := load(t, path, Options{Sync: mode, Fault: switchable(&failCommit, &failFold), OnFail: func(error) { failed.Add(1) }}, defaultTuning)
+			_, _, _, s := load(t, path, Options{Sync: mode, Fault: switchable(&failCommit, &failFold)}, defaultTuning)
+			s.Subscribe(countFailures(&failed))
 			put := func(k string) []Change { return []Change{{Op: OpMetaPut, Key: k, Body: []byte("v")}} }
 			if err := s.Commit(1, put("a"))(); err != nil {
 				t.Fatal(err)
@@ -72,7 +73,7 @@ func TestRecover(t *testing.T) {
 				t.Fatal(err)
 			}
 			if st := s.Stats(); st.Failures != 1 || st.Failed != nil || failed.Load() != 1 {
-				t.Fatalf("stats %+v, OnFail called %d times", st, failed.Load())
+				t.Fatalf("stats %+v, the failure told %d times", st, failed.Load())
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
@@ -150,7 +151,8 @@ func TestSyncFailure(t *testing.T) {
 		}
 		return nil
 	}
-	_, _, _, s := load(t, path, Options{Fault: fault, OnFail: func(error) { failed.Add(1) }}, defaultTuning)
+	_, _, _, s := load(t, path, Options{Fault: fault}, defaultTuning)
+	s.Subscribe(countFailures(&failed))
 	put := func(k string) []Change { return []Change{{Op: OpMetaPut, Key: k, Body: []byte("v")}} }
 	if err := s.Commit(1, put("a"))(); err != nil {
 		t.Fatal(err)
@@ -173,14 +175,24 @@ func TestSyncFailure(t *testing.T) {
 		t.Fatalf("Close answered %v", err)
 	}
 	for deadline := time.Now().Add(5 * time.Second); failed.Load() == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond) // OnFail runs on a goroutine of its own
+		time.Sleep(time.Millisecond) // a failure is told on a goroutine of its own
 	}
 	if failed.Load() != 1 {
-		t.Fatalf("OnFail called %d times", failed.Load())
+		t.Fatalf("the failure was told %d times", failed.Load())
 	}
 	got, _, _, s2 := load(t, path, Options{}, defaultTuning)
 	defer s2.Close()
 	if _, ok := got.meta["a"]; !ok {
 		t.Fatal("the unit acknowledged before the failed sync is not in the file")
+	}
+}
+
+// countFailures returns a subscriber (Subscribe) that counts the failures
+// it is told of, and checks that a commit's event carries no failure.
+func countFailures(n *atomic.Int32) func(Event) {
+	return func(e Event) {
+		if e.Failed != nil {
+			n.Add(1)
+		}
 	}
 }

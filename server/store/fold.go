@@ -96,8 +96,8 @@ const maxHint = 1 << 14
 // latestPages maps a document's id to its last chunk, in pages of
 // pageIDs consecutive ids: a queue's ids are consecutive, so the map is
 // pageIDs times smaller than one of ids, and the ids a chunk writes
-// share pages, where a map of ids scatters them (its accesses were most
-// of the seal's CPU at 1 000 000 jobs, each a cache miss).
+// share pages, where a map of ids scatters them, each access a cache miss
+// once a queue holds many jobs (docs/benchmarks.md, "Figures that were in code comments").
 type latestPages map[uint64]*latestPage
 
 const pageIDs = 32
@@ -552,9 +552,8 @@ type docsKey struct {
 // SQLite then reads as one range of the primary key, stepping from row to
 // row and deleting those in the list (`+id` keeps it from seeking them):
 // the rows between that stay are read and passed, so it pays only where
-// the ids lie close together, as a queue's acked jobs do (at 1 000 000
-// rows, about 1 µs of CPU a row less, BenchmarkFold). Both delete the same
-// rows.
+// the ids lie close together, as a queue's acked jobs do (BenchmarkFold
+// shows it). Both delete the same rows.
 func docsSQL(put bool, n int, dense bool) string {
 	var b strings.Builder
 	if put {

@@ -32,21 +32,19 @@ type Inbound struct {
 }
 
 // busyHolds is Inbound.busy in holds: about 2 ms by DefaultHold. Under
-// a steady load of a few workers, syncs follow each other within a few
-// hundred µs; a server whose last sync ended longer ago is writing now
-// and then, its writers are not about to send, and a hold there would
-// cost more than it asks: with every P idle, the Go runtime's poller
-// sleeps in whole milliseconds, so a hold of 120 µs that runs out lasts
-// about 1 ms.
+// a steady load of a few workers, syncs follow each other closely; a
+// server whose last sync ended longer ago is writing now and then, its
+// writers are not about to send, and a hold there would cost more than
+// it asks: with every P idle, the Go runtime's poller sleeps in whole
+// milliseconds, so a short hold that runs out lasts a millisecond.
 const busyHolds = 16
 
 // DefaultHold bounds the wait of a sync for the requests on their way:
-// about two fdatasyncs of a small record here (logfile.go's
-// BenchmarkSegmentAppend, 50–70 µs). Half that, the runtime's timer ran
-// out before most of the other connections' requests came (a hold of 60
-// µs lasted 100–200 and gained 1–1.5 units); at 120 µs a sync carries
-// more of them, for less CPU a job at 4 workers (docs/benchmarks.md,
-// "What bounds four durable workers").
+// about two fdatasyncs of a small record (logfile.go's
+// BenchmarkSegmentAppend). A shorter hold runs out before most of the
+// other connections' requests come; this one has a sync carry more of
+// them, for less CPU a job at 4 workers (docs/benchmarks.md, "What bounds
+// four durable workers", and "Figures that were in code comments").
 const DefaultHold = 120 * time.Microsecond
 
 // NewInbound returns a count of none, for a store whose syncs wait for
@@ -68,9 +66,9 @@ func (in *Inbound) Add() { in.n.Add(1) }
 func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
 
 // Done counts one that arrived: queued its unit, or ended without one.
-// It wakes the leader holding, which looks again. (Waking it only once
-// none is on its way and enough units are in measured no better:
-// BenchmarkHTTPQueue at 2, 4 and 16 workers, within the noise.)
+// It wakes the leader holding, which looks again: simpler than waking it
+// only once none is on its way and enough units are in, and no slower
+// (docs/benchmarks.md, "Figures that were in code comments").
 func (in *Inbound) Done() {
 	in.n.Add(-1)
 	if in.watched.Load() {

@@ -109,7 +109,7 @@ func TestHold(t *testing.T) {
 // holds its group while it is still queued, so the unit committed during
 // the hold joins it, rather than the leader writing its own unit first
 // and the late one after it (two records, two writes, for one sync).
-// OnCommit is called once per record, with its changes. It also checks
+// A subscriber (Subscribe) is told once per record, with its changes. It also checks
 // that a sync under way carrying one unit, with many connections
 // writing lately, has the next group wait for it rather than be written
 // early (pipelineUnits): the one written after it takes every unit
@@ -119,9 +119,9 @@ func TestHoldBeforeWrite(t *testing.T) {
 	in := NewInbound(hold)
 	var mu sync.Mutex
 	var records []int // each record's changes, in order
-	onCommit := func(_ time.Duration, changes int, _ bool) {
+	onCommit := func(e Event) {
 		mu.Lock()
-		records = append(records, changes)
+		records = append(records, len(e.Changes))
 		mu.Unlock()
 	}
 	taken := func() []int {
@@ -132,7 +132,8 @@ func TestHoldBeforeWrite(t *testing.T) {
 		return out
 	}
 	gate := &syncGate{}
-	_, _, _, s := load(t, filepath.Join(t.TempDir(), "g.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in, OnCommit: onCommit, Fault: gate.fault}, defaultTuning)
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "g.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in, Fault: gate.fault}, defaultTuning)
+	s.Subscribe(onCommit)
 	defer s.Close()
 	seq := uint64(0)
 	unit := func() []Change {

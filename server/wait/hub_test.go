@@ -142,6 +142,28 @@ func (h *held) answer(t *testing.T, within time.Duration) outcome {
 	return outcome{err: errors.New("no answer")}
 }
 
+// stillHeld gives a claim woken by mistake a moment to answer (there is
+// no event to wait for when nothing should happen), then checks that
+// each of hs is still held.
+func stillHeld(t *testing.T, hs ...*held) {
+	t.Helper()
+	time.Sleep(20 * time.Millisecond)
+	for _, h := range hs {
+		h.still(t)
+	}
+}
+
+// dueIn moves clk to 1 ms before h's rows come due, ms from now, checks
+// that h is still held, then moves it the last 1 ms and returns h's
+// answer.
+func dueIn(t *testing.T, clk *clock.Manual, ms int64, h *held) outcome {
+	t.Helper()
+	clk.Advance(ms - 1)
+	stillHeld(t, h)
+	clk.Advance(1)
+	return h.answer(t, time.Second)
+}
+
 func (h *held) still(t *testing.T) {
 	t.Helper()
 	select {
@@ -239,17 +261,10 @@ func TestManualClockWakesExactlyTheDue(t *testing.T) {
 	ha := f.hold(10*time.Second, `set a {owner: "x"} where run_at <= now() limit 1 returning id`)
 	hb := f.hold(10*time.Second, `set b {owner: "x"} where run_at <= now() limit 1 returning id`)
 	f.settle(2)
-	clk.Advance(999)
-	time.Sleep(20 * time.Millisecond)
-	ha.still(t)
-	clk.Advance(1)
-	if o := ha.answer(t, time.Second); o.answer != `[{"id":1}]` {
+	if o := dueIn(t, clk, 1000, ha); o.answer != `[{"id":1}]` {
 		t.Fatalf("a: %+v", o)
 	}
-	time.Sleep(20 * time.Millisecond)
-	hb.still(t)
-	clk.Advance(4000)
-	if o := hb.answer(t, time.Second); o.answer != `[{"id":1}]` {
+	if o := dueIn(t, clk, 4000, hb); o.answer != `[{"id":1}]` {
 		t.Fatalf("b: %+v", o)
 	}
 }
@@ -262,11 +277,7 @@ func TestLapsingLeaseWakes(t *testing.T) {
 	f.exec(claim, "dies") // leased for 30 s, never acked
 	h := f.hold(10*time.Second, claim, "w2")
 	f.settle(1)
-	clk.Advance(29999)
-	time.Sleep(20 * time.Millisecond)
-	h.still(t)
-	clk.Advance(1)
-	if o := h.answer(t, time.Second); o.answer != `[{"id":1}]` {
+	if o := dueIn(t, clk, 30000, h); o.answer != `[{"id":1}]` {
 		t.Fatalf("%+v", o)
 	}
 }
@@ -296,10 +307,7 @@ func testFirstComeFirstServed(t *testing.T, f *fixture) {
 	if o := hs[0].answer(t, time.Second); o.answer != `[{"id":6}]` {
 		t.Fatalf("the longest held got %+v", o)
 	}
-	time.Sleep(20 * time.Millisecond)
-	for _, h := range hs[1:] {
-		h.still(t)
-	}
+	stillHeld(t, hs[1:]...)
 	if f.hub.Held() != 4 {
 		t.Errorf("held %d", f.hub.Held())
 	}
@@ -318,9 +326,7 @@ func testNearestCourierTakesTheRide(t *testing.T, f *fixture) {
 	if o := near.answer(t, time.Second); o.answer != `[{"id":1,"owner":"near"}]` {
 		t.Fatalf("near: %+v", o)
 	}
-	time.Sleep(20 * time.Millisecond)
-	far.still(t)
-	mid.still(t)
+	stillHeld(t, far, mid)
 	// The next ride, nearer the far courier, is the far courier's.
 	f.exec(`put rides {pickup: [29.09, 41.09], run_at: now()}`)
 	if o := far.answer(t, time.Second); o.answer != `[{"id":2,"owner":"far"}]` {

@@ -14,17 +14,17 @@ import (
 	"github.com/fenecdb/fenec/server/store"
 )
 
-// groups counts the store's groups made durable by a sync (engine
-// Options.OnCommit), and the changes of each.
+// groups counts the store's groups made durable by a sync (the engine's
+// Stored events), and the changes of each.
 type groups struct {
 	mu      sync.Mutex
 	changes []int
 }
 
-func (g *groups) onCommit(_ time.Duration, changes int, fsync bool) {
-	if fsync {
+func (g *groups) stored(w engine.Write) {
+	if w.Stored.Fsync {
 		g.mu.Lock()
-		g.changes = append(g.changes, changes)
+		g.changes = append(g.changes, len(w.Stored.Changes))
 		g.mu.Unlock()
 	}
 }
@@ -36,7 +36,7 @@ func (g *groups) since(n int) []int {
 }
 
 // after waits until the groups synced since the first n hold changes
-// changes in all (OnCommit runs just after a group's waiters are let go,
+// changes in all (a Stored event is told just after a group's waiters are let go,
 // so an answer may come before it), and returns them: split into more
 // groups or not, they are all there.
 func (g *groups) after(t *testing.T, n, changes int) []int {
@@ -65,7 +65,8 @@ func (g *groups) len() int {
 // jobs collection, and the groups its store commits.
 func groupedQueue(t *testing.T) (*fixture, *groups) {
 	g := &groups{}
-	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/q.db", Sync: store.SyncMode{Kind: store.SyncAlways}, OnCommit: g.onCommit})
+	f := newFixtureOn(t, engine.Options{File: t.TempDir() + "/q.db", Sync: store.SyncMode{Kind: store.SyncAlways}})
+	f.db.Subscribe(g.stored, engine.Stored)
 	f.exec(jobs)
 	return f, g
 }
