@@ -20,6 +20,7 @@ import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 import { env, userAgent } from './version.js';
+import { type LiveEvent, watch, type WatchOptions } from './live.js';
 
 export { FENEC_ERROR_CODES, FenecError, type FenecErrorCode } from './errors.js';
 export { VERSION } from './version.js';
@@ -30,6 +31,7 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
+export { type LiveEvent, type LiveEventName, type LiveTarget, watch, watchCollection, type WatchOptions } from './live.js';
 export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
 
 /** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
@@ -134,6 +136,18 @@ export class Client {
     await Promise.all(statements.map((s) => this.#schema(s.collection, opts)));
     const reply = await this.#send((t, signal) => api.batch(t, body, headers(opts, this.#nodes), signal), opts);
     return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
+  }
+
+  /**
+   * Follows a `get` (a builder's `toQuery()`, or text with params) as a live
+   * query over Server-Sent Events (docs/changes.md): an async iterator of
+   * its events that reconnects with `Last-Event-ID` when the connection
+   * drops. Builders call it as `db.from('jobs').where(…).watch({ signal })`.
+   */
+  watch(statement: Statement | string, opts: WatchOptions = {}, params: readonly unknown[] = []): AsyncGenerator<LiveEvent, void, undefined> {
+    const target = { url: this.#nodes.current, token: this.#token, fetch: this.#fetch };
+    if (typeof statement === 'string') return watch(target, statement, params, opts);
+    return watch(target, statement.query, statement.params, opts);
   }
 
   /** Sends one statement; what builders call. */
