@@ -20,6 +20,7 @@ import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 import { env, userAgent } from './version.js';
+import { Consumer } from './changes.js';
 import { type LiveEvent, watch, type WatchOptions } from './live.js';
 
 export { FENEC_ERROR_CODES, FenecError, type FenecErrorCode } from './errors.js';
@@ -31,6 +32,7 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
+export { type Change, type ChangeBatch, Consumer, type ReadOptions as ConsumerReadOptions } from './changes.js';
 export { type LiveEvent, type LiveEventName, type LiveTarget, watch, watchCollection, type WatchOptions } from './live.js';
 export { backoff, type Handler, worker, Worker, type WorkerOptions, type WorkerStep } from './worker.js';
 
@@ -148,6 +150,14 @@ export class Client {
     const target = { url: this.#nodes.current, token: this.#token, fetch: this.#fetch };
     if (typeof statement === 'string') return watch(target, statement, params, opts);
     return watch(target, statement.query, statement.params, opts);
+  }
+
+  /**
+   * A named consumer of the change stream (docs/changes.md): the committed
+   * writes in commit order, read in batches and acknowledged.
+   */
+  consumer(name: string, opts: { collection?: string | undefined } = {}): Consumer {
+    return new Consumer({ url: this.#nodes.current, token: this.#token, fetch: this.#fetch }, name, opts);
   }
 
   /** Sends one statement; what builders call. */
