@@ -496,6 +496,7 @@ const liveUI = (() => {
 })();
 
 let live: { collection: string; stop: AbortController } | null = null;
+const LIVE_ROWS = 500;
 
 function closeLive(): void {
   live?.stop.abort();
@@ -528,7 +529,9 @@ async function follow(collection: string, where: string, signal: AbortSignal): P
   try {
     for await (const ev of events) {
       if (signal.aborted) return;
-      liveUI.status.textContent = apply(ev);
+      const said = apply(ev);
+      if (replacing) continue; // the rest of a rows/reset series comes first
+      liveUI.status.textContent = said;
       renderLive(rows);
     }
   } catch (err) {
@@ -568,9 +571,12 @@ function renderLive(rows: Map<unknown, Row>): void {
   const cols: string[] = ['id'];
   for (const r of rows.values()) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
   liveUI.head.replaceChildren(h('tr', {}, ...cols.map((c) => h('th', {}, c))));
-  const sorted = [...rows.values()].sort((a, b) => Number(a['id']) - Number(b['id']));
+  // A page holds the first LIVE_ROWS by id: a table of every row of a big
+  // collection would stall the tab at each event.
+  const sorted = [...rows.values()].sort((a, b) => Number(a['id']) - Number(b['id'])).slice(0, LIVE_ROWS);
   liveUI.body.replaceChildren(...sorted.map((r) => h('tr', { 'data-id': String(r['id']) }, ...cols.map((c) => h('td', { 'data-field': c }, cell(r[c]))))));
   if (sorted.length === 0) liveUI.body.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'No row.')));
+  if (rows.size > LIVE_ROWS) liveUI.body.append(h('tr', {}, h('td', { class: 'empty', colspan: String(cols.length) }, `${rows.size.toLocaleString('en-US')} rows: the first ${LIVE_ROWS} by id are shown; a condition narrows them.`)));
 }
 
 liveUI.form.addEventListener('submit', (e) => {

@@ -116,3 +116,20 @@ test('the live view resumes after the server restarts under it, and shows the wr
   assert.deepEqual(errors, []);
   await close();
 });
+
+test('a big collection (1 200 rows: more than one rows event of up to 1 000): the first 500 by id are shown, and a delete moves the page', async () => {
+  const s = await startFenec('--token', 'admin');
+  await q(s, 'create collection msgs (room text, body text)');
+  const docs = Array.from({ length: 1200 }, (_, i) => `{room: "r", body: "m${i + 1}"}`);
+  await q(s, `insert msgs [${docs.join(', ')}]`);
+  const { page, errors, close } = await openLive(s, 'msgs');
+  const ids = () => page.$$eval('#live-body tr[data-id]', (trs) => trs.map((t) => Number(t.dataset.id)));
+  await page.waitForFunction(() => document.querySelectorAll('#live-body tr[data-id]').length === 500, null, { timeout: 15_000 });
+  assert.deepEqual(await ids(), Array.from({ length: 500 }, (_, i) => i + 1));
+  assert.match(await page.textContent('#live-body'), /1,200 rows: the first 500 by id are shown/);
+  await q(s, 'del msgs where id = 1');
+  await page.waitForFunction(() => document.querySelector('#live-body tr[data-id]')?.dataset.id === '2', null, { timeout: 15_000 });
+  assert.deepEqual(await ids(), Array.from({ length: 500 }, (_, i) => i + 2));
+  assert.deepEqual(errors, []);
+  await close();
+});
