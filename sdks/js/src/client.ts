@@ -144,12 +144,15 @@ export class Client {
    * Follows a `get` (a builder's `toQuery()`, or text with params) as a live
    * query over Server-Sent Events (docs/changes.md): an async iterator of
    * its events that reconnects with `Last-Event-ID` when the connection
-   * drops. Builders call it as `db.from('jobs').where(…).watch({ signal })`.
+   * drops: `db.watch('get msgs where room = $1', ['lobby'], { signal })`, or
+   * from a builder, `db.from('msgs').where('room', 'lobby').watch({ signal })`.
    */
-  watch(statement: Statement | string, opts: WatchOptions = {}, params: readonly unknown[] = []): AsyncGenerator<LiveEvent, void, undefined> {
+  watch(statement: Statement, opts?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
+  watch(text: string, params?: readonly unknown[], opts?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
+  watch(first: string | Statement, second?: readonly unknown[] | WatchOptions, third?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined> {
     const target = { url: this.#nodes.current, token: this.#token, fetch: this.#fetch };
-    if (typeof statement === 'string') return watch(target, statement, params, opts);
-    return watch(target, statement.query, statement.params, opts);
+    if (typeof first === 'string') return watch(target, first, (second as readonly unknown[] | undefined) ?? [], third ?? {});
+    return watch(target, first.query, first.params, (second as WatchOptions | undefined) ?? {});
   }
 
   /**

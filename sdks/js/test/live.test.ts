@@ -63,6 +63,12 @@ test('a builder watches its rows: the first rows, then each insert, update and d
 
   ac.abort(new Error('enough'));
   await assert.rejects(it.next(), /enough/);
+
+  // The same as text with params; leaving the loop closes it.
+  for await (const ev of db.watch('get msgs where room = $1 select body', ['lobby'])) {
+    assert.deepEqual([ev.name, (ev.data['rows'] as { body: string }[]).map((r) => r.body).sort()], ['rows', ['a', 'b']]);
+    break;
+  }
 });
 
 test('a query that cannot be live, or a wrong token, is refused at once with the server\'s error', async () => {
