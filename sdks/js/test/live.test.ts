@@ -69,6 +69,14 @@ test('a builder watches its rows: the first rows, then each insert, update and d
     assert.deepEqual([ev.name, (ev.data['rows'] as { body: string }[]).map((r) => r.body).sort()], ['rows', ['a', 'b']]);
     break;
   }
+  // Both given up: the server holds no live query open (fenec_changes_subscribers).
+  const open = async () => {
+    const text = await (await fetch(`${server.url}/_metrics`, { headers: { Authorization: 'Bearer sekret' } })).text();
+    return Number(/^fenec_changes_subscribers (\S+)$/m.exec(text)?.[1]);
+  };
+  let n = await open();
+  for (const deadline = Date.now() + 10_000; n !== 0 && Date.now() < deadline; n = await open()) await new Promise((r) => setTimeout(r, 50));
+  assert.equal(n, 0, 'live queries still open at the server');
 });
 
 test('a query that cannot be live, or a wrong token, is refused at once with the server\'s error', async () => {
