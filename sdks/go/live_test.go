@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,6 +128,36 @@ func TestWatchRowsInsertUpdateDelete(t *testing.T) {
 	if err := live.failure(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("after cancel: %v", err)
 	}
+	// Given up: the server holds no live query open.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := subscribers(t, url)
+		if n == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fenec_changes_subscribers %s after the cancel", n)
+		}
+	}
+}
+
+// subscribers reads the server's fenec_changes_subscribers.
+func subscribers(t *testing.T, url string) string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url+"/_metrics", nil)
+	req.Header.Set("Authorization", "Bearer sekret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "fenec_changes_subscribers "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no fenec_changes_subscribers in /_metrics")
+	return ""
 }
 
 func TestWatchRefused(t *testing.T) {
