@@ -22,6 +22,7 @@ await build({
   alias: {
     '@fenecdb/web/client': here('../sdks/js/src/client.ts'),
     '@fenecdb/web/transport': here('../sdks/js/src/generated/transport.ts'),
+    '@fenecdb/web/live': here('../sdks/js/src/live.ts'),
   },
   logLevel: 'warning',
 });

@@ -11,6 +11,7 @@
  */
 
 import { connect, FenecError, type Db, type Row } from '@fenecdb/web/client';
+import { type LiveEvent, watchCollection } from '@fenecdb/web/live';
 import * as api from '@fenecdb/web/transport';
 
 const STATES = ['ready', 'leased', 'delayed', 'dead', 'kept'] as const;
@@ -84,6 +85,7 @@ const ui = {
 // ---- state -----------------------------------------------------------------
 
 let db: Db | null = null;
+let bearer = ''; // the token in use, for the live view's stream
 let transport: api.Transport | null = null;
 let queues: Queue[] = [];
 let queuesAt = 0;
@@ -108,6 +110,8 @@ function useToken(token: string): void {
   if (t === '') sessionStorage.removeItem(TOKEN_KEY);
   else sessionStorage.setItem(TOKEN_KEY, t);
   const opts = t === '' ? {} : { token: t };
+  bearer = t;
+  closeLive();
   db = connect(location.origin, opts);
   transport = { baseUrl: location.origin, fetch: globalThis.fetch.bind(globalThis), ...opts };
   queues = [];
@@ -168,7 +172,9 @@ function renderCollections(colls: api.Collection[]): void {
     });
     const list = h('td', { class: 'fields' });
     fields.forEach((f, i) => list.append(...(i > 0 ? [', ', f] : [f])));
-    return h('tr', { 'data-collection': c.name }, h('th', { scope: 'row' }, c.name), h('td', { class: 'docs' }, c.documents.toLocaleString('en-US')), list);
+    const follow = h('button', { type: 'button', class: 'live', title: `follow ${c.name}'s rows as they are written` }, 'Live');
+    follow.addEventListener('click', () => openLive(c.name));
+    return h('tr', { 'data-collection': c.name }, h('th', { scope: 'row' }, c.name, ' ', follow), h('td', { class: 'docs' }, c.documents.toLocaleString('en-US')), list);
   });
   if (rows.length === 0) rows.push(h('tr', {}, h('td', { colspan: '3', class: 'empty' }, 'No collection.')));
   ui.collections.replaceChildren(...rows);
@@ -465,6 +471,119 @@ async function act(statement: string, params: unknown[], confirmText?: string): 
     showError(message(err));
   }
 }
+
+// ---- a collection, live ---------------------------------------------------------
+
+/**
+ * The live view: a collection's rows (those a condition matches) kept up
+ * to date as they are written, over `GET /<collection>/changes`
+ * (docs/changes.md), read with fetch so the token goes in the
+ * Authorization header as on every other request. A dropped connection is
+ * resumed with Last-Event-ID: the server then sends nothing again, or the
+ * rows as they are now.
+ */
+const liveUI = (() => {
+  const where = h('input', { id: 'live-where', placeholder: 'where … (FenecQL, such as room = "lobby")', spellcheck: 'false', 'aria-label': 'live where' }) as HTMLInputElement;
+  const form = h('form', { id: 'live-where-form' }, where, h('button', { type: 'submit' }, 'Follow')) as HTMLFormElement;
+  const close = h('button', { type: 'button', id: 'live-close' }, 'Close') as HTMLButtonElement;
+  const title = h('h2', { id: 'live-title' });
+  const status = h('span', { id: 'live-status', class: 'status' });
+  const head = h('thead', { id: 'live-head' });
+  const body = h('tbody', { id: 'live-body' });
+  const section = h('section', { id: 'live', hidden: '' }, h('div', { class: 'bar' }, title, form, close, status), h('table', { id: 'live-table' }, head, body));
+  ui.jobs.after(section);
+  return { section, where, form, close, title, status, head, body };
+})();
+
+let live: { collection: string; stop: AbortController } | null = null;
+const LIVE_ROWS = 500;
+
+function closeLive(): void {
+  live?.stop.abort();
+  live = null;
+  liveUI.section.hidden = true;
+}
+
+function openLive(collection: string, where = ''): void {
+  closeLive();
+  const stop = new AbortController();
+  live = { collection, stop };
+  liveUI.section.hidden = false;
+  liveUI.title.textContent = `${collection}: live`;
+  liveUI.where.value = where;
+  liveUI.status.textContent = 'connecting…';
+  liveUI.body.replaceChildren();
+  liveUI.head.replaceChildren();
+  void follow(collection, where, stop.signal);
+}
+
+async function follow(collection: string, where: string, signal: AbortSignal): Promise<void> {
+  const rows = new Map<unknown, Row>();
+  let replacing = false; // inside a rows/reset series: its first event replaces what is held
+  const events = watchCollection(
+    { url: location.origin, token: bearer === '' ? undefined : bearer },
+    collection,
+    { where: where.trim() === '' ? undefined : where },
+    { signal, retries: Number.POSITIVE_INFINITY, retryDelay: 1000 },
+  );
+  try {
+    for await (const ev of events) {
+      if (signal.aborted) return;
+      const said = apply(ev);
+      if (replacing) continue; // the rest of a rows/reset series comes first
+      liveUI.status.textContent = said;
+      renderLive(rows);
+    }
+  } catch (err) {
+    if (!signal.aborted) {
+      showError(message(err));
+      liveUI.status.textContent = `stopped: ${message(err)}`;
+    }
+  }
+
+  function apply(ev: LiveEvent): string {
+    const at = `position ${ev.position}`;
+    switch (ev.name) {
+      case 'rows':
+      case 'reset':
+        if (!replacing) rows.clear();
+        for (const r of (ev.data['rows'] as Row[] | undefined) ?? []) rows.set(r['id'], r);
+        replacing = ev.data['last'] !== true;
+        return `live · ${ev.name === 'reset' ? 'resumed, rows as they are now' : 'rows as they are'} · ${at}`;
+      case 'insert':
+      case 'update': {
+        const r = ev.data['row'] as Row;
+        rows.set(r['id'], r);
+        return `live · ${ev.name} of ${String(r['id'])} · ${at}`;
+      }
+      case 'delete':
+        rows.delete(ev.data['id']);
+        return `live · delete of ${String(ev.data['id'])} · ${at}`;
+      case 'gap':
+        return `live · missed changes: the rows follow · ${at}`;
+      case 'closing':
+        return `reconnecting (the server closed the stream: ${String(ev.data['reason'])}) · ${at}`;
+    }
+  }
+}
+
+function renderLive(rows: Map<unknown, Row>): void {
+  const cols: string[] = ['id'];
+  for (const r of rows.values()) for (const k of Object.keys(r)) if (!cols.includes(k)) cols.push(k);
+  liveUI.head.replaceChildren(h('tr', {}, ...cols.map((c) => h('th', {}, c))));
+  // A page holds the first LIVE_ROWS by id: a table of every row of a big
+  // collection would stall the tab at each event.
+  const sorted = [...rows.values()].sort((a, b) => Number(a['id']) - Number(b['id'])).slice(0, LIVE_ROWS);
+  liveUI.body.replaceChildren(...sorted.map((r) => h('tr', { 'data-id': String(r['id']) }, ...cols.map((c) => h('td', { 'data-field': c }, cell(r[c]))))));
+  if (sorted.length === 0) liveUI.body.replaceChildren(h('tr', {}, h('td', { class: 'empty' }, 'No row.')));
+  if (rows.size > LIVE_ROWS) liveUI.body.append(h('tr', {}, h('td', { class: 'empty', colspan: String(cols.length) }, `${rows.size.toLocaleString('en-US')} rows: the first ${LIVE_ROWS} by id are shown; a condition narrows them.`)));
+}
+
+liveUI.form.addEventListener('submit', (e) => {
+  e.preventDefault();
+  if (live) openLive(live.collection, liveUI.where.value);
+});
+liveUI.close.addEventListener('click', closeLive);
 
 // ---- wiring -------------------------------------------------------------------
 

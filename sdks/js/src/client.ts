@@ -20,6 +20,8 @@ import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 import { env, userAgent } from './version.js';
+import { Consumer } from './changes.js';
+import { type LiveEvent, watch, type WatchOptions } from './live.js';
 
 export { FENEC_ERROR_CODES, FenecError, type FenecErrorCode } from './errors.js';
 export { VERSION } from './version.js';
@@ -30,6 +32,8 @@ export type {
 export { path, type Path, Query } from './query.js';
 export type { Direction, Operator, Statement, WriteClauses } from './render.js';
 export { Expr, expr, Inc, inc, Raw, raw } from './values.js';
+export { type Change, type ChangeBatch, Consumer, type ReadOptions as ConsumerReadOptions } from './changes.js';
+export { type LiveEvent, type LiveEventName, type LiveTarget, watch, watchCollection, type WatchOptions } from './live.js';
 export { backoff, type Handler, worker, Worker, WorkerError, type WorkerOptions, type WorkerStep } from './worker.js';
 
 /** How {@link connect} reaches the server. Every option may be left out or `undefined`. */
@@ -174,6 +178,29 @@ export class Client {
     const asked = { method: 'POST /batch', statement: statements[0]?.query, write: statements.some((s) => !READ.test(s.query)) };
     const reply = await this.#retrying(asked, opts, (o) => (t, signal) => api.batch(t, body, headers(o, this.#nodes), signal));
     return Promise.all(reply.body.results.map((a, i) => this.#result(statements[i]?.collection, a, reply.headers, opts)));
+  }
+
+  /**
+   * Follows a `get` (a builder's `toQuery()`, or text with params) as a live
+   * query over Server-Sent Events (docs/changes.md): an async iterator of
+   * its events that reconnects with `Last-Event-ID` when the connection
+   * drops: `db.watch('get msgs where room = $1', ['lobby'], { signal })`, or
+   * from a builder, `db.from('msgs').where('room', 'lobby').watch({ signal })`.
+   */
+  watch(statement: Statement, opts?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
+  watch(text: string, params?: readonly unknown[], opts?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
+  watch(first: string | Statement, second?: readonly unknown[] | WatchOptions, third?: WatchOptions): AsyncGenerator<LiveEvent, void, undefined> {
+    const target = { url: this.#nodes.current, token: this.#token, fetch: this.#fetch };
+    if (typeof first === 'string') return watch(target, first, (second as readonly unknown[] | undefined) ?? [], third ?? {});
+    return watch(target, first.query, first.params, (second as WatchOptions | undefined) ?? {});
+  }
+
+  /**
+   * A named consumer of the change stream (docs/changes.md): the committed
+   * writes in commit order, read in batches and acknowledged.
+   */
+  consumer(name: string, opts: { collection?: string | undefined } = {}): Consumer {
+    return new Consumer({ url: this.#nodes.current, token: this.#token, fetch: this.#fetch }, name, opts);
   }
 
   /** Sends one statement; what builders call. */

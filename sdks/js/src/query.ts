@@ -15,6 +15,7 @@ import {
   type Statement,
   type WriteClauses,
 } from './render.js';
+import type { LiveEvent, WatchOptions } from './live.js';
 import { collectionName, type Expr, fieldName, type Inc, nonNegative, type Raw } from './values.js';
 
 /** A row as answered: its columns in order (`id` first for `*`). */
@@ -91,6 +92,8 @@ export interface Result<T = Row> {
 export interface Runner {
   /** Sends one statement and answers its result. */
   run(statement: Statement, opts: RequestOptions): Promise<Result>;
+  /** Follows a `get` as a live query (docs/changes.md). */
+  watch?(statement: Statement, opts: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
 }
 
 /**
@@ -188,6 +191,17 @@ export class Query<T extends object = Row> {
    */
   upsert(set: Patch<T>): Query<T> {
     return this.#with({ absent: Object.freeze({ set }) });
+  }
+
+  /**
+   * Follows this read as a live query (docs/changes.md): its rows now, then
+   * every insert, update and delete of a row it matches, as an async
+   * iterator that reconnects with `Last-Event-ID`. Only `where` and
+   * `select` may be set: the server refuses the rest (400).
+   */
+  watch(opts: WatchOptions = {}): AsyncGenerator<LiveEvent, void, undefined> {
+    if (!this.#runner.watch) throw new TypeError('this builder was made without a client that can watch');
+    return this.#runner.watch(this.renderRows(), opts);
   }
 
   /** Renders the read `rows()` sends, without sending it (for `db.batch`, logs and tests). */

@@ -402,12 +402,12 @@ private class Walk(private val nodes: Nodes, start: URI, private val deadline: k
  */
 public class Client internal constructor(
     internal val nodes: Nodes,
-    private val token: String?,
+    internal val token: String?,
     /** How long a request waits for its answer (a held claim: this plus its wait). */
     public val timeout: Duration,
     /** How long a claim is held at the server while it would take nothing; null: not held. */
     public val wait: Duration?,
-    private val http: HttpClient,
+    internal val http: HttpClient,
     internal val schema: Schema,
     /** Headers of the user's, sent on every request ([ClientBuilder.header]). */
     private val headers: Map<String, String> = emptyMap(),
