@@ -45,7 +45,7 @@ type LiveEvent struct {
 	Data json.RawMessage
 }
 
-// WatchOption configures a live query ([Collection.Watch], [Client.Watch]).
+// WatchOption configures a live query ([Query.Watch], [Client.Watch]).
 type WatchOption func(*watchConfig)
 
 type watchConfig struct {
@@ -84,7 +84,7 @@ func WatchRetries(n int, pause time.Duration) WatchOption {
 //		if err != nil { return err }
 //		…
 //	}
-func (c Collection) Watch(ctx context.Context, opts ...WatchOption) iter.Seq2[LiveEvent, error] {
+func (c Query) Watch(ctx context.Context, opts ...WatchOption) iter.Seq2[LiveEvent, error] {
 	s, err := c.RenderRows()
 	if err != nil {
 		return func(yield func(LiveEvent, error) bool) { yield(LiveEvent{}, err) }
@@ -92,7 +92,7 @@ func (c Collection) Watch(ctx context.Context, opts ...WatchOption) iter.Seq2[Li
 	return c.db.Watch(ctx, s, opts...)
 }
 
-// Watch follows a get statement as a live query: see [Collection.Watch].
+// Watch follows a get statement as a live query: see [Query.Watch].
 func (c *Client) Watch(ctx context.Context, s Statement, opts ...WatchOption) iter.Seq2[LiveEvent, error] {
 	return func(yield func(LiveEvent, error) bool) {
 		ps, err := params(s.Params)

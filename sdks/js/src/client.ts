@@ -181,7 +181,7 @@ export class Client {
   }
 
   /**
-   * Follows a `get` (a builder's `toQuery()`, or text with params) as a live
+   * Follows a `get` (a builder's `renderRows()`, or text with params) as a live
    * query over Server-Sent Events (docs/changes.md): an async iterator of
    * its events that reconnects with `Last-Event-ID` when the connection
    * drops: `db.watch('get msgs where room = $1', ['lobby'], { signal })`, or

@@ -72,7 +72,7 @@ public class LiveEvent(
  * position.
  */
 public fun Query.watch(after: Long? = null, retries: Int = 10, retryDelay: Duration = 500.milliseconds): Flow<LiveEvent> =
-    client.watch(rowsStatement(), after, retries, retryDelay)
+    client.watch(renderRows(), after, retries, retryDelay)
 
 /** Follows a `get` statement as a live query: see [Query.watch]. */
 public fun Client.watch(statement: Statement, after: Long? = null, retries: Int = 10, retryDelay: Duration = 500.milliseconds): Flow<LiveEvent> {
