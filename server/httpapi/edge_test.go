@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/server/auth"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 )
 
 // handedOff makes raw's first request one HTTPServer does not read itself
@@ -24,16 +25,16 @@ func handedOff(raw string) string {
 func onBothPaths(t *testing.T, ct *connTest, raw string, check func(t *testing.T, raw string)) {
 	t.Helper()
 	t.Run("fast", func(t *testing.T) {
-		before := ct.srv.handoffs.Load()
+		before := ct.srv.Handoffs()
 		check(t, raw)
-		if ct.srv.handoffs.Load() != before {
+		if ct.srv.Handoffs() != before {
 			t.Error("handed to net/http")
 		}
 	})
 	t.Run("fallback", func(t *testing.T) {
-		before := ct.srv.handoffs.Load()
+		before := ct.srv.Handoffs()
 		check(t, handedOff(raw))
-		if ct.srv.handoffs.Load() != before+1 {
+		if ct.srv.Handoffs() != before+1 {
 			t.Error("not handed to net/http")
 		}
 	})
@@ -48,14 +49,14 @@ func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
 	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n" + health
 	onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
 		start := time.Now()
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, raw)
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		out, _ := io.ReadAll(c) // until the server closes
 		took := time.Since(start)
-		rs, err := parseAnswers(string(out), []string{"POST"})
-		if err != nil || rs[0].StatusCode != 413 || !strings.Contains(rs[0].body, `"too_large"`) || !rs[0].Close {
+		rs, err := h1test.ParseAnswers(string(out), []string{"POST"})
+		if err != nil || rs[0].StatusCode != 413 || !strings.Contains(rs[0].Text, `"too_large"`) || !rs[0].Close {
 			t.Fatalf("%q: %v", out, err)
 		}
 		if took > 5*time.Second {
@@ -68,23 +69,22 @@ func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
 // the connection closed, and the message names no socket address.
 func TestEdgeSlowBody(t *testing.T) {
 	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout, s.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
-	ct.srv.readTimeout = 300 * time.Millisecond
 	ct.c.MustQuery("create collection jobs (n int)")
 	body := `{"query":"put jobs {n: 1}"}`
 	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body[:10]
 	onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
 		seq := ct.db.Seq()
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, raw)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		out, _ := io.ReadAll(c)
-		rs, err := parseAnswers(string(out), []string{"POST"})
-		if err != nil || rs[0].StatusCode != 408 || !strings.Contains(rs[0].body, `"request_timeout"`) || !rs[0].Close {
+		rs, err := h1test.ParseAnswers(string(out), []string{"POST"})
+		if err != nil || rs[0].StatusCode != 408 || !strings.Contains(rs[0].Text, `"request_timeout"`) || !rs[0].Close {
 			t.Fatalf("%q: %v", out, err)
 		}
-		if strings.Contains(rs[0].body, "127.0.0.1") || strings.Contains(rs[0].body, "tcp") {
-			t.Errorf("the message names the connection: %s", rs[0].body)
+		if strings.Contains(rs[0].Text, "127.0.0.1") || strings.Contains(rs[0].Text, "tcp") {
+			t.Errorf("the message names the connection: %s", rs[0].Text)
 		}
 		if ct.db.Seq() != seq {
 			t.Error("a request whose body never came wrote")
@@ -98,9 +98,9 @@ func TestEdgeHeaders(t *testing.T) {
 	ct := newConnTest(t, nil)
 	twice := "GET /collections HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"
 	onBothPaths(t, ct, twice+health, func(t *testing.T, raw string) {
-		rs := exchangeAnswers(t, ct.lean, raw, "GET", "GET")
-		if rs[0].StatusCode != 400 || !strings.Contains(rs[0].body, "2 Authorization headers") {
-			t.Errorf("two Authorization headers: %d %s", rs[0].StatusCode, rs[0].body)
+		rs := h1test.ExchangeAnswers(t, ct.lean, raw, "GET", "GET")
+		if rs[0].StatusCode != 400 || !strings.Contains(rs[0].Text, "2 Authorization headers") {
+			t.Errorf("two Authorization headers: %d %s", rs[0].StatusCode, rs[0].Text)
 		}
 		for i, r := range rs {
 			if r.Header.Get("X-Content-Type-Options") != "nosniff" {
@@ -131,9 +131,9 @@ func TestEdgeHost(t *testing.T) {
 		t.Run(tt.host, func(t *testing.T) {
 			raw := "GET /_health HTTP/1.1\r\nHost: " + tt.host + "\r\n\r\n"
 			onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-				rs := exchangeAnswers(t, ct.lean, raw, "GET")
-				if rs[0].StatusCode != tt.status || (tt.status == 421 && !strings.Contains(rs[0].body, `"host_not_allowed"`)) {
-					t.Errorf("Host %q: %d %s", tt.host, rs[0].StatusCode, rs[0].body)
+				rs := h1test.ExchangeAnswers(t, ct.lean, raw, "GET")
+				if rs[0].StatusCode != tt.status || (tt.status == 421 && !strings.Contains(rs[0].Text, `"host_not_allowed"`)) {
+					t.Errorf("Host %q: %d %s", tt.host, rs[0].StatusCode, rs[0].Text)
 				}
 			})
 		})
@@ -144,9 +144,9 @@ func TestEdgeHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	withToken.Server.gate = g
-	rs := exchangeAnswers(t, withToken.lean, "GET /collections HTTP/1.1\r\nHost: db.example.com\r\nAuthorization: Bearer s3cret\r\n\r\n", "GET")
+	rs := h1test.ExchangeAnswers(t, withToken.lean, "GET /collections HTTP/1.1\r\nHost: db.example.com\r\nAuthorization: Bearer s3cret\r\n\r\n", "GET")
 	if rs[0].StatusCode != 200 {
-		t.Errorf("with a token, another Host: %d %s", rs[0].StatusCode, rs[0].body)
+		t.Errorf("with a token, another Host: %d %s", rs[0].StatusCode, rs[0].Text)
 	}
 }
 
@@ -177,9 +177,9 @@ func TestEdgeOrigin(t *testing.T) {
 			raw := "POST /batch HTTP/1.1\r\nHost: localhost:" + port + "\r\nOrigin: " + origin + "\r\nContent-Type: " + tt.ctype +
 				"\r\nContent-Length: " + strconv.Itoa(len(drop)) + "\r\n\r\n" + drop
 			onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-				rs := exchangeAnswers(t, ct.lean, raw, "POST")
-				if rs[0].StatusCode != tt.status || !strings.Contains(rs[0].body, `"origin_not_allowed"`) {
-					t.Errorf("%d %s", rs[0].StatusCode, rs[0].body)
+				rs := h1test.ExchangeAnswers(t, ct.lean, raw, "POST")
+				if rs[0].StatusCode != tt.status || !strings.Contains(rs[0].Text, `"origin_not_allowed"`) {
+					t.Errorf("%d %s", rs[0].StatusCode, rs[0].Text)
 				}
 				if r := ct.c.MustQuery("get nums count"); !strings.Contains(string(r.Body), "1") {
 					t.Fatalf("the collection changed: %s", r.Body)
@@ -195,8 +195,8 @@ func TestEdgeOrigin(t *testing.T) {
 		raw := "POST /query HTTP/1.1\r\nHost: localhost:" + port + "\r\nOrigin: " + origin + "\r\nContent-Type: application/json\r\nContent-Length: " +
 			strconv.Itoa(len(read)) + "\r\n\r\n" + read
 		onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-			if rs := exchangeAnswers(t, ct.lean, raw, "POST"); rs[0].StatusCode != 200 {
-				t.Errorf("origin %s: %d %s", origin, rs[0].StatusCode, rs[0].body)
+			if rs := h1test.ExchangeAnswers(t, ct.lean, raw, "POST"); rs[0].StatusCode != 200 {
+				t.Errorf("origin %s: %d %s", origin, rs[0].StatusCode, rs[0].Text)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1"
 	"github.com/fenecdb/fenec/server/wait"
 )
 
@@ -244,24 +245,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
-	arr, _ := under[arrival](w)
-	if req.wait != nil {
+	conn := connOf(r)
+	if req.wait != nil && conn != nil {
 		// A held claim may wait long before it writes: it is no longer
 		// on its way to a commit a sync should wait for.
-		if arr != nil {
-			arr.arrived(false)
-		}
+		conn.Arrived(false)
 		// A held claim must stop holding when its client goes away, not
 		// take a job nobody will work on: on a connection served by
-		// HTTPServer the request's context is only watched when asked
-		// (conn.go); under net/http it always is.
-		if wt, ok := under[watcher](w); ok {
-			wt.watch()
-		}
+		// internal/h1 the request's context is only watched when asked;
+		// under net/http it always is.
+		conn.Watch()
 	}
 	// Reads write nothing, so a key on them only has them run again.
 	if req.key == "" || !req.write {
-		rs, err := s.execute(r.Context(), req, nil, arr)
+		rs, err := s.execute(r.Context(), req, nil, conn)
 		if r.Context().Err() != nil {
 			return // the client went away: nobody to answer
 		}
@@ -308,7 +305,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
 		return s.keyRecord(req, answer, rs[0].Seq)
-	}, arr)
+	}, conn)
 	if r.Context().Err() != nil {
 		return
 	}
@@ -320,9 +317,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 // execute runs the request — held by the wait package, with Fenec-Wait,
-// while it would take nothing — and returns what it answered. arr, if
+// while it would take nothing — and returns what it answered. conn, if
 // set, is told once the write is queued to the store, before its wait.
-func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, arr arrival) ([]*engine.Result, error) {
+func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, conn connection) ([]*engine.Result, error) {
 	var rs []*engine.Result
 	var took time.Duration
 	var err error
@@ -337,8 +334,8 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		if !req.write && errors.Is(err, engine.ErrStatementTimeout) {
 			err = readTimedOut{err}
 		}
-		if arr != nil {
-			arr.arrived(err == nil && req.write)
+		if conn != nil {
+			conn.Arrived(err == nil && req.write)
 		}
 		if err == nil {
 			if err = durable(); err != nil {
@@ -513,28 +510,18 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// watcher is a ResponseWriter whose request's context ends when its
-// client goes away only once watch is called; the watching lasts until the
-// answer is written.
-type watcher interface{ watch() }
+// connection is what a /query or /batch asks of the connection serving
+// it, when internal/h1 serves it (h1.Conn): to be watched for its client
+// going away, and to say when its write is queued (HTTPServer.CountInbound).
+type connection interface {
+	Watch()
+	Arrived(wrote bool)
+}
 
-// arrival is a request the connection counts on its way to a commit
-// (HTTPServer.CountInbound): arrived says its unit is queued (wrote), or
-// that it will queue none soon.
-type arrival interface{ arrived(wrote bool) }
-
-// under finds a T under w's wrappers (their Unwrap), if any: the
-// connection's own response answers watcher and arrival.
-func under[T any](w http.ResponseWriter) (T, bool) {
-	for {
-		if t, ok := w.(T); ok {
-			return t, true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			var zero T
-			return zero, false
-		}
-		w = u.Unwrap()
+// connOf returns the connection serving r, or nil under net/http.
+func connOf(r *http.Request) connection {
+	if c, ok := h1.ConnOf(r.Context()); ok {
+		return c
 	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -416,7 +417,7 @@ func tooLarge(limit int64) *apiError {
 // the connection's addresses.
 func bodyError(w http.ResponseWriter, err error) *apiError {
 	w.Header().Set("Connection", "close")
-	if isTimeout(err) {
+	if errors.Is(err, os.ErrDeadlineExceeded) { // the read deadline: net's, TLS's or internal/h1's
 		return &apiError{code: gen.ErrorCodeRequestTimeout, msg: "the body did not arrive within the server's read timeout"}
 	}
 	return badRequest("the body ended before its Content-Length, or its connection failed")
@@ -472,8 +473,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets a held claim reach the connection's watch (under), and
-// http.ResponseController the connection.
+// Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SweepLapsed deletes lapsed documents (@ttl, docs/fenecql.md) every
