@@ -407,6 +407,9 @@ type jsonParser struct {
 	depth   int
 	strict  bool // refuse duplicate keys too
 	refused bool // the error is one CheckStrictJSON answers: a key twice, invalid UTF-8, a lone surrogate
+	// numberErr is the error of a number JSON's grammar allows and a value
+	// cannot hold (1e999), without the byte it is at (JSONReader.Value).
+	numberErr *Error
 }
 
 // refuse is errorf for what JSON's grammar allows and a value may not
@@ -722,6 +725,7 @@ func (p *jsonParser) number() (Value, *Error) {
 	v, err := numberValue(string(p.data[start:p.i]))
 	if err != nil {
 		p.i = start
+		p.numberErr = err.(*Error)
 		return Null, p.errorf("%s", err.(*Error).Msg)
 	}
 	return v, nil
@@ -780,9 +784,9 @@ func (r *JSONReader) Next(end byte, first bool) (more, ok bool) {
 	return true, r.p.expect(',')
 }
 
-// Key reads an object's key and its colon. A key is answered only when
-// written plainly — ASCII, without escapes — and as the document's own
-// bytes; ok is false for any other.
+// Key reads an object's key and its colon. A key written plainly —
+// ASCII, without escapes — is answered as the document's own bytes;
+// another as new bytes.
 func (r *JSONReader) Key() ([]byte, bool) {
 	p := &r.p
 	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
@@ -795,7 +799,9 @@ func (r *JSONReader) Key() ([]byte, bool) {
 			p.i = i + 1
 			return p.data[start:i], p.expect(':')
 		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			return nil, false
+			p.i = start
+			b, err := p.slowBytes()
+			return b, err == nil && p.expect(':')
 		}
 	}
 	return nil, false
@@ -831,10 +837,18 @@ func (r *JSONReader) Text() ([]byte, bool) {
 	return b, err == nil
 }
 
-// Value reads any value, as ParseJSON would in strict mode.
-func (r *JSONReader) Value() (Value, bool) {
+// Value reads any value, as ParseJSON would in strict mode. Its error
+// says what is wrong and where; for a number a value cannot hold
+// (1e999), only what.
+func (r *JSONReader) Value() (Value, error) {
 	v, err := r.p.value()
-	return v, err == nil
+	if err != nil {
+		if r.p.numberErr != nil {
+			return Null, r.p.numberErr
+		}
+		return Null, err
+	}
+	return v, nil
 }
 
 // End reports whether nothing but space is left.

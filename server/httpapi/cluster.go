@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -167,12 +168,18 @@ func (s *Server) ClusterTransferLeader(w http.ResponseWriter, r *http.Request) {
 	s.clusterAnswer(w, s.cfg.Cluster.Transfer(deref(body.Id)))
 }
 
+// decodeBody decodes a cluster route's body, keeping numbers exact
+// (UseNumber: an int64 must not pass through a float64).
 func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
+	d := json.NewDecoder(r.Body)
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
 		return err
 	}
-	return decodeStrict(b, v)
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }
 
 // leaderOf returns the leader a refusal names, for Fenec-Leader.

@@ -30,6 +30,7 @@ func TestBadInput(t *testing.T) {
 		{"params not an array", "POST", "/query", `{"query": "put jobs {n: $1}", "params": 2}`, nil, 400, "bad_request", "body field params", -1},
 		{"an unknown field", "POST", "/query", `{"query": "put jobs {n: 2}", "param": [1]}`, nil, 400, "bad_request", `"param" is unsupported`, -1},
 		{"a param out of range", "POST", "/query", `{"query": "put jobs {n: $1}", "params": [1e999]}`, nil, 400, "bad_request", "params[0]: number 1e999 is out of range", -1},
+		{"a batch param out of range", "POST", "/batch", `{"statements": [{"query": "get jobs"}, {"query": "put jobs {n: $1}", "params": [1, 1e999]}]}`, nil, 400, "bad_request", "statements[1].params[1]: number 1e999 is out of range", 1},
 		{"a key twice", "POST", "/query", `{"query": "get jobs", "query": "del jobs"}`, nil, 400, "bad_request", `the body: invalid JSON at byte 23: key "query" appears twice in one object`, -1},
 		{"a key twice in a param", "POST", "/query", `{"query": "put jobs {n: $1}", "params": [{"a": 1, "a": 2}]}`, nil, 400, "bad_request", `key "a" appears twice`, -1},
 		{"a key twice in a batch statement", "POST", "/batch", `{"statements": [{"query": "get jobs", "query": "del jobs"}]}`, nil, 400, "bad_request", `key "query" appears twice`, -1},

@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,64 +86,33 @@ func (sc *scratch) recycle() {
 }
 
 // Query is POST /query, as the full check and the generated wrapper
-// hand it over: a body the fast path (body.go) left to them. Fenec-Wait
-// has been validated against the spec; a held claim is the wait
-// package's, which runs it on the engine each turn.
+// hand it over: a body the fast path (ServeHTTP) left to them, read here
+// by the same reader (body.go). Fenec-Wait has been validated against the
+// spec; a held claim is the wait package's, which runs it on the engine
+// each turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	s.decoded(w, r, false, params.IdempotencyKey, params.FenecWait)
+	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
 // Batch is POST /batch, as Query.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
-	s.decoded(w, r, true, params.IdempotencyKey, params.FenecWait)
+	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
 }
 
-// decoded reads the body of a /query or a /batch with encoding/json, then
-// serves it.
-func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
+// statements reads the body of a /query or a /batch, then serves it.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var qrs []gen.QueryRequest
-	if batch {
-		var bb gen.BatchRequest
-		if err := decodeStrict(body, &bb); err != nil {
-			writeError(w, badRequest("the body is not a batch: %v", err))
-			return
-		}
-		qrs = bb.Statements
-	} else {
-		var qr gen.QueryRequest
-		if err := decodeStrict(body, &qr); err != nil {
-			writeError(w, badRequest("the body is not a query: %v", err))
-			return
-		}
-		qrs = []gen.QueryRequest{qr}
+	var slab []fenecql.Value
+	stmts, e := readStatements(body, batch, nil, &slab)
+	if e != nil {
+		writeError(w, e)
+		return
 	}
-	// The parameters are converted statement by statement, as each is
-	// parsed, so the first statement at fault is the one named.
-	req, e := s.parse(&request{}, r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
-		params := deref(qrs[i].Params)
-		vals := make([]fenecql.Value, len(params))
-		for j, p := range params {
-			v, err := fenecql.FromGo(deref(p))
-			if err != nil {
-				name := fmt.Sprintf("params[%d]", j)
-				if batch {
-					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
-				}
-				e := badRequest("%s: %v", name, err)
-				if batch {
-					e.at = &i
-				}
-				return stmtIn{}, e
-			}
-			vals[j] = v
-		}
-		return stmtIn{query: qrs[i].Query, params: vals}, nil
-	})
+	req, e := s.parse(&request{}, r, batch, stmts)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -175,24 +142,11 @@ func waitOf(ms *gen.FenecWait) *time.Duration {
 	return &d
 }
 
-// decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
-// an int64 parameter must not pass through a float64).
-func decodeStrict(body []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
-	}
-	return nil
-}
-
-// parse parses the statements into req, stmt(i) the i-th with its
-// parameters, reusing the room of req's statements and texts. Nothing has
-// run yet, so any error here writes nothing.
-func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
+// parse parses the statements into req, reusing the room of req's
+// statements and texts. Nothing has run yet, so any error here writes
+// nothing.
+func (s *Server) parse(req *request, r *http.Request, batch bool, in []stmtIn) (*request, *apiError) {
+	n := len(in)
 	a := access(r)
 	req.batch, req.scope, req.tenant = batch, a.Key, subject(a)
 	if cap(req.stmts) >= n {
@@ -200,23 +154,13 @@ func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt fu
 	} else {
 		req.stmts, req.text = make([]engine.Parsed, n), make([]string, n)
 	}
-	for i := range n {
-		in, e := stmt(i)
-		if e != nil {
-			return nil, e
-		}
-		var st fenecql.Stmt
-		var err error
-		if in.raw != nil {
-			st, in.query, err = engine.ParseStatementText(in.raw)
-		} else {
-			st, err = engine.ParseStatement(in.query)
-		}
+	for i, in := range in {
+		st, text, err := engine.ParseStatementText(in.raw)
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, in.query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, text
 		req.write = req.write || engine.IsWrite(st)
 	}
 	return req, nil

@@ -287,9 +287,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if route == s.queryRoute || route == s.batchRoute {
 		if held, key, ok := readHeaders(r); ok {
-			if stmts, ok := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); ok {
+			if stmts, e := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); e == nil {
 				sc.body, sc.stmts = body, stmts
-				req, e := s.parse(&sc.req, r, route == s.batchRoute, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
+				req, e := s.parse(&sc.req, r, route == s.batchRoute, stmts)
 				if e != nil {
 					writeError(sw, e)
 				} else {
