@@ -264,11 +264,10 @@ func (s *Server) closeIdle() bool {
 // sweep watches the connections of requests running past watchAfter.
 //
 // With no request running and no connection that wrote lately, it stops
-// ticking until a request starts (serveRequest wakes it): an idle
-// server's ticks, 40 a second, were more than half of its CPU (each wakes
-// a thread of the runtime's), and a drive of queue-bench pays for some
-// ten idle seconds while the store folds its log (docs/benchmarks.md,
-// "The relaxed path's CPU").
+// ticking until a request starts (serveRequest wakes it): each tick wakes
+// a thread of the runtime's, which would be most of an idle server's CPU,
+// and queue-bench counts the idle seconds while the store folds its log
+// (docs/benchmarks.md, "The relaxed path's CPU").
 func (s *Server) sweep() {
 	period := s.watchAfter / 2
 	t := time.NewTicker(period)
