@@ -2,10 +2,7 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -34,13 +31,13 @@ func slowRead(t *testing.T, s *Server, body []byte, batch bool) ([]stmtIn, bool)
 	var qrs []gen.QueryRequest
 	if batch {
 		var bb gen.BatchRequest
-		if decodeJSON(body, &bb) != nil {
+		if decodeStrict(body, &bb) != nil {
 			return nil, false
 		}
 		qrs = bb.Statements
 	} else {
 		var qr gen.QueryRequest
-		if decodeJSON(body, &qr) != nil {
+		if decodeStrict(body, &qr) != nil {
 			return nil, false
 		}
 		qrs = []gen.QueryRequest{qr}
@@ -111,20 +108,6 @@ func sameValue(a, b fenecql.Value) bool {
 }
 
 func text(s stmtIn) string { return string(s.raw) }
-
-// decodeJSON decodes one JSON value with encoding/json, keeping numbers
-// exact (UseNumber).
-func decodeJSON(body []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
-	}
-	return nil
-}
 
 // variations returns bodies near a valid one: cut at every byte, each
 // value swapped for a value of every JSON type, each key renamed, doubled
@@ -211,6 +194,7 @@ func valueEnd(s string, i int) int {
 // bad-input table's, and variations of valid bodies around each key and
 // value.
 func TestFastPathAcceptsWhatTheSpecAccepts(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	seeds := []struct {
 		body  string
@@ -273,6 +257,7 @@ func TestFastPathAcceptsWhatTheSpecAccepts(t *testing.T) {
 // TestFastPathHeaders: the fast path takes Fenec-Wait and Idempotency-Key
 // only where the spec does, and reads them as the generated wrapper does.
 func TestFastPathHeaders(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	body := []byte(`{"query": "get jobs"}`)
 	for _, h := range []struct{ name, value string }{
@@ -344,6 +329,7 @@ func FuzzFastPath(f *testing.F) {
 }
 
 func TestLengthHeader(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{0, 1, 9, 10, 99, 100, 999, 1000, len(lengthHeaders) - 1, len(lengthHeaders), 1 << 20} {
 		if got := lengthHeader(n); len(got) != 1 || got[0] != strconv.Itoa(n) {
 			t.Errorf("lengthHeader(%d) = %q", n, got)

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,10 +169,19 @@ func (s *Server) ClusterTransferLeader(w http.ResponseWriter, r *http.Request) {
 	s.clusterAnswer(w, s.cfg.Cluster.Transfer(deref(body.Id)))
 }
 
-// decodeBody decodes a cluster route's body, keeping numbers exact
-// (UseNumber: an int64 must not pass through a float64).
+// decodeBody decodes a cluster route's body (decodeStrict).
 func decodeBody(r *http.Request, v any) error {
-	d := json.NewDecoder(r.Body)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	return decodeStrict(b, v)
+}
+
+// decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
+// an int64 must not pass through a float64).
+func decodeStrict(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
 	d.UseNumber()
 	if err := d.Decode(v); err != nil {
 		return err

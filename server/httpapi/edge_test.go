@@ -44,6 +44,7 @@ func onBothPaths(t *testing.T, ct *connTest, raw string, check func(t *testing.T
 // answered 413 at once, unread, and the connection closed: the request
 // sent after it is not answered, and nothing waits for the body.
 func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.cfg.MaxBody = 1 << 10
 	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n" + health
@@ -95,6 +96,7 @@ func TestEdgeSlowBody(t *testing.T) {
 // TestEdgeHeaders: two Authorization headers are 400; every answer of
 // the API carries nosniff.
 func TestEdgeHeaders(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	twice := "GET /collections HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"
 	onBothPaths(t, ct, twice+health, func(t *testing.T, raw string) {
@@ -118,6 +120,7 @@ func TestEdgeHeaders(t *testing.T) {
 // TestEdgeHost: a server without a token answers only loopback Host names
 // and those of Config.Hosts (DNS rebinding); with a token, any.
 func TestEdgeHost(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.hosts = []string{"db.internal"}
 	for _, tt := range []struct {
@@ -154,6 +157,7 @@ func TestEdgeHost(t *testing.T) {
 // --cors-origin nor the server's own is refused unrun, whatever its
 // method and Content-Type (a form's post, sendBeacon's text/plain).
 func TestEdgeOrigin(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.cfg.CORSOrigins = []string{"http://app.localhost:3000"}
 	ct.c.MustQuery("create collection nums (n int)")
@@ -205,6 +209,7 @@ func TestEdgeOrigin(t *testing.T) {
 // TestEdgeClip: an error that echoes what the client sent echoes its
 // start, not all of it.
 func TestEdgeClip(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection nums (n int)")
 	long := strings.Repeat("a", 1<<20)
@@ -226,6 +231,7 @@ func TestEdgeClip(t *testing.T) {
 // 64 bits, or a whole float below 2^53; below -2^63 is refused as above
 // 2^63-1 is, and so is a number too small for a float (1e-400).
 func TestEdgeIntParams(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection nums (n int)")
 	for _, tt := range []struct {

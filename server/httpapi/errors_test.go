@@ -8,6 +8,7 @@ import (
 // TestBadInput: each malformed request is its own clear 4xx with its code,
 // never a 500, and writes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = 1 << 10 })
 	ts.c.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text)")
 	ts.c.MustQuery("put jobs {n: 1, run_at: now()}")

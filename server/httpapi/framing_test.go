@@ -42,6 +42,7 @@ func rawExchange(t *testing.T, addr, text string) string {
 }
 
 func TestAmbiguousFramingRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection jobs (n int)")
 	addr := serveGuarded(t, ts.Server)
@@ -87,6 +88,7 @@ func TestAmbiguousFramingRefused(t *testing.T) {
 
 // HEAD is answered for every GET route, without a body.
 func TestHead(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Token = "s3cret" })
 	for _, c := range []struct {
 		path, token string

@@ -23,6 +23,7 @@ import (
 // not held by the store's sync (store.Inbound), while a request still on
 // its way does hold it.
 func TestConnInbound(t *testing.T) {
+	t.Parallel()
 	const hold = 2 * time.Second // far above a sync, so a hold shows
 	in := store.NewInbound(hold)
 	ts := newTestServerOn(t, engine.Options{File: filepath.Join(t.TempDir(), "in.db"), Sync: store.SyncMode{Kind: store.SyncAlways}, Inbound: in}, nil)

@@ -34,6 +34,7 @@ func refusedConn(t *testing.T, c net.Conn) bool {
 // closed at once; a connection closed (one handed to net/http too) makes
 // room again; refusals are counted in the metrics.
 func TestLimitsMaxConns(t *testing.T) {
+	t.Parallel()
 	var ct *connTest
 	ct = newConnTest(t, nil, func(s *HTTPServer) {
 		s.Limit(Limits{MaxConns: 3, Refused: func(r string) { ct.metrics.ConnRefused(r) }})
@@ -85,6 +86,7 @@ func awaitRoom(t *testing.T, ct *connTest) {
 
 // TestLimitsPerAddr: MaxConnsPerAddr caps one client address, not another.
 func TestLimitsPerAddr(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.Limit(Limits{MaxConnsPerAddr: 2}) })
 	for range 2 {
 		c := h1test.MustDial(t, ct.lean)

@@ -66,6 +66,7 @@ const health = "GET /_health HTTP/1.1\r\nHost: localhost\r\n\r\n"
 // TestConnPipelined: requests sent at once on one connection are
 // answered in order, each read by HTTPServer itself.
 func TestConnPipelined(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (n int)")
 	raw := post("/query", `{"query":"put jobs {n: 1}"}`) + health +
@@ -96,6 +97,7 @@ func TestConnPipelined(t *testing.T) {
 // is answered from then on by net/http, exactly as net/http alone answers
 // the same bytes.
 func TestConnHandOff(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (n int)")
 	chunked := "POST /query HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
@@ -153,12 +155,14 @@ func TestConnHandOff(t *testing.T) {
 // TestConnBodyShort: a body shorter than its Content-Length, the client
 // then gone, runs nothing.
 func TestConnBodyShort(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (n int)")
 	seq := ct.db.Seq()
 	raw := post("/query", `{"query":"put jobs {n: 1}"}`)
+	// The exchange ends as the server closes the connection: once the
+	// request has ended.
 	h1test.Exchange(t, ct.lean, raw[:len(raw)-3], true)
-	time.Sleep(50 * time.Millisecond)
 	if ct.db.Seq() != seq {
 		t.Fatal("a request whose body was cut short ran")
 	}
@@ -166,6 +170,7 @@ func TestConnBodyShort(t *testing.T) {
 
 // TestConnHEAD: HEAD is answered with GET's head and no body.
 func TestConnHEAD(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	rs := h1test.ExchangeAnswers(t, ct.lean, strings.Replace(health, "GET", "HEAD", 1)+health, "HEAD", "GET")
 	if rs[0].StatusCode != 200 || rs[0].Text != "" || rs[0].ContentLength != rs[1].ContentLength || rs[0].Header.Get("Content-Type") != rs[1].Header.Get("Content-Type") {
@@ -283,6 +288,7 @@ func TestConnHeldClaimGone(t *testing.T) {
 // before the next head is read — and the watch of the last still drops it
 // when its client goes away.
 func TestConnHeldClaimsInTurn(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.SetWatchAfter(time.Hour) })
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	c := h1test.MustDial(t, ct.lean)
@@ -315,6 +321,7 @@ func TestConnHeldClaimsInTurn(t *testing.T) {
 // TestConnHeldClaimPipelined: a request pipelined behind a held claim is
 // not taken for the client's end, and is answered after it.
 func TestConnHeldClaimPipelined(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	c := h1test.MustDial(t, ct.lean)
@@ -337,6 +344,7 @@ func TestConnHeldClaimPipelined(t *testing.T) {
 // with the handler's Content-Length, else chunked — the same bytes as
 // net/http's, and the connection serves on.
 func TestConnLargeAnswer(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection big (s text)")
 	ct.c.MustQuery(`put big [` + strings.Repeat(`{s: "`+strings.Repeat("x", 200)+`"},`, 999) + `{s: "y"}]`)
@@ -386,6 +394,7 @@ func TestConnSlowBody(t *testing.T) {
 // read off, is answered 413 to a client still sending it — not reset by
 // the connection's close (as net/http, which waits before closing).
 func TestConnBodyTooLarge(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = 1 << 10 })
 	body := strings.Repeat("x", 4<<20)
 	for i := range 5 {
@@ -420,8 +429,8 @@ func TestConnNoLeak(t *testing.T) {
 			io.WriteString(c, raw)
 			conns = append(conns, c)
 		}
+		// Held, the claims are watched (they ask it at once).
 		awaitHeldIn(t, ct.testServer, 2)
-		time.Sleep(100 * time.Millisecond) // past watchAfter: the long ones are watched
 		for _, c := range conns {
 			c.Close()
 		}
@@ -469,6 +478,7 @@ func TestConnBodyRoom(t *testing.T) {
 // net/http gives them — status, headers (Date aside), body, whether the
 // connection closes — and the request after them on the connection too.
 func TestConnSameAnswers(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (n int)")
 	q := `{"query":"get jobs count"}`
