@@ -367,22 +367,9 @@ func TestConnSlowBody(t *testing.T) {
 	raw := post("/query", `{"query":"put jobs {n: 1}"}`)
 	split := strings.Index(raw, "\r\n\r\n") + 4
 	io.WriteString(c, raw[:split])
-	start := time.Now()
-	closed := make(chan string, 1)
-	go func() {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b, _ := io.ReadAll(c)
-		closed <- string(b)
-	}()
-	for _, b := range []byte(raw[split:]) {
-		if _, err := c.Write([]byte{b}); err != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	out := <-closed
+	out, took := h1test.Trickle(c, raw[split:], 50*time.Millisecond)
 	rs, err := h1test.ParseAnswers(out, []string{"POST"})
-	if took := time.Since(start); err != nil || rs[0].StatusCode != 408 || !rs[0].Close || took > 1200*time.Millisecond {
+	if err != nil || rs[0].StatusCode != 408 || !rs[0].Close || took > 1200*time.Millisecond {
 		t.Fatalf("slow body: %q after %v", out, took)
 	}
 	if ct.db.Seq() != seq {

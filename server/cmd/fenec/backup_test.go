@@ -212,6 +212,7 @@ func ns(t *testing.T, c *apitest.Client, coll string) []int64 {
 // sound, when the target is in use, or when it exists without --force;
 // with --force it replaces the file and drops the old log and WAL.
 func TestRestoreRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
 	p, c := start(t, "--file", live)
@@ -261,6 +262,7 @@ func TestRestoreRefuses(t *testing.T) {
 // server answers every `get` byte for byte as the first; imported again,
 // every chunk is replayed and nothing changes.
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
 	_, b := start(t, "--file", filepath.Join(dir, "b.db"))
@@ -342,6 +344,7 @@ func atoi(t *testing.T, s string) int {
 // run again ends with the same documents as one that ran whole: the
 // chunks the server took are replayed under their keys, the rest written.
 func TestImportKilledMidway(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
 	_, b := start(t, "--file", filepath.Join(dir, "b.db"))

@@ -23,6 +23,7 @@ import (
 // them and checked (package history). FENEC_HISTORY names a directory to
 // keep the history in. TestClusterFaults (root) adds partitions.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	kills := 1
 	if v := os.Getenv("FENEC_CLUSTER_KILLS"); v != "" {
 		kills, _ = strconv.Atoi(v)

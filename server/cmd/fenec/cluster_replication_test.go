@@ -21,6 +21,7 @@ import (
 // and truncates its log, catches up when it restarts from a snapshot (a
 // copy of the leader's SQLite file) and the log's tail, and serves reads.
 func TestClusterReplicaFromSnapshot(t *testing.T) {
+	t.Parallel()
 	writes := 600
 	if v := os.Getenv("FENEC_CLUSTER_WRITES"); v != "" {
 		writes, _ = strconv.Atoi(v)
@@ -126,6 +127,7 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 // leader's raft log entries per fsync. It runs under make cluster-check
 // (FENEC_CLUSTER_BENCH=1); figures in docs/cluster.md.
 func TestClusterThroughput(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("FENEC_CLUSTER_BENCH") == "" {
 		t.Skip("a measurement: FENEC_CLUSTER_BENCH=1 (make cluster-check)")
 	}
@@ -281,6 +283,7 @@ func followerGauges(t *testing.T, c *testCluster, nd *clusterNode) map[string]ma
 // a follower is stopped is legitimate, and a new leader that has not
 // heard from the stopped follower counts all its log as the lag.
 func TestClusterFollowerLag(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3)
 	c.write("create", "create collection notes (n int)")
 	lead := c.leader(10 * time.Second)

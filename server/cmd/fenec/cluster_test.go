@@ -227,6 +227,7 @@ func (c *testCluster) converge(within time.Duration) int64 {
 // Idempotency-Key on the next leader, after the first was SIGKILLed, is
 // answered the first answer.
 func TestClusterFollowers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3)
 	c.write("create-jobs", "create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
 	seq := c.write("put-jobs", "put jobs [{n: 1, run_at: now(), attempts: 0}, {n: 2, run_at: now(), attempts: 0}]")

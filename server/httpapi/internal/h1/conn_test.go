@@ -110,23 +110,10 @@ func TestConnSlowloris(t *testing.T) {
 		if first != "" {
 			h1test.AnswersIn(t, h1test.ReadUntil(c, 2*time.Second, "GET"), "GET")
 		}
-		start := time.Now()
-		closed := make(chan string, 1)
-		go func() {
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			b, _ := io.ReadAll(c)
-			closed <- string(b)
-		}()
 		// A byte every 50 ms, as a slow client sends them: the head would
 		// take 2 s.
-		for _, b := range []byte("GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + strings.Repeat("a", 10)) {
-			if _, err := c.Write([]byte{b}); err != nil {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		out := <-closed
-		if took := time.Since(start); out != "" || took > 1500*time.Millisecond {
+		out, took := h1test.Trickle(c, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: "+strings.Repeat("a", 10), 50*time.Millisecond)
+		if out != "" || took > 1500*time.Millisecond {
 			t.Fatalf("after %q: slow head answered %q, closed after %v", first, out, took)
 		}
 	}
@@ -295,7 +282,17 @@ func TestConnLongRequest(t *testing.T) {
 
 	c = h1test.MustDial(t, addr)
 	defer c.Close()
-	io.WriteString(c, long)
+	longThenPipelined(t, srv, c, cancelled)
+	c.Close()
+	h1test.AwaitGoroutines(t, before)
+}
+
+// longThenPipelined sends a long request on c, then, once it is watched,
+// a request after it, which must neither end the long one nor be answered
+// before it.
+func longThenPipelined(t *testing.T, srv *Server, c net.Conn, cancelled <-chan bool) {
+	t.Helper()
+	io.WriteString(c, "GET /long HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	awaitWatched(t, srv)
 	io.WriteString(c, get)
 	if <-cancelled {
@@ -305,8 +302,6 @@ func TestConnLongRequest(t *testing.T) {
 	if rs[0].Text != "long" || rs[1].Text != "ok" {
 		t.Fatalf("%q then %q", rs[0].Text, rs[1].Text)
 	}
-	c.Close()
-	h1test.AwaitGoroutines(t, before)
 }
 
 // longUntilGone answers "long" after a second, or once its client went

@@ -71,16 +71,7 @@ func TestConnTLS(t *testing.T) {
 	}
 
 	c = dial()
-	io.WriteString(c, long)
-	awaitWatched(t, srv)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if <-cancelled {
-		t.Fatal("a pipelined request ended the long one")
-	}
-	rs := h1test.AnswersIn(t, h1test.ReadUntil(c, 2*time.Second, "GET", "GET"), "GET", "GET")
-	if rs[0].Text != "long" || rs[1].Text != "ok" {
-		t.Fatalf("%q then %q", rs[0].Text, rs[1].Text)
-	}
+	longThenPipelined(t, srv, c, cancelled)
 	c.Close()
 
 	c = dial()

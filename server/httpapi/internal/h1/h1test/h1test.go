@@ -171,3 +171,24 @@ func AwaitGoroutines(t testing.TB, before int) {
 		return fmt.Sprintf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 	})
 }
+
+// Trickle writes s on c a byte every d, as a slow client does, while it
+// reads what the server sends until it closes c (5 s at most); it returns
+// what was read and how long from its start until the close.
+func Trickle(c net.Conn, s string, d time.Duration) (string, time.Duration) {
+	start := time.Now()
+	closed := make(chan string, 1)
+	go func() {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, _ := io.ReadAll(c)
+		closed <- string(b)
+	}()
+	for i := 0; i < len(s); i++ {
+		if _, err := c.Write([]byte{s[i]}); err != nil {
+			break
+		}
+		time.Sleep(d)
+	}
+	out := <-closed
+	return out, time.Since(start)
+}
