@@ -43,6 +43,7 @@ func mustFenec(t *testing.T, env []string, args ...string) string {
 // began, and each batch whole or not at all. It logs the claims' p99
 // while the backup ran.
 func TestBackupUnderLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const token = "operator-token-for-the-backup-test"
 	p, c := start(t, "--file", filepath.Join(dir, "live.db"), "--token", token)
