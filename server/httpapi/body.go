@@ -102,35 +102,34 @@ func readStatements(body []byte, batch bool, stmts []stmtIn, slab *[]fenecql.Val
 // no later append writes into them.
 func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value, at int) (stmtIn, *apiError) {
 	var st stmtIn
-	shape := notStatements(at >= 0)
 	if !r.Open('{') {
-		return st, shape
+		return st, notStatements(at >= 0)
 	}
 	query, params := false, false
 	for first := true; ; first = false {
 		more, ok := r.Next('}', first)
 		if !ok {
-			return st, shape
+			return st, notStatements(at >= 0)
 		}
 		if !more {
 			break
 		}
 		k, ok := r.Key()
 		if !ok {
-			return st, shape
+			return st, notStatements(at >= 0)
 		}
 		switch string(k) {
 		case "query":
 			if query {
-				return st, shape // a key twice
+				return st, notStatements(at >= 0) // a key twice
 			}
 			query = true
 			if st.raw, ok = r.Text(); !ok || len(st.raw) == 0 {
-				return st, shape
+				return st, notStatements(at >= 0)
 			}
 		case "params":
 			if params || !r.Open('[') {
-				return st, shape
+				return st, notStatements(at >= 0)
 			}
 			params = true
 			if *slab == nil {
@@ -140,7 +139,7 @@ func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value, at int) (stmtIn
 			for first := true; ; first = false {
 				more, ok := r.Next(']', first)
 				if !ok {
-					return st, shape
+					return st, notStatements(at >= 0)
 				}
 				if !more {
 					break
@@ -154,11 +153,11 @@ func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value, at int) (stmtIn
 			}
 			st.params = (*slab)[start:len(*slab):len(*slab)]
 		default:
-			return st, shape
+			return st, notStatements(at >= 0)
 		}
 	}
 	if !query {
-		return st, shape
+		return st, notStatements(at >= 0)
 	}
 	return st, nil
 }
