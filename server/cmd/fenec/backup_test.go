@@ -51,9 +51,10 @@ func TestBackupUnderLoad(t *testing.T) {
 	c.MustQuery("create collection items (n int @unique, pad text)")
 	c.MustQuery("create collection pairs (n int @unique)")
 	c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text, pad text)")
-	// Some bulk, so that the copy takes several steps: 40 MB or so.
+	// Some bulk, so that the copy takes many steps (of 64 pages): 20 MB
+	// or so.
 	pad := strings.Repeat("x", 1000)
-	for range 20 {
+	for range 10 {
 		docs := make([]map[string]any, 2000)
 		for i := range docs {
 			docs[i] = map[string]any{"run_at": 0, "pad": pad}
@@ -120,7 +121,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	defer func() { stop.Store(true); wg.Wait() }()
 	// The backup begins once the load runs.
 	loadFrom := time.Now()
-	for (next.Load() < 500 || time.Since(loadFrom) < 3*time.Second) && time.Now().Before(deadline) {
+	for (next.Load() < 500 || time.Since(loadFrom) < time.Second) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	backupFile := filepath.Join(dir, "backup.db")
