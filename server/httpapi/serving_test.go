@@ -329,6 +329,8 @@ func TestConnHeldClaimPipelined(t *testing.T) {
 	io.WriteString(c, post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n"))
 	awaitHeldIn(t, ct.testServer, 1)
 	io.WriteString(c, health)
+	// Not a wait for a state: a window in which a watch that took the
+	// pipelined bytes for the client's end would drop the claim.
 	time.Sleep(50 * time.Millisecond)
 	if heldIn(t, ct.testServer) != 1 {
 		t.Fatal("a pipelined request ended the held claim")
@@ -403,7 +405,9 @@ func TestConnBodyTooLarge(t *testing.T) {
 func TestConnNoLeak(t *testing.T) {
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
-	time.Sleep(50 * time.Millisecond)
+	// Served once, the connection server runs all its goroutines.
+	h1test.ExchangeAnswers(t, ct.lean, health, "GET")
+	h1test.Await(t, func() bool { return ct.srv.Conns() == 0 }, func() string { return "the first connection is still served after 5 s" })
 	before := runtime.NumGoroutine()
 	chunked := "POST /query HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"1a\r\n{\"query\":\"get jobs count\"}\r\n0\r\n\r\n"

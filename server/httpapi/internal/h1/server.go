@@ -345,5 +345,12 @@ func (s *Server) wakeSweep() {
 // watched (watchAfter); for tests, before Serve.
 func (s *Server) SetWatchAfter(d time.Duration) { s.watchAfter = d }
 
+// Conns returns how many connections the server serves itself.
+func (s *Server) Conns() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
 // Handoffs returns how many connections were handed to net/http.
 func (s *Server) Handoffs() int64 { return s.handoffs.Load() }
