@@ -36,15 +36,15 @@ mutations=(
   "httpapi: no cap on the Idempotency-Keys held@@httpapi/idempotency.go@@	if n < s.cfg.IdempotencyMaxKeys \&\& b < s.cfg.IdempotencyMaxBytes {@@	if n >= 0 || b >= 0 {@@./httpapi"
   "store: ignore synced: refuse a bad log record followed by any intact one@@store/logfile.go@@	if bad >= 0 \&\& afterSynced > base {@@	if bad >= 0 \&\& afterSynced >= 0 \&\& after > 0 {@@./store"
   "store: log records say nothing was synced (synced 0)@@store/commit.go@@appendRecord(s.buf[:0], g.seq, s.synced.Load(), g.changes)@@appendRecord(s.buf[:0], g.seq, 0, g.changes)@@./store"
-  "httpapi: the connection server reads a head with Transfer-Encoding itself@@httpapi/head.go@@		case equalFold(name, \"transfer-encoding\"), equalFold(name, \"expect\")@@		case equalFold(name, \"expect\")@@./httpapi"
-  "httpapi: a held claim never watches its connection@@httpapi/query.go@@		if wt, ok := under[watcher](w); ok {@@		if wt, ok := under[watcher](w); false \&\& ok {@@./httpapi ./cmd/fenec"
+  "httpapi: the connection server reads a head with Transfer-Encoding itself@@httpapi/internal/h1/head.go@@		case equalFold(name, \"transfer-encoding\"), equalFold(name, \"expect\")@@		case equalFold(name, \"expect\")@@./httpapi/internal/h1 ./httpapi"
+  "httpapi: a held claim never watches its connection@@httpapi/query.go@@		conn.Watch()@@		_ = conn.Watch@@./httpapi ./cmd/fenec"
   "store: a sync takes only the group written early, not the units queued after it@@store/commit.go@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull:@@s.cur.units > 0 \&\& !s.writing \&\& !s.segFull \&\& false:@@./store"
   "store: zeros written ahead over the block the log's records end in@@store/logfile.go@@	from := max(seg.zeroed, (seg.size+zeroBlock-1)/zeroBlock*zeroBlock)@@	from := max(seg.zeroed, seg.size/zeroBlock*zeroBlock)@@./store"
   "store: a chunk's seal does not raise the bound of the ids the tables may hold@@store/fold.go@@		cf.latest.sealed = max(cf.latest.sealed, cf.nextID)@@		cf.latest.sealed = max(cf.latest.sealed, 0)@@./store"
   "httpapi: a retry under an Idempotency-Key replays a record whose write the cluster's log has not committed@@httpapi/idempotency.go@@	if rec.Seq > committed {@@	if false \&\& rec.Seq > committed {@@./cluster ./httpapi"
   "store: the fold's range delete steps over a gap of one id (deletes a document that stays)@@store/fold.go@@		for j < len(keys) \&\& keys[j].id == keys[j-1].id+1 {@@		for j < len(keys) \&\& keys[j].id <= keys[j-1].id+2 {@@./store"
   "cluster: an entry made by memory of another term is applied, not skipped@@cluster/node.go@@tagged \&\& term != l.Term {@@tagged \&\& false \&\& term != l.Term {@@./cluster"
-  "httpapi: a request after an idle spell does not wake the sleeping sweeper (its watch never starts)@@httpapi/conn.go@@	c.s.wakeSweep()@@	_ = c.s.wakeSweep@@./httpapi"
+  "httpapi: a request after an idle spell does not wake the sleeping sweeper (its watch never starts)@@httpapi/internal/h1/conn.go@@	c.s.wakeSweep()@@	_ = c.s.wakeSweep@@./httpapi/internal/h1"
 )
 
 only=("$@")

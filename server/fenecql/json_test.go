@@ -481,3 +481,47 @@ func TestAppendTimeIsTheLayout(t *testing.T) {
 		check(lo + rng.Int64N(hi-lo))
 	}
 }
+
+// TestJSONReader: the reader takes a key however it is written (escaped
+// or not), says of a number a value cannot hold only what is wrong, and
+// of anything else what and where.
+func TestJSONReader(t *testing.T) {
+	r := NewJSONReader([]byte(`{"qu\u0065ry": "get t", "plain": 1, "big": 1e999}`))
+	if !r.Open('{') {
+		t.Fatal("no object")
+	}
+	for i, want := range []string{"query", "plain"} {
+		if more, ok := r.Next('}', i == 0); !more || !ok {
+			t.Fatalf("key %d: more %v ok %v", i, more, ok)
+		}
+		k, ok := r.Key()
+		if !ok || string(k) != want {
+			t.Fatalf("key %d: %q %v, want %q", i, k, ok, want)
+		}
+		if _, err := r.Value(); err != nil {
+			t.Fatalf("value %d: %v", i, err)
+		}
+	}
+	r.Next('}', false)
+	if k, ok := r.Key(); !ok || string(k) != "big" {
+		t.Fatalf("key big: %q %v", k, ok)
+	}
+	if _, err := r.Value(); err == nil || err.Error() != "number 1e999 is out of range" {
+		t.Fatalf("1e999: %v", err)
+	}
+	r = NewJSONReader([]byte(`[1, tru]`))
+	r.Open('[')
+	r.Next(']', true)
+	r.Value()
+	r.Next(']', false)
+	if _, err := r.Value(); err == nil || !strings.Contains(err.Error(), "invalid JSON at byte 5") {
+		t.Fatalf("tru: %v", err)
+	}
+	r = NewJSONReader([]byte("{\"a\x01\": 1}"))
+	if !r.Open('{') {
+		t.Fatal("no object")
+	}
+	if _, ok := r.Key(); ok {
+		t.Fatal("a control character in a key: taken")
+	}
+}

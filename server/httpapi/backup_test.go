@@ -13,6 +13,7 @@ import (
 // before it, which opens as a database; Fenec-Seq names the last write it
 // holds; no temporary file is left beside the database.
 func TestBackup(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := newTestServer(t, filepath.Join(dir, "f.db"), nil)
 	ts.c.MustQuery("create collection jobs (payload json, n int)")
@@ -53,6 +54,7 @@ func TestBackup(t *testing.T) {
 
 // TestBackupNoFile: a server that keeps nothing has nothing to back up.
 func TestBackupNoFile(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	r, err := ts.c.Do("GET", "/_backup", nil, nil)
 	if err != nil || r.Status != 404 || r.Code() != "not_found" {

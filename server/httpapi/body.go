@@ -8,57 +8,77 @@ import (
 	"github.com/fenecdb/fenec/server/httpapi/gen"
 )
 
-// The statements' fast path. A /query or /batch body is read once, by
-// fenecql's strict JSON parser, straight into each statement's text and
+// The statements' one reader. A /query or /batch body is read once, by
+// fenecql's strict JSON reader, straight into each statement's text and
 // FenecQL parameters, and held to what openapi.yaml's QueryRequest and
 // BatchRequest say: an object, "query" a non-empty string and required,
 // "params" an array of any values, no other key; "statements" a non-empty
 // array of those, and no other key. Its headers are held to the spec's
-// Fenec-Wait and Idempotency-Key. Whatever it does not accept, it leaves
-// to the full check (server.go check: the strict JSON check, then
-// kin-openapi's validation) and the handler's own decoding, which say
-// what is wrong in the words docs/http.md and the tests give. So the fast
-// path accepts only what the spec accepts, and a refusal reads as before;
-// TestFastPathAcceptsWhatTheSpecAccepts holds it to that.
+// Fenec-Wait and Idempotency-Key.
+//
+// ServeHTTP reads a body so first (the fast path): what the reader takes,
+// the spec takes too, so the spec's validation is not run on it. A body it
+// does not take goes to the full check (server.go check: the strict JSON
+// check, then kin-openapi's validation), which says what is wrong in the
+// words docs/http.md and the tests give; a body the check passes reaches
+// the handler (Query, Batch), which reads it with the same reader, whose
+// refusal then can only be a parameter's value (1e999).
+// TestFastPathAcceptsWhatTheSpecAccepts holds the reader to the spec, and
+// to encoding/json's reading of the same bodies.
 
-// stmtIn is one statement of a body: its text and its parameters. The
-// fast path keeps the text as the body's bytes (raw), for the statement
-// cache to look up without a copy; the handler's decoding gives a string.
+// stmtIn is one statement of a body: its text, as the body's bytes (for
+// the statement cache to look up without a copy), and its parameters.
 type stmtIn struct {
-	query  string
 	raw    []byte
 	params []fenecql.Value
 }
 
+// notStatements is readStatements' refusal of a body that is not what
+// the spec says: the full check, run on such a body, says what is wrong.
+func notStatements(batch bool) *apiError {
+	if batch {
+		return badRequest("the body is not a batch (openapi.yaml, BatchRequest)")
+	}
+	return badRequest("the body is not a query (openapi.yaml, QueryRequest)")
+}
+
+// trailing is the refusal of a body with more after its JSON value, which
+// the spec's validation does not look at.
+func trailing() *apiError { return badRequest("the body holds data after its JSON value") }
+
 // readStatements reads a /query (batch false) or /batch body, appending
-// its statements to stmts and their parameters to *slab; ok is false for a
-// body it leaves to the full check.
-func readStatements(body []byte, batch bool, stmts []stmtIn, slab *[]fenecql.Value) (_ []stmtIn, ok bool) {
+// its statements to stmts and their parameters to *slab. It refuses a
+// parameter's value with what is wrong and which it is, any other body
+// with notStatements.
+func readStatements(body []byte, batch bool, stmts []stmtIn, slab *[]fenecql.Value) ([]stmtIn, *apiError) {
 	r := fenecql.NewJSONReader(body)
 	if !batch {
-		st, ok := readStatement(r, slab)
-		if !ok || !r.End() {
-			return nil, false
+		st, e := readStatement(r, slab, -1)
+		if e != nil {
+			return nil, e
 		}
-		return append(stmts, st), true
+		if !r.End() {
+			return nil, trailing()
+		}
+		return append(stmts, st), nil
 	}
 	if !r.Open('{') {
-		return nil, false
+		return nil, notStatements(batch)
 	}
 	if k, ok := r.Key(); !ok || string(k) != "statements" || !r.Open('[') {
-		return nil, false
+		return nil, notStatements(batch)
 	}
 	for first := true; ; first = false {
 		more, ok := r.Next(']', first)
 		if !ok {
-			return nil, false
+			return nil, notStatements(batch)
 		}
 		if !more {
 			break
 		}
-		st, ok := readStatement(r, slab)
-		if !ok {
-			return nil, false
+		st, e := readStatement(r, slab, len(stmts))
+		if e != nil {
+			return nil, e
 		}
 		if stmts == nil {
 			stmts = make([]stmtIn, 0, 16)
@@ -66,46 +86,50 @@ func readStatements(body []byte, batch bool, stmts []stmtIn, slab *[]fenecql.Val
 		stmts = append(stmts, st)
 	}
 	// "statements" is the only key, and holds one statement or more.
-	if more, ok := r.Next('}', false); !ok || more || len(stmts) == 0 || !r.End() {
-		return nil, false
+	if more, ok := r.Next('}', false); !ok || more || len(stmts) == 0 {
+		return nil, notStatements(batch)
 	}
-	return stmts, true
+	if !r.End() {
+		return nil, trailing()
+	}
+	return stmts, nil
 }
 
-// readStatement reads a QueryRequest object. Its parameters are appended
-// to *slab, which the body's statements share (a /batch of ten acks
-// allocates for its parameters once or twice, not twenty times), and cut
-// from it at their length, so no later append writes into them.
-func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value) (stmtIn, bool) {
+// readStatement reads a QueryRequest object, the at-th of a batch (-1: a
+// /query's). Its parameters are appended to *slab, which the body's
+// statements share (a /batch of ten acks allocates for its parameters
+// once or twice, not twenty times), and cut from it at their length, so
+// no later append writes into them.
+func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value, at int) (stmtIn, *apiError) {
 	var st stmtIn
 	if !r.Open('{') {
-		return st, false
+		return st, notStatements(at >= 0)
 	}
 	query, params := false, false
 	for first := true; ; first = false {
 		more, ok := r.Next('}', first)
 		if !ok {
-			return st, false
+			return st, notStatements(at >= 0)
 		}
 		if !more {
 			break
 		}
 		k, ok := r.Key()
 		if !ok {
-			return st, false
+			return st, notStatements(at >= 0)
 		}
 		switch string(k) {
 		case "query":
 			if query {
-				return st, false // a key twice
+				return st, notStatements(at >= 0) // a key twice
 			}
 			query = true
 			if st.raw, ok = r.Text(); !ok || len(st.raw) == 0 {
-				return st, false
+				return st, notStatements(at >= 0)
 			}
 		case "params":
 			if params || !r.Open('[') {
-				return st, false
+				return st, notStatements(at >= 0)
 			}
 			params = true
 			if *slab == nil {
@@ -115,30 +139,44 @@ func readStatement(r *fenecql.JSONReader, slab *[]fenecql.Value) (stmtIn, bool) 
 			for first := true; ; first = false {
 				more, ok := r.Next(']', first)
 				if !ok {
-					return st, false
+					return st, notStatements(at >= 0)
 				}
 				if !more {
 					break
 				}
-				v, ok := r.Value()
-				if !ok {
-					return st, false
+				v, err := r.Value()
+				if err != nil {
+					return st, paramError(at, len(*slab)-start, err)
 				}
 				sortKeys(v)
 				*slab = append(*slab, v)
 			}
 			st.params = (*slab)[start:len(*slab):len(*slab)]
 		default:
-			return st, false
+			return st, notStatements(at >= 0)
 		}
 	}
-	return st, query
+	if !query {
+		return st, notStatements(at >= 0)
+	}
+	return st, nil
 }
 
-// sortKeys sorts the keys of v's objects, at every depth, as
-// fenecql.FromGo does for the handler's own decoding (a Go map has lost
-// the order they were written in): a parameter reads the same whichever
-// path read it.
+// paramError is the refusal of the i-th parameter of the at-th statement
+// of a batch (-1: of a /query), named as the body has it.
+func paramError(at, i int, err error) *apiError {
+	if at < 0 {
+		return badRequest("params[%d]: %v", i, err)
+	}
+	e := badRequest("statements[%d].params[%d]: %v", at, i, err)
+	e.at = &at
+	return e
+}
+
+// sortKeys sorts the keys of v's objects, at every depth: a parameter
+// object is taken with its keys in order, whatever order a client's JSON
+// encoder wrote them in (a Go map's has none), as fenecql.FromGo takes a
+// Go map.
 func sortKeys(v fenecql.Value) {
 	switch v.Kind() {
 	case fenecql.KindList:

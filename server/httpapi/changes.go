@@ -109,8 +109,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, q changes.Query)
 	// A stream lasts: the client's going away ends it (the watch), and the
 	// connection's read and write deadlines, made for one answer, are
 	// lifted.
-	if wt, ok := under[watcher](w); ok {
-		wt.watch()
+	if c := connOf(r); c != nil {
+		c.Watch()
 	}
 	if r.Method == http.MethodHead {
 		// HEAD is GET without the body: the same status, and no stream.
@@ -175,8 +175,8 @@ func (s *Server) ReadChanges(w http.ResponseWriter, r *http.Request, params gen.
 	}
 	wait := time.Duration(deref(params.Wait)) * time.Millisecond
 	if wait > 0 {
-		if wt, ok := under[watcher](w); ok {
-			wt.watch() // a held read ends when its client goes away
+		if c := connOf(r); c != nil {
+			c.Watch() // a held read ends when its client goes away
 		}
 	}
 	b, err := s.changes.Read(r.Context(), consumerID(r, params.Consumer), coll, deref(params.Limit), wait)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/server/changes"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 )
 
 // TestLiveQueryOutlivesTimeouts: a live query lasts past the connection's
@@ -21,8 +23,8 @@ func TestLiveQueryOutlivesTimeouts(t *testing.T) {
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Changes = changes.Options{Heartbeat: 50 * time.Millisecond} })
 	fallback := &http.Server{Handler: ts.Server, ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
 		IdleTimeout: timeout, ErrorLog: slog.NewLogLogger(slog.DiscardHandler, slog.LevelWarn)}
-	srv := newHTTPServer(ts.Server, fallback)
-	ln := mustListen(t)
+	srv := h1.New(ts.Server, fallback)
+	ln := h1test.MustListen(t)
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	ts.c.MustQuery(`create collection msgs (text text)`)
@@ -35,12 +37,12 @@ func TestLiveQueryOutlivesTimeouts(t *testing.T) {
 		if odd {
 			req.Header.Set("X-Via", "é") // not ASCII: handed to net/http
 		}
-		before := srv.handoffs.Load()
+		before := srv.Handoffs()
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if handed := srv.handoffs.Load() > before; handed != odd {
+		if handed := srv.Handoffs() > before; handed != odd {
 			t.Fatalf("handed to net/http: %v, want %v", handed, odd)
 		}
 		lines := make(chan string, 100)

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -167,12 +169,27 @@ func (s *Server) ClusterTransferLeader(w http.ResponseWriter, r *http.Request) {
 	s.clusterAnswer(w, s.cfg.Cluster.Transfer(deref(body.Id)))
 }
 
+// decodeBody decodes a cluster route's body (decodeStrict).
 func decodeBody(r *http.Request, v any) error {
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return err
 	}
 	return decodeStrict(b, v)
+}
+
+// decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
+// an int64 must not pass through a float64).
+func decodeStrict(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return errors.New("data after the JSON value")
+	}
+	return nil
 }
 
 // leaderOf returns the leader a refusal names, for Fenec-Leader.

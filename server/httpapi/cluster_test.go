@@ -10,6 +10,7 @@ import (
 // the cluster's routes 404, and Fenec-After reads its own writes at once
 // and refuses at once, 400, a change number it never made or out of range.
 func TestLoneServerHasNoCluster(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	for _, rq := range []struct {
 		method, path string

@@ -15,6 +15,7 @@ import (
 // status here, and the responses the spec names for it; a code added to
 // the spec without its line in statuses fails here.
 func TestEveryCodeHasAStatus(t *testing.T) {
+	t.Parallel()
 	spec, err := LoadSpec()
 	if err != nil {
 		t.Fatal(err)
@@ -41,6 +42,7 @@ func TestEveryCodeHasAStatus(t *testing.T) {
 // error's by its kind, unavailable for a store failure or a request given
 // up, internal for anything else.
 func TestErrorCode(t *testing.T) {
+	t.Parallel()
 	db, err := engine.Open(engine.Options{File: ":memory:"})
 	if err != nil {
 		t.Fatal(err)

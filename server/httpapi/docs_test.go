@@ -47,6 +47,7 @@ func (r *inProcess) Advance(ms int64) error {
 // TestDocs replays every FenecQL block of docs/*.md, each page on a fresh
 // database with the manual clock, and checks every `-- →`.
 func TestDocs(t *testing.T) {
+	t.Parallel()
 	pages, err := conformance.ReadDir(filepath.Join("..", "..", "docs"))
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/server/auth"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 )
 
 // handedOff makes raw's first request one HTTPServer does not read itself
@@ -24,16 +25,16 @@ func handedOff(raw string) string {
 func onBothPaths(t *testing.T, ct *connTest, raw string, check func(t *testing.T, raw string)) {
 	t.Helper()
 	t.Run("fast", func(t *testing.T) {
-		before := ct.srv.handoffs.Load()
+		before := ct.srv.Handoffs()
 		check(t, raw)
-		if ct.srv.handoffs.Load() != before {
+		if ct.srv.Handoffs() != before {
 			t.Error("handed to net/http")
 		}
 	})
 	t.Run("fallback", func(t *testing.T) {
-		before := ct.srv.handoffs.Load()
+		before := ct.srv.Handoffs()
 		check(t, handedOff(raw))
-		if ct.srv.handoffs.Load() != before+1 {
+		if ct.srv.Handoffs() != before+1 {
 			t.Error("not handed to net/http")
 		}
 	})
@@ -43,19 +44,20 @@ func onBothPaths(t *testing.T, ct *connTest, raw string, check func(t *testing.T
 // answered 413 at once, unread, and the connection closed: the request
 // sent after it is not answered, and nothing waits for the body.
 func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.cfg.MaxBody = 1 << 10
 	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 10000000\r\n\r\n" + health
 	onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
 		start := time.Now()
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, raw)
 		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		out, _ := io.ReadAll(c) // until the server closes
 		took := time.Since(start)
-		rs, err := parseAnswers(string(out), []string{"POST"})
-		if err != nil || rs[0].StatusCode != 413 || !strings.Contains(rs[0].body, `"too_large"`) || !rs[0].Close {
+		rs, err := h1test.ParseAnswers(string(out), []string{"POST"})
+		if err != nil || rs[0].StatusCode != 413 || !strings.Contains(rs[0].Text, `"too_large"`) || !rs[0].Close {
 			t.Fatalf("%q: %v", out, err)
 		}
 		if took > 5*time.Second {
@@ -68,23 +70,22 @@ func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
 // the connection closed, and the message names no socket address.
 func TestEdgeSlowBody(t *testing.T) {
 	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout, s.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
-	ct.srv.readTimeout = 300 * time.Millisecond
 	ct.c.MustQuery("create collection jobs (n int)")
 	body := `{"query":"put jobs {n: 1}"}`
 	raw := "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body[:10]
 	onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
 		seq := ct.db.Seq()
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, raw)
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		out, _ := io.ReadAll(c)
-		rs, err := parseAnswers(string(out), []string{"POST"})
-		if err != nil || rs[0].StatusCode != 408 || !strings.Contains(rs[0].body, `"request_timeout"`) || !rs[0].Close {
+		rs, err := h1test.ParseAnswers(string(out), []string{"POST"})
+		if err != nil || rs[0].StatusCode != 408 || !strings.Contains(rs[0].Text, `"request_timeout"`) || !rs[0].Close {
 			t.Fatalf("%q: %v", out, err)
 		}
-		if strings.Contains(rs[0].body, "127.0.0.1") || strings.Contains(rs[0].body, "tcp") {
-			t.Errorf("the message names the connection: %s", rs[0].body)
+		if strings.Contains(rs[0].Text, "127.0.0.1") || strings.Contains(rs[0].Text, "tcp") {
+			t.Errorf("the message names the connection: %s", rs[0].Text)
 		}
 		if ct.db.Seq() != seq {
 			t.Error("a request whose body never came wrote")
@@ -95,12 +96,13 @@ func TestEdgeSlowBody(t *testing.T) {
 // TestEdgeHeaders: two Authorization headers are 400; every answer of
 // the API carries nosniff.
 func TestEdgeHeaders(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	twice := "GET /collections HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer a\r\nAuthorization: Bearer b\r\n\r\n"
 	onBothPaths(t, ct, twice+health, func(t *testing.T, raw string) {
-		rs := exchangeAnswers(t, ct.lean, raw, "GET", "GET")
-		if rs[0].StatusCode != 400 || !strings.Contains(rs[0].body, "2 Authorization headers") {
-			t.Errorf("two Authorization headers: %d %s", rs[0].StatusCode, rs[0].body)
+		rs := h1test.ExchangeAnswers(t, ct.lean, raw, "GET", "GET")
+		if rs[0].StatusCode != 400 || !strings.Contains(rs[0].Text, "2 Authorization headers") {
+			t.Errorf("two Authorization headers: %d %s", rs[0].StatusCode, rs[0].Text)
 		}
 		for i, r := range rs {
 			if r.Header.Get("X-Content-Type-Options") != "nosniff" {
@@ -118,6 +120,7 @@ func TestEdgeHeaders(t *testing.T) {
 // TestEdgeHost: a server without a token answers only loopback Host names
 // and those of Config.Hosts (DNS rebinding); with a token, any.
 func TestEdgeHost(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.hosts = []string{"db.internal"}
 	for _, tt := range []struct {
@@ -131,9 +134,9 @@ func TestEdgeHost(t *testing.T) {
 		t.Run(tt.host, func(t *testing.T) {
 			raw := "GET /_health HTTP/1.1\r\nHost: " + tt.host + "\r\n\r\n"
 			onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-				rs := exchangeAnswers(t, ct.lean, raw, "GET")
-				if rs[0].StatusCode != tt.status || (tt.status == 421 && !strings.Contains(rs[0].body, `"host_not_allowed"`)) {
-					t.Errorf("Host %q: %d %s", tt.host, rs[0].StatusCode, rs[0].body)
+				rs := h1test.ExchangeAnswers(t, ct.lean, raw, "GET")
+				if rs[0].StatusCode != tt.status || (tt.status == 421 && !strings.Contains(rs[0].Text, `"host_not_allowed"`)) {
+					t.Errorf("Host %q: %d %s", tt.host, rs[0].StatusCode, rs[0].Text)
 				}
 			})
 		})
@@ -144,9 +147,9 @@ func TestEdgeHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	withToken.Server.gate = g
-	rs := exchangeAnswers(t, withToken.lean, "GET /collections HTTP/1.1\r\nHost: db.example.com\r\nAuthorization: Bearer s3cret\r\n\r\n", "GET")
+	rs := h1test.ExchangeAnswers(t, withToken.lean, "GET /collections HTTP/1.1\r\nHost: db.example.com\r\nAuthorization: Bearer s3cret\r\n\r\n", "GET")
 	if rs[0].StatusCode != 200 {
-		t.Errorf("with a token, another Host: %d %s", rs[0].StatusCode, rs[0].body)
+		t.Errorf("with a token, another Host: %d %s", rs[0].StatusCode, rs[0].Text)
 	}
 }
 
@@ -154,6 +157,7 @@ func TestEdgeHost(t *testing.T) {
 // --cors-origin nor the server's own is refused unrun, whatever its
 // method and Content-Type (a form's post, sendBeacon's text/plain).
 func TestEdgeOrigin(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.Server.cfg.CORSOrigins = []string{"http://app.localhost:3000"}
 	ct.c.MustQuery("create collection nums (n int)")
@@ -177,9 +181,9 @@ func TestEdgeOrigin(t *testing.T) {
 			raw := "POST /batch HTTP/1.1\r\nHost: localhost:" + port + "\r\nOrigin: " + origin + "\r\nContent-Type: " + tt.ctype +
 				"\r\nContent-Length: " + strconv.Itoa(len(drop)) + "\r\n\r\n" + drop
 			onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-				rs := exchangeAnswers(t, ct.lean, raw, "POST")
-				if rs[0].StatusCode != tt.status || !strings.Contains(rs[0].body, `"origin_not_allowed"`) {
-					t.Errorf("%d %s", rs[0].StatusCode, rs[0].body)
+				rs := h1test.ExchangeAnswers(t, ct.lean, raw, "POST")
+				if rs[0].StatusCode != tt.status || !strings.Contains(rs[0].Text, `"origin_not_allowed"`) {
+					t.Errorf("%d %s", rs[0].StatusCode, rs[0].Text)
 				}
 				if r := ct.c.MustQuery("get nums count"); !strings.Contains(string(r.Body), "1") {
 					t.Fatalf("the collection changed: %s", r.Body)
@@ -195,8 +199,8 @@ func TestEdgeOrigin(t *testing.T) {
 		raw := "POST /query HTTP/1.1\r\nHost: localhost:" + port + "\r\nOrigin: " + origin + "\r\nContent-Type: application/json\r\nContent-Length: " +
 			strconv.Itoa(len(read)) + "\r\n\r\n" + read
 		onBothPaths(t, ct, raw, func(t *testing.T, raw string) {
-			if rs := exchangeAnswers(t, ct.lean, raw, "POST"); rs[0].StatusCode != 200 {
-				t.Errorf("origin %s: %d %s", origin, rs[0].StatusCode, rs[0].body)
+			if rs := h1test.ExchangeAnswers(t, ct.lean, raw, "POST"); rs[0].StatusCode != 200 {
+				t.Errorf("origin %s: %d %s", origin, rs[0].StatusCode, rs[0].Text)
 			}
 		})
 	}
@@ -205,6 +209,7 @@ func TestEdgeOrigin(t *testing.T) {
 // TestEdgeClip: an error that echoes what the client sent echoes its
 // start, not all of it.
 func TestEdgeClip(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection nums (n int)")
 	long := strings.Repeat("a", 1<<20)
@@ -226,6 +231,7 @@ func TestEdgeClip(t *testing.T) {
 // 64 bits, or a whole float below 2^53; below -2^63 is refused as above
 // 2^63-1 is, and so is a number too small for a float (1e-400).
 func TestEdgeIntParams(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection nums (n int)")
 	for _, tt := range []struct {

@@ -8,6 +8,7 @@ import (
 // TestBadInput: each malformed request is its own clear 4xx with its code,
 // never a 500, and writes nothing.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.MaxBody = 1 << 10 })
 	ts.c.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text)")
 	ts.c.MustQuery("put jobs {n: 1, run_at: now()}")
@@ -30,6 +31,7 @@ func TestBadInput(t *testing.T) {
 		{"params not an array", "POST", "/query", `{"query": "put jobs {n: $1}", "params": 2}`, nil, 400, "bad_request", "body field params", -1},
 		{"an unknown field", "POST", "/query", `{"query": "put jobs {n: 2}", "param": [1]}`, nil, 400, "bad_request", `"param" is unsupported`, -1},
 		{"a param out of range", "POST", "/query", `{"query": "put jobs {n: $1}", "params": [1e999]}`, nil, 400, "bad_request", "params[0]: number 1e999 is out of range", -1},
+		{"a batch param out of range", "POST", "/batch", `{"statements": [{"query": "get jobs"}, {"query": "put jobs {n: $1}", "params": [1, 1e999]}]}`, nil, 400, "bad_request", "statements[1].params[1]: number 1e999 is out of range", 1},
 		{"a key twice", "POST", "/query", `{"query": "get jobs", "query": "del jobs"}`, nil, 400, "bad_request", `the body: invalid JSON at byte 23: key "query" appears twice in one object`, -1},
 		{"a key twice in a param", "POST", "/query", `{"query": "put jobs {n: $1}", "params": [{"a": 1, "a": 2}]}`, nil, 400, "bad_request", `key "a" appears twice`, -1},
 		{"a key twice in a batch statement", "POST", "/batch", `{"statements": [{"query": "get jobs", "query": "del jobs"}]}`, nil, 400, "bad_request", `key "query" appears twice`, -1},

@@ -46,6 +46,7 @@ func metric(t *testing.T, c *apitest.Client, name string) string {
 // (never replayed) once the store works — which it does again by itself;
 // /_health and the metrics say so meanwhile.
 func TestStoreFailureOverHTTP(t *testing.T) {
+	t.Parallel()
 	var fail atomic.Bool
 	ts := newFaultyServer(t, filepath.Join(t.TempDir(), "f.db"), &fail)
 	withJobs(t, ts, 2)

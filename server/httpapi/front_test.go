@@ -33,6 +33,7 @@ func raw(t *testing.T, ts *testServer, method, path string, header map[string]st
 // without a token (the page asks for one) and each with the security
 // headers; nothing else under /console is; --no-console serves none.
 func TestConsoleServed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Token = "admin" })
 	for _, tt := range []struct{ path, ctype, has string }{
 		{"/console", "text/html; charset=utf-8", `<script type="module" src="/console/console.js"></script>`},
@@ -79,6 +80,7 @@ func TestConsoleServed(t *testing.T) {
 // requests carry no CORS header, so the browser keeps the answer from the
 // page. Only exact origins are taken.
 func TestCORS(t *testing.T) {
+	t.Parallel()
 	const app = "https://app.example.com"
 	ts := newTestServer(t, ":memory:", func(c *Config) {
 		c.Token = "admin"

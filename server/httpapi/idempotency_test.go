@@ -31,6 +31,7 @@ func send(t *testing.T, c *apitest.Client, path, body, key string) *apitest.Resp
 
 // TestIdempotencyKey: docs/http.md's rules for a key, one case a row.
 func TestIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	const batch = `{"statements": [{"query": "put jobs {n: 100, run_at: now()}"}, {"query": "get jobs count"}]}`
 	tests := []struct {
 		name string
@@ -171,6 +172,7 @@ func sweepOnce(ts *testServer) {
 
 // TestIdempotencyKeySurvivesRestart: a key is in the file with its write.
 func TestIdempotencyKeySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	file := t.TempDir() + "/keys.db"
 	ts := newTestServer(t, file, nil)
 	withJobs(t, ts, 3)
@@ -188,6 +190,7 @@ func TestIdempotencyKeySurvivesRestart(t *testing.T) {
 // refused with key_limit and not run — nor is its retry — while held keys
 // still replay; once keys expire, new ones are taken again.
 func TestIdempotencyKeyLimit(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		keys  int

@@ -11,6 +11,8 @@ import (
 
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -21,6 +23,7 @@ import (
 // not held by the store's sync (store.Inbound), while a request still on
 // its way does hold it.
 func TestConnInbound(t *testing.T) {
+	t.Parallel()
 	const hold = 2 * time.Second // far above a sync, so a hold shows
 	in := store.NewInbound(hold)
 	ts := newTestServerOn(t, engine.Options{File: filepath.Join(t.TempDir(), "in.db"), Sync: store.SyncMode{Kind: store.SyncAlways}, Inbound: in}, nil)
@@ -30,10 +33,12 @@ func TestConnInbound(t *testing.T) {
 		}
 		ts.Server.ServeHTTP(w, r)
 	})
-	srv := newHTTPServer(h, &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)})
+	srv := h1.New(h, &http.Server{Handler: h, ErrorLog: log.New(io.Discard, "", 0)})
 	srv.CountInbound(in)
-	addr := serveOn(t, srv).Addr().String()
+	ln := h1test.MustListen(t)
+	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
 	c := &apitest.Client{T: t, Base: "http://" + addr}
 	c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	c.MustQuery("create collection notes (text text)")
@@ -54,7 +59,7 @@ func TestConnInbound(t *testing.T) {
 	none("two writes")
 
 	// On a connection kept open: its end would let its request go too.
-	kept := mustDial(t, addr)
+	kept := h1test.MustDial(t, addr)
 	defer kept.Close()
 	io.WriteString(kept, post("/query", `{"query":`))
 	if r, err := http.ReadResponse(bufio.NewReader(kept), nil); err != nil || r.StatusCode != 400 {
@@ -68,14 +73,14 @@ func TestConnInbound(t *testing.T) {
 	}
 	none("a write refused")
 
-	held := mustDial(t, addr)
+	held := h1test.MustDial(t, addr)
 	io.WriteString(held, post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n"))
 	awaitHeldIn(t, ts, 1)
 	none("a held claim waiting")
 
 	// A request whose body has not all come is on its way: a lone write
 	// meanwhile is held, until its connection closes.
-	mid := mustDial(t, addr)
+	mid := h1test.MustDial(t, addr)
 	io.WriteString(mid, "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"query\":")
 	for deadline := time.Now().Add(5 * time.Second); in.Pending() != 1; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -91,7 +96,7 @@ func TestConnInbound(t *testing.T) {
 	}
 	none("a connection closed mid-body")
 
-	if out := exchange(t, addr, post("/panic", `{}`), false); out != "" {
+	if out := h1test.Exchange(t, addr, post("/panic", `{}`), false); out != "" {
 		t.Fatalf("a handler's panic answered %q", out)
 	}
 	none("a handler's panic")
@@ -102,7 +107,7 @@ func TestConnInbound(t *testing.T) {
 	// Past the window in which a connection counts as one writing lately
 	// (the put above was this client's, on its connection), a lone write
 	// is never held.
-	time.Sleep(activeWindow + 2*watchAfter)
+	h1test.Await(t, func() bool { return in.Active() == 0 }, func() string { return "a connection still counts as writing lately after 5 s" })
 	for range 3 {
 		if d := timedPut(); d >= hold/2 {
 			t.Fatalf("a lone write after those paths took %v: held", d)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 )
 
 // refusedConn sends a request on c and reports whether it was answered
@@ -19,8 +21,8 @@ func refusedConn(t *testing.T, c net.Conn) bool {
 	for {
 		n, err := c.Read(buf)
 		got = append(got, buf[:n]...)
-		if rs, perr := parseAnswers(string(got), []string{"GET"}); perr == nil {
-			return rs[0].StatusCode == 503 && strings.Contains(rs[0].body, `"too_many_connections"`) && rs[0].Close
+		if rs, perr := h1test.ParseAnswers(string(got), []string{"GET"}); perr == nil {
+			return rs[0].StatusCode == 503 && strings.Contains(rs[0].Text, `"too_many_connections"`) && rs[0].Close
 		}
 		if err != nil {
 			t.Fatalf("no answer: %q %v", got, err)
@@ -32,22 +34,23 @@ func refusedConn(t *testing.T, c net.Conn) bool {
 // closed at once; a connection closed (one handed to net/http too) makes
 // room again; refusals are counted in the metrics.
 func TestLimitsMaxConns(t *testing.T) {
+	t.Parallel()
 	var ct *connTest
 	ct = newConnTest(t, nil, func(s *HTTPServer) {
 		s.Limit(Limits{MaxConns: 3, Refused: func(r string) { ct.metrics.ConnRefused(r) }})
 	})
 	held := make([]net.Conn, 3)
 	for i := range held {
-		held[i] = mustDial(t, ct.lean)
+		held[i] = h1test.MustDial(t, ct.lean)
 		defer held[i].Close()
 		raw := health
 		if i == 0 {
 			raw = handedOff(health) // counted until net/http closes it
 		}
 		io.WriteString(held[i], raw)
-		answersIn(t, readFor(held[i], 200*time.Millisecond), "GET")
+		h1test.AnswersIn(t, h1test.ReadFor(held[i], 200*time.Millisecond), "GET")
 	}
-	extra := mustDial(t, ct.lean)
+	extra := h1test.MustDial(t, ct.lean)
 	defer extra.Close()
 	if !refusedConn(t, extra) {
 		t.Fatal("a fourth connection was not refused")
@@ -68,7 +71,7 @@ func awaitRoom(t *testing.T, ct *connTest) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		ok := !refusedConn(t, c)
 		c.Close()
 		if ok {
@@ -83,14 +86,15 @@ func awaitRoom(t *testing.T, ct *connTest) {
 
 // TestLimitsPerAddr: MaxConnsPerAddr caps one client address, not another.
 func TestLimitsPerAddr(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.Limit(Limits{MaxConnsPerAddr: 2}) })
 	for range 2 {
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		io.WriteString(c, health)
-		answersIn(t, readFor(c, 200*time.Millisecond), "GET")
+		h1test.AnswersIn(t, h1test.ReadFor(c, 200*time.Millisecond), "GET")
 	}
-	c := mustDial(t, ct.lean)
+	c := h1test.MustDial(t, ct.lean)
 	defer c.Close()
 	if !refusedConn(t, c) {
 		t.Fatal("a third connection from 127.0.0.1 was not refused")
@@ -111,7 +115,7 @@ func TestLimitsPerAddr(t *testing.T) {
 func TestLimitsIdleTimeout(t *testing.T) {
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.Limit(Limits{IdleTimeout: 200 * time.Millisecond}) })
 	onBothPaths(t, ct, health, func(t *testing.T, raw string) {
-		c := mustDial(t, ct.lean)
+		c := h1test.MustDial(t, ct.lean)
 		defer c.Close()
 		start := time.Now()
 		io.WriteString(c, raw)
@@ -120,6 +124,6 @@ func TestLimitsIdleTimeout(t *testing.T) {
 		if err != nil || time.Since(start) > 3*time.Second {
 			t.Fatalf("the idle connection was not closed: %v after %v", err, time.Since(start))
 		}
-		answersIn(t, string(out), "GET")
+		h1test.AnswersIn(t, string(out), "GET")
 	})
 }

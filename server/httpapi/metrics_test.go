@@ -68,6 +68,7 @@ next:
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, t.TempDir()+"/m.db", nil)
 	before := scrape(t, ts)
 	for _, name := range []string{"fenec_build_info", "go_goroutines", "process_cpu_seconds_total", "fenec_idempotency_keys"} {

@@ -1,15 +1,16 @@
 package httpapi
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
 
 func TestClock(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		body   string
 		status int
@@ -45,6 +46,7 @@ func TestClock(t *testing.T) {
 }
 
 func TestClockNeedsManual(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Clock = nil })
 	r, err := ts.c.Do("POST", "/_clock", `{"advance_ms": 1}`, nil)
 	if err != nil || r.Status != 404 || r.Code() != "not_found" {
@@ -53,6 +55,7 @@ func TestClockNeedsManual(t *testing.T) {
 }
 
 func TestCollections(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection jobs (payload json, run_at timestamp @sorted, owner text @hash)")
 	ts.c.MustQuery("create collection places (at geo @geo, name text @unique)")
@@ -72,6 +75,7 @@ func TestCollections(t *testing.T) {
 // TestCollectionsTTL: a @ttl field shows its duration, and a lapsed
 // document, not swept yet, is not counted.
 func TestCollectionsTTL(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection sessions (key text @unique, seen timestamp @sorted @ttl(30m), at timestamp @ttl(2h))")
 	ts.c.MustQuery(`put sessions [{key: "a", seen: now()}, {key: "b", seen: now()}, {key: "c", seen: now() - 1800000}, {key: "d", at: now() - 7200000}]`)
@@ -87,6 +91,7 @@ func TestCollectionsTTL(t *testing.T) {
 }
 
 func TestToken(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Token = "s3cret" })
 	tests := []struct {
 		path, auth string
@@ -126,7 +131,8 @@ func TestToken(t *testing.T) {
 // TestSlowLog: a request whose statements run --slow-ms or longer is
 // logged with its statement.
 func TestSlowLog(t *testing.T) {
-	buf := &syncWriter{}
+	t.Parallel()
+	buf := &apitest.LockedBuffer{}
 	log := slog.New(slog.NewTextHandler(buf, nil))
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Slow = time.Nanosecond; c.Log = log })
 	ts.c.MustQuery("create collection slowpoke (n int)")
@@ -135,28 +141,11 @@ func TestSlowLog(t *testing.T) {
 	}
 }
 
-// syncWriter is a log buffer safe to read while the server writes it.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(b)
-}
-
-func (s *syncWriter) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
-}
-
 // TestColumnNamesAreJSON: a column is named by its text, which may hold
 // control characters; the answer must still be JSON (the client checks it
 // against the spec).
 func TestColumnNamesAreJSON(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	ts.c.MustQuery("create collection t (n int)")
 	ts.c.MustQuery("put t {n: 1}")

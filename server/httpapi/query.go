@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +14,7 @@ import (
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/fenecdb/fenec/server/httpapi/gen"
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1"
 	"github.com/fenecdb/fenec/server/wait"
 )
 
@@ -37,9 +36,9 @@ type request struct {
 // scratch is the room a request served by the fast path (body.go) takes,
 // kept for the next such request once the request has ended without
 // anything left holding it: its body, statements and parameters, parsed
-// request and status writer then cost no allocation (for the worker
-// loop's claim and /batch of ten acks, eight of about ninety per request,
-// and a quarter of their bytes).
+// request and status writer then cost no allocation: a worker loop's
+// claims and acks are this path's most common requests
+// (BenchmarkHTTPQueue's allocs/op shows it).
 type scratch struct {
 	sw    statusWriter
 	body  []byte
@@ -87,64 +86,33 @@ func (sc *scratch) recycle() {
 }
 
 // Query is POST /query, as the full check and the generated wrapper
-// hand it over: a body the fast path (body.go) left to them. Fenec-Wait
-// has been validated against the spec; a held claim is the wait
-// package's, which runs it on the engine each turn.
+// hand it over: a body the fast path (ServeHTTP) left to them, read here
+// by the same reader (body.go). Fenec-Wait has been validated against the
+// spec; a held claim is the wait package's, which runs it on the engine
+// each turn.
 func (s *Server) Query(w http.ResponseWriter, r *http.Request, params gen.QueryParams) {
-	s.decoded(w, r, false, params.IdempotencyKey, params.FenecWait)
+	s.statements(w, r, false, params.IdempotencyKey, params.FenecWait)
 }
 
 // Batch is POST /batch, as Query.
 func (s *Server) Batch(w http.ResponseWriter, r *http.Request, params gen.BatchParams) {
-	s.decoded(w, r, true, params.IdempotencyKey, params.FenecWait)
+	s.statements(w, r, true, params.IdempotencyKey, params.FenecWait)
 }
 
-// decoded reads the body of a /query or a /batch with encoding/json, then
-// serves it.
-func (s *Server) decoded(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
+// statements reads the body of a /query or a /batch, then serves it.
+func (s *Server) statements(w http.ResponseWriter, r *http.Request, batch bool, key *gen.IdempotencyKey, held *gen.FenecWait) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		writeError(w, badRequest("reading the body: %v", err))
 		return
 	}
-	var qrs []gen.QueryRequest
-	if batch {
-		var bb gen.BatchRequest
-		if err := decodeStrict(body, &bb); err != nil {
-			writeError(w, badRequest("the body is not a batch: %v", err))
-			return
-		}
-		qrs = bb.Statements
-	} else {
-		var qr gen.QueryRequest
-		if err := decodeStrict(body, &qr); err != nil {
-			writeError(w, badRequest("the body is not a query: %v", err))
-			return
-		}
-		qrs = []gen.QueryRequest{qr}
+	var slab []fenecql.Value
+	stmts, e := readStatements(body, batch, nil, &slab)
+	if e != nil {
+		writeError(w, e)
+		return
 	}
-	// The parameters are converted statement by statement, as each is
-	// parsed, so the first statement at fault is the one named.
-	req, e := s.parse(&request{}, r, batch, len(qrs), func(i int) (stmtIn, *apiError) {
-		params := deref(qrs[i].Params)
-		vals := make([]fenecql.Value, len(params))
-		for j, p := range params {
-			v, err := fenecql.FromGo(deref(p))
-			if err != nil {
-				name := fmt.Sprintf("params[%d]", j)
-				if batch {
-					name = fmt.Sprintf("statements[%d].params[%d]", i, j)
-				}
-				e := badRequest("%s: %v", name, err)
-				if batch {
-					e.at = &i
-				}
-				return stmtIn{}, e
-			}
-			vals[j] = v
-		}
-		return stmtIn{query: qrs[i].Query, params: vals}, nil
-	})
+	req, e := s.parse(&request{}, r, batch, stmts)
 	if e != nil {
 		writeError(w, e)
 		return
@@ -174,24 +142,11 @@ func waitOf(ms *gen.FenecWait) *time.Duration {
 	return &d
 }
 
-// decodeStrict decodes one JSON value, keeping numbers exact (UseNumber:
-// an int64 parameter must not pass through a float64).
-func decodeStrict(body []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	if err := d.Decode(v); err != nil {
-		return err
-	}
-	if _, err := d.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
-	}
-	return nil
-}
-
-// parse parses the statements into req, stmt(i) the i-th with its
-// parameters, reusing the room of req's statements and texts. Nothing has
-// run yet, so any error here writes nothing.
-func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt func(i int) (stmtIn, *apiError)) (*request, *apiError) {
+// parse parses the statements into req, reusing the room of req's
+// statements and texts. Nothing has run yet, so any error here writes
+// nothing.
+func (s *Server) parse(req *request, r *http.Request, batch bool, in []stmtIn) (*request, *apiError) {
+	n := len(in)
 	a := access(r)
 	req.batch, req.scope, req.tenant = batch, a.Key, subject(a)
 	if cap(req.stmts) >= n {
@@ -199,23 +154,13 @@ func (s *Server) parse(req *request, r *http.Request, batch bool, n int, stmt fu
 	} else {
 		req.stmts, req.text = make([]engine.Parsed, n), make([]string, n)
 	}
-	for i := range n {
-		in, e := stmt(i)
-		if e != nil {
-			return nil, e
-		}
-		var st fenecql.Stmt
-		var err error
-		if in.raw != nil {
-			st, in.query, err = engine.ParseStatementText(in.raw)
-		} else {
-			st, err = engine.ParseStatement(in.query)
-		}
+	for i, in := range in {
+		st, text, err := engine.ParseStatementText(in.raw)
 		if err != nil {
 			s.metrics.statement("unparsed", string(errorCode(err)))
 			return nil, engineError(&engine.BatchError{At: i, Err: err}, batch)
 		}
-		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, in.query
+		req.stmts[i], req.text[i] = engine.Parsed{Stmt: st, Params: in.params, Scope: a.Scope}, text
 		req.write = req.write || engine.IsWrite(st)
 	}
 	return req, nil
@@ -244,24 +189,20 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 			return
 		}
 	}
-	arr, _ := under[arrival](w)
-	if req.wait != nil {
+	conn := connOf(r)
+	if req.wait != nil && conn != nil {
 		// A held claim may wait long before it writes: it is no longer
 		// on its way to a commit a sync should wait for.
-		if arr != nil {
-			arr.arrived(false)
-		}
+		conn.Arrived(false)
 		// A held claim must stop holding when its client goes away, not
 		// take a job nobody will work on: on a connection served by
-		// HTTPServer the request's context is only watched when asked
-		// (conn.go); under net/http it always is.
-		if wt, ok := under[watcher](w); ok {
-			wt.watch()
-		}
+		// internal/h1 the request's context is only watched when asked;
+		// under net/http it always is.
+		conn.Watch()
 	}
 	// Reads write nothing, so a key on them only has them run again.
 	if req.key == "" || !req.write {
-		rs, err := s.execute(r.Context(), req, nil, arr)
+		rs, err := s.execute(r.Context(), req, nil, conn)
 		if r.Context().Err() != nil {
 			return // the client went away: nobody to answer
 		}
@@ -308,7 +249,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 	rs, err := s.execute(r.Context(), req, func(rs []*engine.Result) map[string]engine.Meta {
 		answer = answerJSON(rs, req.batch)
 		return s.keyRecord(req, answer, rs[0].Seq)
-	}, arr)
+	}, conn)
 	if r.Context().Err() != nil {
 		return
 	}
@@ -320,9 +261,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 }
 
 // execute runs the request — held by the wait package, with Fenec-Wait,
-// while it would take nothing — and returns what it answered. arr, if
+// while it would take nothing — and returns what it answered. conn, if
 // set, is told once the write is queued to the store, before its wait.
-func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, arr arrival) ([]*engine.Result, error) {
+func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, conn connection) ([]*engine.Result, error) {
 	var rs []*engine.Result
 	var took time.Duration
 	var err error
@@ -337,8 +278,8 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		if !req.write && errors.Is(err, engine.ErrStatementTimeout) {
 			err = readTimedOut{err}
 		}
-		if arr != nil {
-			arr.arrived(err == nil && req.write)
+		if conn != nil {
+			conn.Arrived(err == nil && req.write)
 		}
 		if err == nil {
 			if err = durable(); err != nil {
@@ -513,28 +454,18 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// watcher is a ResponseWriter whose request's context ends when its
-// client goes away only once watch is called; the watching lasts until the
-// answer is written.
-type watcher interface{ watch() }
+// connection is what a /query or /batch asks of the connection serving
+// it, when internal/h1 serves it (h1.Conn): to be watched for its client
+// going away, and to say when its write is queued (HTTPServer.CountInbound).
+type connection interface {
+	Watch()
+	Arrived(wrote bool)
+}
 
-// arrival is a request the connection counts on its way to a commit
-// (HTTPServer.CountInbound): arrived says its unit is queued (wrote), or
-// that it will queue none soon.
-type arrival interface{ arrived(wrote bool) }
-
-// under finds a T under w's wrappers (their Unwrap), if any: the
-// connection's own response answers watcher and arrival.
-func under[T any](w http.ResponseWriter) (T, bool) {
-	for {
-		if t, ok := w.(T); ok {
-			return t, true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			var zero T
-			return zero, false
-		}
-		w = u.Unwrap()
+// connOf returns the connection serving r, or nil under net/http.
+func connOf(r *http.Request) connection {
+	if c, ok := h1.ConnOf(r.Context()); ok {
+		return c
 	}
+	return nil
 }

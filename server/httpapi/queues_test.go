@@ -17,6 +17,7 @@ import (
 // claim and ack counters count the jobs claimed and deleted. The scrape is
 // promlint clean (scrape).
 func TestQueueMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, ":memory:", nil)
 	c := ts.c
 	c.MustQuery(`create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)

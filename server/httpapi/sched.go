@@ -22,12 +22,10 @@ const schedTrace = "schedtrace=2147483647"
 // server under --sync always with few clients goes idle between requests
 // and makes one blocking call per request (the log's fdatasync), so each
 // request paid a wake of sysmon and a few of its 20-µs polls while the
-// sync was under way: about half the server's context switches and an
-// eighth of its CPU. Kept out of the deep sleep, sysmon backs off to a
-// poll every 10 ms while it finds nothing to do: fewer context switches
-// and less CPU a job at one and four workers, about even at sixteen
-// (BenchmarkHTTPQueue, --sync always; the figures in docs/benchmarks.md,
-// "The runtime's monitor thread" and "The durable path's CPU"). The price
+// sync was under way. Kept out of the deep sleep, sysmon backs off to a
+// poll every 10 ms while it finds nothing to do, which saves context
+// switches and CPU at few workers (BenchmarkHTTPQueue under --sync always
+// shows it; docs/benchmarks.md, "The runtime's monitor thread"). The price
 // is sysmon's 100 wakes a second while the server is idle, and a
 // scheduler trace in the output of a fatal error.
 func SchedEnv(environ []string) ([]string, bool) {

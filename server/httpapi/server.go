@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -310,9 +311,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if route == s.queryRoute || route == s.batchRoute {
 		if held, key, ok := readHeaders(r); ok {
-			if stmts, ok := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); ok {
+			if stmts, e := readStatements(body, route == s.batchRoute, sc.stmts[:0], &sc.slab); e == nil {
 				sc.body, sc.stmts = body, stmts
-				req, e := s.parse(&sc.req, r, route == s.batchRoute, len(stmts), func(i int) (stmtIn, *apiError) { return stmts[i], nil })
+				req, e := s.parse(&sc.req, r, route == s.batchRoute, stmts)
 				if e != nil {
 					writeError(sw, e)
 				} else {
@@ -442,7 +443,7 @@ func tooLarge(limit int64) *apiError {
 // the connection's addresses.
 func bodyError(w http.ResponseWriter, err error) *apiError {
 	w.Header().Set("Connection", "close")
-	if isTimeout(err) {
+	if errors.Is(err, os.ErrDeadlineExceeded) { // the read deadline: net's, TLS's or internal/h1's
 		return &apiError{code: gen.ErrorCodeRequestTimeout, msg: "the body did not arrive within the server's read timeout"}
 	}
 	return badRequest("the body ended before its Content-Length, or its connection failed")
@@ -530,8 +531,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// Unwrap lets a held claim reach the connection's watch (under), and
-// http.ResponseController the connection.
+// Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // SweepLapsed deletes lapsed documents (@ttl, docs/fenecql.md) every

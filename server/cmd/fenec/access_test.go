@@ -101,6 +101,7 @@ func startWithPolicy(t *testing.T, args ...string) *apitest.Client {
 // attempts count, is answered only what it may read, and acks only its
 // own jobs.
 func TestWorkerToken(t *testing.T) {
+	t.Parallel()
 	admin := startWithPolicy(t, "--clock", "manual")
 	tok := func(claims string) string { return mintToken(t, "--secret", accessSecret, "--claims", claims) }
 	w1 := as(admin, tok(`{"sub":"w1","role":"worker","queue":"mail"}`))
@@ -196,6 +197,7 @@ func TestWorkerToken(t *testing.T) {
 // A held claim runs under its token's scope: w1's waits for a mail job,
 // and the sms job put meanwhile is not one.
 func TestWorkerTokenHeldClaim(t *testing.T) {
+	t.Parallel()
 	admin := startWithPolicy(t)
 	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`))
 	admin.MustQuery(`create collection jobs (queue text, payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
@@ -230,6 +232,7 @@ func TestWorkerTokenHeldClaim(t *testing.T) {
 // A held claim whose token expires while it waits takes nothing after the
 // expiry: woken by a job, it is answered 401, and the job stays ready.
 func TestHeldClaimOutlivesItsToken(t *testing.T) {
+	t.Parallel()
 	admin := startWithPolicy(t, "--clock", "manual")
 	// The manual clock starts at 2026-05-03T09:20:00Z (1777800000): the
 	// token lasts a minute of it.
@@ -281,6 +284,7 @@ func unauthorized(t *testing.T, c *apitest.Client, msg string) time.Duration {
 // Bad tokens are 401s that say what is wrong, each answered later than
 // the one before from the same address; a good token never waits.
 func TestTokenRefusals(t *testing.T) {
+	t.Parallel()
 	admin := startWithPolicy(t, "--clock", "manual")
 	admin.MustQuery(`create collection jobs (queue text, run_at timestamp @sorted, owner text, attempts int, error text)`)
 	// Every token is minted first: the waits measured below run from each
@@ -324,6 +328,7 @@ func TestTokenRefusals(t *testing.T) {
 
 // Keys rotate without a restart: add a key, sign with it, remove the old.
 func TestJWKSRotationOverHTTP(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	policy, keys := filepath.Join(dir, "policy.txt"), filepath.Join(dir, "jwks.json")
 	writeFile(t, policy, accessPolicy)
@@ -351,6 +356,7 @@ func TestJWKSRotationOverHTTP(t *testing.T) {
 // The server does not start on a bad policy, or with JWTs and no policy
 // (or the reverse), and says why.
 func TestAccessFlagsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "policy.txt")
 	writeFile(t, bad, "# workers\njobs read\njobs reed\n")
@@ -390,6 +396,7 @@ func TestAccessFlagsRefused(t *testing.T) {
 // serve`: a mail worker guessing an sms job's phone number is answered
 // the same whether the guess is right or wrong, whatever the statement.
 func TestHiddenRowsOverHTTP(t *testing.T) {
+	t.Parallel()
 	admin := startWithPolicy(t)
 	w1 := as(admin, mintToken(t, "--secret", accessSecret, "--claims", `{"sub":"w1","role":"worker","queue":"mail"}`))
 	admin.MustQuery(`create collection jobs (queue text, payload json, dest text @hash, run_at timestamp @sorted, owner text, attempts int, error text)`)

@@ -43,6 +43,7 @@ func mustFenec(t *testing.T, env []string, args ...string) string {
 // began, and each batch whole or not at all. It logs the claims' p99
 // while the backup ran.
 func TestBackupUnderLoad(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const token = "operator-token-for-the-backup-test"
 	p, c := start(t, "--file", filepath.Join(dir, "live.db"), "--token", token)
@@ -50,9 +51,10 @@ func TestBackupUnderLoad(t *testing.T) {
 	c.MustQuery("create collection items (n int @unique, pad text)")
 	c.MustQuery("create collection pairs (n int @unique)")
 	c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text, pad text)")
-	// Some bulk, so that the copy takes several steps: 40 MB or so.
+	// Some bulk, so that the copy takes many steps (of 64 pages): 20 MB
+	// or so.
 	pad := strings.Repeat("x", 1000)
-	for range 20 {
+	for range 10 {
 		docs := make([]map[string]any, 2000)
 		for i := range docs {
 			docs[i] = map[string]any{"run_at": 0, "pad": pad}
@@ -119,7 +121,7 @@ func TestBackupUnderLoad(t *testing.T) {
 	defer func() { stop.Store(true); wg.Wait() }()
 	// The backup begins once the load runs.
 	loadFrom := time.Now()
-	for (next.Load() < 500 || time.Since(loadFrom) < 3*time.Second) && time.Now().Before(deadline) {
+	for (next.Load() < 500 || time.Since(loadFrom) < time.Second) && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	backupFile := filepath.Join(dir, "backup.db")
@@ -212,6 +214,7 @@ func ns(t *testing.T, c *apitest.Client, coll string) []int64 {
 // sound, when the target is in use, or when it exists without --force;
 // with --force it replaces the file and drops the old log and WAL.
 func TestRestoreRefuses(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	live := filepath.Join(dir, "live.db")
 	p, c := start(t, "--file", live)
@@ -261,6 +264,7 @@ func TestRestoreRefuses(t *testing.T) {
 // server answers every `get` byte for byte as the first; imported again,
 // every chunk is replayed and nothing changes.
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
 	_, b := start(t, "--file", filepath.Join(dir, "b.db"))
@@ -342,6 +346,7 @@ func atoi(t *testing.T, s string) int {
 // run again ends with the same documents as one that ran whole: the
 // chunks the server took are replayed under their keys, the rest written.
 func TestImportKilledMidway(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
 	_, b := start(t, "--file", filepath.Join(dir, "b.db"))

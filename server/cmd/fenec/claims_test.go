@@ -12,6 +12,7 @@ import (
 // jobs and ack each one it took: no job may go to two clients, and every
 // job is acked exactly once.
 func TestClaimsOverHTTP(t *testing.T) {
+	t.Parallel()
 	const (
 		jobs    = 2000
 		clients = 8

@@ -8,6 +8,7 @@ import (
 // TestConsoleFlag: `fenec serve` serves the console at /console, and not
 // with --no-console (then /console is the API's 404).
 func TestConsoleFlag(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		args []string
 		want int

@@ -15,6 +15,7 @@ import (
 // same key; the retry is answered the jobs the first try took, and takes
 // none.
 func TestClaimRetriedAfterTimeout(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", t.TempDir()+"/f.db")
 	c.MustQuery("create collection jobs (n int, run_at timestamp @sorted, owner text, attempts int)")
 	for i := range 25 {

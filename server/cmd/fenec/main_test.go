@@ -1,10 +1,12 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,7 +16,18 @@ import (
 // bin is the fenec binary these tests start, built once in TestMain.
 var bin string
 
+// parallel is how many of these tests run at once unless -parallel says
+// otherwise: they spend their time waiting on the processes they start,
+// not on the test's own cores, so more of them than cores fit.
+const parallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(parallel))
+	}
 	dir, err := os.MkdirTemp("", "fenec-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

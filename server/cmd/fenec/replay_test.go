@@ -35,6 +35,7 @@ func (r httpRunner) Advance(ms int64) error {
 // FenecQL blocks, docs/queues.md among them — each against a fresh
 // `fenec serve --clock manual`, checking every "-- →".
 func TestReplayDocs(t *testing.T) {
+	t.Parallel()
 	pages, err := conformance.ReadCases("../../../conformance/cases")
 	if err != nil {
 		t.Fatal(err)

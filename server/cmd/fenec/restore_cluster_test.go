@@ -17,6 +17,7 @@ import (
 // voters and catch up from its snapshot, and all three then hold the
 // backup's documents and the writes after it.
 func TestClusterRestoreFromBackup(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3)
 	c.write("create", "create collection notes (n int)")
 	for i := range 50 {

@@ -46,6 +46,7 @@ func httpsClient(t *testing.T, url string, cfg *tls.Config) *apitest.Client {
 // the certificate's CA is refused by its own TLS check, and plain HTTP to
 // the port gets no answer.
 func TestHTTPS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "test")
 	leaf := ca.Issue("server")
@@ -86,6 +87,7 @@ func TestHTTPS(t *testing.T) {
 // TestHTTPSRotation: certificate files replaced while the server runs
 // are served to the next connection.
 func TestHTTPSRotation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "test")
 	first := ca.Issue("server")
@@ -115,6 +117,7 @@ func TestHTTPSRotation(t *testing.T) {
 // TestHTTPSClientCA: with --tls-client-ca a client must present a
 // certificate that CA signed.
 func TestHTTPSClientCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "server")
 	clients := tlstest.NewCA(t, dir, "clients")
@@ -232,6 +235,7 @@ func (c *testCluster) term(nd *clusterNode) int64 {
 // one to the next connection, and after the leader is killed the others,
 // dialing each other anew, elect one and take writes.
 func TestClusterMutualTLS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "cluster")
 	otherCA := tlstest.NewCA(t, dir, "other")
@@ -349,6 +353,7 @@ func execServe(args ...string) (string, error) {
 // server whose certificate a CA of the operator's own signed with --ca,
 // and are refused, saying why, without it.
 func TestBackupAndExportOverHTTPS(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "ops")
 	leaf := ca.Issue("server")

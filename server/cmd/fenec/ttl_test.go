@@ -48,6 +48,7 @@ func visibleDocs(c *testCluster, nd *clusterNode, coll string) int {
 // not sweep — until the leader's clock is moved too and its sweep
 // arrives.
 func TestClusterTTLSweep(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, "--clock", "manual")
 	c.write("create-s", "create collection s (k int, seen timestamp @ttl(30s))")
 	docs := make([]map[string]any, 40)

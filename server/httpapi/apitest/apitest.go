@@ -191,7 +191,7 @@ func Validate(req *http.Request, r *Response) error {
 type Process struct {
 	URL    string // http://127.0.0.1:<port>; https:// with --tls-cert
 	Cmd    *exec.Cmd
-	stderr *lockedWriter
+	stderr *LockedBuffer
 	done   chan struct{}
 	err    error
 }
@@ -201,7 +201,7 @@ type Process struct {
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
-	p := &Process{Cmd: cmd, stderr: &lockedWriter{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, stderr: &LockedBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -269,18 +269,20 @@ func Build(dir string) (string, error) {
 // Log returns what the process wrote to stderr so far.
 func (p *Process) Log() string { return p.stderr.String() }
 
-type lockedWriter struct {
+// LockedBuffer is a buffer written and read from several goroutines: a
+// log the server writes while the test reads it.
+type LockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (l *lockedWriter) Write(b []byte) (int, error) {
+func (l *LockedBuffer) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(b)
 }
 
-func (l *lockedWriter) String() string {
+func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()

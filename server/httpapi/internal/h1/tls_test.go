@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"crypto/tls"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 	"github.com/fenecdb/fenec/server/tlsfiles/tlstest"
 )
 
@@ -43,8 +44,8 @@ func TestConnTLS(t *testing.T) {
 		}
 		longUntilGone(w, r, cancelled)
 	})
-	srv := newHTTPServer(h, &http.Server{Handler: h, ErrorLog: log.New(t.Output(), "", 0)})
-	ln := mustListen(t)
+	srv := New(h, &http.Server{Handler: h, ErrorLog: log.New(t.Output(), "", 0)})
+	ln := h1test.MustListen(t)
 	go srv.ServeTLS(ln, &tls.Config{Certificates: []tls.Certificate{pair}})
 	t.Cleanup(func() { srv.Close() })
 	dial := func() *tls.Conn {
@@ -56,13 +57,13 @@ func TestConnTLS(t *testing.T) {
 	}
 	c := dial()
 	c.Close()
-	time.Sleep(10 * time.Millisecond)
+	awaitConns(t, srv, 0)
 	before := runtime.NumGoroutine()
 	long := "GET /long HTTP/1.1\r\nHost: x\r\n\r\n"
 
 	c = dial()
 	io.WriteString(c, long)
-	time.Sleep(150 * time.Millisecond)
+	awaitWatched(t, srv)
 	start := time.Now()
 	c.Close()
 	if !<-cancelled || time.Since(start) > 500*time.Millisecond {
@@ -70,16 +71,7 @@ func TestConnTLS(t *testing.T) {
 	}
 
 	c = dial()
-	io.WriteString(c, long)
-	time.Sleep(150 * time.Millisecond)
-	io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
-	if <-cancelled {
-		t.Fatal("a pipelined request ended the long one")
-	}
-	rs := answersIn(t, readFor(c, 500*time.Millisecond), "GET", "GET")
-	if rs[0].body != "long" || rs[1].body != "ok" {
-		t.Fatalf("%q then %q", rs[0].body, rs[1].body)
-	}
+	longThenPipelined(t, srv, c, cancelled)
 	c.Close()
 
 	c = dial()
@@ -87,11 +79,11 @@ func TestConnTLS(t *testing.T) {
 	c.SetReadDeadline(time.Now().Add(2 * time.Second))
 	out, _ := io.ReadAll(c)
 	c.Close()
-	if rs := answersIn(t, string(out), "GET"); rs[0].body != "ok" {
-		t.Fatalf("handed to net/http: %q", rs[0].body)
+	if rs := h1test.AnswersIn(t, string(out), "GET"); rs[0].Text != "ok" {
+		t.Fatalf("handed to net/http: %q", rs[0].Text)
 	}
-	if srv.handoffs.Load() != 1 {
-		t.Errorf("%d connections handed to net/http, want 1", srv.handoffs.Load())
+	if srv.Handoffs() != 1 {
+		t.Errorf("%d connections handed to net/http, want 1", srv.Handoffs())
 	}
-	awaitGoroutines(t, before)
+	h1test.AwaitGoroutines(t, before)
 }

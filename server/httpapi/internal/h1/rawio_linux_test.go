@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"bytes"
@@ -7,14 +7,16 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
 )
 
 // tcpPair returns both ends of a loopback TCP connection.
 func tcpPair(t *testing.T) (server, client net.Conn) {
 	t.Helper()
-	ln := mustListen(t)
+	ln := h1test.MustListen(t)
 	defer ln.Close()
-	client = mustDial(t, ln.Addr().String())
+	client = h1test.MustDial(t, ln.Addr().String())
 	server, err := ln.Accept()
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"net"
@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// The answers of the requests HTTPServer reads itself (conn.go).
+// The answers of the requests Server reads itself (conn.go).
 
-// maxBuffered is how much of an answer is held to be written whole with
+// MaxBuffered is how much of an answer is held to be written whole with
 // its Content-Length; a longer one is sent as it comes, chunked.
-const maxBuffered = 64 << 10
+const MaxBuffered = 64 << 10
 
 // keptBuffer is the most room a connection keeps for its next answer.
 const keptBuffer = 8 << 10
@@ -60,12 +60,6 @@ func (w *response) reset(c *conn, req *http.Request, now time.Time) {
 }
 
 func (w *response) Header() http.Header { return w.header }
-
-// watch is the held claims' way to learn of a client going away
-// (watcher).
-func (w *response) watch() { w.c.watch() }
-
-func (w *response) arrived(wrote bool) { w.c.arrived(wrote) }
 
 func (w *response) WriteHeader(code int) {
 	if w.wroteHeader {
@@ -134,7 +128,7 @@ func (w *response) Write(p []byte) (int, error) {
 	if w.streaming {
 		return w.send(p)
 	}
-	if len(w.body)+len(p) <= maxBuffered {
+	if len(w.body)+len(p) <= MaxBuffered {
 		w.body = append(w.body, p...)
 		return len(p), nil
 	}
@@ -144,7 +138,7 @@ func (w *response) Write(p []byte) (int, error) {
 
 func (w *response) WriteString(s string) (int, error) {
 	if w.wroteHeader && !w.streaming && w.req.Method != http.MethodHead && bodyAllowed(w.status) &&
-		w.err == nil && len(w.body)+len(s) <= maxBuffered && (w.cl < 0 || w.written+int64(len(s)) <= w.cl) {
+		w.err == nil && len(w.body)+len(s) <= MaxBuffered && (w.cl < 0 || w.written+int64(len(s)) <= w.cl) {
 		w.written += int64(len(s))
 		w.body = append(w.body, s...)
 		return len(s), nil

@@ -1,6 +1,6 @@
 //go:build linux && race
 
-package httpapi
+package h1
 
 import "syscall"
 

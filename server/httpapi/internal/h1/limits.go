@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"errors"
@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Limits bound the connections an HTTPServer holds (docs/http.md,
-// "Connections and shutdown"). Set with HTTPServer.Limit before Serve.
+// Limits bound the connections an Server holds (docs/http.md,
+// "Connections and shutdown"). Set with Server.Limit before Serve.
 type Limits struct {
 	// MaxConns caps the connections open at once; 0: no cap.
 	MaxConns int
@@ -42,7 +42,7 @@ type connCount struct {
 const refuseWait = 100 * time.Millisecond
 
 // Limit sets the server's limits; call it before Serve.
-func (s *HTTPServer) Limit(l Limits) {
+func (s *Server) Limit(l Limits) {
 	s.limits = l
 	if l.IdleTimeout > 0 {
 		s.idleTimeout = l.IdleTimeout
@@ -52,7 +52,7 @@ func (s *HTTPServer) Limit(l Limits) {
 
 // take counts a new connection in, or returns why it is refused. The
 // connection's release undoes it, once.
-func (s *HTTPServer) take(rwc net.Conn) (release func(), reason string) {
+func (s *Server) take(rwc net.Conn) (release func(), reason string) {
 	ip := remoteIP(rwc)
 	cc := &s.count
 	cc.mu.Lock()
@@ -94,7 +94,7 @@ func remoteIP(c net.Conn) string {
 // refuse answers a connection 503 too_many_connections, at once and
 // whatever it asks, and closes it: a client at a limit is told so rather
 // than left waiting in the listen queue.
-func (s *HTTPServer) refuse(c net.Conn, reason string) {
+func (s *Server) refuse(c net.Conn, reason string) {
 	if s.limits.Refused != nil {
 		s.limits.Refused(reason)
 	}

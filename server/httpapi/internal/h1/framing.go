@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package httpapi
+package h1
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// FuzzHeadSubset: a head HTTPServer reads itself becomes the request
+// FuzzHeadSubset: a head Server reads itself becomes the request
 // net/http's reader makes of it, field for field; heads it does not read
 // are left to net/http.
 func FuzzHeadSubset(f *testing.F) {
@@ -114,7 +114,7 @@ func TestHeadOdd(t *testing.T) {
 
 // FuzzConnSame: any bytes a client sends on a connection (then ending its
 // writes) get the same answers — byte for byte, Date aside — from
-// HTTPServer as from net/http alone (behind GuardFraming), from a handler
+// Server as from net/http alone (behind GuardFraming), from a handler
 // that echoes every request as it read it: the two never frame a stream
 // of requests differently.
 func FuzzConnSame(f *testing.F) {
@@ -151,7 +151,7 @@ func FuzzConnSame(f *testing.F) {
 		fmt.Fprintf(w, "%x %.300q\n", sum, d.String())
 	})
 	quiet := log.New(io.Discard, "", 0)
-	srv := newHTTPServer(echo, &http.Server{Handler: echo, ErrorLog: quiet})
+	srv := New(echo, &http.Server{Handler: echo, ErrorLog: quiet})
 	lean, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		f.Fatal(err)
@@ -191,12 +191,12 @@ func FuzzConnSame(f *testing.F) {
 		l, b := send(t, lean.Addr().String(), raw), send(t, bareLn.Addr().String(), raw)
 		if strings.HasSuffix(b, date.ReplaceAllString(ambiguousFramingAnswer, "")) {
 			// GuardFraming drops what it read with the refused head, the
-			// requests before it too; HTTPServer answers those first.
+			// requests before it too; Server answers those first.
 			b = b[strings.LastIndex(b, "HTTP/1.1 400"):]
 			l = l[max(0, strings.LastIndex(l, "HTTP/1.1 400")):]
 		}
 		if l != b {
-			t.Fatalf("%q:\nHTTPServer %q\nnet/http   %q", raw, l, b)
+			t.Fatalf("%q:\nServer %q\nnet/http   %q", raw, l, b)
 		}
 	})
 }

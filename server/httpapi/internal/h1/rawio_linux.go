@@ -1,6 +1,6 @@
 //go:build linux
 
-package httpapi
+package h1
 
 import (
 	"errors"
@@ -22,12 +22,10 @@ import (
 // syscall state's hand-off of the processor. (sysRead and sysWrite:
 // rawio_norace_linux.go; under the race detector, syscall's own.)
 //
-// At one and two workers under --sync off this halves the context
-// switches a request and saves about a sixth of the server's CPU a job;
-// at 4 and 16 workers, and under --sync always (whose pwrite and
-// fdatasync wake sysmon anyway), the difference is within the noise
-// (BenchmarkHTTPQueue; the figures in docs/benchmarks.md, "Raw system
-// calls on a connection").
+// It pays at few workers under --sync off, where nothing else wakes
+// sysmon; under --sync always the log's fdatasync wakes it anyway
+// (BenchmarkHTTPQueue shows it; docs/benchmarks.md, "Raw system calls on
+// a connection").
 type rawIO struct {
 	rc syscall.RawConn
 	nc net.Conn
