@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/syncbuf"
 
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/store"
@@ -69,7 +70,7 @@ func TestStoreFailure(t *testing.T) {
 		t.Run(sync, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "f.db")
 			f := &faults{}
-			var logged lockedBuffer
+			var logged syncbuf.Buffer
 			db := openFaultyLog(t, file, sync, f, slog.New(slog.NewTextHandler(&logged, nil)))
 			mustExec(t, db, `create collection c (n int @unique)`)
 			mustExec(t, db, `put c {n: 1}`)
@@ -151,24 +152,6 @@ func TestStoreFailure(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lockedBuffer is a log's output, written from several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestSweepFailure: a sweep is a write like any other — one the store

@@ -1,32 +1,13 @@
 package httpapi
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/syncbuf"
 )
-
-// lockedBuffer is a log's output, written by the server's goroutines and
-// read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRefusedLoggedAtDebug: at debug level every refused request is
 // logged with its route, status, code and reason — those refused before
@@ -34,7 +15,7 @@ func (l *lockedBuffer) String() string {
 // statement's — and at info none is.
 func TestRefusedLoggedAtDebug(t *testing.T) {
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		ts := newTestServer(t, ":memory:", func(c *Config) {
 			c.Log = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level}))
 		})

@@ -8,9 +8,10 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/syncbuf"
 
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
@@ -85,24 +86,6 @@ func readRedisDoc(t *testing.T) []docSection {
 	return out
 }
 
-// lockedBuffer is a live query's output as curl prints it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // waitFor waits, at most 10 s, until cond holds, and returns whether it
 // did.
 func waitFor(cond func() bool) bool {
@@ -146,13 +129,13 @@ func TestRedisDocRecipes(t *testing.T) {
 			host := strings.TrimPrefix(p.URL, "http://")
 			for _, blk := range sec.blocks {
 				ctx, cancel := context.WithCancel(context.Background())
-				var live *lockedBuffer
+				var live *syncbuf.Buffer
 				var liveCmd *exec.Cmd
 				reply := ""
 				for _, line := range blk.curls {
 					line = strings.ReplaceAll(line, "localhost:8080", host)
 					if strings.HasPrefix(line, "curl -N ") {
-						live = &lockedBuffer{}
+						live = &syncbuf.Buffer{}
 						liveCmd = exec.CommandContext(ctx, "sh", "-c", "exec curl -s"+line[4:])
 						liveCmd.Stdout = live
 						if err := liveCmd.Start(); err != nil {

@@ -25,6 +25,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenecdb/fenec/server/internal/syncbuf"
+
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
@@ -271,22 +273,7 @@ func (p *Process) Log() string { return p.stderr.String() }
 
 // LockedBuffer is a buffer written and read from several goroutines: a
 // log the server writes while the test reads it.
-type LockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *LockedBuffer) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *LockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type LockedBuffer = syncbuf.Buffer
 
 // handed is every address FreeAddr answered in this process.
 var (
