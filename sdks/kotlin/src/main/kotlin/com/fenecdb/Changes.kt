@@ -120,9 +120,9 @@ public class Consumer internal constructor(
         val resp = try {
             db.http.sendAsync(req, HttpResponse.BodyHandlers.ofString()).await()
         } catch (e: HttpTimeoutException) {
-            throw FenecException(0, ErrorCode.TIMEOUT, "timeout: no answer from $at in ${(db.timeout + (wait ?: Duration.ZERO)).inWholeMilliseconds} ms", cause = e)
+            throw fenecException(0, ErrorCode.TIMEOUT, "timeout: no answer from $at in ${(db.timeout + (wait ?: Duration.ZERO)).inWholeMilliseconds} ms", cause = e)
         } catch (e: IOException) {
-            throw FenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${e.message ?: e}", cause = e)
+            throw fenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${e.message ?: e}", cause = e)
         }
         val text = resp.body()
         val parsed = runCatching { Json.parseToJsonElement(text) }.getOrNull()
@@ -131,10 +131,10 @@ public class Consumer internal constructor(
             val message = (o?.get("error") as? JsonPrimitive)?.takeIf { it.isString }?.content
             val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
             if (message == null || code == null) {
-                throw FenecException(resp.statusCode(), ErrorCode.UNEXPECTED, "unexpected answer from $at: HTTP ${resp.statusCode()}: ${text.trim().take(200)}")
+                throw fenecException(resp.statusCode(), ErrorCode.UNEXPECTED, "unexpected answer from $at: HTTP ${resp.statusCode()}: ${text.trim().take(200)}")
             }
             val leader = resp.headers().firstValue("Fenec-Leader").orElse(null)
-            throw FenecException(resp.statusCode(), code, message, leader = if (code == ErrorCode.FORBIDDEN) leader else null)
+            throw fenecException(resp.statusCode(), code, message, leader = if (code == ErrorCode.FORBIDDEN) leader else null)
         }
         return parsed
     }

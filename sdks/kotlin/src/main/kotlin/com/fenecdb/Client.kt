@@ -570,7 +570,7 @@ public class Client internal constructor(
     public suspend fun advanceClock(by: Duration): Instant {
         val body = buildJsonObject { put("advance_ms", by.inWholeMilliseconds) }.toString()
         val now = (send(null) { url, t -> moveClockRequest(url, body, token, t) }.body as? JsonObject)?.get("now")
-        return Instant.parse(now?.jsonPrimitive?.content ?: throw FenecException(200, ErrorCode.UNEXPECTED, "no time in the clock's answer"))
+        return Instant.parse(now?.jsonPrimitive?.content ?: throw fenecException(200, ErrorCode.UNEXPECTED, "no time in the clock's answer"))
     }
 
     private suspend fun answer(body: JsonElement?, collection: String?, reply: Reply): Result = when (body) {
@@ -591,7 +591,7 @@ public class Client internal constructor(
                     put(k, try {
                         decodeValue(v, types[k])
                     } catch (e: IllegalArgumentException) {
-                        throw FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: field ${quote(k)} of ${quote(collection ?: "?")}: ${e.message}", cause = e)
+                        throw fenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: field ${quote(k)} of ${quote(collection ?: "?")}: ${e.message}", cause = e)
                     })
                 }
             })
@@ -714,17 +714,17 @@ public class Client internal constructor(
     private fun failure(e: Throwable, node: URI, limit: Duration, wait: Duration?): FenecException {
         val at = hostPort(node)
         return when {
-            e is HttpConnectTimeoutException -> FenecException(
+            e is HttpConnectTimeoutException -> fenecException(
                 0, ErrorCode.TIMEOUT,
                 "timeout: no connection to $at in ${connectTimeout(timeout).inWholeMilliseconds} ms (the connect timeout)", cause = e,
             )
-            e is HttpTimeoutException -> FenecException(
+            e is HttpTimeoutException -> fenecException(
                 0, ErrorCode.TIMEOUT,
                 "timeout: no answer from $at in ${limit.inWholeMilliseconds} ms (the request's timeout of ${timeout.inWholeMilliseconds} ms" +
                     (if (wait != null) " plus the wait of ${wait.inWholeMilliseconds} ms)" else ")"),
                 cause = e,
             )
-            else -> FenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${cause(e)}", cause = e)
+            else -> fenecException(0, ErrorCode.NETWORK, "network: cannot reach $at: ${cause(e)}", cause = e)
         }
     }
 
@@ -736,12 +736,12 @@ public class Client internal constructor(
         // A code a newer server added: UNKNOWN, its text kept (wireCode).
         val code = ErrorCode.of(wire) ?: ErrorCode.UNKNOWN
         val at = (o["at"] as? JsonPrimitive)?.intOrNull
-        return FenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null, wireCode = wire)
+        return fenecException(reply.status, code, message, at, leader = if (code == ErrorCode.FORBIDDEN) reply.leader else null, wireCode = wire)
     }
 
     private fun unexpected(reply: Reply): FenecException {
         val start = reply.text.trim().take(200).ifEmpty { "(an empty body)" }
-        return FenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: HTTP ${reply.status}: $start")
+        return fenecException(reply.status, ErrorCode.UNEXPECTED, "unexpected answer from ${hostPort(reply.node)}: HTTP ${reply.status}: $start")
     }
 
     /**

@@ -10,10 +10,16 @@ package com.fenecdb
  * proxy's HTML page: the status and the start of the body). A refused
  * statement, or a refused batch, changed nothing.
  *
+ * It is one of three, as a catch needs to tell them apart (the OpenAI and
+ * Stripe clients' split): a [FenecConnectionException] (no answer: the
+ * network), its [FenecTimeoutException] (no answer in time), or a
+ * [FenecStatusException] (an answer: the server's refusal, or one that is
+ * not the API's). A catch of `FenecException` still takes all three.
+ *
  * A builder's own checks (a bad identifier, a non-finite number, …) are
  * [IllegalArgumentException]s thrown before anything is sent.
  */
-public class FenecException(
+public open class FenecException(
     /** The HTTP status; 0 when there was no answer (network, timeout). */
     public val status: Int,
     /** What kind of failure it is. */
@@ -71,4 +77,51 @@ public class FenecException(
         val where = at?.let { " (statement $it)" } ?: ""
         return "FenecException(${wireCode}${if (status > 0) " $status" else ""}$where): $message"
     }
+}
+
+/**
+ * The request could not be sent or its answer read ([ErrorCode.NETWORK]:
+ * the message names host:port and the cause), or, as a
+ * [FenecTimeoutException], not in time. [status] is 0. A fault: [retryable].
+ */
+public open class FenecConnectionException internal constructor(
+    code: ErrorCode,
+    message: String,
+    cause: Throwable?,
+) : FenecException(0, code, message, cause = cause)
+
+/** No answer in time ([ErrorCode.TIMEOUT]): the message says which timeout and how long. */
+public class FenecTimeoutException internal constructor(
+    message: String,
+    cause: Throwable?,
+) : FenecConnectionException(ErrorCode.TIMEOUT, message, cause)
+
+/**
+ * An answer: the server's refusal ([status], [code], for a batch [at],
+ * on a follower [leader]), or an answer that is not the API's
+ * ([ErrorCode.UNEXPECTED], such as a proxy's page).
+ */
+public class FenecStatusException internal constructor(
+    status: Int,
+    code: ErrorCode,
+    message: String,
+    at: Int?,
+    cause: Throwable?,
+    leader: String?,
+    wireCode: String,
+) : FenecException(status, code, message, at, cause, leader, wireCode)
+
+/** The exception of the right kind for [code]: every failure the client throws is made here. */
+internal fun fenecException(
+    status: Int,
+    code: ErrorCode,
+    message: String,
+    at: Int? = null,
+    cause: Throwable? = null,
+    leader: String? = null,
+    wireCode: String = code.wire,
+): FenecException = when (code) {
+    ErrorCode.TIMEOUT -> FenecTimeoutException(message, cause)
+    ErrorCode.NETWORK -> FenecConnectionException(ErrorCode.NETWORK, message, cause)
+    else -> FenecStatusException(status, code, message, at, cause, leader, wireCode)
 }

@@ -135,7 +135,7 @@ private fun live(db: Client, method: String, path: String, body: String?, after:
             throw e
         } catch (e: IOException) {
             if (!opened && ++failures > retries) {
-                throw FenecException(0, ErrorCode.NETWORK, "network: the live query at ${URI(node).authority} could not reconnect: ${e.message ?: e}", cause = e)
+                throw fenecException(0, ErrorCode.NETWORK, "network: the live query at ${URI(node).authority} could not reconnect: ${e.message ?: e}", cause = e)
             }
         }
         if (opened) failures = 0 else delay(retryDelay)
@@ -147,9 +147,9 @@ private fun refused(status: Int, text: String, node: String, leader: String?): F
     val message = (o?.get("error") as? JsonPrimitive)?.takeIf { it.isString }?.content
     val code = (o?.get("code") as? JsonPrimitive)?.takeIf { it.isString }?.content?.let { ErrorCode.of(it) }
     if (message == null || code == null) {
-        return FenecException(status, ErrorCode.UNEXPECTED, "unexpected answer from ${URI(node).authority}: HTTP $status: ${text.trim().take(200)}")
+        return fenecException(status, ErrorCode.UNEXPECTED, "unexpected answer from ${URI(node).authority}: HTTP $status: ${text.trim().take(200)}")
     }
-    return FenecException(status, code, message, leader = if (code == ErrorCode.FORBIDDEN) leader else null)
+    return fenecException(status, code, message, leader = if (code == ErrorCode.FORBIDDEN) leader else null)
 }
 
 /**

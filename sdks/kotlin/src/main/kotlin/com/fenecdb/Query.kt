@@ -184,7 +184,7 @@ public class Query internal constructor(
     public suspend fun count(): Long {
         val r = send(renderCount(), null)
         return r.rows?.firstOrNull()?.long("count")
-            ?: throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count answered $r")
+            ?: throw fenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count answered $r")
     }
 
     /** Inserts a document; answers how many were written (1). A taken id or @unique value is 409. */
@@ -314,10 +314,10 @@ public class Query internal constructor(
     private suspend fun send(s: Statement, key: String?): Result = db.query(s, key ?: idempotencyKey)
 
     private fun rowsOf(r: Result): List<Row> =
-        r.rows ?: throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: rows were asked for, and the answer is $r")
+        r.rows ?: throw fenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: rows were asked for, and the answer is $r")
 
     private fun written(r: Result): Long {
-        if (r.rows != null) throw FenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count of writes was asked for, and the answer is $r")
+        if (r.rows != null) throw fenecException(200, ErrorCode.UNEXPECTED, "unexpected answer: a count of writes was asked for, and the answer is $r")
         return r.affected
     }
 

@@ -51,7 +51,9 @@ class ErrorsTest {
 
     @Test
     fun `404 an unknown collection`() {
-        refused(404, ErrorCode.NOT_FOUND) { db.from("nope").rows() }
+        val e = refused(404, ErrorCode.NOT_FOUND) { db.from("nope").rows() }
+        assertTrue(e is FenecStatusException && e !is FenecConnectionException, "a refusal is a FenecStatusException: $e")
+        assertTrue(!e.retryable)
     }
 
     @Test
@@ -142,6 +144,8 @@ class ErrorsTest {
         assertTrue(e.message!!.contains("127.0.0.1:$port"), e.message)
         assertTrue(e.message!!.contains("connection refused"), e.message)
         assertTrue(e.cause != null)
+        assertTrue(e is FenecConnectionException && e !is FenecTimeoutException, "no answer is a FenecConnectionException: $e")
+        assertTrue(e.retryable)
     }
 
     @Test
@@ -151,6 +155,7 @@ class ErrorsTest {
             val e = refused(0, ErrorCode.TIMEOUT) { db.query("get jobs") }
             assertTrue(e.message!!.contains("300 ms"), e.message)
             assertTrue(e.message!!.contains("timeout"), e.message)
+            assertTrue(e is FenecTimeoutException && e is FenecConnectionException, "a timeout is a FenecTimeoutException, a FenecConnectionException: $e")
         }
     }
 
@@ -166,6 +171,7 @@ class ErrorsTest {
         try {
             val e = refused(502, ErrorCode.UNEXPECTED) { Fenec.connect("http://127.0.0.1:${proxy.address.port}").query("get jobs") }
             assertTrue(e.message!!.contains("502") && e.message!!.contains("<html>"), e.message)
+            assertTrue(e is FenecStatusException, "a proxy's answer is a FenecStatusException: $e")
         } finally {
             proxy.stop(0)
         }
