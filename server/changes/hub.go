@@ -101,6 +101,7 @@ type Hub struct {
 	shut  bool
 
 	unsubscribe func()
+	j           journal
 }
 
 // New starts following db's commits. Close stops it.
@@ -123,12 +124,29 @@ func New(db *engine.DB, opts Options) *Hub {
 	h := &Hub{db: db, opts: opts, m: opts.Metrics, early: map[uint64]commit{},
 		subs: map[string]map[*sub]struct{}{}, woke: make(chan struct{}), busy: map[string]bool{},
 		seen: map[string]uint64{}, done: make(chan struct{})}
-	h.mu.Lock()
+	// The records kept across the last restart, then the journal that
+	// keeps the next: made before the server takes writes, so no write
+	// falls between (docs/changes.md, Across a restart). The journal
+	// stays after Close: a write made without it would be skipped by the
+	// records after the next restart.
+	kept, floor, ok := h.loadJournal()
+	db.SetJournal(h.record)
 	h.unsubscribe = db.Subscribe(h.written)
+	seq := db.Seq()
+	h.mu.Lock()
 	// Subscribed first: a commit numbered past this is told; one before
-	// it is not kept (a restart keeps no changes: docs/changes.md).
-	h.floor = db.Seq()
-	h.head = h.floor
+	// it is kept only if its record was.
+	h.floor, h.head = seq, seq
+	if ok && floor < seq {
+		h.floor = floor
+		for _, c := range kept {
+			if c.pos <= seq {
+				h.kept = append(h.kept, c)
+				h.nkept += len(c.changes)
+				h.nbytes += rowBytes(c)
+			}
+		}
+	}
 	h.mu.Unlock()
 	h.m.watch(h)
 	return h
@@ -167,6 +185,20 @@ func (h *Hub) Oldest() uint64 {
 func (h *Hub) written(w engine.Write) {
 	now := h.db.Clock().NowMS()
 	c := commit{pos: w.Seq, at: now, colls: slices.Clone(w.Colls)}
+	var rec []byte
+	for _, ch := range w.Changes {
+		if ch.Op == store.OpMetaPut && w.Seq != 0 && ch.Key == recordKey(w.Seq) {
+			rec = ch.Body
+		}
+	}
+	if rec != nil || w.Seq == 0 {
+		h.seenRecords(w)
+	}
+	if _, rc, err := decodeRecord(w.Seq, rec); rec != nil && err == nil {
+		// The rows the record holds, shared rather than copied again.
+		c.at, c.changes = rc.at, rc.changes
+		w.Changes = nil
+	}
 	for _, ch := range w.Changes {
 		if ch.Op != store.OpPut && ch.Op != store.OpDelete {
 			continue
@@ -187,6 +219,7 @@ func (h *Hub) written(w engine.Write) {
 		// whose number the next write takes again; or a cluster node's
 		// snapshot: memory jumped to a later one.
 		h.moveTo(h.db.Seq())
+		h.undone(h.head)
 		c.pos, c.reset = h.head, true
 		h.fanOut(c)
 		h.releaseEarly()
