@@ -301,7 +301,10 @@ func (h *Hub) trim(now int64) {
 		n++
 	}
 	if n > 0 {
-		h.kept = slices.Delete(h.kept, 0, n)
+		// Resliced, not copied: at the bound every commit drops one, and
+		// copying the rest each time would cost a copy of all kept.
+		clear(h.kept[:n])
+		h.kept = h.kept[n:]
 	}
 }
 

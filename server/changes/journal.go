@@ -33,13 +33,15 @@ type journal struct {
 	recs   []jrec
 	n      int
 	bytes  int64
+	size   int64
 	orphan []string // records left out on open, deleted by the next write
 }
 
 type jrec struct {
 	pos   uint64
 	n     int
-	bytes int64
+	bytes int64 // of rows
+	size  int64 // of the side record: key and body
 }
 
 func recordKey(pos uint64) string { return fmt.Sprintf("%s%020d", journalKey, pos) }
@@ -89,21 +91,18 @@ func (h *Hub) record(seq uint64, changes []store.Change) (map[string]engine.Meta
 		b = append(b, body...)
 		rows += int64(len(body))
 	}
+	key := recordKey(seq)
 	j.last = seq
-	j.recs = append(j.recs, jrec{pos: seq, n: n, bytes: rows})
-	j.n += n
-	j.bytes += rows
+	j.add(jrec{pos: seq, n: n, bytes: rows, size: int64(len(key) + len(b))})
 	del := j.orphan
 	j.orphan = nil
 	for len(j.recs) > 1 && (j.n > h.opts.Retain || j.bytes > h.opts.RetainBytes) {
 		del = append(del, recordKey(j.recs[0].pos))
-		j.n -= j.recs[0].n
-		j.bytes -= j.recs[0].bytes
-		j.recs = j.recs[1:]
+		j.remove(0)
 	}
 	// The age bound needs no write of its own: a record expires when its
 	// change would, and the database's sweep deletes it.
-	return map[string]engine.Meta{recordKey(seq): {Body: b, Expires: now + h.opts.RetainAge.Milliseconds()}}, del
+	return map[string]engine.Meta{key: {Body: b, Expires: now + h.opts.RetainAge.Milliseconds()}}, del
 }
 
 // startJournal turns the records on once a consumer is about to exist.
@@ -131,10 +130,7 @@ func (h *Hub) undone(pos uint64) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for len(j.recs) > 0 && j.recs[len(j.recs)-1].pos > pos {
-		r := j.recs[len(j.recs)-1]
-		j.n -= r.n
-		j.bytes -= r.bytes
-		j.recs = j.recs[:len(j.recs)-1]
+		j.remove(len(j.recs) - 1)
 	}
 	j.last = 0
 	if len(j.recs) > 0 {
@@ -206,6 +202,7 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	type rec struct {
 		from uint64
 		c    commit
+		size int64
 	}
 	var recs []rec
 	var bad []string
@@ -220,7 +217,7 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 			bad = append(bad, key)
 			return
 		}
-		recs = append(recs, rec{from, c})
+		recs = append(recs, rec{from, c, int64(len(key) + len(m.Body))})
 	})
 	h.db.RangeMeta(consumerKey, func(string, engine.Meta) { h.j.on = true })
 	h.j.orphan = bad
@@ -243,9 +240,7 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	}
 	for _, r := range recs[i:] {
 		kept = append(kept, r.c)
-		h.j.recs = append(h.j.recs, jrec{pos: r.c.pos, n: len(r.c.changes), bytes: rowBytes(r.c)})
-		h.j.n += len(r.c.changes)
-		h.j.bytes += rowBytes(r.c)
+		h.j.add(jrec{pos: r.c.pos, n: len(r.c.changes), bytes: rowBytes(r.c), size: r.size})
 	}
 	h.j.last = recs[len(recs)-1].c.pos
 	return kept, floor, true
@@ -293,16 +288,43 @@ func (h *Hub) seenRecords(w engine.Write) {
 			if err != nil {
 				continue
 			}
-			j.recs = append(j.recs, jrec{pos: pos, n: len(c.changes), bytes: rowBytes(c)})
-			j.n += len(c.changes)
-			j.bytes += rowBytes(c)
+			j.add(jrec{pos: pos, n: len(c.changes), bytes: rowBytes(c), size: int64(len(ch.Key) + len(ch.Body))})
 			j.last = max(j.last, pos)
 		case store.OpMetaDelete:
 			if i := slices.IndexFunc(j.recs, func(r jrec) bool { return r.pos == pos }); i >= 0 {
-				j.n -= j.recs[i].n
-				j.bytes -= j.recs[i].bytes
-				j.recs = slices.Delete(j.recs, i, i+1)
+				j.remove(i)
 			}
 		}
 	}
+}
+
+func (j *journal) add(r jrec) {
+	j.recs = append(j.recs, r)
+	j.n += r.n
+	j.bytes += r.bytes
+	j.size += r.size
+}
+
+func (j *journal) remove(i int) {
+	r := j.recs[i]
+	j.n -= r.n
+	j.bytes -= r.bytes
+	j.size -= r.size
+	switch i {
+	case 0:
+		j.recs = j.recs[1:] // the common case: no copy (append moves the rest on)
+	case len(j.recs) - 1:
+		j.recs = j.recs[:i]
+	default:
+		j.recs = slices.Delete(j.recs, i, i+1)
+	}
+}
+
+// Records returns how many side records hold the changes kept across a
+// restart, and their bytes (keys and bodies), as engine.DB.MetaLen and
+// MetaBytes count them: the idempotency keys' caps leave them out.
+func (h *Hub) Records() (n int, size int64) {
+	h.j.mu.Lock()
+	defer h.j.mu.Unlock()
+	return len(h.j.recs), h.j.size
 }
