@@ -206,20 +206,20 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	}
 	var recs []rec
 	var bad []string
-	h.db.RangeMeta(journalKey, func(key string, m engine.Meta) {
-		pos, err := strconv.ParseUint(strings.TrimPrefix(key, journalKey), 10, 64)
+	for _, m := range h.db.MetaWithPrefix(journalKey) {
+		pos, err := strconv.ParseUint(strings.TrimPrefix(m.Key, journalKey), 10, 64)
 		if err != nil {
-			bad = append(bad, key)
-			return
+			bad = append(bad, m.Key)
+			continue
 		}
 		from, c, err := decodeRecord(pos, m.Body)
 		if err != nil || from >= pos {
-			bad = append(bad, key)
-			return
+			bad = append(bad, m.Key)
+			continue
 		}
-		recs = append(recs, rec{from, c, int64(len(key) + len(m.Body))})
-	})
-	h.db.RangeMeta(consumerKey, func(string, engine.Meta) { h.j.on = true })
+		recs = append(recs, rec{from, c, int64(len(m.Key) + len(m.Body))})
+	}
+	h.j.on = len(h.db.MetaWithPrefix(consumerKey)) > 0
 	h.j.orphan = bad
 	if len(recs) == 0 {
 		if h.j.on {

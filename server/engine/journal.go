@@ -1,10 +1,6 @@
 package engine
 
-import (
-	"strings"
-
-	"github.com/fenecdb/fenec/server/store"
-)
+import "github.com/fenecdb/fenec/server/store"
 
 // Journal is asked, under the write lock, once every statement of a write
 // has succeeded, with the position the write takes and its changes; the
@@ -37,17 +33,5 @@ func (db *DB) journalLocked(t *tx) {
 	}
 	if len(put) > 0 {
 		t.putMeta(put)
-	}
-}
-
-// RangeMeta calls fn with each side record whose key starts with prefix,
-// in no order.
-func (db *DB) RangeMeta(prefix string, fn func(key string, m Meta)) {
-	db.mu.RLock()
-	defer db.mu.RUnlock()
-	for k, m := range db.meta {
-		if strings.HasPrefix(k, prefix) {
-			fn(k, m)
-		}
 	}
 }
