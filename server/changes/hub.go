@@ -137,16 +137,7 @@ func New(db *engine.DB, opts Options) *Hub {
 	// Subscribed first: a commit numbered past this is told; one before
 	// it is kept only if its record was.
 	h.floor, h.head = seq, seq
-	if ok && floor < seq {
-		h.floor = floor
-		for _, c := range kept {
-			if c.pos <= seq {
-				h.kept = append(h.kept, c)
-				h.nkept += len(c.changes)
-				h.nbytes += rowBytes(c)
-			}
-		}
-	}
+	h.keepRecords(kept, floor, ok)
 	h.mu.Unlock()
 	h.m.watch(h)
 	return h
@@ -218,8 +209,15 @@ func (h *Hub) written(w engine.Write) {
 		// An undo or a discard: memory went back to an earlier write,
 		// whose number the next write takes again; or a cluster node's
 		// snapshot: memory jumped to a later one.
+		jumped := h.db.Seq() > h.head
 		h.moveTo(h.db.Seq())
-		h.undone(h.head)
+		// The records changed under the journal (taken back, or a
+		// snapshot's): its state is read again from them; after a
+		// snapshot they give back the changes memory jumped over.
+		kept, floor, ok := h.loadJournal()
+		if jumped {
+			h.keepRecords(kept, floor, ok)
+		}
 		c.pos, c.reset = h.head, true
 		h.fanOut(c)
 		h.releaseEarly()
@@ -231,6 +229,22 @@ func (h *Hub) written(w engine.Write) {
 	}
 	h.early[w.Seq] = c
 	h.releaseEarly()
+}
+
+// keepRecords makes the commits of the records (loadJournal's) the ones
+// kept, when they reach further back than floor does now; h.mu is held.
+func (h *Hub) keepRecords(kept []commit, floor uint64, ok bool) {
+	if !ok || floor >= h.floor {
+		return
+	}
+	h.kept, h.nkept, h.nbytes, h.floor = nil, 0, 0, floor
+	for _, c := range kept {
+		if c.pos <= h.head {
+			h.kept = append(h.kept, c)
+			h.nkept += len(c.changes)
+			h.nbytes += rowBytes(c)
+		}
+	}
 }
 
 // releaseEarly releases the commits told early that are now next.

@@ -124,20 +124,6 @@ func (h *Hub) startJournal() {
 	h.j.mu.Unlock()
 }
 
-// undone forgets the records past pos, which an undo took back.
-func (h *Hub) undone(pos uint64) {
-	j := &h.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for len(j.recs) > 0 && j.recs[len(j.recs)-1].pos > pos {
-		j.remove(len(j.recs) - 1)
-	}
-	j.last = 0
-	if len(j.recs) > 0 {
-		j.last = j.recs[len(j.recs)-1].pos
-	}
-}
-
 var errRecord = errors.New("changes: a damaged change record")
 
 // decodeRecord returns a record's commit; the rows are slices of body,
@@ -197,7 +183,11 @@ func decodeRecord(pos uint64, body []byte) (from uint64, c commit, err error) {
 // loadJournal reads the records the database holds, and returns the
 // commits that follow one another back from the newest with none missing,
 // oldest first, and the floor below them; ok is false when there are
-// none. The records left out are deleted by the next write.
+// none. The journal's state is made anew from them (on start, and after
+// an undo or a cluster node's snapshot, which change the records under
+// it); the records left out are deleted by the next write. It takes no
+// lock of the hub's and reads the database before it locks the journal:
+// the engine's journal runs under the database's write lock.
 func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	type rec struct {
 		from uint64
@@ -219,30 +209,42 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 		}
 		recs = append(recs, rec{from, c, int64(len(m.Key) + len(m.Body))})
 	}
-	h.j.on = len(h.db.MetaWithPrefix(consumerKey)) > 0
-	h.j.orphan = bad
-	if len(recs) == 0 {
-		if h.j.on {
-			// A consumer exists and every record is gone (expired): the
-			// records start again from here.
-			h.j.last = h.db.Seq()
-		}
-		return nil, 0, false
-	}
+	consumers := len(h.db.MetaWithPrefix(consumerKey)) > 0
+	seq := h.db.Seq()
 	slices.SortFunc(recs, func(a, b rec) int { return cmpU(a.c.pos, b.c.pos) })
 	i := len(recs) - 1
 	for i > 0 && recs[i].from == recs[i-1].c.pos {
 		i--
 	}
+
+	j := &h.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.on = j.on || consumers
+	j.recs, j.n, j.bytes, j.size, j.last = nil, 0, 0, 0, 0
+	j.orphan = bad
+	if len(recs) == 0 {
+		if j.on {
+			// A consumer exists and every record is gone (expired): the
+			// records start again from here.
+			j.last = seq
+		}
+		return nil, 0, false
+	}
 	floor = recs[i].from
+	if i > 0 {
+		// Not chained to the one after it: nothing at or before it can be
+		// vouched for, even if a stale from names a position before it.
+		floor = max(floor, recs[i-1].c.pos)
+	}
 	for _, r := range recs[:i] {
-		h.j.orphan = append(h.j.orphan, recordKey(r.c.pos))
+		j.orphan = append(j.orphan, recordKey(r.c.pos))
 	}
 	for _, r := range recs[i:] {
 		kept = append(kept, r.c)
-		h.j.add(jrec{pos: r.c.pos, n: len(r.c.changes), bytes: rowBytes(r.c), size: r.size})
+		j.add(jrec{pos: r.c.pos, n: len(r.c.changes), bytes: rowBytes(r.c), size: r.size})
 	}
-	h.j.last = recs[len(recs)-1].c.pos
+	j.last = recs[len(recs)-1].c.pos
 	return kept, floor, true
 }
 

@@ -2,6 +2,7 @@ package changes
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -75,5 +76,37 @@ func TestJournalAcrossReopen(t *testing.T) {
 	}
 	if n := db.MetaLen(); n != 2+6 {
 		t.Fatalf("%d side records, want 2 consumers and 6 changes", n)
+	}
+}
+
+// TestJournalChainBreaks: on open, only the records that name the one
+// before them are taken; a record whose from names a position before the
+// record just older than it (a stale one) vouches for nothing at or
+// before that record, so the oldest kept is after it — never a hole.
+func TestJournalChainBreaks(t *testing.T) {
+	db, err := engine.Open(engine.Options{File: filepath.Join(t.TempDir(), "db.sqlite"), Clock: clock.NewManual()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	put := func(pos, from uint64) {
+		body := binary.AppendVarint(binary.AppendUvarint(nil, from), 0)
+		_, err := db.RunWith(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
+			return map[string]engine.Meta{recordKey(pos): {Body: body}}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(1, 0)
+	put(2, 1)
+	put(3, 0) // stale: names 0, though 2 is there
+	h := New(db, Options{})
+	defer h.Close()
+	if h.Oldest() != 3 {
+		t.Fatalf("oldest kept %d, want 3: records 1 and 2 are not chained to 3", h.Oldest())
+	}
+	if n, _ := h.Records(); n != 1 {
+		t.Fatalf("%d records taken, want 1", n)
 	}
 }
