@@ -182,7 +182,7 @@ func (h *Hub) written(w engine.Write) {
 			rec = ch.Body
 		}
 	}
-	if rec != nil || w.Seq == 0 {
+	if rec != nil {
 		h.seenRecords(w)
 	}
 	if _, rc, err := decodeRecord(w.Seq, rec); rec != nil && err == nil {

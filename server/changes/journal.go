@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/store"
@@ -28,7 +29,7 @@ const journalKey = "changelog:"
 // (the engine's journal) and under the hub's; it takes neither.
 type journal struct {
 	mu     sync.Mutex
-	on     bool // some consumer exists: until then no write pays for a record
+	on     atomic.Bool // some consumer exists: until then a write only loads this
 	last   uint64
 	recs   []jrec
 	n      int
@@ -51,11 +52,11 @@ func recordKey(pos uint64) string { return fmt.Sprintf("%s%020d", journalKey, po
 // bounds deleted with it.
 func (h *Hub) record(seq uint64, changes []store.Change) (map[string]engine.Meta, []string) {
 	j := &h.j
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if !j.on {
+	if !j.on.Load() {
 		return nil, nil
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	n, size := 0, 0
 	for _, ch := range changes {
 		if ch.Op == store.OpPut || ch.Op == store.OpDelete {
@@ -109,11 +110,7 @@ func (h *Hub) record(seq uint64, changes []store.Change) (map[string]engine.Meta
 // The records then follow from the position the database is at: a write
 // before it wrote its changes to no record, and one after it does.
 func (h *Hub) startJournal() {
-	h.j.mu.Lock()
-	was := h.j.on
-	h.j.on = true
-	h.j.mu.Unlock()
-	if was {
+	if h.j.on.Swap(true) {
 		return
 	}
 	seq := h.db.Seq()
@@ -220,11 +217,13 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	j := &h.j
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.on = j.on || consumers
+	if consumers {
+		j.on.Store(true)
+	}
 	j.recs, j.n, j.bytes, j.size, j.last = nil, 0, 0, 0, 0
 	j.orphan = bad
 	if len(recs) == 0 {
-		if j.on {
+		if j.on.Load() {
 			// A consumer exists and every record is gone (expired): the
 			// records start again from here.
 			j.last = seq
@@ -293,7 +292,9 @@ func (h *Hub) seenRecords(w engine.Write) {
 			j.add(jrec{pos: pos, n: len(c.changes), bytes: rowBytes(c), size: int64(len(ch.Key) + len(ch.Body))})
 			j.last = max(j.last, pos)
 		case store.OpMetaDelete:
-			if i := slices.IndexFunc(j.recs, func(r jrec) bool { return r.pos == pos }); i >= 0 {
+			// Oldest first, so mostly the first one; sorted, so found
+			// by halves otherwise. One made here is gone already.
+			if i, ok := slices.BinarySearchFunc(j.recs, pos, func(r jrec, p uint64) int { return cmpU(r.pos, p) }); ok {
 				j.remove(i)
 			}
 		}
