@@ -189,6 +189,8 @@ func (h *Hub) Ack(ctx context.Context, name string, pos uint64) error {
 	if pos < floor {
 		return &GoneError{Consumer: name, Pos: pos, Oldest: floor + 1}
 	}
+	// From now on every write keeps its changes across a restart.
+	h.startJournal()
 	body := []byte(`{"position":` + strconv.FormatUint(pos, 10) + `}`)
 	_, err := h.db.RunWith(ctx, nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
 		return map[string]engine.Meta{consumerKey + name: {Body: body}}

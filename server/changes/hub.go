@@ -101,6 +101,7 @@ type Hub struct {
 	shut  bool
 
 	unsubscribe func()
+	j           journal
 }
 
 // New starts following db's commits. Close stops it.
@@ -123,12 +124,20 @@ func New(db *engine.DB, opts Options) *Hub {
 	h := &Hub{db: db, opts: opts, m: opts.Metrics, early: map[uint64]commit{},
 		subs: map[string]map[*sub]struct{}{}, woke: make(chan struct{}), busy: map[string]bool{},
 		seen: map[string]uint64{}, done: make(chan struct{})}
-	h.mu.Lock()
+	// The records kept across the last restart, then the journal that
+	// keeps the next: made before the server takes writes, so no write
+	// falls between (docs/changes.md, Across a restart). The journal
+	// stays after Close: a write made without it would be skipped by the
+	// records after the next restart.
+	kept, floor, ok := h.loadJournal()
+	db.SetJournal(h.record)
 	h.unsubscribe = db.Subscribe(h.written)
+	seq := db.Seq()
+	h.mu.Lock()
 	// Subscribed first: a commit numbered past this is told; one before
-	// it is not kept (a restart keeps no changes: docs/changes.md).
-	h.floor = db.Seq()
-	h.head = h.floor
+	// it is kept only if its record was.
+	h.floor, h.head = seq, seq
+	h.keepRecords(kept, floor, ok)
 	h.mu.Unlock()
 	h.m.watch(h)
 	return h
@@ -167,6 +176,20 @@ func (h *Hub) Oldest() uint64 {
 func (h *Hub) written(w engine.Write) {
 	now := h.db.Clock().NowMS()
 	c := commit{pos: w.Seq, at: now, colls: slices.Clone(w.Colls)}
+	var rec []byte
+	for _, ch := range w.Changes {
+		if ch.Op == store.OpMetaPut && w.Seq != 0 && ch.Key == recordKey(w.Seq) {
+			rec = ch.Body
+		}
+	}
+	if rec != nil {
+		h.seenRecords(w)
+	}
+	if _, rc, err := decodeRecord(w.Seq, rec); rec != nil && err == nil {
+		// The rows the record holds, shared rather than copied again.
+		c.at, c.changes = rc.at, rc.changes
+		w.Changes = nil
+	}
 	for _, ch := range w.Changes {
 		if ch.Op != store.OpPut && ch.Op != store.OpDelete {
 			continue
@@ -186,7 +209,15 @@ func (h *Hub) written(w engine.Write) {
 		// An undo or a discard: memory went back to an earlier write,
 		// whose number the next write takes again; or a cluster node's
 		// snapshot: memory jumped to a later one.
+		jumped := h.db.Seq() > h.head
 		h.moveTo(h.db.Seq())
+		// The records changed under the journal (taken back, or a
+		// snapshot's): its state is read again from them; after a
+		// snapshot they give back the changes memory jumped over.
+		kept, floor, ok := h.loadJournal()
+		if jumped {
+			h.keepRecords(kept, floor, ok)
+		}
 		c.pos, c.reset = h.head, true
 		h.fanOut(c)
 		h.releaseEarly()
@@ -198,6 +229,22 @@ func (h *Hub) written(w engine.Write) {
 	}
 	h.early[w.Seq] = c
 	h.releaseEarly()
+}
+
+// keepRecords makes the commits of the records (loadJournal's) the ones
+// kept, when they reach further back than floor does now; h.mu is held.
+func (h *Hub) keepRecords(kept []commit, floor uint64, ok bool) {
+	if !ok || floor >= h.floor {
+		return
+	}
+	h.kept, h.nkept, h.nbytes, h.floor = nil, 0, 0, floor
+	for _, c := range kept {
+		if c.pos <= h.head {
+			h.kept = append(h.kept, c)
+			h.nkept += len(c.changes)
+			h.nbytes += rowBytes(c)
+		}
+	}
 }
 
 // releaseEarly releases the commits told early that are now next.
@@ -268,7 +315,10 @@ func (h *Hub) trim(now int64) {
 		n++
 	}
 	if n > 0 {
-		h.kept = slices.Delete(h.kept, 0, n)
+		// Resliced, not copied: at the bound every commit drops one, and
+		// copying the rest each time would cost a copy of all kept.
+		clear(h.kept[:n])
+		h.kept = h.kept[n:]
 	}
 }
 

@@ -135,7 +135,7 @@ func (h *Hub) Live(ctx context.Context, q Query, lastID uint64, resume bool, sen
 	}()
 
 	l := &live{h: h, q: q, view: map[int64]bool{}, at: start, send: send}
-	res, err := l.read(ctx, nil)
+	res, err := l.readCommitted(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -209,6 +209,37 @@ type row struct {
 
 type answer struct{ rows []row }
 
+// readCommitted is read, returned once every write the read may have
+// seen is committed: on a cluster's leader, memory holds the writes it
+// proposed before the log commits them, and a live query shows none of
+// those, as the change stream hands out none (docs/changes.md). Every
+// write the read saw was made by the time it returned, so waiting for the
+// position memory is at just after it is enough. Polled: the log commits
+// within a heartbeat or two. A lone server's live query shows a write as
+// soon as it is made, like any read.
+func (l *live) readCommitted(ctx context.Context, ids []int64) (answer, error) {
+	res, err := l.read(ctx, ids)
+	if err != nil || !l.h.db.Clustered() {
+		return res, err
+	}
+	seen := l.h.db.Seq()
+	if l.h.db.Durable() >= seen {
+		return res, nil
+	}
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for l.h.db.Durable() < seen {
+		select {
+		case <-ctx.Done():
+			return answer{}, ctx.Err()
+		case <-l.h.done:
+			return answer{}, ErrClosed
+		case <-tick.C:
+		}
+	}
+	return res, nil
+}
+
 // read runs the query under the token's access, for the rows of ids only
 // (nil: every row).
 func (l *live) read(ctx context.Context, ids []int64) (answer, error) {
@@ -273,10 +304,13 @@ func (l *live) changed(ctx context.Context, pos uint64, ids map[int64]bool, all 
 		}
 		slices.Sort(list)
 	}
-	res, err := l.read(ctx, list)
+	res, err := l.readCommitted(ctx, list)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, ErrClosed) {
+			return l.closing(l.at, "shutdown")
 		}
 		reason := "the query failed: " + err.Error()
 		if errors.Is(err, engine.ErrScopeEnded) {

@@ -64,6 +64,7 @@ type DB struct {
 	broken  error // the store failed: writes are refused until it works again
 	// brokenNow is broken, read without the lock (setBroken).
 	brokenNow atomic.Pointer[error]
+	journal   atomic.Pointer[Journal] // SetJournal
 	// writers counts the writers waiting for the write lock (lock): a
 	// long read lets them in (yield.go).
 	writers atomic.Int32
@@ -380,6 +381,7 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 		db.mu.Unlock()
 		return nil, nil, err
 	}
+	db.journalLocked(t)
 	db.slab.used(t)
 	// Capped, so that no one appends into the slab's room after them.
 	undo, changes, touched := t.undo[:len(t.undo):len(t.undo)], t.changes[:len(t.changes):len(t.changes)], t.touched

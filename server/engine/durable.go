@@ -16,3 +16,10 @@ func (db *DB) Durable() uint64 {
 	}
 	return min(db.st.Durable(), seq)
 }
+
+// Clustered reports whether the database is a cluster node (SetReplicator).
+func (db *DB) Clustered() bool {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	return db.repl.r != nil
+}

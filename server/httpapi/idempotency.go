@@ -85,6 +85,10 @@ func (s *Server) lookupKey(key string) (keyRecordBody, bool, error) {
 // record past the cap.
 func (s *Server) keyLimit(key string) *apiError {
 	n, b := s.db.MetaLen(), s.db.MetaBytes()
+	// The change stream's records are side records too, bounded by
+	// --changes-retain* instead (docs/changes.md).
+	cn, cb := s.changes.Records()
+	n, b = max(n-cn, 0), max(b-cb, 0)
 	if n < s.cfg.IdempotencyMaxKeys && b < s.cfg.IdempotencyMaxBytes {
 		return nil
 	}

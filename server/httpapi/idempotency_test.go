@@ -235,3 +235,21 @@ func TestIdempotencyKeyLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestIdempotencyKeyLimitLeavesChangesOut: the change stream's records
+// of the changes it keeps are side records too, but bounded by
+// --changes-retain*: they do not count toward the keys' caps.
+func TestIdempotencyKeyLimitLeavesChangesOut(t *testing.T) {
+	ts := newTestServer(t, ":memory:", func(c *Config) { c.IdempotencyMaxKeys = 3 })
+	withJobs(t, ts, 1)
+	if r, err := ts.c.Do("POST", "/_changes/ack", map[string]any{"consumer": "c", "position": 0}, nil); err != nil || r.Status != 200 {
+		t.Fatalf("ack: %v %d %s", err, r.Status, r.Body)
+	}
+	withJobs(t, ts, 20)
+	if n, _ := ts.changes.Records(); n != 20 {
+		t.Fatalf("%d change records, want 20", n)
+	}
+	if r := send(t, ts.c, "/query", `{"query": "put jobs {n: 100, run_at: now()}"}`, "k1"); r.Status != 200 {
+		t.Fatalf("a key with 20 change records held: %d %s", r.Status, r.Body)
+	}
+}

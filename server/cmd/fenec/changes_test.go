@@ -567,17 +567,20 @@ func TestChangeStreamOverHTTP(t *testing.T) {
 		t.Errorf("an ack past the head: %d %s", r.Status, r.Body)
 	}
 
-	// The ack is durable: after a restart the consumer's position is
-	// where it was (and, no changes being kept across restarts, it is
-	// told so).
+	// The ack is durable, and so are the changes kept: after a restart
+	// the consumer that was at the head reads nothing new, and the one
+	// left behind retention is still told so (changes_restart_test.go).
 	fresh, _ := readChanges(t, c, "consumer=v&collection=q", 200)
 	ack(t, c, "v", fresh.Next)
 	if err := p.Stop(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	_, c = start(t, "--file", file)
-	_, r = readChanges(t, c, "consumer=v&collection=q", 410)
-	if !strings.Contains(string(r.Body), fmt.Sprintf("consumer v is at position %d,", fresh.Next)) {
-		t.Errorf("after a restart: %s", r.Body)
+	if b, _ := readChanges(t, c, "consumer=v&collection=q", 200); b.Position != fresh.Next || len(b.Changes) != 0 {
+		t.Errorf("after a restart, the consumer at the head: %+v", b)
+	}
+	_, r = readChanges(t, c, "consumer=w&collection=q", 410)
+	if !strings.Contains(string(r.Body), fmt.Sprintf("consumer w is at position %d,", behind)) {
+		t.Errorf("after a restart, the consumer behind retention: %s", r.Body)
 	}
 }
