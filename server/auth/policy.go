@@ -291,32 +291,15 @@ func (lp *lineParser) filter(r *policyRule) error {
 }
 
 // roleSuffix returns where a trailing `for <role>` starts in a filter's
-// text, or -1: the last "for" outside strings and comments, followed by
-// a name and nothing else.
+// text, or -1: the last two words, outside strings and comments, when the
+// first is "for" (the statement's lexer reads them: fenecql.TrailingWords).
 func roleSuffix(text string) int {
-	last := -1
-	var quote byte
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		switch {
-		case quote != 0:
-			if c == '\\' {
-				i++
-			} else if c == quote {
-				quote = 0
-			}
-		case c == '"' || c == '\'':
-			quote = c
-		case c == '-' && strings.HasPrefix(text[i:], "--"):
-			return last // a comment runs to the end of the line
-		case (i == 0 || strings.ContainsRune(" \t)", rune(text[i-1]))) && roleTailRE.MatchString(text[i:]):
-			last = i
-		}
+	starts, words, ok := fenecql.TrailingWords(text, 2)
+	if !ok || !strings.EqualFold(words[0], "for") {
+		return -1
 	}
-	return last
+	return starts[0]
 }
-
-var roleTailRE = regexp.MustCompile(`^(?i:for)[ \t]+[A-Za-z_][A-Za-z0-9_]*[ \t]*$`)
 
 // Scope returns the access of a token with the given claims (as decoded
 // from its JSON payload): the claims as FenecQL values, so a list claim

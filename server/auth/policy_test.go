@@ -125,6 +125,7 @@ func TestParsePolicyRoleSuffix(t *testing.T) {
 		`jobs read where a = 1 -- for worker`:    "",
 		`jobs read where (a = 1) for  worker  `:  "worker",
 		`jobs read where a = "for x" for worker`: "worker",
+		`jobs read where a = 'x\'s' for worker`:  "worker",
 	} {
 		p, err := ParsePolicy("p", []byte(line))
 		if err != nil {

@@ -275,3 +275,34 @@ func (l *lexer) param(start int) token {
 func isDigit(c byte) bool      { return '0' <= c && c <= '9' }
 func isIdentStart(c byte) bool { return c == '_' || 'a' <= c|0x20 && c|0x20 <= 'z' }
 func isIdentChar(c byte) bool  { return isIdentStart(c) || isDigit(c) }
+
+// TrailingWords returns where the last n tokens of src start (0-based
+// byte offsets) and their text, when they are words (a name or keyword,
+// not a path) and the end of src follows them — strings, comments and
+// spaces read as the statement's own lexer reads them; ok is false when
+// they are not, or src does not lex. A policy's `… for <role>` is found
+// with it, so FenecQL's strings and comments have one scanner.
+func TrailingWords(src string, n int) (starts []int, words []string, ok bool) {
+	l := &lexer{src: src}
+	var last []token
+	for {
+		t := l.next()
+		switch t.kind {
+		case tokError:
+			return nil, nil, false
+		case tokEOF:
+			if len(last) < n {
+				return nil, nil, false
+			}
+			for _, w := range last[len(last)-n:] {
+				if w.kind != tokIdent {
+					return nil, nil, false
+				}
+				starts = append(starts, int(w.pos)-1)
+				words = append(words, w.val)
+			}
+			return starts, words, true
+		}
+		last = append(last, t)
+	}
+}
