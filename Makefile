@@ -157,13 +157,15 @@ sdks/js/node_modules/.package-lock.json: sdks/js/package.json sdks/js/package-lo
 	cd sdks/js && $(NPM) ci --no-audit --no-fund
 	touch $@
 
-# Every SDK's generated transport (tools/sdkgen, from openapi.yaml) and the
-# builder golden file (conformance/builder-golden.json, by the JS builder).
+# Every SDK's generated transport (tools/sdkgen, from openapi.yaml), the
+# builder golden file (conformance/builder-golden.json, by the JS builder)
+# and the Kotlin SDK's public API dump (sdks/kotlin/api/fenecdb.api).
 generate-sdks: sdks/js/node_modules/.package-lock.json
 	cd tools/sdkgen && $(GO) run . -root ../..
 	cd sdks/js && $(NPM) run --silent build && node dist/scripts/golden.js
 	$(MAKE) sdks/python/.venv/.installed
 	cd sdks/python && .venv/bin/python scripts/unasync_clients.py
+	cd sdks/kotlin && FENEC_API_UPDATE=1 $(MVN) -B -q test -Dtest=ApiDumpTest
 
 fuzz-api: $(SERVER_DEP)
 	test -x .venv-fuzz/bin/st || (python3 -m venv .venv-fuzz && \

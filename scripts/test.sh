@@ -228,6 +228,11 @@ part_generated() {
   else
     skipped+=("builder golden file and console bundle (no node with npm)")
   fi
+  if have java && have "$MVN"; then
+    check "sdks/kotlin/api/fenecdb.api (Kotlin public API)" bash -c "cd sdks/kotlin && env -u FENEC_API_UPDATE $MVN -B -q test -Dtest=ApiDumpTest"
+  else
+    skipped+=("Kotlin public API dump (no JDK with Maven)")
+  fi
   for s in "${skipped[@]}"; do echo "skipped: $s"; done
   counted "$ok" "$bad"
   ((bad == 0))
