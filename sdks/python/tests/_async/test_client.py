@@ -250,7 +250,7 @@ async def test_consumer_batches_ack_when_the_next_is_asked_for(db: AsyncClient) 
     for n in range(5):
         await db.from_("jobs").insert({"attempts": n})
     k = db.consumer("counter", "jobs")
-    seen = []
+    seen: list[int] = []
     async for batch in k.batches(limit=2, wait=0.1):
         seen.extend(c["id"] for c in batch["changes"])
         if len(seen) == 4:
