@@ -23,7 +23,7 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Sequence
+from typing import Any, AsyncIterator, Dict, Generator, List, Optional, Sequence
 
 import httpx
 
@@ -96,7 +96,7 @@ def watch_sync(
     retries: int = 10,
     retry_delay: float = 0.5,
     http: Optional[httpx.Client] = None,
-) -> Iterator[LiveEvent]:
+) -> Generator[LiveEvent, None, None]:
     """:func:`watch` as a plain iterator, over a blocking ``httpx.Client``:
     the same events, reconnects and errors. Closing the iterator (or
     leaving a ``for`` loop over it, which closes it once collected) closes
