@@ -101,17 +101,19 @@ test-venv: .venv-test/.installed
 # dependencies, mypy --strict, then pytest against bin/fenec.
 # The Python SDK's suite under other interpreters — its oldest and newest
 # supported Pythons: PYTHONS="/path/to/python3.9 /path/to/python3.13" —
-# each in a venv of its own (sdks/python/.venv-<version>).
+# each in a venv of its own (sdks/python/.venv-<version>); PYTEST_ARGS goes
+# to pytest (scripts/test.sh's python-versions part leaves out the slowest).
 PYTHONS ?=
+PYTEST_ARGS ?=
 .PHONY: test-python-versions
 test-python-versions: $(SERVER_DEP)
 	@test -n "$(PYTHONS)" || { echo "set PYTHONS to the interpreters to run the Python SDK's tests with" >&2; exit 1; }
 	@for py in $(PYTHONS); do \
 	  v=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])') || exit 1; \
 	  echo "== Python $$v ($$py)"; \
-	  test -x sdks/python/.venv-$$v/bin/pytest || { $$py -m venv sdks/python/.venv-$$v && \
-	    sdks/python/.venv-$$v/bin/pip install -q -e 'sdks/python[test]'; } || exit 1; \
-	  (cd sdks/python && FENEC_BIN=$(SERVER_BIN) .venv-$$v/bin/pytest -q -p no:cacheprovider) || exit 1; \
+	  test sdks/python/.venv-$$v/.installed -nt sdks/python/pyproject.toml || { $$py -m venv sdks/python/.venv-$$v && \
+	    sdks/python/.venv-$$v/bin/pip install -q -e 'sdks/python[test]' && touch sdks/python/.venv-$$v/.installed; } || exit 1; \
+	  (cd sdks/python && FENEC_BIN=$(SERVER_BIN) .venv-$$v/bin/pytest -q -p no:cacheprovider $(PYTEST_ARGS)) || exit 1; \
 	done
 
 test-python: $(SERVER_DEP) sdks/python/.venv/.installed

@@ -106,7 +106,7 @@ needpython() {
 # ---- the parts, in order -------------------------------------------------
 
 PARTS=(tracked binary server-vet server histcheck race conformance bench sdkgen generated
-  python js go-sdk kotlin console generated-parse dotnet swift dart)
+  python python-versions js go-sdk kotlin console generated-parse dotnet swift dart)
 declare -A TITLE=(
   [tracked]="no built output in git"
   [binary]="server binary (make build)"
@@ -119,6 +119,7 @@ declare -A TITLE=(
   [sdkgen]="tools/sdkgen"
   [generated]="check-generated"
   [python]="Python SDK"
+  [python-versions]="Python SDK: oldest and newest Python"
   [js]="JS SDK"
   [go-sdk]="Go SDK"
   [kotlin]="Kotlin SDK"
@@ -263,6 +264,31 @@ part_python() {
   needbin
   needopenssl
   $MAKE --no-print-directory test-python FENEC_BIN="$FENEC_BIN"
+}
+# python_at V: the python V interpreter, from pyenv or on PATH.
+python_at() {
+  local py
+  if have pyenv; then
+    for py in "$(pyenv root)"/versions/"$1".*/bin/python"$1"; do
+      [[ -x $py ]] && { echo "$py"; return 0; }
+    done
+  fi
+  command -v "python$1"
+}
+# The Python SDK's suite under the oldest and newest Pythons its
+# pyproject.toml names (make test-python-versions), less the test that
+# builds the wheel in a fresh venv: packaging is the python part's.
+part_python-versions() {
+  needpython
+  local v py pys=() missing=()
+  for v in $(sed -n 's/.*"Programming Language :: Python :: \(3\.[0-9]*\)".*/\1/p' sdks/python/pyproject.toml | sort -t. -k2 -n | sed -n '1p;$p'); do
+    if py=$(python_at "$v"); then pys+=("$py"); else missing+=("$v"); fi
+  done
+  ((${#missing[@]} == 0)) || absent "no Python ${missing[*]} here (pyenv install ${missing[*]}, or ${missing[*]/#/python} on PATH)"
+  needbin
+  needopenssl
+  $MAKE --no-print-directory test-python-versions PYTHONS="${pys[*]}" FENEC_BIN="$FENEC_BIN" \
+    PYTEST_ARGS="--deselect tests/test_readme.py::test_wheel_in_a_fresh_venv"
 }
 part_js() {
   neednode

@@ -38,6 +38,7 @@ NAMES = {
     "SendAsync": "Send",
     "AskAsync": "Ask",
     "AsyncWorker": "Worker",
+    "AsyncConsumer": "Consumer",
     "AsyncHandler": "Handler",
 }
 

@@ -330,3 +330,24 @@ def test_read_your_writes_after_moving_node(start_server: StartServer) -> None:
             db.from_("jobs").count()
         assert err.value.status == 400 and "Fenec-After" in str(err.value), err.value
         assert db.node == second.url
+
+
+def test_consumer_ack_follows_the_leader(cluster: Cluster) -> None:
+    """A consumer reads on the node it is sent to; its ack is a write, which
+    a follower refuses naming the leader, and the client follows it."""
+    leader = cluster.leader()
+    follower = next(n for n in cluster.nodes if n is not leader)
+    with fenecdb.connect(leader.url, token=cluster.token) as w:
+        w.query("create collection if not exists msgs (text text)")
+        # Two writes, two positions (one insert of both would share one).
+        w.from_("msgs").insert({"text": "a"})
+        w.from_("msgs").insert({"text": "b"})
+    with fenecdb.connect([follower.url, leader.url], token=cluster.token) as db:
+        k = db.consumer("mailer", "msgs")
+        first = k.read(limit=1, wait=5)  # held on the follower until it has applied a change
+        assert [c["id"] for c in first["changes"]] == [1], first
+        assert db.node == follower.url and first["next"] > 0, first
+        k.ack(first["next"])
+        assert db.node == leader.url, "the ack followed Fenec-Leader"
+        rest = k.read(wait=5)
+        assert rest["position"] == first["next"] and first["next"] > 0 and [c["id"] for c in rest["changes"]] == [2]

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import fenecdb
-from fenecdb.live import LiveEvent, watch
+from fenecdb.live import LiveEvent, watch, watch_sync
 
 pytestmark = pytest.mark.anyio
 
@@ -95,6 +95,60 @@ async def test_live_query_reconnects(fenec_bin: Path, tmp_path: Path, anyio_back
         t.join()
         assert upd.name == "update" and upd.data["row"] == {"id": 1, "text": "one!"}
         await events.aclose()  # type: ignore[attr-defined]
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def _subscribers(url: str) -> float:
+    m = re.search(r"^fenec_changes_subscribers (\S+)$", httpx.get(url + "/_metrics").text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_live_query_blocking_reconnects(fenec_bin: Path, tmp_path: Path) -> None:
+    """watch_sync: the same events, and the same reconnect across a
+    restart, as a plain iterator."""
+    addr, file = _free_addr(), tmp_path / "live.db"
+    url = "http://" + addr
+    proc = _serve(fenec_bin, addr, file)
+    try:
+        _query(url, "create collection msgs (room text, text text)")
+        _query(url, 'put msgs {room: "a", text: "one"}')
+        events = watch_sync(url, "get msgs where room = $1 select text", ["a"], retry_delay=0.1, retries=100)
+        first = next(events)
+        assert first.name == "rows" and first.data["rows"] == [{"id": 1, "text": "one"}]
+        seq = _query(url, 'put msgs {room: "a", text: "two"}')
+        _query(url, 'put msgs {room: "b", text: "elsewhere"}')
+        ins = next(events)
+        assert (ins.name, ins.position, ins.data["row"]) == ("insert", seq, {"id": 2, "text": "two"})
+
+        proc.terminate()
+        proc.wait(20)
+        closing = next(events)
+        assert closing.name == "closing" and closing.data["reason"] == "shutdown"
+
+        proc = _serve(fenec_bin, addr, file)
+        stop = threading.Event()
+
+        def write_when_back() -> None:
+            for _ in range(500):
+                if _subscribers(url) == 1:
+                    break
+                stop.wait(0.02)
+            _query(url, 'set msgs {text: "one!"} where id = 1')
+
+        t = threading.Thread(target=write_when_back)
+        t.start()
+        upd = next(events)  # reconnected with Last-Event-ID: nothing again, then the update
+        t.join()
+        assert upd.name == "update" and upd.data["row"] == {"id": 1, "text": "one!"}
+        events.close()
+        # Closing the iterator closes its connection.
+        for _ in range(500):
+            if _subscribers(url) == 0:
+                break
+            stop.wait(0.02)
+        assert _subscribers(url) == 0
     finally:
         proc.terminate()
         proc.wait(20)

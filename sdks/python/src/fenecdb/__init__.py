@@ -14,13 +14,15 @@ threads, ``AsyncWorker`` on asyncio).
     )
 """
 
-from ._async.client import AsyncClient, AsyncCollection, AsyncTypedCollection
+from ._async.client import AsyncClient, AsyncCollection, AsyncConsumer, AsyncTypedCollection
 from ._builder import Expr, Inc, Query, Raw, Returning, Statement, expr, inc, raw
 from ._calls import DEFAULT_TIMEOUT
 from ._calls import VERSION as __version__
 from ._codec import Affected, Answer, Results, Row, Rows
 from ._connect import connect, connect_async
 from ._errors import ConnectionFailed, FenecError, NetworkError, StatusError, TimedOut, Timeout, UnexpectedAnswer
+from ._generated import Change
+from ._generated import Changes as ChangeBatch
 from ._generated import (
     BadRequest,
     Behind,
@@ -45,7 +47,7 @@ from ._generated import (
     Unavailable,
     Unmet,
 )
-from ._sync.client import Client, Collection, TypedCollection
+from ._sync.client import Client, Collection, Consumer, TypedCollection
 from ._worker import Backoff, LostLease, OnError, WorkerError, default_backoff
 from ._async._runtime import AsyncHandler
 from ._async.worker import AsyncWorker
@@ -60,6 +62,7 @@ __all__ = [
     "Answer",
     "AsyncClient",
     "AsyncCollection",
+    "AsyncConsumer",
     "AsyncHandler",
     "AsyncTypedCollection",
     "AsyncWorker",
@@ -75,6 +78,9 @@ __all__ = [
     "ChangesGone",
     "Client",
     "Collection",
+    "Consumer",
+    "Change",
+    "ChangeBatch",
     "Conflict",
     "ConnectionFailed",
     "Expr",

@@ -10,14 +10,20 @@ Each event is one the server sent: ``rows``/``reset`` (``data["rows"]``),
 ``gap`` and ``closing``. A dropped connection, or a ``closing`` the
 server sent (shutting down, or the client fell behind), is followed by a
 reconnect with ``Last-Event-ID``, so no change is missed: the server sends
-nothing again, or a ``reset`` with the rows as they are now."""
+nothing again, or a ``reset`` with the rows as they are now.
+
+:func:`watch_sync` is the same as a plain iterator, for threaded code:
+
+    for event in fenecdb.live.watch_sync(url, "get msgs where room = $1", ["lobby"]):
+        ..."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, List, Optional, Sequence
+from typing import Any, AsyncIterator, Dict, Generator, List, Optional, Sequence
 
 import httpx
 
@@ -52,56 +58,126 @@ async def watch(
     :class:`NetworkError`; a refusal (400 for a query that cannot be live,
     404, 403) raises the :class:`FenecError` of its code at once."""
     own = http is None
-    client = http if http is not None else httpx.AsyncClient(timeout=httpx.Timeout(10.0, read=None))
+    client = http if http is not None else httpx.AsyncClient(timeout=_TIMEOUT)
     body = {"query": query, "params": list(params or [])}
     last = last_event_id
     failures = 0
     try:
         while True:
-            headers = {"Accept": "text/event-stream"}
-            if token:
-                headers["Authorization"] = f"Bearer {token}"
-            if last is not None:
-                headers["Last-Event-ID"] = str(last)
             try:
-                async with client.stream("POST", url.rstrip("/") + "/query", json=body, headers=headers) as resp:
+                async with client.stream("POST", _url(url), json=body, headers=_headers(token, last)) as resp:
                     if resp.status_code != 200:
                         await resp.aread()
                         raise _refusal(resp)
                     failures = 0
-                    async for event in _events(resp):
-                        last = event.position or last
-                        yield event
+                    parser = _Parser()
+                    async for line in resp.aiter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            last = event.position or last
+                            yield event
             except httpx.HTTPError as e:
                 failures += 1
                 if failures > retries:
-                    raise NetworkError(f"the live query at {url} could not reconnect: {e}", code="network") from e
+                    raise _gave_up(url, e) from e
             await asyncio.sleep(retry_delay if failures else 0)
     finally:
         if own:
             await client.aclose()
 
 
-async def _events(resp: httpx.Response) -> AsyncIterator[LiveEvent]:
-    """Parse the text/event-stream of resp into events; comments (the
-    heartbeats) are skipped."""
-    name, ident, data = "", "", []  # type: str, str, List[str]
-    async for line in resp.aiter_lines():
+def watch_sync(
+    url: str,
+    query: str,
+    params: Optional[Sequence[Any]] = None,
+    *,
+    token: Optional[str] = None,
+    last_event_id: Optional[int] = None,
+    retries: int = 10,
+    retry_delay: float = 0.5,
+    http: Optional[httpx.Client] = None,
+) -> Generator[LiveEvent, None, None]:
+    """:func:`watch` as a plain iterator, over a blocking ``httpx.Client``:
+    the same events, reconnects and errors. Closing the iterator (or
+    leaving a ``for`` loop over it, which closes it once collected) closes
+    its connection."""
+    own = http is None
+    client = http if http is not None else httpx.Client(timeout=_TIMEOUT)
+    body = {"query": query, "params": list(params or [])}
+    last = last_event_id
+    failures = 0
+    try:
+        while True:
+            try:
+                with client.stream("POST", _url(url), json=body, headers=_headers(token, last)) as resp:
+                    if resp.status_code != 200:
+                        resp.read()
+                        raise _refusal(resp)
+                    failures = 0
+                    parser = _Parser()
+                    for line in resp.iter_lines():
+                        event = parser.feed(line)
+                        if event is not None:
+                            last = event.position or last
+                            yield event
+            except httpx.HTTPError as e:
+                failures += 1
+                if failures > retries:
+                    raise _gave_up(url, e) from e
+            time.sleep(retry_delay if failures else 0)
+    finally:
+        if own:
+            client.close()
+
+
+# No read timeout: a live query's stream is quiet between writes (the
+# server's heartbeats keep the connection, not a deadline).
+_TIMEOUT = httpx.Timeout(10.0, read=None)
+
+
+def _url(url: str) -> str:
+    return url.rstrip("/") + "/query"
+
+
+def _headers(token: Optional[str], last: Optional[int]) -> Dict[str, str]:
+    headers = {"Accept": "text/event-stream"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if last is not None:
+        headers["Last-Event-ID"] = str(last)
+    return headers
+
+
+def _gave_up(url: str, e: httpx.HTTPError) -> NetworkError:
+    return NetworkError(f"the live query at {url} could not reconnect: {e}", code="network")
+
+
+class _Parser:
+    """The text/event-stream of one response, a line at a time; comments
+    (the heartbeats) are skipped."""
+
+    def __init__(self) -> None:
+        self.name, self.ident, self.data = "", "", []  # type: str, str, List[str]
+
+    def feed(self, line: str) -> Optional[LiveEvent]:
+        """Takes one line; returns the event a blank line ends."""
         if line == "":
-            if name:
-                yield LiveEvent(name, int(ident or 0), json.loads("\n".join(data)) if data else {})
-            name, ident, data = "", "", []
-        elif line.startswith(":"):
-            continue
-        else:
-            key, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if key == "event":
-                name = value
-            elif key == "id":
-                ident = value
-            elif key == "data":
-                data.append(value)
+            event = None
+            if self.name:
+                event = LiveEvent(self.name, int(self.ident or 0), json.loads("\n".join(self.data)) if self.data else {})
+            self.name, self.ident, self.data = "", "", []
+            return event
+        if line.startswith(":"):
+            return None
+        key, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if key == "event":
+            self.name = value
+        elif key == "id":
+            self.ident = value
+        elif key == "data":
+            self.data.append(value)
+        return None
 
 
 def _refusal(resp: httpx.Response) -> FenecError:

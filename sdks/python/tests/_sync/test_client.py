@@ -211,3 +211,51 @@ def test_held_claim_ends_empty_after_the_wait(db: Client) -> None:
     got = claim_query(db).update({"owner": "w1", "attempts": inc(1)}, returning=True, wait=0.3, timeout=0.2)
     assert got == []
     assert 0.25 < time.monotonic() - began < 5
+
+
+def test_consumer_reads_in_order_and_acks(start_server: StartServer, anyio_backend: str) -> None:
+    # Through the client's settings: a server with a token refuses a read without it.
+    server = start_server("--token", "s3cret")
+    with fenecdb.connect(server.url) as anonymous:
+        with pytest.raises(fenecdb.Unauthorized):
+            anonymous.consumer("mailer").read()
+    with fenecdb.connect(server.url, token="s3cret") as db:
+        db.query("create collection msgs (text text)")
+        db.query("create collection other (n int)")
+        mailer = db.consumer("mailer", "msgs")
+        for text in ["one", "two", "three"]:
+            db.from_("msgs").insert({"text": text})
+        db.from_("other").insert({"n": 1})
+        db.from_("msgs").where("id", 2).delete()
+
+        first = mailer.read(limit=2)
+        assert first["consumer"] == "mailer"
+        assert [(c["op"], c["id"], c["collection"]) for c in first["changes"]] == [("put", 1, "msgs"), ("put", 2, "msgs")]
+        positions = [c["position"] for c in first["changes"]]
+        assert positions == sorted(positions) and first["next"] == positions[-1]
+        # A read moves nothing: unacked, the same changes come back.
+        assert mailer.read(limit=2) == first
+        mailer.ack(first["next"])
+        rest = mailer.read()
+        assert rest["position"] == first["next"]
+        assert [(c["op"], c["id"]) for c in rest["changes"]] == [("put", 3), ("delete", 2)]
+        assert all(c["collection"] == "msgs" for c in rest["changes"])
+        # A consumer on every collection sees the other one's write too.
+        every = db.consumer("audit").read()
+        assert [c["collection"] for c in every["changes"]].count("other") == 1
+        with pytest.raises(ValueError, match="limit is a whole number from 1 to 1000"):
+            mailer.read(limit=0)
+
+
+def test_consumer_batches_ack_when_the_next_is_asked_for(db: Client) -> None:
+    for n in range(5):
+        db.from_("jobs").insert({"attempts": n})
+    k = db.consumer("counter", "jobs")
+    seen: list[int] = []
+    for batch in k.batches(limit=2, wait=0.1):
+        seen.extend(c["id"] for c in batch["changes"])
+        if len(seen) == 4:
+            break  # the second batch (ids 3, 4) is left unacknowledged
+    assert seen == [1, 2, 3, 4]
+    again = k.read()
+    assert [c["id"] for c in again["changes"]] == [3, 4, 5]

@@ -4,9 +4,12 @@ file by unasync (``make generate``); what both share is in ``_calls.py``."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from types import TracebackType
-from typing import Any, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
+
+from urllib.parse import urlencode
 
 import httpx
 
@@ -154,6 +157,13 @@ class AsyncClient:
             return AsyncCollection(name, self)
         return AsyncTypedCollection(name, self, _kind=check_kind(kind))
 
+    def consumer(self, name: str, collection: Optional[str] = None) -> AsyncConsumer:
+        """The change stream's consumer called ``name`` (docs/changes.md,
+        "The change stream"), on ``collection`` or, without one, on every
+        collection: the committed writes in commit order, read in batches
+        and acknowledged, so each is handled at least once."""
+        return AsyncConsumer(self, name, collection)
+
     async def query(
         self,
         statement: StatementLike,
@@ -247,6 +257,82 @@ class AsyncClient:
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         await self.aclose()
+
+
+CHANGES = api.Route("GET", "/_changes")
+CHANGES_ACK = api.Route("POST", "/_changes/ack")
+BATCHES_WAIT = 5.0
+"""Seconds :meth:`AsyncConsumer.batches` holds each read by default."""
+
+
+class AsyncConsumer:
+    """A named consumer of the change stream (:meth:`AsyncClient.consumer`),
+    sent through its client: its token, TLS, proxy, headers and nodes."""
+
+    def __init__(self, db: AsyncClient, name: str, collection: Optional[str] = None) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a consumer's name is non-empty text, got {name!r}")
+        self._db = db
+        self.name = name
+        self.collection = collection
+
+    async def read(
+        self, *, limit: Optional[int] = None, wait: Optional[float] = None, timeout: Optional[float] = DEFAULT
+    ) -> api.Changes:
+        """Returns the changes after the consumer's acknowledged position:
+        at most ``limit`` (1 to 1000; the server's default 100), the read
+        held up to ``wait`` seconds (0 to 30) while there are none. A read
+        moves nothing: read again without :meth:`ack`, the same changes
+        come back. Raises :class:`ConsumerBusy` (409) while another read
+        under the name runs, and :class:`ChangesGone` (410) when the
+        position is older than the oldest change the server keeps."""
+        query: Dict[str, str] = {"consumer": self.name}
+        if self.collection is not None:
+            query["collection"] = self.collection
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+                raise ValueError(f"limit is a whole number from 1 to 1000, got {limit!r}")
+            query["limit"] = str(limit)
+        ms = calls.check_wait(wait)
+        if ms is not None:
+            query["wait"] = str(ms)
+        route = api.Route(CHANGES.method, CHANGES.path + "?" + urlencode(query))
+        got: api.Changes = await self._call(route, None, float(wait or 0), timeout)
+        return got
+
+    async def ack(self, position: int, *, timeout: Optional[float] = DEFAULT) -> None:
+        """Moves the consumer's position to ``position`` (a batch's
+        ``next``): durable once this returns."""
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ValueError(f"position is a whole number from 0, got {position!r}")
+        body: api.ChangesAck = {"consumer": self.name, "position": position}
+        await self._call(CHANGES_ACK, body, 0.0, timeout)
+
+    async def batches(
+        self, *, limit: Optional[int] = None, wait: float = BATCHES_WAIT, timeout: Optional[float] = DEFAULT
+    ) -> AsyncIterator[api.Changes]:
+        """Reads batch after batch, each held up to ``wait`` seconds while
+        there is none, and yields those with changes. A batch is
+        acknowledged when the next one is asked for, so a loop that raises
+        or stops early, or a process that dies, reads it again."""
+        while True:
+            batch = await self.read(limit=limit, wait=wait, timeout=timeout)
+            if not batch["changes"]:
+                continue
+            yield batch
+            await self.ack(batch["next"], timeout=timeout)
+
+    async def _call(self, route: api.Route, body: Any, wait: float, timeout: Optional[float]) -> Any:
+        db = self._db
+        call = dataclasses.replace(db._settings.call(route, timeout=timeout), wait=wait)
+        token = db._settings.token
+
+        async def send(http: httpx.AsyncClient, t: httpx.Timeout) -> api.Reply[Any]:
+            request = api._request(http, route, body, {}, token, t)
+            return api._reply(await http.send(request), text=False)
+
+        call, reply = await db._send(call, send)
+        return calls.answered(call, reply)
 
 
 class AsyncCollection(Query[AsyncClient]):
