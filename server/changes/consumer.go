@@ -79,7 +79,8 @@ func (h *Hub) acked(name string) (uint64, bool) {
 }
 
 // Read returns the changes after the consumer's acknowledged position, in
-// commit order, of coll only when coll is not "", at most limit; when
+// commit order, of coll only when coll is not "", at most limit (but whole
+// commits: one larger than limit comes alone and whole); when
 // there are none it waits up to wait for a commit that brings one. A
 // consumer never acknowledged reads from the oldest change kept. Only one
 // read per name runs at a time (ErrBusy).
@@ -131,19 +132,30 @@ func (h *Hub) Read(ctx context.Context, name, coll string, limit int, wait time.
 				syncing = true
 				break
 			}
+			// A batch holds whole commits: its Next is a commit's
+			// position, and acking it must pass every change handed out.
+			// So a commit that would go past limit waits for the next read
+			// — unless the batch has none yet: a commit larger than limit
+			// comes whole.
+			n := 0
 			for _, x := range c.changes {
-				if coll != "" && x.Coll != coll {
-					continue
+				if coll == "" || x.Coll == coll {
+					n++
 				}
-				if len(b.Changes) == limit {
-					full = true
-					break scan
+			}
+			if n == 0 {
+				continue
+			}
+			if len(b.Changes) > 0 && len(b.Changes)+n > limit {
+				full = true
+				break scan
+			}
+			for _, x := range c.changes {
+				if coll == "" || x.Coll == coll {
+					b.Changes = append(b.Changes, x)
 				}
-				b.Changes = append(b.Changes, x)
 			}
-			if len(b.Changes) > 0 {
-				b.Next = c.pos
-			}
+			b.Next = c.pos
 		}
 		if upTo := min(h.head, durable); !full && !syncing && upTo > b.Next {
 			// Every commit up to head was looked at: acking head skips

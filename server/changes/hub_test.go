@@ -469,3 +469,55 @@ func TestHubMovesWithTheDatabase(t *testing.T) {
 		t.Fatalf("after the snapshot: base+3 kept %v, oldest %d, want not kept, %d", kept, h.Oldest(), base+101)
 	}
 }
+
+// TestConsumerReadsWholeCommits: a limit never cuts a commit in two — its
+// Next would stop short of changes it handed out, and an ack of it would
+// never pass them. A commit that fits waits for the next read; one larger
+// than the limit comes alone and whole.
+func TestConsumerReadsWholeCommits(t *testing.T) {
+	db, _ := openDB(t)
+	h := New(db, Options{})
+	defer h.Close()
+	ctx := context.Background()
+	exec(t, db, `create collection m (t text)`)
+	exec(t, db, `insert m [{t: "a"}, {t: "b"}]`) // one commit, two changes
+	exec(t, db, `put m {t: "c"}`)
+	exec(t, db, `insert m [{t: "d"}, {t: "e"}]`)
+
+	var got []string
+	for reads := 0; reads < 10; reads++ {
+		b, err := h.Read(ctx, "k", "m", 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Changes) == 0 {
+			break
+		}
+		for _, c := range b.Changes {
+			if c.Pos > b.Next {
+				t.Fatalf("read %d: a change at %d past the batch's next %d: an ack of next would never pass it", reads, c.Pos, b.Next)
+			}
+			var row struct{ T string }
+			if err := json.Unmarshal(c.Row, &row); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, row.T)
+		}
+		if err := h.Ack(ctx, "k", b.Next); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"a", "b", "c", "d", "e"}; !slices.Equal(got, want) {
+		t.Fatalf("read %v with limit 1, want %v: every change once, in order", got, want)
+	}
+	// Two commits of one and two changes, limit 2: the second waits.
+	exec(t, db, `put m {t: "f"}`)
+	exec(t, db, `insert m [{t: "g"}, {t: "h"}]`)
+	b, err := h.Read(ctx, "k", "m", 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Changes) != 1 {
+		t.Fatalf("limit 2 over commits of 1 and 2 changes: %d changes, want the first commit's 1", len(b.Changes))
+	}
+}
