@@ -250,8 +250,8 @@ func (c *Client) From(collection string) Query { return newCollection(c, collect
 // Deprecated: use [Client.From] (docs/sdks.md, "One word per idea").
 func (c *Client) Collection(collection string) Query { return c.From(collection) }
 
-// CallOption shapes one call: [IdempotencyKey] and [Timeout] go with any
-// call; [Returning] and [Require] with [Query.Update] and
+// CallOption shapes one call: [IdempotencyKey], [Timeout], [Retries] and
+// [After] go with any call; [Returning] and [Require] with [Query.Update] and
 // [Query.Delete].
 type CallOption func(*callOptions)
 
@@ -264,6 +264,7 @@ type callOptions struct {
 	key       string
 	timeout   *time.Duration
 	retries   *int
+	after     *int64
 	returning []string // nil: none
 	require   int      // -1: none
 	err       error
@@ -318,6 +319,23 @@ func Retries(n int) CallOption {
 			return
 		}
 		o.retries = &n
+	}
+}
+
+// After makes this call run once the server has applied write seq — a
+// [Result.Seq], perhaps another client's or another node's — sent as
+// Fenec-After (read-your-writes, docs/cluster.md). A cluster node not there
+// within 5 s returns [CodeBehind]; a lone server, which has no other node to
+// wait for, refuses at once (400) a write it has not made. Given several
+// URLs, the client sends the larger of seq and the highest Fenec-Seq its
+// nodes returned. seq is 0 to 2^53-1; another is the call's error.
+func After(seq int64) CallOption {
+	return func(o *callOptions) {
+		if seq < 0 || seq > 1<<53-1 {
+			o.fail(fmt.Errorf("fenecdb: After(%d): a seq is 0 to 2^53-1 (a Result.Seq)", seq))
+			return
+		}
+		o.after = &seq
 	}
 }
 
@@ -468,6 +486,9 @@ func (c *Client) send(ctx context.Context, what string, claim bool, o callOption
 		h.IdempotencyKey = &key
 	}
 	h.FenecAfter = c.nodes.after()
+	if o.after != nil && (h.FenecAfter == nil || *o.after > *h.FenecAfter) {
+		h.FenecAfter = o.after
+	}
 	for retry := 0; ; retry++ {
 		reqCtx, cancel := ctx, context.CancelFunc(func() {})
 		if timeout > 0 {
