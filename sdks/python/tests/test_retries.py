@@ -38,7 +38,9 @@ class DroppingProxy:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
                 r = httpx.post(target + self.path, content=body, headers=headers, timeout=10)
                 with proxy.lock:
-                    proxy.seen.append({"path": self.path, "key": self.headers.get("Idempotency-Key", "")})
+                    proxy.seen.append(
+                        {"path": self.path, "key": self.headers.get("Idempotency-Key", ""), "after": self.headers.get("Fenec-After", "")}
+                    )
                     dropping = proxy.drop > 0 and self.path in ("/query", "/batch")
                     if dropping:
                         proxy.drop -= 1
@@ -121,6 +123,54 @@ def test_a_refusal_is_not_retried(server: Server, proxied: DroppingProxy) -> Non
         db.query("insert nowhere {body: 1}")
     assert isinstance(info.value, fenecdb.NotFound) and not info.value.retryable
     assert len([s for s in proxied.seen if s["path"] == "/query"]) == 1
+
+
+def test_after_is_sent_as_fenec_after(server: Server, proxied: DroppingProxy) -> None:
+    """``after=`` goes out as Fenec-After with the value given, on a query,
+    a batch and a builder read; a lone server refuses at once (400) a seq
+    beyond its own writes (docs/http.md); a bad value is sent nothing."""
+
+    def sent() -> List[str]:
+        with proxied.lock:
+            return [s["after"] for s in proxied.seen if s["path"] in ("/query", "/batch")]
+
+    with fenecdb.connect(proxied.url) as db:
+        seq = db.query("insert notes {body: $1}", ["x"]).seq
+        assert seq > 0 and sent() == [""], "Fenec-After sent without after, to one URL"
+        assert db.from_("notes").count(after=seq) == 1
+        assert db.from_("notes").rows(after=seq)[0]["body"] == "x"
+        batch = db.batch(["get notes count"], after=seq)
+        assert len(batch) == 1
+        assert db.query("get notes count", after=seq) is not None
+        assert sent()[1:] == [str(seq)] * 4
+        with pytest.raises(fenecdb.StatusError) as info:
+            db.from_("notes").first(after=seq + 1000)
+        assert info.value.status == 400 and "Fenec-After" in str(info.value), str(info.value)
+        assert sent()[-1] == str(seq + 1000)
+        n = len(sent())
+        for bad in (-1, 2**53, 1.5, True):
+            with pytest.raises(ValueError, match="after is a whole number"):
+                db.query("get notes", after=bad)  # type: ignore[arg-type]
+        assert len(sent()) == n, "a bad after was sent"
+
+
+def test_after_async_takes_the_larger_of_it_and_the_nodes_seq(server: Server, proxied: DroppingProxy) -> None:
+    """Given several URLs (the first answers; the second is never asked),
+    the larger of ``after`` and the highest seq the nodes answered is sent."""
+
+    async def main() -> int:
+        async with fenecdb.connect_async([proxied.url, server.url]) as db:
+            seq = (await db.query("insert notes {body: 'a'}")).seq
+            assert await db.from_("notes").count(after=0) == 1
+            with pytest.raises(fenecdb.StatusError) as info:
+                await db.from_("notes").count(after=seq + 5)
+            assert info.value.status == 400
+            return seq
+
+    seq = asyncio.run(main())
+    with proxied.lock:
+        afters = [s["after"] for s in proxied.seen if s["path"] == "/query"]
+    assert afters[-2:] == [str(seq), str(seq + 5)], afters
 
 
 def test_the_hierarchy_keeps_the_older_names() -> None:

@@ -113,6 +113,15 @@ def check_timeout(timeout: Optional[float], what: str = "timeout") -> Optional[f
     return float(timeout)
 
 
+def check_after(after: Optional[int]) -> Optional[int]:
+    """``after``, a :attr:`Result.seq`: a whole number from 0 to 2**53 - 1."""
+    if after is None:
+        return None
+    if isinstance(after, bool) or not isinstance(after, int) or not 0 <= after <= 2**53 - 1:
+        raise ValueError(f"after is a whole number from 0 to 2**53 - 1 (a Result.seq), got {after!r}")
+    return after
+
+
 def check_wait(wait: Optional[float]) -> Optional[int]:
     """``wait`` (seconds, 0 to 30) as Fenec-Wait's milliseconds."""
     if wait is None:
@@ -282,6 +291,7 @@ class Settings:
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Call:
         headers: api.QueryHeaders = {}
         ms = check_wait(wait)
@@ -291,10 +301,13 @@ class Settings:
             if not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key.encode()) <= 255:
                 raise ValueError(f"idempotency_key is 1 to 255 bytes of text, got {idempotency_key!r}")
             headers["idempotency_key"] = idempotency_key
+        seq = check_after(after)
         if self.nodes.several and self.nodes.seq > 0:
             # One URL is one server (a lone one answers 400 for a Fenec-After
             # beyond its own writes): only several nodes need it.
-            headers["fenec_after"] = self.nodes.seq
+            seq = max(seq or 0, self.nodes.seq)
+        if seq is not None:
+            headers["fenec_after"] = seq
         is_client = timeout is DEFAULT
         seconds = self.timeout if is_client else check_timeout(timeout)
         return Call(route, host_of(self.nodes.current), headers, seconds, float(wait or 0), is_client)

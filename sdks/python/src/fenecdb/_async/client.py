@@ -172,13 +172,17 @@ class AsyncClient:
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
-        0 to 30) holds a claim at the server while it would take nothing."""
+        0 to 30) holds a claim at the server while it would take nothing.
+        ``after`` (a :attr:`Result.seq`, perhaps another client's or node's)
+        runs it once the server has applied that write, sent as
+        ``Fenec-After`` (docs/cluster.md, "Reads")."""
         body, collection = calls.query_body(statement, params)
         retry = calls.Retry(self._config, [body["query"]], idempotency_key)
-        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout)
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout, after=after)
         if calls.to_load(self._settings, [collection]):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
@@ -195,12 +199,13 @@ class AsyncClient:
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Results:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
         retry = calls.Retry(self._config, [b["query"] for b in bodies], idempotency_key)
-        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout)
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout, after=after)
         if calls.to_load(self._settings, collections):
             await self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
@@ -338,20 +343,21 @@ class AsyncConsumer:
 class AsyncCollection(Query[AsyncClient]):
     """A query on one collection: immutable, each method answers a new one.
     Its endpoints send the statement it renders; each takes ``timeout=``
-    (seconds) for that call."""
+    (seconds) and ``after=`` (a :attr:`Result.seq`, as :meth:`AsyncClient.query`)
+    for that call."""
 
-    async def rows(self, *, timeout: Optional[float] = DEFAULT) -> Rows:
+    async def rows(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Rows:
         """The rows: ``get c [select …] [where …] [order …] [limit n] [offset n]``."""
-        return calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout))
+        return calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout, after=after))
 
-    async def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[Row]:
+    async def first(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Optional[Row]:
         """The first row, or ``None``."""
-        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout))
+        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout, after=after))
         return rows[0] if rows else None
 
-    async def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+    async def count(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> int:
         """How many rows match."""
-        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout))
+        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout, after=after))
 
     async def insert(
         self,
@@ -359,13 +365,14 @@ class AsyncCollection(Query[AsyncClient]):
         *,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected:
         """Insert a document or a list of them; answers how many. A taken id
         or ``@unique`` value raises :class:`Conflict` and writes nothing —
         unless the query says :meth:`if_absent` (then it counts 0) or
         :meth:`upsert`."""
         stmt = self.render_insert(docs)
-        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout, after=after))
 
     @overload
     async def update(
@@ -377,6 +384,7 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected: ...
 
     @overload
@@ -389,6 +397,7 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Rows: ...
 
     async def update(
@@ -400,6 +409,7 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Write ``patch`` into the matching rows (``set``): values, ``None``,
         ``expr(...)`` or ``inc(n)``. Answers the count, or with ``returning``
@@ -407,7 +417,7 @@ class AsyncCollection(Query[AsyncClient]):
         n rows; ``wait`` (seconds, 0 to 30) holds the claim at the server
         while it would take nothing."""
         stmt = self.render_update(patch, returning=returning, require=require)
-        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout, after=after)
 
     @overload
     async def delete(
@@ -418,6 +428,7 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected: ...
 
     @overload
@@ -429,6 +440,7 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Rows: ...
 
     async def delete(
@@ -439,10 +451,11 @@ class AsyncCollection(Query[AsyncClient]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
-        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        return await self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout, after=after)
 
 
 class AsyncTypedCollection(Query[AsyncClient], Generic[R]):
@@ -452,19 +465,19 @@ class AsyncTypedCollection(Query[AsyncClient], Generic[R]):
     :class:`AsyncCollection`; :meth:`untyped` is the same query answering
     dicts, for ``update`` and ``delete``."""
 
-    async def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+    async def rows(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> List[R]:
         """The rows, each an ``R``."""
-        rows = calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout))
+        rows = calls.rows_of(await self.db.query(self.render_rows(), timeout=timeout, after=after))
         return [row_as(self._kind, r) for r in rows]
 
-    async def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+    async def first(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Optional[R]:
         """The first row as an ``R``, or ``None``."""
-        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout))
+        rows = calls.rows_of(await self.db.query(self.render_first(), timeout=timeout, after=after))
         return row_as(self._kind, rows[0]) if rows else None
 
-    async def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+    async def count(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> int:
         """How many rows match."""
-        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout))
+        return calls.count_of(await self.db.query(self.render_count(), timeout=timeout, after=after))
 
     async def insert(
         self,
@@ -472,13 +485,14 @@ class AsyncTypedCollection(Query[AsyncClient], Generic[R]):
         *,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected:
         """Insert a document or a list of them — mappings, dataclass
         instances (their fields: ``R`` or another dataclass, such as one
         without ``id``) or pydantic models (their dump); answers how many."""
         given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
         stmt = self.render_insert(given)
-        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+        return calls.affected_of(await self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout, after=after))
 
     def untyped(self) -> AsyncCollection:
         """The same query, answering dicts, with every endpoint of

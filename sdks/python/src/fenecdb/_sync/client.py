@@ -173,13 +173,17 @@ class Client:
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Run one FenecQL statement with its ``$1…$n`` ``params``; answers its
         :class:`Rows`, or a write's :class:`Affected` count. ``wait`` (seconds,
-        0 to 30) holds a claim at the server while it would take nothing."""
+        0 to 30) holds a claim at the server while it would take nothing.
+        ``after`` (a :attr:`Result.seq`, perhaps another client's or node's)
+        runs it once the server has applied that write, sent as
+        ``Fenec-After`` (docs/cluster.md, "Reads")."""
         body, collection = calls.query_body(statement, params)
         retry = calls.Retry(self._config, [body["query"]], idempotency_key)
-        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout)
+        call = self._settings.call(api.QUERY, wait=wait, idempotency_key=retry.key, timeout=timeout, after=after)
         if calls.to_load(self._settings, [collection]):
             self.collections(timeout=timeout)
             calls.loaded(self._settings, [collection])
@@ -196,12 +200,13 @@ class Client:
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Results:
         """Run statements all or nothing, under one lock; answers each one's
         answer. A refusal's :class:`FenecError` names the statement in ``at``."""
         bodies, collections = zip(*[calls.query_body(s) for s in statements]) if statements else ((), ())
         retry = calls.Retry(self._config, [b["query"] for b in bodies], idempotency_key)
-        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout)
+        call = self._settings.call(api.BATCH, wait=wait, idempotency_key=retry.key, timeout=timeout, after=after)
         if calls.to_load(self._settings, collections):
             self.collections(timeout=timeout)
             calls.loaded(self._settings, collections)
@@ -339,20 +344,21 @@ class Consumer:
 class Collection(Query[Client]):
     """A query on one collection: immutable, each method answers a new one.
     Its endpoints send the statement it renders; each takes ``timeout=``
-    (seconds) for that call."""
+    (seconds) and ``after=`` (a :attr:`Result.seq`, as :meth:`AsyncClient.query`)
+    for that call."""
 
-    def rows(self, *, timeout: Optional[float] = DEFAULT) -> Rows:
+    def rows(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Rows:
         """The rows: ``get c [select …] [where …] [order …] [limit n] [offset n]``."""
-        return calls.rows_of(self.db.query(self.render_rows(), timeout=timeout))
+        return calls.rows_of(self.db.query(self.render_rows(), timeout=timeout, after=after))
 
-    def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[Row]:
+    def first(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Optional[Row]:
         """The first row, or ``None``."""
-        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout))
+        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout, after=after))
         return rows[0] if rows else None
 
-    def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+    def count(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> int:
         """How many rows match."""
-        return calls.count_of(self.db.query(self.render_count(), timeout=timeout))
+        return calls.count_of(self.db.query(self.render_count(), timeout=timeout, after=after))
 
     def insert(
         self,
@@ -360,13 +366,14 @@ class Collection(Query[Client]):
         *,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected:
         """Insert a document or a list of them; answers how many. A taken id
         or ``@unique`` value raises :class:`Conflict` and writes nothing —
         unless the query says :meth:`if_absent` (then it counts 0) or
         :meth:`upsert`."""
         stmt = self.render_insert(docs)
-        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout, after=after))
 
     @overload
     def update(
@@ -378,6 +385,7 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected: ...
 
     @overload
@@ -390,6 +398,7 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Rows: ...
 
     def update(
@@ -401,6 +410,7 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Write ``patch`` into the matching rows (``set``): values, ``None``,
         ``expr(...)`` or ``inc(n)``. Answers the count, or with ``returning``
@@ -408,7 +418,7 @@ class Collection(Query[Client]):
         n rows; ``wait`` (seconds, 0 to 30) holds the claim at the server
         while it would take nothing."""
         stmt = self.render_update(patch, returning=returning, require=require)
-        return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout, after=after)
 
     @overload
     def delete(
@@ -419,6 +429,7 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected: ...
 
     @overload
@@ -430,6 +441,7 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Rows: ...
 
     def delete(
@@ -440,10 +452,11 @@ class Collection(Query[Client]):
         wait: Optional[float] = None,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Answer:
         """Delete the matching rows (``del``); options as :meth:`update`."""
         stmt = self.render_delete(returning=returning, require=require)
-        return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout)
+        return self.db.query(stmt, wait=wait, idempotency_key=idempotency_key, timeout=timeout, after=after)
 
 
 class TypedCollection(Query[Client], Generic[R]):
@@ -453,19 +466,19 @@ class TypedCollection(Query[Client], Generic[R]):
     :class:`AsyncCollection`; :meth:`untyped` is the same query answering
     dicts, for ``update`` and ``delete``."""
 
-    def rows(self, *, timeout: Optional[float] = DEFAULT) -> List[R]:
+    def rows(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> List[R]:
         """The rows, each an ``R``."""
-        rows = calls.rows_of(self.db.query(self.render_rows(), timeout=timeout))
+        rows = calls.rows_of(self.db.query(self.render_rows(), timeout=timeout, after=after))
         return [row_as(self._kind, r) for r in rows]
 
-    def first(self, *, timeout: Optional[float] = DEFAULT) -> Optional[R]:
+    def first(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> Optional[R]:
         """The first row as an ``R``, or ``None``."""
-        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout))
+        rows = calls.rows_of(self.db.query(self.render_first(), timeout=timeout, after=after))
         return row_as(self._kind, rows[0]) if rows else None
 
-    def count(self, *, timeout: Optional[float] = DEFAULT) -> int:
+    def count(self, *, timeout: Optional[float] = DEFAULT, after: Optional[int] = None) -> int:
         """How many rows match."""
-        return calls.count_of(self.db.query(self.render_count(), timeout=timeout))
+        return calls.count_of(self.db.query(self.render_count(), timeout=timeout, after=after))
 
     def insert(
         self,
@@ -473,13 +486,14 @@ class TypedCollection(Query[Client], Generic[R]):
         *,
         idempotency_key: Optional[str] = None,
         timeout: Optional[float] = DEFAULT,
+        after: Optional[int] = None,
     ) -> Affected:
         """Insert a document or a list of them — mappings, dataclass
         instances (their fields: ``R`` or another dataclass, such as one
         without ``id``) or pydantic models (their dump); answers how many."""
         given = [doc_of(d) for d in docs] if isinstance(docs, (list, tuple)) else doc_of(docs)
         stmt = self.render_insert(given)
-        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout))
+        return calls.affected_of(self.db.query(stmt, idempotency_key=idempotency_key, timeout=timeout, after=after))
 
     def untyped(self) -> Collection:
         """The same query, answering dicts, with every endpoint of
