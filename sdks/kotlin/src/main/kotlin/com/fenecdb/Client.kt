@@ -313,6 +313,9 @@ private const val MAX_FOLLOWS = 3
 
 /** The pause between two full rounds of the nodes: from the first, doubling, to the last. */
 private val FIRST_PAUSE = 50.milliseconds
+
+/** The largest Fenec-After: 2^53−1, like an id (docs/http.md). */
+private const val MAX_AFTER = (1L shl 53) - 1
 private val LAST_PAUSE = 1.seconds
 
 /**
@@ -413,6 +416,8 @@ public class Client internal constructor(
     private val headers: Map<String, String> = emptyMap(),
     /** How many times a failed call is sent again (0: never; [ClientBuilder.maxRetries]). */
     public val maxRetries: Int = 0,
+    /** The write every query and batch runs after ([withAfter]); null: none of the caller's. */
+    public val after: Long? = null,
 ) {
     /**
      * A copy whose claims — a `set` with `returning`, or a `/batch` holding
@@ -425,7 +430,7 @@ public class Client internal constructor(
         require(wait >= Duration.ZERO && wait.inWholeMilliseconds <= MAX_WAIT_MS) {
             "wait must be 0 to 30 s (0 to 30000 milliseconds), not ${wait.inWholeMilliseconds} ms"
         }
-        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries, after)
     }
 
     /**
@@ -437,7 +442,28 @@ public class Client internal constructor(
     public fun withTimeout(timeout: Duration): Client {
         requireMillis("timeout", timeout)
         require(timeout > Duration.ZERO) { "timeout must be more than 0 ms, not $timeout" }
-        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries)
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries, after)
+    }
+
+    /**
+     * A copy whose queries and batches run once the server has applied write
+     * [seq] — a [Result.seq], perhaps another client's or another node's —
+     * sent as `Fenec-After` (read-your-writes, docs/cluster.md):
+     * `db.withAfter(res.seq).from("notes").count()`. A cluster node not there
+     * within 5 s throws `behind`; a lone server, with no other node to wait
+     * for, refuses at once (400) a write it has not made. Given several URLs
+     * the larger of [seq] and the highest Fenec-Seq the nodes returned is
+     * sent. [seq] is 0 to 2^53−1.
+     */
+    public fun withAfter(seq: Long): Client {
+        require(seq in 0..MAX_AFTER) { "after must be a whole number from 0 to 2^53-1 (a Result.seq), not $seq" }
+        return Client(nodes, token, timeout, wait, http, schema, headers, maxRetries, seq)
+    }
+
+    /** The Fenec-After to send: the larger of [after] and the nodes' ([Nodes.after]). */
+    private fun afterHeader(): Long? {
+        val mine = after ?: return nodes.after()
+        return maxOf(mine, nodes.after() ?: 0)
     }
 
     /** [withTimeout] with a java.time.Duration. */
@@ -447,7 +473,7 @@ public class Client internal constructor(
     public fun withWait(wait: java.time.Duration): Client = withWait(wait.toMillis().milliseconds)
 
     /** A copy that holds no claim: for a `set … returning` that must be answered at once (a worker's extension). */
-    internal fun unheld(): Client = if (wait == null) this else Client(nodes, token, timeout, null, http, schema, headers, maxRetries)
+    internal fun unheld(): Client = if (wait == null) this else Client(nodes, token, timeout, null, http, schema, headers, maxRetries, after)
 
     /**
      * The URL of the node this client sends its calls to now: the first
@@ -483,7 +509,7 @@ public class Client internal constructor(
         val wait = if (statement.claim) wait else null
         val key = keyFor(listOf(statement), idempotencyKey)
         val reply = retrying("POST /query", statement.query, key, idempotencyKey != null || key != null || isRead(statement)) {
-            send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+            send(wait) { url, t -> queryRequest(url, body, wait?.inWholeMilliseconds, key, afterHeader(), token, t) }
         }
         return answer(reply.body, collection, reply)
     }
@@ -531,7 +557,7 @@ public class Client internal constructor(
         val wait = if (statements.any { it.claim }) wait else null
         val key = keyFor(statements, idempotencyKey)
         val reply = retrying("POST /batch", statements.joinToString("; ") { it.query }, key, key != null || statements.all { isRead(it) }) {
-            send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, key, nodes.after(), token, t) }
+            send(wait) { url, t -> batchRequest(url, body, wait?.inWholeMilliseconds, key, afterHeader(), token, t) }
         }
         val results = (reply.body as? JsonObject)?.get("results") as? JsonArray ?: throw unexpected(reply)
         if (results.size != statements.size) throw unexpected(reply)

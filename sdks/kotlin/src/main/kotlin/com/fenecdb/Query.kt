@@ -97,6 +97,9 @@ public class Query internal constructor(
     /** A copy whose calls wait [timeout] for their answer (see [Client.withTimeout]). */
     public fun withTimeout(timeout: Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
 
+    /** A copy whose calls run once the server has applied write [seq] (see [Client.withAfter]). */
+    public fun withAfter(seq: Long): Query = Query(db.withAfter(seq), state, idempotencyKey)
+
     /** [withTimeout] with a java.time.Duration. */
     public fun withTimeout(timeout: java.time.Duration): Query = Query(db.withTimeout(timeout), state, idempotencyKey)
 
