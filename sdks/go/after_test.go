@@ -83,13 +83,13 @@ func TestAfter(t *testing.T) {
 	if got := p.last(); got != want {
 		t.Errorf("count sent Fenec-After %q, want %q", got, want)
 	}
-	if _, err := db.Query(ctx, "notes", fenecdb.After(res.Seq)); err != nil {
+	if _, err := db.Query(ctx, "get notes", fenecdb.After(res.Seq)); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.last(); got != want {
 		t.Errorf("query sent Fenec-After %q, want %q", got, want)
 	}
-	if _, err := db.Batch(ctx, []fenecdb.Statement{{Query: "notes"}}, fenecdb.After(res.Seq)); err != nil {
+	if _, err := db.Batch(ctx, []fenecdb.Statement{{Query: "get notes"}}, fenecdb.After(res.Seq)); err != nil {
 		t.Fatal(err)
 	}
 	if got := p.last(); got != want {
