@@ -1,6 +1,7 @@
 package changes
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -208,7 +209,7 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	}
 	consumers := len(h.db.MetaWithPrefix(consumerKey)) > 0
 	seq := h.db.Seq()
-	slices.SortFunc(recs, func(a, b rec) int { return cmpU(a.c.pos, b.c.pos) })
+	slices.SortFunc(recs, func(a, b rec) int { return cmp.Compare(a.c.pos, b.c.pos) })
 	i := len(recs) - 1
 	for i > 0 && recs[i].from == recs[i-1].c.pos {
 		i--
@@ -245,16 +246,6 @@ func (h *Hub) loadJournal() (kept []commit, floor uint64, ok bool) {
 	}
 	j.last = recs[len(recs)-1].c.pos
 	return kept, floor, true
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func rowBytes(c commit) int64 {
@@ -294,7 +285,7 @@ func (h *Hub) seenRecords(w engine.Write) {
 		case store.OpMetaDelete:
 			// Oldest first, so mostly the first one; sorted, so found
 			// by halves otherwise. One made here is gone already.
-			if i, ok := slices.BinarySearchFunc(j.recs, pos, func(r jrec, p uint64) int { return cmpU(r.pos, p) }); ok {
+			if i, ok := slices.BinarySearchFunc(j.recs, pos, func(r jrec, p uint64) int { return cmp.Compare(r.pos, p) }); ok {
 				j.remove(i)
 			}
 		}
