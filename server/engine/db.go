@@ -61,7 +61,9 @@ type DB struct {
 	seq     uint64
 	meta    map[string]Meta
 	metaB   int64 // bytes of meta keys and bodies held
-	broken  error // the store failed: writes are refused until it works again
+	// metaKinds counts the side records held by kind (MetaUse).
+	metaKinds map[string]metaUse
+	broken    error // the store failed: writes are refused until it works again
 	// brokenNow is broken, read without the lock (setBroken).
 	brokenNow atomic.Pointer[error]
 	journal   atomic.Pointer[Journal] // SetJournal
@@ -103,7 +105,7 @@ func Open(opts Options) (*DB, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	db := &DB{clock: opts.Clock, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{},
+	db := &DB{clock: opts.Clock, colls: map[string]*Collection{}, created: map[string]uint64{}, meta: map[string]Meta{}, metaKinds: map[string]metaUse{},
 		keep: opts.File != ":memory:", log: opts.Log, closed: make(chan struct{}), opts: opts}
 	st, err := store.Open(opts.File, db.storeOptions())
 	if err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/fenecdb/fenec/server/store"
@@ -69,6 +70,42 @@ func (db *DB) MetaBytes() int64 {
 	return db.metaB
 }
 
+// MetaUse returns how many side records of a kind are held, and their
+// bytes (keys and bodies). A record's kind is its key up to the first ':'
+// ("idem" for an Idempotency-Key's, "changelog" for the change stream's):
+// each owner bounds its own records, and counts only them.
+func (db *DB) MetaUse(kind string) (n int, bytes int64) {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	u := db.metaKinds[kind]
+	return u.n, u.bytes
+}
+
+// metaUse is the count and bytes of one kind of side record.
+type metaUse struct {
+	n     int
+	bytes int64
+}
+
+func metaKind(k string) string {
+	kind, _, _ := strings.Cut(k, ":")
+	return kind
+}
+
+func (db *DB) countMeta(k string, body []byte, sign int) {
+	size := int64(len(k) + len(body))
+	db.metaB += int64(sign) * size
+	kind := metaKind(k)
+	u := db.metaKinds[kind]
+	u.n += sign
+	u.bytes += int64(sign) * size
+	if u.n == 0 {
+		delete(db.metaKinds, kind)
+		return
+	}
+	db.metaKinds[kind] = u
+}
+
 // SweepMeta deletes every side record expired at now, and returns how
 // many. It is a write like any other (commit): refused while the store is
 // failed, undone if the store loses it.
@@ -98,12 +135,12 @@ func (db *DB) SweepMeta(ctx context.Context, now int64) (int, error) {
 func (db *DB) setMeta(k string, m Meta) {
 	db.deleteMeta(k)
 	db.meta[k] = m
-	db.metaB += int64(len(k) + len(m.Body))
+	db.countMeta(k, m.Body, +1)
 }
 
 func (db *DB) deleteMeta(k string) {
 	if old, ok := db.meta[k]; ok {
-		db.metaB -= int64(len(k) + len(old.Body))
+		db.countMeta(k, old.Body, -1)
 		delete(db.meta, k)
 	}
 }

@@ -16,7 +16,10 @@ import (
 // committed in the same unit as the write it answered: the key exists
 // exactly when the write does, survives a restart with it, and a refused
 // write leaves none.
-const keyPrefix = "idem:"
+const keyPrefix = metaKind + ":"
+
+// metaKind is the kind of an Idempotency-Key's side record (engine.MetaUse).
+const metaKind = "idem"
 
 // fingerprint tells two requests under one key apart: the method, the path,
 // the body's bytes and who sent it.
@@ -84,11 +87,9 @@ func (s *Server) lookupKey(key string) (keyRecordBody, bool, error) {
 // expire) can never run it twice. Requests in flight may each add one
 // record past the cap.
 func (s *Server) keyLimit(key string) *apiError {
-	n, b := s.db.MetaLen(), s.db.MetaBytes()
-	// The change stream's records are side records too, bounded by
+	// Only the keys' own records count: the change stream's are bounded by
 	// --changes-retain* instead (docs/changes.md).
-	cn, cb := s.changes.Records()
-	n, b = max(n-cn, 0), max(b-cb, 0)
+	n, b := s.db.MetaUse(metaKind)
 	if n < s.cfg.IdempotencyMaxKeys && b < s.cfg.IdempotencyMaxBytes {
 		return nil
 	}

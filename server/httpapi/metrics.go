@@ -111,11 +111,11 @@ func (m *Metrics) watch(db *engine.DB) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_idempotency_keys",
 			Help: "Idempotency keys held, with their answers.",
-		}, func() float64 { return float64(db.MetaLen()) }),
+		}, func() float64 { n, _ := db.MetaUse(metaKind); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_idempotency_bytes",
 			Help: "Bytes of the idempotency keys and answers held in memory.",
-		}, func() float64 { return float64(db.MetaBytes()) }),
+		}, func() float64 { _, b := db.MetaUse(metaKind); return float64(b) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_store_up",
 			Help: "1 while the store takes writes, 0 while it is failed (writes refused until a probe succeeds).",
