@@ -214,7 +214,7 @@ func TestScopeListClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		ps[0].Scope = s
-		rs, err := db.Run(context.Background(), ps)
+		rs, err := db.Run(context.Background(), ps, engine.RunOptions{})
 		if err != nil {
 			return err.Error()
 		}

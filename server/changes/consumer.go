@@ -204,7 +204,7 @@ func (h *Hub) Ack(ctx context.Context, name string, pos uint64) error {
 	// From now on every write keeps its changes across a restart.
 	h.startJournal()
 	body := []byte(`{"position":` + strconv.FormatUint(pos, 10) + `}`)
-	_, err := h.db.RunWith(ctx, nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
+	_, err := h.db.Run(ctx, nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
 		return map[string]engine.Meta{consumerKey + name: {Body: body}}
 	}})
 	if err != nil {

@@ -91,7 +91,7 @@ func TestJournalChainBreaks(t *testing.T) {
 	defer db.Close()
 	put := func(pos, from uint64) {
 		body := binary.AppendVarint(binary.AppendUvarint(nil, from), 0)
-		_, err := db.RunWith(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
+		_, err := db.Run(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
 			return map[string]engine.Meta{recordKey(pos): {Body: body}}
 		}})
 		if err != nil {

@@ -261,7 +261,7 @@ func (l *live) read(ctx context.Context, ids []int64) (answer, error) {
 			g.Where = &fenecql.Binary{Pos: g.Pos, Op: fenecql.OpAnd, L: in, R: g.Where}
 		}
 	}
-	rs, err := l.h.db.RunWith(ctx, []engine.Parsed{{Stmt: &g, Params: params, Scope: l.q.Scope}}, engine.RunOptions{Timeout: l.h.opts.ReadTimeout})
+	rs, err := l.h.db.Run(ctx, []engine.Parsed{{Stmt: &g, Params: params, Scope: l.q.Scope}}, engine.RunOptions{Timeout: l.h.opts.ReadTimeout})
 	if err != nil {
 		return answer{}, err
 	}

@@ -382,7 +382,7 @@ func (n *Node) takeOffice() {
 	if m, ok := n.db.GetMeta(addrPrefix + n.cfg.ID); ok && string(m.Body) == n.cfg.HTTPURL {
 		return
 	}
-	_, err := n.db.RunWith(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
+	_, err := n.db.Run(context.Background(), nil, engine.RunOptions{Meta: func([]*engine.Result) map[string]engine.Meta {
 		return map[string]engine.Meta{addrPrefix + n.cfg.ID: {Body: []byte(n.cfg.HTTPURL)}}
 	}})
 	if err != nil {

@@ -171,7 +171,7 @@ func benchJob(b *testing.B, stored bool) {
 	cpu0 := processCPU(b)
 	b.ResetTimer()
 	for range claims {
-		rs, err := db.Run(ctx, claim)
+		rs, err := db.Run(ctx, claim, RunOptions{})
 		if err != nil || len(rs[0].Rows) != 10 {
 			b.Fatalf("claim: %v", err)
 		}
@@ -179,7 +179,7 @@ func benchJob(b *testing.B, stored bool) {
 		for k, row := range rs[0].Rows {
 			acks[k] = Parsed{Stmt: ack, Params: []fenecql.Value{row[0], owner}}
 		}
-		if _, err := db.Run(ctx, acks); err != nil {
+		if _, err := db.Run(ctx, acks, RunOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}

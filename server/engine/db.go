@@ -248,19 +248,21 @@ func (db *DB) Batch(ctx context.Context, stmts []Statement) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return db.Run(ctx, ps)
+	return db.Run(ctx, ps, RunOptions{})
 }
 
-// Run runs parsed statements as Batch does.
-func (db *DB) Run(ctx context.Context, ps []Parsed) ([]*Result, error) {
-	return db.RunWith(ctx, ps, RunOptions{})
-}
-
-// RunWith runs parsed statements as Batch does, with options.
-func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
+// Run runs parsed statements all or nothing, as Batch does: under one
+// write lock if any writes (or opts.Meta is set), else under the read
+// lock. It is the one way statements run; opts say how (RunOptions), and
+// whether the caller waits for the store itself (RunOptions.Unwaited).
+func (db *DB) Run(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result, error) {
 	rs, wait, err := db.run(ctx, ps, opts)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Unwaited != nil {
+		*opts.Unwaited = Durable{db: db, wait: wait}
+		return rs, nil
 	}
 	if err := db.stored(wait); err != nil {
 		return nil, err
@@ -268,18 +270,21 @@ func (db *DB) RunWith(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Res
 	return rs, nil
 }
 
-// RunUnwaited runs parsed statements as RunWith does, but returns before
-// the store has the write: durable then waits until it has (per the sync
-// mode) and returns nil, or the store's failure as RunWith would have
-// (the write undone). The answer must not be given before durable returns
-// nil. A subscriber told of a Write that Joins runs its write so, on the
-// writer's goroutine, and the two writes share one sync (Subscribe).
-func (db *DB) RunUnwaited(ctx context.Context, ps []Parsed, opts RunOptions) (rs []*Result, durable func() error, err error) {
-	rs, wait, err := db.run(ctx, ps, opts)
-	if err != nil {
-		return nil, nil, err
+// Durable is a write's wait for the store, handed out by a Run with
+// RunOptions.Unwaited.
+type Durable struct {
+	db   *DB
+	wait func() error // commitUnwaited's; nil: nothing went to the store
+}
+
+// Wait waits until the store has the write (per the sync mode) and returns
+// nil, or the store's failure as a waited Run would have returned it (the
+// write undone). The zero Durable, and a read's, return nil at once.
+func (d Durable) Wait() error {
+	if d.db == nil {
+		return nil
 	}
-	return rs, func() error { return db.stored(wait) }, nil
+	return d.db.stored(d.wait)
 }
 
 // run runs parsed statements up to the store's wait (commitUnwaited); a

@@ -87,7 +87,7 @@ func TestStoreFailure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = db.RunWith(context.Background(), ps, meta)
+			_, err = db.Run(context.Background(), ps, meta)
 			if sync == "always" {
 				// The answer waits for the write: it is refused.
 				if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not stored") {
@@ -165,7 +165,7 @@ func TestSweepFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.RunWith(context.Background(), ps, RunOptions{Meta: func([]*Result) map[string]Meta {
+	if _, err := db.Run(context.Background(), ps, RunOptions{Meta: func([]*Result) map[string]Meta {
 		return map[string]Meta{"old": {Body: []byte("x"), Expires: 10}, "new": {Body: []byte("y"), Expires: 1 << 50}}
 	}}); err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func TestLookAndOnlyIfTakes(t *testing.T) {
 	if bids[0].Takes || bids[1].Takes {
 		t.Fatalf("empty collection bids: %+v", bids)
 	}
-	if _, err := db.RunWith(context.Background(), far, RunOptions{OnlyIfTakes: true}); !errors.Is(err, ErrNothingTaken) {
+	if _, err := db.Run(context.Background(), far, RunOptions{OnlyIfTakes: true}); !errors.Is(err, ErrNothingTaken) {
 		t.Fatalf("a claim taking nothing, refused only by its require: %v", err)
 	}
 	mustExec(t, db, `put rides {pickup: [29.02, 41.04], run_at: now()}`)
@@ -100,7 +100,7 @@ func TestLookAndOnlyIfTakes(t *testing.T) {
 	if !bids[0].Takes || !bids[1].Takes || bids[0].Key.Float() >= bids[1].Key.Float() {
 		t.Fatalf("bids: %+v", bids)
 	}
-	rs, err := db.RunWith(context.Background(), near, RunOptions{OnlyIfTakes: true})
+	rs, err := db.Run(context.Background(), near, RunOptions{OnlyIfTakes: true})
 	if err != nil || answer(rs[0]) != `[{"id":1}]` {
 		t.Fatalf("near claim: %v", err)
 	}

@@ -29,6 +29,14 @@ type RunOptions struct {
 	// Timeout, when positive, bounds the run: past it the statements stop
 	// and answer ErrStatementTimeout, writing nothing.
 	Timeout time.Duration
+	// Unwaited, when set, has Run return as soon as memory has the write,
+	// before the store has it: *Unwaited is set to the write's wait, and
+	// the answer must not be given before its Wait returns nil. The caller
+	// does what it must in between (the HTTP server counts the request as
+	// arrived, so a sync stops holding for it). A subscriber told of a
+	// Write that Joins runs its own write in that gap, on the writer's
+	// goroutine, and the two writes share one sync (Subscribe).
+	Unwaited *Durable
 }
 
 // GetMeta returns a side record.

@@ -38,7 +38,7 @@ func TestWorkerScope(t *testing.T) {
 		},
 	}
 	run := func(q string, params ...any) (*Result, error) {
-		rs, err := db.Run(context.Background(), []Parsed{{Stmt: mustParse(t, q), Params: vals(params...), Scope: scope}})
+		rs, err := db.Run(context.Background(), []Parsed{{Stmt: mustParse(t, q), Params: vals(params...), Scope: scope}}, RunOptions{})
 		if err != nil {
 			return nil, err
 		}
@@ -112,7 +112,7 @@ func scoped(t *testing.T, db *DB, scope *Scope, params []fenecql.Value, qs ...st
 	for i, q := range qs {
 		ps[i] = Parsed{Stmt: mustParse(t, q), Params: params, Scope: scope}
 	}
-	rs, err := db.Run(context.Background(), ps)
+	rs, err := db.Run(context.Background(), ps, RunOptions{})
 	if err != nil {
 		return "error " + fenecql.CodeOf(err).String() + ": " + err.Error()
 	}

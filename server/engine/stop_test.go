@@ -43,7 +43,7 @@ func TestStatementTimeout(t *testing.T) {
 		start := time.Now()
 		// A timeout that falls mid-statement, not before it starts: the
 		// first rows are read under a live context.
-		_, err := db.Run(ctx, []Parsed{{Stmt: mustParse(t, q)}})
+		_, err := db.Run(ctx, []Parsed{{Stmt: mustParse(t, q)}}, RunOptions{})
 		took := time.Since(start)
 		cancel()
 		if !errors.Is(err, ErrStatementTimeout) {
@@ -70,7 +70,7 @@ func TestCancelledStatementStops(t *testing.T) {
 	q := mustParse(t, `set big {s: "y"} `+heavy)
 	// How long the whole statement takes here, undone by a require.
 	start := time.Now()
-	if _, err := db.Run(context.Background(), []Parsed{{Stmt: mustParse(t, `set big {s: "y"} `+heavy+` require 0`)}}); fenecql.CodeOf(err) != fenecql.CodeUnmet {
+	if _, err := db.Run(context.Background(), []Parsed{{Stmt: mustParse(t, `set big {s: "y"} `+heavy+` require 0`)}}, RunOptions{}); fenecql.CodeOf(err) != fenecql.CodeUnmet {
 		t.Fatal(err)
 	}
 	full := time.Since(start)
@@ -81,7 +81,7 @@ func TestCancelledStatementStops(t *testing.T) {
 		cancel()
 	}()
 	start = time.Now()
-	_, err := db.Run(ctx, []Parsed{{Stmt: q}})
+	_, err := db.Run(ctx, []Parsed{{Stmt: q}}, RunOptions{})
 	took := time.Since(start)
 	t.Logf("the whole set: %v; cancelled after %v, stopped after %v", full, full/10, took)
 	if !errors.Is(err, ErrUnavailable) {

@@ -23,7 +23,7 @@ func TestSubscribersToldSeqAndChanges(t *testing.T) {
 	})
 	mustExec(t, db, `create collection jobs (n int)`)
 	r := mustExec(t, db, `put jobs [{n: 1}, {n: 2}]`)
-	if _, err := db.RunWith(context.Background(), nil, RunOptions{Meta: func([]*Result) map[string]Meta {
+	if _, err := db.Run(context.Background(), nil, RunOptions{Meta: func([]*Result) map[string]Meta {
 		return map[string]Meta{"k": {Body: []byte("v")}}
 	}}); err != nil {
 		t.Fatal(err)

@@ -448,7 +448,7 @@ func TestTTLHeldClaim(t *testing.T) {
 	if b := db.Look([][]Parsed{ps})[0]; b.Takes || b.Err != nil {
 		t.Fatalf("a lapsed job was bid for: %+v", b)
 	}
-	rs, err := db.Run(context.Background(), ps)
+	rs, err := db.Run(context.Background(), ps, RunOptions{})
 	if err != nil || len(rs[0].Rows) != 0 {
 		t.Fatalf("a claim took a lapsed job: %v %v", rs, err)
 	}

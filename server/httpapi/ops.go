@@ -83,7 +83,7 @@ func (s *Server) readable(ctx context.Context, coll string, scope *engine.Scope)
 	if err != nil {
 		return 0, false
 	}
-	rs, err := s.db.Run(ctx, []engine.Parsed{{Stmt: st, Scope: scope}})
+	rs, err := s.db.Run(ctx, []engine.Parsed{{Stmt: st, Scope: scope}}, engine.RunOptions{})
 	if err != nil {
 		return 0, false
 	}

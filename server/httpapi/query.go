@@ -269,12 +269,12 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 	var err error
 	if req.wait == nil {
 		start := time.Now()
-		var durable func() error
+		var durable engine.Durable
 		limit := s.cfg.StatementTimeout
 		if !req.write {
 			limit = s.cfg.ReadTimeout
 		}
-		rs, durable, err = s.db.RunUnwaited(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: limit})
+		rs, err = s.db.Run(ctx, req.stmts, engine.RunOptions{Meta: meta, Timeout: limit, Unwaited: &durable})
 		if !req.write && errors.Is(err, engine.ErrStatementTimeout) {
 			err = readTimedOut{err}
 		}
@@ -282,7 +282,7 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 			conn.Arrived(err == nil && req.write)
 		}
 		if err == nil {
-			if err = durable(); err != nil {
+			if err = durable.Wait(); err != nil {
 				rs = nil
 			}
 		}

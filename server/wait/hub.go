@@ -105,7 +105,7 @@ type waiter struct {
 // ran is a claim's run on a writer's goroutine, its write not yet durable.
 type ran struct {
 	rs      []*engine.Result
-	durable func() error // engine.DB.RunUnwaited's
+	durable engine.Durable // the run's wait for the store (engine.RunOptions.Unwaited)
 	err     error
 	took    time.Duration
 }
@@ -117,7 +117,7 @@ func (r ran) answer() ([]*engine.Result, time.Duration, error) {
 		return nil, r.took, r.err
 	}
 	start := time.Now()
-	err := r.durable()
+	err := r.durable.Wait()
 	took := r.took + time.Since(start)
 	if err != nil {
 		return nil, took, err
@@ -207,7 +207,8 @@ func (h *Hub) runHere(w *waiter) {
 			w.ran <- ran{err: errRunStopped, took: time.Since(start)}
 		}
 	}()
-	rs, durable, err := h.db.RunUnwaited(w.ctx, w.req.Parsed, engine.RunOptions{Meta: w.req.Meta, OnlyIfTakes: true, Timeout: w.req.Timeout})
+	var durable engine.Durable
+	rs, err := h.db.Run(w.ctx, w.req.Parsed, engine.RunOptions{Meta: w.req.Meta, OnlyIfTakes: true, Timeout: w.req.Timeout, Unwaited: &durable})
 	w.ran <- ran{rs: rs, durable: durable, err: err, took: time.Since(start)}
 	sent = true
 }
@@ -315,7 +316,7 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 // would take no row is undone and returns engine.ErrNothingTaken.
 func (h *Hub) try(ctx context.Context, req *Request, onlyIfTakes bool) ([]*engine.Result, time.Duration, error) {
 	start := time.Now()
-	rs, err := h.db.RunWith(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes, Timeout: req.Timeout})
+	rs, err := h.db.Run(ctx, req.Parsed, engine.RunOptions{Meta: req.Meta, OnlyIfTakes: onlyIfTakes, Timeout: req.Timeout})
 	return rs, time.Since(start), err
 }
 
