@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/internal/wire"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -82,15 +83,13 @@ func (h *Hub) record(seq uint64, changes []store.Change) (map[string]engine.Meta
 			continue
 		}
 		b = append(b, byte(ch.Op))
-		b = binary.AppendUvarint(b, uint64(len(ch.Coll)))
-		b = append(b, ch.Coll...)
+		b = wire.AppendBytes(b, ch.Coll)
 		b = binary.AppendVarint(b, ch.ID)
 		body := ch.Body
 		if ch.Op == store.OpDelete {
 			body = nil
 		}
-		b = binary.AppendUvarint(b, uint64(len(body)))
-		b = append(b, body...)
+		b = wire.AppendBytes(b, body)
 		rows += int64(len(body))
 	}
 	key := recordKey(seq)
@@ -127,43 +126,15 @@ var errRecord = errors.New("changes: a damaged change record")
 // decodeRecord returns a record's commit; the rows are slices of body,
 // which the database keeps unchanged.
 func decodeRecord(pos uint64, body []byte) (from uint64, c commit, err error) {
-	d := body
-	uv := func() uint64 {
-		v, n := binary.Uvarint(d)
-		if n <= 0 {
-			err = errRecord
-			return 0
-		}
-		d = d[n:]
-		return v
-	}
-	sv := func() int64 {
-		v, n := binary.Varint(d)
-		if n <= 0 {
-			err = errRecord
-			return 0
-		}
-		d = d[n:]
-		return v
-	}
-	take := func(n uint64) []byte {
-		if err != nil || n > uint64(len(d)) {
-			err = errRecord
-			return nil
-		}
-		out := d[:n:n]
-		d = d[n:]
-		return out
-	}
-	from = uv()
-	c = commit{pos: pos, at: sv()}
-	for err == nil && len(d) > 0 {
-		op := store.Op(d[0])
-		d = d[1:]
-		coll := string(take(uv()))
-		id := sv()
-		row := take(uv())
-		if err != nil {
+	r := wire.Reader{B: body, Short: errRecord}
+	from = r.Uvarint()
+	c = commit{pos: pos, at: r.Varint()}
+	for r.Err == nil && len(r.B) > 0 {
+		op := store.Op(r.Byte())
+		coll := string(r.Bytes())
+		id := r.Varint()
+		row := r.Bytes()
+		if r.Err != nil {
 			break
 		}
 		x := Change{Pos: pos, At: c.at, Coll: coll, ID: id, Delete: op == store.OpDelete}
@@ -175,7 +146,7 @@ func decodeRecord(pos uint64, body []byte) (from uint64, c commit, err error) {
 			c.colls = append(c.colls, coll)
 		}
 	}
-	return from, c, err
+	return from, c, r.Err
 }
 
 // loadJournal reads the records the database holds, and returns the

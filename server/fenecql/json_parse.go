@@ -18,17 +18,7 @@ const maxJSONDepth = 10000
 // of the last. Numbers read as in FromGo. A string of invalid UTF-8 or
 // with a lone UTF-16 surrogate (\ud800) is refused, as a FenecQL literal
 // is: encoding/json's silent U+FFFD would store what was not sent.
-func ParseJSON(data []byte) (Value, error) {
-	p := jsonParser{data: data}
-	v, err := p.value()
-	if err != nil {
-		return Null, err
-	}
-	if p.space(); p.i < len(p.data) {
-		return Null, p.errorf("unexpected %s after the value", p.found())
-	}
-	return v, nil
-}
+func ParseJSON(data []byte) (Value, error) { return parseJSON(data, false) }
 
 // CheckStrictJSON returns the first thing in data that JSON allows but a
 // request body may not hold: a key written twice in one object, invalid
@@ -49,8 +39,11 @@ func CheckStrictJSON(data []byte) error {
 // ParseStrictJSON reads one JSON value as ParseJSON does, but refuses
 // what CheckStrictJSON refuses: a request body is checked and read in one
 // pass. An error means a body that is not strict JSON, refused or not.
-func ParseStrictJSON(data []byte) (Value, error) {
-	p := jsonParser{data: data, strict: true}
+func ParseStrictJSON(data []byte) (Value, error) { return parseJSON(data, true) }
+
+// parseJSON reads data as one JSON value and nothing after it.
+func parseJSON(data []byte, strict bool) (Value, error) {
+	p := jsonParser{data: data, strict: strict}
 	v, err := p.value()
 	if err != nil {
 		return Null, err
