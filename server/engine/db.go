@@ -25,12 +25,6 @@ type Options struct {
 	File  string // a SQLite file, or ":memory:" to keep nothing
 	Sync  store.SyncMode
 	Clock clock.Clock // default: the system clock
-	// OnCommit, if set, is subscribed at Open to the Stored events (the
-	// group's write time, its changes, whether a sync ended with it).
-	//
-	// Deprecated: call Subscribe(fn, Stored), which also gives the
-	// commit's position and collections.
-	OnCommit func(d time.Duration, changes int, fsync bool)
 	// Log receives a line at each change of the store's state (failed,
 	// working again). Default: discarded.
 	Log *slog.Logger
@@ -112,9 +106,6 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.useStore(st)
-	if f := opts.OnCommit; f != nil {
-		db.Subscribe(func(w Write) { f(w.Stored.Wrote, len(w.Stored.Changes), w.Stored.Fsync) }, Stored)
-	}
 	seq, err := st.Load(db.replay)
 	if err != nil {
 		st.Close()

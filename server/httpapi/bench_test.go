@@ -55,11 +55,12 @@ func benchServe(dir, sync string) error {
 	}
 	m := NewMetrics()
 	inbound := store.NewInbound(0)
-	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, OnCommit: m.OnCommit, Inbound: inbound})
+	db, err := engine.Open(engine.Options{File: filepath.Join(dir, "bench.db"), Sync: mode, Inbound: inbound})
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	db.Subscribe(m.Stored, engine.Stored)
 	s, err := New(Config{DB: db, Metrics: m})
 	if err != nil {
 		return err

@@ -34,11 +34,12 @@ func newTestServerOn(t *testing.T, opts engine.Options, edit func(*Config)) *tes
 	t.Helper()
 	clk := clock.NewManual()
 	m := NewMetrics()
-	opts.Clock, opts.OnCommit = clk, m.OnCommit
+	opts.Clock = clk
 	db, err := engine.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	db.Subscribe(m.Stored, engine.Stored)
 	cfg := Config{DB: db, Clock: clk, Metrics: m}
 	if edit != nil {
 		edit(&cfg)

@@ -40,8 +40,8 @@ type reqKey struct {
 	status int
 }
 
-// NewMetrics makes the metrics. They exist before the database opens,
-// since the store reports its commits from the start (OnCommit).
+// NewMetrics makes the metrics. They exist before the database opens:
+// the database's commits are counted from its Open on (Stored).
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -95,10 +95,11 @@ func NewMetrics() *Metrics {
 // ConnRefused counts a connection refused (Limits.Refused).
 func (m *Metrics) ConnRefused(reason string) { m.refused.WithLabelValues(reason).Inc() }
 
-// OnCommit is engine.Options.OnCommit.
-func (m *Metrics) OnCommit(d time.Duration, changes int, fsync bool) {
-	m.commit.Observe(d.Seconds())
-	if fsync {
+// Stored counts a group the store made durable: subscribed to the
+// database's Stored events (engine.DB.Subscribe) right after it opens.
+func (m *Metrics) Stored(w engine.Write) {
+	m.commit.Observe(w.Stored.Wrote.Seconds())
+	if w.Stored.Fsync {
 		m.fsyncs.Inc()
 	}
 }

@@ -3,7 +3,10 @@
 
 package store
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Event is what a subscriber is told: a group of units made durable (a
 // commit), or the store's failure.
@@ -30,20 +33,11 @@ type Event struct {
 func (e Event) Colls() []string {
 	var colls []string
 	for _, c := range e.Changes {
-		if c.Coll != "" && !contains(colls, c.Coll) {
+		if c.Coll != "" && !slices.Contains(colls, c.Coll) {
 			colls = append(colls, c.Coll)
 		}
 	}
 	return colls
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Subscribe has fn told of every event from now on, until the unsubscribe

@@ -289,11 +289,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		inbound = store.NewInbound(0)
 	}
 	loaded := httpapi.Loading()
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, OnCommit: metrics.OnCommit, Log: log, Inbound: inbound})
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, Log: log, Inbound: inbound})
 	loaded()
 	if err != nil {
 		return err
 	}
+	db.Subscribe(metrics.Stored, engine.Stored)
 	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		db.Close()
