@@ -233,21 +233,28 @@ func (p *jsonParser) object() (Value, *Error) {
 	}
 }
 
-// string reads a quoted string at p.i. The common case, plain valid
-// UTF-8 with no escapes, is one scan and one copy.
+// string reads a quoted string at p.i: one scan and one copy in the
+// common case (quoted).
 func (p *jsonParser) string() (string, *Error) {
-	p.i++ // "
-	start := p.i
+	b, err := p.quoted()
+	return string(b), err
+}
+
+// quoted reads the quoted string at p.i. The common case, valid UTF-8
+// with no escapes, is one scan, and returns data's own bytes; a string
+// with escapes is read into new bytes (slowBytes), which also says what
+// is wrong with one that is not valid.
+func (p *jsonParser) quoted() ([]byte, *Error) {
+	start := p.i + 1 // past "
 	plain := true
-	for ; p.i < len(p.data); p.i++ {
-		c := p.data[p.i]
+	for i := start; i < len(p.data); i++ {
+		c := p.data[i]
 		if c == '"' {
-			s := p.data[start:p.i]
-			if !plain && !utf8.Valid(s) {
+			if !plain && !utf8.Valid(p.data[start:i]) {
 				break
 			}
-			p.i++
-			return string(s), nil
+			p.i = i + 1
+			return p.data[start:i], nil
 		}
 		if c == '\\' || c < 0x20 {
 			break
@@ -257,12 +264,7 @@ func (p *jsonParser) string() (string, *Error) {
 		}
 	}
 	p.i = start
-	return p.slowString()
-}
-
-func (p *jsonParser) slowString() (string, *Error) {
-	b, err := p.slowBytes()
-	return string(b), err
+	return p.slowBytes()
 }
 
 // slowBytes reads a string with escapes or UTF-8 in it into new bytes.
@@ -440,56 +442,20 @@ func (r *JSONReader) Next(end byte, first bool) (more, ok bool) {
 	return true, r.p.expect(',')
 }
 
-// Key reads an object's key and its colon. A key written plainly —
-// ASCII, without escapes — is answered as the document's own bytes;
-// another as new bytes.
+// Key reads an object's key and its colon, as Text reads a string.
 func (r *JSONReader) Key() ([]byte, bool) {
-	p := &r.p
-	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
-		return nil, false
-	}
-	start := p.i + 1
-	for i := start; i < len(p.data); i++ {
-		switch c := p.data[i]; {
-		case c == '"':
-			p.i = i + 1
-			return p.data[start:i], p.expect(':')
-		case c == '\\' || c < 0x20 || c >= utf8.RuneSelf:
-			p.i = start
-			b, err := p.slowBytes()
-			return b, err == nil && p.expect(':')
-		}
-	}
-	return nil, false
+	b, ok := r.Text()
+	return b, ok && r.p.expect(':')
 }
 
-// Text reads a string. Written without escapes, it is answered as the
+// Text reads a string. Written without escapes, it is returned as the
 // document's own bytes, which the caller must copy to keep beyond data.
 func (r *JSONReader) Text() ([]byte, bool) {
 	p := &r.p
 	if p.space(); p.i >= len(p.data) || p.data[p.i] != '"' {
 		return nil, false
 	}
-	start := p.i + 1
-	plain := true
-	for i := start; i < len(p.data); i++ {
-		c := p.data[i]
-		if c == '"' {
-			if !plain && !utf8.Valid(p.data[start:i]) {
-				return nil, false
-			}
-			p.i = i + 1
-			return p.data[start:i], true
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		if c >= utf8.RuneSelf {
-			plain = false
-		}
-	}
-	p.i = start
-	b, err := p.slowBytes()
+	b, err := p.quoted()
 	return b, err == nil
 }
 
