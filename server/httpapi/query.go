@@ -263,7 +263,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *request) {
 // execute runs the request — held by the wait package, with Fenec-Wait,
 // while it would take nothing — and returns what it answered. conn, if
 // set, is told once the write is queued to the store, before its wait.
-func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, conn connection) ([]*engine.Result, error) {
+func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.Result) map[string]engine.Meta, conn h1.Conn) ([]*engine.Result, error) {
 	var rs []*engine.Result
 	var took time.Duration
 	var err error
@@ -454,16 +454,10 @@ func deref[T any](p *T) T {
 	return *p
 }
 
-// connection is what a /query or /batch asks of the connection serving
-// it, when internal/h1 serves it (h1.Conn): to be watched for its client
-// going away, and to say when its write is queued (HTTPServer.CountInbound).
-type connection interface {
-	Watch()
-	Arrived(wrote bool)
-}
-
-// connOf returns the connection serving r, or nil under net/http.
-func connOf(r *http.Request) connection {
+// connOf returns the connection serving r (h1.Conn: to be watched for its
+// client going away, and told when its write is queued), or nil under
+// net/http.
+func connOf(r *http.Request) h1.Conn {
 	if c, ok := h1.ConnOf(r.Context()); ok {
 		return c
 	}
