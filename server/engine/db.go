@@ -261,6 +261,29 @@ func (db *DB) Run(ctx context.Context, ps []Parsed, opts RunOptions) ([]*Result,
 	return rs, nil
 }
 
+// RunOptions say how Run runs a request's statements.
+type RunOptions struct {
+	// Meta is called under the write lock once every statement has
+	// succeeded; the records it answers are committed in the same unit as
+	// the write, so they exist exactly when the write does.
+	Meta func(rs []*Result) map[string]Meta
+	// OnlyIfTakes undoes a request whose set and del statements take no
+	// row — even one refused only by its require — and answers
+	// ErrNothingTaken: a held claim stays held.
+	OnlyIfTakes bool
+	// Timeout, when positive, bounds the run: past it the statements stop
+	// and answer ErrStatementTimeout, writing nothing.
+	Timeout time.Duration
+	// Unwaited, when set, has Run return as soon as memory has the write,
+	// before the store has it: *Unwaited is set to the write's wait, and
+	// the answer must not be given before its Wait returns nil. The caller
+	// does what it must in between (the HTTP server counts the request as
+	// arrived, so a sync stops holding for it). A subscriber told of a
+	// Write that Joins runs its own write in that gap, on the writer's
+	// goroutine, and the two writes share one sync (Subscribe).
+	Unwaited *Durable
+}
+
 // Durable is a write's wait for the store, handed out by a Run with
 // RunOptions.Unwaited.
 type Durable struct {

@@ -278,3 +278,56 @@ func TestFoldFailure(t *testing.T) {
 		t.Fatalf("after a failed fold: %s", got)
 	}
 }
+
+// TestRunUnwaited: a Run with RunOptions.Unwaited returns once memory has
+// the write; its Durable's Wait returns nil once the store has it, or the
+// store's failure, as a waited Run would have, with the write undone.
+func TestRunUnwaited(t *testing.T) {
+	f := &faults{}
+	db := openFaulty(t, filepath.Join(t.TempDir(), "u.db"), "always", f)
+	defer db.Close()
+	mustExec(t, db, `create collection c (n int)`)
+	ps, err := Parse([]Statement{{Query: `put c {n: 1}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var durable Durable
+	rs, err := db.Run(context.Background(), ps, RunOptions{Unwaited: &durable})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("unwaited put: %v", err)
+	}
+	if err := durable.Wait(); err != nil {
+		t.Fatalf("the put's wait: %v", err)
+	}
+	if db.st.Durable() < rs[0].Seq {
+		t.Fatalf("the wait returned before the store had seq %d (durable %d)", rs[0].Seq, db.st.Durable())
+	}
+
+	// A read's wait, and the zero Durable's, return nil at once.
+	get, err := Parse([]Statement{{Query: `get c`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var read Durable
+	if _, err := db.Run(context.Background(), get, RunOptions{Unwaited: &read}); err != nil || read.Wait() != nil || (Durable{}).Wait() != nil {
+		t.Fatalf("a read's wait: %v", err)
+	}
+
+	// The store fails the next write: Run still returns it (memory has
+	// it); the wait returns the failure, and memory no longer has it.
+	f.commit.Store(true)
+	ps, err = Parse([]Statement{{Query: `put c {n: 2}`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	durable = Durable{}
+	if _, err := db.Run(context.Background(), ps, RunOptions{Unwaited: &durable}); err != nil {
+		t.Fatalf("the unwaited put returned %v before its wait", err)
+	}
+	if err := durable.Wait(); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "not stored") {
+		t.Fatalf("the failed put's wait returned %v", err)
+	}
+	if got := answer(mustExec(t, db, `get c select n order n`)); got != `[{"n":1}]` {
+		t.Fatalf("memory holds a write the store failed: %s", got)
+	}
+}
