@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenecdb/fenec/server/httpapi/apitest"
+	"github.com/fenecdb/fenec/server/internal/syncbuf"
 )
 
 func TestClock(t *testing.T) {
@@ -132,7 +132,7 @@ func TestToken(t *testing.T) {
 // logged with its statement.
 func TestSlowLog(t *testing.T) {
 	t.Parallel()
-	buf := &apitest.LockedBuffer{}
+	buf := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(buf, nil))
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Slow = time.Nanosecond; c.Log = log })
 	ts.c.MustQuery("create collection slowpoke (n int)")

@@ -193,7 +193,7 @@ func Validate(req *http.Request, r *Response) error {
 type Process struct {
 	URL    string // http://127.0.0.1:<port>; https:// with --tls-cert
 	Cmd    *exec.Cmd
-	stderr *LockedBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -203,7 +203,7 @@ type Process struct {
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--http", "127.0.0.1:0"}, args...)...)
-	p := &Process{Cmd: cmd, stderr: &LockedBuffer{}, done: make(chan struct{})}
+	p := &Process{Cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -270,10 +270,6 @@ func Build(dir string) (string, error) {
 
 // Log returns what the process wrote to stderr so far.
 func (p *Process) Log() string { return p.stderr.String() }
-
-// LockedBuffer is a buffer written and read from several goroutines: a
-// log the server writes while the test reads it.
-type LockedBuffer = syncbuf.Buffer
 
 // handed is every address FreeAddr answered in this process.
 var (
