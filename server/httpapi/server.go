@@ -80,7 +80,7 @@ type Config struct {
 	Log     *slog.Logger
 
 	// CORSOrigins are the exact origins whose pages may call /query and
-	// /batch (front.go); none by default.
+	// /batch (edge.go); none by default.
 	CORSOrigins []string
 	// Hosts are the Host names, beyond the loopback ones, that a server
 	// without a token or JWT keys answers (fenec serve --host); with

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -77,3 +78,106 @@ func (s *Store) pendingUnitsLocked() int64 {
 // flight, fewer than many workers put in one group. Past 2*pipelineUnits
 // connections writing lately (Inbound.Active) no group is written early.
 const pipelineUnits = 2
+
+// Inbound counts the requests on their way to a commit — read by the
+// server that answers them, not yet queued to the store (Commit), nor
+// answered without a write — and the connections that wrote lately. Under
+// --sync always a sync about to start waits a little while any request is
+// on its way, or while it would carry fewer units than those connections
+// (holdLocked, "the hold"), so that the units about to be queued join it
+// instead of waiting for one sync more (docs/architecture.md, "The
+// commit path").
+//
+// The store is below whatever reads the requests (the HTTP server), so it
+// cannot ask it: the count is made where the two are put together
+// (fenec serve) and handed to both, the server raising and lowering it,
+// the store only reading it. Every raise must be matched by one lowering
+// on every path the request may take, or each sync waits its whole hold.
+type Inbound struct {
+	n       atomic.Int64
+	active  atomic.Int64  // the connections that wrote lately (SetActive)
+	watched atomic.Bool   // a sync's leader waits for those on their way
+	arrived chan struct{} // told (capacity 1) when one arrives while watched
+	timer   *time.Timer   // the hold's bound; used by the one leader holding
+	hold    time.Duration // the longest a sync waits for them
+	// busy is how soon after the last sync ended one must start for the
+	// connections that wrote lately to be waited for (holdLocked).
+	busy time.Duration
+}
+
+// busyHolds is Inbound.busy in holds: about 2 ms by DefaultHold. Under
+// a steady load of a few workers, syncs follow each other closely; a
+// server whose last sync ended longer ago is writing now and then, its
+// writers are not about to send, and a hold there would cost more than
+// it asks: with every P idle, the Go runtime's poller sleeps in whole
+// milliseconds, so a short hold that runs out lasts a millisecond.
+const busyHolds = 16
+
+// DefaultHold bounds the wait of a sync for the requests on their way:
+// about two fdatasyncs of a small record (logfile.go's
+// BenchmarkSegmentAppend). A shorter hold runs out before most of the
+// other connections' requests come; this one has a sync carry more of
+// them, for less CPU a job at 4 workers (docs/benchmarks.md, "What bounds
+// four durable workers", and "Figures that were in code comments").
+const DefaultHold = 120 * time.Microsecond
+
+// NewInbound returns a count of none, for a store whose syncs wait for
+// them up to hold (0: DefaultHold; tests lengthen it to see the wait).
+func NewInbound(hold time.Duration) *Inbound {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	if hold <= 0 {
+		hold = DefaultHold
+	}
+	return &Inbound{arrived: make(chan struct{}, 1), timer: t, hold: hold, busy: busyHolds * hold}
+}
+
+// Add counts a request on its way.
+func (in *Inbound) Add() { in.n.Add(1) }
+
+// SetActive tells how many connections wrote lately: the units a sync
+// may expect.
+func (in *Inbound) SetActive(n int) { in.active.Store(int64(n)) }
+
+// Done counts one that arrived: queued its unit, or ended without one.
+// It wakes the leader holding, which looks again: simpler than waking it
+// only once none is on its way and enough units are in, and no slower
+// (docs/benchmarks.md, "Figures that were in code comments").
+func (in *Inbound) Done() {
+	in.n.Add(-1)
+	if in.watched.Load() {
+		select {
+		case in.arrived <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Pending returns how many are on their way.
+func (in *Inbound) Pending() int64 { return in.n.Load() }
+
+// Active returns SetActive's count.
+func (in *Inbound) Active() int64 { return in.active.Load() }
+
+// wait waits until one on its way arrives (Done), or for d at most;
+// pending is the count its caller saw, and a change before the watch
+// starts ends the wait at once (the caller looks again). One caller at a
+// time (the leader of the one group written and not yet synced: flush).
+func (in *Inbound) wait(d time.Duration, pending int64) {
+	select {
+	case <-in.arrived: // told after an earlier wait ended
+	default:
+	}
+	in.watched.Store(true)
+	if in.n.Load() != pending {
+		in.watched.Store(false)
+		return
+	}
+	in.timer.Reset(d)
+	select {
+	case <-in.arrived:
+	case <-in.timer.C:
+	}
+	in.timer.Stop()
+	in.watched.Store(false)
+}
