@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	mrand "math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +98,9 @@ type Worker struct {
 	handler   Handler
 	o         WorkerOptions
 	claimN    atomic.Int64
+	// ackWindow is how long an ack batch stays open (ackWindow, the
+	// constant; tests lengthen it).
+	ackWindow time.Duration
 }
 
 // NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
@@ -161,7 +165,7 @@ func NewWorker(coll Query, handler Handler, opts WorkerOptions) (*Worker, error)
 		claims = claims.WhereRaw(o.Where)
 	}
 	claims = claims.Order("run_at")
-	w := &Worker{db: coll.db, jobs: coll, handler: handler, o: o,
+	w := &Worker{db: coll.db, jobs: coll, handler: handler, o: o, ackWindow: ackWindow,
 		claims: claims.on(coll.db.Wait(o.Wait)), claimsNow: claims.on(coll.db.Wait(0))}
 	if _, err := w.claims.Limit(1).RenderUpdate(w.claimPatch(""), Returning("*")); err != nil {
 		return nil, fmt.Errorf("fenecdb: NewWorker: the claim: %w", err)
@@ -384,6 +388,18 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 	// one of them to end.
 	idleSeen, empty := false, false
 	for {
+		// Every handler that has returned by now counts, not just the
+		// first: the claim below asks for all the free slots.
+		for drained := false; !drained; {
+			select {
+			case <-ended:
+				inFlight--
+				ends++
+				idleSeen = false
+			default:
+				drained = true
+			}
+		}
 		stopped := ctx.Err() != nil || fatal != nil || empty
 		if stopped && claiming == nil {
 			break
@@ -475,6 +491,7 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			for _, st := range sts {
 				lease.add(st)
 			}
+			acks.start(len(sts))
 			for _, st := range sts {
 				live.mu.Lock()
 				live.jobs[st] = struct{}{}
@@ -486,6 +503,10 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 					w.run(ctx, hctx, st, lease, &live.mu, acks, ended)
 				}()
 			}
+			// Let the handlers just started run before the next claim is
+			// weighed: those that return at once free their slots for it,
+			// so it asks for them too instead of going out for half.
+			runtime.Gosched()
 		}
 	}
 	abandoned := live.wait(hctx)
@@ -698,14 +719,17 @@ func (w *Worker) run(stopping, hctx context.Context, st *runState, lease *leaseS
 	mu.Unlock()
 	switch {
 	case abandoned, lost:
+		acks.returned(nil)
 		return // Run returned without it, or it is another's: hands off
 	case err != nil && stopping.Err() != nil && jctx.Err() != nil:
 		// Cancelled after the grace period: back to the queue at once.
+		acks.returned(nil)
 		w.release(hctx, job)
 	case err != nil:
+		acks.returned(nil)
 		w.fail(hctx, job, err)
 	default:
-		acks.add(job)
+		acks.returned(&job)
 	}
 }
 
@@ -756,8 +780,10 @@ func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 }
 
 // ackWindow and ackBatch bound an ack batch: the jobs whose handlers
-// returned within ackWindow of the first, or ackBatch of them
-// (docs/workers.md, "Ack, fail, dead letter").
+// returned within ackWindow of the first, or ackBatch of them; a batch
+// is sent sooner when no handler is running any more, since no job can
+// join it before the next claim answers (docs/workers.md, "Ack, fail,
+// dead letter").
 const (
 	ackWindow = 5 * time.Millisecond
 	ackBatch  = 100
@@ -770,6 +796,7 @@ type acker struct {
 	w       *Worker
 	hctx    context.Context
 	mu      sync.Mutex
+	running int // handlers started and not yet returned
 	pending []Job
 	timer   *time.Timer // armed while pending is not empty
 	sending sync.WaitGroup
@@ -779,16 +806,29 @@ func (w *Worker) newAcker(hctx context.Context) *acker {
 	return &acker{w: w, hctx: hctx}
 }
 
-// add queues job's ack.
-func (a *acker) add(job Job) {
+// start counts n handlers about to run.
+func (a *acker) start(n int) {
+	a.mu.Lock()
+	a.running += n
+	a.mu.Unlock()
+}
+
+// returned counts a handler out and, when job is not nil, queues its
+// ack. The batch goes when it is full, when its window ends, or when
+// this was the last handler running.
+func (a *acker) returned(job *Job) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.pending = append(a.pending, job)
+	a.running--
+	if job != nil {
+		a.pending = append(a.pending, *job)
+	}
 	switch {
-	case len(a.pending) >= ackBatch:
+	case len(a.pending) == 0:
+	case len(a.pending) >= ackBatch || a.running == 0:
 		a.flushLocked()
-	case len(a.pending) == 1:
-		a.timer = time.AfterFunc(ackWindow, a.flush)
+	case a.timer == nil:
+		a.timer = time.AfterFunc(a.w.ackWindow, a.flush)
 	}
 }
 

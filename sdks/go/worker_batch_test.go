@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -276,4 +277,64 @@ func TestWorkerLogsToSlogDefault(t *testing.T) {
 	if want := `level=ERROR msg="fenecdb worker" step=dead_letter error=boom job=1`; !strings.Contains(buf.String(), want) {
 		t.Errorf("slog.Default() got %q, want %q", buf.String(), want)
 	}
+}
+
+// acked returns the ids of each ack the recorder saw, in order.
+func (rec *recorder) acked(t *testing.T) [][]int64 {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out [][]int64
+	for i, q := range rec.queries {
+		if !strings.HasPrefix(q, "del jobs where id in") {
+			continue
+		}
+		var ps []json.RawMessage
+		var ids []int64
+		if json.Unmarshal([]byte(rec.params[i]), &ps) != nil || json.Unmarshal(ps[0], &ids) != nil {
+			t.Fatalf("an ack's parameters %s", rec.params[i])
+		}
+		slices.Sort(ids)
+		out = append(out, ids)
+	}
+	return out
+}
+
+// TestWorkerAckWindowClosesWhenNoHandlerRuns: with the ack window made an
+// hour long, a lone job is still acked at once, since no handler is left
+// running to join its batch; and two jobs of one claim, one returning
+// while the other still runs, are acked together when the second
+// returns: the window stays open while a handler runs.
+func TestWorkerAckWindowClosesWhenNoHandlerRuns(t *testing.T) {
+	t.Run("lone job", func(t *testing.T) {
+		db, srv := queue(t, 1)
+		rec, url := proxy(t, srv.URL)
+		w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
+			fenecdb.WorkerOptions{Concurrency: 4, OnError: faultsFail(t)})
+		fenecdb.SetAckWindow(w, time.Hour)
+		start(t, w)
+		eventually(t, "the lone job's ack", func() bool { return count(t, db, "") == 0 })
+		if acks := rec.acked(t); !reflect.DeepEqual(acks, [][]int64{{1}}) {
+			t.Errorf("acks %v, want one of job 1", acks)
+		}
+	})
+	t.Run("two jobs", func(t *testing.T) {
+		db, srv := queue(t, 2)
+		rec, url := proxy(t, srv.URL)
+		firstDone := make(chan struct{})
+		w := newWorker(t, connect(t, url), func(_ context.Context, job fenecdb.Job) error {
+			if job.ID == 1 {
+				defer close(firstDone)
+				return nil
+			}
+			<-firstDone
+			return nil
+		}, fenecdb.WorkerOptions{Concurrency: 2, OnError: faultsFail(t)})
+		fenecdb.SetAckWindow(w, time.Hour)
+		start(t, w)
+		eventually(t, "both jobs' ack", func() bool { return count(t, db, "") == 0 })
+		if acks := rec.acked(t); !reflect.DeepEqual(acks, [][]int64{{1, 2}}) {
+			t.Errorf("acks %v, want one of jobs 1 and 2", acks)
+		}
+	})
 }
