@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -102,4 +103,33 @@ func BenchmarkParseAnswer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestWords: a statement's words skip string literals (with their
+// escapes) and -- comments, and split at anything else.
+func TestWords(t *testing.T) {
+	for q, want := range map[string][]string{
+		"":           nil,
+		"  get jobs": {"get", "jobs"},
+		"set jobs {a: 'returning'} where b = \"it\\\"s returning\" -- returning\nlimit 1": {"set", "jobs", "a", "where", "b", "limit", "1"},
+		"set jobs {owner: $1} where run_at <= now() returning *":                          {"set", "jobs", "owner", "1", "where", "run_at", "now", "returning"},
+		"del x--y\nreturning id":  {"del", "x", "returning", "id"},
+		"'unterminated returning": nil,
+		"a-b_c9":                  {"a", "b_c9"},
+	} {
+		if got := slices.Collect(words(q)); !slices.Equal(got, want) {
+			t.Errorf("words(%q) = %q, want %q", q, got, want)
+		}
+	}
+	for q, want := range map[string]bool{
+		"set jobs {a: 1} returning *": true, "SET jobs {a: 1} RETURNING id": true,
+		"set jobs {a: 'returning'}": false, "get jobs -- returning": false, "del jobs returning id": false, "returning": false,
+	} {
+		if isClaim(q) != want {
+			t.Errorf("isClaim(%q) = %v", q, !want)
+		}
+	}
+	if isWrite("  get jobs") || !isWrite("") || !isWrite("put jobs {}") || !schemaChange("CREATE collection x ()") || schemaChange("get create") {
+		t.Error("isWrite or schemaChange misread the verb")
+	}
 }

@@ -366,16 +366,18 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		time.AfterFunc(w.o.Grace, cancelHandlers)
 	})
 	var leases sync.WaitGroup // the lease extenders, which end with hctx
+	spare := newSpares()
 	defer func() {
 		stop()
 		cancelHandlers()
 		leases.Wait()
+		spare.close()
 	}()
 	claims := w.claims
 	if untilEmpty {
 		claims = w.claimsNow
 	}
-	acks := w.newAcker(hctx)
+	acks := w.newAcker(hctx, spare)
 	live := &running{jobs: map[*runState]struct{}{}}
 	ended := make(chan struct{}, w.o.Concurrency) // a handler returned: its slot is free
 	inFlight, ends := 0, 0
@@ -408,10 +410,11 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		if !stopped && claiming == nil && retry == nil && !idleSeen && free > 0 && (inFlight == 0 || free >= (w.o.Concurrency+1)/2) {
 			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
 			claiming = make(chan claimAnswer, 1)
-			go func(ch chan<- claimAnswer, n int, a claimAnswer) {
+			ch, n, a := claiming, free, claimAnswer{owner: owner, idle: inFlight == 0, ends: ends}
+			spare.Go(func() {
 				a.res, a.err = claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
 				ch <- a
-			}(claiming, free, claimAnswer{owner: owner, idle: inFlight == 0, ends: ends})
+			})
 		}
 		var done <-chan struct{}
 		if !stopped {
@@ -487,7 +490,7 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 				continue
 			}
 			// Every job joins its claim's lease set before any can leave it.
-			lease := w.newLeaseSet(hctx, a.owner, &leases)
+			lease := w.newLeaseSet(hctx, a.owner, &leases, spare)
 			for _, st := range sts {
 				lease.add(st)
 			}
@@ -498,10 +501,10 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 				live.n++
 				live.mu.Unlock()
 				inFlight++
-				go func() {
+				spare.Go(func() {
 					defer live.end(st)
 					w.run(ctx, hctx, st, lease, &live.mu, acks, ended)
-				}()
+				})
 			}
 			// Let the handlers just started run before the next claim is
 			// weighed: those that return at once free their slots for it,
@@ -615,9 +618,13 @@ type leaseSet struct {
 
 // newLeaseSet starts the extender of a claim's jobs; it ends when the
 // last of them leaves, or with hctx.
-func (w *Worker) newLeaseSet(hctx context.Context, owner string, wg *sync.WaitGroup) *leaseSet {
+func (w *Worker) newLeaseSet(hctx context.Context, owner string, wg *sync.WaitGroup, spare *spares) *leaseSet {
 	l := &leaseSet{w: w, owner: owner, jobs: map[int64]*runState{}, gone: make(chan struct{})}
-	wg.Go(func() { l.extend(hctx) })
+	wg.Add(1)
+	spare.Go(func() {
+		defer wg.Done()
+		l.extend(hctx)
+	})
 	return l
 }
 
@@ -779,6 +786,44 @@ func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 	})
 }
 
+// spares keeps the goroutines a worker's loop has started — for its
+// handlers, claims, acks and lease extensions — parked once their work is
+// done, for the next to take up: a goroutine started anew for each grows
+// its stack anew through the HTTP client and encoding/json, which took a
+// tenth of a worker's CPU. The parked ones end with the loop.
+type spares struct {
+	work chan func()
+	done chan struct{}
+}
+
+func newSpares() *spares {
+	return &spares{work: make(chan func()), done: make(chan struct{})}
+}
+
+// Go runs f in a parked goroutine, or else in a new one.
+func (s *spares) Go(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.serve(f)
+	}
+}
+
+func (s *spares) serve(f func()) {
+	for {
+		f()
+		select {
+		case f = <-s.work:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// close ends the parked goroutines, and each busy one once its work is
+// done.
+func (s *spares) close() { close(s.done) }
+
 // ackWindow and ackBatch bound an ack batch: the jobs whose handlers
 // returned within ackWindow of the first, or ackBatch of them; a batch
 // is sent sooner when no handler is running any more, since no job can
@@ -800,10 +845,11 @@ type acker struct {
 	pending []Job
 	timer   *time.Timer // armed while pending is not empty
 	sending sync.WaitGroup
+	spare   *spares
 }
 
-func (w *Worker) newAcker(hctx context.Context) *acker {
-	return &acker{w: w, hctx: hctx}
+func (w *Worker) newAcker(hctx context.Context, spare *spares) *acker {
+	return &acker{w: w, hctx: hctx, spare: spare}
 }
 
 // start counts n handlers about to run.
@@ -852,7 +898,11 @@ func (a *acker) flushLocked() {
 	}
 	a.pending = nil
 	for owner, jobs := range byOwner {
-		a.sending.Go(func() { a.send(owner, jobs) })
+		a.sending.Add(1)
+		a.spare.Go(func() {
+			defer a.sending.Done()
+			a.send(owner, jobs)
+		})
 	}
 }
 
