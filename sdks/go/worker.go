@@ -490,8 +490,12 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			}
 			// Let the handlers just started run before the next claim is
 			// weighed: those that return at once free their slots for it,
-			// so it asks for them too instead of going out for half.
-			runtime.Gosched()
+			// so it asks for them too instead of going out for half. (A
+			// few turns: the other threads may be running some of them.)
+			for i := 0; i < 3 && inFlight > 0; i++ {
+				runtime.Gosched()
+				drain()
+			}
 			continue
 		}
 		select {
