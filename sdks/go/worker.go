@@ -339,7 +339,7 @@ type claimAnswer struct {
 // when at least half the slots are free, or when no job runs, and asks
 // for every free slot. Acks are batched: the jobs whose handlers returned
 // within 5 ms (or 100 of them) are acked together, one statement per
-// claim (docs/workers.md).
+// claim, sent at once when no handler is left running (docs/workers.md).
 func (w *Worker) Run(ctx context.Context) error {
 	return w.loop(ctx, false)
 }
@@ -826,10 +826,10 @@ func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 	})
 }
 
-// spares keeps the goroutines a worker's loop has started — for its
-// handlers, claims, acks and lease extensions — parked once their work is
-// done, for the next to take up: a goroutine started anew for each grows
-// its stack anew through the HTTP client and encoding/json, which took a
+// spares keeps the goroutines a worker's loop has started for its
+// handlers (and the acks they send) parked once their work is done, for
+// the next to take up: a goroutine started anew for each job grows its
+// stack anew through the HTTP client and encoding/json, which took a
 // tenth of a worker's CPU. The parked ones end with the loop.
 type spares struct {
 	work chan func()
