@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,4 +338,28 @@ func TestWorkerAckWindowClosesWhenNoHandlerRuns(t *testing.T) {
 			t.Errorf("acks %v, want one of jobs 1 and 2", acks)
 		}
 	})
+}
+
+// TestWorkerLeavesNoGoroutines: once Run has returned (and its client's
+// idle connections are closed), none of the worker's goroutines is left:
+// not its handlers' (parked for reuse while it runs), nor its acks', nor
+// its lease extensions'.
+func TestWorkerLeavesNoGoroutines(t *testing.T) {
+	_, srv := queue(t, 200)
+	db := connect(t, srv.URL)
+	before := runtime.NumGoroutine()
+	var ran atomic.Int32
+	w := newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
+		if ran.Add(1)%7 == 0 {
+			return errors.New("again") // fails too: their goroutines end as well
+		}
+		return nil
+	}, fenecdb.WorkerOptions{Concurrency: 8, Lease: 200 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	eventually(t, "the worker's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
