@@ -555,8 +555,8 @@ func newIdempotencyKey() string {
 
 // isWrite reports whether a statement may write: any but a read (get).
 func isWrite(query string) bool {
-	w := words(query)
-	return len(w) == 0 || !strings.EqualFold(w[0], "get")
+	v := verb(query)
+	return v == "" || !strings.EqualFold(v, "get")
 }
 
 // truncate returns s cut to at most n bytes (on a rune boundary), with …

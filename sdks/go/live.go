@@ -279,11 +279,7 @@ func liveEvent(name, id, data string) (LiveEvent, error) {
 		return ev, fmt.Errorf("fenecdb: a live query's %s event is not JSON: %w", name, err)
 	}
 	ev.Last, ev.ID, ev.Oldest, ev.Reason = d.Last, d.ID, d.Oldest, d.Reason
-	one := func(raw json.RawMessage) (Row, error) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		return parseRow(dec)
-	}
+	one := func(raw json.RawMessage) (Row, error) { return parseRow(raw) }
 	for _, raw := range d.Rows {
 		row, err := one(raw)
 		if err != nil {

@@ -1,12 +1,11 @@
 package fenecdb
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
+	"unicode/utf8"
 )
 
 // Result is what a statement answered.
@@ -84,14 +83,12 @@ func parseBatch(body []byte) ([]json.RawMessage, error) {
 // parseAnswer decodes one statement's answer: an array of row objects, or
 // {"affected": n}.
 func parseAnswer(body []byte) (Result, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	t, err := d.Token()
-	if err != nil {
-		return Result{}, fmt.Errorf("fenecdb: the answer is not JSON: %w", err)
+	if !json.Valid(body) {
+		return Result{}, fmt.Errorf("fenecdb: the answer is not JSON: %.200s", body)
 	}
-	switch t {
-	case json.Delim('{'):
+	r := rowReader{b: body}
+	switch r.skipSpace() {
+	case '{':
 		var a struct {
 			Affected *int64 `json:"affected"`
 		}
@@ -99,51 +96,222 @@ func parseAnswer(body []byte) (Result, error) {
 			return Result{}, fmt.Errorf("fenecdb: the answer is neither rows nor {\"affected\": n}: %.200s", body)
 		}
 		return Result{Affected: *a.Affected}, nil
-	case json.Delim('['):
-		rows := []Row{}
-		for d.More() {
-			row, err := parseRow(d)
-			if err != nil {
-				return Result{}, err
-			}
-			rows = append(rows, row)
-		}
-		if _, err := d.Token(); err != nil {
-			return Result{}, fmt.Errorf("fenecdb: the answer is not JSON: %w", err)
+	case '[':
+		rows, err := r.rows()
+		if err != nil {
+			return Result{}, err
 		}
 		return Result{Affected: int64(len(rows)), Rows: rows}, nil
 	}
 	return Result{}, fmt.Errorf("fenecdb: the answer is neither rows nor {\"affected\": n}: %.200s", body)
 }
 
-// parseRow reads one row object from d, keeping its key order.
-func parseRow(d *json.Decoder) (Row, error) {
-	bad := func(err error) (Row, error) {
-		if err == nil || errors.Is(err, io.EOF) {
-			err = errors.New("a row is not an object")
+// parseRow decodes one row object, keeping its key order.
+func parseRow(raw []byte) (Row, error) {
+	if !json.Valid(raw) {
+		return Row{}, errors.New("fenecdb: reading a row: not JSON")
+	}
+	r := rowReader{b: raw}
+	r.skipSpace()
+	return r.row(nil)
+}
+
+// rowReader reads rows out of JSON that json.Valid has passed, so it only
+// has to find where each key and value begins and ends: encoding/json
+// decodes a value, but keeps no key order but through its token API,
+// which costs an allocation or more per token — most of a worker's
+// claim, whose answer is its rows.
+type rowReader struct {
+	b []byte
+	i int
+}
+
+// skipSpace moves past white space and returns the byte there (0 at the
+// end).
+func (r *rowReader) skipSpace() byte {
+	for ; r.i < len(r.b); r.i++ {
+		switch r.b[r.i] {
+		case ' ', '\t', '\n', '\r':
+		default:
+			return r.b[r.i]
 		}
-		return Row{}, fmt.Errorf("fenecdb: reading a row: %w", err)
 	}
-	t, err := d.Token()
-	if err != nil || t != json.Delim('{') {
-		return bad(err)
-	}
-	var row Row
-	for d.More() {
-		t, err := d.Token()
+	return 0
+}
+
+// rows reads an array of row objects, r.i at its '['. Rows with the same
+// columns as the row before share its Columns.
+func (r *rowReader) rows() ([]Row, error) {
+	rows := []Row{}
+	r.i++ // [
+	var prev []string
+	for {
+		switch r.skipSpace() {
+		case ']':
+			return rows, nil
+		case ',':
+			r.i++
+			r.skipSpace()
+		}
+		row, err := r.row(prev)
 		if err != nil {
-			return bad(err)
+			return nil, err
 		}
-		name, _ := t.(string)
-		var v any
-		if err := d.Decode(&v); err != nil {
-			return bad(err)
+		prev = row.Columns
+		rows = append(rows, row)
+	}
+}
+
+// row reads one object, r.i at it; prev are the columns of the row
+// before, reused when this one's are the same.
+func (r *rowReader) row(prev []string) (Row, error) {
+	if r.i >= len(r.b) || r.b[r.i] != '{' {
+		return Row{}, errors.New("fenecdb: reading a row: a row is not an object")
+	}
+	r.i++
+	var row Row
+	same := len(prev) > 0
+	for {
+		switch r.skipSpace() {
+		case '}':
+			r.i++
+			switch {
+			case !same:
+			case len(row.Values) == len(prev):
+				row.Columns = prev
+			case len(row.Values) > 0: // fewer columns than the row before
+				row.Columns = slices.Clone(prev[:len(row.Values)])
+			}
+			return row, nil
+		case ',':
+			r.i++
+			r.skipSpace()
 		}
-		row.Columns = append(row.Columns, name)
+		k := len(row.Values)
+		key, err := r.key(prev, k)
+		if err != nil {
+			return Row{}, err
+		}
+		if same && (k >= len(prev) || prev[k] != key) {
+			same = false
+			row.Columns = append(make([]string, 0, k+1), prev[:k]...)
+		}
+		if !same {
+			row.Columns = append(row.Columns, key)
+		}
+		r.skipSpace()
+		r.i++ // :
+		r.skipSpace()
+		v, err := r.value()
+		if err != nil {
+			return Row{}, err
+		}
 		row.Values = append(row.Values, v)
 	}
-	if _, err := d.Token(); err != nil {
-		return bad(err)
+}
+
+// key reads an object's key, r.i at its '"'; when it is prev[k] it
+// returns that string, allocating none.
+func (r *rowReader) key(prev []string, k int) (string, error) {
+	start := r.i
+	escaped := r.skipString()
+	raw := r.b[start+1 : r.i-1]
+	if !escaped {
+		if k < len(prev) && prev[k] == string(raw) {
+			return prev[k], nil
+		}
+		return string(raw), nil
 	}
-	return row, nil
+	var s string
+	err := json.Unmarshal(r.b[start:r.i], &s)
+	return s, err
+}
+
+// skipString moves past a string, r.i at its '"', and returns whether
+// its bytes are not its text as they are: it holds an escape, or bytes
+// that are not UTF-8 (which encoding/json reads as U+FFFD).
+func (r *rowReader) skipString() (escaped bool) {
+	start, high := r.i, false
+	for r.i++; r.i < len(r.b); r.i++ {
+		switch c := r.b[r.i]; {
+		case c == '\\':
+			escaped = true
+			r.i++
+		case c == '"':
+			r.i++
+			return escaped || high && !utf8.Valid(r.b[start:r.i])
+		case c >= utf8.RuneSelf:
+			high = true
+		}
+	}
+	return escaped
+}
+
+// value reads one value, r.i at it, as encoding/json decodes it into an
+// any, but with numbers as json.Number (its Decoder's UseNumber).
+func (r *rowReader) value() (any, error) {
+	start := r.i
+	switch c := r.b[r.i]; {
+	case c == '"':
+		if r.skipString() {
+			var s string
+			err := json.Unmarshal(r.b[start:r.i], &s)
+			return s, err
+		}
+		return string(r.b[start+1 : r.i-1]), nil
+	case c == '{':
+		m := map[string]any{}
+		r.i++
+		for {
+			switch r.skipSpace() {
+			case '}':
+				r.i++
+				return m, nil
+			case ',':
+				r.i++
+				r.skipSpace()
+			}
+			k, err := r.key(nil, 0)
+			if err != nil {
+				return nil, err
+			}
+			r.skipSpace()
+			r.i++ // :
+			r.skipSpace()
+			if m[k], err = r.value(); err != nil {
+				return nil, err
+			}
+		}
+	case c == '[':
+		a := []any{}
+		r.i++
+		for {
+			switch r.skipSpace() {
+			case ']':
+				r.i++
+				return a, nil
+			case ',':
+				r.i++
+				r.skipSpace()
+			}
+			v, err := r.value()
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+	case c == 'n':
+		r.i += len("null")
+		return nil, nil
+	case c == 't':
+		r.i += len("true")
+		return true, nil
+	case c == 'f':
+		r.i += len("false")
+		return false, nil
+	}
+	for r.i < len(r.b) && (r.b[r.i] == '-' || r.b[r.i] == '+' || r.b[r.i] == '.' || r.b[r.i] == 'e' || r.b[r.i] == 'E' || r.b[r.i] >= '0' && r.b[r.i] <= '9') {
+		r.i++
+	}
+	return json.Number(r.b[start:r.i]), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"time"
@@ -150,54 +151,66 @@ func typed(typ string, v any) (any, error) {
 	return nil, fmt.Errorf("%v is not a %s", v, typ)
 }
 
-// words returns the words of a statement outside its string literals and
-// -- comments: enough to tell its verb, its collection, and
-// whether it says returning.
-func words(query string) []string {
-	var out []string
-	var cur strings.Builder
-	flush := func() {
-		if cur.Len() > 0 {
-			out = append(out, cur.String())
-			cur.Reset()
-		}
-	}
-	for i := 0; i < len(query); i++ {
-		ch := query[i]
-		switch {
-		case ch == '\'' || ch == '"':
-			flush()
-			for i++; i < len(query) && query[i] != ch; i++ {
-				if query[i] == '\\' {
+// words yields the words of a statement outside its string literals and
+// -- comments: enough to tell its verb, its collection, and whether it
+// says returning. Each word is a piece of query, so none is allocated
+// (they are read for every call sent).
+func words(query string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		start := -1 // where the word being read began
+		for i := 0; i < len(query); i++ {
+			ch := query[i]
+			if ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' {
+				if start < 0 {
+					start = i
+				}
+				continue
+			}
+			if start >= 0 {
+				if !yield(query[start:i]) {
+					return
+				}
+				start = -1
+			}
+			switch {
+			case ch == '\'' || ch == '"':
+				for i++; i < len(query) && query[i] != ch; i++ {
+					if query[i] == '\\' {
+						i++
+					}
+				}
+			case ch == '-' && i+1 < len(query) && query[i+1] == '-':
+				for i < len(query) && query[i] != '\n' {
 					i++
 				}
 			}
-		case ch == '-' && i+1 < len(query) && query[i+1] == '-':
-			flush()
-			for i < len(query) && query[i] != '\n' {
-				i++
-			}
-		case ch == '_' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9':
-			cur.WriteByte(ch)
-		default:
-			flush()
+		}
+		if start >= 0 {
+			yield(query[start:])
 		}
 	}
-	flush()
-	return out
+}
+
+// verb returns a statement's first word ("" when it has none).
+func verb(query string) string {
+	for w := range words(query) {
+		return w
+	}
+	return ""
 }
 
 // isClaim reports whether a statement is a claim, which alone carries a
 // wait: a set with returning (docs/sdks.md).
 func isClaim(query string) bool {
-	w := words(query)
-	if len(w) == 0 || !strings.EqualFold(w[0], "set") {
-		return false
-	}
-	for _, x := range w[1:] {
-		if strings.EqualFold(x, "returning") {
+	first := true
+	for w := range words(query) {
+		if first && !strings.EqualFold(w, "set") {
+			return false
+		}
+		if !first && strings.EqualFold(w, "returning") {
 			return true
 		}
+		first = false
 	}
 	return false
 }
@@ -205,10 +218,6 @@ func isClaim(query string) bool {
 // schemaChange reports whether a statement may change a collection's
 // fields.
 func schemaChange(query string) bool {
-	w := words(query)
-	if len(w) == 0 {
-		return false
-	}
-	verb := strings.ToLower(w[0])
-	return verb == "create" || verb == "drop" || verb == "alter"
+	v := verb(query)
+	return strings.EqualFold(v, "create") || strings.EqualFold(v, "drop") || strings.EqualFold(v, "alter")
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	mrand "math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -97,6 +98,9 @@ type Worker struct {
 	handler   Handler
 	o         WorkerOptions
 	claimN    atomic.Int64
+	// ackWindow is how long an ack batch stays open (ackWindow, the
+	// constant; tests lengthen it).
+	ackWindow time.Duration
 }
 
 // NewWorker returns a worker for the jobs of coll (db.From("jobs")), a
@@ -161,7 +165,7 @@ func NewWorker(coll Query, handler Handler, opts WorkerOptions) (*Worker, error)
 		claims = claims.WhereRaw(o.Where)
 	}
 	claims = claims.Order("run_at")
-	w := &Worker{db: coll.db, jobs: coll, handler: handler, o: o,
+	w := &Worker{db: coll.db, jobs: coll, handler: handler, o: o, ackWindow: ackWindow,
 		claims: claims.on(coll.db.Wait(o.Wait)), claimsNow: claims.on(coll.db.Wait(0))}
 	if _, err := w.claims.Limit(1).RenderUpdate(w.claimPatch(""), Returning("*")); err != nil {
 		return nil, fmt.Errorf("fenecdb: NewWorker: the claim: %w", err)
@@ -308,8 +312,7 @@ type runState struct {
 	cancel    context.CancelFunc
 }
 
-// claimAnswer is a claim's outcome, as the claiming goroutine hands it
-// to Run's loop.
+// claimAnswer is a claim's outcome.
 type claimAnswer struct {
 	owner string
 	res   Result
@@ -336,7 +339,7 @@ type claimAnswer struct {
 // when at least half the slots are free, or when no job runs, and asks
 // for every free slot. Acks are batched: the jobs whose handlers returned
 // within 5 ms (or 100 of them) are acked together, one statement per
-// claim (docs/workers.md).
+// claim, sent at once when no handler is left running (docs/workers.md).
 func (w *Worker) Run(ctx context.Context) error {
 	return w.loop(ctx, false)
 }
@@ -361,59 +364,57 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		}
 		time.AfterFunc(w.o.Grace, cancelHandlers)
 	})
-	var leases sync.WaitGroup // the lease extenders, which end with hctx
+	var leases leaseTicks // the extensions in flight, which end with hctx
+	spare := newSpares()
 	defer func() {
 		stop()
 		cancelHandlers()
-		leases.Wait()
+		leases.close()
+		spare.close()
 	}()
 	claims := w.claims
 	if untilEmpty {
 		claims = w.claimsNow
 	}
-	acks := w.newAcker(hctx)
+	acks := w.newAcker(hctx, spare)
 	live := &running{jobs: map[*runState]struct{}{}}
 	ended := make(chan struct{}, w.o.Concurrency) // a handler returned: its slot is free
 	inFlight, ends := 0, 0
-	var claiming chan claimAnswer // not nil while a claim is in flight
-	var retry <-chan time.Time    // not nil while a fault's backoff runs
+	var retry <-chan time.Time // not nil while a fault's backoff runs
 	faults := 0
 	var fatal error
 	// idleSeen: (RunUntilEmpty) a claim found nothing while handlers ran,
 	// none of which has ended since it was sent: the next claim waits for
 	// one of them to end.
 	idleSeen, empty := false, false
+	// drain counts every handler that has returned by now, not just the
+	// first: a claim asks for all the free slots.
+	drain := func() {
+		for {
+			select {
+			case <-ended:
+				inFlight--
+				ends++
+				idleSeen = false
+			default:
+				return
+			}
+		}
+	}
 	for {
-		stopped := ctx.Err() != nil || fatal != nil || empty
-		if stopped && claiming == nil {
+		drain()
+		if ctx.Err() != nil || fatal != nil || empty {
 			break
 		}
 		free := w.o.Concurrency - inFlight
-		if !stopped && claiming == nil && retry == nil && !idleSeen && free > 0 && (inFlight == 0 || free >= (w.o.Concurrency+1)/2) {
+		if retry == nil && !idleSeen && free > 0 && (inFlight == 0 || free >= (w.o.Concurrency+1)/2) {
+			// The claim is sent from this goroutine: while it is in flight
+			// there is nothing else to do but count the handlers that end
+			// (ended holds a slot for each), and a stop cancels it (ctx).
 			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
-			claiming = make(chan claimAnswer, 1)
-			go func(ch chan<- claimAnswer, n int, a claimAnswer) {
-				a.res, a.err = claims.Limit(n).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
-				ch <- a
-			}(claiming, free, claimAnswer{owner: owner, idle: inFlight == 0, ends: ends})
-		}
-		var done <-chan struct{}
-		if !stopped {
-			done = ctx.Done()
-		}
-		select {
-		case <-done:
-			continue
-		case <-ended:
-			inFlight--
-			ends++
-			idleSeen = false
-			continue
-		case <-retry:
-			retry = nil
-			continue
-		case a := <-claiming:
-			claiming = nil
+			a := claimAnswer{owner: owner, idle: inFlight == 0, ends: ends}
+			a.res, a.err = claims.Limit(free).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
+			drain()
 			if a.err != nil {
 				if ctx.Err() != nil {
 					// Given up at the stop: the server may have taken jobs
@@ -475,17 +476,36 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			for _, st := range sts {
 				lease.add(st)
 			}
+			acks.start(len(sts))
 			for _, st := range sts {
 				live.mu.Lock()
 				live.jobs[st] = struct{}{}
 				live.n++
 				live.mu.Unlock()
 				inFlight++
-				go func() {
+				spare.Go(func() {
 					defer live.end(st)
 					w.run(ctx, hctx, st, lease, &live.mu, acks, ended)
-				}()
+				})
 			}
+			// Let the handlers just started run before the next claim is
+			// weighed: those that return at once free their slots for it,
+			// so it asks for them too instead of going out for half. (A
+			// few turns: the other threads may be running some of them.)
+			for i := 0; i < 3 && inFlight > 0; i++ {
+				runtime.Gosched()
+				drain()
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-ended:
+			inFlight--
+			ends++
+			idleSeen = false
+		case <-retry:
+			retry = nil
 		}
 	}
 	abandoned := live.wait(hctx)
@@ -583,20 +603,55 @@ func (w *Worker) mine(job Job) Query {
 
 // leaseSet is the running jobs of one claim, whose leases are extended
 // together: one statement per claim every Lease/2, whose answer lists
-// the ids it extended. A job missing from it lost its lease.
+// the ids it extended. A job missing from it lost its lease. Its
+// extensions are sent from a timer's goroutine, so that a set whose jobs
+// all return before the first (the usual case) costs no goroutine.
 type leaseSet struct {
 	w     *Worker
 	owner string
+	hctx  context.Context
+	ticks *leaseTicks
 	mu    sync.Mutex
 	jobs  map[int64]*runState
-	gone  chan struct{} // closed when the last job left
+	timer *time.Timer // the next extension; stopped when the last job leaves
 }
 
-// newLeaseSet starts the extender of a claim's jobs; it ends when the
-// last of them leaves, or with hctx.
-func (w *Worker) newLeaseSet(hctx context.Context, owner string, wg *sync.WaitGroup) *leaseSet {
-	l := &leaseSet{w: w, owner: owner, jobs: map[int64]*runState{}, gone: make(chan struct{})}
-	wg.Go(func() { l.extend(hctx) })
+// leaseTicks counts a loop's extensions in flight: the loop waits for
+// them when it ends, and none starts after that.
+type leaseTicks struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// enter counts an extension in, or returns false once the loop has ended.
+func (t *leaseTicks) enter() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.wg.Add(1)
+	return true
+}
+
+// close stops new extensions and waits for those in flight (they end with
+// hctx).
+func (t *leaseTicks) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+// newLeaseSet returns the lease set of a claim's jobs, its first
+// extension due in Lease/2; they stop when the last job leaves, or with
+// hctx.
+func (w *Worker) newLeaseSet(hctx context.Context, owner string, ticks *leaseTicks) *leaseSet {
+	l := &leaseSet{w: w, owner: owner, hctx: hctx, ticks: ticks, jobs: map[int64]*runState{}}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(w.o.Lease/2, l.extend)
+	l.mu.Unlock()
 	return l
 }
 
@@ -613,58 +668,65 @@ func (l *leaseSet) leave(st *runState) (lost bool) {
 	defer l.mu.Unlock()
 	delete(l.jobs, st.job.ID)
 	if len(l.jobs) == 0 {
-		select {
-		case <-l.gone:
-		default:
-			close(l.gone)
-		}
+		l.timer.Stop()
 	}
 	return st.lost
 }
 
-func (l *leaseSet) extend(hctx context.Context) {
-	t := time.NewTicker(l.w.o.Lease / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-l.gone:
-			return
-		case <-hctx.Done():
-			// Cancelled: the jobs' releases, or their giving up, follow.
-			return
-		case <-t.C:
-		}
-		l.mu.Lock()
-		ids := slices.Sorted(maps.Keys(l.jobs))
-		l.mu.Unlock()
-		if len(ids) == 0 {
-			continue
-		}
-		res, err := l.w.jobs.WhereOp("id", "in", ids).Where("owner", l.owner).
-			Update(hctx, D("run_at", Expr("now() + ?", l.w.o.Lease.Milliseconds())), Returning("id"), noRetries)
-		if err != nil {
-			if hctx.Err() == nil {
-				for _, id := range ids {
-					l.w.report(StepExtend, id, err)
-				}
+// extend extends the leases of the set's jobs, and sets the timer for the
+// next extension, Lease/2 after this one began (at once if this one took
+// longer).
+func (l *leaseSet) extend() {
+	if !l.ticks.enter() {
+		return
+	}
+	defer l.ticks.wg.Done()
+	if l.hctx.Err() != nil {
+		return // cancelled: the jobs' releases, or their giving up, follow
+	}
+	next := time.Now().Add(l.w.o.Lease / 2)
+	l.mu.Lock()
+	ids := slices.Sorted(maps.Keys(l.jobs))
+	l.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	l.extendOnce(ids)
+	l.mu.Lock()
+	if len(l.jobs) > 0 {
+		l.timer.Reset(max(time.Until(next), 0))
+	}
+	l.mu.Unlock()
+}
+
+// extendOnce sends one extension of the jobs ids; a job missing from its
+// answer lost its lease: its handler is cancelled and the loss reported.
+// Any other failure is reported, and the next extension tries again.
+func (l *leaseSet) extendOnce(ids []int64) {
+	res, err := l.w.jobs.WhereOp("id", "in", ids).Where("owner", l.owner).
+		Update(l.hctx, D("run_at", Expr("now() + ?", l.w.o.Lease.Milliseconds())), Returning("id"), noRetries)
+	if err != nil {
+		if l.hctx.Err() == nil {
+			for _, id := range ids {
+				l.w.report(StepExtend, id, err)
 			}
-			continue
 		}
-		extended := idsOf(res)
-		var lost []*runState
-		l.mu.Lock()
-		for _, id := range ids {
-			if st, ok := l.jobs[id]; ok && !extended[id] {
-				// Another claim may have it: hands off.
-				st.lost = true
-				st.cancel()
-				lost = append(lost, st)
-			}
+		return
+	}
+	extended := idsOf(res)
+	var lost []*runState
+	l.mu.Lock()
+	for _, id := range ids {
+		if st, ok := l.jobs[id]; ok && !extended[id] {
+			// Another claim may have it: hands off.
+			st.lost = true
+			st.cancel()
+			lost = append(lost, st)
 		}
-		l.mu.Unlock()
-		for _, st := range lost {
-			l.w.report(StepLostLease, st.job.ID, errLeaseLapsed)
-		}
+	}
+	l.mu.Unlock()
+	for _, st := range lost {
+		l.w.report(StepLostLease, st.job.ID, errLeaseLapsed)
 	}
 }
 
@@ -687,7 +749,13 @@ func idsOf(res Result) map[int64]bool {
 // fails or releases it. Its slot is free (ended) when the handler has
 // returned and, for a fail or a release, once that is sent.
 func (w *Worker) run(stopping, hctx context.Context, st *runState, lease *leaseSet, mu *sync.Mutex, acks *acker, ended chan<- struct{}) {
-	defer func() { ended <- struct{}{} }()
+	var sendAcks func() // the ack batch this job closed, sent once its slot is free
+	defer func() {
+		ended <- struct{}{}
+		if sendAcks != nil {
+			sendAcks()
+		}
+	}()
 	defer st.cancel()
 	job, jctx := st.job, st.ctx
 	err := w.call(jctx, job)
@@ -698,14 +766,17 @@ func (w *Worker) run(stopping, hctx context.Context, st *runState, lease *leaseS
 	mu.Unlock()
 	switch {
 	case abandoned, lost:
+		sendAcks = acks.returned(nil)
 		return // Run returned without it, or it is another's: hands off
 	case err != nil && stopping.Err() != nil && jctx.Err() != nil:
 		// Cancelled after the grace period: back to the queue at once.
+		sendAcks = acks.returned(nil)
 		w.release(hctx, job)
 	case err != nil:
+		sendAcks = acks.returned(nil)
 		w.fail(hctx, job, err)
 	default:
-		acks.add(job)
+		sendAcks = acks.returned(&job)
 	}
 }
 
@@ -755,9 +826,49 @@ func (w *Worker) releaseClaim(hctx context.Context, owner string) {
 	})
 }
 
+// spares keeps the goroutines a worker's loop has started for its
+// handlers (and the acks they send) parked once their work is done, for
+// the next to take up: a goroutine started anew for each job grows its
+// stack anew through the HTTP client and encoding/json, which took a
+// tenth of a worker's CPU. The parked ones end with the loop.
+type spares struct {
+	work chan func()
+	done chan struct{}
+}
+
+func newSpares() *spares {
+	return &spares{work: make(chan func()), done: make(chan struct{})}
+}
+
+// Go runs f in a parked goroutine, or else in a new one.
+func (s *spares) Go(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.serve(f)
+	}
+}
+
+func (s *spares) serve(f func()) {
+	for {
+		f()
+		select {
+		case f = <-s.work:
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// close ends the parked goroutines, and each busy one once its work is
+// done.
+func (s *spares) close() { close(s.done) }
+
 // ackWindow and ackBatch bound an ack batch: the jobs whose handlers
-// returned within ackWindow of the first, or ackBatch of them
-// (docs/workers.md, "Ack, fail, dead letter").
+// returned within ackWindow of the first, or ackBatch of them; a batch
+// is sent sooner when no handler is running any more, since no job can
+// join it before the next claim answers (docs/workers.md, "Ack, fail,
+// dead letter").
 const (
 	ackWindow = 5 * time.Millisecond
 	ackBatch  = 100
@@ -770,49 +881,92 @@ type acker struct {
 	w       *Worker
 	hctx    context.Context
 	mu      sync.Mutex
+	running int // handlers started and not yet returned
 	pending []Job
 	timer   *time.Timer // armed while pending is not empty
 	sending sync.WaitGroup
+	spare   *spares
 }
 
-func (w *Worker) newAcker(hctx context.Context) *acker {
-	return &acker{w: w, hctx: hctx}
+func (w *Worker) newAcker(hctx context.Context, spare *spares) *acker {
+	return &acker{w: w, hctx: hctx, spare: spare}
 }
 
-// add queues job's ack.
-func (a *acker) add(job Job) {
+// start counts n handlers about to run.
+func (a *acker) start(n int) {
+	a.mu.Lock()
+	a.running += n
+	a.mu.Unlock()
+}
+
+// returned counts a handler out and, when job is not nil, queues its
+// ack. The batch goes when it is full, when its window ends, or when
+// this was the last handler running; when this call closed it, it returns
+// what sends it, for the caller to run once its slot is free (nil
+// otherwise).
+func (a *acker) returned(job *Job) (send func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.pending = append(a.pending, job)
+	a.running--
+	if job != nil {
+		a.pending = append(a.pending, *job)
+	}
 	switch {
-	case len(a.pending) >= ackBatch:
-		a.flushLocked()
-	case len(a.pending) == 1:
-		a.timer = time.AfterFunc(ackWindow, a.flush)
+	case len(a.pending) == 0:
+	case len(a.pending) >= ackBatch || a.running == 0:
+		return a.takeLocked()
+	case a.timer == nil:
+		a.timer = time.AfterFunc(a.w.ackWindow, a.flush)
+	}
+	return nil
+}
+
+// flush sends the pending batch.
+func (a *acker) flush() {
+	a.mu.Lock()
+	send := a.takeLocked()
+	a.mu.Unlock()
+	if send != nil {
+		send()
 	}
 }
 
-func (a *acker) flush() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.flushLocked()
-}
-
-func (a *acker) flushLocked() {
+// takeLocked takes the pending batch and returns what sends it (nil when
+// there is none): one del per claim owner, the first from the caller's
+// goroutine, each other from one of its own, so that an ack retried
+// through a fault holds up no other.
+func (a *acker) takeLocked() func() {
 	if a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
 	}
 	if len(a.pending) == 0 {
-		return
+		return nil
 	}
-	byOwner := map[string][]Job{}
+	type batch struct {
+		owner string
+		jobs  []Job
+	}
+	var batches []batch
 	for _, j := range a.pending {
-		byOwner[j.Owner] = append(byOwner[j.Owner], j)
+		i := slices.IndexFunc(batches, func(b batch) bool { return b.owner == j.Owner })
+		if i < 0 {
+			i = len(batches)
+			batches = append(batches, batch{owner: j.Owner})
+		}
+		batches[i].jobs = append(batches[i].jobs, j)
 	}
 	a.pending = nil
-	for owner, jobs := range byOwner {
-		a.sending.Go(func() { a.send(owner, jobs) })
+	a.sending.Add(len(batches))
+	return func() {
+		for _, b := range batches[1:] {
+			a.spare.Go(func() {
+				defer a.sending.Done()
+				a.send(b.owner, b.jobs)
+			})
+		}
+		defer a.sending.Done()
+		a.send(batches[0].owner, batches[0].jobs)
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"reflect"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -276,4 +278,88 @@ func TestWorkerLogsToSlogDefault(t *testing.T) {
 	if want := `level=ERROR msg="fenecdb worker" step=dead_letter error=boom job=1`; !strings.Contains(buf.String(), want) {
 		t.Errorf("slog.Default() got %q, want %q", buf.String(), want)
 	}
+}
+
+// acked returns the ids of each ack the recorder saw, in order.
+func (rec *recorder) acked(t *testing.T) [][]int64 {
+	t.Helper()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var out [][]int64
+	for i, q := range rec.queries {
+		if !strings.HasPrefix(q, "del jobs where id in") {
+			continue
+		}
+		var ps []json.RawMessage
+		var ids []int64
+		if json.Unmarshal([]byte(rec.params[i]), &ps) != nil || json.Unmarshal(ps[0], &ids) != nil {
+			t.Fatalf("an ack's parameters %s", rec.params[i])
+		}
+		slices.Sort(ids)
+		out = append(out, ids)
+	}
+	return out
+}
+
+// TestWorkerAckWindowClosesWhenNoHandlerRuns: with the ack window made an
+// hour long, a lone job is still acked at once, since no handler is left
+// running to join its batch; and two jobs of one claim, one returning
+// while the other still runs, are acked together when the second
+// returns: the window stays open while a handler runs.
+func TestWorkerAckWindowClosesWhenNoHandlerRuns(t *testing.T) {
+	t.Run("lone job", func(t *testing.T) {
+		db, srv := queue(t, 1)
+		rec, url := proxy(t, srv.URL)
+		w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
+			fenecdb.WorkerOptions{Concurrency: 4, OnError: faultsFail(t)})
+		fenecdb.SetAckWindow(w, time.Hour)
+		start(t, w)
+		eventually(t, "the lone job's ack", func() bool { return count(t, db, "") == 0 })
+		if acks := rec.acked(t); !reflect.DeepEqual(acks, [][]int64{{1}}) {
+			t.Errorf("acks %v, want one of job 1", acks)
+		}
+	})
+	t.Run("two jobs", func(t *testing.T) {
+		db, srv := queue(t, 2)
+		rec, url := proxy(t, srv.URL)
+		firstDone := make(chan struct{})
+		w := newWorker(t, connect(t, url), func(_ context.Context, job fenecdb.Job) error {
+			if job.ID == 1 {
+				defer close(firstDone)
+				return nil
+			}
+			<-firstDone
+			return nil
+		}, fenecdb.WorkerOptions{Concurrency: 2, OnError: faultsFail(t)})
+		fenecdb.SetAckWindow(w, time.Hour)
+		start(t, w)
+		eventually(t, "both jobs' ack", func() bool { return count(t, db, "") == 0 })
+		if acks := rec.acked(t); !reflect.DeepEqual(acks, [][]int64{{1, 2}}) {
+			t.Errorf("acks %v, want one of jobs 1 and 2", acks)
+		}
+	})
+}
+
+// TestWorkerLeavesNoGoroutines: once Run has returned (and its client's
+// idle connections are closed), none of the worker's goroutines is left:
+// not its handlers' (parked for reuse while it runs), nor its acks', nor
+// its lease extensions'.
+func TestWorkerLeavesNoGoroutines(t *testing.T) {
+	_, srv := queue(t, 200)
+	db := connect(t, srv.URL)
+	before := runtime.NumGoroutine()
+	var ran atomic.Int32
+	w := newWorker(t, db, func(ctx context.Context, job fenecdb.Job) error {
+		if ran.Add(1)%7 == 0 {
+			return errors.New("again") // fails too: their goroutines end as well
+		}
+		return nil
+	}, fenecdb.WorkerOptions{Concurrency: 8, Lease: 200 * time.Millisecond, Backoff: func(int) time.Duration { return 0 }})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.RunUntilEmpty(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	eventually(t, "the worker's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }

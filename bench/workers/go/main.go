@@ -1,7 +1,9 @@
 // Command worker is `make worker-bench`'s Go worker: fenecdb.NewWorker on
 // the collection jobs with a handler that does nothing, at the concurrency
 // given. It prints "ready" as it starts the worker and stops it
-// gracefully (cancelling Run's context) when its stdin is closed.
+// gracefully (cancelling Run's context) when its stdin is closed. With
+// FENEC_WORKER_CPUPROFILE set, it writes a CPU profile of its run (from
+// "ready" to the stop) to that file, for go tool pprof.
 //
 //	worker URL CONCURRENCY
 package main
@@ -13,6 +15,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"runtime/pprof"
 	"strconv"
 
 	fenecdb "github.com/fenecdb/fenec/sdks/go"
@@ -40,8 +43,20 @@ func main() {
 		io.Copy(io.Discard, os.Stdin)
 		stop()
 	}()
+	if path := os.Getenv("FENEC_WORKER_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	fmt.Println("ready")
 	if err := w.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		log.Fatal(err)
+		log.Print(err)
+		os.Exit(1)
 	}
 }
