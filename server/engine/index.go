@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/tidwall/btree"
@@ -210,21 +211,35 @@ func (x *sortedIndex) at(i int) (sortedItem, bool) {
 
 func (x *sortedIndex) add(d *Doc) {
 	if x.tr != nil {
-		x.tr.SetHint(sortedItem{d.Vals[x.field], d.ID}, &x.addHint)
+		x.tr.SetHint(sortedItem{own(d.val(x.field)), d.ID}, &x.addHint)
 	} else {
-		x.nums.SetHint(num(d.Vals[x.field], d.ID), &x.addHint)
+		x.nums.SetHint(num(d.val(x.field), d.ID), &x.addHint)
 	}
 }
 
 func (x *sortedIndex) remove(d *Doc) {
 	if x.tr != nil {
-		x.tr.DeleteHint(sortedItem{d.Vals[x.field], d.ID}, &x.removeHint)
+		x.tr.DeleteHint(sortedItem{d.val(x.field), d.ID}, &x.removeHint)
 	} else {
-		x.nums.DeleteHint(num(d.Vals[x.field], d.ID), &x.removeHint)
+		x.nums.DeleteHint(num(d.val(x.field), d.ID), &x.removeHint)
 	}
 }
 
-func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.Vals[x.field], d.Vals[x.field]) }
+func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.val(x.field), d.val(x.field)) }
+
+// own returns v holding bytes of its own. A document's text and JSON
+// values share its block (row.go); an index item that outlives the
+// document (a later write that leaves the value in place keeps the item)
+// would keep the whole block alive, so the item copies what it keeps.
+func own(v fenecql.Value) fenecql.Value {
+	switch v.Kind() {
+	case fenecql.KindText:
+		return fenecql.Text(strings.Clone(v.Text()))
+	case fenecql.KindList, fenecql.KindObject:
+		return fenecql.Packed(v.Kind(), fenecql.AppendJSON(nil, v))
+	}
+	return v
+}
 
 // bound is one end of a range over a sorted index.
 type bound struct {
@@ -390,7 +405,7 @@ func newHashIndex(field int, unique bool) *hashIndex {
 }
 
 func (x *hashIndex) add(d *Doc) {
-	v := d.Vals[x.field]
+	v := d.val(x.field)
 	if v.IsNull() {
 		return
 	}
@@ -399,7 +414,7 @@ func (x *hashIndex) add(d *Doc) {
 }
 
 func (x *hashIndex) remove(d *Doc) {
-	v := d.Vals[x.field]
+	v := d.val(x.field)
 	if v.IsNull() {
 		return
 	}
@@ -447,7 +462,7 @@ func point(v fenecql.Value) ([2]float64, bool) {
 }
 
 func (x *geoIndex) add(d *Doc) {
-	if p, ok := point(d.Vals[x.field]); ok {
+	if p, ok := point(d.val(x.field)); ok {
 		x.tr.Insert(p, p, d.ID)
 		return
 	}
@@ -455,7 +470,7 @@ func (x *geoIndex) add(d *Doc) {
 }
 
 func (x *geoIndex) remove(d *Doc) {
-	if p, ok := point(d.Vals[x.field]); ok {
+	if p, ok := point(d.val(x.field)); ok {
 		x.tr.Delete(p, p, d.ID)
 		return
 	}

@@ -203,6 +203,18 @@ func Pack(v Value) Value {
 	return Value{kind: v.kind | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
 }
 
+// Packed returns the list or object (k) whose JSON text, as AppendJSON
+// writes it, is text: held packed, as Pack's result is, but sharing text
+// rather than copying it. The engine's compact documents hand out their
+// json fields this way; the caller never changes text afterwards. Another
+// k returns null.
+func Packed(k Kind, text []byte) Value {
+	if k != KindList && k != KindObject || len(text) == 0 {
+		return Null
+	}
+	return Value{kind: k | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
+}
+
 // packedText returns a packed value's JSON text.
 func (v Value) packedText() []byte { return unsafe.Slice((*byte)(v.x), int(v.n)) }
 
