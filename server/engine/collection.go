@@ -32,10 +32,12 @@ type schema struct {
 	// colon: written once here rather than escaped again for every
 	// document encoded (appendDoc).
 	starKeys [][]byte
+	// l is where the fields sit in a document's block (row.go).
+	l layout
 }
 
 func newSchema(fields []Field) *schema {
-	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1)}
+	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1), l: newLayout(fields)}
 	s.star = append(s.star, "id")
 	for i, f := range fields {
 		s.byName[f.Name] = i
@@ -271,11 +273,11 @@ func decodeSchema(b []byte) ([]Field, error) {
 func appendDoc(b []byte, d *Doc) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, d.ID, 10)
-	row := d.row()
-	for f, i := 0, 0; i < len(row); f, i = f+1, fieldEnd(row, i) {
-		if row[i] != tagNull {
+	var buf fieldBuf
+	for f, v := range d.vals(&buf) {
+		if !v.IsNull() {
 			b = append(append(b, ','), d.s.starKeys[f+1]...)
-			b = fenecql.AppendJSON(b, decodeField(row, i))
+			b = fenecql.AppendJSON(b, v)
 		}
 	}
 	return append(b, '}')

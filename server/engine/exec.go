@@ -434,9 +434,19 @@ func patchNew(c *Collection, assigns []fenecql.Assign, fields []int, d, in *Doc,
 }
 
 // patch returns d as a set's patch (assigns) writes it.
+//
+// Only the fields written are encoded anew (schema.reencode): the others'
+// bytes are copied over as they are, a claim's payload among them.
 func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
 	var buf fieldBuf
-	vals := d.vals(&buf)
+	vals := c.s.blank(&buf)
+	var written []bool
+	var few [16]bool
+	if len(vals) <= len(few) {
+		written = few[:len(vals)]
+	} else {
+		written = make([]bool, len(vals))
+	}
 	env.Row = d
 	defer func() { env.Row = nil }()
 	for k, a := range assigns {
@@ -446,16 +456,21 @@ func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *f
 		}
 		f := fields[k]
 		if len(a.Path) > 1 {
+			at := vals[f]
+			if !written[f] {
+				at = d.val(f)
+			}
 			var ok bool
-			if v, ok = setPath(vals[f], a.Path[1:], v); !ok {
+			if v, ok = setPath(at, a.Path[1:], v); !ok {
 				return nil, fenecql.Errorf(a.Pos, "document %d: %s runs through a value that is not an object", d.ID, strings.Join(a.Path, "."))
 			}
 		}
 		if vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
 			return nil, err
 		}
+		written[f] = true
 	}
-	return c.s.encode(d.ID, vals), nil
+	return c.s.reencode(d, vals, written), nil
 }
 
 func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error) {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -83,6 +84,27 @@ func TestRowRoundTrip(t *testing.T) {
 				t.Fatalf("doc %d field %s: isNull %v", n, fields[f].Name, d.isNull(f))
 			}
 		}
+		// A patch writes some fields anew and copies the others' bytes.
+		written := make([]bool, len(fields))
+		patched := make([]fenecql.Value, len(fields))
+		for f := range fields {
+			if written[f] = r.IntN(3) == 0; written[f] {
+				patched[f] = pick(fields[f])
+				vals[f] = patched[f]
+			}
+		}
+		nd := s.reencode(d, patched, written)
+		if nd.ID != d.ID {
+			t.Fatalf("doc %d: reencode changed the id to %d", n, nd.ID)
+		}
+		for f, want := range vals {
+			if v := nd.val(f); v.Kind() != want.Kind() || !bytes.Equal(fenecql.AppendJSON(nil, v), fenecql.AppendJSON(nil, want)) {
+				t.Fatalf("doc %d field %s after a patch: read %s, want %s", n, fields[f].Name, fenecql.AppendJSON(nil, v), fenecql.AppendJSON(nil, want))
+			}
+		}
+		if !bytes.Equal(nd.row(), s.encode(d.ID, vals).row()) {
+			t.Fatalf("doc %d: a patch's block differs from the block of its values", n)
+		}
 	}
 }
 
@@ -101,5 +123,38 @@ func TestRowSizes(t *testing.T) {
 	}
 	if n := docHeader + 1 + len(s.encode(1, vals).row()); n > 112 {
 		t.Errorf("the job takes %d bytes, want at most 112", n)
+	}
+}
+
+// TestRowWide: a schema of more fields than the stack room encode and
+// patch use reads back as written too.
+func TestRowWide(t *testing.T) {
+	var fields []Field
+	vals := make([]fenecql.Value, 80)
+	for f := range vals {
+		if f%2 == 0 {
+			fields = append(fields, Field{Name: fmt.Sprint("n", f), Type: fenecql.TypeInt})
+			vals[f] = fenecql.Int(int64(f * 1000))
+		} else {
+			fields = append(fields, Field{Name: fmt.Sprint("s", f), Type: fenecql.TypeText})
+			vals[f] = fenecql.Text(fmt.Sprint("text ", f))
+		}
+	}
+	s := newSchema(fields)
+	d := s.encode(9, vals)
+	written := make([]bool, len(vals))
+	patched := make([]fenecql.Value, len(vals))
+	written[79], patched[79] = true, fenecql.Text("new")
+	nd := s.reencode(d, patched, written)
+	vals2 := append([]fenecql.Value(nil), vals...)
+	vals2[79] = patched[79]
+	for f := range vals {
+		if !fenecql.Equal(d.val(f), vals[f]) || !fenecql.Equal(nd.val(f), vals2[f]) {
+			t.Fatalf("field %d: read %v and %v", f, d.val(f), nd.val(f))
+		}
+	}
+	var buf fieldBuf
+	if got := nd.vals(&buf); len(got) != 80 || !fenecql.Equal(got[79], fenecql.Text("new")) {
+		t.Fatalf("vals: %d values", len(got))
 	}
 }

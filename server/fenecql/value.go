@@ -215,6 +215,15 @@ func Packed(k Kind, text []byte) Value {
 	return Value{kind: k | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
 }
 
+// PackedJSON returns a packed list's or object's JSON text, which the
+// caller does not change, and false for any other value.
+func (v Value) PackedJSON() ([]byte, bool) {
+	if v.kind&packed == 0 {
+		return nil, false
+	}
+	return v.packedText(), true
+}
+
 // packedText returns a packed value's JSON text.
 func (v Value) packedText() []byte { return unsafe.Slice((*byte)(v.x), int(v.n)) }
 
