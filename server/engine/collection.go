@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/fenecdb/fenec/server/fenecql"
-	"github.com/tidwall/btree"
 )
 
 // Field is one declared field of a collection.
@@ -81,7 +80,7 @@ const MaxID = 1<<53 - 1
 type Collection struct {
 	Name    string
 	s       *schema
-	docs    *btree.Map[int64, *Doc]
+	docs    docMap
 	nextID  int64
 	indexes []index // one per indexed field, and the queue's counts
 	byField map[int]index
@@ -102,7 +101,6 @@ func newCollection(name string, fields []Field) *Collection {
 	c := &Collection{
 		Name:    name,
 		s:       newSchema(fields),
-		docs:    btree.NewMap[int64, *Doc](64),
 		nextID:  1,
 		byField: map[int]index{},
 		touched: []string{name},
@@ -113,9 +111,9 @@ func newCollection(name string, fields []Field) *Collection {
 		case fenecql.IndexSorted:
 			x = newSortedIndex(i, f.Type)
 		case fenecql.IndexHash:
-			x = newHashIndex(i, false)
+			x = newHashIndex(i, false, f.Type)
 		case fenecql.IndexUnique:
-			x = newHashIndex(i, true)
+			x = newHashIndex(i, true, f.Type)
 			c.unique = append(c.unique, i)
 		case fenecql.IndexGeo:
 			x = newGeoIndex(i)
@@ -209,7 +207,8 @@ func (c *Collection) uniqueHolder(f int, v fenecql.Value, self int64) int64 {
 	if !ok || !x.unique {
 		return 0
 	}
-	for _, id := range x.lookup(v) {
+	var buf [4]int64
+	for _, id := range x.appendIDs(buf[:0], v) {
 		if id != self {
 			return id
 		}

@@ -394,52 +394,121 @@ func hashKey(v fenecql.Value) string {
 
 // hashIndex (@hash, and @unique with unique set) answers equality and in.
 // Nulls are not kept: equality with null is never true.
+//
+// A text field's keys are its texts themselves (a text field holds only
+// texts, so no kind need be told apart), copied once, not led by hashKey's
+// kind byte. A @unique index keeps one id per key in one, and a second
+// holder of a key (a file written before the index was unique) in more:
+// an id where a list of ids would cost a slice per key
+// (bench/results/memory.md).
 type hashIndex struct {
 	field  int
 	unique bool
-	m      map[string][]int64
+	text   bool
+	m      map[string][]int64 // @hash
+	one    map[string]int64   // @unique
+	more   map[string][]int64 // @unique: holders past one's
 }
 
-func newHashIndex(field int, unique bool) *hashIndex {
-	return &hashIndex{field: field, unique: unique, m: map[string][]int64{}}
+func newHashIndex(field int, unique bool, t fenecql.Type) *hashIndex {
+	x := &hashIndex{field: field, unique: unique, text: t == fenecql.TypeText}
+	if unique {
+		x.one, x.more = map[string]int64{}, map[string][]int64{}
+	} else {
+		x.m = map[string][]int64{}
+	}
+	return x
+}
+
+// key returns v's key; false when no key of the index can equal it.
+func (x *hashIndex) key(v fenecql.Value) (string, bool) {
+	switch {
+	case v.IsNull():
+		return "", false
+	case !x.text:
+		return hashKey(v), true
+	case v.Kind() != fenecql.KindText:
+		return "", false
+	}
+	return v.Text(), true
 }
 
 func (x *hashIndex) add(d *Doc) {
-	v := d.val(x.field)
-	if v.IsNull() {
+	k, ok := x.key(d.val(x.field))
+	if !ok {
 		return
 	}
-	k := hashKey(v)
-	x.m[k] = append(x.m[k], d.ID)
+	if x.text {
+		// The text shares the document's block (row.go): the key is a
+		// copy, so that it keeps no block alive.
+		k = strings.Clone(k)
+	}
+	if !x.unique {
+		x.m[k] = append(x.m[k], d.ID)
+		return
+	}
+	if _, held := x.one[k]; held {
+		x.more[k] = append(x.more[k], d.ID)
+		return
+	}
+	x.one[k] = d.ID
+}
+
+// without returns ids less id.
+func without(ids []int64, id int64) []int64 {
+	for i, v := range ids {
+		if v == id {
+			ids[i] = ids[len(ids)-1]
+			return ids[:len(ids)-1]
+		}
+	}
+	return ids
 }
 
 func (x *hashIndex) remove(d *Doc) {
-	v := d.val(x.field)
-	if v.IsNull() {
+	k, ok := x.key(d.val(x.field))
+	if !ok {
 		return
 	}
-	k := hashKey(v)
-	ids := x.m[k]
-	for i, id := range ids {
-		if id == d.ID {
-			ids[i] = ids[len(ids)-1]
-			ids = ids[:len(ids)-1]
-			break
+	if !x.unique {
+		if ids := without(x.m[k], d.ID); len(ids) == 0 {
+			delete(x.m, k)
+		} else {
+			x.m[k] = ids
 		}
+		return
 	}
-	if len(ids) == 0 {
-		delete(x.m, k)
+	more := x.more[k]
+	if x.one[k] == d.ID {
+		if len(more) == 0 {
+			delete(x.one, k)
+			return
+		}
+		x.one[k] = more[len(more)-1]
+		more = more[:len(more)-1]
 	} else {
-		x.m[k] = ids
+		more = without(more, d.ID)
+	}
+	if len(more) == 0 {
+		delete(x.more, k)
+	} else {
+		x.more[k] = more
 	}
 }
 
-// lookup returns the ids holding v, in no order.
-func (x *hashIndex) lookup(v fenecql.Value) []int64 {
-	if v.IsNull() {
-		return nil
+// appendIDs appends the ids holding v, in no order, to dst.
+func (x *hashIndex) appendIDs(dst []int64, v fenecql.Value) []int64 {
+	k, ok := x.key(v)
+	if !ok {
+		return dst
 	}
-	return x.m[hashKey(v)]
+	if !x.unique {
+		return append(dst, x.m[k]...)
+	}
+	if id, held := x.one[k]; held {
+		dst = append(append(dst, id), x.more[k]...)
+	}
+	return dst
 }
 
 // geoIndex (@geo) answers nearest-first walks and boxes over points.
