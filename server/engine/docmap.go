@@ -105,9 +105,21 @@ func (p *docPage) remove(i int) {
 	if p.keys == nil && i != 0 && i != len(p.docs)-1 {
 		p.sparse()
 	}
-	p.docs = slices.Delete(p.docs, i, i+1)
+	if i == 0 {
+		// The first goes by moving the page's start, not its documents:
+		// a queue's acks delete its oldest jobs, the pages' fronts.
+		p.docs[0] = nil
+		p.docs = p.docs[1:]
+		if p.keys != nil {
+			p.keys = p.keys[1:]
+		}
+	} else {
+		p.docs = slices.Delete(p.docs, i, i+1)
+		if p.keys != nil {
+			p.keys = slices.Delete(p.keys, i, i+1)
+		}
+	}
 	if p.keys != nil {
-		p.keys = slices.Delete(p.keys, i, i+1)
 		p.base = p.keys[0]
 	} else if i == 0 {
 		p.base++
