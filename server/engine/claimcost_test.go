@@ -82,7 +82,7 @@ func BenchmarkClaimLayout(b *testing.B) {
 
 // BenchmarkRowReach times what a claim does per row before it writes:
 // find the document by id in the collection's id tree (get), and read its
-// values as patch copies them (get+copy), for ids taken in queue-bench's
+// values as patch decodes them (get+copy), for ids taken in queue-bench's
 // spread order (each next id 5000 on, from another batch) or one after
 // another, over collections of 1 000 and 1 000 000 jobs. An op is one
 // row: at a million jobs in spread order each is a walk down the id tree
@@ -97,10 +97,10 @@ func BenchmarkRowReach(b *testing.B) {
 				b.Run(fmt.Sprintf("order=%s/jobs=%d/%s", order, n, what), func(b *testing.B) {
 					c := newCollection("jobs", fields)
 					for i := 1; i <= n; i++ {
-						d := c.s.newDoc(int64(i))
-						d.Vals[0] = fenecql.ObjectOf(&fenecql.Object{Keys: []string{"to"}, Vals: []fenecql.Value{fenecql.Text(fmt.Sprintf("u%d@example.com", i))}})
-						d.Vals[1], d.Vals[3] = fenecql.Time(int64(i)), fenecql.Int(0)
-						c.set(d)
+						vals := make([]fenecql.Value, len(fields))
+						vals[0] = fenecql.Pack(fenecql.ObjectOf(&fenecql.Object{Keys: []string{"to"}, Vals: []fenecql.Value{fenecql.Text(fmt.Sprintf("u%d@example.com", i))}}))
+						vals[1], vals[3] = fenecql.Time(int64(i)), fenecql.Int(0)
+						c.set(c.s.encode(int64(i), vals))
 					}
 					ids := make([]int64, n)
 					batches := max(n/5000, 1)
@@ -110,7 +110,7 @@ func BenchmarkRowReach(b *testing.B) {
 							ids[i] = int64((i%batches)*5000 + i/batches + 1)
 						}
 					}
-					scratch := c.s.newDoc(0)
+					var scratch fieldBuf
 					runtime.GC()
 					b.ResetTimer()
 					// Each next row waits on the one before (its attempts, 0,
@@ -123,8 +123,7 @@ func BenchmarkRowReach(b *testing.B) {
 						if what == "get" {
 							k += int(d.ID) - int(ids[k])
 						} else {
-							copy(scratch.Vals, d.Vals)
-							k += int(scratch.Vals[3].Int())
+							k += int(d.vals(&scratch)[3].Int())
 						}
 						if k++; k == n {
 							k = 0

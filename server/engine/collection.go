@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	"github.com/fenecdb/fenec/server/fenecql"
-	"github.com/tidwall/btree"
 )
 
 // Field is one declared field of a collection.
@@ -32,10 +31,12 @@ type schema struct {
 	// colon: written once here rather than escaped again for every
 	// document encoded (appendDoc).
 	starKeys [][]byte
+	// l is where the fields sit in a document's block (row.go).
+	l layout
 }
 
 func newSchema(fields []Field) *schema {
-	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1)}
+	s := &schema{fields: fields, byName: make(map[string]int, len(fields)), star: make([]string, 0, len(fields)+1), l: newLayout(fields)}
 	s.star = append(s.star, "id")
 	for i, f := range fields {
 		s.byName[f.Name] = i
@@ -47,60 +48,22 @@ func newSchema(fields []Field) *schema {
 	return s
 }
 
-// Doc is one document: its id and a value per declared field. A Doc is
-// never changed once built; a write makes a new one.
+// Doc is one document: its id and a value per declared field, the values
+// held as one encoded block (row.go). A Doc is never changed once built;
+// a write makes a new one.
 type Doc struct {
-	ID   int64
-	Vals []fenecql.Value
-	s    *schema
-}
-
-// newDoc returns a document of the schema with id and every field null.
-// Its values are allocated with it, as one object, for a schema of up to
-// len(docBlocks) fields: one allocation per document written rather than
-// two, and one object fewer per live document for the collector to mark.
-func (s *schema) newDoc(id int64) *Doc {
-	var d *Doc
-	if n := len(s.fields); n > 0 && n <= len(docBlocks) {
-		d = docBlocks[n-1]()
-	} else {
-		d = &Doc{Vals: make([]fenecql.Value, n)}
-	}
-	d.ID, d.s = id, s
-	return d
-}
-
-// docBlock is a Doc and the array (A) its values are cut from.
-type docBlock[A any] struct {
-	Doc
-	v A
-}
-
-// docBlocks[n-1] allocates a Doc and its n values together.
-var docBlocks = [...]func() *Doc{
-	func() *Doc { b := new(docBlock[[1]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[2]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[3]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[4]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[5]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[6]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[7]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[8]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[9]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[10]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[11]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[12]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[13]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[14]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[15]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
-	func() *Doc { b := new(docBlock[[16]fenecql.Value]); b.Vals = b.v[:]; return &b.Doc },
+	ID int64
+	s  *schema
+	// p is the block: in the same allocation as the Doc for all but a
+	// large document (newBlock), nil for a schema of no fields.
+	p *byte
 }
 
 // Field reads a field by name; "id" is the document's id. It makes *Doc a
 // fenecql.Row.
 func (d *Doc) Field(name string) fenecql.Value {
 	if i, ok := d.s.byName[name]; ok {
-		return d.Vals[i]
+		return d.val(i)
 	}
 	if name == "id" {
 		return fenecql.Int(d.ID)
@@ -117,7 +80,7 @@ const MaxID = 1<<53 - 1
 type Collection struct {
 	Name    string
 	s       *schema
-	docs    *btree.Map[int64, *Doc]
+	docs    docMap
 	nextID  int64
 	indexes []index // one per indexed field, and the queue's counts
 	byField map[int]index
@@ -138,7 +101,6 @@ func newCollection(name string, fields []Field) *Collection {
 	c := &Collection{
 		Name:    name,
 		s:       newSchema(fields),
-		docs:    btree.NewMap[int64, *Doc](64),
 		nextID:  1,
 		byField: map[int]index{},
 		touched: []string{name},
@@ -149,9 +111,9 @@ func newCollection(name string, fields []Field) *Collection {
 		case fenecql.IndexSorted:
 			x = newSortedIndex(i, f.Type)
 		case fenecql.IndexHash:
-			x = newHashIndex(i, false)
+			x = newHashIndex(i, false, f.Type)
 		case fenecql.IndexUnique:
-			x = newHashIndex(i, true)
+			x = newHashIndex(i, true, f.Type)
 			c.unique = append(c.unique, i)
 		case fenecql.IndexGeo:
 			x = newGeoIndex(i)
@@ -245,7 +207,8 @@ func (c *Collection) uniqueHolder(f int, v fenecql.Value, self int64) int64 {
 	if !ok || !x.unique {
 		return 0
 	}
-	for _, id := range x.lookup(v) {
+	var buf [4]int64
+	for _, id := range x.appendIDs(buf[:0], v) {
 		if id != self {
 			return id
 		}
@@ -309,9 +272,10 @@ func decodeSchema(b []byte) ([]Field, error) {
 func appendDoc(b []byte, d *Doc) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, d.ID, 10)
-	for i, v := range d.Vals {
+	var buf fieldBuf
+	for f, v := range d.vals(&buf) {
 		if !v.IsNull() {
-			b = append(append(b, ','), d.s.starKeys[i+1]...)
+			b = append(append(b, ','), d.s.starKeys[f+1]...)
 			b = fenecql.AppendJSON(b, v)
 		}
 	}
@@ -327,30 +291,32 @@ func (c *Collection) decodeDoc(b []byte) (*Doc, error) {
 	if o == nil {
 		return nil, fmt.Errorf("bad document in %s: not an object", c.Name)
 	}
-	d := c.s.newDoc(0)
+	var id int64
+	var buf fieldBuf
+	vals := c.s.blank(&buf)
 	for i, k := range o.Keys {
 		if k == "id" {
-			d.ID = o.Vals[i].Int()
+			id = o.Vals[i].Int()
 			continue
 		}
 		f := c.field(k)
 		if f < 0 {
 			return nil, fmt.Errorf("bad document in %s: no field %s", c.Name, k)
 		}
-		if d.Vals[f], err = storedValue(o.Vals[i], c.s.fields[f].Type); err != nil {
+		if vals[f], err = storedValue(o.Vals[i], c.s.fields[f].Type); err != nil {
 			// A timestamp past the years 0000..9999, written before they
 			// were refused, loads as it was: the file still opens.
 			if ms, ok := fenecql.ParseStoredTime(o.Vals[i].Text()); ok && c.s.fields[f].Type == fenecql.TypeTimestamp {
-				d.Vals[f] = fenecql.Time(ms)
+				vals[f] = fenecql.Time(ms)
 				continue
 			}
 			return nil, fmt.Errorf("bad document in %s: %w", c.Name, err)
 		}
 	}
-	if d.ID == 0 {
+	if id == 0 {
 		// Any other id is loaded as stored: a file written before ids
 		// were held to 1..MaxID still opens.
 		return nil, fmt.Errorf("bad document in %s: no id", c.Name)
 	}
-	return d, nil
+	return c.s.encode(id, vals), nil
 }

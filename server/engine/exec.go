@@ -110,24 +110,27 @@ func (t *tx) execPut(s *fenecql.Put, env *fenecql.Env) (*Result, error) {
 		if o == nil {
 			return nil, fenecql.Errorf(s.Docs.Position(), "%s takes a document or a list of documents, found %s", verb, short(dv))
 		}
-		d := c.s.newDoc(0)
+		var id int64
+		var buf fieldBuf
+		vals := c.s.blank(&buf)
 		for k, key := range o.Keys {
 			if key == "id" {
-				id := o.Vals[k]
-				if id.Kind() != fenecql.KindInt || id.Int() <= 0 || id.Int() > MaxID {
-					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1 to %d, found %s", i+1, int64(MaxID), short(id))
+				v := o.Vals[k]
+				if v.Kind() != fenecql.KindInt || v.Int() <= 0 || v.Int() > MaxID {
+					return nil, fenecql.Errorf(s.Docs.Position(), "document %d: id must be a whole number from 1 to %d, found %s", i+1, int64(MaxID), short(v))
 				}
-				d.ID = id.Int()
+				id = v.Int()
 				continue
 			}
 			f := c.field(key)
 			if f < 0 {
 				return nil, fenecql.CodeErrorf(fenecql.CodeUnknown, s.Docs.Position(), "collection %s has no field %s", c.Name, key)
 			}
-			if d.Vals[f], err = coerceField(c, f, o.Vals[k], s.Docs.Position()); err != nil {
+			if vals[f], err = coerceField(c, f, o.Vals[k], s.Docs.Position()); err != nil {
 				return nil, err
 			}
 		}
+		d := c.s.encode(id, vals)
 		if d.ID != 0 && c.ttls != nil {
 			// A lapsed document's id is free: it is deleted here, and
 			// the new one is an insert, not an update of it.
@@ -199,7 +202,7 @@ func (t *tx) holder(c *Collection, d *Doc, i int, pos fenecql.Pos, env *fenecql.
 		held, by = c.get(d.ID), "id"
 	}
 	for _, f := range c.unique {
-		v := d.Vals[f]
+		v := d.val(f)
 		if v.IsNull() {
 			continue
 		}
@@ -253,17 +256,17 @@ func storedValue(v fenecql.Value, t fenecql.Type) (fenecql.Value, error) {
 // (docs/fenecql.md, Expiry).
 func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.Env) error {
 	for _, f := range c.unique {
-		if !d.Vals[f].IsNull() {
-			other := c.uniqueHolder(f, d.Vals[f], d.ID)
+		if v := d.val(f); !v.IsNull() {
+			other := c.uniqueHolder(f, v, d.ID)
 			if other != 0 && c.ttls != nil && c.lapsed(c.get(other), env.Now) {
 				t.deleteDoc(c, other)
-				other = c.uniqueHolder(f, d.Vals[f], d.ID)
+				other = c.uniqueHolder(f, v, d.ID)
 			}
 			if other != 0 {
 				if !t.canRead(c, c.get(other), env) {
-					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(d.Vals[f]))
+					return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken", c.Name, c.s.fields[f].Name, short(v))
 				}
-				return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(d.Vals[f]), other)
+				return fenecql.CodeErrorf(fenecql.CodeTaken, pos, "%s.%s: %s is taken by document %d", c.Name, c.s.fields[f].Name, short(v), other)
 			}
 		}
 	}
@@ -431,9 +434,19 @@ func patchNew(c *Collection, assigns []fenecql.Assign, fields []int, d, in *Doc,
 }
 
 // patch returns d as a set's patch (assigns) writes it.
+//
+// Only the fields written are encoded anew (schema.reencode): the others'
+// bytes are copied over as they are, a claim's payload among them.
 func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *fenecql.Env) (*Doc, error) {
-	nd := c.s.newDoc(d.ID)
-	copy(nd.Vals, d.Vals)
+	var buf fieldBuf
+	vals := c.s.blank(&buf)
+	var written []bool
+	var few [16]bool
+	if len(vals) <= len(few) {
+		written = few[:len(vals)]
+	} else {
+		written = make([]bool, len(vals))
+	}
 	env.Row = d
 	defer func() { env.Row = nil }()
 	for k, a := range assigns {
@@ -443,16 +456,21 @@ func patch(c *Collection, assigns []fenecql.Assign, fields []int, d *Doc, env *f
 		}
 		f := fields[k]
 		if len(a.Path) > 1 {
+			at := vals[f]
+			if !written[f] {
+				at = d.val(f)
+			}
 			var ok bool
-			if v, ok = setPath(nd.Vals[f], a.Path[1:], v); !ok {
+			if v, ok = setPath(at, a.Path[1:], v); !ok {
 				return nil, fenecql.Errorf(a.Pos, "document %d: %s runs through a value that is not an object", d.ID, strings.Join(a.Path, "."))
 			}
 		}
-		if nd.Vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
+		if vals[f], err = coerceField(c, f, v, a.Pos); err != nil {
 			return nil, err
 		}
+		written[f] = true
 	}
-	return nd, nil
+	return c.s.reencode(d, vals, written), nil
 }
 
 func (t *tx) execDel(s *fenecql.Del, env *fenecql.Env, dry bool) (*Result, error) {
@@ -600,7 +618,7 @@ func project(c *Collection, star bool, cols []fenecql.Column, docs []*Doc, env *
 		slab := make([]fenecql.Value, 0, len(docs)*w)
 		for _, d := range docs {
 			start := len(slab)
-			slab = append(append(slab, fenecql.Int(d.ID)), d.Vals...)
+			slab = d.appendVals(append(slab, fenecql.Int(d.ID)))
 			r.Rows = append(r.Rows, slab[start:len(slab):len(slab)])
 		}
 		return r, nil

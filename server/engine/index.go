@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/fenecdb/fenec/server/fenecql"
 	"github.com/tidwall/btree"
@@ -52,12 +53,15 @@ func lessSorted(a, b sortedItem) bool {
 // than the value: its items hold no pointer, so a node's items shift
 // without write barriers and the collector has nothing in them to scan,
 // and they compare as integers. A queue's run_at is one: each claimed job
-// leaves it and comes back, each acked job leaves it.
+// leaves it and comes back, each acked job leaves it. Its nulls are kept
+// apart, in nulls (ids), so that an item is the number and the id, 16
+// bytes, and no flag that would round it up to 24.
 type sortedIndex struct {
 	field int
 	tr    *btree.BTreeG[sortedItem] // nil when nums is used
 	nums  *btree.BTreeG[numItem]
-	kind  fenecql.Kind // the kind of nums' values: KindInt or KindTime
+	nulls *btree.BTreeG[int64] // the ids whose value is null, beside nums
+	kind  fenecql.Kind         // the kind of nums' values: KindInt or KindTime
 	// Where the last add and the last remove went down the tree: a
 	// queue's writes cluster (claims take from the front of run_at, put
 	// jobs back near the end, acks remove those), and a search that
@@ -66,22 +70,18 @@ type sortedIndex struct {
 	addHint, removeHint btree.PathHint
 }
 
-// numItem is an int or timestamp index's key: nulls first (notNull
-// false), then the number, then the id, as lessSorted orders them.
-type numItem struct {
-	n, id   int64
-	notNull bool
-}
+// numItem is an int or timestamp index's key: the number, then the id,
+// as lessSorted orders them.
+type numItem struct{ n, id int64 }
 
 func lessNum(a, b numItem) bool {
-	if a.notNull != b.notNull {
-		return !a.notNull
-	}
 	if a.n != b.n {
 		return a.n < b.n
 	}
 	return a.id < b.id
 }
+
+func lessID(a, b int64) bool { return a < b }
 
 func newSortedIndex(field int, t fenecql.Type) *sortedIndex {
 	opts := btree.Options{NoLocks: true}
@@ -89,56 +89,55 @@ func newSortedIndex(field int, t fenecql.Type) *sortedIndex {
 	switch t {
 	case fenecql.TypeInt:
 		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindInt
+		x.nulls = btree.NewBTreeGOptions(lessID, opts)
 	case fenecql.TypeTimestamp:
 		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindTime
+		x.nulls = btree.NewBTreeGOptions(lessID, opts)
 	default:
 		x.tr = btree.NewBTreeGOptions(lessSorted, opts)
 	}
 	return x
 }
 
-// num is v's key in nums (the schema holds an int field to ints and a
-// timestamp field to timestamps).
-func num(v fenecql.Value, id int64) numItem {
-	if v.IsNull() {
-		return numItem{id: id}
-	}
-	return numItem{n: v.Int(), id: id, notNull: true}
-}
+// num is v's key in nums, v not null (the schema holds an int field to
+// ints and a timestamp field to timestamps).
+func num(v fenecql.Value, id int64) numItem { return numItem{n: v.Int(), id: id} }
 
 // item is nums' key as the value it stands for.
 func (x *sortedIndex) item(it numItem) sortedItem {
-	switch {
-	case !it.notNull:
-		return sortedItem{fenecql.Null, it.id}
-	case x.kind == fenecql.KindTime:
+	if x.kind == fenecql.KindTime {
 		return sortedItem{fenecql.Time(it.n), it.id}
 	}
 	return sortedItem{fenecql.Int(it.n), it.id}
 }
 
+func nullItem(id int64) sortedItem { return sortedItem{fenecql.Null, id} }
+
 // pivot is a walk's starting key in nums: p itself, or for a float the
-// nearest key on the walk's side of it. ok is false for a value of
+// nearest key on the walk's side of it. null is true for a null p (the
+// walk starts among the nulls, at p's id); ok is false for a value of
 // another kind: the walk then starts at its end, and its own bounds skip
 // what lies before p.
-func pivot(p sortedItem, desc bool) (numItem, bool) {
+func pivot(p sortedItem, desc bool) (k numItem, null, ok bool) {
 	switch p.v.Kind() {
-	case fenecql.KindNull, fenecql.KindInt, fenecql.KindTime:
-		return num(p.v, p.id), true
+	case fenecql.KindNull:
+		return numItem{id: p.id}, true, true
+	case fenecql.KindInt, fenecql.KindTime:
+		return num(p.v, p.id), false, true
 	case fenecql.KindFloat:
 		f := p.v.Float()
 		if math.IsNaN(f) || f <= math.MinInt64 || f >= math.MaxInt64 {
-			return numItem{}, false
+			return numItem{}, false, false
 		}
 		if f == math.Trunc(f) {
-			return numItem{n: int64(f), id: p.id, notNull: true}, true
+			return numItem{n: int64(f), id: p.id}, false, true
 		}
 		if desc {
-			return numItem{n: int64(math.Floor(f)), id: math.MaxInt64, notNull: true}, true
+			return numItem{n: int64(math.Floor(f)), id: math.MaxInt64}, false, true
 		}
-		return numItem{n: int64(math.Ceil(f)), id: math.MinInt64, notNull: true}, true
+		return numItem{n: int64(math.Ceil(f)), id: math.MinInt64}, false, true
 	}
-	return numItem{}, false
+	return numItem{}, false, false
 }
 
 // ascend calls iter with the items from p on (every item when p is nil),
@@ -152,14 +151,28 @@ func (x *sortedIndex) ascend(p *sortedItem, iter func(sortedItem) bool) {
 		}
 		return
 	}
+	stopped := false
+	eachNull := func(id int64) bool {
+		stopped = !iter(nullItem(id))
+		return !stopped
+	}
 	each := func(it numItem) bool { return iter(x.item(it)) }
 	if p != nil {
-		if k, ok := pivot(*p, false); ok {
+		k, null, ok := pivot(*p, false)
+		switch {
+		case ok && null:
+			if x.nulls.Ascend(k.id, eachNull); !stopped {
+				x.nums.Scan(each)
+			}
+			return
+		case ok:
 			x.nums.Ascend(k, each)
 			return
 		}
 	}
-	x.nums.Scan(each)
+	if x.nulls.Scan(eachNull); !stopped {
+		x.nums.Scan(each)
+	}
 }
 
 // ascendValues is ascend from the first item that is not null.
@@ -169,7 +182,7 @@ func (x *sortedIndex) ascendValues(iter func(sortedItem) bool) {
 		x.tr.Ascend(sortedItem{fenecql.Bool(false), math.MinInt64}, iter)
 		return
 	}
-	x.nums.Ascend(numItem{n: math.MinInt64, id: math.MinInt64, notNull: true}, func(it numItem) bool { return iter(x.item(it)) })
+	x.nums.Scan(func(it numItem) bool { return iter(x.item(it)) })
 }
 
 // descend is ascend the other way: from p down.
@@ -182,14 +195,28 @@ func (x *sortedIndex) descend(p *sortedItem, iter func(sortedItem) bool) {
 		}
 		return
 	}
-	each := func(it numItem) bool { return iter(x.item(it)) }
+	stopped := false
+	eachNull := func(id int64) bool { return iter(nullItem(id)) }
+	each := func(it numItem) bool {
+		stopped = !iter(x.item(it))
+		return !stopped
+	}
 	if p != nil {
-		if k, ok := pivot(*p, true); ok {
-			x.nums.Descend(k, each)
+		k, null, ok := pivot(*p, true)
+		switch {
+		case ok && null:
+			x.nulls.Descend(k.id, eachNull)
+			return
+		case ok:
+			if x.nums.Descend(k, each); !stopped {
+				x.nulls.Reverse(eachNull)
+			}
 			return
 		}
 	}
-	x.nums.Reverse(each)
+	if x.nums.Reverse(each); !stopped {
+		x.nulls.Reverse(eachNull)
+	}
 }
 
 // len returns the number of items; at the i-th in ascending order.
@@ -197,34 +224,61 @@ func (x *sortedIndex) len() int {
 	if x.tr != nil {
 		return x.tr.Len()
 	}
-	return x.nums.Len()
+	return x.nulls.Len() + x.nums.Len()
 }
 
 func (x *sortedIndex) at(i int) (sortedItem, bool) {
 	if x.tr != nil {
 		return x.tr.GetAt(i)
 	}
-	it, ok := x.nums.GetAt(i)
+	nn := x.nulls.Len()
+	if i < nn {
+		id, ok := x.nulls.GetAt(i)
+		return nullItem(id), ok
+	}
+	it, ok := x.nums.GetAt(i - nn)
 	return x.item(it), ok
 }
 
 func (x *sortedIndex) add(d *Doc) {
-	if x.tr != nil {
-		x.tr.SetHint(sortedItem{d.Vals[x.field], d.ID}, &x.addHint)
-	} else {
-		x.nums.SetHint(num(d.Vals[x.field], d.ID), &x.addHint)
+	v := d.val(x.field)
+	switch {
+	case x.tr != nil:
+		x.tr.SetHint(sortedItem{own(v), d.ID}, &x.addHint)
+	case v.IsNull():
+		x.nulls.Set(d.ID)
+	default:
+		x.nums.SetHint(num(v, d.ID), &x.addHint)
 	}
 }
 
 func (x *sortedIndex) remove(d *Doc) {
-	if x.tr != nil {
-		x.tr.DeleteHint(sortedItem{d.Vals[x.field], d.ID}, &x.removeHint)
-	} else {
-		x.nums.DeleteHint(num(d.Vals[x.field], d.ID), &x.removeHint)
+	v := d.val(x.field)
+	switch {
+	case x.tr != nil:
+		x.tr.DeleteHint(sortedItem{v, d.ID}, &x.removeHint)
+	case v.IsNull():
+		x.nulls.Delete(d.ID)
+	default:
+		x.nums.DeleteHint(num(v, d.ID), &x.removeHint)
 	}
 }
 
-func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.Vals[x.field], d.Vals[x.field]) }
+func (x *sortedIndex) same(old, d *Doc) bool { return sameValue(old.val(x.field), d.val(x.field)) }
+
+// own returns v holding bytes of its own. A document's text and JSON
+// values share its block (row.go); an index item that outlives the
+// document (a later write that leaves the value in place keeps the item)
+// would keep the whole block alive, so the item copies what it keeps.
+func own(v fenecql.Value) fenecql.Value {
+	switch v.Kind() {
+	case fenecql.KindText:
+		return fenecql.Text(strings.Clone(v.Text()))
+	case fenecql.KindList, fenecql.KindObject:
+		return fenecql.Packed(v.Kind(), fenecql.AppendJSON(nil, v))
+	}
+	return v
+}
 
 // bound is one end of a range over a sorted index.
 type bound struct {
@@ -379,52 +433,121 @@ func hashKey(v fenecql.Value) string {
 
 // hashIndex (@hash, and @unique with unique set) answers equality and in.
 // Nulls are not kept: equality with null is never true.
+//
+// A text field's keys are its texts themselves (a text field holds only
+// texts, so no kind need be told apart), copied once, not led by hashKey's
+// kind byte. A @unique index keeps one id per key in one, and a second
+// holder of a key (a file written before the index was unique) in more:
+// an id where a list of ids would cost a slice per key
+// (bench/results/memory.md).
 type hashIndex struct {
 	field  int
 	unique bool
-	m      map[string][]int64
+	text   bool
+	m      map[string][]int64 // @hash
+	one    map[string]int64   // @unique
+	more   map[string][]int64 // @unique: holders past one's
 }
 
-func newHashIndex(field int, unique bool) *hashIndex {
-	return &hashIndex{field: field, unique: unique, m: map[string][]int64{}}
+func newHashIndex(field int, unique bool, t fenecql.Type) *hashIndex {
+	x := &hashIndex{field: field, unique: unique, text: t == fenecql.TypeText}
+	if unique {
+		x.one, x.more = map[string]int64{}, map[string][]int64{}
+	} else {
+		x.m = map[string][]int64{}
+	}
+	return x
+}
+
+// key returns v's key; false when no key of the index can equal it.
+func (x *hashIndex) key(v fenecql.Value) (string, bool) {
+	switch {
+	case v.IsNull():
+		return "", false
+	case !x.text:
+		return hashKey(v), true
+	case v.Kind() != fenecql.KindText:
+		return "", false
+	}
+	return v.Text(), true
 }
 
 func (x *hashIndex) add(d *Doc) {
-	v := d.Vals[x.field]
-	if v.IsNull() {
+	k, ok := x.key(d.val(x.field))
+	if !ok {
 		return
 	}
-	k := hashKey(v)
-	x.m[k] = append(x.m[k], d.ID)
+	if x.text {
+		// The text shares the document's block (row.go): the key is a
+		// copy, so that it keeps no block alive.
+		k = strings.Clone(k)
+	}
+	if !x.unique {
+		x.m[k] = append(x.m[k], d.ID)
+		return
+	}
+	if _, held := x.one[k]; held {
+		x.more[k] = append(x.more[k], d.ID)
+		return
+	}
+	x.one[k] = d.ID
+}
+
+// without returns ids less id.
+func without(ids []int64, id int64) []int64 {
+	for i, v := range ids {
+		if v == id {
+			ids[i] = ids[len(ids)-1]
+			return ids[:len(ids)-1]
+		}
+	}
+	return ids
 }
 
 func (x *hashIndex) remove(d *Doc) {
-	v := d.Vals[x.field]
-	if v.IsNull() {
+	k, ok := x.key(d.val(x.field))
+	if !ok {
 		return
 	}
-	k := hashKey(v)
-	ids := x.m[k]
-	for i, id := range ids {
-		if id == d.ID {
-			ids[i] = ids[len(ids)-1]
-			ids = ids[:len(ids)-1]
-			break
+	if !x.unique {
+		if ids := without(x.m[k], d.ID); len(ids) == 0 {
+			delete(x.m, k)
+		} else {
+			x.m[k] = ids
 		}
+		return
 	}
-	if len(ids) == 0 {
-		delete(x.m, k)
+	more := x.more[k]
+	if x.one[k] == d.ID {
+		if len(more) == 0 {
+			delete(x.one, k)
+			return
+		}
+		x.one[k] = more[len(more)-1]
+		more = more[:len(more)-1]
 	} else {
-		x.m[k] = ids
+		more = without(more, d.ID)
+	}
+	if len(more) == 0 {
+		delete(x.more, k)
+	} else {
+		x.more[k] = more
 	}
 }
 
-// lookup returns the ids holding v, in no order.
-func (x *hashIndex) lookup(v fenecql.Value) []int64 {
-	if v.IsNull() {
-		return nil
+// appendIDs appends the ids holding v, in no order, to dst.
+func (x *hashIndex) appendIDs(dst []int64, v fenecql.Value) []int64 {
+	k, ok := x.key(v)
+	if !ok {
+		return dst
 	}
-	return x.m[hashKey(v)]
+	if !x.unique {
+		return append(dst, x.m[k]...)
+	}
+	if id, held := x.one[k]; held {
+		dst = append(append(dst, id), x.more[k]...)
+	}
+	return dst
 }
 
 // geoIndex (@geo) answers nearest-first walks and boxes over points.
@@ -447,7 +570,7 @@ func point(v fenecql.Value) ([2]float64, bool) {
 }
 
 func (x *geoIndex) add(d *Doc) {
-	if p, ok := point(d.Vals[x.field]); ok {
+	if p, ok := point(d.val(x.field)); ok {
 		x.tr.Insert(p, p, d.ID)
 		return
 	}
@@ -455,7 +578,7 @@ func (x *geoIndex) add(d *Doc) {
 }
 
 func (x *geoIndex) remove(d *Doc) {
-	if p, ok := point(d.Vals[x.field]); ok {
+	if p, ok := point(d.val(x.field)); ok {
 		x.tr.Delete(p, p, d.ID)
 		return
 	}

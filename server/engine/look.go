@@ -340,7 +340,7 @@ func (c *Collection) nextFlip(tt timeTerm, params []fenecql.Value, now int64) (i
 		// No index to step along: every document is read for the least
 		// value past the edge.
 		c.docs.Scan(func(_ int64, d *Doc) bool {
-			dv := d.Vals[f]
+			dv := d.val(f)
 			if !dv.IsNumber() && dv.Kind() != fenecql.KindTime {
 				return true
 			}

@@ -271,7 +271,7 @@ func newPlan(p *plan, c *Collection, cl *fenecql.Clauses, env *fenecql.Env) (*pl
 		if h.unique || !p.walkable() {
 			p.acc, p.field = accHash, hashPick.field
 			for _, v := range hashVals {
-				p.ids = append(p.ids, h.lookup(v)...)
+				p.ids = h.appendIDs(p.ids, v)
 			}
 			sortIDs(p.ids)
 			p.ids = slices.Compact(p.ids)

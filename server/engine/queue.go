@@ -73,17 +73,17 @@ func newQueueIndex(s *schema) *queueIndex {
 	}
 }
 
-func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.Vals[f].IsNull() }
+func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.isNull(f) }
 
 // same reports whether d counts where old did: the same run_at, and an
 // owner and an error where old had them.
 func (q *queueIndex) same(old, d *Doc) bool {
-	return sameValue(old.Vals[q.runAt], d.Vals[q.runAt]) &&
+	return sameValue(old.val(q.runAt), d.val(q.runAt)) &&
 		q.has(old, q.owner) == q.has(d, q.owner) && q.has(old, q.errField) == q.has(d, q.errField)
 }
 
 func (q *queueIndex) add(d *Doc) {
-	at := d.Vals[q.runAt]
+	at := d.val(q.runAt)
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}
@@ -101,7 +101,7 @@ func (q *queueIndex) add(d *Doc) {
 }
 
 func (q *queueIndex) remove(d *Doc) {
-	at := d.Vals[q.runAt]
+	at := d.val(q.runAt)
 	switch {
 	case !at.IsNull():
 		it := queueItem{at.Int(), d.ID}

@@ -228,8 +228,10 @@ func (t *tx) writeAdmitted(c *Collection, g Grant, before, after *Doc, env *fene
 	}
 	var changed []string
 	if before != nil {
+		var bbuf, abuf fieldBuf
+		bv, av := before.vals(&bbuf), after.vals(&abuf)
 		for i, f := range c.s.fields {
-			if !fenecql.Equal(before.Vals[i], after.Vals[i]) || before.Vals[i].Kind() != after.Vals[i].Kind() {
+			if !fenecql.Equal(bv[i], av[i]) || bv[i].Kind() != av[i].Kind() {
 				changed = append(changed, f.Name)
 			}
 		}

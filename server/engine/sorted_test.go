@@ -31,20 +31,21 @@ func TestNumbersIndexMatchesValues(t *testing.T) {
 				}
 				return fenecql.Int(n)
 			}
+			s := newSchema([]Field{{Name: "v", Type: typ}})
 			var docs []*Doc
 			for id := int64(1); id <= 400; id++ {
 				v := mk(r.Int64N(60) - 30)
 				if r.IntN(8) == 0 {
 					v = fenecql.Null
 				}
-				d := &Doc{ID: id, Vals: []fenecql.Value{v}}
+				d := s.encode(id, []fenecql.Value{v})
 				docs = append(docs, d)
 				nums.add(d)
 				vals.add(d)
 			}
 			// Some leave and come back elsewhere, as claimed jobs do.
 			for _, d := range docs[:100] {
-				nd := &Doc{ID: d.ID, Vals: []fenecql.Value{mk(r.Int64N(60) - 30)}}
+				nd := s.encode(d.ID, []fenecql.Value{mk(r.Int64N(60) - 30)})
 				for _, x := range []*sortedIndex{nums, vals} {
 					x.remove(d)
 					x.add(nd)

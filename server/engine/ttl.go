@@ -25,7 +25,7 @@ type ttlField struct {
 // sweeper has done yet (docs/fenecql.md, Expiry).
 func (c *Collection) lapsed(d *Doc, now int64) bool {
 	for _, t := range c.ttls {
-		if v := d.Vals[t.field]; v.Kind() == fenecql.KindTime && v.Time() <= now-t.ms {
+		if v := d.val(t.field); v.Kind() == fenecql.KindTime && v.Time() <= now-t.ms {
 			return true
 		}
 	}

@@ -203,6 +203,27 @@ func Pack(v Value) Value {
 	return Value{kind: v.kind | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
 }
 
+// Packed returns the list or object (k) whose JSON text, as AppendJSON
+// writes it, is text: held packed, as Pack's result is, but sharing text
+// rather than copying it. The engine's compact documents hand out their
+// json fields this way; the caller never changes text afterwards. Another
+// k returns null.
+func Packed(k Kind, text []byte) Value {
+	if k != KindList && k != KindObject || len(text) == 0 {
+		return Null
+	}
+	return Value{kind: k | packed, x: unsafe.Pointer(unsafe.SliceData(text)), n: uint64(len(text))}
+}
+
+// PackedJSON returns a packed list's or object's JSON text, which the
+// caller does not change, and false for any other value.
+func (v Value) PackedJSON() ([]byte, bool) {
+	if v.kind&packed == 0 {
+		return nil, false
+	}
+	return v.packedText(), true
+}
+
 // packedText returns a packed value's JSON text.
 func (v Value) packedText() []byte { return unsafe.Slice((*byte)(v.x), int(v.n)) }
 
