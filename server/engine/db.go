@@ -115,7 +115,7 @@ func Open(opts Options) (*DB, error) {
 	if f := opts.OnCommit; f != nil {
 		db.Subscribe(func(w Write) { f(w.Stored.Wrote, len(w.Stored.Changes), w.Stored.Fsync) }, Stored)
 	}
-	seq, err := st.Load(db.replay)
+	seq, err := db.load(st)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open %s: %w", opts.File, err)
