@@ -98,6 +98,10 @@ const (
 	// reads hide them from the moment they lapse, so it bounds only how
 	// long they take room (docs/fenecql.md, Expiry).
 	sweepLapsedEvery = time.Second
+	// memoryEvery is how often the live heap is held to --memory; past it
+	// the server logs and counts once a minute at most
+	// (httpapi.MemoryReportEvery).
+	memoryEvery = 10 * time.Second
 )
 
 type options struct {
@@ -294,6 +298,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.memory > 0 {
+		if err := checkMemory(int64(o.memory), db.Footprints()); err != nil {
+			db.Close()
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		db.Close()
@@ -333,6 +343,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	lapsedSwept := make(chan struct{})
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
 	go func() { api.SweepLapsed(sweepCtx, sweepLapsedEvery); close(lapsedSwept) }()
+	memoryWatched := make(chan struct{})
+	go func() {
+		if o.memory > 0 {
+			api.WatchMemory(sweepCtx, int64(o.memory), memoryEvery)
+		}
+		close(memoryWatched)
+	}()
 
 	served := make(chan error, 1)
 	go func() {
@@ -359,6 +376,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	stopSweep()
 	<-swept
 	<-lapsedSwept
+	<-memoryWatched
 	node.shutdown()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", o.file, err)
