@@ -98,13 +98,16 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			return 0, err
 		}
 		held := c.ID
+		// Scanned into variables of the whole query, not into each row's
+		// Change: Scan's pointers would move every Change to the heap.
+		var id int64
 		var raw sql.RawBytes
 		var slab []byte
 		err := query(ctx, s.conn, `SELECT id, body FROM docs WHERE coll = ? ORDER BY id`, func(r *sql.Rows) error {
-			d := Change{Op: OpPut, Coll: c.Coll}
-			if err := r.Scan(&d.ID, &raw); err != nil {
+			if err := r.Scan(&id, &raw); err != nil {
 				return err
 			}
+			d := Change{Op: OpPut, Coll: c.Coll, ID: id}
 			if raw != nil {
 				d.Body, slab = cutBody(slab, raw)
 			}
