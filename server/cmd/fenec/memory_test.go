@@ -153,4 +153,9 @@ func TestMemoryLimits(t *testing.T) {
 	if got := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`); got != memoryJobs-20 {
 		t.Errorf("fenec_resident_rows %v after 20 acks, want %d", got, memoryJobs-20)
 	}
+	// With FENEC_TEST_BIN built -race, the watch and the scrapes beside
+	// the requests are checked too.
+	if err := p.Stop(30 * time.Second); err != nil || strings.Contains(p.Log(), "DATA RACE") {
+		t.Errorf("stopping: %v\n%s", err, p.Log())
+	}
 }
