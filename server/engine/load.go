@@ -19,11 +19,12 @@ import (
 // exactly as it would one row at a time (store.Load's order), in a
 // fraction of the time on more than one core.
 //
-// Every change other than a document put (a collection made or dropped,
-// a delete, a side record) waits for the puts before it to be set, then
-// runs on the store's goroutine, as replay runs it.
+// Deletes and side records (the log's, after a crash) go through the
+// applier too, in their place among the puts; a collection made or
+// dropped waits for every change before it to be applied, then runs on
+// the store's goroutine, as replay runs it.
 
-// loadBatchRows is how many puts a batch carries: enough that handing a
+// loadBatchRows is how many changes a batch carries: enough that handing a
 // batch from goroutine to goroutine costs little per row, few enough that
 // the batches in flight hold little memory.
 const loadBatchRows = 256
@@ -31,13 +32,14 @@ const loadBatchRows = 256
 // loadInFlight bounds the batches read but not yet set, per decoder.
 const loadInFlight = 4
 
-// loadBatch is a run of puts, as read and then decoded. barrier, when set,
-// is closed by the applier once every batch before it is set.
+// loadBatch is a run of changes, as read and then decoded: docs[i] is
+// changes[i]'s document, nil for a change that is not a put. barrier, when
+// set, is closed by the applier once every batch before it is applied.
 type loadBatch struct {
 	colls   []*Collection
 	changes []store.Change
 	docs    []*Doc
-	err     error // the first row that did not decode; the rows before it are set
+	err     error // the first row that did not decode; the changes before it are applied
 	decoded chan struct{}
 	barrier chan struct{}
 }
@@ -81,21 +83,28 @@ func (db *DB) newLoader() *loader {
 	return l
 }
 
-// replay is store.Load's fn: a put joins the current batch, anything else
-// waits for the puts before it and runs as DB.replay runs it.
+// replay is store.Load's fn. A put, a delete and a side record join the
+// current batch, applied in order by the applier; a collection made or
+// dropped (which changes the collections this goroutine looks rows' up
+// in) waits for every change before it and runs here, as DB.replay runs
+// it.
 func (l *loader) replay(ch store.Change) error {
 	if p := l.failed.Load(); p != nil {
 		return *p
 	}
-	if ch.Op != store.OpPut {
-		if err := l.flush(); err != nil {
-			return err
+	var c *Collection
+	switch ch.Op {
+	case store.OpPut, store.OpDelete:
+		if c = l.db.colls[ch.Coll]; c == nil {
+			// As DB.replay refuses it, once the changes before it are
+			// applied.
+			if err := l.flush(); err != nil {
+				return err
+			}
+			return l.db.replay(ch)
 		}
-		return l.db.replay(ch)
-	}
-	c := l.db.colls[ch.Coll]
-	if c == nil {
-		// As DB.replay refuses it, once the puts before it are set.
+	case store.OpMetaPut, store.OpMetaDelete:
+	default:
 		if err := l.flush(); err != nil {
 			return err
 		}
@@ -134,8 +143,8 @@ func (l *loader) send(b *loadBatch) {
 	l.todo <- b
 }
 
-// flush sends the current batch and waits until every put read so far is
-// set; it returns the load's first error.
+// flush sends the current batch and waits until every change read so far
+// is applied; it returns the load's first error.
 func (l *loader) flush() error {
 	if l.cur != nil {
 		l.send(l.cur)
@@ -176,10 +185,13 @@ func (l *loader) decode() {
 		b.docs = b.docs[:0]
 		if l.failed.Load() == nil {
 			for i, ch := range b.changes {
-				d, err := b.colls[i].decodeDoc(ch.Body)
-				if err != nil {
-					b.err = err
-					break
+				var d *Doc // nil: not a put
+				if ch.Op == store.OpPut {
+					var err error
+					if d, err = b.colls[i].decodeDoc(ch.Body); err != nil {
+						b.err = err
+						break
+					}
 				}
 				b.docs = append(b.docs, d)
 			}
@@ -188,7 +200,7 @@ func (l *loader) decode() {
 	}
 }
 
-// apply is the applier: it sets each batch's documents in order, then
+// apply is the applier: it applies each batch's changes in order, then
 // hands the batch back for reuse.
 func (l *loader) apply() {
 	defer close(l.applied)
@@ -199,11 +211,23 @@ func (l *loader) apply() {
 			continue
 		}
 		if l.failed.Load() == nil {
+			err := b.err
 			for i, d := range b.docs {
-				b.colls[i].set(d)
+				switch ch := b.changes[i]; {
+				case d != nil:
+					b.colls[i].set(d)
+				case ch.Op == store.OpDelete:
+					b.colls[i].delete(ch.ID)
+				default: // a side record
+					if rerr := l.db.replay(ch); rerr != nil {
+						err = rerr
+					}
+				}
+				if err != nil && err != b.err {
+					break
+				}
 			}
-			if b.err != nil {
-				err := b.err
+			if err != nil {
 				l.failed.Store(&err)
 			}
 		}

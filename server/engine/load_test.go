@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -116,5 +120,100 @@ func TestLoadBadDocument(t *testing.T) {
 			t.Fatalf("%d goroutines after the failed open, %d before", runtime.NumGoroutine(), before)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// loadQueries are the queries whose answers TestLoadReplaysTheLog compares.
+var loadQueries = []string{`get jobs order id`, `get jobs select id order run_at desc`, `get notes order id`}
+
+// loadChild is the writer TestLoadReplaysTheLog stops without closing:
+// single writes, each its own unit in the log — puts, sets, deletes,
+// side records with them — then the answers of loadQueries and the side
+// records on stdout as JSON, then an exit with the file not closed, so
+// that what its folds had not reached is replayed from the log.
+func loadChild(file string) {
+	db, err := Open(Options{File: file, Sync: store.SyncMode{Kind: store.SyncAlways}})
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	ctx := context.Background()
+	must := func(q string, meta map[string]Meta) {
+		ps, err := Parse([]Statement{{Query: q}})
+		if err == nil {
+			_, err = db.RunWith(ctx, ps, RunOptions{Meta: func([]*Result) map[string]Meta { return meta }})
+		}
+		if err != nil {
+			fmt.Println(q+":", err)
+			os.Exit(1)
+		}
+	}
+	must(jobsSchema, nil)
+	must(`create collection notes (s text @hash)`, nil)
+	for i := range 3 * loadBatchRows {
+		must(fmt.Sprintf(`put jobs {payload: {"n": %d}, run_at: %d, attempts: 0}`, i, (i*7919)%1000), nil)
+		switch i % 4 {
+		case 1:
+			must(fmt.Sprintf(`del jobs where id = %d`, i/2+1), map[string]Meta{fmt.Sprintf("k%d", i): {Body: []byte(fmt.Sprint(i)), Expires: 1 << 50}})
+		case 2:
+			must(fmt.Sprintf(`set jobs {attempts: attempts + 1, owner: "w"} where id = %d`, i), nil)
+		case 3:
+			must(fmt.Sprintf(`put notes {s: "n%d"}`, i%5), map[string]Meta{fmt.Sprintf("k%d", i-2): {Body: []byte("again"), Expires: 1 << 50}})
+		}
+	}
+	out := map[string]string{}
+	for _, q := range loadQueries {
+		r, err := db.Exec(ctx, q, nil)
+		if err != nil {
+			fmt.Println(q+":", err)
+			os.Exit(1)
+		}
+		out[q] = answer(r)
+	}
+	for _, m := range db.MetaWithPrefix("k") {
+		out[m.Key] = string(m.Body)
+	}
+	b, _ := json.Marshal(out)
+	fmt.Println(string(b))
+	os.Exit(0) // not closed: no last fold
+}
+
+// TestLoadReplaysTheLog: a file left with writes in its log — deletes and
+// side records among the puts — opens to what the writer answered
+// (load.go applies them in their order among the puts).
+func TestLoadReplaysTheLog(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "FENEC_LOAD_CHILD="+file)
+	b, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("the writer: %v\n%s", err, b)
+	}
+	var want map[string]string
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatalf("the writer said %q: %v", b, err)
+	}
+	db, err := Open(Options{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if db.StoreUnfolded() == 0 {
+		t.Log("the writer's folds had reached every write: the log replayed nothing")
+	}
+	got := map[string]string{}
+	for _, q := range loadQueries {
+		got[q] = answer(mustExec(t, db, q))
+	}
+	for _, m := range db.MetaWithPrefix("k") {
+		got[m.Key] = string(m.Body)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d answers and side records after the reopen, %d before", len(got), len(want))
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s after the reopen:\n got %.300s\nwant %.300s", k, got[k], w)
+		}
 	}
 }
