@@ -33,9 +33,9 @@ func TuneGC(limit int64) {
 // made faster than the collector, working beside the decoders, marks: at
 // Go's default of 100 the heap overshot its goal, and a million jobs
 // loaded with a peak RSS of ~545 MiB, against ~495 MiB for a load on one
-// goroutine. At 60 the peak is ~430 MiB (1.1 times the RSS once loaded),
-// for ~0.4 s more CPU (2.9 s against 2.5 s), the load still taking ~1.7 s
-// on two cores against ~1.45 s.
+// goroutine. At 60 the peak is 430–480 MiB (1.1–1.2 times the RSS once
+// loaded), for ~0.4 s more CPU (2.9 s against 2.5 s), the load still
+// taking ~1.7 s on two cores against ~1.45 s.
 const LoadGCPercent = 60
 
 // Loading sets the collector for loading a file, and returns the function
