@@ -56,6 +56,10 @@ func TestMain(m *testing.M) {
 		crashChild(file)
 		return
 	}
+	if file := os.Getenv("FENEC_LOAD_CHILD"); file != "" {
+		loadChild(file)
+		return
+	}
 	if v := os.Getenv("FENEC_IDS_CHILD"); v != "" {
 		how, file, _ := strings.Cut(v, ":")
 		idsChild(file, how)

@@ -106,7 +106,7 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.useStore(st)
-	seq, err := st.Load(db.replay)
+	seq, err := db.load(st)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open %s: %w", opts.File, err)

@@ -254,7 +254,7 @@ func (db *DB) reopenLocked() error {
 	db.useStore(st)
 	db.st.Detach() // a cluster node's store, as SetReplicator made it
 	db.colls, db.created, db.made, db.meta, db.metaB, db.metaKinds, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, map[string]metaUse{}, nil
-	seq, err := st.Load(db.replay)
+	seq, err := db.load(st)
 	if err != nil {
 		db.setBroken(err)
 		return err

@@ -34,7 +34,7 @@ func TestTuneGC(t *testing.T) {
 }
 
 // --memory wins over GOMEMLIMIT: the flag is the operator's latest word.
-// Loading runs at Go's default target and sets the server's back.
+// Loading runs at LoadGCPercent and sets the server's target back.
 func TestTuneGCLimitAndLoading(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
 	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
@@ -46,8 +46,8 @@ func TestTuneGCLimitAndLoading(t *testing.T) {
 		t.Errorf("memory limit %d, want --memory's %d", limit, 300<<20)
 	}
 	loaded := Loading()
-	if got := debug.SetGCPercent(-1); got != 100 {
-		t.Errorf("GC percent %d while loading, want 100", got)
+	if got := debug.SetGCPercent(-1); got != LoadGCPercent {
+		t.Errorf("GC percent %d while loading, want %d", got, LoadGCPercent)
 	}
 	debug.SetGCPercent(100)
 	loaded()

@@ -24,6 +24,7 @@ type Metrics struct {
 	fsyncs     prometheus.Counter
 	lapsed     prometheus.Counter
 	refused    *prometheus.CounterVec
+	memoryOver prometheus.Counter
 	queues     queueRates
 
 	// The children of the vectors above that requests count, by their
@@ -79,13 +80,17 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"max_conns", "max_conns_per_addr", "fd_limit"} {
 		m.refused.WithLabelValues(r) // shown at 0 before the first
 	}
+	m.memoryOver = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fenec_memory_over_limit_total",
+		Help: "Times the Go heap's live bytes were found past --memory, at most once a minute while it lasts (each also logged); nothing is refused for it.",
+	})
 	m.queues = newQueueRates()
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fenec_build_info",
 		Help: "The running binary: always 1, with its version, VCS revision and Go version as labels.",
 	}, []string{"version", "revision", "goversion"})
 	build.WithLabelValues(buildInfo()).Set(1)
-	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, m.refused, build,
+	m.reg.MustRegister(m.statements, m.latency, m.requests, m.commit, m.fsyncs, m.lapsed, m.refused, m.memoryOver, build,
 		m.queues.claimed, m.queues.acked,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -108,6 +113,7 @@ func (m *Metrics) Stored(w engine.Write) {
 func (m *Metrics) watch(db *engine.DB) {
 	m.reg.MustRegister(
 		documentsCollector{db},
+		residentCollector{db},
 		queueCollector{db},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "fenec_idempotency_keys",
@@ -181,6 +187,29 @@ func (c documentsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- documen
 func (c documentsCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, info := range c.db.Collections() {
 		ch <- prometheus.MustNewConstMetric(documentsDesc, prometheus.GaugeValue, float64(info.Stored), info.Name)
+	}
+}
+
+// residentCollector reports, per collection, its rows held in memory and
+// their estimated bytes with their indexes' (engine.Footprint). Every row
+// is resident today: fenec_resident_rows is fenec_documents until rows are
+// evicted to the file.
+type residentCollector struct{ db *engine.DB }
+
+var (
+	residentRowsDesc  = prometheus.NewDesc("fenec_resident_rows", "Documents held in memory per collection (every one stored: none is evicted to the file yet).", []string{"collection"}, nil)
+	residentBytesDesc = prometheus.NewDesc("fenec_resident_bytes", "Estimated bytes of memory per collection: its rows (their encoded size, from a sample) and its indexes' entries.", []string{"collection"}, nil)
+)
+
+func (c residentCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- residentRowsDesc
+	ch <- residentBytesDesc
+}
+
+func (c residentCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, f := range c.db.Footprints() {
+		ch <- prometheus.MustNewConstMetric(residentRowsDesc, prometheus.GaugeValue, float64(f.Rows), f.Name)
+		ch <- prometheus.MustNewConstMetric(residentBytesDesc, prometheus.GaugeValue, float64(f.Bytes), f.Name)
 	}
 }
 

@@ -40,7 +40,9 @@ func (s *Store) openLog() error {
 // next id) then an OpPut per document in ascending id; then an OpMetaPut per
 // meta record (by key); then the logged changes not yet folded, in commit
 // order, as they were committed. It must be called once, after Open and
-// before any Commit, and returns the last committed seq.
+// before any Commit, and returns the last committed seq. fn may keep a
+// change's Body past its return (the engine decodes them on other
+// goroutines): the store never writes over one.
 func (s *Store) Load(fn func(Change) error) (uint64, error) {
 	s.mu.Lock()
 	if s.loaded || s.committed || s.closed {
@@ -96,10 +98,18 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			return 0, err
 		}
 		held := c.ID
+		// Scanned into variables of the whole query, not into each row's
+		// Change: Scan's pointers would move every Change to the heap.
+		var id int64
+		var raw sql.RawBytes
+		var slab []byte
 		err := query(ctx, s.conn, `SELECT id, body FROM docs WHERE coll = ? ORDER BY id`, func(r *sql.Rows) error {
-			d := Change{Op: OpPut, Coll: c.Coll}
-			if err := r.Scan(&d.ID, &d.Body); err != nil {
+			if err := r.Scan(&id, &raw); err != nil {
 				return err
+			}
+			d := Change{Op: OpPut, Coll: c.Coll, ID: id}
+			if raw != nil {
+				d.Body, slab = cutBody(slab, raw)
 			}
 			held = max(held, d.ID+1)
 			return fn(d)
@@ -168,4 +178,23 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 	}
 	s.replay = nil
 	return seq, nil
+}
+
+// loadSlab is the size of the blocks documents' bodies are copied into as
+// they are read: one allocation for a few hundred rows rather than one
+// each, on the path a restart waits on. A block is never reused; it is
+// garbage once the engine has decoded its rows.
+const loadSlab = 64 << 10
+
+// cutBody copies b into slab (a new block when it has no room) and returns
+// the copy, capped so that appending to it cannot reach the next body,
+// and the slab. database/sql would copy b into an allocation of its own;
+// read as RawBytes, the driver's buffer is copied once, here.
+func cutBody(slab, b []byte) (body, rest []byte) {
+	if len(b) > cap(slab)-len(slab) {
+		slab = make([]byte, 0, max(loadSlab, len(b)))
+	}
+	n := len(slab)
+	slab = append(slab, b...)
+	return slab[n:len(slab):len(slab)], slab
 }

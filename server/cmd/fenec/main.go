@@ -98,6 +98,10 @@ const (
 	// reads hide them from the moment they lapse, so it bounds only how
 	// long they take room (docs/fenecql.md, Expiry).
 	sweepLapsedEvery = time.Second
+	// memoryEvery is how often the live heap is held to --memory; past it
+	// the server logs and counts once a minute at most
+	// (httpapi.MemoryReportEvery).
+	memoryEvery = 10 * time.Second
 )
 
 type options struct {
@@ -140,7 +144,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
-	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live; nothing is refused at it (default: GOMEMLIMIT, else half the machine's memory)")
+	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live. Below what the file's indexes alone need, the server does not start (it says how much they need); past it while serving, it serves on and logs it once a minute: every row is held in memory, and none is evicted to the file yet (default: GOMEMLIMIT, else half the machine's memory)")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
@@ -295,6 +299,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	db.Subscribe(metrics.Stored, engine.Stored)
+	if o.memory > 0 {
+		if err := checkMemory(int64(o.memory), db.Footprints()); err != nil {
+			db.Close()
+			return err
+		}
+	}
 	ln, err := net.Listen("tcp", o.http)
 	if err != nil {
 		db.Close()
@@ -334,6 +344,13 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	lapsedSwept := make(chan struct{})
 	go func() { api.SweepKeys(sweepCtx, sweepEvery); close(swept) }()
 	go func() { api.SweepLapsed(sweepCtx, sweepLapsedEvery); close(lapsedSwept) }()
+	memoryWatched := make(chan struct{})
+	go func() {
+		if o.memory > 0 {
+			api.WatchMemory(sweepCtx, int64(o.memory), memoryEvery)
+		}
+		close(memoryWatched)
+	}()
 
 	served := make(chan error, 1)
 	go func() {
@@ -360,6 +377,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	stopSweep()
 	<-swept
 	<-lapsedSwept
+	<-memoryWatched
 	node.shutdown()
 	if err := db.Close(); err != nil {
 		return fmt.Errorf("closing %s: %w", o.file, err)

@@ -146,8 +146,8 @@ func TestServeKeepsSysmonAwake(t *testing.T) {
 
 // TestMemoryFlag: --memory is the collector's soft limit, and once the file
 // is loaded the collector's target is back at the server's 400 (loading
-// ran at Go's 100, so that the load's garbage does not become the
-// server's resident memory).
+// ran at httpapi.LoadGCPercent, so that the load's garbage does not become
+// the server's resident memory).
 func TestMemoryFlag(t *testing.T) {
 	gauges := func(c *apitest.Client) map[string]float64 {
 		r, err := c.Do("GET", "/_metrics", nil, nil)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/fenecdb/fenec/server/engine"
 )
 
 // byteSize is a flag's size in bytes, written as a count with an optional
@@ -40,4 +42,31 @@ func (b *byteSize) Set(s string) error {
 	}
 	*b = byteSize(n * unit)
 	return nil
+}
+
+// mib writes a count of bytes in MiB, to a tenth.
+func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + "MiB" }
+
+// checkMemory refuses a --memory (limit) below what the loaded collections'
+// indexes alone need. The figure is engine.Footprint's IndexBytes: each
+// collection's documents times the estimated bytes of one entry in its id
+// map and in each of its field indexes (engine/footprint.go, measured in
+// bench/results/memory.md). It leaves out the rows themselves, which a
+// server could leave in the file, so it is a floor: a --memory above it
+// may still be past what the server holds today (every row is in memory),
+// and the server then serves on and reports it (httpapi.WatchMemory).
+func checkMemory(limit int64, fps []engine.Footprint) error {
+	var need int64
+	var parts []string
+	for _, f := range fps {
+		if f.IndexBytes > 0 {
+			need += f.IndexBytes
+			parts = append(parts, fmt.Sprintf("%s: %d documents, %s", f.Name, f.Rows, mib(f.IndexBytes)))
+		}
+	}
+	if limit >= need {
+		return nil
+	}
+	return fmt.Errorf("--memory %s is less than the indexes of the loaded collections alone need: about %s (%s); give --memory %dMiB or more",
+		mib(limit), mib(need), strings.Join(parts, "; "), need>>20+1)
 }

@@ -1,0 +1,95 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/fenecdb/fenec/server/fenecql"
+)
+
+// Footprint is a collection's memory, estimated (DB.Footprints).
+type Footprint struct {
+	Name string
+	// Rows is the documents held in memory: every document stored, since
+	// no row is evicted to the file yet.
+	Rows int
+	// IndexBytes is the id map's and the field indexes' entries alone: what
+	// a server must keep in memory to find any row.
+	IndexBytes int64
+	// Bytes is the rows and their indexes.
+	Bytes int64
+}
+
+// The bytes one entry of each structure takes, as measured at a million
+// jobs: bench/results/memory.md's breakdown, each structure's share of the
+// heap per job less the indexed field's own value where the share holds
+// it. They are estimates of the Go heap, not counts of it: a tree's nodes
+// are more or less full, a hash's buckets more or less used.
+const (
+	idMapEntry     = 16 // the id map's pages: 8 bytes a document where ids run without gaps, else 16
+	numIndexEntry  = 32 // an int or timestamp @sorted, @ttl, or a queue's run_at: 16-byte items, nodes about half full
+	sortIndexEntry = 48 // any other @sorted
+	hashIndexEntry = 32 // @hash
+	uniqIndexEntry = 72 // @unique
+	geoIndexEntry  = 72 // @geo
+	// footprintSample is how many documents of a collection are measured
+	// to estimate its rows' size: enough for an average, few enough that
+	// a scrape costs microseconds under the read lock.
+	footprintSample = 64
+)
+
+// indexEntryBytes returns the estimated bytes per document of c's id map
+// and indexes.
+func (c *Collection) indexEntryBytes() int64 {
+	n := int64(idMapEntry)
+	for i, f := range c.s.fields {
+		num := f.Type == fenecql.TypeInt || f.Type == fenecql.TypeTimestamp
+		switch f.Index {
+		case fenecql.IndexSorted:
+			if num {
+				n += numIndexEntry
+			} else {
+				n += sortIndexEntry
+			}
+		case fenecql.IndexHash:
+			n += hashIndexEntry
+		case fenecql.IndexUnique:
+			n += uniqIndexEntry
+		case fenecql.IndexGeo:
+			n += geoIndexEntry
+		}
+		if f.TTL > 0 && f.Index != fenecql.IndexSorted {
+			n += numIndexEntry // a @ttl's own sorted index (newCollection)
+		}
+		if c.queue != nil && c.queue.sorted == nil && i == c.queue.runAt {
+			n += numIndexEntry // the queue's own run_at tree
+		}
+	}
+	return n
+}
+
+// Footprints returns each collection's estimated memory, in creation
+// order. A row's size is its block's (docs/architecture.md, "Memory"),
+// averaged over the first footprintSample documents; an
+// index's from its entries at the sizes above.
+func (db *DB) Footprints() []Footprint {
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	out := make([]Footprint, 0, len(db.colls))
+	for name, c := range db.colls {
+		f := Footprint{Name: name, Rows: c.Len()}
+		f.IndexBytes = int64(f.Rows) * c.indexEntryBytes()
+		var sampled, held int64
+		c.docs.Scan(func(_ int64, d *Doc) bool {
+			sampled++
+			held += int64(docHeader + len(d.row()))
+			return sampled < footprintSample
+		})
+		f.Bytes = f.IndexBytes
+		if sampled > 0 {
+			f.Bytes += int64(f.Rows) * (held / sampled)
+		}
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool { return db.created[out[i].Name] < db.created[out[j].Name] })
+	return out
+}
