@@ -110,6 +110,7 @@ class AsyncWorker:
         self._lock = rt.Lock()
         self._running: Dict[int, _Run] = {}
         self._in_flight = 0
+        self._handling = 0  # jobs claimed whose handlers have not returned
         self._finished = 0
         self._stopping = False
         self._started = False
@@ -117,7 +118,9 @@ class AsyncWorker:
         self._deadline = 0.0
         self._acks: Batch = {}
         self._ack_count = 0
-        self._ack_window: Optional[object] = None
+        self._ack_due = 0.0
+        self._ack_wait = ACK_WINDOW
+        self._keep_idle = False
         self._claims = rt.Claims(self._db)
         self._background: Any = None
 
@@ -170,17 +173,19 @@ class AsyncWorker:
         await self._done.wait()
 
     async def _work_loop(self, until_empty: bool) -> None:
-        self._wake, self._stopped, self._done, self._keep_wake = rt.Event(), rt.Event(), rt.Event(), rt.Event()
+        self._wake, self._stopped, self._done = rt.Event(), rt.Event(), rt.Event()
+        self._keep_wake, self._ack_wake = rt.Event(), rt.Event()
         with self._lock:
             if self._started:
                 raise RuntimeError("this worker has run already: make another")
             self._started = True
         name = f"fenecdb-{self.options.owner_prefix}"
         self._jobs = rt.Group(f"{name}-job", self.options.concurrency)
-        self._sends = rt.Group(f"{name}-send")
+        self._sends = rt.Group(f"{name}-send", self.options.concurrency)
         self._extensions = rt.Group(f"{name}-lease")
         keeper = rt.Group(f"{name}-keeper")
         keeper.spawn(self._keep)
+        keeper.spawn(self._ack_timer)
         drained = False
         try:
             await self._claim_loop(until_empty)
@@ -195,6 +200,7 @@ class AsyncWorker:
                 for run in running:
                     run.job.cancel()
             self._keep_wake.set()
+            self._ack_wake.set()
             await keeper.join(1)
             for group in (self._jobs, self._sends, self._extensions, keeper):
                 group.close()
@@ -235,11 +241,12 @@ class AsyncWorker:
             faults = 0
             if until_empty and not rows:
                 seen = sent_at
+            with self._lock:
+                stopping = self._stopping
+                if not stopping:  # all counted before any starts: none acks alone
+                    self._in_flight += len(rows)
+                    self._handling += len(rows)
             for row in rows:
-                with self._lock:
-                    stopping = self._stopping
-                    if not stopping:
-                        self._in_flight += 1
                 if stopping:  # claimed after the stop: given back at once
                     self._sends.spawn(self._send, self._plan.release(row, owner), "release", row.get("id"))
                 else:
@@ -248,14 +255,20 @@ class AsyncWorker:
     async def _work(self, row: Row, owner: str) -> None:
         """Runs one job's handler, then acks, fails or releases it."""
         token: "Optional[contextvars.Token[Optional[object]]]" = _HANDLING.set(self)
+        handled = False
         try:
             run = _Run(row, owner, rt.Job(self._handler, row), rt.now() + self.options.lease / 2)
             with self._lock:
                 self._running[id(run)] = run
-            self._keep_wake.set()
+                wake = self._keep_idle  # else the keeper wakes in time: this job is due last
+                self._keep_idle = False
+            if wake:
+                self._keep_wake.set()
             error = await run.job.outcome()
             with self._lock:
                 self._running.pop(id(run), None)
+                self._handling -= 1
+                handled = True
             if token is not None:
                 _HANDLING.reset(token)
                 token = None
@@ -275,34 +288,51 @@ class AsyncWorker:
             with self._lock:
                 self._in_flight -= 1
                 self._finished += 1
+                if not handled:
+                    self._handling -= 1
             self._wake.set()
 
     def _ack(self, run: _Run) -> None:
-        """Adds a job to the batch of acks, sent 5 ms after its first job
-        or once it holds 100."""
+        """Adds a job to the batch of acks, sent 5 ms after its first job,
+        once it holds 100, or at once when no handler is running: no job
+        can join it before the next claim answers."""
         with self._lock:
             self._acks.setdefault(run.owner, []).append(run)
             self._ack_count += 1
-            window = None
-            if self._ack_count == 1:
-                window = self._ack_window = object()
-            full = self._take_acks() if self._ack_count >= ACK_BATCH else None
-        if window is not None and full is None:
-            self._sends.spawn(self._ack_after, window)
-        if full:
-            self._sends.spawn(self._send_acks, full)
+            batch = self._take_acks() if self._ack_count >= ACK_BATCH or self._handling == 0 else None
+            first = batch is None and self._ack_count == 1
+            if first:
+                self._ack_due = rt.now() + self._ack_wait
+        if batch:
+            self._sends.spawn(self._send_acks, batch)
+        elif first:
+            self._ack_wake.set()
 
     def _take_acks(self) -> Batch:
         """The batch to send now, and an empty one begun (under the lock)."""
-        batch, self._acks, self._ack_count, self._ack_window = self._acks, {}, 0, None
+        batch, self._acks, self._ack_count = self._acks, {}, 0
         return batch
 
-    async def _ack_after(self, window: object) -> None:
-        await self._stopped.wait(ACK_WINDOW)
-        with self._lock:
-            batch = self._take_acks() if self._ack_window is window else None
-        if batch:
-            await self._send_acks(batch)
+    async def _ack_timer(self) -> None:
+        """Sends a batch of acks once its window has passed (one loop for
+        the worker's run, not a timer per batch)."""
+        while True:
+            with self._lock:
+                if self._ended:
+                    return
+                batch: Optional[Batch] = None
+                due: Optional[float] = None
+                if self._ack_count:
+                    if rt.now() >= self._ack_due:
+                        batch = self._take_acks()
+                    else:
+                        due = self._ack_due
+                if batch is None:
+                    self._ack_wake.clear()
+            if batch:
+                self._sends.spawn(self._send_acks, batch)
+            else:
+                await self._ack_wake.wait(None if due is None else due - rt.now())
 
     async def _send_acks(self, batch: Batch) -> None:
         """Acks a batch, one statement per claim owner (several in one
@@ -354,6 +384,7 @@ class AsyncWorker:
                 soonest = min((r.next_at for r in waiting if not r.extending), default=None)
                 if not due:
                     self._keep_wake.clear()
+                    self._keep_idle = soonest is None
             for owner, runs in due.items():
                 self._extensions.spawn(self._extend, owner, runs, every)
             if not due:
