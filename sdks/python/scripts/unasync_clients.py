@@ -28,6 +28,8 @@ NAMES = {
     "AsyncTypedCollection": "TypedCollection",
     "AsyncBaseTransport": "BaseTransport",
     "aclose": "close",
+    "aread": "read",
+    "handle_async_request": "handle_request",
     "query_async": "query",
     "batch_async": "batch",
     "health_async": "health",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 from types import TracebackType
-from typing import Any, AsyncIterator, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Callable, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
 from urllib.parse import urlencode
 
@@ -24,6 +24,42 @@ Doc = Mapping[str, Any]
 
 R = TypeVar("R")
 """The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
+
+
+class _Http(httpx.AsyncClient):
+    """httpx's client, whose :meth:`send` takes the SDK's own requests —
+    read whole, with no auth flow and no redirects to follow — straight to
+    the transport httpx picked for the URL (its mounts and proxies, or the
+    user's ``transport``). httpx's ``send`` runs an auth generator, a
+    redirect loop, event hooks and a cookie jar around each request: more
+    CPU than the request itself on a loaded worker (docs/workers.md). A
+    ``Set-Cookie`` is still kept, so a proxy's sticky sessions hold."""
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        pick: Optional[Callable[[httpx.URL], httpx.AsyncBaseTransport]] = getattr(self, "_transport_for_url", None)
+        if stream or auth is not httpx.USE_CLIENT_DEFAULT or follow_redirects is not httpx.USE_CLIENT_DEFAULT or pick is None:
+            return await super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+        try:
+            response = await pick(request.url).handle_async_request(request)
+        except httpx.RequestError as e:
+            e.request = request
+            raise
+        response.request = request
+        try:
+            await response.aread()
+        except BaseException:
+            await response.aclose()
+            raise
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        return response
 
 
 class AsyncClient:
@@ -76,7 +112,7 @@ class AsyncClient:
         return twin
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
+        return _Http(
             base_url=node,
             transport=self._transport,
             timeout=self._settings.timeout,
