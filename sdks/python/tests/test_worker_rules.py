@@ -403,7 +403,7 @@ class ForwardProxy:
                 with proxy.lock:
                     proxy.seen.append({"query": str(doc.get("query", "")), "team": self.headers.get("X-Team", "")})
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection", "proxy-connection")}
-                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60)
+                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60, trust_env=False)
                 self.send_response(r.status_code)
                 for k, v in r.headers.items():
                     if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
@@ -424,6 +424,41 @@ class ForwardProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def test_both_workers_send_through_the_environments_proxy(
+    kind: str, live: Server, db: fenecdb.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HTTP_PROXY`` in the environment, as httpx reads it: the worker's
+    requests go through that proxy (a plain ``http://`` node's requests
+    otherwise take the SDK's own streams, fenecdb/_streams.py)."""
+    enqueue(db, 5)
+    proxy = ForwardProxy()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    done: List[int] = []
+    try:
+        if kind == "threads":
+            with fenecdb.connect(live.url) as client:
+                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
+        else:
+
+            async def main() -> None:
+                async with fenecdb.connect_async(live.url) as client:
+
+                    async def handler(row: fenecdb.Row) -> None:
+                        done.append(row["id"])
+
+                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
+
+            asyncio.run(main())
+    finally:
+        proxy.close()
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {proxy.seen}"
 
 
 def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live: Server, db: fenecdb.Client) -> None:

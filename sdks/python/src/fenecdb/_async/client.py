@@ -9,12 +9,15 @@ import threading
 from types import TracebackType
 from typing import Any, AsyncIterator, Callable, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
-from urllib.parse import urlencode
+import urllib.request
+from urllib.parse import urlencode, urlsplit
 
+import httpcore
 import httpx
 
 from .. import _calls as calls
 from .. import _generated as api
+from .. import _streams as streams
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
 from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
@@ -24,6 +27,39 @@ Doc = Mapping[str, Any]
 
 R = TypeVar("R")
 """The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
+
+
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+"""As many idle connections kept as may be open: httpcore 1.0 counts every
+pooled connection as idle when it trims to the keep-alive limit (20 by
+default), and under more threads than that it closed a connection another
+thread had just been handed, mid-request (a worker at concurrency 50 saw
+EBADF on acks, and the server a body cut short: a 400). Keeping the two
+limits equal leaves nothing to trim."""
+
+
+def _lean(node: str) -> bool:
+    """Whether a node's requests go over :mod:`fenecdb._streams`: a plain
+    ``http://`` node that no proxy of the environment (``HTTP_PROXY``,
+    ``NO_PROXY``) covers — httpx's own transport takes the rest."""
+    if not node.startswith("http://"):
+        return False
+    proxies = urllib.request.getproxies()
+    if not (proxies.get("http") or proxies.get("all")):
+        return True
+    return bool(urllib.request.proxy_bypass(urlsplit(node).netloc))
+
+
+def _lean_transport() -> httpx.AsyncBaseTransport:
+    """httpx's transport on httpcore's pool, over :mod:`fenecdb._streams`."""
+    transport = httpx.AsyncHTTPTransport(limits=LIMITS)
+    transport._pool = httpcore.AsyncConnectionPool(
+        max_connections=LIMITS.max_connections,
+        max_keepalive_connections=LIMITS.max_keepalive_connections,
+        keepalive_expiry=LIMITS.keepalive_expiry,
+        network_backend=streams.AsyncBackend(),
+    )
+    return transport
 
 
 class _Http(httpx.AsyncClient):
@@ -112,21 +148,17 @@ class AsyncClient:
         return twin
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
+        transport = self._transport
+        if transport is None and self._config.proxy is None and _lean(node):
+            transport = _lean_transport()
         return _Http(
             base_url=node,
-            transport=self._transport,
+            transport=transport,
             timeout=self._settings.timeout,
             verify=self._config.ssl,
             proxy=self._config.proxy,
             headers=self._config.headers,
-            # As many idle connections kept as may be open: httpcore 1.0
-            # counts every pooled connection as idle when it trims to the
-            # keep-alive limit (20 by default), and under more threads than
-            # that it closed a connection another thread had just been
-            # handed, mid-request (a worker at concurrency 50 saw EBADF on
-            # acks, and the server a body cut short: a 400). Keeping the two
-            # limits equal leaves nothing to trim.
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
+            limits=LIMITS,
         )
 
     @property
