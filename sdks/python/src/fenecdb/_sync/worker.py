@@ -112,6 +112,8 @@ class Worker:
         self._running: Dict[int, _Run] = {}
         self._in_flight = 0
         self._handling = 0  # jobs claimed whose handlers have not returned
+        self._half = (self.options.concurrency + 1) // 2  # free slots a claim waits for
+        self._until_empty = False
         self._finished = 0
         self._stopping = False
         self._started = False
@@ -122,6 +124,7 @@ class Worker:
         self._ack_due = 0.0
         self._ack_wait = ACK_WINDOW
         self._keep_idle = False
+        self._ack_timer_idle = False
         self._claims = rt.Claims(self._db)
         self._background: Any = None
 
@@ -180,6 +183,7 @@ class Worker:
             if self._started:
                 raise RuntimeError("this worker has run already: make another")
             self._started = True
+            self._until_empty = until_empty
         name = f"fenecdb-{self.options.owner_prefix}"
         self._jobs = rt.Group(f"{name}-job", self.options.concurrency)
         self._sends = rt.Group(f"{name}-send", self.options.concurrency)
@@ -210,7 +214,7 @@ class Worker:
 
     def _claim_loop(self, until_empty: bool) -> None:
         faults = 0
-        half = (self.options.concurrency + 1) // 2
+        half = self._half
         seen = -1  # finished handlers when a claim found nothing (run_until_empty)
         while True:
             with self._lock:
@@ -291,7 +295,17 @@ class Worker:
                 self._finished += 1
                 if not handled:
                     self._handling -= 1
-            self._wake.set()
+                # The claim loop waits for half the slots free, or none in
+                # flight (or, until empty, any handler's end): woken only
+                # then, not by every job.
+                wake = (
+                    self._in_flight == 0
+                    or self.options.concurrency - self._in_flight == self._half
+                    or self._until_empty
+                    or self._stopping
+                )
+            if wake:
+                self._wake.set()
 
     def _ack(self, run: _Run) -> None:
         """Adds a job to the batch of acks, sent 5 ms after its first job,
@@ -304,9 +318,14 @@ class Worker:
             first = batch is None and self._ack_count == 1
             if first:
                 self._ack_due = rt.now() + self._ack_wait
+            # A timer asleep until an earlier batch's time wakes before this
+            # one's anyway: only an idle one is woken.
+            wake = first and self._ack_timer_idle
+            if wake:
+                self._ack_timer_idle = False
         if batch:
             self._sends.spawn(self._send_acks, batch)
-        elif first:
+        elif wake:
             self._ack_wake.set()
 
     def _take_acks(self) -> Batch:
@@ -330,6 +349,7 @@ class Worker:
                         due = self._ack_due
                 if batch is None:
                     self._ack_wake.clear()
+                    self._ack_timer_idle = due is None
             if batch:
                 self._sends.spawn(self._send_acks, batch)
             else:
