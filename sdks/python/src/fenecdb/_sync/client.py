@@ -72,6 +72,27 @@ class _Http(httpx.Client):
     CPU than the request itself on a loaded worker (docs/workers.md). A
     ``Set-Cookie`` is still kept, so a proxy's sticky sessions hold."""
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._urls: Dict[str, httpx.URL] = {}
+
+    def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
+        """httpx's, but for the SDK's own requests — a route's path, a
+        body, headers — the route's URL is merged with the base once and
+        kept (httpx parses both again on every request)."""
+        content, headers = kwargs.pop("content", None), kwargs.pop("headers", None)
+        timeout = kwargs.pop("timeout", httpx.USE_CLIENT_DEFAULT)
+        if kwargs or not isinstance(url, str) or self.cookies or self.params:
+            return super().build_request(method, url, content=content, headers=headers, timeout=timeout, **kwargs)
+        full = self._urls.get(url)
+        if full is None:
+            full = self._urls[url] = super().build_request(method, url).url
+        merged = httpx.Headers(self.headers)
+        if headers:
+            merged.update(headers)
+        limit = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else httpx.Timeout(timeout)
+        return httpx.Request(method, full, content=content, headers=merged, extensions={"timeout": limit.as_dict()})
+
     def send(
         self,
         request: httpx.Request,
