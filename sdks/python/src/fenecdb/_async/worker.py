@@ -122,7 +122,6 @@ class AsyncWorker:
         self._ack_count = 0
         self._ack_due = 0.0
         self._ack_wait = ACK_WINDOW
-        self._keep_idle = False
         self._ack_timer_idle = False
         self._claims = rt.Claims(self._db)
         self._background: Any = None
@@ -263,11 +262,7 @@ class AsyncWorker:
         try:
             run = _Run(row, owner, rt.Job(self._handler, row), rt.now() + self.options.lease / 2)
             with self._lock:
-                self._running[id(run)] = run
-                wake = self._keep_idle  # else the keeper wakes in time: this job is due last
-                self._keep_idle = False
-            if wake:
-                self._keep_wake.set()
+                self._running[id(run)] = run  # the keeper wakes in time: see _keep
             error = await run.job.outcome()
             with self._lock:
                 self._running.pop(id(run), None)
@@ -387,7 +382,8 @@ class AsyncWorker:
     async def _keep(self) -> None:
         """Extends running jobs' leases every lease/2: the ones due at one
         tick together, one statement per claim owner, each in a task (a
-        thread) of its own, so one that hangs holds up no other's."""
+        thread) of its own, so one that hangs holds up no other's. It
+        wakes at least every lease/2, so a job's start need not wake it."""
         every = self.options.lease / 2
         while True:
             with self._lock:
@@ -404,11 +400,12 @@ class AsyncWorker:
                 soonest = min((r.next_at for r in waiting if not r.extending), default=None)
                 if not due:
                     self._keep_wake.clear()
-                    self._keep_idle = soonest is None
             for owner, runs in due.items():
                 self._extensions.spawn(self._extend, owner, runs, every)
             if not due:
-                await self._keep_wake.wait(None if soonest is None else soonest - now)
+                # Never asleep past lease/2: a job started meanwhile is due
+                # no sooner, so no start has to wake the keeper.
+                await self._keep_wake.wait(every if soonest is None else soonest - now)
 
     async def _extend(self, owner: str, runs: List[_Run], every: float) -> None:
         try:

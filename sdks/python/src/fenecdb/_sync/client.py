@@ -75,11 +75,13 @@ class _Http(httpx.Client):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._urls: Dict[str, httpx.URL] = {}
+        self._merged: Dict[Tuple[Tuple[str, str], ...], httpx.Headers] = {}
 
     def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
         """httpx's, but for the SDK's own requests — a route's path, a
         body, headers — the route's URL is merged with the base once and
-        kept (httpx parses both again on every request)."""
+        kept, and so are the headers merged with the client's (httpx
+        parses them all again on every request; a Request copies them)."""
         content, headers = kwargs.pop("content", None), kwargs.pop("headers", None)
         timeout = kwargs.pop("timeout", httpx.USE_CLIENT_DEFAULT)
         if kwargs or not isinstance(url, str) or self.cookies or self.params:
@@ -87,9 +89,14 @@ class _Http(httpx.Client):
         full = self._urls.get(url)
         if full is None:
             full = self._urls[url] = super().build_request(method, url).url
-        merged = httpx.Headers(self.headers)
-        if headers:
-            merged.update(headers)
+        key = tuple(headers.items()) if headers else ()
+        merged = self._merged.get(key)
+        if merged is None:
+            if len(self._merged) >= 64:  # an Idempotency-Key each: not kept long
+                self._merged.clear()
+            merged = self._merged[key] = httpx.Headers(self.headers)
+            if headers:
+                merged.update(headers)
         limit = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else httpx.Timeout(timeout)
         return httpx.Request(method, full, content=content, headers=merged, extensions={"timeout": limit.as_dict()})
 
