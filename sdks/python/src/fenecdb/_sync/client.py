@@ -109,7 +109,13 @@ class _Http(httpx.Client):
         follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
     ) -> httpx.Response:
         pick: Optional[Callable[[httpx.URL], httpx.BaseTransport]] = getattr(self, "_transport_for_url", None)
-        if stream or auth is not httpx.USE_CLIENT_DEFAULT or follow_redirects is not httpx.USE_CLIENT_DEFAULT or pick is None:
+        if (
+            stream
+            or auth is not httpx.USE_CLIENT_DEFAULT
+            or follow_redirects is not httpx.USE_CLIENT_DEFAULT
+            or pick is None
+            or self.is_closed  # httpx's send says so
+        ):
             return super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
         try:
             response = pick(request.url).handle_request(request)
