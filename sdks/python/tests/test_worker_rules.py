@@ -102,7 +102,7 @@ class Running:
     it; :meth:`join` waits for its run to return."""
 
     def __init__(self, kind: str, url: str, body: Body, seen: Optional[Statements] = None,
-                 until_empty: bool = False, **options: Any) -> None:
+                 until_empty: bool = False, tune: Optional[Callable[[Any], None]] = None, **options: Any) -> None:
         self.returned = threading.Event()
         self.error: List[BaseException] = []
         self.worker: Any = None
@@ -113,6 +113,8 @@ class Running:
             transport = Counting(seen) if seen else None
             with fenecdb.connect(url, transport=transport) as client:
                 self.worker = fenecdb.Worker(client.from_("jobs"), lambda row, cancel: body(row), **options)
+                if tune:
+                    tune(self.worker)
                 ready.set()
                 (self.worker.run_until_empty if until_empty else self.worker.run)()
 
@@ -125,6 +127,8 @@ class Running:
                     await asyncio.to_thread(body, row)
 
                 self.worker = fenecdb.AsyncWorker(client.from_("jobs"), handler, **options)
+                if tune:
+                    tune(self.worker)
                 ready.set()
                 await (self.worker.run_until_empty() if until_empty else self.worker.run())
 
@@ -196,6 +200,51 @@ def test_a_lost_lease_inside_a_batch(kind: str, live: Server, db: fenecdb.Client
     assert isinstance(reports[0].cause, fenecdb.LostLease)
     batched = [s for r in seen.sent("del jobs") for s in r if sorted(s["params"][0]) == [1, 2]]
     assert batched, f"the two acks were not sent together: {seen.sent('del jobs')}"
+
+
+def long_ack_window(worker: Any) -> None:
+    """A window of 30 s in place of 5 ms: an ack sent within the test's
+    time is one the window's early close sent."""
+    worker._ack_wait = 30.0
+
+
+def test_a_lone_jobs_ack_is_sent_at_once(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """One job, no other handler running: its ack closes the window at
+    once (docs/workers.md, "Ack"), not after the window's time."""
+    seen = Statements()
+    w = Running(kind, live.url, lambda row: None, seen, tune=long_ack_window, concurrency=4, on_error=lambda e: None)
+    try:
+        enqueue(db, 1)
+        until("the lone job acked", lambda: db.from_("jobs").count() == 0, timeout=5)
+        assert [s["params"][0] for r in seen.sent("del jobs") for s in r] == [[1]]
+    finally:
+        w.stop()
+
+
+def test_the_ack_window_stays_open_while_a_handler_runs(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """Two jobs of one claim: the first to end is not acked while the
+    other runs; once it ends, both go in one statement, at once."""
+    enqueue(db, 2)
+    seen = Statements()
+    gate = threading.Event()
+    ended: List[int] = []
+
+    def body(row: fenecdb.Row) -> None:
+        if row["id"] == 2:
+            gate.wait(20)
+        ended.append(row["id"])
+
+    w = Running(kind, live.url, body, seen, tune=long_ack_window, concurrency=2, on_error=lambda e: None)
+    try:
+        until("job 1 ended", lambda: ended == [1])
+        time.sleep(0.3)  # an ack, if one were sent for job 1 alone, is in by now
+        assert db.from_("jobs").count() == 2 and not seen.sent("del jobs"), "job 1 acked while job 2 ran"
+        gate.set()
+        until("both acked", lambda: db.from_("jobs").count() == 0, timeout=5)
+        assert [sorted(s["params"][0]) for r in seen.sent("del jobs") for s in r] == [[1, 2]]
+    finally:
+        gate.set()
+        w.stop()
 
 
 def test_a_claim_waits_for_half_the_slots(kind: str, live: Server, db: fenecdb.Client) -> None:
@@ -354,7 +403,7 @@ class ForwardProxy:
                 with proxy.lock:
                     proxy.seen.append({"query": str(doc.get("query", "")), "team": self.headers.get("X-Team", "")})
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection", "proxy-connection")}
-                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60)
+                r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60, trust_env=False)
                 self.send_response(r.status_code)
                 for k, v in r.headers.items():
                     if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
@@ -375,6 +424,41 @@ class ForwardProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def test_both_workers_send_through_the_environments_proxy(
+    kind: str, live: Server, db: fenecdb.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HTTP_PROXY`` in the environment, as httpx reads it: the worker's
+    requests go through that proxy (a plain ``http://`` node's requests
+    otherwise take the SDK's own streams, fenecdb/_streams.py)."""
+    enqueue(db, 5)
+    proxy = ForwardProxy()
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    done: List[int] = []
+    try:
+        if kind == "threads":
+            with fenecdb.connect(live.url) as client:
+                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
+        else:
+
+            async def main() -> None:
+                async with fenecdb.connect_async(live.url) as client:
+
+                    async def handler(row: fenecdb.Row) -> None:
+                        done.append(row["id"])
+
+                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
+
+            asyncio.run(main())
+    finally:
+        proxy.close()
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {proxy.seen}"
 
 
 def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live: Server, db: fenecdb.Client) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections import abc
 from datetime import datetime, timezone
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Set, Union
 
@@ -74,27 +75,39 @@ def timestamp_text(value: datetime) -> str:
     return text.replace("+00:00", "Z")
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+"""The types a value to send most often has, and that need no look inside:
+checked first, by the type itself (``isinstance`` against ``Mapping`` is
+slow, and a worker sends ids by the hundred)."""
+
+
 def check_finite(value: Any, where: str) -> None:
     """Refuses NaN and ±infinity at any depth of ``value``: JSON has no such
     number, and the call that takes one is where it is wrong."""
+    if type(value) in _PLAIN:
+        return
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{where}: {value!r} is not a finite number (JSON has no NaN or infinity)")
-    if isinstance(value, Mapping):
-        for v in value.values():
-            check_finite(v, where)
-    elif isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)):
         for v in value:
-            check_finite(v, where)
+            if type(v) not in _PLAIN:
+                check_finite(v, where)
+    elif isinstance(value, abc.Mapping):
+        for v in value.values():
+            if type(v) not in _PLAIN:
+                check_finite(v, where)
 
 
 def to_json(value: Any) -> Any:
     """``value`` with every datetime in it (at any depth) made ISO-8601 UTC text."""
+    if type(value) in _PLAIN:
+        return value
     if isinstance(value, datetime):
         return timestamp_text(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, abc.Mapping):
         return {k: to_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
+        return [v if type(v) in _PLAIN else to_json(v) for v in value]
     return value
 
 

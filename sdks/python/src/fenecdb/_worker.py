@@ -13,7 +13,7 @@ import random
 import secrets
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Set
+from typing import Any, Callable, Dict, Optional, Sequence, Set, Tuple
 
 from ._builder import Query, Raw, Statement, expr, inc, raw
 from ._codec import Row
@@ -181,6 +181,26 @@ class Plan:
         self.o = options
         self.lease_ms = round(options.lease * 1000)
         self.claims = 0
+        self._shapes: Dict[Tuple[str, int], Tuple[Statement, Dict[int, str]]] = {}
+
+    def _shaped(self, kind: str, size: int, render: Callable[[Any, Any], Statement], ids: Any, owner: str) -> Statement:
+        """A statement the worker sends again and again, rendered by the
+        builder once per ``kind`` and ``size`` with stand-ins for its ids
+        and owner, which each call puts in their places: rendering took
+        more CPU than sending. Rendered in full when a stand-in is not
+        found once among the parameters."""
+        shape = self._shapes.get((kind, size))
+        if shape is None:
+            stmt = render(_IDS, _OWNER)
+            slots = {i: "ids" for i, p in enumerate(stmt.params) if p == _IDS}
+            slots.update({i: "owner" for i, p in enumerate(stmt.params) if p == _OWNER})
+            if sorted(slots.values()) != sorted(["owner"] + (["ids"] if ids is not None else [])):
+                return render(ids, owner)
+            shape = self._shapes[(kind, size)] = (stmt, slots)
+        stmt, slots = shape
+        values = {"ids": ids, "owner": owner}
+        params = tuple(values[slots[i]] if i in slots else p for i, p in enumerate(stmt.params))
+        return Statement(stmt.query, params, stmt.collection)
 
     def owner(self) -> str:
         """The next claim's owner: ``<prefix>:<claim counter>``, a token per
@@ -189,6 +209,9 @@ class Plan:
         return f"{self.o.owner_prefix}:{self.claims}"
 
     def claim(self, owner: str, free: int) -> Statement:
+        return self._shaped("claim", free, lambda _, o: self._claim(o, free), None, owner)
+
+    def _claim(self, owner: str, free: int) -> Statement:
         q = self.jobs.where(raw("run_at <= now()"))
         if self.o.where is not None:
             q = q.where(self.o.where)
@@ -203,10 +226,16 @@ class Plan:
 
     def extend(self, ids: Sequence[Any], owner: str) -> Statement:
         """One claim's jobs' leases extended; the answer lists the ids still held."""
+        return self._shaped("extend", 0, self._extend, list(ids), owner)
+
+    def _extend(self, ids: Sequence[Any], owner: str) -> Statement:
         return self._ours(ids, owner).render_update({"run_at": expr("now() + ?", self.lease_ms)}, returning=["id"])
 
     def ack(self, ids: Sequence[Any], owner: str) -> Statement:
         """One claim's jobs done; the answer lists the ids deleted."""
+        return self._shaped("ack", 0, self._ack, list(ids), owner)
+
+    def _ack(self, ids: Sequence[Any], owner: str) -> Statement:
         return self._ours(ids, owner).render_delete(returning=["id"])
 
     def dead(self, job: Row) -> bool:
@@ -236,6 +265,11 @@ class Plan:
         some for it in the moment it was given up."""
         return self.jobs.where("owner", owner).render_update(_RELEASE)
 
+
+_IDS = ["\x00ids"]
+_OWNER = "\x00owner"
+"""Stand-ins for the ids and the owner in a statement rendered once
+(:meth:`Plan._shaped`): no job's id or owner is either."""
 
 _RELEASE = {"owner": None, "run_at": expr("now()"), "attempts": inc(-1)}
 

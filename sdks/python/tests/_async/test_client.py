@@ -131,6 +131,16 @@ async def test_timeout_says_which_and_how_long(silent_url: str) -> None:
         assert held.value.message == f"no answer from {host} in 0.4 s (the client's timeout of 0.2 s plus the wait of 0.2 s)"
 
 
+async def test_a_closed_client_sends_nothing(server: Server, anyio_backend: str) -> None:
+    """The SDK's requests skip httpx's send (fenecdb/_async/client.py,
+    ``_Http``), but not its refusal once the client is closed."""
+    db = fenecdb.connect_async(server.url)
+    await db.query(JOBS)
+    await db.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await db.query("get jobs")
+
+
 async def test_token(start_server: StartServer, anyio_backend: str) -> None:
     server = start_server("--token", "s3cret")
     async with fenecdb.connect_async(server.url) as anonymous:

@@ -132,6 +132,16 @@ def test_timeout_says_which_and_how_long(silent_url: str) -> None:
         assert held.value.message == f"no answer from {host} in 0.4 s (the client's timeout of 0.2 s plus the wait of 0.2 s)"
 
 
+def test_a_closed_client_sends_nothing(server: Server, anyio_backend: str) -> None:
+    """The SDK's requests skip httpx's send (fenecdb/_async/client.py,
+    ``_Http``), but not its refusal once the client is closed."""
+    db = fenecdb.connect(server.url)
+    db.query(JOBS)
+    db.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        db.query("get jobs")
+
+
 def test_token(start_server: StartServer, anyio_backend: str) -> None:
     server = start_server("--token", "s3cret")
     with fenecdb.connect(server.url) as anonymous:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Optional, Set, Type
+from typing import Any, Awaitable, Callable, List, Optional, Set, Type
 
 from .._calls import MAX_WAIT
 from .._codec import Answer, Row
@@ -28,30 +28,52 @@ def now() -> float:
 
 
 class Event:
-    """Set once something happened; :func:`wait_for` waits for it."""
+    """Set once something happened; :meth:`wait` waits for it. A flag and
+    the futures waiting on it: a wait with a timeout is one timer on the
+    loop, where ``asyncio.wait_for`` would make a task per wait."""
 
     def __init__(self) -> None:
-        self._event = asyncio.Event()
+        self._set = False
+        self._waiters: "List[asyncio.Future[None]]" = []
 
     def set(self) -> None:
-        self._event.set()
+        if self._set:
+            return
+        self._set = True
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
 
     def clear(self) -> None:
-        self._event.clear()
+        self._set = False
 
     def is_set(self) -> bool:
-        return self._event.is_set()
+        return self._set
 
     async def wait(self, timeout: Optional[float] = None) -> bool:
         """Whether it was set within ``timeout`` seconds (``None``: no limit)."""
-        if timeout is None:
-            await self._event.wait()
+        if self._set:
             return True
+        loop = asyncio.get_running_loop()
+        waiter: "asyncio.Future[None]" = loop.create_future()
+        self._waiters.append(waiter)
+        timer = None if timeout is None else loop.call_later(max(0.0, timeout), _wake, waiter)
         try:
-            await asyncio.wait_for(self._event.wait(), max(0.0, timeout))
-        except asyncio.TimeoutError:
-            return self._event.is_set()
-        return True
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            try:
+                self._waiters.remove(waiter)
+            except ValueError:  # set() took it already
+                pass
+        return self._set
+
+
+def _wake(waiter: "asyncio.Future[None]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 class Lock:
@@ -91,21 +113,43 @@ class Group:
 
 
 class Job:
-    """One job's handler, running: :meth:`outcome` waits for its end."""
+    """One job's handler, run in the calling task by :meth:`outcome` (a
+    task per job, not two); :meth:`cancel` cancels that task while the
+    handler runs, and only then."""
 
     def __init__(self, handler: AsyncHandler, row: Row) -> None:
-        self._task: "asyncio.Future[Any]" = asyncio.ensure_future(handler(row))
+        self._handler = handler
+        self._row = row
+        self._task: "Optional[asyncio.Task[Any]]" = None
+        self._cancelled = False
 
     def cancel(self) -> None:
-        self._task.cancel()
+        if self._cancelled:
+            return
+        self._cancelled = True
+        if self._task is not None:
+            self._task.cancel()
 
     async def outcome(self) -> Optional[BaseException]:
         """``None`` when the handler returned, else what it raised (its
-        cancellation a :class:`asyncio.CancelledError`)."""
-        await asyncio.wait({self._task})
-        if self._task.cancelled():
+        cancellation a :class:`asyncio.CancelledError`). A cancellation
+        that is not :meth:`cancel`'s (the task's own) goes on up."""
+        if self._cancelled:
             return asyncio.CancelledError("the handler was cancelled")
-        return self._task.exception()
+        task = self._task = asyncio.current_task()
+        try:
+            await self._handler(self._row)
+        except asyncio.CancelledError as e:
+            if not self._cancelled and (task is None or getattr(task, "cancelling", lambda: 1)()):
+                raise  # the worker's own task is being cancelled
+            if task is not None and hasattr(task, "uncancel"):
+                task.uncancel()  # the cancel was the handler's, now handled
+            return e
+        except Exception as e:
+            return e
+        finally:
+            self._task = None
+        return None
 
 
 class Claims:

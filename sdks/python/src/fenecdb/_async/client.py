@@ -7,14 +7,17 @@ from __future__ import annotations
 import dataclasses
 import threading
 from types import TracebackType
-from typing import Any, AsyncIterator, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Callable, Dict, Generic, List, Literal, Mapping, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
 
-from urllib.parse import urlencode
+import urllib.request
+from urllib.parse import urlencode, urlsplit
 
+import httpcore
 import httpx
 
 from .. import _calls as calls
 from .. import _generated as api
+from .. import _streams as streams
 from .._builder import Query, Returning
 from .._calls import DEFAULT, DEFAULT_TIMEOUT, StatementLike
 from .._codec import Affected, Answer, Results, Row, Rows, check_kind, doc_of, row_as
@@ -24,6 +27,109 @@ Doc = Mapping[str, Any]
 
 R = TypeVar("R")
 """The type of a typed collection's rows (``db.from_("jobs", Job)``)."""
+
+
+LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+"""As many idle connections kept as may be open: httpcore 1.0 counts every
+pooled connection as idle when it trims to the keep-alive limit (20 by
+default), and under more threads than that it closed a connection another
+thread had just been handed, mid-request (a worker at concurrency 50 saw
+EBADF on acks, and the server a body cut short: a 400). Keeping the two
+limits equal leaves nothing to trim."""
+
+
+def _lean(node: str) -> bool:
+    """Whether a node's requests go over :mod:`fenecdb._streams`: a plain
+    ``http://`` node that no proxy of the environment (``HTTP_PROXY``,
+    ``NO_PROXY``) covers — httpx's own transport takes the rest."""
+    if not node.startswith("http://"):
+        return False
+    proxies = urllib.request.getproxies()
+    if not (proxies.get("http") or proxies.get("all")):
+        return True
+    return bool(urllib.request.proxy_bypass(urlsplit(node).netloc))
+
+
+def _lean_transport() -> httpx.AsyncBaseTransport:
+    """httpx's transport on httpcore's pool, over :mod:`fenecdb._streams`."""
+    transport = httpx.AsyncHTTPTransport(limits=LIMITS)
+    transport._pool = httpcore.AsyncConnectionPool(
+        max_connections=LIMITS.max_connections,
+        max_keepalive_connections=LIMITS.max_keepalive_connections,
+        keepalive_expiry=LIMITS.keepalive_expiry,
+        network_backend=streams.AsyncBackend(),
+    )
+    return transport
+
+
+class _Http(httpx.AsyncClient):
+    """httpx's client, whose :meth:`send` takes the SDK's own requests —
+    read whole, with no auth flow and no redirects to follow — straight to
+    the transport httpx picked for the URL (its mounts and proxies, or the
+    user's ``transport``). httpx's ``send`` runs an auth generator, a
+    redirect loop, event hooks and a cookie jar around each request: more
+    CPU than the request itself on a loaded worker (docs/workers.md). A
+    ``Set-Cookie`` is still kept, so a proxy's sticky sessions hold."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._urls: Dict[str, httpx.URL] = {}
+        self._merged: Dict[Tuple[Tuple[str, str], ...], httpx.Headers] = {}
+
+    def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
+        """httpx's, but for the SDK's own requests — a route's path, a
+        body, headers — the route's URL is merged with the base once and
+        kept, and so are the headers merged with the client's (httpx
+        parses them all again on every request; a Request copies them)."""
+        content, headers = kwargs.pop("content", None), kwargs.pop("headers", None)
+        timeout = kwargs.pop("timeout", httpx.USE_CLIENT_DEFAULT)
+        if kwargs or not isinstance(url, str) or self.cookies or self.params:
+            return super().build_request(method, url, content=content, headers=headers, timeout=timeout, **kwargs)
+        full = self._urls.get(url)
+        if full is None:
+            full = self._urls[url] = super().build_request(method, url).url
+        key = tuple(headers.items()) if headers else ()
+        merged = self._merged.get(key)
+        if merged is None:
+            if len(self._merged) >= 64:  # an Idempotency-Key each: not kept long
+                self._merged.clear()
+            merged = self._merged[key] = httpx.Headers(self.headers)
+            if headers:
+                merged.update(headers)
+        limit = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else httpx.Timeout(timeout)
+        return httpx.Request(method, full, content=content, headers=merged, extensions={"timeout": limit.as_dict()})
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        pick: Optional[Callable[[httpx.URL], httpx.AsyncBaseTransport]] = getattr(self, "_transport_for_url", None)
+        if (
+            stream
+            or auth is not httpx.USE_CLIENT_DEFAULT
+            or follow_redirects is not httpx.USE_CLIENT_DEFAULT
+            or pick is None
+            or self.is_closed  # httpx's send says so
+        ):
+            return await super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
+        try:
+            response = await pick(request.url).handle_async_request(request)
+        except httpx.RequestError as e:
+            e.request = request
+            raise
+        response.request = request
+        try:
+            await response.aread()
+        except BaseException:
+            await response.aclose()
+            raise
+        if "set-cookie" in response.headers:
+            self.cookies.extract_cookies(response)
+        return response
 
 
 class AsyncClient:
@@ -76,21 +182,17 @@ class AsyncClient:
         return twin
 
     def _http_client(self, node: str) -> httpx.AsyncClient:
-        return httpx.AsyncClient(
+        transport = self._transport
+        if transport is None and self._config.proxy is None and _lean(node):
+            transport = _lean_transport()
+        return _Http(
             base_url=node,
-            transport=self._transport,
+            transport=transport,
             timeout=self._settings.timeout,
             verify=self._config.ssl,
             proxy=self._config.proxy,
             headers=self._config.headers,
-            # As many idle connections kept as may be open: httpcore 1.0
-            # counts every pooled connection as idle when it trims to the
-            # keep-alive limit (20 by default), and under more threads than
-            # that it closed a connection another thread had just been
-            # handed, mid-request (a worker at concurrency 50 saw EBADF on
-            # acks, and the server a body cut short: a 400). Keeping the two
-            # limits equal leaves nothing to trim.
-            limits=httpx.Limits(max_connections=100, max_keepalive_connections=100),
+            limits=LIMITS,
         )
 
     @property

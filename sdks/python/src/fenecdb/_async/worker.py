@@ -110,6 +110,9 @@ class AsyncWorker:
         self._lock = rt.Lock()
         self._running: Dict[int, _Run] = {}
         self._in_flight = 0
+        self._handling = 0  # jobs claimed whose handlers have not returned
+        self._half = (self.options.concurrency + 1) // 2  # free slots a claim waits for
+        self._until_empty = False
         self._finished = 0
         self._stopping = False
         self._started = False
@@ -117,7 +120,9 @@ class AsyncWorker:
         self._deadline = 0.0
         self._acks: Batch = {}
         self._ack_count = 0
-        self._ack_window: Optional[object] = None
+        self._ack_due = 0.0
+        self._ack_wait = ACK_WINDOW
+        self._ack_timer_idle = False
         self._claims = rt.Claims(self._db)
         self._background: Any = None
 
@@ -170,17 +175,20 @@ class AsyncWorker:
         await self._done.wait()
 
     async def _work_loop(self, until_empty: bool) -> None:
-        self._wake, self._stopped, self._done, self._keep_wake = rt.Event(), rt.Event(), rt.Event(), rt.Event()
+        self._wake, self._stopped, self._done = rt.Event(), rt.Event(), rt.Event()
+        self._keep_wake, self._ack_wake = rt.Event(), rt.Event()
         with self._lock:
             if self._started:
                 raise RuntimeError("this worker has run already: make another")
             self._started = True
+            self._until_empty = until_empty
         name = f"fenecdb-{self.options.owner_prefix}"
         self._jobs = rt.Group(f"{name}-job", self.options.concurrency)
-        self._sends = rt.Group(f"{name}-send")
+        self._sends = rt.Group(f"{name}-send", self.options.concurrency)
         self._extensions = rt.Group(f"{name}-lease")
         keeper = rt.Group(f"{name}-keeper")
         keeper.spawn(self._keep)
+        keeper.spawn(self._ack_timer)
         drained = False
         try:
             await self._claim_loop(until_empty)
@@ -195,6 +203,7 @@ class AsyncWorker:
                 for run in running:
                     run.job.cancel()
             self._keep_wake.set()
+            self._ack_wake.set()
             await keeper.join(1)
             for group in (self._jobs, self._sends, self._extensions, keeper):
                 group.close()
@@ -203,7 +212,7 @@ class AsyncWorker:
 
     async def _claim_loop(self, until_empty: bool) -> None:
         faults = 0
-        half = (self.options.concurrency + 1) // 2
+        half = self._half
         seen = -1  # finished handlers when a claim found nothing (run_until_empty)
         while True:
             with self._lock:
@@ -235,11 +244,12 @@ class AsyncWorker:
             faults = 0
             if until_empty and not rows:
                 seen = sent_at
+            with self._lock:
+                stopping = self._stopping
+                if not stopping:  # all counted before any starts: none acks alone
+                    self._in_flight += len(rows)
+                    self._handling += len(rows)
             for row in rows:
-                with self._lock:
-                    stopping = self._stopping
-                    if not stopping:
-                        self._in_flight += 1
                 if stopping:  # claimed after the stop: given back at once
                     self._sends.spawn(self._send, self._plan.release(row, owner), "release", row.get("id"))
                 else:
@@ -248,14 +258,16 @@ class AsyncWorker:
     async def _work(self, row: Row, owner: str) -> None:
         """Runs one job's handler, then acks, fails or releases it."""
         token: "Optional[contextvars.Token[Optional[object]]]" = _HANDLING.set(self)
+        handled = False
         try:
             run = _Run(row, owner, rt.Job(self._handler, row), rt.now() + self.options.lease / 2)
             with self._lock:
-                self._running[id(run)] = run
-            self._keep_wake.set()
+                self._running[id(run)] = run  # the keeper wakes in time: see _keep
             error = await run.job.outcome()
             with self._lock:
                 self._running.pop(id(run), None)
+                self._handling -= 1
+                handled = True
             if token is not None:
                 _HANDLING.reset(token)
                 token = None
@@ -275,34 +287,67 @@ class AsyncWorker:
             with self._lock:
                 self._in_flight -= 1
                 self._finished += 1
-            self._wake.set()
+                if not handled:
+                    self._handling -= 1
+                # The claim loop waits for half the slots free, or none in
+                # flight (or, until empty, any handler's end): woken only
+                # then, not by every job.
+                wake = (
+                    self._in_flight == 0
+                    or self.options.concurrency - self._in_flight == self._half
+                    or self._until_empty
+                    or self._stopping
+                )
+            if wake:
+                self._wake.set()
 
     def _ack(self, run: _Run) -> None:
-        """Adds a job to the batch of acks, sent 5 ms after its first job
-        or once it holds 100."""
+        """Adds a job to the batch of acks, sent 5 ms after its first job,
+        once it holds 100, or at once when no handler is running: no job
+        can join it before the next claim answers."""
         with self._lock:
             self._acks.setdefault(run.owner, []).append(run)
             self._ack_count += 1
-            window = None
-            if self._ack_count == 1:
-                window = self._ack_window = object()
-            full = self._take_acks() if self._ack_count >= ACK_BATCH else None
-        if window is not None and full is None:
-            self._sends.spawn(self._ack_after, window)
-        if full:
-            self._sends.spawn(self._send_acks, full)
+            batch = self._take_acks() if self._ack_count >= ACK_BATCH or self._handling == 0 else None
+            first = batch is None and self._ack_count == 1
+            if first:
+                self._ack_due = rt.now() + self._ack_wait
+            # A timer asleep until an earlier batch's time wakes before this
+            # one's anyway: only an idle one is woken.
+            wake = first and self._ack_timer_idle
+            if wake:
+                self._ack_timer_idle = False
+        if batch:
+            self._sends.spawn(self._send_acks, batch)
+        elif wake:
+            self._ack_wake.set()
 
     def _take_acks(self) -> Batch:
         """The batch to send now, and an empty one begun (under the lock)."""
-        batch, self._acks, self._ack_count, self._ack_window = self._acks, {}, 0, None
+        batch, self._acks, self._ack_count = self._acks, {}, 0
         return batch
 
-    async def _ack_after(self, window: object) -> None:
-        await self._stopped.wait(ACK_WINDOW)
-        with self._lock:
-            batch = self._take_acks() if self._ack_window is window else None
-        if batch:
-            await self._send_acks(batch)
+    async def _ack_timer(self) -> None:
+        """Sends a batch of acks once its window has passed (one loop for
+        the worker's run, not a timer per batch)."""
+        while True:
+            with self._lock:
+                if self._ended:
+                    return
+                batch: Optional[Batch] = None
+                due: Optional[float] = None
+                if self._ack_count:
+                    if rt.now() >= self._ack_due:
+                        batch = self._take_acks()
+                    else:
+                        due = self._ack_due
+                if batch is None:
+                    self._ack_wake.clear()
+                    self._ack_timer_idle = due is None
+            if batch:
+                self._sends.spawn(self._send_acks, batch)
+            else:
+                await self._ack_wake.wait(None if due is None else due - rt.now())
 
     async def _send_acks(self, batch: Batch) -> None:
         """Acks a batch, one statement per claim owner (several in one
@@ -337,7 +382,8 @@ class AsyncWorker:
     async def _keep(self) -> None:
         """Extends running jobs' leases every lease/2: the ones due at one
         tick together, one statement per claim owner, each in a task (a
-        thread) of its own, so one that hangs holds up no other's."""
+        thread) of its own, so one that hangs holds up no other's. It
+        wakes at least every lease/2, so a job's start need not wake it."""
         every = self.options.lease / 2
         while True:
             with self._lock:
@@ -357,7 +403,9 @@ class AsyncWorker:
             for owner, runs in due.items():
                 self._extensions.spawn(self._extend, owner, runs, every)
             if not due:
-                await self._keep_wake.wait(None if soonest is None else soonest - now)
+                # Never asleep past lease/2: a job started meanwhile is due
+                # no sooner, so no start has to wake the keeper.
+                await self._keep_wake.wait(every if soonest is None else soonest - now)
 
     async def _extend(self, owner: str, runs: List[_Run], every: float) -> None:
         try:

@@ -157,6 +157,7 @@ class Claims:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
         self._client: List[AsyncClient] = []
+        self._busy = True
 
     def _start(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -173,6 +174,19 @@ class Claims:
         return self._loop
 
     def take(self, statement: Any, wait: float) -> Answer:
+        """The claim's answer. While the queue is busy (the last claim took
+        jobs) it is asked first of the worker's own client in this thread,
+        not held (``wait`` 0): nothing to give up, and no hop to the event
+        loop's thread and back; only a claim that finds nothing ready is
+        then held, on the asyncio twin."""
+        if self._busy or wait <= 0:
+            with self._lock:
+                if self._given_up:
+                    raise GivenUp()
+            answer = self._db.query(statement, wait=0)
+            self._busy = not isinstance(answer, list) or len(answer) > 0
+            if self._busy or wait <= 0:
+                return answer
         loop = self._start()
         with self._lock:
             if self._given_up:
@@ -181,7 +195,9 @@ class Claims:
                 self._client[0].query(statement, wait=min(wait, MAX_WAIT)), loop
             )
         try:
-            return future.result()
+            answer = future.result()
+            self._busy = not isinstance(answer, list) or len(answer) > 0
+            return answer
         except concurrent.futures.CancelledError:
             raise GivenUp() from None
         finally:
