@@ -234,7 +234,9 @@ private fun patchValue(what: String, k: String, v: Any?, p: Params): String = wh
     else -> p.add(toJson("$what $k", v))
 }
 
+// Compiled once: every statement sent is checked (a worker sends several per batch of jobs).
+private val SET_START = Regex("^\\s*set\\s", RegexOption.IGNORE_CASE)
+private val RETURNING = Regex("\\breturning\\b", RegexOption.IGNORE_CASE)
+
 /** Whether a statement is a claim: a `set` with `returning` — what Fenec-Wait holds. */
-internal fun isClaim(query: String): Boolean =
-    Regex("^\\s*set\\s", RegexOption.IGNORE_CASE).containsMatchIn(query) &&
-        Regex("\\breturning\\b", RegexOption.IGNORE_CASE).containsMatchIn(query)
+internal fun isClaim(query: String): Boolean = SET_START.containsMatchIn(query) && RETURNING.containsMatchIn(query)
