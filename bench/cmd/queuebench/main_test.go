@@ -181,3 +181,14 @@ func TestWorkerSmoke(t *testing.T) {
 		}
 	}
 }
+
+// The results' header says the Kotlin program ran warm, and only when it ran.
+func TestWorkersHeaderWarmJVM(t *testing.T) {
+	for _, systems := range [][]string{{"plain", "kotlin"}, {"plain", "go"}} {
+		cfg := workerConfig{systems: systems, conc: []int{10}, jobs: 10, limit: time.Second, rounds: 1, command: "go test"}
+		md := cfg.workersMarkdown(nil)
+		if got, want := strings.Contains(md, "warms its JVM"), systems[1] == "kotlin"; got != want {
+			t.Errorf("systems %v: the header says the JVM is warmed: %v, want %v:\n%s", systems, got, want, md)
+		}
+	}
+}

@@ -862,8 +862,9 @@ private fun byShape(v: JsonElement): Any? = when (v) {
     is JsonPrimitive -> when {
         v.isString -> v.content
         v.booleanOrNull != null -> v.booleanOrNull
-        WHOLE.matches(v.content) -> v.content.toLongOrNull() ?: BigInteger(v.content)
-        else -> v.content.toDouble()
+        // Most numbers are whole and fit a Long: that parse first, the pattern only past it.
+        else -> (if (v.content.startsWith("+")) null else v.content.toLongOrNull())
+            ?: if (WHOLE.matches(v.content)) BigInteger(v.content) else v.content.toDouble()
     }
     else -> v
 }

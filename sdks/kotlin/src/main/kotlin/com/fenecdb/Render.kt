@@ -234,7 +234,25 @@ private fun patchValue(what: String, k: String, v: Any?, p: Params): String = wh
     else -> p.add(toJson("$what $k", v))
 }
 
-/** Whether a statement is a claim: a `set` with `returning` — what Fenec-Wait holds. */
-internal fun isClaim(query: String): Boolean =
-    Regex("^\\s*set\\s", RegexOption.IGNORE_CASE).containsMatchIn(query) &&
-        Regex("\\breturning\\b", RegexOption.IGNORE_CASE).containsMatchIn(query)
+/**
+ * Whether a statement is a claim: a `set` with `returning` — what Fenec-Wait
+ * holds. Checked on every statement sent, so a scan of the text, not a
+ * regular expression: `set` first (after blanks), then the word `returning`
+ * anywhere, either in any case.
+ */
+internal fun isClaim(query: String): Boolean {
+    val start = query.indexOfFirst { !it.isWhitespace() }
+    if (start < 0 || !query.regionMatches(start, "set", 0, 3, ignoreCase = true)) return false
+    if (start + 3 >= query.length || !query[start + 3].isWhitespace()) return false
+    var at = start + 4
+    while (true) {
+        at = query.indexOf("returning", at, ignoreCase = true)
+        if (at < 0) return false
+        val end = at + "returning".length
+        if (!wordChar(query.getOrNull(at - 1)) && !wordChar(query.getOrNull(end))) return true
+        at = end
+    }
+}
+
+/** A character of a word, as a regular expression's `\b` sees one. */
+private fun wordChar(c: Char?): Boolean = c != null && (c.isLetterOrDigit() || c == '_')

@@ -25,6 +25,7 @@ import kotlinx.coroutines.selects.onTimeout
 import kotlinx.coroutines.selects.select
 import kotlinx.coroutines.withContext
 import kotlinx.coroutines.withTimeoutOrNull
+import kotlinx.coroutines.yield
 import org.slf4j.Logger
 import org.slf4j.LoggerFactory
 import java.util.UUID
@@ -256,8 +257,17 @@ public class Worker(
     /** Jobs whose handler runs now (started, not yet returned). */
     private val inFlight = AtomicInteger()
 
-    /** Signalled when a handler returns: the claim loop waits on it for free slots. */
+    /**
+     * Signalled when a handler returns and a claim is due (half the slots
+     * free, or none in flight): the claim loop waits on it.
+     */
     private val freed = Channel<Unit>(Channel.CONFLATED)
+
+    /** Signalled when no job is in flight any more: the ack window closes then. */
+    private val idle = Channel<Unit>(Channel.CONFLATED)
+
+    /** How long an ack waits for more to join it; a test makes it long (docs/workers.md: 5 ms). */
+    internal var ackWindow: Duration = ACK_WINDOW
 
     /** Finished handlers' jobs, waiting to be acked in a batch. */
     private val acks = Channel<Running>(Channel.UNLIMITED)
@@ -332,9 +342,10 @@ public class Worker(
         val scope = CoroutineScope(caller + name + SupervisorJob() + options.dispatcher)
         val handlers = SupervisorJob(scope.coroutineContext.job)
         val background = SupervisorJob(scope.coroutineContext.job)
-        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease tickers
+        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease ticker
         val acker = chores.launch { ackLoop() }
-        val claimer = chores.launch { claimLoop(scope, handlers, chores, untilEmpty) }
+        chores.launch { extendLoop() }
+        val claimer = chores.launch { claimLoop(scope, handlers, untilEmpty) }
         try {
             stop.await()
         } finally {
@@ -351,7 +362,7 @@ public class Worker(
                 // The acks of every handler that returned: flushed before the stop returns.
                 acks.close()
                 acker.join()
-                background.cancelAndJoin() // the lease tickers
+                background.cancelAndJoin() // the lease ticker
                 scope.cancel()
                 done.complete(Unit)
             }
@@ -426,8 +437,10 @@ public class Worker(
 
     private val half = (options.concurrency + 1) / 2
 
-    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, chores: CoroutineScope, untilEmpty: Boolean) {
+    private suspend fun claimLoop(scope: CoroutineScope, handlers: Job, untilEmpty: Boolean) {
         var faults = 0L
+        // One context for every handler, made once: a job's start adds nothing to it.
+        val handlerContext = handlers + HandlerOf(this) + inHandler.asContextElement(this)
         while (!stopping) {
             // At most one claim in flight, sent once half the slots (rounded
             // up) are free, or nothing runs (docs/workers.md, "Claim").
@@ -436,6 +449,10 @@ public class Worker(
                 if (busy == 0 || options.concurrency - busy >= half) break
                 freed.receive()
             }
+            // Handlers that are returning now (dispatched on other threads)
+            // may join this claim's free slots: one turn of the dispatcher
+            // before it is sent makes claims of the whole concurrency likelier.
+            if (inFlight.get() > 0) yield()
             val n = options.concurrency - inFlight.get()
             val claim = Claim("${options.prefix}:${counter.incrementAndGet()}")
             val claimed = try {
@@ -474,7 +491,7 @@ public class Worker(
                 }
                 // Dispatched, not started on this loop's thread: a handler
                 // that blocks its thread blocks no claim or stop.
-                scope.launch(handlers + HandlerOf(this) + inHandler.asContextElement(this)) {
+                scope.launch(handlerContext) {
                     run.job = coroutineContext.job
                     if (stopping) {
                         // Claimed, and not started before the stop: back at once.
@@ -487,7 +504,6 @@ public class Worker(
                 }
             }
             if (claim.running.isEmpty()) claimsRunning.remove(claim)
-            if (claimed.isNotEmpty()) chores.launch { extendLoop(claim) }
             if (claimed.isEmpty()) {
                 if (untilEmpty) {
                     if (inFlight.get() == 0) {
@@ -502,9 +518,15 @@ public class Worker(
         }
     }
 
+    /**
+     * A slot is free again. The claim loop is woken only when a claim is due
+     * (docs/workers.md, "Claim"), and the ack window closes once nothing is in
+     * flight: each wake-up is a coroutine dispatched, so none is sent for nothing.
+     */
     private fun handlerReturned() {
-        inFlight.decrementAndGet()
-        freed.trySend(Unit)
+        val busy = inFlight.decrementAndGet()
+        if (busy == 0) idle.trySend(Unit)
+        if (busy == 0 || options.concurrency - busy >= half) freed.trySend(Unit)
     }
 
     private suspend fun runJob(run: Running) {
@@ -523,9 +545,13 @@ public class Worker(
             return
         }
         if (failure == null) {
-            // The slot is free now: the next claim does not wait for the ack.
+            // Queued for its ack before the slot is free, so that once nothing
+            // is in flight every finished job is in the queue and the window
+            // closes on all of them. The slot is free then: the next claim
+            // does not wait for the ack.
+            val queued = acks.trySend(run).isSuccess
             handlerReturned()
-            if (acks.trySend(run).isFailure) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
+            if (!queued) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
             return
         }
         // A fail or a release holds the slot until it is sent, so that a
@@ -561,64 +587,81 @@ public class Worker(
     }
 
     /**
-     * Every half lease while the claim's handlers run, their leases are
-     * extended in one statement. Each tick's statement goes on its own, so
-     * one that hangs holds up no later tick; an id the answer lacks whose
-     * handler still runs lost its lease.
+     * Every half lease, the leases of the jobs whose handlers run are
+     * extended, one statement per claim owner. One ticker serves the whole
+     * worker: a claim made just after a tick is extended at the next, half
+     * a lease later, as a ticker of its own would. Each statement goes on
+     * its own, so one that hangs holds up no other claim and no later tick;
+     * an id the answer lacks whose handler still runs lost its lease.
      */
-    private suspend fun extendLoop(claim: Claim) = coroutineScope {
+    private suspend fun extendLoop() = coroutineScope {
         val every = (leaseMs / 2).milliseconds
         while (true) {
             delay(every)
-            val ids = claim.running.keys.toList()
-            if (ids.isEmpty()) return@coroutineScope
-            launch {
-                val extended = try {
-                    jobs.client.query(extendStatement(ids, claim.owner)).rows.orEmpty().map { it["id"] }.toSet()
-                } catch (e: CancellationException) {
-                    throw e
-                } catch (e: Exception) {
-                    // One missed extension still leaves half a lease: the next tick tries again.
-                    report(WorkerException(WorkerStep.EXTEND, null, "extend of jobs ${ids.joinToString(", ")} failed, retrying at the next tick: ${e.message}", e))
-                    return@launch
-                }
-                for (id in ids) {
-                    if (id in extended) continue
-                    val run = claim.running[id] ?: continue // returned meanwhile: its ack tells
-                    lose(run, null)
-                }
+            for (claim in claimsRunning) {
+                val ids = claim.running.keys.toList()
+                if (ids.isNotEmpty()) launch { extend(claim, ids) }
             }
         }
     }
 
+    private suspend fun extend(claim: Claim, ids: List<Any>) {
+        val extended = try {
+            jobs.client.query(extendStatement(ids, claim.owner)).rows.orEmpty().map { it["id"] }.toSet()
+        } catch (e: CancellationException) {
+            throw e
+        } catch (e: Exception) {
+            // One missed extension still leaves half a lease: the next tick tries again.
+            report(WorkerException(WorkerStep.EXTEND, null, "extend of jobs ${ids.joinToString(", ")} failed, retrying at the next tick: ${e.message}", e))
+            return
+        }
+        for (id in ids) {
+            if (id in extended) continue
+            val run = claim.running[id] ?: continue // returned meanwhile: its ack tells
+            lose(run, null)
+        }
+    }
+
     /**
-     * Acks finished jobs in batches: what arrives within ACK_WINDOW of the
-     * first (at most ACK_BATCH), one statement per claim owner, each sent on
-     * its own so that a fault's retries hold up no later batch. Returns once
+     * Acks finished jobs in batches: what arrives within the ack window of
+     * the first (at most ACK_BATCH), one statement per claim owner, each
+     * sent on its own so that a fault's retries hold up no later batch. The
+     * window closes early once no job is in flight: nothing can join the
+     * batch before the next claim answers (docs/workers.md). Returns once
      * the channel is closed and every batch is settled.
      */
     @OptIn(ExperimentalCoroutinesApi::class)
     private suspend fun ackLoop() = coroutineScope {
         while (true) {
             val first = acks.receiveCatching().getOrNull() ?: break
-            val batch = mutableListOf(first)
-            val until = TimeSource.Monotonic.markNow() + ACK_WINDOW
+            val batch = ArrayList<Running>()
+            batch += first
+            val until = TimeSource.Monotonic.markNow() + ackWindow
             while (batch.size < ACK_BATCH) {
                 val now = acks.tryReceive()
                 if (now.isSuccess) {
                     batch += now.getOrThrow()
                     continue
                 }
-                if (now.isClosed) break
+                // A job is queued for its ack before its slot is freed: with
+                // none in flight, every finished one is in the batch already.
+                if (now.isClosed || inFlight.get() == 0) break
                 val left = -until.elapsedNow()
                 if (left <= Duration.ZERO) break
-                val next = select<Running?> {
-                    acks.onReceiveCatching { it.getOrNull() }
+                val next = select<Any?> {
+                    acks.onReceiveCatching { it.getOrNull() ?: CLOSED }
+                    idle.onReceive { it }
                     onTimeout(left) { null }
                 } ?: break
-                batch += next
+                if (next === CLOSED) break
+                if (next is Running) batch += next
             }
-            for ((owner, runs) in batch.groupBy { it.claim.owner }) launch { ack(owner, runs) }
+            val owner = first.claim.owner
+            if (batch.all { it.claim.owner == owner }) {
+                launch { ack(owner, batch) }
+            } else {
+                for ((o, runs) in batch.groupBy { it.claim.owner }) launch { ack(o, runs) }
+            }
         }
     }
 
@@ -700,6 +743,9 @@ public class Worker(
         settle(WorkerStep.RELEASE, id, row, "release of job $id") { send(releaseStatement(id, owner)) }
     }
 }
+
+/** What the ack loop's wait returns when the queue of acks is closed. */
+private val CLOSED = Any()
 
 /** A release's patch: back to ready now, the run that did not happen not counted. */
 private val RELEASE: Map<String, Any?> = mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1))

@@ -79,6 +79,52 @@ class WorkerRulesTest {
     }
 
     @Test
+    fun `the ack window closes once no handler runs - a lone job is acked at once, even under a long window`() = runBlocking<Unit> {
+        FenecServer(manualClock = false).use { s ->
+            val db = s.connect()
+            db.query(JOBS_SCHEMA)
+            val worker = Worker(db.from("jobs"), WorkerOptions(concurrency = 10)) { }
+            worker.ackWindow = 120.seconds // waited out, the ack would come two minutes late
+            val running = launch(Dispatchers.Default) { worker.run() }
+            try {
+                enqueueJobs(db, 1)
+                eventually(20.seconds, "the lone job's ack") { db.from("jobs").count() == 0L }
+            } finally {
+                worker.stop()
+                running.join()
+            }
+        }
+    }
+
+    @Test
+    fun `the ack window stays open while a handler runs - jobs returning apart are acked in one statement`() = runBlocking<Unit> {
+        FenecServer(manualClock = false).use { s ->
+            val db = s.connect()
+            db.query(JOBS_SCHEMA)
+            enqueueJobs(db, 2)
+            val gate = CompletableDeferred<Unit>()
+            val first = CompletableDeferred<Unit>()
+            val worker = Worker(db.from("jobs"), WorkerOptions(concurrency = 10)) { job ->
+                if (job.json("payload").toString().contains("\"n\":1")) gate.await() else first.complete(Unit)
+            }
+            worker.ackWindow = 120.seconds
+            val running = launch(Dispatchers.Default) { worker.run() }
+            try {
+                // Both claimed together (one claim of up to 10); job 0 returns at once.
+                withTimeout(20.seconds) { first.await() }
+                val writesBefore = statements(db, "write")
+                eventually(5.seconds, "job 0 waiting in the ack batch") { db.from("jobs").count() == 2L }
+                gate.complete(Unit)
+                eventually(20.seconds, "both jobs acked once job 1 returned") { db.from("jobs").count() == 0L }
+                assertEquals(1L, statements(db, "write") - writesBefore, "one ack statement for both jobs")
+            } finally {
+                worker.stop()
+                running.join()
+            }
+        }
+    }
+
+    @Test
     fun `a lost lease inside a batch is reported, and the others are acked`() = runBlocking<Unit> {
         FenecServer(manualClock = false).use { s ->
             val db = s.connect()

@@ -39,5 +39,18 @@ class WorkerStatementsTest {
             assertTrue(sameJson(c.getValue("params"), JsonArray(s.params)), "$name: params ${JsonArray(s.params)}, want ${c["params"]}")
         }
         assertTrue(w.claimStatement(10, owner).claim, "a claim goes with the wait")
+        for ((name, s) in mine) {
+            assertEquals(name.startsWith("worker claim") || name == "worker extend", s.claim, "$name: a claim (a set with returning)")
+        }
+    }
+
+    @Test
+    fun `a claim is a set with the word returning, in any case`() {
+        for (q in listOf("set jobs {a: 1} returning *", "  SET jobs {a: 1} where x = 1 Returning id", "set\tjobs {a: 1}\nreturning id")) {
+            assertTrue(isClaim(q), q)
+        }
+        for (q in listOf("get jobs", "del jobs returning id", "settle jobs returning id", "set jobs {returning_at: 1}", "set jobs {a: 1} where x_returning = 1", "set jobs {a: 1}", "")) {
+            assertEquals(false, isClaim(q), q)
+        }
     }
 }
