@@ -80,9 +80,19 @@ export function backoff(n: number): number {
 
 /** The shortest lease, in every SDK (docs/sdks.md). */
 const MIN_LEASE = 100;
-/** An ack batch is sent this long after its first job, or at ACK_BATCH jobs (docs/workers.md, "Ack"). */
+/**
+ * An ack batch is sent this long after its first job, at ACK_BATCH jobs,
+ * or as soon as no handler is running (docs/workers.md, "Ack").
+ */
 const ACK_WINDOW = 5;
 const ACK_BATCH = 100;
+
+/**
+ * For tests only, not part of the API: an option under this key sets the
+ * ack window in milliseconds (a long one shows that the window closes
+ * early when no handler is running).
+ */
+export const ACK_WINDOW_OPTION: unique symbol = Symbol('fenec worker ack window');
 
 interface Running {
   readonly id: unknown;
@@ -137,6 +147,7 @@ export class Worker<T extends object = Row> {
   readonly #maxAttempts: number;
   readonly #backoff: (attempts: number) => number;
   readonly #grace: number;
+  readonly #ackWindow: number;
   readonly #onError: ((err: WorkerError, step: WorkerStep) => void) | undefined;
   readonly #prefix: string;
   #claims = 0;
@@ -169,6 +180,7 @@ export class Worker<T extends object = Row> {
     this.#backoff = opts.backoff ?? backoff;
     this.#grace = whole('grace', opts.grace ?? 30_000, 0);
     this.#onError = opts.onError;
+    this.#ackWindow = (opts as { [ACK_WINDOW_OPTION]?: number })[ACK_WINDOW_OPTION] ?? ACK_WINDOW;
     const prefix = opts.ownerPrefix ?? opts.owner;
     if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) throw new TypeError('ownerPrefix must be a non-empty string');
     this.#prefix = prefix ?? `w-${crypto.randomUUID().slice(0, 8)}`;
@@ -323,8 +335,10 @@ export class Worker<T extends object = Row> {
     this.#running.delete(r.key);
     // The slot is free now: the next claim does not wait for the ack.
     this.#wake();
-    if (r.lost || r.stopped) return;
-    if (failure === undefined) return this.#ack(r);
+    if (failure === undefined && !r.lost && !r.stopped) return this.#ack(r);
+    // The last handler ended without an ack of its own: the batch waits for nothing now.
+    if (this.#running.size === 0 && this.#acks.length > 0) this.#flushAcks();
+    if (r.lost || r.stopped || failure === undefined) return;
     const text = errorText(failure.error);
     const attempts = Number(row['attempts']);
     const dead = attempts >= this.#maxAttempts;
@@ -387,11 +401,15 @@ export class Worker<T extends object = Row> {
     }
   }
 
-  /** Queues an ack: sent ACK_WINDOW ms after the first of a batch, or at ACK_BATCH jobs, or at once when stopping. */
+  /**
+   * Queues an ack: sent ACK_WINDOW ms after the first of a batch, or at
+   * ACK_BATCH jobs, or at once when no handler is running any more (nothing
+   * could join the batch before the next claim answers) or when stopping.
+   */
   #ack(r: Running): void {
     this.#acks.push(r);
-    if (this.#acks.length >= ACK_BATCH || this.#closing.signal.aborted) this.#flushAcks();
-    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), ACK_WINDOW);
+    if (this.#acks.length >= ACK_BATCH || this.#running.size === 0 || this.#closing.signal.aborted) this.#flushAcks();
+    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), this.#ackWindow);
   }
 
   #flushAcks(): void {
