@@ -20,6 +20,7 @@ import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 import { env, userAgent } from './version.js';
+import { nodeFetch } from './node.js';
 import { Consumer } from './changes.js';
 import { type LiveEvent, watch, type WatchOptions } from './live.js';
 
@@ -105,7 +106,10 @@ interface Schema {
  */
 export class Client {
   readonly #nodes: Nodes;
+  /** The fetch of live queries and the change stream, which read a stream. */
   readonly #fetch: typeof fetch;
+  /** The fetch of statements (the generated transport). */
+  readonly #post: typeof fetch;
   readonly #token: string | undefined;
   readonly #transports = new Map<string, api.Transport>();
   readonly #timeout: number;
@@ -126,6 +130,8 @@ export class Client {
     const dispatcher = opts.dispatcher;
     // Node's fetch reads `dispatcher` from the request's init (undici's).
     this.#fetch = dispatcher === undefined ? f : (input, init) => f(input, { ...init, dispatcher } as RequestInit);
+    // On Node, with no fetch or dispatcher of the caller's, statements go over node:http(s) (see node.ts).
+    this.#post = (opts.fetch === undefined && dispatcher === undefined ? nodeFetch(fixedHeaders(opts.headers)) : undefined) ?? this.#fetch;
     this.#token = token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
@@ -318,7 +324,7 @@ export class Client {
   #transport(node: string): api.Transport {
     let t = this.#transports.get(node);
     if (t === undefined) {
-      t = { baseUrl: node, fetch: this.#fetch, token: this.#token, json: { stringify, parse } };
+      t = { baseUrl: node, fetch: this.#post, token: this.#token, json: { stringify, parse } };
       this.#transports.set(node, t);
     }
     return t;
@@ -413,6 +419,16 @@ function withHeaders(send: typeof fetch, base: HeadersInit | undefined): typeof 
     if (ua !== undefined && !headers.has('user-agent')) headers.set('user-agent', ua);
     return send(input, { ...init, headers });
   };
+}
+
+/**
+ * The headers every request carries, lower case: the SDK's User-Agent
+ * (unless `base` gives one), then the client's `headers`.
+ */
+function fixedHeaders(base: HeadersInit | undefined): [string, string][] {
+  const fixed = base === undefined ? [] : [...new Headers(base).entries()];
+  const ua = userAgent();
+  return ua === undefined || fixed.some(([k]) => k === 'user-agent') ? fixed : [['user-agent', ua], ...fixed];
 }
 
 /** What a request asked, for its errors and its retries. */

@@ -1,0 +1,121 @@
+/**
+ * On Node, the client's statements go over `node:http` / `node:https`
+ * with keep-alive agents rather than the global fetch: Node's fetch
+ * (undici, with web streams, a Request, a Response and Headers per call)
+ * costs several times the CPU of a plain request, which a worker making
+ * thousands of requests a second pays in full (bench/results/workers.md).
+ * The modules are reached through `process.getBuiltinModule`, so a bundler
+ * for the browser sees no import, and the browser keeps fetch.
+ *
+ * What it returns is a fetch for the generated transport alone: it sends
+ * a string body and reads the whole answer as text before it resolves;
+ * live queries and the change stream, which read a stream, keep fetch.
+ */
+
+/** The little of `node:http`'s request this file uses. */
+interface OutgoingRequest {
+  on(event: 'error', fn: (err: Error) => void): unknown;
+  destroy(err?: Error): unknown;
+  end(body?: string): unknown;
+}
+
+/** The little of `node:http`'s IncomingMessage this file uses. */
+interface IncomingAnswer {
+  readonly statusCode?: number;
+  readonly rawHeaders: string[];
+  setEncoding(enc: 'utf8'): unknown;
+  on(event: 'data', fn: (chunk: string) => void): unknown;
+  on(event: 'end', fn: () => void): unknown;
+  on(event: 'error' | 'aborted', fn: (err?: Error) => void): unknown;
+}
+
+interface HttpModule {
+  Agent: new (opts: { keepAlive: boolean }) => object;
+  request(url: string, opts: { method: string; headers: Record<string, string | number>; agent: object }, answered: (res: IncomingAnswer) => void): OutgoingRequest;
+}
+
+interface Runtime {
+  process?: { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string; bun?: string } };
+  Deno?: unknown;
+  Bun?: unknown;
+  Buffer?: { byteLength(s: string): number };
+}
+
+/**
+ * A fetch over `node:http(s)` that sends `headers` (a list of name and
+ * value, lower case) on every request under each request's own, or
+ * undefined when this is not Node (a browser, Deno, Bun) or its modules
+ * cannot be had.
+ */
+export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): typeof fetch | undefined {
+  const g = globalThis as Runtime;
+  const get = g.process?.getBuiltinModule;
+  if (typeof get !== 'function' || g.process?.versions?.node === undefined || g.Deno !== undefined || g.Bun !== undefined || g.Buffer === undefined) return undefined;
+  const bytes = g.Buffer;
+  let http: HttpModule;
+  let https: HttpModule;
+  try {
+    http = get('node:http') as HttpModule;
+    https = get('node:https') as HttpModule;
+  } catch {
+    return undefined;
+  }
+  if (typeof http?.request !== 'function' || typeof https?.request !== 'function') return undefined;
+  // Kept by the client: its connections are reused from one request to the next.
+  const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  const send = (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
+    const url = String(input);
+    const secure = url.startsWith('https:');
+    const head: Record<string, string | number> = {};
+    for (const [k, v] of headers) head[k] = v;
+    const own = init.headers;
+    if (own !== undefined) {
+      if (own instanceof Headers || Array.isArray(own)) for (const [k, v] of new Headers(own)) head[k] = v;
+      else for (const k in own) head[k.toLowerCase()] = (own as Record<string, string>)[k]!;
+    }
+    const body = typeof init.body === 'string' ? init.body : undefined;
+    if (init.body != null && body === undefined) return Promise.reject(new TypeError('node transport: only a string body is sent'));
+    if (body !== undefined) head['content-length'] = bytes.byteLength(body);
+    const signal = init.signal ?? undefined;
+    return new Promise<Response>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      let req: OutgoingRequest | undefined;
+      const onAbort = () => {
+        req?.destroy();
+        reject(signal!.reason);
+      };
+      const done = () => signal?.removeEventListener('abort', onAbort);
+      const fail = (err: unknown) => {
+        done();
+        reject(err);
+      };
+      try {
+        req = (secure ? https : http).request(url, { method: init.method ?? 'GET', headers: head, agent: secure ? agents.https : agents.http }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk) => (text += chunk));
+          res.on('error', fail);
+          res.on('aborted', () => fail(Object.assign(new Error('the connection closed before the answer ended'), { code: 'ECONNRESET' })));
+          res.on('end', () => {
+            done();
+            resolve(answer(res.statusCode ?? 0, res.rawHeaders, text));
+          });
+        });
+      } catch (err) {
+        // A header value fetch would refuse too (a new line in a token): thrown as fetch throws it.
+        return fail(new TypeError(err instanceof Error ? err.message : String(err), { cause: err }));
+      }
+      req.on('error', fail);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      req.end(body);
+    });
+  };
+  return send as typeof fetch;
+}
+
+/** The little of a Response the transport reads: status, headers, text. */
+function answer(status: number, raw: readonly string[], text: string): Response {
+  const headers = new Headers();
+  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
+  return { ok: status >= 200 && status < 300, status, headers, text: () => Promise.resolve(text) } as unknown as Response;
+}
