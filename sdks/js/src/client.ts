@@ -114,6 +114,8 @@ export class Client {
   readonly #transports = new Map<string, api.Transport>();
   readonly #timeout: number;
   readonly #schemas = new Map<string, Promise<Schema | undefined>>();
+  /** The schemas of #schemas once loaded, read without a wait. */
+  readonly #known = new Map<string, Schema>();
   readonly #maxRetries: number;
   readonly #int64: Int64;
 
@@ -211,7 +213,7 @@ export class Client {
 
   /** Sends one statement; what builders call. */
   async run(statement: Statement, opts: RequestOptions): Promise<Result> {
-    await this.#schema(statement.collection, opts);
+    if (statement.collection !== undefined && !this.#known.has(statement.collection)) await this.#schema(statement.collection, opts);
     const body = { query: statement.query, params: statement.params };
     const asked = { method: 'POST /query', statement: statement.query, write: !READ.test(statement.query) };
     const reply = await this.#retrying(asked, opts, (o) => (t, signal) => api.query(t, body, headers(o, this.#nodes), signal));
@@ -261,8 +263,28 @@ export class Client {
       throw new TypeError(`wait must be a whole number of milliseconds from 0 to ${MAX_WAIT}, not ${String(wait)}`);
     }
     const limit = timeout + wait;
-    const timer = AbortSignal.timeout(limit);
-    const signal = opts.signal ? AbortSignal.any([opts.signal, timer]) : timer;
+    // One controller, aborted by a timer or by the request's own signal:
+    // AbortSignal.timeout and AbortSignal.any cost several times as much,
+    // which a worker's every claim and ack would pay.
+    const ctl = new AbortController();
+    const timer = { aborted: false };
+    const clock = setTimeout(() => {
+      timer.aborted = true;
+      ctl.abort(new DOMException(`no answer in ${limit} ms`, 'TimeoutError'));
+    }, limit);
+    const own = opts.signal;
+    const onOwn = () => ctl.abort(own?.reason);
+    if (own?.aborted) onOwn();
+    else own?.addEventListener('abort', onOwn, { once: true });
+    try {
+      return await this.#sendUnder(call, opts, at, ctl.signal, timer, timeout, wait, limit);
+    } finally {
+      clearTimeout(clock);
+      own?.removeEventListener('abort', onOwn);
+    }
+  }
+
+  async #sendUnder<T>(call: Call<T>, opts: RequestOptions, at: { node: string }, signal: AbortSignal, timer: { aborted: boolean }, timeout: number, wait: number, limit: number): Promise<Sent<T>> {
     const nodes = this.#nodes;
     const round = new Round(nodes);
     let node = nodes.current;
@@ -338,9 +360,10 @@ export class Client {
       if (typeof answer?.affected !== 'number') throw FenecError.unexpected(200, stringify(answer), hostOf(this.#nodes.current));
       return { rows: undefined, affected: answer.affected, seq, replayed };
     }
-    let schema = collection === undefined ? undefined : await this.#schemas.get(collection);
+    let schema = collection === undefined ? undefined : this.#known.get(collection) ?? await this.#schemas.get(collection);
     if (collection !== undefined && schema !== undefined && unknownField(answer, schema) && Date.now() - schema.at > SCHEMA_FRESH_MS) {
       this.#schemas.delete(collection);
+      this.#known.delete(collection);
       schema = await this.#schema(collection, opts).catch(() => schema);
     }
     const rows = answer.map((row) => decodeRow(row, schema?.types, this.#int64));
@@ -362,10 +385,16 @@ export class Client {
         const at = Date.now();
         for (const c of body.collections) {
           const types = new Map(c.fields.map((f) => [f.name, f.type] as const));
-          if (c.name !== collection) this.#schemas.set(c.name, Promise.resolve({ types, at }));
+          if (c.name !== collection) {
+            this.#schemas.set(c.name, Promise.resolve({ types, at }));
+            this.#known.set(c.name, { types, at });
+          }
         }
         const mine = body.collections.find((c) => c.name === collection);
-        return { types: new Map(mine?.fields.map((f) => [f.name, f.type] as const) ?? []), at };
+        const schema = { types: new Map(mine?.fields.map((f) => [f.name, f.type] as const) ?? []), at };
+        // Unless a newer load replaced this one meanwhile.
+        if (this.#schemas.get(collection) === s) this.#known.set(collection, schema);
+        return schema;
       });
       this.#schemas.set(collection, s);
       s.catch(() => this.#schemas.delete(collection));
