@@ -723,6 +723,15 @@ function cause(err: unknown): string {
   return parts.join(': ') || String(err);
 }
 
+/** Whether a JSON value holds a bigint anywhere inside. */
+function holdsBigint(v: unknown): boolean {
+  if (typeof v === 'bigint') return true;
+  if (typeof v !== 'object' || v === null) return false;
+  if (Array.isArray(v)) return v.some(holdsBigint);
+  for (const k in v) if (holdsBigint((v as Record<string, unknown>)[k])) return true;
+  return false;
+}
+
 /** Whether a row holds a plain field its collection's types lack (the schema changed). */
 function unknownField(rows: readonly Row[], s: Schema): boolean {
   const row = rows[0];
@@ -761,6 +770,8 @@ function integer(field: string, v: unknown, int64: Int64): unknown {
 }
 
 function doubles(v: unknown): unknown {
+  // Most values hold no bigint (parse makes one only for an integer beyond 2^53): kept as they are.
+  if (typeof v === 'object' && v !== null && !holdsBigint(v)) return v;
   if (typeof v === 'bigint') return Number(v);
   if (Array.isArray(v)) return v.map(doubles);
   if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, doubles(x)]));

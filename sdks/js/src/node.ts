@@ -22,23 +22,30 @@ interface OutgoingRequest {
 /** The little of `node:http`'s IncomingMessage this file uses. */
 interface IncomingAnswer {
   readonly statusCode?: number;
-  readonly rawHeaders: string[];
-  setEncoding(enc: 'utf8'): unknown;
-  on(event: 'data', fn: (chunk: string) => void): unknown;
+  readonly headers: Record<string, string | string[] | undefined>;
+  on(event: 'data', fn: (chunk: Uint8Array) => void): unknown;
   on(event: 'end', fn: () => void): unknown;
   on(event: 'error' | 'aborted', fn: (err?: Error) => void): unknown;
 }
 
 interface HttpModule {
   Agent: new (opts: { keepAlive: boolean }) => object;
-  request(url: string, opts: { method: string; headers: Record<string, string | number>; agent: object }, answered: (res: IncomingAnswer) => void): OutgoingRequest;
+  request(opts: Target & { method: string; headers: Record<string, string | number>; agent: object }, answered: (res: IncomingAnswer) => void): OutgoingRequest;
+}
+
+/** Where a request goes, as node:http takes it (the URL parsed once per URL: see #targets). */
+interface Target {
+  protocol: string;
+  hostname: string;
+  port: string;
+  path: string;
 }
 
 interface Runtime {
   process?: { getBuiltinModule?: (id: string) => unknown; versions?: { node?: string; bun?: string } };
   Deno?: unknown;
   Bun?: unknown;
-  Buffer?: { byteLength(s: string): number };
+  Buffer?: { byteLength(s: string): number; concat(chunks: Uint8Array[]): Uint8Array };
 }
 
 /**
@@ -63,14 +70,24 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
   if (typeof http?.request !== 'function' || typeof https?.request !== 'function') return undefined;
   // Kept by the client: its connections are reused from one request to the next.
   const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  const decoder = new TextDecoder();
+  const targets = new Map<string, Target>();
   const send = (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
     const url = String(input);
-    const secure = url.startsWith('https:');
+    let target = targets.get(url);
+    if (target === undefined) {
+      const u = new URL(url);
+      // A client sends to a few URLs (its nodes' routes): kept, so each request skips parsing one.
+      target = { protocol: u.protocol, hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port, path: u.pathname + u.search };
+      if (targets.size < 64) targets.set(url, target);
+    }
+    const secure = target.protocol === 'https:';
     const head: Record<string, string | number> = {};
     for (const [k, v] of headers) head[k] = v;
     const own = init.headers;
     if (own !== undefined) {
-      if (own instanceof Headers || Array.isArray(own)) for (const [k, v] of new Headers(own)) head[k] = v;
+      // The transport gives a plain object; anything else (a Headers, a list of pairs) is read as fetch reads it.
+      if (Array.isArray(own) || typeof (own as { entries?: unknown }).entries === 'function') for (const [k, v] of new Headers(own)) head[k] = v;
       else for (const k in own) head[k.toLowerCase()] = (own as Record<string, string>)[k]!;
     }
     const body = typeof init.body === 'string' ? init.body : undefined;
@@ -90,15 +107,14 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
         reject(err);
       };
       try {
-        req = (secure ? https : http).request(url, { method: init.method ?? 'GET', headers: head, agent: secure ? agents.https : agents.http }, (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (chunk) => (text += chunk));
+        req = (secure ? https : http).request({ ...target, method: init.method ?? 'GET', headers: head, agent: secure ? agents.https : agents.http }, (res) => {
+          const chunks: Uint8Array[] = [];
+          res.on('data', (chunk) => chunks.push(chunk));
           res.on('error', fail);
           res.on('aborted', () => fail(Object.assign(new Error('the connection closed before the answer ended'), { code: 'ECONNRESET' })));
           res.on('end', () => {
             done();
-            resolve(answer(res.statusCode ?? 0, res.rawHeaders, text));
+            resolve(answer(res.statusCode ?? 0, res.headers, decoder.decode(chunks.length === 1 ? chunks[0] : bytes.concat(chunks))));
           });
         });
       } catch (err) {
@@ -114,8 +130,42 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
 }
 
 /** The little of a Response the transport reads: status, headers, text. */
-function answer(status: number, raw: readonly string[], text: string): Response {
-  const headers = new Headers();
-  for (let i = 0; i + 1 < raw.length; i += 2) headers.append(raw[i]!, raw[i + 1]!);
-  return { ok: status >= 200 && status < 300, status, headers, text: () => Promise.resolve(text) } as unknown as Response;
+function answer(status: number, headers: Record<string, string | string[] | undefined>, text: string): Response {
+  return { ok: status >= 200 && status < 300, status, headers: new AnswerHeaders(headers), text: () => Promise.resolve(text) } as unknown as Response;
+}
+
+/**
+ * An answer's headers, read as a Headers is (`get`, `has`, iteration) from
+ * node's object of them (names in lower case): Node's own Headers class
+ * loads undici, whose start alone costs more than many requests.
+ */
+class AnswerHeaders {
+  readonly #h: Record<string, string | string[] | undefined>;
+  constructor(h: Record<string, string | string[] | undefined>) {
+    this.#h = h;
+  }
+
+  get(name: string): string | null {
+    const v = this.#h[name.toLowerCase()];
+    return v === undefined ? null : Array.isArray(v) ? v.join(', ') : v;
+  }
+
+  has(name: string): boolean {
+    return this.#h[name.toLowerCase()] !== undefined;
+  }
+
+  *entries(): IterableIterator<[string, string]> {
+    for (const k of Object.keys(this.#h).sort()) {
+      const v = this.get(k);
+      if (v !== null) yield [k, v];
+    }
+  }
+
+  [Symbol.iterator](): IterableIterator<[string, string]> {
+    return this.entries();
+  }
+
+  forEach(fn: (value: string, name: string) => void): void {
+    for (const [k, v] of this.entries()) fn(v, k);
+  }
 }

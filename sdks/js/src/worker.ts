@@ -164,6 +164,8 @@ export class Worker<T extends object = Row> {
   #claimCtl: AbortController | undefined;
   #graceEnd = Infinity;
   #slotFreed: (() => void) | undefined;
+  /** The loop was woken and sends its next claim before it waits again: an ack due now goes right behind it. */
+  #claimNext = false;
   #untilEmpty = false;
   #acks: Running[] = [];
   #ackTimer: ReturnType<typeof setTimeout> | undefined;
@@ -277,13 +279,18 @@ export class Worker<T extends object = Row> {
         empty = false;
         continue;
       }
+      this.#claimNext = false;
       const owner = `${this.#prefix}:${++this.#claims}`;
       const untilEmpty = this.#untilEmpty;
       const ctl = new AbortController();
       this.#claimCtl = ctl;
       let rows: Row[];
       try {
-        const answer = await sendThrough(this.#claim, this.#claimOf(free, owner), { wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
+        const claimed = sendThrough(this.#claim, this.#claimOf(free, owner), { wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
+        // Acks left for this moment (see #ack) go out right behind the claim,
+        // so that the claim, which the worker waits for, is sent first.
+        if (this.#running.size === 0 && this.#acks.length > 0) this.#flushAcks();
+        const answer = await claimed;
         if (answer.rows === undefined) throw FenecError.unexpected(200, `{"affected":${answer.affected}}`);
         rows = answer.rows;
         faults = 0;
@@ -317,8 +324,10 @@ export class Worker<T extends object = Row> {
 
   #wake(): void {
     const f = this.#slotFreed;
+    if (f === undefined) return;
     this.#slotFreed = undefined;
-    f?.();
+    this.#claimNext = !this.#closing.signal.aborted;
+    f();
   }
 
   /**
@@ -437,8 +446,12 @@ export class Worker<T extends object = Row> {
    */
   #ack(r: Running): void {
     this.#acks.push(r);
-    if (this.#acks.length >= ACK_BATCH || this.#running.size === 0 || this.#closing.signal.aborted) this.#flushAcks();
-    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), this.#ackWindow);
+    const idle = this.#running.size === 0;
+    // No handler runs: the batch is complete. When the loop is about to
+    // claim, it sends the batch right behind the claim (see #run);
+    // otherwise it goes now. The window's timer stays as the backstop.
+    if (this.#acks.length >= ACK_BATCH || (idle && !this.#claimNext) || this.#closing.signal.aborted) this.#flushAcks();
+    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), idle ? 0 : this.#ackWindow);
   }
 
   #flushAcks(): void {
