@@ -60,16 +60,23 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
   if (typeof get !== 'function' || g.process?.versions?.node === undefined || g.Deno !== undefined || g.Bun !== undefined || g.Buffer === undefined) return undefined;
   const bytes = g.Buffer;
   let http: HttpModule;
-  let https: HttpModule;
   try {
     http = get('node:http') as HttpModule;
-    https = get('node:https') as HttpModule;
   } catch {
     return undefined;
   }
-  if (typeof http?.request !== 'function' || typeof https?.request !== 'function') return undefined;
+  if (typeof http?.request !== 'function') return undefined;
   // Kept by the client: its connections are reused from one request to the next.
-  const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
+  const agent = new http.Agent({ keepAlive: true });
+  // node:https (and with it tls and crypto, slow to load) only once an https URL is asked.
+  let secured: { https: HttpModule; agent: object } | undefined;
+  const tls = () => {
+    if (secured === undefined) {
+      const https = get('node:https') as HttpModule;
+      secured = { https, agent: new https.Agent({ keepAlive: true }) };
+    }
+    return secured;
+  };
   const decoder = new TextDecoder();
   const targets = new Map<string, Target>();
   const send = (input: RequestInfo | URL, init: RequestInit = {}): Promise<Response> => {
@@ -107,7 +114,8 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
         reject(err);
       };
       try {
-        req = (secure ? https : http).request({ ...target, method: init.method ?? 'GET', headers: head, agent: secure ? agents.https : agents.http }, (res) => {
+        const via = secure ? tls() : { https: http, agent };
+        req = via.https.request({ ...target, method: init.method ?? 'GET', headers: head, agent: via.agent }, (res) => {
           const chunks: Uint8Array[] = [];
           res.on('data', (chunk) => chunks.push(chunk));
           res.on('error', fail);

@@ -191,7 +191,8 @@ export class Worker<T extends object = Row> {
     this.#ackWindow = (opts as { [ACK_WINDOW_OPTION]?: number })[ACK_WINDOW_OPTION] ?? ACK_WINDOW;
     const prefix = opts.ownerPrefix ?? opts.owner;
     if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) throw new TypeError('ownerPrefix must be a non-empty string');
-    this.#prefix = prefix ?? `w-${crypto.randomUUID().slice(0, 8)}`;
+    // 32 random bits, as the first 8 hex digits of a UUID would give (globalThis.crypto is slow to load on Node).
+    this.#prefix = prefix ?? `w-${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
     let claim = this.#jobs.where(raw('run_at <= now()'));
     if (opts.where !== undefined) claim = claim.where(opts.where);
     this.#claim = claim.order('run_at');
