@@ -20,6 +20,7 @@ import { parse, stringify } from './json.js';
 import { Query, type RequestOptions, type Result, type Row } from './query.js';
 import type { Statement } from './render.js';
 import { env, userAgent } from './version.js';
+import { nodeFetch } from './node.js';
 import { Consumer } from './changes.js';
 import { type LiveEvent, watch, type WatchOptions } from './live.js';
 
@@ -105,11 +106,16 @@ interface Schema {
  */
 export class Client {
   readonly #nodes: Nodes;
+  /** The fetch of live queries and the change stream, which read a stream. */
   readonly #fetch: typeof fetch;
+  /** The fetch of statements (the generated transport). */
+  readonly #post: typeof fetch;
   readonly #token: string | undefined;
   readonly #transports = new Map<string, api.Transport>();
   readonly #timeout: number;
   readonly #schemas = new Map<string, Promise<Schema | undefined>>();
+  /** The schemas of #schemas once loaded, read without a wait. */
+  readonly #known = new Map<string, Schema>();
   readonly #maxRetries: number;
   readonly #int64: Int64;
 
@@ -126,6 +132,8 @@ export class Client {
     const dispatcher = opts.dispatcher;
     // Node's fetch reads `dispatcher` from the request's init (undici's).
     this.#fetch = dispatcher === undefined ? f : (input, init) => f(input, { ...init, dispatcher } as RequestInit);
+    // On Node, with no fetch or dispatcher of the caller's, statements go over node:http(s) (see node.ts).
+    this.#post = (opts.fetch === undefined && dispatcher === undefined ? nodeFetch(fixedHeaders(opts.headers)) : undefined) ?? this.#fetch;
     this.#token = token;
     this.#timeout = milliseconds('timeout', opts.timeout ?? DEFAULT_TIMEOUT);
     if (this.#timeout === 0) throw new TypeError('timeout must be at least 1 millisecond');
@@ -205,7 +213,7 @@ export class Client {
 
   /** Sends one statement; what builders call. */
   async run(statement: Statement, opts: RequestOptions): Promise<Result> {
-    await this.#schema(statement.collection, opts);
+    if (statement.collection !== undefined && !this.#known.has(statement.collection)) await this.#schema(statement.collection, opts);
     const body = { query: statement.query, params: statement.params };
     const asked = { method: 'POST /query', statement: statement.query, write: !READ.test(statement.query) };
     const reply = await this.#retrying(asked, opts, (o) => (t, signal) => api.query(t, body, headers(o, this.#nodes), signal));
@@ -255,8 +263,28 @@ export class Client {
       throw new TypeError(`wait must be a whole number of milliseconds from 0 to ${MAX_WAIT}, not ${String(wait)}`);
     }
     const limit = timeout + wait;
-    const timer = AbortSignal.timeout(limit);
-    const signal = opts.signal ? AbortSignal.any([opts.signal, timer]) : timer;
+    // One controller, aborted by a timer or by the request's own signal:
+    // AbortSignal.timeout and AbortSignal.any cost several times as much,
+    // which a worker's every claim and ack would pay.
+    const ctl = new AbortController();
+    const timer = { aborted: false };
+    const clock = setTimeout(() => {
+      timer.aborted = true;
+      ctl.abort(new DOMException(`no answer in ${limit} ms`, 'TimeoutError'));
+    }, limit);
+    const own = opts.signal;
+    const onOwn = () => ctl.abort(own?.reason);
+    if (own?.aborted) onOwn();
+    else own?.addEventListener('abort', onOwn, { once: true });
+    try {
+      return await this.#sendUnder(call, opts, at, ctl.signal, timer, timeout, wait, limit);
+    } finally {
+      clearTimeout(clock);
+      own?.removeEventListener('abort', onOwn);
+    }
+  }
+
+  async #sendUnder<T>(call: Call<T>, opts: RequestOptions, at: { node: string }, signal: AbortSignal, timer: { aborted: boolean }, timeout: number, wait: number, limit: number): Promise<Sent<T>> {
     const nodes = this.#nodes;
     const round = new Round(nodes);
     let node = nodes.current;
@@ -318,7 +346,7 @@ export class Client {
   #transport(node: string): api.Transport {
     let t = this.#transports.get(node);
     if (t === undefined) {
-      t = { baseUrl: node, fetch: this.#fetch, token: this.#token, json: { stringify, parse } };
+      t = { baseUrl: node, fetch: this.#post, token: this.#token, json: { stringify, parse } };
       this.#transports.set(node, t);
     }
     return t;
@@ -332,9 +360,10 @@ export class Client {
       if (typeof answer?.affected !== 'number') throw FenecError.unexpected(200, stringify(answer), hostOf(this.#nodes.current));
       return { rows: undefined, affected: answer.affected, seq, replayed };
     }
-    let schema = collection === undefined ? undefined : await this.#schemas.get(collection);
+    let schema = collection === undefined ? undefined : this.#known.get(collection) ?? await this.#schemas.get(collection);
     if (collection !== undefined && schema !== undefined && unknownField(answer, schema) && Date.now() - schema.at > SCHEMA_FRESH_MS) {
       this.#schemas.delete(collection);
+      this.#known.delete(collection);
       schema = await this.#schema(collection, opts).catch(() => schema);
     }
     const rows = answer.map((row) => decodeRow(row, schema?.types, this.#int64));
@@ -356,10 +385,16 @@ export class Client {
         const at = Date.now();
         for (const c of body.collections) {
           const types = new Map(c.fields.map((f) => [f.name, f.type] as const));
-          if (c.name !== collection) this.#schemas.set(c.name, Promise.resolve({ types, at }));
+          if (c.name !== collection) {
+            this.#schemas.set(c.name, Promise.resolve({ types, at }));
+            this.#known.set(c.name, { types, at });
+          }
         }
         const mine = body.collections.find((c) => c.name === collection);
-        return { types: new Map(mine?.fields.map((f) => [f.name, f.type] as const) ?? []), at };
+        const schema = { types: new Map(mine?.fields.map((f) => [f.name, f.type] as const) ?? []), at };
+        // Unless a newer load replaced this one meanwhile.
+        if (this.#schemas.get(collection) === s) this.#known.set(collection, schema);
+        return schema;
       });
       this.#schemas.set(collection, s);
       s.catch(() => this.#schemas.delete(collection));
@@ -413,6 +448,16 @@ function withHeaders(send: typeof fetch, base: HeadersInit | undefined): typeof 
     if (ua !== undefined && !headers.has('user-agent')) headers.set('user-agent', ua);
     return send(input, { ...init, headers });
   };
+}
+
+/**
+ * The headers every request carries, lower case: the SDK's User-Agent
+ * (unless `base` gives one), then the client's `headers`.
+ */
+function fixedHeaders(base: HeadersInit | undefined): [string, string][] {
+  const fixed = base === undefined ? [] : [...new Headers(base).entries()];
+  const ua = userAgent();
+  return ua === undefined || fixed.some(([k]) => k === 'user-agent') ? fixed : [['user-agent', ua], ...fixed];
 }
 
 /** What a request asked, for its errors and its retries. */
@@ -678,6 +723,15 @@ function cause(err: unknown): string {
   return parts.join(': ') || String(err);
 }
 
+/** Whether a JSON value holds a bigint anywhere inside. */
+function holdsBigint(v: unknown): boolean {
+  if (typeof v === 'bigint') return true;
+  if (typeof v !== 'object' || v === null) return false;
+  if (Array.isArray(v)) return v.some(holdsBigint);
+  for (const k in v) if (holdsBigint((v as Record<string, unknown>)[k])) return true;
+  return false;
+}
+
 /** Whether a row holds a plain field its collection's types lack (the schema changed). */
 function unknownField(rows: readonly Row[], s: Schema): boolean {
   const row = rows[0];
@@ -716,6 +770,8 @@ function integer(field: string, v: unknown, int64: Int64): unknown {
 }
 
 function doubles(v: unknown): unknown {
+  // Most values hold no bigint (parse makes one only for an integer beyond 2^53): kept as they are.
+  if (typeof v === 'object' && v !== null && !holdsBigint(v)) return v;
   if (typeof v === 'bigint') return Number(v);
   if (Array.isArray(v)) return v.map(doubles);
   if (typeof v === 'object' && v !== null) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, doubles(x)]));

@@ -18,6 +18,8 @@ export function stringify(v: unknown): string {
   return `{${parts.join(',')}}`;
 }
 
+const LONG_DIGITS = /[0-9]{16}/;
+
 const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
 
 /**
@@ -26,6 +28,9 @@ const NUMBER = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y;
  * hold, and turned back by the reviver.
  */
 export function parse(text: string): unknown {
+  // Every integer a double cannot hold exactly has 16 digits or more: text
+  // with no such run of digits (most answers) is plain JSON.
+  if (!LONG_DIGITS.test(text)) return JSON.parse(text);
   let mark = 'fenec-int64:';
   while (text.includes(mark)) mark += '~';
   let out = '';

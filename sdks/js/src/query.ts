@@ -97,6 +97,13 @@ export interface Runner {
 }
 
 /**
+ * Sends a rendered statement through a builder's client: for the worker,
+ * which renders its claim and ack once and sends them many times. Not
+ * part of the API (client.ts does not export it).
+ */
+export let sendThrough: (q: Query<object>, statement: Statement, opts: RequestOptions) => Promise<Result>;
+
+/**
  * An immutable query on one collection: each call answers a new builder, so
  * a builder can be kept and reused (`const jobs = db.from('jobs')`). The
  * endpoints (`rows`, `first`, `count`, `insert`, `update`, `delete`) send
@@ -109,6 +116,10 @@ export interface Runner {
 export class Query<T extends object = Row> {
   readonly #runner: Runner;
   readonly #state: State;
+
+  static {
+    sendThrough = (q, statement, opts) => q.#runner.run(statement, opts);
+  }
 
   /** Made by `db.from(name)`. */
   constructor(runner: Runner, collection: string, state?: State) {

@@ -7,7 +7,8 @@
  */
 
 import { FenecError } from './errors.js';
-import type { Query, Row } from './query.js';
+import { type Query, type Row, sendThrough } from './query.js';
+import type { Statement } from './render.js';
 import { expr, inc, raw, type Raw } from './values.js';
 
 /**
@@ -80,14 +81,23 @@ export function backoff(n: number): number {
 
 /** The shortest lease, in every SDK (docs/sdks.md). */
 const MIN_LEASE = 100;
-/** An ack batch is sent this long after its first job, or at ACK_BATCH jobs (docs/workers.md, "Ack"). */
+/**
+ * An ack batch is sent this long after its first job, at ACK_BATCH jobs,
+ * or as soon as no handler is running (docs/workers.md, "Ack").
+ */
 const ACK_WINDOW = 5;
 const ACK_BATCH = 100;
+
+/**
+ * For tests only, not part of the API: an option under this key sets the
+ * ack window in milliseconds (a long one shows that the window closes
+ * early when no handler is running).
+ */
+export const ACK_WINDOW_OPTION: unique symbol = Symbol('fenec worker ack window');
 
 interface Running {
   readonly id: unknown;
   readonly owner: string;
-  readonly key: string;
   readonly ctl: AbortController;
   /** The lease was lost: nothing more is sent for the job. */
   lost: boolean;
@@ -105,7 +115,7 @@ interface Running {
  * elsewhere only a close() in a handler's synchronous start is told apart.
  */
 interface Store {
-  run<R>(store: object, fn: () => R): R;
+  run<R, A extends unknown[]>(store: object, fn: (...args: A) => R, ...args: A): R;
   getStore(): object | undefined;
 }
 const handlerScope: Store | undefined = (() => {
@@ -137,16 +147,25 @@ export class Worker<T extends object = Row> {
   readonly #maxAttempts: number;
   readonly #backoff: (attempts: number) => number;
   readonly #grace: number;
+  readonly #ackWindow: number;
   readonly #onError: ((err: WorkerError, step: WorkerStep) => void) | undefined;
   readonly #prefix: string;
   #claims = 0;
-  readonly #running = new Map<string, Running>();
-  readonly #tasks = new Set<Promise<void>>();
+  readonly #running = new Set<Running>();
+  /** Handlers running and statements in flight that a stop waits for (see #track). */
+  #tasks = 0;
+  #drained: (() => void) | undefined;
+  /** The claim rendered once per size (limit), its owner put in at each claim (see #claimOf). */
+  readonly #claims1 = new Map<number, { statement: Statement; at: number }>();
+  /** The ack rendered once: `del … where id in $1 and owner = $2 returning id`. */
+  #ackStatement: Statement | undefined;
   readonly #closing = new AbortController();
   /** The claim in flight, given up by close() and by runUntilEmpty(). */
   #claimCtl: AbortController | undefined;
   #graceEnd = Infinity;
   #slotFreed: (() => void) | undefined;
+  /** The loop was woken and sends its next claim before it waits again: an ack due now goes right behind it. */
+  #claimNext = false;
   #untilEmpty = false;
   #acks: Running[] = [];
   #ackTimer: ReturnType<typeof setTimeout> | undefined;
@@ -169,9 +188,11 @@ export class Worker<T extends object = Row> {
     this.#backoff = opts.backoff ?? backoff;
     this.#grace = whole('grace', opts.grace ?? 30_000, 0);
     this.#onError = opts.onError;
+    this.#ackWindow = (opts as { [ACK_WINDOW_OPTION]?: number })[ACK_WINDOW_OPTION] ?? ACK_WINDOW;
     const prefix = opts.ownerPrefix ?? opts.owner;
     if (prefix !== undefined && (typeof prefix !== 'string' || prefix === '')) throw new TypeError('ownerPrefix must be a non-empty string');
-    this.#prefix = prefix ?? `w-${crypto.randomUUID().slice(0, 8)}`;
+    // 32 random bits, as the first 8 hex digits of a UUID would give (globalThis.crypto is slow to load on Node).
+    this.#prefix = prefix ?? `w-${Math.floor(Math.random() * 2 ** 32).toString(16).padStart(8, '0')}`;
     let claim = this.#jobs.where(raw('run_at <= now()'));
     if (opts.where !== undefined) claim = claim.where(opts.where);
     this.#claim = claim.order('run_at');
@@ -230,7 +251,7 @@ export class Worker<T extends object = Row> {
     const graceOver = new Promise<void>((resolve) => {
       timer = setTimeout(() => {
         const releases: Promise<void>[] = [];
-        for (const r of this.#running.values()) {
+        for (const r of this.#running) {
           if (r.lost || r.stopped) continue;
           r.stopped = true;
           r.ctl.abort(new Error('the worker stopped and its grace period is over'));
@@ -259,14 +280,20 @@ export class Worker<T extends object = Row> {
         empty = false;
         continue;
       }
+      this.#claimNext = false;
       const owner = `${this.#prefix}:${++this.#claims}`;
-      const patch = { owner, run_at: expr('now() + ?', this.#lease), attempts: inc(1) };
       const untilEmpty = this.#untilEmpty;
       const ctl = new AbortController();
       this.#claimCtl = ctl;
       let rows: Row[];
       try {
-        rows = await this.#claim.limit(free).update(patch, { returning: true, wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
+        const claimed = sendThrough(this.#claim, this.#claimOf(free, owner), { wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
+        // Acks left for this moment (see #ack) go out right behind the claim,
+        // so that the claim, which the worker waits for, is sent first.
+        if (this.#running.size === 0 && this.#acks.length > 0) this.#flushAcks();
+        const answer = await claimed;
+        if (answer.rows === undefined) throw FenecError.unexpected(200, `{"affected":${answer.affected}}`);
+        rows = answer.rows;
         faults = 0;
       } catch (err) {
         // The server may have taken jobs for a claim whose answer was lost or given up: give them back.
@@ -298,54 +325,80 @@ export class Worker<T extends object = Row> {
 
   #wake(): void {
     const f = this.#slotFreed;
+    if (f === undefined) return;
     this.#slotFreed = undefined;
-    f?.();
+    this.#claimNext = !this.#closing.signal.aborted;
+    f();
   }
 
+  /**
+   * The claim of `free` jobs for `owner`: rendered by the builder once per
+   * size, with a stand-in owner whose place in the parameters is then
+   * filled at each claim (the text is the builder's, byte for byte).
+   */
+  #claimOf(free: number, owner: string): Statement {
+    let c = this.#claims1.get(free);
+    if (c === undefined) {
+      const statement = this.#claim.limit(free).renderUpdate({ owner: OWNER, run_at: expr('now() + ?', this.#lease), attempts: inc(1) }, { returning: true });
+      c = { statement, at: statement.params.indexOf(OWNER) };
+      this.#claims1.set(free, c);
+    }
+    const params = c.statement.params.slice();
+    params[c.at] = owner;
+    return { ...c.statement, params };
+  }
+
+  /**
+   * Starts a job's handler. Its end is taken with one `then` on what the
+   * handler returned, not through async functions: with empty handlers
+   * this is the worker's hottest path.
+   */
   #start(row: Row, owner: string): void {
     // An id read as its digits (connect's int64: 'string') is sent back as an int.
     const given = row['id'];
     const id = typeof given === 'string' ? BigInt(given) : given;
-    const key = `${owner} ${String(id)}`;
-    const r: Running = { id, owner, key, ctl: new AbortController(), lost: false, stopped: false, extending: false };
-    this.#running.set(key, r);
+    const r: Running = { id, owner, ctl: new AbortController(), lost: false, stopped: false, extending: false };
+    this.#running.add(r);
     this.#ticker ??= setInterval(() => this.#tick(), this.#lease / 2);
-    this.#track(this.#runJob(row, r));
+    this.#tasks++;
+    let out: unknown;
+    this.#syncDepth++;
+    try {
+      out = handlerScope === undefined ? this.#handler(row as unknown as T, r.ctl.signal) : handlerScope.run(this, this.#handler, row as unknown as T, r.ctl.signal);
+    } catch (error) {
+      out = Promise.reject(error);
+    } finally {
+      this.#syncDepth--;
+    }
+    // Even a handler that returned at once ends a turn later: the claim's
+    // other jobs start first, so they can share its ack.
+    Promise.resolve(out).then(() => this.#ended(r, row, undefined), (error: unknown) => this.#ended(r, row, { error }));
   }
 
-  async #runJob(row: Row, r: Running): Promise<void> {
-    let failure: { error: unknown } | undefined;
-    try {
-      await this.#call(row as unknown as T, r.ctl.signal);
-    } catch (error) {
-      failure = { error };
-    }
-    this.#running.delete(r.key);
+  /** A handler returned or threw: its slot is free; the job is acked, failed, or (lost, stopped) left. */
+  #ended(r: Running, row: Row, failure: { error: unknown } | undefined): void {
+    this.#running.delete(r);
     // The slot is free now: the next claim does not wait for the ack.
     this.#wake();
-    if (r.lost || r.stopped) return;
-    if (failure === undefined) return this.#ack(r);
-    const text = errorText(failure.error);
+    if (failure === undefined && !r.lost && !r.stopped) this.#ack(r);
+    else {
+      // The last handler ended without an ack of its own: the batch waits for nothing now.
+      if (this.#running.size === 0 && this.#acks.length > 0) this.#flushAcks();
+      if (failure !== undefined && !r.lost && !r.stopped) this.#track(this.#fail(r, row, failure.error));
+    }
+    this.#untrack();
+  }
+
+  async #fail(r: Running, row: Row, error: unknown): Promise<void> {
+    const text = errorText(error);
     const attempts = Number(row['attempts']);
     const dead = attempts >= this.#maxAttempts;
-    if (!dead) this.#report('handler', r.id, failure.error);
+    if (!dead) this.#report('handler', r.id, error);
     const patch = dead
       ? { owner: null, error: text, run_at: null }
       : { owner: null, error: text, run_at: expr('now() + ?', Math.round(this.#backoff(attempts))) };
     const sent = await this.#settle('fail', r, () => this.#mine(r.id, r.owner).update(patch, { require: 1 }));
-    if (sent && dead) this.#report('dead_letter', r.id, failure.error);
-  }
-
-  /** Calls the handler, marked as inside it (see {@link handlerScope}). */
-  async #call(row: T, signal: AbortSignal): Promise<void> {
-    this.#syncDepth++;
-    let p: unknown;
-    try {
-      p = handlerScope === undefined ? this.#handler(row, signal) : handlerScope.run(this, () => this.#handler(row, signal));
-    } finally {
-      this.#syncDepth--;
-    }
-    await p;
+    if (sent && dead) this.#report('dead_letter', r.id, error);
   }
 
   /** Every `lease / 2`: extends the running jobs, one statement per claim owner. */
@@ -356,7 +409,7 @@ export class Worker<T extends object = Row> {
       return;
     }
     const byOwner = new Map<string, Running[]>();
-    for (const r of this.#running.values()) {
+    for (const r of this.#running) {
       if (r.lost || r.stopped || r.extending) continue;
       const list = byOwner.get(r.owner);
       if (list === undefined) byOwner.set(r.owner, [r]);
@@ -378,7 +431,7 @@ export class Worker<T extends object = Row> {
       const kept = new Set(held.map((h) => String(h['id'])));
       for (const r of rs) {
         // A job whose handler returned meanwhile may be acked already: not a loss.
-        if (!kept.has(String(r.id)) && this.#running.get(r.key) === r) this.#lose(r, 'extend');
+        if (!kept.has(String(r.id)) && this.#running.has(r)) this.#lose(r, 'extend');
       }
     } catch (err) {
       this.#report('extend', rs.length === 1 ? rs[0]!.id : undefined, err);
@@ -387,11 +440,19 @@ export class Worker<T extends object = Row> {
     }
   }
 
-  /** Queues an ack: sent ACK_WINDOW ms after the first of a batch, or at ACK_BATCH jobs, or at once when stopping. */
+  /**
+   * Queues an ack: sent ACK_WINDOW ms after the first of a batch, or at
+   * ACK_BATCH jobs, or at once when no handler is running any more (nothing
+   * could join the batch before the next claim answers) or when stopping.
+   */
   #ack(r: Running): void {
     this.#acks.push(r);
-    if (this.#acks.length >= ACK_BATCH || this.#closing.signal.aborted) this.#flushAcks();
-    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), ACK_WINDOW);
+    const idle = this.#running.size === 0;
+    // No handler runs: the batch is complete. When the loop is about to
+    // claim, it sends the batch right behind the claim (see #run);
+    // otherwise it goes now. The window's timer stays as the backstop.
+    if (this.#acks.length >= ACK_BATCH || (idle && !this.#claimNext) || this.#closing.signal.aborted) this.#flushAcks();
+    else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), idle ? 0 : this.#ackWindow);
   }
 
   #flushAcks(): void {
@@ -405,13 +466,17 @@ export class Worker<T extends object = Row> {
       if (list === undefined) byOwner.set(r.owner, [r]);
       else list.push(r);
     }
+    this.#ackStatement ??= this.#jobs.where('id', 'in', [0]).where('owner', '').renderDelete({ returning: ['id'] });
+    const { query, collection } = this.#ackStatement;
     for (const [owner, rs] of byOwner) {
-      const ids = rs.map((r) => r.id);
+      const ack: Statement = { query, params: [rs.map((r) => r.id), owner] };
+      if (collection !== undefined) ack.collection = collection;
       this.#track((async () => {
         let deleted: Row[] | undefined;
         const one = rs.length === 1 ? rs[0] : undefined;
         await this.#settle('ack', one, async () => {
-          deleted = await this.#jobs.where('id', 'in', ids).where('owner', owner).delete({ returning: ['id'] });
+          deleted = (await sendThrough(this.#jobs, ack, {})).rows;
+          if (deleted === undefined) throw FenecError.unexpected(200, 'an ack answered no rows');
         });
         if (deleted === undefined) return;
         const kept = new Set(deleted.map((d) => String(d['id'])));
@@ -492,15 +557,23 @@ export class Worker<T extends object = Row> {
   }
 
   async #drain(): Promise<void> {
-    while (this.#tasks.size > 0 || this.#acks.length > 0) {
+    while (this.#tasks > 0 || this.#acks.length > 0) {
       if (this.#acks.length > 0) this.#flushAcks();
-      await Promise.all(this.#tasks);
+      if (this.#tasks > 0) await new Promise<void>((resolve) => (this.#drained = resolve));
     }
   }
 
+  /** Counts a statement in flight (or, from #start, a handler) until it ends: a stop waits for them. */
   #track(p: Promise<void>): void {
-    this.#tasks.add(p);
-    void p.finally(() => this.#tasks.delete(p));
+    this.#tasks++;
+    void p.then(() => this.#untrack(), () => this.#untrack());
+  }
+
+  #untrack(): void {
+    if (--this.#tasks > 0) return;
+    const f = this.#drained;
+    this.#drained = undefined;
+    f?.();
   }
 
   /** Sleeps `ms`, or until the worker stops (a claim's backoff holds up no stop). */
@@ -535,6 +608,9 @@ export class Worker<T extends object = Row> {
     });
   }
 }
+
+/** The stand-in owner of a claim rendered once (see Worker.#claimOf). */
+const OWNER = '\u0000fenec claim owner';
 
 /** The reason a claim is given up when runUntilEmpty() is asked while it is held. */
 const UNTIL_EMPTY = new Error('run until empty: the held claim is sent again unheld');

@@ -14,6 +14,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, WorkerError, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
+import { ACK_WINDOW_OPTION } from '../src/worker.js';
 import { start, type Job } from '../examples/worker.js';
 import { launch, type Server } from './server.js';
 
@@ -375,6 +376,36 @@ test('acks are batched (far fewer acks than jobs), and every claim asks for at l
   const limits = sent.filter((s) => s.query.startsWith('set jobs {owner: $1')).map((s) => Number(/ limit (\d+) /.exec(s.query)?.[1]));
   assert.ok(limits.length > 0 && limits.every((n) => n >= 5 && n <= 10), `claim sizes ${limits.join(' ')}`);
   t.diagnostic(`${jobs} jobs: ${acks.length} acks, ${limits.length} claims`);
+});
+
+test('the ack window closes early once no handler runs: under a 60 s window a lone job is acked at once, a pair together', { timeout: 30_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const { fetch, sent } = recording();
+  const acks = () => sent.filter((s) => s.query.startsWith('del jobs')).map((s) => (s.params[0] as number[]).length);
+  const long = { concurrency: 4, wait: 200, [ACK_WINDOW_OPTION]: 60_000 } as WorkerOptions;
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const ended: number[] = [];
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), async (job) => {
+    // Job 1 returns at once; job 2 (when it is there) waits for the gate.
+    const n = (job.payload as unknown as { n: number }).n;
+    if (n === 2) await gate;
+    ended.push(n);
+  }, long);
+  // A lone job: its handler was the only one running, so its ack goes now, not after 60 s.
+  await enqueue(db, 1, 0);
+  await until('the lone job acked', 10_000, async () => (await db.from('jobs').count()) === 0);
+  assert.deepEqual(acks(), [1]);
+  // Two jobs claimed together: the first's ack waits while the second runs, then both go in one.
+  await db.from('jobs').insert([{ payload: { n: 1 }, run_at: expr('now()'), attempts: 0 }, { payload: { n: 2 }, run_at: expr('now()'), attempts: 0 }]);
+  await until('job 1 ended', 10_000, () => ended.includes(1));
+  await sleep(300);
+  assert.deepEqual(acks(), [1], 'no ack while job 2 runs');
+  assert.equal(await db.from('jobs').count(), 2);
+  open();
+  await until('both acked', 10_000, async () => (await db.from('jobs').count()) === 0);
+  assert.deepEqual(acks(), [1, 2]);
+  await w.close();
 });
 
 test('a lost lease inside an ack batch is reported, and the others of the batch are acked', { timeout: 20_000 }, async (t) => {
