@@ -152,6 +152,7 @@ func TestCrashChild(t *testing.T) {
 }
 
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills child processes")
 	}

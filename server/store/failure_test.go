@@ -28,6 +28,7 @@ func switchable(commit, fold *atomic.Bool) func(string) error {
 // succeeds and Resume — from the seq after the last one written, which is
 // all the file holds.
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{{Kind: SyncAlways}, {Kind: SyncInterval, Interval: time.Millisecond}} {
 		t.Run(mode.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.db")
@@ -101,6 +102,7 @@ func mapKeysSorted(m map[string]Change) []string {
 // hold nothing of it, the log keeps every record — and the next open has
 // everything. Then folds in small chunks leave the same state.
 func TestFoldFailsMidway(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	units, want := script(5, 200)
 	var failCommit, failFold atomic.Bool
@@ -142,6 +144,7 @@ func TestFoldFailsMidway(t *testing.T) {
 // file is opened again — with Durable at the last group synced. Reopened,
 // the file holds every unit acknowledged.
 func TestSyncFailure(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	var failSync atomic.Bool
 	var failed atomic.Int32
