@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fenecdb/fenec/server/internal/syncbuf"
 	"github.com/fenecdb/fenec/server/internal/testwait"
@@ -21,12 +20,19 @@ import (
 
 // faults is a store fault hook (Options.StoreFault) the test switches:
 // the store's writes fail as a full disk would make them fail.
-type faults struct{ commit, fold atomic.Bool }
+type faults struct {
+	commit, fold atomic.Bool
+	refused      atomic.Int64 // commits (and the probes' writes) failed
+}
 
 var errDiskFull = errors.New("injected: database or disk is full")
 
 func (f *faults) hook(at string) error {
-	if (at == store.FaultCommit && f.commit.Load()) || (at == store.FaultFold && f.fold.Load()) {
+	if at == store.FaultCommit && f.commit.Load() {
+		f.refused.Add(1)
+		return errDiskFull
+	}
+	if at == store.FaultFold && f.fold.Load() {
 		return errDiskFull
 	}
 	return nil
@@ -105,7 +111,9 @@ func TestStoreFailure(t *testing.T) {
 
 			// A store that stays broken: writes refused, reads answered,
 			// through several probes.
-			time.Sleep(4 * storeRetryMin)
+			// (Each probe writes, and the hook fails it.)
+			probed := f.refused.Load()
+			testwait.Until(t, "two probes of the failed store", func() bool { return f.refused.Load() >= probed+2 })
 			for _, q := range []string{`put c {n: 3}`, `set c {n: 4} where n = 1`, `create collection d (a int)`} {
 				if _, err := db.Exec(context.Background(), q, nil); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "refused until it works again") {
 					t.Fatalf("%s on a failed store: %v", q, err)

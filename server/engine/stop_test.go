@@ -76,6 +76,8 @@ func TestCancelledStatementStops(t *testing.T) {
 	full := time.Since(start)
 	seq := db.Seq()
 	ctx, cancel := context.WithCancel(context.Background())
+	// The client goes away a tenth of the way in (the behaviour under
+	// test: a cancel mid-statement).
 	go func() {
 		time.Sleep(full / 10)
 		cancel()
