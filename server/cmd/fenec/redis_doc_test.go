@@ -94,6 +94,7 @@ var trailingComment = regexp.MustCompile(`\s+--\s.*$`)
 // recipe's fenecql block (which conformance/ replays on its own), and
 // checks that they print what the page shows: the page cannot drift.
 func TestRedisDocRecipes(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("FENEC_STRICT") == "1" {
 			t.Fatal("FENEC_STRICT=1 and no curl: the page's curl lines cannot run")
