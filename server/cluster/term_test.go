@@ -185,7 +185,11 @@ func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
 // handed it, stopped following the log (StoreFailed).
 func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 	t.Parallel()
-	nodes := startNodesWith(t, 3, nil, Config{Election: 2 * time.Second})
+	// With one follower stopped, the leader keeps its lease only while
+	// the other answers: a lease of 1 s (not 250 ms) rides out a loaded
+	// machine's pauses, which would otherwise end its term before the
+	// transfer this test is about.
+	nodes := startNodesWith(t, 3, nil, Config{Heartbeat: time.Second, LeaderLease: time.Second, Election: 2 * time.Second})
 	lead := leader(t, nodes)
 	ctx := context.Background()
 	seedNotes(t, lead)
