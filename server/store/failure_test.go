@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 var errInjected = errors.New("injected: database or disk is full")
@@ -73,6 +75,8 @@ func TestRecover(t *testing.T) {
 			if err := s.Commit(2, put("d"))(); err != nil {
 				t.Fatal(err)
 			}
+			// A failure is told on a goroutine of its own.
+			testwait.Until(t, "the failure told", func() bool { return failed.Load() >= 1 })
 			if st := s.Stats(); st.Failures != 1 || st.Failed != nil || failed.Load() != 1 {
 				t.Fatalf("stats %+v, the failure told %d times", st, failed.Load())
 			}
