@@ -9,6 +9,7 @@ import (
 // TestFollowersLearnt: what the leader learns of a follower's log from
 // its answers (lag.go), answer by answer.
 func TestFollowersLearnt(t *testing.T) {
+	t.Parallel()
 	var f followers
 	app := func(term, prev uint64, entries int, success bool, theirs, respTerm uint64) {
 		req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{}, Term: term, PrevLogEntry: prev}

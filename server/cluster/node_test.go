@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/engine"
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -97,6 +98,7 @@ func leader(t *testing.T, nodes []*testNode) *testNode {
 // in series with the log's, and each stall of the file in full
 // (docs/cluster.md, Timings).
 func TestAnswerDoesNotWaitForTheFile(t *testing.T) {
+	t.Parallel()
 	var stall atomic.Int64 // ns each write to a file is held, while set
 	nodes := startNodes(t, 3, func(at string) error {
 		if at == store.FaultCommit {
@@ -109,8 +111,11 @@ func TestAnswerDoesNotWaitForTheFile(t *testing.T) {
 	if _, err := lead.db.Exec(ctx, "create collection notes (n int)", nil); err != nil {
 		t.Fatal(err)
 	}
-	// Let the file settle, then stall every node's file for 2 s a write.
-	time.Sleep(200 * time.Millisecond)
+	// Let every node's file take the create, then stall every node's
+	// file for 2 s a write.
+	for _, nd := range nodes {
+		testwait.Until(t, nd.n.cfg.ID+"'s file taking the create", func() bool { return nd.db.Seq() >= lead.db.Seq() })
+	}
 	const hold = 2 * time.Second
 	stall.Store(int64(hold))
 	defer stall.Store(0)

@@ -22,6 +22,7 @@ import (
 // answered ok, the job back once the discard ran, claimed and acked again:
 // TestClusterFaults's "acked done 2 times").
 func TestNoReplayOfAnUncommittedWrite(t *testing.T) {
+	t.Parallel()
 	// A long lease: the leader cut off from the others keeps its term long
 	// enough for the write to be run and proposed, whatever the machine's
 	// load.

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -50,6 +51,7 @@ func notes(t *testing.T, db *engine.DB) string {
 // cluster lost its majority for good, since a restart replays the same
 // entry.
 func TestNoWriteOfAnEarlierTerm(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 3, nil)
 	lead := leader(t, nodes)
 	ctx := context.Background()
@@ -77,9 +79,7 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 	// The leader loses its term; its watch is held on the notification.
 	transfer(t, lead, other)
 	leader(t, []*testNode{other})
-	for held.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, "the watch held on the loss", func() bool { return held.Load() != 0 })
 	_, err1 := lead.db.Exec(ctx, "put notes {n: 2}", nil)
 	t.Logf("a write on the deposed leader before its discard: %v", err1)
 	// Elected again; the watch still holds the loss's notification.
@@ -96,18 +96,18 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 	lead.n.watchHold.Store(nil)
 	free()
 	lead = leader(t, nodes)
-	time.Sleep(200 * time.Millisecond) // what the log hands the followers meanwhile
-	for _, nd := range nodes {
-		if s := nd.n.raft.State(); s == raft.Shutdown {
-			t.Fatalf("%s stopped following the log", nd.n.cfg.ID)
-		}
-	}
 	if _, err := lead.db.Exec(ctx, "put notes {n: 4}", nil); err != nil {
 		t.Fatal(err)
 	}
 	want := notes(t, lead.db)
+	// A node that has applied the put after the window has been handed
+	// every entry of the window: had one stopped it, it would be shut down
+	// (or never catch up).
 	for _, nd := range nodes {
 		catchUp(nd, lead)
+		if s := nd.n.raft.State(); s == raft.Shutdown {
+			t.Fatalf("%s stopped following the log", nd.n.cfg.ID)
+		}
 		if got := notes(t, nd.db); got != want {
 			t.Errorf("%s holds %s; the leader %s holds %s", nd.n.cfg.ID, got, lead.n.cfg.ID, want)
 		}
@@ -125,6 +125,7 @@ func TestNoWriteOfAnEarlierTerm(t *testing.T) {
 // (which stops a follower); and the leader whose memory made it rebuilds
 // that memory, which may hold a write raft refused.
 func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
+	t.Parallel()
 	nodes := startNodes(t, 3, nil)
 	lead := leader(t, nodes)
 	ctx := context.Background()
@@ -183,7 +184,12 @@ func TestEntryOfAnotherTermIsSkipped(t *testing.T) {
 // log. Before, that next write was committed and the follower left,
 // handed it, stopped following the log (StoreFailed).
 func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
-	nodes := startNodesWith(t, 3, nil, Config{Election: 2 * time.Second})
+	t.Parallel()
+	// With one follower stopped, the leader keeps its lease only while
+	// the other answers: a lease of 1 s (not 250 ms) rides out a loaded
+	// machine's pauses, which would otherwise end its term before the
+	// transfer this test is about.
+	nodes := startNodesWith(t, 3, nil, Config{Heartbeat: time.Second, LeaderLease: time.Second, Election: 2 * time.Second})
 	lead := leader(t, nodes)
 	ctx := context.Background()
 	seedNotes(t, lead)
@@ -195,7 +201,9 @@ func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- lead.n.Transfer(gone.n.cfg.ID) }()
-	time.Sleep(300 * time.Millisecond)
+	// The transfer is under way once the leader has given its office up
+	// (handOn): until it fails, waiting for gone.
+	testwait.Until(t, "the leader handing its leadership on", func() bool { return lead.n.Writable() != nil })
 	_, err1 := lead.db.Exec(ctx, "put notes {n: 3}", nil)
 	t.Logf("a write while the leader hands its leadership on: %v", err1)
 	if err := <-errc; err == nil {
@@ -210,15 +218,16 @@ func TestNoWriteAcrossAFailedTransfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := notes(t, lead.db)
-	time.Sleep(200 * time.Millisecond) // what the log hands the follower meanwhile
+	// A follower that has applied the last put has been handed every
+	// entry before it: had one stopped it, it would be shut down.
 	for _, nd := range nodes {
 		if nd == gone {
 			continue
 		}
+		catchUp(nd, lead)
 		if s := nd.n.raft.State(); s == raft.Shutdown {
 			t.Fatalf("%s stopped following the log", nd.n.cfg.ID)
 		}
-		catchUp(nd, lead)
 		if got := notes(t, nd.db); got != want {
 			t.Errorf("%s holds %s; the leader %s holds %s", nd.n.cfg.ID, got, lead.n.cfg.ID, want)
 		}

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/fenecdb/fenec/server/internal/syncbuf"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 
 	"github.com/fenecdb/fenec/server/clock"
 	"github.com/fenecdb/fenec/server/store"
@@ -20,12 +20,19 @@ import (
 
 // faults is a store fault hook (Options.StoreFault) the test switches:
 // the store's writes fail as a full disk would make them fail.
-type faults struct{ commit, fold atomic.Bool }
+type faults struct {
+	commit, fold atomic.Bool
+	refused      atomic.Int64 // commits (and the probes' writes) failed
+}
 
 var errDiskFull = errors.New("injected: database or disk is full")
 
 func (f *faults) hook(at string) error {
-	if (at == store.FaultCommit && f.commit.Load()) || (at == store.FaultFold && f.fold.Load()) {
+	if at == store.FaultCommit && f.commit.Load() {
+		f.refused.Add(1)
+		return errDiskFull
+	}
+	if at == store.FaultFold && f.fold.Load() {
 		return errDiskFull
 	}
 	return nil
@@ -49,17 +56,6 @@ func openFaultyLog(t *testing.T, file, sync string, f *faults, log *slog.Logger)
 	return db
 }
 
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(end) {
-			t.Fatalf("waited 10 s for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // TestStoreFailure: a write the store fails to write is undone in memory
 // (with its side records) and never answered as a success; writes are
 // refused while the store stays failed, reads go on; once the store works
@@ -76,7 +72,7 @@ func TestStoreFailure(t *testing.T) {
 			mustExec(t, db, `put c {n: 1}`)
 			seq := db.Seq()
 			// Under an interval, what came before the fault is written first.
-			waitFor(t, "the first writes to be stored", func() bool { return db.st.Durable() == seq })
+			testwait.Until(t, "the first writes to be stored", func() bool { return db.st.Durable() == seq })
 			if db.StoreErr() != nil || db.StoreFailures() != 0 {
 				t.Fatal("a store failed before any fault")
 			}
@@ -98,7 +94,7 @@ func TestStoreFailure(t *testing.T) {
 				if err != nil {
 					t.Fatalf("under an interval the write answered %v", err)
 				}
-				waitFor(t, "the failure", func() bool { return db.StoreErr() != nil })
+				testwait.Until(t, "the failure", func() bool { return db.StoreErr() != nil })
 			}
 			if got := answer(mustExec(t, db, `get c select n order n`)); got != `[{"n":1}]` {
 				t.Fatalf("memory holds a write the store failed: %s", got)
@@ -115,7 +111,9 @@ func TestStoreFailure(t *testing.T) {
 
 			// A store that stays broken: writes refused, reads answered,
 			// through several probes.
-			time.Sleep(4 * storeRetryMin)
+			// (Each probe writes, and the hook fails it.)
+			probed := f.refused.Load()
+			testwait.Until(t, "two probes of the failed store", func() bool { return f.refused.Load() >= probed+2 })
 			for _, q := range []string{`put c {n: 3}`, `set c {n: 4} where n = 1`, `create collection d (a int)`} {
 				if _, err := db.Exec(context.Background(), q, nil); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "refused until it works again") {
 					t.Fatalf("%s on a failed store: %v", q, err)
@@ -129,7 +127,7 @@ func TestStoreFailure(t *testing.T) {
 			}
 
 			f.commit.Store(false)
-			waitFor(t, "the store to work again", func() bool { return db.StoreErr() == nil })
+			testwait.Until(t, "the store to work again", func() bool { return db.StoreErr() == nil })
 			mustExec(t, db, `put c {n: 3}`)
 			if db.Seq() != seq+1 {
 				t.Fatalf("seq %d after recovery, want %d", db.Seq(), seq+1)
@@ -182,7 +180,7 @@ func TestSweepFailure(t *testing.T) {
 		t.Fatal("a sweep's failed commit was not recorded as a store failure")
 	}
 	f.commit.Store(false)
-	waitFor(t, "the store to work again", func() bool { return db.StoreErr() == nil })
+	testwait.Until(t, "the store to work again", func() bool { return db.StoreErr() == nil })
 	if n, err := db.SweepMeta(context.Background(), 100); err != nil || n != 1 || db.MetaLen() != 1 {
 		t.Fatalf("the sweep once the store works: %d, %v, %d left", n, err, db.MetaLen())
 	}
@@ -225,7 +223,7 @@ func TestStoreFailureUnderLoad(t *testing.T) {
 	if len(refused) == 0 || len(acked) == 0 {
 		t.Fatalf("%d acknowledged, %d refused: the fault did not land", len(acked), len(refused))
 	}
-	waitFor(t, "the store to work again", func() bool { return db.StoreErr() == nil })
+	testwait.Until(t, "the store to work again", func() bool { return db.StoreErr() == nil })
 	check := func(when string) {
 		t.Helper()
 		r := mustExec(t, db, `get c select k`)

@@ -12,6 +12,7 @@ import (
 	"github.com/fenecdb/fenec/server/changes"
 	"github.com/fenecdb/fenec/server/httpapi/internal/h1"
 	"github.com/fenecdb/fenec/server/httpapi/internal/h1/h1test"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // TestLiveQueryOutlivesTimeouts: a live query lasts past the connection's
@@ -19,6 +20,7 @@ import (
 // server's own HTTP/1.1 reader and on net/http (a head it hands over) —
 // and still brings the events of the writes that come after them.
 func TestLiveQueryOutlivesTimeouts(t *testing.T) {
+	t.Parallel()
 	const timeout = 300 * time.Millisecond
 	ts := newTestServer(t, ":memory:", func(c *Config) { c.Changes = changes.Options{Heartbeat: 50 * time.Millisecond} })
 	fallback := &http.Server{Handler: ts.Server, ReadHeaderTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout,
@@ -97,7 +99,12 @@ func TestChangesMetrics(t *testing.T) {
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() && !strings.HasPrefix(sc.Text(), "data: ") {
 	}
+	// An event is counted once sent, just after the client may read it.
 	fams := scrape(t, ts)
+	testwait.Within(testwait.Timeout, func() bool {
+		fams = scrape(t, ts)
+		return value(fams, "fenec_changes_events_total", nil) >= 1
+	})
 	if got := value(fams, "fenec_changes_subscribers", nil); got != 1 {
 		t.Errorf("subscribers %v, want 1", got)
 	}

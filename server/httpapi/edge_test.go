@@ -69,6 +69,7 @@ func TestEdgeBodyTooLargeAtOnce(t *testing.T) {
 // TestEdgeSlowBody: a body that stops arriving is 408 request_timeout,
 // the connection closed, and the message names no socket address.
 func TestEdgeSlowBody(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, func(s *http.Server) { s.ReadHeaderTimeout, s.ReadTimeout = 300*time.Millisecond, 300*time.Millisecond })
 	ct.c.MustQuery("create collection jobs (n int)")
 	body := `{"query":"put jobs {n: 1}"}`

@@ -89,6 +89,8 @@ func TestConnInbound(t *testing.T) {
 	}
 	took := make(chan time.Duration, 1)
 	go func() { took <- timedPut() }()
+	// The connection closes a quarter of the hold later: the time the put
+	// is held for it (the behaviour under test).
 	time.Sleep(hold / 4)
 	mid.Close()
 	if d := <-took; d < hold/8 || d >= hold {

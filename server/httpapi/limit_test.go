@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenecdb/fenec/server/auth"
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // longRead fills collection t with n documents and returns a read of
@@ -39,7 +40,7 @@ func longRead(t *testing.T, ts *testServer, n int, least time.Duration) string {
 			t.Fatal(err)
 		}
 	}
-	for terms := 64; ; terms *= 2 {
+	for terms := 64; ; {
 		var b strings.Builder
 		b.WriteString("get t select n where ")
 		for k := 0; k < terms; k++ {
@@ -51,10 +52,28 @@ func longRead(t *testing.T, ts *testServer, n int, least time.Duration) string {
 		if _, err := ts.db.Exec(ctx, q, nil); err != nil {
 			t.Fatal(err)
 		}
-		if time.Since(start) >= least || terms >= 1<<16 {
+		took := time.Since(start)
+		if took >= least || terms >= 1<<16 {
 			return q
 		}
+		// The read's time grows with its terms: once a run is long enough
+		// to measure, go straight to the terms it says reach least, with a
+		// margin, rather than doubling through every size on the way.
+		next := terms * 2
+		if took > least/16 {
+			next = max(next/2+1, int(float64(terms)*1.3*float64(least)/float64(took)))
+		}
+		terms = min(next, 1<<16)
 	}
+}
+
+// holding reports whether the token subject who holds one of its slots
+// (tenants): its request has been parsed and is about to run or running.
+func holding(ts *testServer, who string) bool {
+	ts.tenants.mu.Lock()
+	defer ts.tenants.mu.Unlock()
+	t := ts.tenants.m[who]
+	return t != nil && len(t.slots) > 0
 }
 
 // A read that runs for seconds holds up neither a write, nor a point
@@ -62,8 +81,13 @@ func longRead(t *testing.T, ts *testServer, n int, least time.Duration) string {
 // read still runs, and the read then answers the state after the write.
 func TestSlowReadStallsNothing(t *testing.T) {
 	// The read may take longer than --read-timeout on a loaded machine.
-	ts := newTestServer(t, ":memory:", func(c *Config) { c.ReadTimeout = time.Minute })
-	q := longRead(t, ts, 10000, 1500*time.Millisecond)
+	// It is sent under a token held to a policy, whose slot (tenants)
+	// shows when the server has taken it in.
+	ts, client := scopedServer(t, "t read\n", func(c *Config) { c.TokenConcurrency, c.ReadTimeout = DefaultTokenConcurrency, time.Minute })
+	// The put, the point read and GET /_health are each answered within
+	// bound (200 ms) or the test fails: a read of 1 s outlasts the three.
+	q := longRead(t, ts, 10000, time.Second)
+	reader := client(jwt.MapClaims{"sub": "reader"})
 	// The client checks each answer against openapi.yaml, loaded at its
 	// first: loaded now, so that the times below are the server's.
 	ts.c.MustQuery(`get t where id = 1`)
@@ -75,13 +99,11 @@ func TestSlowReadStallsNothing(t *testing.T) {
 	out := make(chan answered, 1)
 	start := time.Now()
 	go func() {
-		r, err := ts.c.Query(q)
+		r, err := reader.Query(q)
 		done.Store(true)
 		out <- answered{r, err}
 	}()
-	for time.Since(start) < 100*time.Millisecond {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "the slow read taken in", func() bool { return holding(ts, "sub:reader") })
 	const bound = 200 * time.Millisecond
 	timed := func(what string, do func() *apitest.Response) {
 		t.Helper()
@@ -176,11 +198,12 @@ func scopedServer(t *testing.T, policy string, edit func(*Config)) (*testServer,
 // at once.
 func TestTokenConcurrency(t *testing.T) {
 	ts, client := scopedServer(t, "t read\n", func(c *Config) { c.TokenConcurrency, c.ReadTimeout = 1, time.Minute })
-	q := longRead(t, ts, 4000, 1500*time.Millisecond)
+	// b's read is answered within 200 ms and a2 is refused after
+	// tokenQueue (250 ms), or the test fails: a read of 1 s outlasts both.
+	q := longRead(t, ts, 4000, time.Second)
 	a1, a2, b := client(jwt.MapClaims{"sub": "a"}), client(jwt.MapClaims{"sub": "a"}), client(jwt.MapClaims{"sub": "b"})
 	var done atomic.Bool
 	out := make(chan *apitest.Response, 1)
-	start := time.Now()
 	go func() {
 		r, err := a1.Query(q)
 		if err != nil {
@@ -189,9 +212,7 @@ func TestTokenConcurrency(t *testing.T) {
 		done.Store(true)
 		out <- r
 	}()
-	for time.Since(start) < 100*time.Millisecond {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.Until(t, "a's slow read taken in", func() bool { return holding(ts, "sub:a") })
 	at := time.Now()
 	r, err := b.Query(`get t where id = 1 select n`)
 	if err != nil || r.Status != http.StatusOK || time.Since(at) > 200*time.Millisecond {

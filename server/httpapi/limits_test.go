@@ -113,6 +113,7 @@ func TestLimitsPerAddr(t *testing.T) {
 // TestLimitsIdleTimeout: Limits.IdleTimeout closes a connection idle
 // after its request, on both paths.
 func TestLimitsIdleTimeout(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil, func(s *HTTPServer) { s.Limit(Limits{IdleTimeout: 200 * time.Millisecond}) })
 	onBothPaths(t, ct, health, func(t *testing.T, raw string) {
 		c := h1test.MustDial(t, ct.lean)

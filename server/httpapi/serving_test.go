@@ -199,6 +199,7 @@ func TestConnHEAD(t *testing.T) {
 // active one finish its request (answered with Connection: close), and
 // returns once it has.
 func TestConnShutdown(t *testing.T) {
+	t.Parallel()
 	ct := newConnTest(t, nil)
 	ct.c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text)")
 	idle := h1test.MustDial(t, ct.lean)
@@ -329,9 +330,9 @@ func TestConnHeldClaimPipelined(t *testing.T) {
 	io.WriteString(c, post("/query", `{"query":"set jobs {owner: 'w'} where run_at <= now() order run_at limit 1 returning id","params":[]}`, "Fenec-Wait: 30000\r\n"))
 	awaitHeldIn(t, ct.testServer, 1)
 	io.WriteString(c, health)
-	// Not a wait for a state: a window in which a watch that took the
-	// pipelined bytes for the client's end would drop the claim.
-	time.Sleep(50 * time.Millisecond)
+	// The watch has read the pipelined request's first byte: a watch that
+	// took it for the client's end would have dropped the claim.
+	h1test.Await(t, func() bool { return ct.srv.Pipelined() == 1 }, func() string { return "the watch never read the pipelined request" })
 	if heldIn(t, ct.testServer) != 1 {
 		t.Fatal("a pipelined request ended the held claim")
 	}
@@ -445,7 +446,11 @@ func TestConnBodyRoom(t *testing.T) {
 		defer c.Close()
 		io.WriteString(c, "POST /query HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: "+strconv.Itoa(maxBody)+"\r\n\r\n{")
 	}
-	time.Sleep(300 * time.Millisecond) // the handlers wait for the bodies
+	// Every handler waits for its body's bytes (its goroutine is in the
+	// body's read): what they hold now is what is measured.
+	h1test.Await(t, func() bool { return readingBodies() == clients }, func() string {
+		return fmt.Sprintf("%d of %d handlers reading their bodies after 5 s", readingBodies(), clients)
+	})
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > clients*maxBody/16 {
@@ -463,6 +468,27 @@ func TestConnBodyRoom(t *testing.T) {
 	if r := ts.c.MustQuery("get docs count"); string(r.Body) != "[{\"count\":1}]\n" || ts.db.Seq() != seq {
 		t.Fatalf("after a body cut short: %s", r.Body)
 	}
+}
+
+// readingBodies returns how many of the process's goroutines are in a
+// handler reading its request's body (Server.readBody).
+func readingBodies() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "httpapi.(*Server).readBody(") {
+			count++
+		}
+	}
+	return count
 }
 
 // TestConnSameAnswers: requests HTTPServer reads itself get the answers

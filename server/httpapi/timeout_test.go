@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/server/fenecql"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // TestStatementTimeoutAnswer: a request whose statements run past
@@ -79,8 +80,11 @@ func TestClientGoneStopsStatement(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("answered %d before the client hung up: the set is too quick to test", resp.StatusCode)
 	}
-	// Past the time the whole set would have taken, it has written nothing.
-	time.Sleep(3 * full)
+	// Once the set has ended (counted in fenec_statements_total), it has
+	// written nothing.
+	testwait.Until(t, "the set to end", func() bool {
+		return value(scrape(t, ts), "fenec_statements_total", map[string]string{"kind": "write"}) == 1
+	})
 	if got := ts.db.Seq(); got != seq {
 		t.Fatalf("the set ran on after its client went: seq %d -> %d", seq, got)
 	}

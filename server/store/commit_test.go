@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // TestGroupCommit: 16 writers under always share fsyncs. Each sync is
@@ -110,20 +112,14 @@ func (h *heldSync) fault(at string) error {
 	return nil
 }
 
-// until polls cond under the store's mu: the pipeline's state.
+// until waits until cond holds under the store's mu: the pipeline's state.
 func until(t *testing.T, s *Store, what string, cond func() bool) {
 	t.Helper()
-	for start := time.Now(); ; time.Sleep(100 * time.Microsecond) {
+	testwait.Until(t, what, func() bool {
 		s.mu.Lock()
-		ok := cond()
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("never: %s", what)
-		}
-	}
+		defer s.mu.Unlock()
+		return cond()
+	})
 }
 
 // syncUnderWay commits unit 1 and holds its sync; then unit 2, whose group
@@ -157,6 +153,7 @@ func syncUnderWay(t *testing.T, s *Store, h *heldSync) []chan error {
 // durable (two in all, not three), and 3 and 4's record was written before
 // that sync, so it says only unit 1 was synced.
 func TestSyncTakesQueued(t *testing.T) {
+	t.Parallel()
 	h := newHeldSync()
 	path := filepath.Join(t.TempDir(), "f.db")
 	var told atomic.Int64 // the events that say Fsync: the syncs, which fenec_store_fsyncs_total counts
@@ -200,6 +197,7 @@ func TestSyncTakesQueued(t *testing.T) {
 // fails, the group written before them is still synced and answered, and
 // they and every later unit answer the failure.
 func TestSyncTakesQueuedFails(t *testing.T) {
+	t.Parallel()
 	h := newHeldSync()
 	path := filepath.Join(t.TempDir(), "f.db")
 	_, _, _, s := load(t, path, Options{Fault: h.fault}, noFoldTuning)
@@ -318,6 +316,7 @@ func processSwitches() int64 {
 // cluster node applying its log does: after Detach the committer writes
 // and syncs them by itself, and a reopened file holds them all.
 func TestDetach(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	_, _, _, s := load(t, path, Options{}, noFoldTuning)
 	s.Detach()

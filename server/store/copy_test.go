@@ -13,6 +13,7 @@ import (
 // every unit committed before Copy was called and a whole prefix of the
 // rest (no unit in part), opens as a store, and says which seq it holds.
 func TestCopyWhileCommitting(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.db")
 	units, _ := script(7, 3000)
@@ -81,6 +82,7 @@ func TestCopyWhileCommitting(t *testing.T) {
 // context's error and leaves the store as it was: commits go on, and the
 // next copy holds them.
 func TestCopyGivenUp(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	units, _ := script(3, 400)
 	tune := defaultTuning

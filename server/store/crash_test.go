@@ -45,6 +45,7 @@ func TestCrashChild(t *testing.T) {
 					fmt.Fprintln(out, "folding")
 					out.Flush()
 					outMu.Unlock()
+					// Held here until the parent's SIGKILL (the crash under test).
 					time.Sleep(10 * time.Second)
 				}
 			}
@@ -74,6 +75,7 @@ func TestCrashChild(t *testing.T) {
 				fmt.Fprintln(out, "dropping")
 				out.Flush()
 				outMu.Unlock()
+				// Held here until the parent's SIGKILL (the crash under test).
 				time.Sleep(10 * time.Second)
 			}
 		}
@@ -152,6 +154,7 @@ func TestCrashChild(t *testing.T) {
 }
 
 func TestCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("kills child processes")
 	}

@@ -47,6 +47,7 @@ func prefixOf(t *testing.T, got *model, seq uint64) uint64 {
 // bytes, which SQLite does not check) load every document: never a part
 // of them as if whole.
 func TestDamagedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.db")
 	_, _, _, s := load(t, path, Options{Sync: SyncMode{Kind: SyncOff}}, defaultTuning)

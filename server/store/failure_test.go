@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 var errInjected = errors.New("injected: database or disk is full")
@@ -28,6 +30,7 @@ func switchable(commit, fold *atomic.Bool) func(string) error {
 // succeeds and Resume — from the seq after the last one written, which is
 // all the file holds.
 func TestRecover(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []SyncMode{{Kind: SyncAlways}, {Kind: SyncInterval, Interval: time.Millisecond}} {
 		t.Run(mode.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.db")
@@ -72,6 +75,8 @@ func TestRecover(t *testing.T) {
 			if err := s.Commit(2, put("d"))(); err != nil {
 				t.Fatal(err)
 			}
+			// A failure is told on a goroutine of its own.
+			testwait.Until(t, "the failure told", func() bool { return failed.Load() >= 1 })
 			if st := s.Stats(); st.Failures != 1 || st.Failed != nil || failed.Load() != 1 {
 				t.Fatalf("stats %+v, the failure told %d times", st, failed.Load())
 			}
@@ -101,6 +106,7 @@ func mapKeysSorted(m map[string]Change) []string {
 // hold nothing of it, the log keeps every record — and the next open has
 // everything. Then folds in small chunks leave the same state.
 func TestFoldFailsMidway(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	units, want := script(5, 200)
 	var failCommit, failFold atomic.Bool
@@ -142,6 +148,7 @@ func TestFoldFailsMidway(t *testing.T) {
 // file is opened again — with Durable at the last group synced. Reopened,
 // the file holds every unit acknowledged.
 func TestSyncFailure(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	var failSync atomic.Bool
 	var failed atomic.Int32

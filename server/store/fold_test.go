@@ -17,6 +17,7 @@ import (
 // foldRows rows, however few bytes they hold, and the chunks folded one
 // after another leave the state the units describe.
 func TestFoldChunksBoundedInRows(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	units, want := script(7, 600)
 	// No fold until Close, which folds every chunk: their count is the
@@ -44,6 +45,7 @@ func TestFoldChunksBoundedInRows(t *testing.T) {
 // the tables holding them and the log every row — from which the next open
 // has the state the units describe, and folds it.
 func TestFoldInParts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	units := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
@@ -108,6 +110,7 @@ func TestFoldInParts(t *testing.T) {
 // Dropping and creating the collection again in a later chunk spares the
 // earlier chunks' documents too.
 func TestFoldAcrossChunks(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	first := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "d", ID: 1, Body: []byte("schema")}}}
@@ -202,6 +205,7 @@ func TestFoldAcrossChunks(t *testing.T) {
 // fold's statement sizes (32, 8, 1 rows), in two collections, fold to the
 // state the units describe.
 func TestFoldBatches(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	units := [][]Change{{{Op: OpCreate, Coll: "a", ID: 1, Body: []byte("schema")}, {Op: OpCreate, Coll: "b", ID: 1, Body: []byte("schema")}}}
@@ -260,6 +264,7 @@ func failFoldAt(n int32) func(at string) error {
 // form), and deletes far apart by seeking each; both leave exactly the
 // documents not deleted.
 func TestFoldDenseDeletes(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	fill := filled("a", 400, "doc")
@@ -356,6 +361,7 @@ func sealAll(s *Store) []string {
 // hold, one put again after its delete, and one a sealed chunk writes do;
 // the tables end as the units describe.
 func TestFoldSkipsUnwritten(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	first := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
@@ -420,6 +426,7 @@ func TestFoldSkipsUnwritten(t *testing.T) {
 // raises) are held by the tables: deleted after the next open, they are
 // deleted rows, not skipped.
 func TestFoldSkipsUnwrittenAfterParts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	units := [][]Change{{{Op: OpCreate, Coll: "c", ID: 1, Body: []byte("schema")}}}
@@ -469,6 +476,7 @@ func TestFoldSkipsUnwrittenAfterParts(t *testing.T) {
 // ids of a page apart, of pages apart, negative and the extremes — and
 // drops a page once its last entry is deleted.
 func TestLatestPages(t *testing.T) {
+	t.Parallel()
 	l := latestPages{}
 	a, b := newFoldSet(), newFoldSet()
 	ids := []int64{0, 1, pageIDs - 1, pageIDs, 5 * pageIDs, -1, -pageIDs, math.MinInt64, math.MaxInt64}
@@ -506,6 +514,7 @@ func TestLatestPages(t *testing.T) {
 // of 16 documents that cut stretches in two. Those of rangeMin ids or more
 // go by their bounds (rangeSQL).
 func TestFoldDeleteRanges(t *testing.T) {
+	t.Parallel()
 	for _, rows := range []int{1 << 20, 16} {
 		t.Run(fmt.Sprintf("foldRows=%d", rows), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.db")
@@ -565,6 +574,7 @@ func filled(coll string, n int64, word string) []Change {
 // few claims. The sizes are asked of the ids' slice (a map's are not
 // told), made alike; the state stays the units'.
 func TestFoldChunkSizedByItsRoom(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	want := newModel()
 	fill := filled("jobs", 5000, "job")

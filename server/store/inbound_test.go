@@ -49,6 +49,8 @@ func TestHold(t *testing.T) {
 	first := s.Commit(seq+1, unit())
 	done := make(chan time.Duration, 1)
 	go func() { done <- timed(first) }()
+	// The request on its way arrives a quarter of the hold later: the
+	// time the first unit's sync waits for it (the behaviour under test).
 	time.Sleep(hold / 4)
 	second := s.Commit(seq+1, unit())
 	in.Done()
@@ -97,6 +99,8 @@ func TestHold(t *testing.T) {
 	in.busy = hold / 4
 	in.SetActive(2)
 	for i := range 3 {
+		// A pause longer than busy: the server idle between writes (the
+		// behaviour under test).
 		time.Sleep(in.busy + 10*time.Millisecond)
 		if d := timed(s.Commit(seq+1, unit())); d >= hold/2 {
 			t.Fatalf("unit %d, after a pause longer than busy, waited %v for a connection that wrote lately", i, d)
@@ -151,6 +155,8 @@ func TestHoldBeforeWrite(t *testing.T) {
 	first := s.Commit(seq+1, unit())
 	done := make(chan error, 1)
 	go func() { done <- first() }()
+	// The unit on its way comes a quarter of the hold later, during the
+	// hold (the behaviour under test).
 	time.Sleep(hold / 4)
 	second := s.Commit(seq+1, unit())
 	in.Done()
@@ -180,7 +186,9 @@ func TestHoldBeforeWrite(t *testing.T) {
 	b := s.Commit(seq+1, unit())
 	bDone := make(chan error, 1)
 	go func() { bDone <- b() }()
-	time.Sleep(50 * time.Millisecond) // b's leader decides meanwhile
+	// b's leader decides: its group stays queued, and it waits for the
+	// sync under way.
+	until(t, s, "b queued, its leader waiting", func() bool { return s.cur.units == 1 && s.cur.led && s.watched })
 	c := s.Commit(seq+1, unit())
 	close(gate.release)
 	for _, err := range []error{<-done, <-bDone, c()} {

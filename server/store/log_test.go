@@ -143,6 +143,7 @@ func unfoldedStore(t *testing.T, n uint64, tune tuning) string {
 // exactly the records before it, says so in the log when a part of the
 // record was there, and takes new records after them.
 func TestTornLog(t *testing.T) {
+	t.Parallel()
 	for _, prealloc := range []int64{0, 1 << 20} {
 		t.Run(fmt.Sprintf("prealloc=%d", prealloc), func(t *testing.T) {
 			tune := noFoldTuning
@@ -214,6 +215,7 @@ func TestTornLog(t *testing.T) {
 // segment and the offset, and change nothing. The same damage in the last
 // record is a torn tail, cut off.
 func TestDamagedLog(t *testing.T) {
+	t.Parallel()
 	tune := noFoldTuning
 	tune.segBytes = 2 << 10 // about 10 records a segment
 	crashed := unfoldedStore(t, 60, tune)
@@ -286,6 +288,7 @@ func TestDamagedLog(t *testing.T) {
 // are replayed after the folded tables, new units go to the log's
 // segments, and the fold empties the table; the file is version 2 after.
 func TestLegacyLogTable(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	units, want := script(9, 300)
 	// Units 1..100 folded into the tables (written through a store and
@@ -361,6 +364,7 @@ func TestLegacyLogTable(t *testing.T) {
 // moves to new segments and the folded ones are deleted as it goes, so
 // the log stays a few segments long; a clean Close leaves none.
 func TestSegmentsDropped(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	units, want := script(11, 3000)
 	tune := tuning{foldBytes: 8 << 10, foldAge: 5 * time.Millisecond, foldChunk: 8 << 10, foldRows: 64, maxPending: 64 << 20, busyTimeout: time.Second, segBytes: 16 << 10}
@@ -415,6 +419,7 @@ func next(cut, size int) int {
 // every unit committed before it, folded or not (the store folds the log
 // into the tables first).
 func TestBackupHoldsTheLog(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "f.db")
 	units, want := script(12, 300)
@@ -502,6 +507,7 @@ func benchSegmentAppend(b *testing.B, mode string, size int) {
 // does not grow), never over a record; a crash leaves every record
 // readable and every unit loads.
 func TestZeroAhead(t *testing.T) {
+	t.Parallel()
 	tune := noFoldTuning
 	tune.prealloc, tune.segBytes = 256<<10, 256<<10
 	path := filepath.Join(t.TempDir(), "f.db")
@@ -568,6 +574,7 @@ func TestZeroAhead(t *testing.T) {
 // says a sync covering it had returned, it was durable: the open refuses,
 // naming the segment and offset, and changes nothing.
 func TestPowerLossLog(t *testing.T) {
+	t.Parallel()
 	tune := noFoldTuning
 	tune.prealloc = 1 << 20
 	crashed := unfoldedStore(t, 30, tune)

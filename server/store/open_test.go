@@ -30,6 +30,7 @@ func TestParseSync(t *testing.T) {
 }
 
 func TestBadFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	random := filepath.Join(dir, "random")
 	junk := make([]byte, 8192)
@@ -79,6 +80,7 @@ func TestBadFiles(t *testing.T) {
 }
 
 func TestInUse(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	s, err := Open(path, Options{})
 	if err != nil {
@@ -91,6 +93,7 @@ func TestInUse(t *testing.T) {
 }
 
 func TestMemory(t *testing.T) {
+	t.Parallel()
 	s, err := Open(":memory:", Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +110,7 @@ func TestMemory(t *testing.T) {
 }
 
 func TestLoadOnce(t *testing.T) {
+	t.Parallel()
 	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, defaultTuning)
 	defer s.Close()
 	if _, err := s.Load(func(Change) error { return nil }); err == nil {
@@ -119,6 +123,7 @@ func TestLoadOnce(t *testing.T) {
 }
 
 func TestEncoding(t *testing.T) {
+	t.Parallel()
 	units, _ := script(4, 200)
 	var all []Change
 	for _, u := range units {
@@ -152,6 +157,7 @@ func TestEncoding(t *testing.T) {
 // checkpoints and starts the WAL over several times, the WAL at the path
 // is still the store's file.
 func TestWALStaysOneFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "f.db")
 	_, _, _, s := load(t, path, Options{}, tuning{foldBytes: 64 << 10, foldAge: 10 * time.Millisecond, foldChunk: 64 << 10, maxPending: 64 << 20, busyTimeout: time.Second, segBytes: 256 << 10})
 	const units = 3000

@@ -283,6 +283,7 @@ var modes = []SyncMode{{Kind: SyncAlways}, {Kind: SyncInterval, Interval: 5 * ti
 // checks Load gives back exactly the live state, in canonical order. Small
 // fold thresholds make folds happen mid-stream, between log rows.
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "f.db")
@@ -313,6 +314,7 @@ func TestRoundTrip(t *testing.T) {
 // would leave them: the state comes back from the log alone. Then it commits
 // more on top of the replayed log and checks the fold of both.
 func TestReplay(t *testing.T) {
+	t.Parallel()
 	noFold := tuning{foldBytes: 1 << 40, foldAge: time.Hour, maxPending: 1, busyTimeout: time.Second}
 	for _, mode := range modes {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -397,6 +399,7 @@ func breakStore(t *testing.T, s *Store) {
 const brokenWrite = "bad file descriptor"
 
 func TestFailure(t *testing.T) {
+	t.Parallel()
 	t.Run("always", func(t *testing.T) {
 		_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, defaultTuning)
 		put := []Change{{Op: OpMetaPut, Key: "k", Body: []byte("v")}}

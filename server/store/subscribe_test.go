@@ -12,6 +12,7 @@ import (
 // that nothing more once it unsubscribed, while another subscriber is
 // still told.
 func TestSubscribe(t *testing.T) {
+	t.Parallel()
 	_, _, _, s := load(t, filepath.Join(t.TempDir(), "f.db"), Options{}, noFoldTuning)
 	defer s.Close()
 	var mu sync.Mutex

@@ -144,7 +144,10 @@ func TestStoreFailsUnderPutAndWokenClaim(t *testing.T) {
 // by a claim answered with it, and none is left behind — whether a put's
 // round runs on its own goroutine or falls to the loop (a round already
 // under way), and whether or not the claim joins its group.
-func TestManyPutsManyHeld(t *testing.T) { eachStore(t, testManyPutsManyHeld) }
+func TestManyPutsManyHeld(t *testing.T) {
+	t.Parallel()
+	eachStore(t, testManyPutsManyHeld)
+}
 
 func testManyPutsManyHeld(t *testing.T, f *fixture) {
 	const producers, perProducer, workers = 4, 50, 6

@@ -210,8 +210,10 @@ func TestWorkerTokenHeldClaim(t *testing.T) {
 		}
 		answered <- r
 	}()
-	time.Sleep(200 * time.Millisecond)
+	awaitHeld(t, admin, 1)
 	admin.MustQuery(`put jobs {queue: "sms", run_at: now(), attempts: 0}`)
+	// A claim that took the sms job would be answered within these 200 ms
+	// (no event to wait for when nothing should happen).
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case r := <-answered:
@@ -247,7 +249,7 @@ func TestHeldClaimOutlivesItsToken(t *testing.T) {
 		}
 		answered <- r
 	}()
-	time.Sleep(200 * time.Millisecond)
+	awaitHeld(t, admin, 1)
 	if r, _ := admin.Do("POST", "/_clock", map[string]any{"advance_ms": 120000}, nil); r.Status != 200 {
 		t.Fatalf("moving the clock: %d %s", r.Status, r.Body)
 	}
@@ -344,11 +346,14 @@ func TestJWKSRotationOverHTTP(t *testing.T) {
 	oldTok.MustQuery(`get jobs`)
 	unauthorized(t, newTok, `token kid "k2" is not a known key`)
 	writeFile(t, keys, octJWKS(t, map[string]string{"k1": old, "k2": next}))
-	time.Sleep(1100 * time.Millisecond) // the file is looked at once a second at most
+	// The file is looked at once a second at most, by the wall clock (a
+	// manual server clock must not stop rotation: auth/jwks.go): the
+	// second lets that interval lapse, the behaviour under test.
+	time.Sleep(1100 * time.Millisecond)
 	newTok.MustQuery(`get jobs`)
 	oldTok.MustQuery(`get jobs`)
 	writeFile(t, keys, octJWKS(t, map[string]string{"k2": next}))
-	time.Sleep(1100 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond) // as above
 	unauthorized(t, oldTok, `token kid "k1" is not a known key`)
 	newTok.MustQuery(`get jobs`)
 }

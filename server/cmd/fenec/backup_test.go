@@ -51,10 +51,10 @@ func TestBackupUnderLoad(t *testing.T) {
 	c.MustQuery("create collection items (n int @unique, pad text)")
 	c.MustQuery("create collection pairs (n int @unique)")
 	c.MustQuery("create collection jobs (run_at timestamp @sorted, owner text, pad text)")
-	// Some bulk, so that the copy takes many steps (of 64 pages): 20 MB
-	// or so.
+	// Some bulk, so that the copy takes many steps (of 64 pages): 10 MB
+	// or so, some forty steps.
 	pad := strings.Repeat("x", 1000)
-	for range 10 {
+	for range 5 {
 		docs := make([]map[string]any, 2000)
 		for i := range docs {
 			docs[i] = map[string]any{"run_at": 0, "pad": pad}
@@ -351,7 +351,7 @@ func TestImportKilledMidway(t *testing.T) {
 	_, a := start(t, "--file", filepath.Join(dir, "a.db"))
 	_, b := start(t, "--file", filepath.Join(dir, "b.db"))
 	a.MustQuery("create collection many (n int @unique, s text)")
-	const total = 80000
+	const total = 40000 // 20 chunks
 	for i := 0; i < total; i += 4000 {
 		docs := make([]map[string]any, 4000)
 		for j := range docs {
@@ -393,8 +393,8 @@ func TestImportKilledMidway(t *testing.T) {
 		t.Fatalf("the import was killed with %d documents of %d in: want some, not all", n, total)
 	}
 	out := mustFenec(t, nil, "import", "--to", b.Base, export)
-	if !strings.Contains(out, "40 chunks") || strings.Contains(out, "(0 replayed") {
-		t.Fatalf("run again after %d documents, fenec import said %q: want some of its 40 chunks replayed", n, out)
+	if !strings.Contains(out, "20 chunks") || strings.Contains(out, "(0 replayed") {
+		t.Fatalf("run again after %d documents, fenec import said %q: want some of its 20 chunks replayed", n, out)
 	}
 	t.Logf("killed with %d documents in; run again: %s", n, strings.TrimSpace(out))
 	if x, y := a.MustQuery("get many").Body, b.MustQuery("get many").Body; string(x) != string(y) {

@@ -15,6 +15,7 @@ import (
 // if the leader lost its term meanwhile, is refused) and the live query
 // sends its insert only if it was committed.
 func TestLiveQueryLeaderShowsOnlyCommitted(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster of three processes")
 	}
@@ -60,7 +61,8 @@ func TestLiveQueryLeaderShowsOnlyCommitted(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	// ...and the live query, told at the same moment the read saw it,
-	// would have its event at once were it sent uncommitted.
+	// would have its event at once were it sent uncommitted: within these
+	// 150 ms (no event to wait for when nothing should happen).
 	time.Sleep(150 * time.Millisecond)
 	live.mu.Lock()
 	for _, e := range live.events {

@@ -13,6 +13,7 @@ import (
 // caught up, the consumer's read names all N, in order, none skipped —
 // the records travel the log with the writes they describe.
 func TestChangeStreamClusterRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster of three processes")
 	}

@@ -14,6 +14,7 @@ import (
 // (a write, 403 naming the leader); a follower's live query gets the
 // leader's writes as they are applied, under the same positions.
 func TestClusterChangeStream(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3)
 	c.write("create-q", "create collection q (n int)")
 	c.converge(20 * time.Second)

@@ -21,6 +21,7 @@ import (
 // committed write was handled, in commit order, none skipped; a change is
 // read twice only after an ack that was never sent.
 func TestChangeStreamConsumerCrashes(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", filepath.Join(t.TempDir(), "crash.db"))
 	c.MustQuery(`create collection q (w int, n int)`)
 

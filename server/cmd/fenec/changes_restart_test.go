@@ -38,6 +38,7 @@ func readAll(t *testing.T, c *apitest.Client, consumer, coll string) []int64 {
 // reads from the oldest change kept; the retention bounds still hold
 // after a restart (410 past them).
 func TestChangeStreamAcrossRestart(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "r.db")
 	args := []string{"--file", file, "--sync", "always", "--changes-retain", "200"}
 	p, c := start(t, args...)

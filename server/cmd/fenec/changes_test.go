@@ -175,6 +175,7 @@ func seqOf(t *testing.T, r *apitest.Response) string {
 // (the write's Fenec-Seq) as its id, heartbeats, a resume with
 // Last-Event-ID, and a last event at shutdown.
 func TestLiveQueryOverHTTP(t *testing.T) {
+	t.Parallel()
 	p, c := start(t, "--file", filepath.Join(t.TempDir(), "live.db"), "--changes-heartbeat", "100ms")
 	c.MustQuery(`create collection msgs (room text, text text)`)
 	c.MustQuery(`put msgs {room: "a", text: "one"}`)
@@ -297,6 +298,7 @@ func TestLiveQueryOverHTTP(t *testing.T) {
 // TestLiveQueryRefusals: what cannot be a live query is refused with a
 // clear error before any event, and writes nothing.
 func TestLiveQueryRefusals(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", ":memory:")
 	c.MustQuery(`create collection msgs (room text, n int)`)
 	for _, tc := range []struct {
@@ -353,6 +355,7 @@ msgs read for auditor
 // becomes readable enters it. The change stream refuses a token that may
 // read only some rows (403) and hides a collection it may not read (404).
 func TestLiveQueryAccess(t *testing.T) {
+	t.Parallel()
 	policy := filepath.Join(t.TempDir(), "policy.txt")
 	writeFile(t, policy, changesPolicy)
 	_, admin := start(t, "--file", filepath.Join(t.TempDir(), "a.db"), "--token", "admin", "--jwt-secret", accessSecret, "--policy", policy)
@@ -495,6 +498,7 @@ func ack(t *testing.T, c *apitest.Client, consumer string, pos int64) {
 // commit; two readers under one name: the second is refused; past
 // --changes-retain, 410 naming both positions.
 func TestChangeStreamOverHTTP(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "s.db")
 	p, c := start(t, "--file", file, "--changes-retain", "10")
 	c.MustQuery(`create collection q (n int)`)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,9 @@ func ipCmd(t *testing.T, args ...string) {
 	}
 }
 
+// netnsMade counts the netns made in this process.
+var netnsMade atomic.Int32
+
 func newNetns(t *testing.T, n int) *netns {
 	if os.Geteuid() != 0 {
 		t.Skip("partitions need network namespaces: run as root")
@@ -42,8 +46,10 @@ func newNetns(t *testing.T, n int) *netns {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("partitions need iproute2's ip")
 	}
-	pid := os.Getpid()
-	ns := &netns{t: t, prefix: fmt.Sprintf("fx%d", pid%100000), subnet: fmt.Sprintf("10.211.%d.", pid%250)}
+	// Names and a subnet of this process and this call of its own, so that
+	// tests in parallel (and other processes' runs) each have their own.
+	pid, k := os.Getpid(), netnsMade.Add(1)-1
+	ns := &netns{t: t, prefix: fmt.Sprintf("fx%d%c", pid%100000, 'a'+k%26), subnet: fmt.Sprintf("10.%d.%d.", 211+k%26, pid%250)}
 	br := ns.prefix + "br"
 	t.Cleanup(func() {
 		for i := range ns.names {
@@ -144,6 +150,7 @@ func (c *testCluster) without(nd *clusterNode) *testCluster {
 // together, is checked (package history) with the final state read on
 // every node.
 func TestClusterFaults(t *testing.T) {
+	t.Parallel()
 	faults := 2
 	if v := os.Getenv("FENEC_CLUSTER_FAULTS"); v != "" {
 		faults, _ = strconv.Atoi(v)
@@ -155,6 +162,8 @@ func TestClusterFaults(t *testing.T) {
 	var lonely []int64
 	var toLeader []time.Duration
 	for f := 0; f < faults; f++ {
+		// The clients' load runs 1.5 s between faults (the behaviour
+		// under test: what the history records; no state to wait for).
 		time.Sleep(1500 * time.Millisecond)
 		c.last = nil
 		lead := c.leader(15 * time.Second)
@@ -182,6 +191,7 @@ func TestClusterFaults(t *testing.T) {
 		next := c.without(lead).leader(15 * time.Second)
 		toLeader = append(toLeader, time.Since(began))
 		t.Logf("fault %d: %s cut off, %s took writes after %v", f+1, lead.id, next.id, time.Since(began).Round(time.Millisecond))
+		// The partition lasts 2 s under the load (the behaviour under test).
 		time.Sleep(2 * time.Second)
 		ns.cut(li, "del")
 		healed := time.Now()
@@ -196,6 +206,7 @@ func TestClusterFaults(t *testing.T) {
 			t.Errorf("fault %d: healed, the old leader %s is %q", f+1, lead.id, st.Role)
 		}
 	}
+	// And 1.5 s of load after the last fault.
 	time.Sleep(1500 * time.Millisecond)
 	ops := load.stop()
 	c.converge(30 * time.Second)
@@ -230,6 +241,7 @@ func TestClusterFaults(t *testing.T) {
 // restarted and healed, drops the entry it had logged. In the end, on
 // every node, the client owns exactly the retry's jobs, each claimed once.
 func TestClusterClaimBeforeCommit(t *testing.T) {
+	t.Parallel()
 	ns, c := newNetnsCluster(t)
 	lead := c.leader(10 * time.Second)
 	lc := c.client(lead)

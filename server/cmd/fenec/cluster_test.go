@@ -318,7 +318,7 @@ func TestClusterFollowers(t *testing.T) {
 		}
 		held <- r
 	}()
-	time.Sleep(300 * time.Millisecond)
+	awaitHeld(t, lc, 1)
 	began := time.Now()
 	for try := 0; ; try++ {
 		tr, err := c.client(lead).Do("POST", "/_cluster/leader", map[string]any{}, nil)

@@ -15,6 +15,7 @@ import (
 // always` until it is killed with SIGKILL; restarted on the same file, it
 // holds every write a client saw acknowledged.
 func TestKillLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
 	file := t.TempDir() + "/kill.db"
 	p, c := start(t, "--file", file, "--sync", "always")
 	c.MustQuery("create collection items (n int @unique)")

@@ -63,6 +63,7 @@ func start(t *testing.T, args ...string) (*apitest.Process, *apitest.Client) {
 // TestVersion runs `fenec version`: its four lines, the SQLite one asked of
 // the embedded library.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(bin, "version").Output()
 	if err != nil {
 		t.Fatal(err)

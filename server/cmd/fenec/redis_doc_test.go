@@ -9,9 +9,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fenecdb/fenec/server/internal/syncbuf"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
 )
@@ -86,17 +86,6 @@ func readRedisDoc(t *testing.T) []docSection {
 	return out
 }
 
-// waitFor waits, at most 10 s, until cond holds, and returns whether it
-// did.
-func waitFor(cond func() bool) bool {
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return false
-		}
-	}
-	return true
-}
-
 var trailingComment = regexp.MustCompile(`\s+--\s.*$`)
 
 // TestRedisDocRecipes runs the curl lines of docs/redis.md's pub/sub,
@@ -105,6 +94,7 @@ var trailingComment = regexp.MustCompile(`\s+--\s.*$`)
 // recipe's fenecql block (which conformance/ replays on its own), and
 // checks that they print what the page shows: the page cannot drift.
 func TestRedisDocRecipes(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("FENEC_STRICT") == "1" {
 			t.Fatal("FENEC_STRICT=1 and no curl: the page's curl lines cannot run")
@@ -141,7 +131,7 @@ func TestRedisDocRecipes(t *testing.T) {
 						if err := liveCmd.Start(); err != nil {
 							t.Fatal(err)
 						}
-						if !waitFor(func() bool { return strings.Contains(live.String(), `"last":true`) }) {
+						if !testwait.Within(testwait.Timeout, func() bool { return strings.Contains(live.String(), `"last":true`) }) {
 							t.Fatalf("docs/redis.md:%d: %s: no first rows in 10 s; it printed\n%s", blk.line, line, live)
 						}
 						continue
@@ -154,7 +144,7 @@ func TestRedisDocRecipes(t *testing.T) {
 				}
 				if blk.sse != "" {
 					want := strings.TrimSpace(blk.sse)
-					waitFor(func() bool { return len(strings.TrimSpace(live.String())) >= len(want) })
+					testwait.Within(testwait.Timeout, func() bool { return len(strings.TrimSpace(live.String())) >= len(want) })
 					if got := strings.TrimSpace(live.String()); got != want {
 						t.Errorf("docs/redis.md:%d: the live query printed\n%s\nthe page shows\n%s", blk.line, got, want)
 					}

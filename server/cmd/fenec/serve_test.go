@@ -17,6 +17,7 @@ import (
 // TestSIGTERMClosesCleanly: SIGTERM ends the server with status 0 and the
 // file holds what it answered.
 func TestSIGTERMClosesCleanly(t *testing.T) {
+	t.Parallel()
 	file := t.TempDir() + "/term.db"
 	p, c := start(t, "--file", file, "--sync", "off")
 	c.MustQuery("create collection notes (s text)")
@@ -32,6 +33,7 @@ func TestSIGTERMClosesCleanly(t *testing.T) {
 
 // TestRefusesToStart: flags that would make an unsafe or broken server.
 func TestRefusesToStart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args []string
 		want string
@@ -82,6 +84,7 @@ func TestRefusesToStart(t *testing.T) {
 // without TLS, --insecure is needed either way (tls_test.go). The token
 // then guards every route but /_health.
 func TestNonLoopbackWithTokenOrInsecure(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		flags       []string
 		collections int // GET /collections without a token
@@ -149,6 +152,7 @@ func TestServeKeepsSysmonAwake(t *testing.T) {
 // ran at httpapi.LoadGCPercent, so that the load's garbage does not become
 // the server's resident memory).
 func TestMemoryFlag(t *testing.T) {
+	t.Parallel()
 	gauges := func(c *apitest.Client) map[string]float64 {
 		r, err := c.Do("GET", "/_metrics", nil, nil)
 		if err != nil || r.Status != 200 {

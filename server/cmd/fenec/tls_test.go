@@ -150,6 +150,7 @@ func TestHTTPSClientCA(t *testing.T) {
 // TestPlainBeyondLoopbackRefused: beyond loopback, fenec serve wants TLS
 // (or --insecure), for HTTP and for raft, and says which flags.
 func TestPlainBeyondLoopbackRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, dir, "test")
 	leaf := ca.Issue("server")

@@ -30,6 +30,7 @@ func mintIn(t *testing.T, args ...string) (string, error) {
 // What `fenec token` prints, the server's verifier accepts, with the
 // claims asked for and an exp.
 func TestTokenCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rk, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {

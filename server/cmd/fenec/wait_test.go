@@ -76,6 +76,7 @@ func answerOf(t *testing.T, ch <-chan *apitest.Response, within time.Duration) *
 }
 
 func TestHeldClaimGetsAPutJob(t *testing.T) {
+	t.Parallel()
 	// Woken by the put: nothing else answers the claim before its wait
 	// ends, so its answer is held against that end (not a latency bound a
 	// loaded machine exceeds; BenchmarkPutToHeld measures the latency).
@@ -85,7 +86,8 @@ func TestHeldClaimGetsAPutJob(t *testing.T) {
 	sent := time.Now()
 	ch := heldQuery(c, strconv.Itoa(int(wait.Milliseconds())), nil, claimOne, "w1")
 	awaitHeld(t, c, 1)
-	time.Sleep(100 * time.Millisecond)
+	// Its arrival's look found nothing: the put wakes it.
+	awaitCounter(t, c, "fenec_held_looks_total", 1)
 	put := time.Now()
 	c.MustQuery("put jobs {run_at: now(), attempts: 0}")
 	r := answerOf(t, ch, wait+5*time.Second)
@@ -99,6 +101,7 @@ func TestHeldClaimGetsAPutJob(t *testing.T) {
 }
 
 func TestClockMovesWakeDueClaims(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", ":memory:", "--clock", "manual")
 	c.MustQuery(jobsDDL)
 	c.MustQuery("put jobs [{run_at: now() + 1000, attempts: 0}, {run_at: now() + 5000, attempts: 0}]")
@@ -112,6 +115,8 @@ func TestClockMovesWakeDueClaims(t *testing.T) {
 		}
 	}
 	move(999)
+	// Neither claim comes due yet: one woken by mistake would be answered
+	// within these 30 ms (no event to wait for when nothing should happen).
 	time.Sleep(30 * time.Millisecond)
 	awaitHeld(t, c, 2)
 	move(1)
@@ -126,6 +131,7 @@ func TestClockMovesWakeDueClaims(t *testing.T) {
 }
 
 func TestHeldRefusalsAndEmptyAnswers(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", ":memory:")
 	c.MustQuery(jobsDDL)
 	for _, tc := range []struct {
@@ -164,6 +170,7 @@ func TestHeldRefusalsAndEmptyAnswers(t *testing.T) {
 // TestGoneClientTakesNothing: a held claim whose client went away is
 // dropped at once, and the job put after stays ready for the next claim.
 func TestGoneClientTakesNothing(t *testing.T) {
+	t.Parallel()
 	p, c := start(t, "--file", ":memory:")
 	c.MustQuery(jobsDDL)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -190,6 +197,7 @@ func TestGoneClientTakesNothing(t *testing.T) {
 // TestSIGTERMAnswersHeldClaims: shutting down answers every held claim at
 // once with its empty answer.
 func TestSIGTERMAnswersHeldClaims(t *testing.T) {
+	t.Parallel()
 	p, c := start(t, "--file", ":memory:")
 	c.MustQuery(jobsDDL)
 	chs := []<-chan *apitest.Response{heldQuery(c, "30000", nil, claimOne, "a"), heldQuery(c, "30000", nil, claimOne, "b")}
@@ -211,6 +219,7 @@ func TestSIGTERMAnswersHeldClaims(t *testing.T) {
 // TestHeldClaimIdempotency: a held claim that took a job, retried with its
 // key, is answered the same job and takes no other.
 func TestHeldClaimIdempotency(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", ":memory:")
 	c.MustQuery(jobsDDL)
 	key := map[string]string{"Idempotency-Key": "claim-1"}
@@ -230,6 +239,7 @@ func TestHeldClaimIdempotency(t *testing.T) {
 // TestHeldBatch: a /batch holding a claim beside a read is held as one,
 // and answered with every statement's answer once the claim takes.
 func TestHeldBatch(t *testing.T) {
+	t.Parallel()
 	_, c := start(t, "--file", ":memory:")
 	c.MustQuery(jobsDDL)
 	out := make(chan *apitest.Response, 1)

@@ -65,6 +65,8 @@ func TestRawIOAsNet(t *testing.T) {
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MB
 	got2 := make(chan []byte)
 	go func() {
+		// The reader starts 50 ms late: the writer meets full buffers and
+		// must wait for room (the behaviour under test).
 		time.Sleep(50 * time.Millisecond)
 		b, _ := io.ReadAll(io.LimitReader(cli, int64(len(big))))
 		got2 <- b

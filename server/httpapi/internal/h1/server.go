@@ -352,5 +352,22 @@ func (s *Server) Conns() int {
 	return len(s.conns)
 }
 
+// Pipelined returns how many connections hold a byte their watch read
+// while a request ran: the start of a request pipelined behind it, kept
+// for it. Tests wait on it; nothing else needs it.
+func (s *Server) Pipelined() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c := range s.conns {
+		c.mu.Lock()
+		if c.pend > 0 {
+			n++
+		}
+		c.mu.Unlock()
+	}
+	return n
+}
+
 // Handoffs returns how many connections were handed to net/http.
 func (s *Server) Handoffs() int64 { return s.handoffs.Load() }

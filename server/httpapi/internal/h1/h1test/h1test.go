@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // Exchange writes raw on a new connection to addr, half-closes it when
@@ -149,16 +151,12 @@ func MustListen(t testing.TB) net.Listener {
 	return ln
 }
 
-// Await polls cond every millisecond or so until it holds, failing the
-// test with what() after 5 s.
+// Await polls cond until it holds, failing the test with what() after
+// 5 s (testwait.Within).
 func Await(t testing.TB, cond func() bool, what func() string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for wait := time.Millisecond; !cond(); wait = min(2*wait, 20*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what())
-		}
-		time.Sleep(wait)
+	if !testwait.Within(5*time.Second, cond) {
+		t.Fatal(what())
 	}
 }
 
