@@ -333,6 +333,8 @@ func (s *Store) syncLocked() {
 		g.state = syncing
 		s.syncUnits += g.units
 	}
+	s.recentUnits[s.recentAt] = s.syncUnits
+	s.recentAt = (s.recentAt + 1) % recentSyncs
 	s.changedLocked() // the next group may be written while this syncs
 	s.mu.Unlock()
 	start := time.Now()

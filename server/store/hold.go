@@ -12,7 +12,8 @@ import (
 // their way to a commit (Options.Inbound), which then join the sync
 // (gathered): while any is between its head and its commit, or while the
 // sync would carry fewer units than connections wrote lately and the
-// last sync ended within Inbound.busy, for Inbound's hold at most. Holds that gain no unit twice running stop the
+// last sync ended within Inbound.busy (but no more units than the recent
+// syncs carried: recentMostLocked), for Inbound's hold at most. Holds that gain no unit twice running stop the
 // holding for holdRest syncs: a connection that wrote lately but will
 // not soon does not delay every sync. mu is held, and released meanwhile.
 func (s *Store) holdLocked() {
@@ -25,7 +26,7 @@ func (s *Store) holdLocked() {
 	siblings := -1    // whether to wait for the connections that wrote lately (-1: not asked yet)
 	for {
 		units, pending := s.pendingUnitsLocked(), s.inbound.Pending()
-		if pending <= 0 && units >= s.inbound.Active() {
+		if pending <= 0 && units >= min(s.inbound.Active(), s.recentMostLocked()) {
 			break
 		}
 		now := time.Now()
@@ -57,6 +58,29 @@ func (s *Store) holdLocked() {
 			s.holdMisses, s.holdRest = 0, holdRest
 		}
 	}
+}
+
+// recentSyncs is how many of the last syncs' units recentMostLocked
+// weighs: enough to see a steady load's usual group through a sync that
+// caught only part of it, few enough to follow a load that shrinks.
+const recentSyncs = 8
+
+// recentMostLocked returns the most units one of the last recentSyncs
+// syncs carried (at least 1); mu is held. The connections that wrote
+// lately (Inbound.Active) overcount the units a sync may expect when a
+// client spreads its writes over more connections than it writes on at
+// once — a worker whose claim and ack go together on two of the three
+// connections its pool keeps — and every such sync would then wait out
+// its whole hold for a unit that is not coming. A sync waits for no more
+// units than the recent ones carried; one that carries more (a load
+// growing) raises the bound at once. Measured by make worker-bench
+// (docs/benchmarks.md, "The hold and a worker's two connections").
+func (s *Store) recentMostLocked() int64 {
+	most := 1
+	for _, n := range s.recentUnits {
+		most = max(most, n)
+	}
+	return int64(most)
 }
 
 // holdRest is how many syncs start without a hold after two holds gained

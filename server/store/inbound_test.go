@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -229,4 +230,45 @@ func (g *syncGate) fault(at string) error {
 		<-release
 	}
 	return nil
+}
+
+// TestHoldWaitsForNoMoreThanRecentSyncsCarried: three connections wrote
+// lately, but writes come two at a time (a worker whose claim and ack go
+// together over two of the three connections its pool keeps): a sync
+// carrying the two units waits for no third, since no recent sync carried
+// more than two (recentMostLocked). Counting the connections alone, each
+// such sync would wait out its whole hold.
+func TestHoldWaitsForNoMoreThanRecentSyncsCarried(t *testing.T) {
+	const hold = 400 * time.Millisecond
+	in := NewInbound(hold)
+	in.busy = time.Minute // every sync follows the last closely enough to hold
+	_, _, _, s := load(t, filepath.Join(t.TempDir(), "h.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in}, defaultTuning)
+	defer s.Close()
+	in.SetActive(3)
+	seq := uint64(0)
+	unit := func() []Change {
+		seq++
+		return []Change{{Op: OpPut, Coll: "c", ID: int64(seq), Body: []byte(`{}`)}}
+	}
+	for i := range 6 {
+		syncs := s.Stats().Fsyncs
+		start := time.Now()
+		a := s.Commit(seq+1, unit())
+		b := s.Commit(seq+1, unit())
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j, wait := range []func() error{a, b} {
+			wg.Go(func() { errs[j] = wait() })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d >= hold/2 {
+			t.Fatalf("pair %d waited %v for a third unit no recent sync carried", i, d)
+		}
+		if n := s.Stats().Fsyncs - syncs; n != 1 {
+			t.Fatalf("pair %d took %d syncs, want 1", i, n)
+		}
+	}
 }

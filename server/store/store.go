@@ -253,6 +253,11 @@ type Store struct {
 	holdMisses int       // holds in a row that gained no unit
 	holdRest   int       // syncs to start without a hold
 	lastSync   time.Time // when the last sync ended (under always with inbound)
+	// recentUnits is the units each of the last syncs carried, a ring
+	// (recentAt the next slot): the most of them bounds how many units a
+	// hold waits for from the connections that wrote lately.
+	recentUnits [recentSyncs]int
+	recentAt    int
 
 	wake      chan struct{} // "write the queued units now", or "fold"; capacity 1
 	probe     chan chan error

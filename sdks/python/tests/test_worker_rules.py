@@ -426,6 +426,35 @@ class ForwardProxy:
         self.server.server_close()
 
 
+def _run_through(kind: str, live: Server, proxy: "ForwardProxy", **connect: Any) -> List[Dict[str, Any]]:
+    """Runs a worker of the kind until the queue is empty, its client made
+    with ``connect``'s options, and returns what the proxy saw, having
+    checked that every job ran and that claims and acks went through it."""
+    done: List[int] = []
+    try:
+        if kind == "threads":
+            with fenecdb.connect(live.url, **connect) as client:
+                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
+        else:
+
+            async def main() -> None:
+                async with fenecdb.connect_async(live.url, **connect) as client:
+
+                    async def handler(row: fenecdb.Row) -> None:
+                        done.append(row["id"])
+
+                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
+
+            asyncio.run(main())
+    finally:
+        proxy.close()
+    assert sorted(done) == [1, 2, 3, 4, 5]
+    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {proxy.seen}"
+    return proxy.seen
+
+
 def test_both_workers_send_through_the_environments_proxy(
     kind: str, live: Server, db: fenecdb.Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -437,28 +466,7 @@ def test_both_workers_send_through_the_environments_proxy(
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    done: List[int] = []
-    try:
-        if kind == "threads":
-            with fenecdb.connect(live.url) as client:
-                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
-        else:
-
-            async def main() -> None:
-                async with fenecdb.connect_async(live.url) as client:
-
-                    async def handler(row: fenecdb.Row) -> None:
-                        done.append(row["id"])
-
-                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
-
-            asyncio.run(main())
-    finally:
-        proxy.close()
-    assert sorted(done) == [1, 2, 3, 4, 5]
-    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
-    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
-    assert claims and acks, f"not through the proxy: {proxy.seen}"
+    _run_through(kind, live, proxy)
 
 
 def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live: Server, db: fenecdb.Client) -> None:
@@ -467,28 +475,7 @@ def test_both_workers_send_through_the_clients_proxy_and_headers(kind: str, live
     and extensions — goes through the proxy with the headers."""
     enqueue(db, 5)
     proxy = ForwardProxy()
-    done: List[int] = []
-    try:
-        if kind == "threads":
-            with fenecdb.connect(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
-                fenecdb.Worker(client.from_("jobs"), lambda row, cancel: done.append(row["id"])).run_until_empty()
-        else:
-
-            async def main() -> None:
-                async with fenecdb.connect_async(live.url, proxy=proxy.url, headers={"X-Team": "mail"}) as client:
-
-                    async def handler(row: fenecdb.Row) -> None:
-                        done.append(row["id"])
-
-                    await fenecdb.AsyncWorker(client.from_("jobs"), handler).run_until_empty()
-
-            asyncio.run(main())
-    finally:
-        proxy.close()
-    assert sorted(done) == [1, 2, 3, 4, 5]
-    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
-    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
-    assert claims and acks, f"not through the proxy: {proxy.seen}"
-    assert all(s["team"] == "mail" for s in proxy.seen), proxy.seen
-    collections = [s for s in proxy.seen if s["query"] == ""]
+    seen = _run_through(kind, live, proxy, proxy=proxy.url, headers={"X-Team": "mail"})
+    assert all(s["team"] == "mail" for s in seen), seen
+    collections = [s for s in seen if s["query"] == ""]
     assert len(collections) == 1, f"GET /collections sent {len(collections)} times"
