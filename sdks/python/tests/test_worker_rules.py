@@ -426,10 +426,11 @@ class ForwardProxy:
         self.server.server_close()
 
 
-def _run_through(kind: str, live: Server, proxy: "ForwardProxy", **connect: Any) -> List[Dict[str, Any]]:
+def _run_through(kind: str, live: Server, forward: "ForwardProxy", **connect: Any) -> List[Dict[str, Any]]:
     """Runs a worker of the kind until the queue is empty, its client made
     with ``connect``'s options, and returns what the proxy saw, having
-    checked that every job ran and that claims and acks went through it."""
+    checked that every job ran and that claims and acks went through
+    ``forward``."""
     done: List[int] = []
     try:
         if kind == "threads":
@@ -447,12 +448,12 @@ def _run_through(kind: str, live: Server, proxy: "ForwardProxy", **connect: Any)
 
             asyncio.run(main())
     finally:
-        proxy.close()
+        forward.close()
     assert sorted(done) == [1, 2, 3, 4, 5]
-    claims = [s for s in proxy.seen if s["query"].startswith("set jobs {owner: $1")]
-    acks = [s for s in proxy.seen if s["query"].startswith("del jobs")]
-    assert claims and acks, f"not through the proxy: {proxy.seen}"
-    return proxy.seen
+    claims = [s for s in forward.seen if s["query"].startswith("set jobs {owner: $1")]
+    acks = [s for s in forward.seen if s["query"].startswith("del jobs")]
+    assert claims and acks, f"not through the proxy: {forward.seen}"
+    return forward.seen
 
 
 def test_both_workers_send_through_the_environments_proxy(
