@@ -8,8 +8,10 @@
  *
  * Each event is one the server sent: `rows`/`reset` (`data.rows`),
  * `insert`/`update` (`data.row`), `delete` (`data.id`), `gap` and
- * `closing`. A dropped connection, or a `closing` the server sent (shutting
- * down, or the client fell behind), is followed by a reconnect with
+ * `closing`. A dropped connection, a `closing` the server sent (shutting
+ * down, or the client fell behind), or an answer that may succeed later
+ * (`FenecError.retryable`: a server shutting down answers 503) is followed
+ * by a reconnect with
  * `Last-Event-ID`, so no change is missed: the server sends nothing again,
  * or a `reset` with the rows as they are now.
  *
@@ -114,7 +116,10 @@ async function* follow(target: LiveTarget, req: LiveRequest, opts: WatchOptions)
           yield ev;
         }
       } catch (err) {
-        if (err instanceof FenecError) throw err;
+        // A refusal is final; a server that cannot answer now (shutting
+        // down, no leader yet, a proxy's 503) is tried again like a
+        // dropped connection, within the same retries.
+        if (err instanceof FenecError && !err.retryable) throw err;
         if (opts.signal?.aborted) throw opts.signal.reason;
         if (own.signal.aborted) return;
         failed = err;
@@ -122,6 +127,7 @@ async function* follow(target: LiveTarget, req: LiveRequest, opts: WatchOptions)
       if (failed !== undefined) {
         failures++;
         if (failures > retries) {
+          if (failed instanceof FenecError) throw failed;
           throw new FenecError(`network: the live query at ${new URL(url).host} could not reconnect: ${reason(failed)}`, 0, 'network', undefined, { cause: failed });
         }
         await pause(delay, signal);

@@ -139,3 +139,44 @@ test('a server restarted mid-stream: the iterator reconnects with Last-Event-ID 
   assert.equal(sent.at(-1), String(closing.position > 0 ? closing.position : ins.position));
   await it.return();
 });
+
+test('a live query that meets a server unable to answer yet (503 unavailable, as while it shuts down) tries again and goes on', async () => {
+  const http = await import('node:http');
+  const server = await startServer();
+  stops.push(server);
+  const upstream = new URL(server.url);
+  let refused = 0;
+  // A loopback proxy that answers the first two requests 503, as a
+  // server shutting down does, and streams every later one through.
+  const proxy = http.createServer((req, res) => {
+    if (refused < 2) {
+      refused++;
+      req.resume();
+      res.writeHead(503, { 'Content-Type': 'application/json' }).end(JSON.stringify({ error: 'the server is shutting down', code: 'unavailable' }));
+      return;
+    }
+    const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
+    req.pipe(forward);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const db = connect(server.url);
+  await db.query('create collection msgs (body text)');
+  await db.query('insert msgs {body: "a"}');
+  const address = proxy.address() as { port: number };
+  const ac = new AbortController();
+  try {
+    const through = connect(`http://127.0.0.1:${address.port}`);
+    const it = through.from('msgs').watch({ signal: ac.signal, retryDelay: 10 });
+    const first = await next(it);
+    assert.equal(first.name, 'rows');
+    assert.deepEqual((first.data['rows'] as { body: string }[]).map((r) => r.body), ['a']);
+    assert.equal(refused, 2, 'both 503s were met before the rows');
+  } finally {
+    ac.abort();
+    proxy.closeAllConnections();
+    await new Promise((resolve) => proxy.close(resolve));
+  }
+});
