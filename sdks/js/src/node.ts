@@ -14,6 +14,8 @@
 
 /** The little of `node:http`'s request this file uses. */
 interface OutgoingRequest {
+  /** Whether the request went over a kept-alive connection used before. */
+  readonly reusedSocket?: boolean;
   on(event: 'error', fn: (err: Error) => void): unknown;
   destroy(err?: Error): unknown;
   end(body?: string): unknown;
@@ -113,25 +115,46 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
         done();
         reject(err);
       };
-      try {
-        const via = secure ? tls() : { https: http, agent };
-        req = via.https.request({ ...target, method: init.method ?? 'GET', headers: head, agent: via.agent }, (res) => {
-          const chunks: Uint8Array[] = [];
-          res.on('data', (chunk) => chunks.push(chunk));
-          res.on('error', fail);
-          res.on('aborted', () => fail(Object.assign(new Error('the connection closed before the answer ended'), { code: 'ECONNRESET' })));
-          res.on('end', () => {
-            done();
-            resolve(answer(res.statusCode ?? 0, res.headers, decoder.decode(chunks.length === 1 ? chunks[0] : bytes.concat(chunks))));
+      // A kept-alive connection the server closed while it lay idle (or a
+      // node that died: its connections reset) fails the request sent on
+      // it before any answer: the server read none of it. Sent again once,
+      // on a new connection, as browsers do; that one meets the real state
+      // (a dead node refuses it, and the client turns to another node).
+      const issue = (again: boolean): boolean => {
+        let answered = false;
+        let sent: OutgoingRequest;
+        try {
+          const via = secure ? tls() : { https: http, agent };
+          sent = via.https.request({ ...target, method: init.method ?? 'GET', headers: head, agent: via.agent }, (res) => {
+            answered = true;
+            const chunks: Uint8Array[] = [];
+            res.on('data', (chunk) => chunks.push(chunk));
+            res.on('error', fail);
+            res.on('aborted', () => fail(Object.assign(new Error('the connection closed before the answer ended'), { code: 'ECONNRESET' })));
+            res.on('end', () => {
+              done();
+              resolve(answer(res.statusCode ?? 0, res.headers, decoder.decode(chunks.length === 1 ? chunks[0] : bytes.concat(chunks))));
+            });
           });
+        } catch (err) {
+          // A header value fetch would refuse too (a new line in a token): thrown as fetch throws it.
+          fail(new TypeError(err instanceof Error ? err.message : String(err), { cause: err }));
+          return false;
+        }
+        req = sent;
+        sent.on('error', (err) => {
+          const code = (err as { code?: unknown }).code;
+          if (!again && !answered && sent.reusedSocket === true && (code === 'ECONNRESET' || code === 'EPIPE') && !signal?.aborted) {
+            if (issue(true)) req!.end(body);
+            return;
+          }
+          fail(err);
         });
-      } catch (err) {
-        // A header value fetch would refuse too (a new line in a token): thrown as fetch throws it.
-        return fail(new TypeError(err instanceof Error ? err.message : String(err), { cause: err }));
-      }
-      req.on('error', fail);
+        return true;
+      };
+      if (!issue(false)) return;
       signal?.addEventListener('abort', onAbort, { once: true });
-      req.end(body);
+      req!.end(body);
     });
   };
   return send as typeof fetch;

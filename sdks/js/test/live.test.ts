@@ -180,3 +180,48 @@ test('a live query that meets a server unable to answer yet (503 unavailable, as
     await new Promise((resolve) => proxy.close(resolve));
   }
 });
+
+test('a request sent on a kept-alive connection that the server end resets before reading it goes again, once, on a new connection', async () => {
+  const net = await import('node:net');
+  const server = await startServer();
+  stops.push(server);
+  const upstream = new URL(server.url);
+  // A loopback proxy in front of the real server: on the first connection
+  // it passes the first request and its answer, then resets the
+  // connection as the second request arrives, before the server reads any
+  // of it (a node that died with the connection kept alive); every later
+  // connection passes through.
+  let connections = 0;
+  const open = new Set<import('node:net').Socket>();
+  const proxy = net.createServer((client) => {
+    const first = connections++ === 0;
+    open.add(client);
+    const to = net.connect(Number(upstream.port), upstream.hostname);
+    open.add(to);
+    let requests = 0;
+    client.on('data', (chunk: Buffer) => {
+      if (first && chunk.includes('POST ') && ++requests === 2) {
+        client.resetAndDestroy();
+        to.destroy();
+        return;
+      }
+      to.write(chunk);
+    });
+    to.on('data', (chunk: Buffer) => client.write(chunk));
+    client.on('error', () => to.destroy());
+    to.on('error', () => client.destroy());
+    client.on('close', () => to.destroy());
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  try {
+    const db = connect(`http://127.0.0.1:${(proxy.address() as { port: number }).port}`);
+    await db.query('create collection c (n int)'); // the first connection, kept alive
+    await db.query('insert c {n: 1}'); // reset on it: sent again on a new one
+    const counted = await db.query('get c count');
+    assert.deepEqual(counted.rows, [{ count: 1 }]);
+    assert.ok(connections >= 2, `${connections} connections`);
+  } finally {
+    for (const socket of open) socket.destroy();
+    await new Promise((resolve) => proxy.close(resolve));
+  }
+});
