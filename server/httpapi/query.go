@@ -288,8 +288,12 @@ func (s *Server) execute(ctx context.Context, req *request, meta func([]*engine.
 		}
 		took = time.Since(start)
 	} else {
+		var gone func() bool
+		if conn != nil {
+			gone = conn.Gone
+		}
 		rs, took, err = s.heldInTerm(ctx, func(ctx context.Context) ([]*engine.Result, time.Duration, error) {
-			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout})
+			return s.hub.Hold(ctx, &wait.Request{Parsed: req.stmts, Scope: req.scope, Wait: *req.wait, Meta: meta, Timeout: s.cfg.StatementTimeout, Gone: gone})
 		})
 		if took == 0 {
 			return rs, err // the client went away while it was held: nothing ran

@@ -36,6 +36,15 @@ type Request struct {
 	// Timeout bounds each run of the claim's statements
 	// (engine.RunOptions.Timeout); the waiting between runs is not theirs.
 	Timeout time.Duration
+	// Gone, when set, reports that the claim's client has gone away,
+	// which may be known before ctx ends (h1.Conn's Gone): a claim whose
+	// client is gone is dropped rather than run when its turn comes.
+	Gone func() bool
+}
+
+// given reports whether w's client has given it up.
+func (w *waiter) given() bool {
+	return w.ctx.Err() != nil || (w.req.Gone != nil && w.req.Gone())
 }
 
 // Hub keeps the held claims of one database.
@@ -297,9 +306,9 @@ func (h *Hub) Hold(ctx context.Context, req *Request) (rs []*engine.Result, took
 			h.leave(w)
 			return rs, took, err
 		case <-w.turn:
-			if ctx.Err() != nil {
+			if w.given() {
 				h.leave(w)
-				return nil, 0, ctx.Err()
+				return nil, 0, context.Canceled
 			}
 			rs, took, err := h.try(ctx, req, true)
 			if errors.Is(err, engine.ErrNothingTaken) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +72,12 @@ type outcome struct {
 
 func (f *fixture) hold(wait time.Duration, q string, params ...any) *held {
 	f.t.Helper()
+	return f.holdGone(nil, wait, q, params...)
+}
+
+// holdGone is hold with the request's Gone.
+func (f *fixture) holdGone(gone func() bool, wait time.Duration, q string, params ...any) *held {
+	f.t.Helper()
 	vs := make([]fenecql.Value, len(params))
 	for i, p := range params {
 		vs[i], _ = fenecql.FromGo(p)
@@ -84,7 +91,7 @@ func (f *fixture) hold(wait time.Duration, q string, params ...any) *held {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &held{done: make(chan outcome, 1), cancel: cancel}
-	req := &Request{Parsed: ps, Wait: wait}
+	req := &Request{Parsed: ps, Wait: wait, Gone: gone}
 	go func() {
 		rs, _, err := f.hub.Hold(ctx, req)
 		o := outcome{err: err, at: time.Now()}
@@ -371,6 +378,32 @@ func testCancelledClaimTakesNothing(t *testing.T, f *fixture) {
 	f.exec(`put jobs {run_at: now(), attempts: 0}`)
 	if got := string(f.exec(`get jobs select owner`).AppendJSON(nil)); got != `[{"owner":null}]` {
 		t.Fatalf("the job: %s", got)
+	}
+	if got := string(f.exec(claim, "next").AppendJSON(nil)); got != `[{"id":1}]` {
+		t.Fatalf("next claim: %s", got)
+	}
+}
+
+func TestGoneClaimTakesNothing(t *testing.T) { eachStore(t, testGoneClaimTakesNothing) }
+
+// testGoneClaimTakesNothing: a claim whose client is known to be gone
+// (Request.Gone) while its context has not ended yet — the client's close
+// arrived and the connection's watch has not run — takes nothing when a
+// put gives it the turn: a worker that gave up its claim has already
+// released what its owner held, and a job taken now would stay leased
+// with nobody to run it.
+func testGoneClaimTakesNothing(t *testing.T, f *fixture) {
+	f.exec(jobs)
+	var gone atomic.Bool
+	h := f.holdGone(gone.Load, 5*time.Second, claim, "gone")
+	f.settle(1)
+	gone.Store(true)
+	f.exec(`put jobs {run_at: now(), attempts: 0}`)
+	if o := h.answer(t, time.Second); !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("the gone claim: %+v; want it dropped", o)
+	}
+	if got := string(f.exec(`get jobs select owner, attempts`).AppendJSON(nil)); got != `[{"owner":null,"attempts":0}]` {
+		t.Fatalf("the job: %s; want it untaken", got)
 	}
 	if got := string(f.exec(claim, "next").AppendJSON(nil)); got != `[{"id":1}]` {
 		t.Fatalf("next claim: %s", got)

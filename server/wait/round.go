@@ -162,7 +162,7 @@ func (h *Hub) round(here, unlooked bool) (next time.Time, run *waiter, woke bool
 // turn gives w, the head of l, the turn: answered to be run on the
 // caller's goroutine with here (round), else woken; h.mu is held.
 func (h *Hub) turn(l *line, w *waiter, here bool) (run *waiter, woke bool) {
-	if here && w.ctx.Err() == nil {
+	if here && !w.given() {
 		l.running, w.here = w, true
 		return w, false
 	}

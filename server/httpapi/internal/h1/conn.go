@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,6 +22,9 @@ func (s *Server) newConn(rwc net.Conn, release func()) *conn {
 		return nil
 	}
 	c := &conn{s: s, rwc: rwc, raw: newRawIO(rwc), accepted: time.Now(), buf: make([]byte, connBufSize), release: release}
+	if tc, ok := rwc.(*net.TCPConn); ok {
+		c.sock, _ = tc.SyscallConn()
+	}
 	if s.tls != nil {
 		var under net.Conn = rwc
 		if c.raw != nil {
@@ -66,7 +70,8 @@ var aLongTimeAgo = time.Unix(1, 0)
 type conn struct {
 	s        *Server
 	rwc      net.Conn
-	raw      *rawIO // rwc read and written with raw system calls, if a TCP connection (rawio_linux.go)
+	raw      *rawIO          // rwc read and written with raw system calls, if a TCP connection (rawio_linux.go)
+	sock     syscall.RawConn // the TCP socket under rwc (also under TLS), for Gone; nil if not TCP
 	remote   string
 	ctx      context.Context
 	accepted time.Time

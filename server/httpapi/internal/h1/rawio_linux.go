@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawIO reads and writes a TCP connection's socket with raw system calls
@@ -137,4 +139,28 @@ func (r *rawIO) opError(op string, err error) error {
 		err = oe.Err
 	}
 	return &net.OpError{Op: op, Net: "tcp", Source: r.nc.LocalAddr(), Addr: r.nc.RemoteAddr(), Err: err}
+}
+
+// peerClosed reports whether the peer of the TCP socket sock has closed
+// its end or reset the connection: the socket's state (TCP_INFO) is past
+// established on the peer's side. The kernel sets it as the peer's FIN or
+// RST arrives, before any read returns it, and a pipelined request's
+// bytes or a TLS close alert waiting to be read do not hide it. Control
+// takes no read lock, so it may run while the watch's read waits.
+func peerClosed(sock syscall.RawConn) bool {
+	if sock == nil {
+		return false
+	}
+	closed := false
+	sock.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return
+		}
+		switch info.State {
+		case unix.BPF_TCP_CLOSE_WAIT, unix.BPF_TCP_LAST_ACK, unix.BPF_TCP_CLOSE, unix.BPF_TCP_CLOSING:
+			closed = true
+		}
+	})
+	return closed
 }

@@ -150,3 +150,42 @@ func TestRawIOReadWhileWriting(t *testing.T) {
 		t.Fatal("the bytes read or written were not the ones sent")
 	}
 }
+
+// TestPeerClosedAtOnce: the socket tells that its peer closed as soon as
+// the close arrives, with nothing read — also when bytes the peer sent
+// before it (a pipelined request, a TLS close alert) wait unread — and
+// not before: an open connection with unread bytes is not closed.
+func TestPeerClosedAtOnce(t *testing.T) {
+	srv, cli := tcpPair(t)
+	sock, err := srv.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if peerClosed(sock) {
+		t.Fatal("an open connection seen as closed")
+	}
+	cli.Write([]byte("GET / HTTP/1.1\r\n"))
+	if peerClosed(sock) {
+		t.Fatal("an open connection with unread bytes seen as closed")
+	}
+	cli.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !peerClosed(sock) {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's close not seen in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Reset: the peer closes with unread data on its side.
+	srv2, cli2 := tcpPair(t)
+	sock2, _ := srv2.(*net.TCPConn).SyscallConn()
+	srv2.Write([]byte("unread"))
+	cli2.(*net.TCPConn).SetLinger(0)
+	cli2.Close()
+	for deadline := time.Now().Add(5 * time.Second); !peerClosed(sock2); {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer's reset not seen in 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -15,6 +15,13 @@ type Conn interface {
 	// asks: a held claim must stop holding as soon as its client is gone,
 	// not take a job nobody will work on.
 	Watch()
+	// Gone reports whether the client has gone away: the watch's read
+	// failed, or the peer's end of the socket is closed though no read has
+	// seen it yet. A held claim about to run asks: a client that gave up
+	// its claim closes the connection before it releases what the claim's
+	// owner holds, so the claim must not take a job after that release
+	// (docs/workers.md, "Stop").
+	Gone() bool
 	// Arrived tells that the request's write is queued (wrote), or that
 	// it will queue none soon (CountInbound). Only the first call counts.
 	Arrived(wrote bool)
@@ -91,6 +98,13 @@ func (c *conn) gone() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.bgErr != nil
+}
+
+// Gone is Conn's: the watch saw the client go, or the socket says so
+// (peerClosed), which it does as soon as the client's close arrives —
+// before the watch's goroutine has run to read it.
+func (c *conn) Gone() bool {
+	return c.gone() || peerClosed(c.sock)
 }
 
 // stopWatch ends the request's watch, if any, and waits for its read.
