@@ -150,8 +150,14 @@ func (c *Client) follow(ctx context.Context, method, path string, body []byte, o
 		}
 		var fe *Error
 		if errors.As(err, &fe) {
-			yield(LiveEvent{}, fe)
-			return
+			// A refusal is final, but for an answer that may succeed later
+			// (a server shutting down answers 503 unavailable): that is
+			// tried again as a dropped connection is, within the retries.
+			if !isRetryable(fe) {
+				yield(LiveEvent{}, fe)
+				return
+			}
+			fe.Retryable = true
 		}
 		if cfg.opened {
 			failures = 0 // the stream began, then ended or dropped: reconnect at once

@@ -8,11 +8,15 @@ import (
 	"io"
 	"iter"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,3 +255,43 @@ func TestWatchAcrossRestart(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestWatchRetriesUnavailable: an answer that may succeed later — a
+// server shutting down answers 503 unavailable, as a live query's
+// reconnect can meet during a restart — is tried again like a dropped
+// connection, within the retries; one that cannot (a 400) is not.
+func TestWatchRetriesUnavailable(t *testing.T) {
+	target := fenectest.Start(t)
+	db := connect(t, target)
+	mustQuery(t, db, "create collection msgs (room text, body text)")
+	mustQuery(t, db, `insert msgs {room: "lobby", body: "a"}`)
+	u, _ := neturl.Parse(target)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.FlushInterval = -1
+	var refused atomic.Int32
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") == "text/event-stream" && refused.Add(1) <= 2 {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			w.Write([]byte(`{"code":"unavailable","error":"the server is shutting down"}`))
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	live := pull(t, connect(t, front.URL).From("msgs").Watch(ctx, fenecdb.WatchRetries(5, 10*time.Millisecond)))
+	if first := live.event(); first.Name != "rows" || len(first.Rows) != 1 {
+		t.Fatalf("first: %+v", first)
+	}
+	if n := refused.Load(); n != 3 {
+		t.Fatalf("%d live requests, want the two refused and the one answered", n)
+	}
+	// Past the retries the live query ends, saying why.
+	refused.Store(-100)
+	live = pull(t, connect(t, front.URL).From("msgs").Watch(ctx, fenecdb.WatchRetries(2, time.Millisecond)))
+	if err := live.failure(); !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("after the retries: %v", err)
+	}
+}
