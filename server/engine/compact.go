@@ -7,10 +7,11 @@ import "github.com/tidwall/btree"
 // splits in two, the left half is never written again, and it keeps the
 // whole node's array, twice the room its items need. A load fills every
 // index that way, so once the file is loaded each tree is copied node by
-// node (compactTree): a copy's items take an array of their length, as
-// the btree package copies a node, and the tree costs about half
-// (docs/architecture.md, "Memory"). Later writes split and grow nodes as
-// before.
+// node (compactTree). The btree package copies a node into an array of
+// the node's capacity, and a split leaves each half a capacity of its
+// length: the copies of the halves are full, and the tree costs about
+// half (docs/architecture.md, "Memory"). Later writes split and grow
+// nodes as before.
 
 // compactTree returns tr with every node copied anew. It is the btree
 // package's copy on write: a copy of the tree, then a scan that may write
