@@ -19,7 +19,7 @@ SERVER_DEP = $(if $(FENEC_BIN),has-fenec-bin,build)
 has-fenec-bin:
 	@test -x $(SERVER_BIN) || { echo "$(NO_BINARY) ($(SERVER_BIN) is not an executable)" >&2; exit 1; }
 
-.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench changes-bench memory-bench
+.PHONY: cluster-check test-generated-parse test-tools mutants check-tracked run build test test-js generate-sdks test-venv test-python test-go-sdk generate check-generated fuzz-api bench wait-bench queue-bench queue-bench-quick redis-bench changes-bench memory-bench memory-bench-10m
 
 NO_BINARY = no fenec binary: set FENEC_BIN=/path/to/fenec, or install Go and run make build (make dist writes dist/fenec)
 build:
@@ -237,9 +237,14 @@ changes-bench: $(SERVER_DEP)
 # server's RSS loading, after a restart and after a drain, and Redis's
 # used_memory for the same jobs, in one run (JOBS, default 1 000 000):
 # bench/results/memory.md. Not a test: it prints figures.
+# memory-bench-10m: the server and Redis alone at 10 000 000 jobs (no
+# breakdown), bounded to 30 minutes: bench/results/memory-10m.md.
 JOBS ?= 1000000
 memory-bench: $(SERVER_DEP)
-	cd bench && $(GO) run ./cmd/queuebench -mode memory -fenec $(SERVER_BIN) -jobs $(JOBS) -out results -note "$(BENCH_NOTE)"
+	cd bench && $(GO) run ./cmd/queuebench -mode memory -fenec $(SERVER_BIN) -jobs $(JOBS) -out results -note "$(BENCH_NOTE)" $(MEMORY_BENCH_FLAGS)
+memory-bench-10m: $(SERVER_DEP)
+	cd bench && $(GO) run ./cmd/queuebench -mode memory -fenec $(SERVER_BIN) -jobs 10000000 -memory-breakdown=false \
+		-memory-limit 30m -memory-out memory-10m.md -out results -note "$(BENCH_NOTE)"
 
 # The same over 100 000 jobs, each cell one drive of 3 s, in a few minutes, into
 # bench/results/quick (not kept in git).

@@ -45,7 +45,9 @@ func (p *plan) collect() ([]*Doc, error) {
 			err = e
 			return false
 		}
-		if ok {
+		if ok && p.count {
+			p.counted++
+		} else if ok {
 			out = append(out, d)
 			if p.ordered && want >= 0 && len(out) >= want {
 				return false
@@ -81,7 +83,7 @@ func (p *plan) collect() ([]*Doc, error) {
 			}
 		}
 	}
-	if err != nil {
+	if err != nil || p.count {
 		return nil, err
 	}
 	if !p.ordered {

@@ -276,6 +276,12 @@ func (t *tx) checkUnique(c *Collection, d *Doc, pos fenecql.Pos, env *fenecql.En
 // pick plans and runs the row-picking clauses of a get, set or del.
 // A scoped statement picks only among the rows its rules granting g admit.
 func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos) (*plan, []*Doc, error) {
+	return t.pickFor(c, cl, env, g, pos, false)
+}
+
+// pickFor is pick; with count, a plan without limit, offset or sort only
+// counts the rows (plan.count), and returns none.
+func (t *tx) pickFor(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant, pos fenecql.Pos, count bool) (*plan, []*Doc, error) {
 	// A /batch of ten acks is one parsed statement ten times over: its
 	// clauses, shared and never changed, are checked against the
 	// collection (whose fields never change either) once.
@@ -321,6 +327,9 @@ func (t *tx) pick(c *Collection, cl *fenecql.Clauses, env *fenecql.Env, g Grant,
 		// rest of it (plan.restOf).
 		p.where = p.rest
 	}
+	// Without a sort (no order, or the index's): a sort's keys may fail
+	// to compare, and a count must fail as the rows would.
+	p.count = count && p.limit < 0 && p.offset == 0 && (len(p.order) == 0 || p.ordered)
 	docs, err := p.collect()
 	return p, docs, err
 }
@@ -555,7 +564,7 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	if err := checkColumns(c, &fenecql.Returning{Columns: s.Columns}); err != nil {
 		return nil, err
 	}
-	p, docs, err := t.pick(c, &s.Clauses, env, GrantRead, s.Pos)
+	p, docs, err := t.pickFor(c, &s.Clauses, env, GrantRead, s.Pos, s.Count && !dry)
 	if err != nil {
 		return nil, err
 	}
@@ -564,7 +573,11 @@ func (t *tx) execGet(s *fenecql.Get, env *fenecql.Env, dry bool) (*Result, error
 	}
 	var r *Result
 	if s.Count {
-		r = &Result{IsRows: true, Columns: []string{"count"}, Rows: [][]fenecql.Value{{fenecql.Int(int64(len(docs)))}}}
+		n := len(docs)
+		if p.count {
+			n = p.counted
+		}
+		r = &Result{IsRows: true, Columns: []string{"count"}, Rows: [][]fenecql.Value{{fenecql.Int(int64(n))}}}
 	} else if r, err = project(c, s.Columns == nil, s.Columns, docs, env); err != nil {
 		return nil, err
 	}

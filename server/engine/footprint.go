@@ -26,7 +26,7 @@ type Footprint struct {
 // are more or less full, a hash's buckets more or less used.
 const (
 	idMapEntry     = 16 // the id map's pages: 8 bytes a document where ids run without gaps, else 16
-	numIndexEntry  = 32 // an int or timestamp @sorted, @ttl, or a queue's run_at: 16-byte items, nodes about half full
+	numIndexEntry  = 32 // an int or timestamp @sorted, @ttl, or a queue's run_at: 16-byte items, nodes about half full (about 18 just after a load, which compacts the trees: compact.go; puts while serving bring them back to half)
 	sortIndexEntry = 48 // any other @sorted
 	hashIndexEntry = 32 // @hash
 	uniqIndexEntry = 72 // @unique

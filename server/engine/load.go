@@ -63,6 +63,11 @@ func (db *DB) load(st *store.Store) (uint64, error) {
 	if lerr := l.close(); err == nil {
 		err = lerr
 	}
+	if err == nil {
+		for _, c := range db.colls {
+			c.compact()
+		}
+	}
 	return seq, err
 }
 

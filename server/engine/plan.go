@@ -61,6 +61,13 @@ type plan struct {
 	ctx      context.Context // the request's, asked every checkEvery rows; nil: never
 	visited  int
 	rd       *reader // a read's hold on the lock, asked every row (yield.go); nil in a write
+	// count has collect count the rows it picks rather than return them,
+	// in counted: a count of a million rows needs no list of a million
+	// (garbage that a server collecting at GOGC=400 would hold resident
+	// long after, docs/operations.md "Memory"). Set for a count with no
+	// limit, offset or sort (pickFor).
+	count   bool
+	counted int
 }
 
 // conjuncts splits a filter on its top-level ands.

@@ -33,10 +33,14 @@ func TuneGC(limit int64) {
 // made faster than the collector, working beside the decoders, marks: at
 // Go's default of 100 the heap overshot its goal, and a million jobs
 // loaded with a peak RSS of ~545 MiB, against ~495 MiB for a load on one
-// goroutine. At 60 the peak is 430–480 MiB (1.1–1.2 times the RSS once
-// loaded), for ~0.4 s more CPU (2.9 s against 2.5 s), the load still
-// taking ~1.7 s on two cores against ~1.45 s.
-const LoadGCPercent = 60
+// goroutine. The peak is what the machine must have free to restart, and
+// it is measured against Redis's used_memory for the same jobs
+// (bench/results/memory.md): at 60 a million jobs peaked at 290 MB (2.2
+// times), at 20 at ~250 MB, for ~0.9 s more CPU (3.4 s against 2.5 s,
+// in process), the load still taking ~2 s on two cores: the documents
+// hold few pointers (a header each, docs/architecture.md "Memory"), so
+// a collection marks little.
+const LoadGCPercent = 20
 
 // Loading sets the collector for loading a file, and returns the function
 // that sets it back once the file is loaded. A load makes garbage as fast

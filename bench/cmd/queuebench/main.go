@@ -150,6 +150,10 @@ func main() {
 	flag.IntVar(&cc.stream, "change-stream", 20000, "-mode changes: messages written then read through the change stream and through a Redis stream")
 	flag.IntVar(&cc.batch, "change-batch", 100, "-mode changes: messages per write (rows per put, XADDs per pipeline)")
 	flag.DurationVar(&cc.limit, "change-limit", time.Minute, "-mode changes: the longest any one loop may run")
+	mo := memOptions{file: "memory.md"}
+	flag.BoolVar(&mo.breakdown, "memory-breakdown", true, "-mode memory: measure the Go heap per structure in process (seven engines of -jobs each) before the server and Redis")
+	flag.DurationVar(&mo.limit, "memory-limit", 30*time.Minute, "-mode memory: the longest the run may take; a fill still going past it fails the run")
+	flag.StringVar(&mo.file, "memory-out", mo.file, "-mode memory: the results `file`'s name in -out")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
@@ -200,7 +204,7 @@ func main() {
 		}
 		return
 	case "memory":
-		if err := runMemory(cfg.bin, cfg.dir, cfg.note, cfg.jobs, cfg.install, *out); err != nil {
+		if err := runMemory(cfg.bin, cfg.dir, cfg.note, cfg.jobs, cfg.install, *out, mo); err != nil {
 			fail(err)
 		}
 		return

@@ -146,6 +146,56 @@ type memServer struct {
 	// restartCPU is the server's user+sys until it served: unlike
 	// restart, the machine's other work does not change it.
 	restartCPU time.Duration
+	// restartLoad is the machine's load average (1 minute) when the
+	// restart was timed.
+	restartLoad string
+	// Where the RSS after the restart goes: the Go heap's spans in use
+	// less its live bytes (free slots in spans that also hold live
+	// objects), the runtime's own (stacks, span and GC metadata), the
+	// anonymous memory outside Go's accounting (SQLite's), and the pages
+	// of the binary and libraries.
+	spanFree, runtimeSys, otherAnon, fileRSS float64
+}
+
+// loadAvg returns the machine's load average over the last minute.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
+}
+
+// smapsRollup returns pid's resident anonymous and file-backed bytes.
+func smapsRollup(pid int) (anon, file int64) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
+	if err != nil {
+		return 0, 0
+	}
+	kb := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		return n * 1024
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Anonymous:"); ok {
+			anon = kb(v)
+		}
+		if v, ok := strings.CutPrefix(l, "Rss:"); ok {
+			file += kb(v)
+		}
+	}
+	return anon, file - anon
+}
+
+// stopped stops s and returns an error when it did not exit cleanly
+// (killed after stop's wait): its file would then hold an unfolded log,
+// and the restart would replay it, which is not what is measured.
+func stopped(s *server) error {
+	s.stop()
+	if st := s.cmd.ProcessState; st == nil || !st.Success() {
+		return fmt.Errorf("the server did not exit cleanly on SIGINT: %v", st)
+	}
+	return nil
 }
 
 // vmHWM returns the peak resident memory of pid (VmHWM), in bytes.
@@ -181,7 +231,7 @@ func (s *server) metric(name string) (float64, error) {
 	return 0, fmt.Errorf("no %s in /_metrics", name)
 }
 
-func memServe(bin, dir string, n int) (*memServer, error) {
+func memServe(bin, dir string, n int, deadline time.Time) (*memServer, error) {
 	file := filepath.Join(dir, "memory.db")
 	s, err := startServer(bin, "--file", file)
 	if err != nil {
@@ -202,6 +252,10 @@ func memServe(bin, dir string, n int) (*memServer, error) {
 			s.stop()
 			return nil, err
 		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("filling the server took past -memory-limit")
+		}
 	}
 	pid := s.cmd.Process.Pid
 	if err := quiet(pid); err != nil {
@@ -209,7 +263,9 @@ func memServe(bin, dir string, n int) (*memServer, error) {
 		return nil, err
 	}
 	out.peakLoad, out.afterLoad = vmHWM(pid), s.rss()
-	s.stop()
+	if err := stopped(s); err != nil {
+		return nil, err
+	}
 
 	t0 := time.Now()
 	s, err = startServer(bin, "--file", file)
@@ -222,6 +278,7 @@ func memServe(bin, dir string, n int) (*memServer, error) {
 	}
 	out.restart = time.Since(t0)
 	out.restartCPU = s.cpu()
+	out.restartLoad = loadAvg()
 	pid = s.cmd.Process.Pid
 	if err := quiet(pid); err != nil {
 		return nil, err
@@ -230,6 +287,17 @@ func memServe(bin, dir string, n int) (*memServer, error) {
 	out.heapAfterRestart, _ = s.metric("go_memstats_heap_alloc_bytes")
 	out.heapSysRestart, _ = s.metric("go_memstats_heap_sys_bytes")
 	out.nextGC, _ = s.metric("go_memstats_next_gc_bytes")
+	inuse, _ := s.metric("go_memstats_heap_inuse_bytes")
+	out.spanFree = inuse - out.heapAfterRestart
+	for _, m := range []string{"go_memstats_stack_inuse_bytes", "go_memstats_mspan_inuse_bytes", "go_memstats_mcache_inuse_bytes", "go_memstats_gc_sys_bytes", "go_memstats_other_sys_bytes", "go_memstats_buck_hash_sys_bytes"} {
+		v, _ := s.metric(m)
+		out.runtimeSys += v
+	}
+	idle, _ := s.metric("go_memstats_heap_idle_bytes")
+	released, _ := s.metric("go_memstats_heap_released_bytes")
+	anon, fileRSS := smapsRollup(pid)
+	out.fileRSS = float64(fileRSS)
+	out.otherAnon = float64(anon) - inuse - (idle - released) - out.runtimeSys
 	if _, err := s.query(`del jobs where id % 2 = 0`, nil, 0); err != nil {
 		return nil, err
 	}
@@ -241,7 +309,7 @@ func memServe(bin, dir string, n int) (*memServer, error) {
 }
 
 // memRedis is part 3: the jobs as JSON strings in one Redis list.
-func memRedis(dir string, n int) (usedMemory, rss int64, version string, err error) {
+func memRedis(dir string, n int, deadline time.Time) (usedMemory, rss int64, version string, err error) {
 	r, err := startRedis(dir, "everysec")
 	if err != nil {
 		return 0, 0, "", err
@@ -259,6 +327,9 @@ func memRedis(dir string, n int) (usedMemory, rss int64, version string, err err
 		if pipe.Len() == 20 {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return 0, 0, "", err
+			}
+			if time.Now().After(deadline) {
+				return 0, 0, "", fmt.Errorf("filling Redis took past -memory-limit")
 			}
 		}
 	}
@@ -284,9 +355,22 @@ func memRedis(dir string, n int) (usedMemory, rss int64, version string, err err
 	return usedMemory, rss, r.version, nil
 }
 
+// memOptions are -mode memory's own flags.
+type memOptions struct {
+	// breakdown runs part 1; at ten million jobs its seven engines in
+	// process take longer than the rest together, and the server's
+	// figures are the ones asked for.
+	breakdown bool
+	// limit bounds the whole run: a fill still going past it fails.
+	limit time.Duration
+	// file is the results file's name in out.
+	file string
+}
+
 // runMemory is -mode memory: the three parts, printed as markdown and,
-// with out, written to out/memory.md.
-func runMemory(bin, dir, note string, n int, install bool, out string) error {
+// with out, written to out/<file>.
+func runMemory(bin, dir, note string, n int, install bool, out string, mo memOptions) error {
+	deadline := time.Now().Add(mo.limit)
 	if install {
 		if err := ensureRedis(); err != nil {
 			return err
@@ -297,46 +381,65 @@ func runMemory(bin, dir, note string, n int, install bool, out string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	lines, err := memBreakdown(n)
+	var lines []memLine
+	if mo.breakdown {
+		if lines, err = memBreakdown(n); err != nil {
+			return err
+		}
+	}
+	srv, err := memServe(bin, tmp, n, deadline)
 	if err != nil {
 		return err
 	}
-	srv, err := memServe(bin, tmp, n)
+	used, rrss, rver, err := memRedis(tmp, n, deadline)
 	if err != nil {
 		return err
 	}
-	used, rrss, rver, err := memRedis(tmp, n)
-	if err != nil {
-		return err
-	}
-	mb := func(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Memory per job\n\n%s. %s jobs of the queue page's shape (a ~60-byte JSON payload, `run_at @sorted`, owner, attempts, error).", time.Now().UTC().Format("2006-01-02"), count(n))
 	if note != "" {
 		fmt.Fprintf(&b, " %s", note)
 	}
-	fmt.Fprintf(&b, "\n\nMade by `make memory-bench` (`queuebench -mode memory -jobs %d`).\n\n", n)
+	cmd := fmt.Sprintf("queuebench -mode memory -jobs %d", n)
+	if !mo.breakdown {
+		cmd += " -memory-breakdown=false"
+	}
+	fmt.Fprintf(&b, "\n\nMade by `make memory-bench` (`%s`).\n\n", cmd)
+	if len(lines) > 0 {
+		writeBreakdown(&b, lines)
+	}
+	writeServer(&b, srv, used, rrss, rver)
+	fmt.Print(b.String())
+	if out != "" {
+		return os.WriteFile(filepath.Join(out, mo.file), []byte(b.String()), 0o644)
+	}
+	return nil
+}
+
+func writeBreakdown(b *strings.Builder, lines []memLine) {
 	b.WriteString("## The breakdown: Go heap per job, in process\n\nEach line's schema adds one structure to the line before's; the share is the difference. Live heap after two collections, less the heap before the collection was made, over the jobs.\n\n")
 	b.WriteString("| schema | bytes/job | share |\n| --- | ---: | ---: |\n")
 	for _, l := range lines {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f |\n", l.name, l.perJob, l.share)
+		fmt.Fprintf(b, "| %s | %.0f | %.0f |\n", l.name, l.perJob, l.share)
 	}
 	for _, l := range lines {
 		if l.afterDel != 0 {
-			fmt.Fprintf(&b, "\nAfter deleting half of the queue page's jobs: %.0f bytes of heap per job left (%.0f at the full queue).\n", l.afterDel, l.perJob)
+			fmt.Fprintf(b, "\nAfter deleting half of the queue page's jobs: %.0f bytes of heap per job left (%.0f at the full queue).\n", l.afterDel, l.perJob)
 		}
 	}
-	b.WriteString("\n## A server on a file, and Redis, in the same run\n\n| | Fenec | Redis " + rver + " |\n| --- | ---: | ---: |\n")
-	fmt.Fprintf(&b, "| peak RSS while loading over HTTP | %s | |\n", mb(srv.peakLoad))
-	fmt.Fprintf(&b, "| RSS after loading | %s | %s (used_memory %s) |\n", mb(srv.afterLoad), mb(rrss), mb(used))
-	fmt.Fprintf(&b, "| restart to serving (its CPU, user+sys) | %.1f s (%.1f s) | |\n", srv.restart.Seconds(), srv.restartCPU.Seconds())
-	fmt.Fprintf(&b, "| peak RSS while loading the file | %s | |\n", mb(srv.peakRestart))
-	fmt.Fprintf(&b, "| RSS after a restart | %s (%.2f× Redis's used_memory) | |\n", mb(srv.afterRestart), float64(srv.afterRestart)/float64(used))
-	fmt.Fprintf(&b, "| Go heap live / reserved / next collection at, after a restart | %s / %s / %s | |\n", mb(int64(srv.heapAfterRestart)), mb(int64(srv.heapSysRestart)), mb(int64(srv.nextGC)))
-	fmt.Fprintf(&b, "| RSS after deleting half | %s | |\n", mb(srv.afterDrain))
-	fmt.Print(b.String())
-	if out != "" {
-		return os.WriteFile(filepath.Join(out, "memory.md"), []byte(b.String()), 0o644)
-	}
-	return nil
+	b.WriteString("\n")
+}
+
+func writeServer(b *strings.Builder, srv *memServer, used, rrss int64, rver string) {
+	mb := func(b int64) string { return fmt.Sprintf("%.0f MB", float64(b)/1e6) }
+	b.WriteString("## A server on a file, and Redis, in the same run\n\n| | Fenec | Redis " + rver + " |\n| --- | ---: | ---: |\n")
+	fmt.Fprintf(b, "| peak RSS while loading over HTTP | %s | |\n", mb(srv.peakLoad))
+	fmt.Fprintf(b, "| RSS after loading | %s | %s (used_memory %s) |\n", mb(srv.afterLoad), mb(rrss), mb(used))
+	fmt.Fprintf(b, "| restart to serving (its CPU, user+sys; the load average then) | %.1f s (%.1f s; %s) | |\n", srv.restart.Seconds(), srv.restartCPU.Seconds(), srv.restartLoad)
+	fmt.Fprintf(b, "| peak RSS while loading the file | %s (%.2f× Redis's used_memory) | |\n", mb(srv.peakRestart), float64(srv.peakRestart)/float64(used))
+	fmt.Fprintf(b, "| RSS after a restart | %s (%.2f× Redis's used_memory) | |\n", mb(srv.afterRestart), float64(srv.afterRestart)/float64(used))
+	fmt.Fprintf(b, "| Go heap live / reserved / next collection at, after a restart | %s / %s / %s | |\n", mb(int64(srv.heapAfterRestart)), mb(int64(srv.heapSysRestart)), mb(int64(srv.nextGC)))
+	fmt.Fprintf(b, "| RSS after a restart past the live heap: free slots in the heap's spans / the runtime's (stacks, metadata) / other anonymous (SQLite) / the binary's pages | %s / %s / %s / %s | |\n",
+		mb(int64(srv.spanFree)), mb(int64(srv.runtimeSys)), mb(int64(srv.otherAnon)), mb(int64(srv.fileRSS)))
+	fmt.Fprintf(b, "| RSS after deleting half | %s | |\n", mb(srv.afterDrain))
 }
