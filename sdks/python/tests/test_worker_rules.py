@@ -61,11 +61,18 @@ class Statements:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests: List[List[Dict[str, Any]]] = []
+        self.waits: List[Optional[str]] = []  # each request's Fenec-Wait
 
-    def saw(self, body: bytes) -> None:
+    def saw(self, body: bytes, wait: Optional[str] = None) -> None:
         doc = json.loads(body or b"{}")
         with self.lock:
             self.requests.append(doc["statements"] if "statements" in doc else [doc])
+            self.waits.append(wait)
+
+    def claim_waits(self) -> List[Optional[str]]:
+        """The Fenec-Wait of each claim sent, in order."""
+        with self.lock:
+            return [w for r, w in zip(self.requests, self.waits) if any(str(s.get("query", "")).startswith("set jobs {owner: $1") for s in r)]
 
     def sent(self, start: str) -> List[List[Dict[str, Any]]]:
         """The requests holding a statement that starts with ``start``."""
@@ -78,7 +85,7 @@ class Counting(httpx.BaseTransport):
         self.inner, self.seen = httpx.HTTPTransport(), seen
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.seen.saw(request.read())
+        self.seen.saw(request.read(), request.headers.get("Fenec-Wait"))
         return self.inner.handle_request(request)
 
     def close(self) -> None:
@@ -90,7 +97,7 @@ class AsyncCounting(httpx.AsyncBaseTransport):
         self.inner, self.seen = httpx.AsyncHTTPTransport(), seen
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.seen.saw(await request.aread())
+        self.seen.saw(await request.aread(), request.headers.get("Fenec-Wait"))
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -271,6 +278,24 @@ def test_a_claim_waits_for_half_the_slots(kind: str, live: Server, db: fenecdb.C
         for g in gates.values():
             g.set()
         w.stop()
+
+
+def test_claims_are_held_only_once_one_finds_nothing(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """While claims take jobs, the next is sent with Fenec-Wait 0
+    (answered at once: a stop has nothing to give up); once one finds
+    none, the next is held (docs/workers.md, "Claim")."""
+    enqueue(db, 30)
+    seen = Statements()
+    done: List[int] = []
+    w = Running(kind, live.url, lambda row: done.append(row["id"]), seen, concurrency=10, on_error=lambda e: None)
+    try:
+        until("30 jobs done", lambda: len(done) == 30)
+        live.until_held(1)
+        waits = seen.claim_waits()
+        assert len(waits) >= 4 and waits[-1] == "30000" and set(waits[:-1]) == {"0"}, waits
+    finally:
+        w.stop()
+    assert db.from_("jobs").count() == 0
 
 
 @pytest.mark.parametrize("raised", [RuntimeError("boom"), RuntimeError()], ids=["message", "empty"])

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
+import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import httpx
 
@@ -56,41 +57,70 @@ Lock = threading.Lock
 
 
 class Group:
-    """Runs functions concurrently, each in a thread — of a pool of
-    ``size``, or a thread of its own — and waits for them."""
+    """Runs functions concurrently, each in a thread — one of up to
+    ``size`` the group keeps, started as they are needed, or a thread of
+    its own — and waits for them. The kept threads take the next function
+    from a queue when they end one: a function handed over costs a queue's
+    put, not an executor's future, condition and semaphore — and a worker
+    hands over every job."""
 
     def __init__(self, name: str, size: Optional[int] = None) -> None:
         self._name = name
-        self._pool = ThreadPoolExecutor(size, thread_name_prefix=name) if size else None
+        self._size = size
+        self._queue: "queue.SimpleQueue[Optional[Tuple[Callable[..., Any], Tuple[Any, ...]]]]" = queue.SimpleQueue()
+        self._threads = 0
         self._lock = threading.Lock()
-        self._running = 0
+        self._running = 0  # handed over and not ended, queued ones too
+        self._joining = 0
         self._idle = threading.Condition(self._lock)
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._lock:
             self._running += 1
+            # A thread more while every kept one has a function to run.
+            more = self._size is not None and self._threads < min(self._running, self._size)
+            if more:
+                self._threads += 1
+        if self._size is None:
+            threading.Thread(target=self._run, args=(fn, args), name=self._name, daemon=True).start()
+            return
+        self._queue.put((fn, args))
+        if more:
+            threading.Thread(target=self._serve, name=f"{self._name}-{self._threads}", daemon=True).start()
 
-        def run() -> None:
-            try:
-                fn(*args)
-            finally:
-                with self._lock:
-                    self._running -= 1
+    def _run(self, fn: Callable[..., Any], args: Tuple[Any, ...]) -> None:
+        try:
+            fn(*args)
+        except Exception:  # the worker's functions report their own failures
+            logging.getLogger("fenecdb.worker").exception("fenecdb worker: %s raised", getattr(fn, "__name__", fn))
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._joining and self._running == 0:
                     self._idle.notify_all()
 
-        if self._pool is not None:
-            self._pool.submit(run)
-        else:
-            threading.Thread(target=run, name=self._name, daemon=True).start()
+    def _serve(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            self._run(*item)
 
     def join(self, timeout: Optional[float] = None) -> bool:
         with self._lock:
-            return self._idle.wait_for(lambda: self._running == 0, None if timeout is None else max(0.0, timeout))
+            self._joining += 1
+            try:
+                return self._idle.wait_for(lambda: self._running == 0, None if timeout is None else max(0.0, timeout))
+            finally:
+                self._joining -= 1
 
     def close(self) -> None:
-        """Lets what still runs end alone (a thread cannot be stopped)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        """Lets what still runs end alone (a thread cannot be stopped);
+        the kept threads end once the queue before them is done."""
+        with self._lock:
+            threads, self._threads = self._threads, 0
+        for _ in range(threads):
+            self._queue.put(None)
 
 
 class Job:

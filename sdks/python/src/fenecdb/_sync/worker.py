@@ -38,6 +38,8 @@ from inside a handler only asks, and does not wait for itself."""
 class _Run:
     """One job while its handler runs."""
 
+    __slots__ = ("row", "owner", "job", "next_at", "lost", "stopped", "abandoned", "extending")
+
     def __init__(self, row: Row, owner: str, job: rt.Job, next_at: float) -> None:
         self.row = row
         self.owner = owner
@@ -64,8 +66,8 @@ class Worker:
     its handler runs; a lost lease (another worker may have the job)
     cancels the handler and sends neither ack nor fail. One claim at a
     time, for every free slot, once half the slots are free (or none
-    runs), held at the server up to ``wait`` seconds (30): an idle worker
-    sends no polls. Jobs done within 5 ms are acked together. A job whose
+    runs); once a claim finds nothing, the next is held at the server up
+    to ``wait`` seconds (30): an idle worker sends no polls. Jobs done within 5 ms are acked together. A job whose
     handler raises is retried after ``backoff(attempts)`` seconds
     (exponential from 1 s, capped at 1 h, full jitter), and after
     ``max_attempts`` (5) is left a dead letter (``run_at`` and ``owner``
@@ -112,6 +114,7 @@ class Worker:
         self._running: Dict[int, _Run] = {}
         self._in_flight = 0
         self._handling = 0  # jobs claimed whose handlers have not returned
+        self._flushing = 0  # batches of acks taken and not yet handed to a send
         self._half = (self.options.concurrency + 1) // 2  # free slots a claim waits for
         self._until_empty = False
         self._finished = 0
@@ -260,6 +263,7 @@ class Worker:
         """Runs one job's handler, then acks, fails or releases it."""
         token: "Optional[contextvars.Token[Optional[object]]]" = _HANDLING.set(self)
         handled = False
+        acks: Optional[Batch] = None
         try:
             run = _Run(row, owner, rt.Job(self._handler, row), rt.now() + self.options.lease / 2)
             with self._lock:
@@ -277,7 +281,7 @@ class Worker:
             if run.stopped:
                 self._send(self._plan.release(row, owner), "release", row.get("id"))
             elif error is None:
-                self._ack(run)
+                acks = self._ack(run)
             else:
                 dead = self._plan.dead(row)
                 self._report("dead_letter" if dead else "handler", row.get("id"), error)
@@ -299,13 +303,25 @@ class Worker:
                     or self._until_empty
                     or self._stopping
                 )
+                if acks:
+                    self._flushing += 1  # a stop's drain waits for it: see _until_idle
+            if wake:
+                self._wake.set()
+        if acks:
+            # Handed over after the claim loop is woken: the next claim,
+            # which the next jobs wait for, leaves first.
+            self._sends.spawn(self._send_acks, acks)
+            with self._lock:
+                self._flushing -= 1
+                wake = self._stopping
             if wake:
                 self._wake.set()
 
-    def _ack(self, run: _Run) -> None:
+    def _ack(self, run: _Run) -> Optional[Batch]:
         """Adds a job to the batch of acks, sent 5 ms after its first job,
         once it holds 100, or at once when no handler is running: no job
-        can join it before the next claim answers."""
+        can join it before the next claim answers. Returns the batch to
+        send now (full, or no handler running), else ``None``."""
         with self._lock:
             self._acks.setdefault(run.owner, []).append(run)
             self._ack_count += 1
@@ -318,10 +334,9 @@ class Worker:
             wake = first and self._ack_timer_idle
             if wake:
                 self._ack_timer_idle = False
-        if batch:
-            self._sends.spawn(self._send_acks, batch)
-        elif wake:
+        if wake:
             self._ack_wake.set()
+        return batch
 
     def _take_acks(self) -> Batch:
         """The batch to send now, and an empty one begun (under the lock)."""
@@ -430,11 +445,11 @@ class Worker:
 
     def _until_idle(self, seconds: float) -> bool:
         """Whether no handler is running (nor its fail or release being
-        sent) within ``seconds``."""
+        sent, nor its batch of acks being handed over) within ``seconds``."""
         deadline = rt.now() + seconds
         while True:
             with self._lock:
-                if self._in_flight == 0:
+                if self._in_flight == 0 and self._flushing == 0:
                     return True
                 self._wake.clear()
             left = deadline - rt.now()
