@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import queue
 import threading
 import time
-from typing import Any, Callable, List, Optional, Tuple
+from collections import deque
+from typing import Any, Callable, Deque, List, Optional, Tuple
 
 import httpx
 
@@ -59,34 +59,61 @@ Lock = threading.Lock
 class Group:
     """Runs functions concurrently, each in a thread — one of up to
     ``size`` the group keeps, started as they are needed, or a thread of
-    its own — and waits for them. The kept threads take the next function
-    from a queue when they end one: a function handed over costs a queue's
-    put, not an executor's future, condition and semaphore — and a worker
-    hands over every job."""
+    its own — and waits for them.
+
+    A kept thread takes the next function from the group's queue when it
+    ends one, and sleeps only once the queue is empty. Waking a sleeping
+    thread costs more than a short job (a system call, and a thread that
+    wants the interpreter's lock the waker holds), so one thread at a time
+    is being woken: the woken one wakes the next if it finds more queued
+    behind the function it takes. Queued functions still start at once
+    while threads are free — a chain of wakes, not a wake each."""
 
     def __init__(self, name: str, size: Optional[int] = None) -> None:
         self._name = name
         self._size = size
-        self._queue: "queue.SimpleQueue[Optional[Tuple[Callable[..., Any], Tuple[Any, ...]]]]" = queue.SimpleQueue()
+        self._queue: "Deque[Tuple[Callable[..., Any], Tuple[Any, ...]]]" = deque()
+        self._sleeping: List[threading.Lock] = []  # each a sleeping kept thread's gate, held
+        self._waking = False  # a kept thread is being woken or started
         self._threads = 0
+        self._closed = False
         self._lock = threading.Lock()
         self._running = 0  # handed over and not ended, queued ones too
         self._joining = 0
         self._idle = threading.Condition(self._lock)
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
-        with self._lock:
-            self._running += 1
-            # A thread more while every kept one has a function to run.
-            more = self._size is not None and self._threads < min(self._running, self._size)
-            if more:
-                self._threads += 1
         if self._size is None:
+            with self._lock:
+                self._running += 1
             threading.Thread(target=self._run, args=(fn, args), name=self._name, daemon=True).start()
             return
-        self._queue.put((fn, args))
-        if more:
+        with self._lock:
+            self._running += 1
+            self._queue.append((fn, args))
+            gate = self._wake()
+        self._go(gate)
+
+    def _wake(self) -> "Optional[threading.Lock | bool]":
+        """Under the lock: the gate of a sleeping thread to open, ``True``
+        to start a thread, or ``None`` (one is being woken already, or
+        none is free)."""
+        if self._waking or self._closed:
+            return None
+        if self._sleeping:
+            self._waking = True
+            return self._sleeping.pop()
+        if self._threads < (self._size or 0):
+            self._waking = True
+            self._threads += 1
+            return True
+        return None
+
+    def _go(self, gate: "Optional[threading.Lock | bool]") -> None:
+        if gate is True:
             threading.Thread(target=self._serve, name=f"{self._name}-{self._threads}", daemon=True).start()
+        elif isinstance(gate, type(self._lock)):
+            gate.release()
 
     def _run(self, fn: Callable[..., Any], args: Tuple[Any, ...]) -> None:
         try:
@@ -100,10 +127,27 @@ class Group:
                     self._idle.notify_all()
 
     def _serve(self) -> None:
+        gate = threading.Lock()
+        gate.acquire()
+        woken = True  # started as the one being woken
         while True:
-            item = self._queue.get()
+            with self._lock:
+                if woken:
+                    self._waking = False
+                    woken = False
+                if self._queue:
+                    item: "Optional[Tuple[Callable[..., Any], Tuple[Any, ...]]]" = self._queue.popleft()
+                    after = self._wake() if self._queue else None
+                elif self._closed:
+                    return
+                else:
+                    item, after = None, None
+                    self._sleeping.append(gate)
             if item is None:
-                return
+                gate.acquire()  # until woken (or closed)
+                woken = True
+                continue
+            self._go(after)
             self._run(*item)
 
     def join(self, timeout: Optional[float] = None) -> bool:
@@ -116,11 +160,12 @@ class Group:
 
     def close(self) -> None:
         """Lets what still runs end alone (a thread cannot be stopped);
-        the kept threads end once the queue before them is done."""
+        the kept threads end once the queue is done."""
         with self._lock:
-            threads, self._threads = self._threads, 0
-        for _ in range(threads):
-            self._queue.put(None)
+            self._closed = True  # none is woken any more: each ends once the queue is empty
+            sleeping, self._sleeping = self._sleeping, []
+        for gate in sleeping:
+            gate.release()
 
 
 class Job:
