@@ -209,6 +209,36 @@ def test_a_lost_lease_inside_a_batch(kind: str, live: Server, db: fenecdb.Client
     assert batched, f"the two acks were not sent together: {seen.sent('del jobs')}"
 
 
+def test_acks_go_with_the_next_claim(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """A worker that runs (not until empty) and claims again as its last
+    job ends sends that job's ack in the claim's request: a /batch of the
+    ack's statement, then the claim. Job 1's owner was moved meanwhile:
+    its id is missing from the answer, a lost lease reported; job 2 acked
+    (docs/workers.md, "Claim")."""
+    enqueue(db, 2)
+    seen = Statements()
+    reports: List[fenecdb.WorkerError] = []
+    done: List[int] = []
+
+    def body(row: fenecdb.Row) -> None:
+        if row["id"] == 1:
+            db.query("set jobs {owner: $1} where id = $2", ["thief", 1])
+        done.append(row["id"])
+
+    w = Running(kind, live.url, body, seen, concurrency=1, on_error=reports.append)
+    try:
+        until("job 2 acked", lambda: [r["id"] for r in db.from_("jobs").rows()] == [1])
+        live.until_held(1)
+    finally:
+        w.stop()
+    assert done == [1, 2]
+    assert [(e.step, e.job_id) for e in reports] == [("lost_lease", 1)]
+    carried = [r for r in seen.requests if len(r) > 1 and str(r[-1].get("query", "")).startswith("set jobs {owner: $1")]
+    assert [[st["params"][0] for st in r[:-1]] for r in carried] == [[[1]], [[2]]], seen.requests
+    assert all(str(st["query"]).startswith("del jobs where id in $1") for r in carried for st in r[:-1])
+    assert all(len(r) > 1 for r in seen.sent("del jobs")), "an ack sent alone"
+
+
 def long_ack_window(worker: Any) -> None:
     """A window of 30 s in place of 5 ms: an ack sent within the test's
     time is one the window's early close sent."""

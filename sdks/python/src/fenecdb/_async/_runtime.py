@@ -11,7 +11,7 @@ import time
 from typing import Any, Awaitable, Callable, List, Optional, Set
 
 from .._calls import MAX_WAIT
-from .._codec import Answer, Row
+from .._codec import Answer, Results, Row
 from .client import AsyncClient
 
 AsyncHandler = Callable[[Row], Awaitable[Any]]
@@ -184,6 +184,19 @@ class Claims:
         answer = task.result()
         self._busy = not isinstance(answer, list) or len(answer) > 0
         return answer
+
+    def busy(self) -> bool:
+        """Whether the next claim is sent not held (the last one took jobs)."""
+        return self._busy
+
+    async def take_with(self, statements: List[Any], claim: Any) -> Results:
+        """A claim not held, sent after ``statements`` in one ``/batch``:
+        their answers, then the claim's."""
+        if self._given_up:
+            raise GivenUp()
+        answers = await self._db.batch([*statements, claim], wait=0)
+        self._busy = len(answers) > 0 and (not isinstance(answers[-1], list) or len(answers[-1]) > 0)
+        return answers
 
     def give_up(self) -> None:
         self._given_up = True

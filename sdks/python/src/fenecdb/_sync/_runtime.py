@@ -16,7 +16,7 @@ import httpx
 
 from .._async.client import AsyncClient
 from .._calls import MAX_WAIT
-from .._codec import Answer, Row
+from .._codec import Answer, Results, Row
 from .client import Client
 
 Handler = Callable[[Row, threading.Event], Any]
@@ -278,6 +278,20 @@ class Claims:
         finally:
             with self._lock:
                 self._future = None
+
+    def busy(self) -> bool:
+        """Whether the next claim is sent not held (the last one took jobs)."""
+        return self._busy
+
+    def take_with(self, statements: List[Any], claim: Any) -> Results:
+        """A claim not held, sent after ``statements`` in one ``/batch``
+        from this thread: their answers, then the claim's."""
+        with self._lock:
+            if self._given_up:
+                raise GivenUp()
+        answers = self._db.batch([*statements, claim], wait=0)
+        self._busy = len(answers) > 0 and (not isinstance(answers[-1], list) or len(answers[-1]) > 0)
+        return answers
 
     def give_up(self) -> None:
         with self._lock:
