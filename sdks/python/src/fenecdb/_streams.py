@@ -213,9 +213,40 @@ class _AsyncConnection(httpcore.AsyncHTTPConnection):
         return await self._connection.handle_async_request(request)
 
 
+class _Assigned:
+    """In place of httpcore's event that tells a queued request it has a
+    connection: an asyncio future's flag. httpcore's own asks which async
+    library runs and makes an anyio event, on every request's assignment."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: "Optional[asyncio.Future[None]]" = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self, timeout: Optional[float] = None) -> None:
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._waiter), timeout)
+        except asyncio.TimeoutError as e:
+            raise httpcore.PoolTimeout("no connection of the pool came free in time") from e
+
+
 class AsyncPool(httpcore.AsyncConnectionPool):
     """httpcore's pool, of :class:`_AsyncConnection` (plain TCP: no proxy,
-    no TLS, HTTP/1.1)."""
+    no TLS, HTTP/1.1), whose queued requests wait on :class:`_Assigned`."""
+
+    def _assign_requests_to_connections(self) -> List[httpcore.AsyncConnectionInterface]:
+        for request in getattr(self, "_requests", ()):
+            if request.connection is None and not isinstance(getattr(request, "_connection_acquired", None), _Assigned):
+                request._connection_acquired = _Assigned()
+        return super()._assign_requests_to_connections()
 
     def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
         return _AsyncConnection(
