@@ -1,21 +1,26 @@
 """fenecdb.live.watch against a real ``fenec serve``: the first rows, the
-events of the writes, a refusal raised, and a reconnect with
-Last-Event-ID across a server restart (docs/changes.md)."""
+events of the writes, a refusal raised, a reconnect with Last-Event-ID
+across a server restart (docs/changes.md), and an answer that may succeed
+later (a 503 ``unavailable``) tried again within the retries."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import re
 import socket
 import subprocess
 import threading
 from pathlib import Path
-from typing import AsyncIterator, List
+from typing import Any, AsyncIterator, Iterator, List
 
 import httpx
 import pytest
 
 import fenecdb
 from fenecdb.live import LiveEvent, watch, watch_sync
+
+from .conftest import Server
 
 pytestmark = pytest.mark.anyio
 
@@ -167,3 +172,102 @@ async def test_live_query_refused(fenec_bin: Path, tmp_path: Path, anyio_backend
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+class RefusingProxy:
+    """A loopback proxy that answers the first ``refuse`` requests 503
+    ``unavailable``, as a server shutting down does, and streams every
+    later one through to ``target`` (its answer's end: the connection's)."""
+
+    def __init__(self, target: str, refuse: int) -> None:
+        self.refuse, self.refused = refuse, 0
+        self.lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with proxy.lock:
+                    refusing = proxy.refused < proxy.refuse
+                    proxy.refused += refusing
+                if refusing:
+                    text = json.dumps({"error": "the server is shutting down", "code": "unavailable"}).encode()
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(text)))
+                    self.end_headers()
+                    self.wfile.write(text)
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection")}
+                try:
+                    with httpx.stream("POST", target + self.path, content=body, headers=headers, timeout=httpx.Timeout(10, read=None)) as r:
+                        self.send_response(r.status_code)
+                        for k, v in r.headers.items():
+                            if k.lower() not in ("content-length", "connection", "transfer-encoding"):
+                                self.send_header(k, v)
+                        self.end_headers()
+                        for chunk in r.iter_raw():
+                            self.wfile.write(chunk)
+                            self.wfile.flush()
+                except (OSError, httpx.HTTPError):
+                    return  # the client or the server went away
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def msgs(server: Server) -> Iterator[str]:
+    """The server's URL, with one message in ``msgs``."""
+    _query(server.url, "create collection msgs (text text)")
+    _query(server.url, 'put msgs {text: "one"}')
+    yield server.url
+
+
+async def test_live_query_tries_a_503_again(msgs: str, anyio_backend: str) -> None:
+    """Two 503s, then the stream: within retries=2 the generator goes on
+    to the rows, where a refusal would have ended it."""
+    proxy = RefusingProxy(msgs, 2)
+    try:
+        events = watch(proxy.url, "get msgs select text", retries=2, retry_delay=0.01)
+        [first] = await _take(events, 1)
+        assert first.name == "rows" and first.data["rows"] == [{"id": 1, "text": "one"}]
+        assert proxy.refused == 2
+        await events.aclose()  # type: ignore[attr-defined]
+    finally:
+        proxy.close()
+
+
+async def test_live_query_gives_up_after_its_retries_of_503s(msgs: str, anyio_backend: str) -> None:
+    """503s past the retries: the last answer's error is raised."""
+    proxy = RefusingProxy(msgs, 100)
+    try:
+        with pytest.raises(fenecdb.Unavailable, match="shutting down"):
+            await _take(watch(proxy.url, "get msgs select text", retries=2, retry_delay=0.01), 1)
+        assert proxy.refused == 3
+    finally:
+        proxy.close()
+
+
+def test_live_query_blocking_tries_a_503_again(msgs: str) -> None:
+    """watch_sync: the same, on a plain iterator."""
+    proxy = RefusingProxy(msgs, 2)
+    try:
+        events = watch_sync(proxy.url, "get msgs select text", retries=2, retry_delay=0.01)
+        first = next(events)
+        assert first.name == "rows" and first.data["rows"] == [{"id": 1, "text": "one"}]
+        assert proxy.refused == 2
+        events.close()
+        proxy.refuse = proxy.refused + 100
+        with pytest.raises(fenecdb.Unavailable):
+            next(watch_sync(proxy.url, "get msgs select text", retries=1, retry_delay=0.01))
+    finally:
+        proxy.close()

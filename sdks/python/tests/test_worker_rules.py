@@ -61,11 +61,18 @@ class Statements:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests: List[List[Dict[str, Any]]] = []
+        self.waits: List[Optional[str]] = []  # each request's Fenec-Wait
 
-    def saw(self, body: bytes) -> None:
+    def saw(self, body: bytes, wait: Optional[str] = None) -> None:
         doc = json.loads(body or b"{}")
         with self.lock:
             self.requests.append(doc["statements"] if "statements" in doc else [doc])
+            self.waits.append(wait)
+
+    def claim_waits(self) -> List[Optional[str]]:
+        """The Fenec-Wait of each claim sent, in order."""
+        with self.lock:
+            return [w for r, w in zip(self.requests, self.waits) if any(str(s.get("query", "")).startswith("set jobs {owner: $1") for s in r)]
 
     def sent(self, start: str) -> List[List[Dict[str, Any]]]:
         """The requests holding a statement that starts with ``start``."""
@@ -78,7 +85,7 @@ class Counting(httpx.BaseTransport):
         self.inner, self.seen = httpx.HTTPTransport(), seen
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        self.seen.saw(request.read())
+        self.seen.saw(request.read(), request.headers.get("Fenec-Wait"))
         return self.inner.handle_request(request)
 
     def close(self) -> None:
@@ -90,7 +97,7 @@ class AsyncCounting(httpx.AsyncBaseTransport):
         self.inner, self.seen = httpx.AsyncHTTPTransport(), seen
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        self.seen.saw(await request.aread())
+        self.seen.saw(await request.aread(), request.headers.get("Fenec-Wait"))
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -202,6 +209,36 @@ def test_a_lost_lease_inside_a_batch(kind: str, live: Server, db: fenecdb.Client
     assert batched, f"the two acks were not sent together: {seen.sent('del jobs')}"
 
 
+def test_acks_go_with_the_next_claim(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """A worker that runs (not until empty) and claims again as its last
+    job ends sends that job's ack in the claim's request: a /batch of the
+    ack's statement, then the claim. Job 1's owner was moved meanwhile:
+    its id is missing from the answer, a lost lease reported; job 2 acked
+    (docs/workers.md, "Claim")."""
+    enqueue(db, 2)
+    seen = Statements()
+    reports: List[fenecdb.WorkerError] = []
+    done: List[int] = []
+
+    def body(row: fenecdb.Row) -> None:
+        if row["id"] == 1:
+            db.query("set jobs {owner: $1} where id = $2", ["thief", 1])
+        done.append(row["id"])
+
+    w = Running(kind, live.url, body, seen, concurrency=1, on_error=reports.append)
+    try:
+        until("job 2 acked", lambda: [r["id"] for r in db.from_("jobs").rows()] == [1])
+        live.until_held(1)
+    finally:
+        w.stop()
+    assert done == [1, 2]
+    assert [(e.step, e.job_id) for e in reports] == [("lost_lease", 1)]
+    carried = [r for r in seen.requests if len(r) > 1 and str(r[-1].get("query", "")).startswith("set jobs {owner: $1")]
+    assert [[st["params"][0] for st in r[:-1]] for r in carried] == [[[1]], [[2]]], seen.requests
+    assert all(str(st["query"]).startswith("del jobs where id in $1") for r in carried for st in r[:-1])
+    assert all(len(r) > 1 for r in seen.sent("del jobs")), "an ack sent alone"
+
+
 def long_ack_window(worker: Any) -> None:
     """A window of 30 s in place of 5 ms: an ack sent within the test's
     time is one the window's early close sent."""
@@ -271,6 +308,24 @@ def test_a_claim_waits_for_half_the_slots(kind: str, live: Server, db: fenecdb.C
         for g in gates.values():
             g.set()
         w.stop()
+
+
+def test_claims_are_held_only_once_one_finds_nothing(kind: str, live: Server, db: fenecdb.Client) -> None:
+    """While claims take jobs, the next is sent with Fenec-Wait 0
+    (answered at once: a stop has nothing to give up); once one finds
+    none, the next is held (docs/workers.md, "Claim")."""
+    enqueue(db, 30)
+    seen = Statements()
+    done: List[int] = []
+    w = Running(kind, live.url, lambda row: done.append(row["id"]), seen, concurrency=10, on_error=lambda e: None)
+    try:
+        until("30 jobs done", lambda: len(done) == 30)
+        live.until_held(1)
+        waits = seen.claim_waits()
+        assert len(waits) >= 4 and waits[-1] == "30000" and set(waits[:-1]) == {"0"}, waits
+    finally:
+        w.stop()
+    assert db.from_("jobs").count() == 0
 
 
 @pytest.mark.parametrize("raised", [RuntimeError("boom"), RuntimeError()], ids=["message", "empty"])

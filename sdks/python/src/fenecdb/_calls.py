@@ -6,6 +6,7 @@ only send (``_async/client.py``, and ``_sync/client.py`` generated from it)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import os
 import platform
@@ -98,8 +99,9 @@ def check_urls(url: Union[str, Sequence[str]]) -> List[str]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def host_of(url: str) -> str:
-    """``host:port`` of a URL, for messages."""
+    """``host:port`` of a URL, for messages (kept: every call names its node's)."""
     parts = urlsplit(url)
     return f"{parts.hostname}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 

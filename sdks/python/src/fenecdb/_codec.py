@@ -113,7 +113,9 @@ def to_json(value: Any) -> Any:
 
 def parse_timestamp(text: str) -> datetime:
     """A timestamp as the server writes it (ISO-8601 UTC), as an aware datetime."""
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(timezone.utc)
+    if text.endswith("Z"):  # as the server writes it: UTC already
+        return datetime.fromisoformat(text[:-1] + "+00:00")
+    return datetime.fromisoformat(text).astimezone(timezone.utc)
 
 
 Types = Dict[str, Dict[str, str]]
@@ -135,12 +137,17 @@ def missing(types: Types, collection: Optional[str], rows: Any) -> Set[str]:
 def decode_rows(types: Types, collection: Optional[str], rows: Sequence[Row]) -> List[Row]:
     """The rows, each column its collection declares ``timestamp`` made an
     aware datetime; every other column — and every column of a statement
-    sent as text — as the JSON said."""
+    sent as text — as the JSON said. The rows are changed in place (they
+    are an answer's own, just parsed): only their timestamps are visited."""
     fields = types.get(collection, {}) if collection else {}
-    stamps = {name for name, kind in fields.items() if kind == "timestamp"}
-    if not stamps:
-        return list(rows)
-    return [{k: parse_timestamp(v) if k in stamps and isinstance(v, str) else v for k, v in row.items()} for row in rows]
+    stamps = [name for name, kind in fields.items() if kind == "timestamp"]
+    if stamps:
+        for row in rows:
+            for k in stamps:
+                v = row.get(k)
+                if isinstance(v, str):
+                    row[k] = parse_timestamp(v)
+    return list(rows)
 
 
 def check_kind(kind: Any) -> Any:

@@ -10,14 +10,17 @@ and write, and answers "is this pooled connection still open?" — asked of
 every pooled connection on every request — by building a dict of the
 socket's addresses. Here a request's writes are held until its first read
 and sent in one call, and the asyncio stream reads from a plain
-``asyncio.Protocol``. TLS and proxies keep httpx's own transport."""
+``asyncio.Protocol``. On asyncio the pool's connections also leave out
+httpcore's anyio locks (:class:`AsyncPool`). TLS and proxies keep httpx's
+own transport."""
 
 from __future__ import annotations
 
 import asyncio
 import typing
 from collections import deque
-from typing import Any, Deque, Iterable, List, Optional
+from types import TracebackType
+from typing import Any, Deque, Iterable, List, Optional, Type
 
 import httpcore
 
@@ -174,6 +177,89 @@ class AsyncBackend(httpcore.AsyncNetworkBackend):
         await asyncio.sleep(seconds)
 
 
+class _Unlocked:
+    """In place of httpcore's lock around an HTTP/1.1 connection's state
+    on asyncio: nothing to hold. The pool hands a connection to one
+    request at a time, and no section that lock guards awaits anything
+    (the stream's close does not), so no other task can run inside one.
+    httpcore's anyio lock yields to the event loop and opens a cancel scope
+    on every acquire: three times a request, more than the rest of the
+    connection's own work."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        return None
+
+
+class _AsyncConnection(httpcore.AsyncHTTPConnection):
+    """httpcore's connection to a plain ``http://`` node — connected by
+    httpcore, speaking httpcore's HTTP/1.1 — without its locks (see
+    :class:`_Unlocked`)."""
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        if self._connection is None:
+            try:
+                stream = await self._connect(request)
+            except BaseException:
+                self._connect_failed = True
+                raise
+            http11 = httpcore.AsyncHTTP11Connection(origin=self._origin, stream=stream, keepalive_expiry=self._keepalive_expiry)
+            http11._state_lock = _Unlocked()  # type: ignore[assignment]
+            self._connection = http11
+        return await self._connection.handle_async_request(request)
+
+
+class _Assigned:
+    """In place of httpcore's event that tells a queued request it has a
+    connection: an asyncio future's flag. httpcore's own asks which async
+    library runs and makes an anyio event, on every request's assignment."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._waiter: "Optional[asyncio.Future[None]]" = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def wait(self, timeout: Optional[float] = None) -> None:
+        if self._set:
+            return
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(self._waiter), timeout)
+        except asyncio.TimeoutError as e:
+            raise httpcore.PoolTimeout("no connection of the pool came free in time") from e
+
+
+class AsyncPool(httpcore.AsyncConnectionPool):
+    """httpcore's pool, of :class:`_AsyncConnection` (plain TCP: no proxy,
+    no TLS, HTTP/1.1), whose queued requests wait on :class:`_Assigned`."""
+
+    def _assign_requests_to_connections(self) -> List[httpcore.AsyncConnectionInterface]:
+        for request in getattr(self, "_requests", ()):
+            if request.connection is None and not isinstance(getattr(request, "_connection_acquired", None), _Assigned):
+                request._connection_acquired = _Assigned()
+        return super()._assign_requests_to_connections()
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.AsyncConnectionInterface:
+        return _AsyncConnection(
+            origin=origin,
+            keepalive_expiry=self._keepalive_expiry,
+            network_backend=self._network_backend,
+        )
+
+    async def _close_connections(self, closing: List[httpcore.AsyncConnectionInterface]) -> None:
+        if closing:  # httpcore opens a cancel scope even for none
+            await super()._close_connections(closing)
+
+
 class Stream(httpcore.NetworkStream):
     """httpcore's blocking stream, its writes held until the next read."""
 
@@ -231,3 +317,8 @@ class Backend(httpcore.NetworkBackend):
 
     def sleep(self, seconds: float) -> None:
         self._inner.sleep(seconds)
+
+
+SyncPool = httpcore.ConnectionPool
+"""The blocking client's pool (the name :class:`AsyncPool` takes in the
+client unasync writes): httpcore's own, whose locks are plain thread locks."""

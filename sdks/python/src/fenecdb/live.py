@@ -7,10 +7,12 @@ off.
 
 Each event is one the server sent: ``rows``/``reset`` (``data["rows"]``),
 ``insert``/``update`` (``data["row"]``), ``delete`` (``data["id"]``),
-``gap`` and ``closing``. A dropped connection, or a ``closing`` the
-server sent (shutting down, or the client fell behind), is followed by a
-reconnect with ``Last-Event-ID``, so no change is missed: the server sends
-nothing again, or a ``reset`` with the rows as they are now.
+``gap`` and ``closing``. A dropped connection, a ``closing`` the server
+sent (shutting down, or the client fell behind), or an answer that may
+succeed later (:attr:`FenecError.retryable`: a server shutting down
+answers 503 ``unavailable``) is followed by a reconnect with
+``Last-Event-ID``, so no change is missed: the server sends nothing again,
+or a ``reset`` with the rows as they are now.
 
 :func:`watch_sync` is the same as a plain iterator, for threaded code:
 
@@ -54,9 +56,13 @@ async def watch(
 ) -> AsyncIterator[LiveEvent]:
     """Run ``query`` (one ``get`` with ``where`` and ``select`` only) as a
     live query at the server ``url``, yielding its events until the caller
-    stops iterating. After ``retries`` failed reconnects in a row it raises
-    :class:`NetworkError`; a refusal (400 for a query that cannot be live,
-    404, 403) raises the :class:`FenecError` of its code at once."""
+    stops iterating. An answer that may succeed later (``retryable``: a
+    503 ``unavailable`` from a server shutting down, a proxy's 502) is
+    tried again as a dropped connection is. After ``retries`` failed
+    reconnects in a row it raises :class:`NetworkError` — or, when the last
+    try was answered, that answer's :class:`FenecError`; a refusal (400
+    for a query that cannot be live, 404, 403) raises the
+    :class:`FenecError` of its code at once."""
     own = http is None
     client = http if http is not None else httpx.AsyncClient(timeout=_TIMEOUT)
     body = {"query": query, "params": list(params or [])}
@@ -76,10 +82,8 @@ async def watch(
                         if event is not None:
                             last = event.position or last
                             yield event
-            except httpx.HTTPError as e:
-                failures += 1
-                if failures > retries:
-                    raise _gave_up(url, e) from e
+            except (httpx.HTTPError, FenecError) as e:
+                failures = _failed(url, e, failures, retries)
             await asyncio.sleep(retry_delay if failures else 0)
     finally:
         if own:
@@ -120,10 +124,8 @@ def watch_sync(
                         if event is not None:
                             last = event.position or last
                             yield event
-            except httpx.HTTPError as e:
-                failures += 1
-                if failures > retries:
-                    raise _gave_up(url, e) from e
+            except (httpx.HTTPError, FenecError) as e:
+                failures = _failed(url, e, failures, retries)
             time.sleep(retry_delay if failures else 0)
     finally:
         if own:
@@ -148,8 +150,19 @@ def _headers(token: Optional[str], last: Optional[int]) -> Dict[str, str]:
     return headers
 
 
-def _gave_up(url: str, e: httpx.HTTPError) -> NetworkError:
-    return NetworkError(f"the live query at {url} could not reconnect: {e}", code="network")
+def _failed(url: str, e: Exception, failures: int, retries: int) -> int:
+    """The count of failures in a row after ``e``; raises once they pass
+    ``retries``, or at once for a refusal. A server that cannot answer now
+    (shutting down, no leader yet, a proxy's 503) is tried again like a
+    dropped connection."""
+    if isinstance(e, FenecError) and not e.retryable:
+        raise e
+    failures += 1
+    if failures > retries:
+        if isinstance(e, FenecError):
+            raise e
+        raise NetworkError(f"the live query at {url} could not reconnect: {e}", code="network") from e
+    return failures
 
 
 class _Parser:

@@ -6,12 +6,12 @@ unasync (``scripts/unasync_clients.py``), as the clients are."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from types import TracebackType
-from typing import Any, Awaitable, Callable, List, Optional, Set, Type
+from typing import Any, Awaitable, Callable, List, Optional, Set
 
 from .._calls import MAX_WAIT
-from .._codec import Answer, Row
+from .._codec import Answer, Results, Row
 from .client import AsyncClient
 
 AsyncHandler = Callable[[Row], Awaitable[Any]]
@@ -76,17 +76,11 @@ def _wake(waiter: "asyncio.Future[None]") -> None:
         waiter.set_result(None)
 
 
-class Lock:
-    """A lock around the worker's state: nothing to hold on one event loop
-    (no ``await`` happens inside it); the threaded twin holds a real one."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
-    ) -> None:
-        return None
+Lock = threading.Lock
+"""A lock around the worker's state. On one event loop there is nothing
+to hold (no ``await`` happens inside it, and it is never taken twice), but
+a thread lock's C methods cost less than a Python class whose
+``__enter__`` does nothing, and the worker takes it a few times per job."""
 
 
 class Group:
@@ -161,11 +155,23 @@ class Claims:
         self._db = db
         self._task: "Optional[asyncio.Future[Answer]]" = None
         self._given_up = False
+        self._busy = True
 
     async def take(self, statement: Any, wait: float) -> Answer:
-        """The claim's answer; :class:`GivenUp` once :meth:`give_up` was called."""
+        """The claim's answer; :class:`GivenUp` once :meth:`give_up` was
+        called. While the queue is busy (the last claim took jobs) it is
+        sent not held (``wait`` 0), in the calling task: nothing to give
+        up, and no task of its own to make; only a claim that finds nothing
+        ready is then held, in a task that :meth:`give_up` cancels."""
         if self._given_up:
             raise GivenUp()
+        if self._busy or wait <= 0:
+            answer = await self._db.query(statement, wait=0)
+            self._busy = not isinstance(answer, list) or len(answer) > 0
+            if self._busy or wait <= 0:
+                return answer
+            if self._given_up:
+                raise GivenUp()
         task = self._task = asyncio.ensure_future(self._db.query(statement, wait=min(wait, MAX_WAIT)))
         try:
             await asyncio.wait({task})
@@ -175,7 +181,22 @@ class Claims:
             self._task = None
         if task.cancelled():
             raise GivenUp()
-        return task.result()
+        answer = task.result()
+        self._busy = not isinstance(answer, list) or len(answer) > 0
+        return answer
+
+    def busy(self) -> bool:
+        """Whether the next claim is sent not held (the last one took jobs)."""
+        return self._busy
+
+    async def take_with(self, statements: List[Any], claim: Any) -> Results:
+        """A claim not held, sent after ``statements`` in one ``/batch``:
+        their answers, then the claim's."""
+        if self._given_up:
+            raise GivenUp()
+        answers = await self._db.batch([*statements, claim], wait=0)
+        self._busy = len(answers) > 0 and (not isinstance(answers[-1], list) or len(answers[-1]) > 0)
+        return answers
 
     def give_up(self) -> None:
         self._given_up = True

@@ -53,7 +53,7 @@ def _lean(node: str) -> bool:
 def _lean_transport() -> httpx.AsyncBaseTransport:
     """httpx's transport on httpcore's pool, over :mod:`fenecdb._streams`."""
     transport = httpx.AsyncHTTPTransport(limits=LIMITS)
-    transport._pool = httpcore.AsyncConnectionPool(
+    transport._pool = streams.AsyncPool(
         max_connections=LIMITS.max_connections,
         max_keepalive_connections=LIMITS.max_keepalive_connections,
         keepalive_expiry=LIMITS.keepalive_expiry,
@@ -127,6 +127,10 @@ class _Http(httpx.AsyncClient):
         except BaseException:
             await response.aclose()
             raise
+        if response.headers.get("content-type", "").startswith("application/json"):
+            # JSON is UTF-8 (RFC 8259): httpx would find the charset by
+            # parsing the header with the email package, on every answer.
+            response.encoding = "utf-8"
         if "set-cookie" in response.headers:
             self.cookies.extract_cookies(response)
         return response

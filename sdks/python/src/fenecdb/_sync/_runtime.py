@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, List, Optional
+from collections import deque
+from typing import Any, Callable, Deque, List, Optional, Tuple
 
 import httpx
 
 from .._async.client import AsyncClient
 from .._calls import MAX_WAIT
-from .._codec import Answer, Row
+from .._codec import Answer, Results, Row
 from .client import Client
 
 Handler = Callable[[Row, threading.Event], Any]
@@ -56,41 +57,115 @@ Lock = threading.Lock
 
 
 class Group:
-    """Runs functions concurrently, each in a thread — of a pool of
-    ``size``, or a thread of its own — and waits for them."""
+    """Runs functions concurrently, each in a thread — one of up to
+    ``size`` the group keeps, started as they are needed, or a thread of
+    its own — and waits for them.
+
+    A kept thread takes the next function from the group's queue when it
+    ends one, and sleeps only once the queue is empty. Waking a sleeping
+    thread costs more than a short job (a system call, and a thread that
+    wants the interpreter's lock the waker holds), so one thread at a time
+    is being woken: the woken one wakes the next if it finds more queued
+    behind the function it takes. Queued functions still start at once
+    while threads are free — a chain of wakes, not a wake each."""
 
     def __init__(self, name: str, size: Optional[int] = None) -> None:
         self._name = name
-        self._pool = ThreadPoolExecutor(size, thread_name_prefix=name) if size else None
+        self._size = size
+        self._queue: "Deque[Tuple[Callable[..., Any], Tuple[Any, ...]]]" = deque()
+        self._sleeping: List[threading.Lock] = []  # each a sleeping kept thread's gate, held
+        self._waking = False  # a kept thread is being woken or started
+        self._threads = 0
+        self._closed = False
         self._lock = threading.Lock()
-        self._running = 0
+        self._running = 0  # handed over and not ended, queued ones too
+        self._joining = 0
         self._idle = threading.Condition(self._lock)
 
     def spawn(self, fn: Callable[..., Any], *args: Any) -> None:
+        if self._size is None:
+            with self._lock:
+                self._running += 1
+            threading.Thread(target=self._run, args=(fn, args), name=self._name, daemon=True).start()
+            return
         with self._lock:
             self._running += 1
+            self._queue.append((fn, args))
+            gate = self._wake()
+        self._go(gate)
 
-        def run() -> None:
-            try:
-                fn(*args)
-            finally:
-                with self._lock:
-                    self._running -= 1
+    def _wake(self) -> "Optional[threading.Lock | bool]":
+        """Under the lock: the gate of a sleeping thread to open, ``True``
+        to start a thread, or ``None`` (one is being woken already, or
+        none is free)."""
+        if self._waking or self._closed:
+            return None
+        if self._sleeping:
+            self._waking = True
+            return self._sleeping.pop()
+        if self._threads < (self._size or 0):
+            self._waking = True
+            self._threads += 1
+            return True
+        return None
+
+    def _go(self, gate: "Optional[threading.Lock | bool]") -> None:
+        if gate is True:
+            threading.Thread(target=self._serve, name=f"{self._name}-{self._threads}", daemon=True).start()
+        elif isinstance(gate, type(self._lock)):
+            gate.release()
+
+    def _run(self, fn: Callable[..., Any], args: Tuple[Any, ...]) -> None:
+        try:
+            fn(*args)
+        except Exception:  # the worker's functions report their own failures
+            logging.getLogger("fenecdb.worker").exception("fenecdb worker: %s raised", getattr(fn, "__name__", fn))
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._joining and self._running == 0:
                     self._idle.notify_all()
 
-        if self._pool is not None:
-            self._pool.submit(run)
-        else:
-            threading.Thread(target=run, name=self._name, daemon=True).start()
+    def _serve(self) -> None:
+        gate = threading.Lock()
+        gate.acquire()
+        woken = True  # started as the one being woken
+        while True:
+            with self._lock:
+                if woken:
+                    self._waking = False
+                    woken = False
+                if self._queue:
+                    item: "Optional[Tuple[Callable[..., Any], Tuple[Any, ...]]]" = self._queue.popleft()
+                    after = self._wake() if self._queue else None
+                elif self._closed:
+                    return
+                else:
+                    item, after = None, None
+                    self._sleeping.append(gate)
+            if item is None:
+                gate.acquire()  # until woken (or closed)
+                woken = True
+                continue
+            self._go(after)
+            self._run(*item)
 
     def join(self, timeout: Optional[float] = None) -> bool:
         with self._lock:
-            return self._idle.wait_for(lambda: self._running == 0, None if timeout is None else max(0.0, timeout))
+            self._joining += 1
+            try:
+                return self._idle.wait_for(lambda: self._running == 0, None if timeout is None else max(0.0, timeout))
+            finally:
+                self._joining -= 1
 
     def close(self) -> None:
-        """Lets what still runs end alone (a thread cannot be stopped)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
+        """Lets what still runs end alone (a thread cannot be stopped);
+        the kept threads end once the queue is done."""
+        with self._lock:
+            self._closed = True  # none is woken any more: each ends once the queue is empty
+            sleeping, self._sleeping = self._sleeping, []
+        for gate in sleeping:
+            gate.release()
 
 
 class Job:
@@ -203,6 +278,20 @@ class Claims:
         finally:
             with self._lock:
                 self._future = None
+
+    def busy(self) -> bool:
+        """Whether the next claim is sent not held (the last one took jobs)."""
+        return self._busy
+
+    def take_with(self, statements: List[Any], claim: Any) -> Results:
+        """A claim not held, sent after ``statements`` in one ``/batch``
+        from this thread: their answers, then the claim's."""
+        with self._lock:
+            if self._given_up:
+                raise GivenUp()
+        answers = self._db.batch([*statements, claim], wait=0)
+        self._busy = len(answers) > 0 and (not isinstance(answers[-1], list) or len(answers[-1]) > 0)
+        return answers
 
     def give_up(self) -> None:
         with self._lock:

@@ -54,7 +54,7 @@ def _lean(node: str) -> bool:
 def _lean_transport() -> httpx.BaseTransport:
     """httpx's transport on httpcore's pool, over :mod:`fenecdb._streams`."""
     transport = httpx.HTTPTransport(limits=LIMITS)
-    transport._pool = httpcore.ConnectionPool(
+    transport._pool = streams.SyncPool(
         max_connections=LIMITS.max_connections,
         max_keepalive_connections=LIMITS.max_keepalive_connections,
         keepalive_expiry=LIMITS.keepalive_expiry,
@@ -128,6 +128,10 @@ class _Http(httpx.Client):
         except BaseException:
             response.close()
             raise
+        if response.headers.get("content-type", "").startswith("application/json"):
+            # JSON is UTF-8 (RFC 8259): httpx would find the charset by
+            # parsing the header with the email package, on every answer.
+            response.encoding = "utf-8"
         if "set-cookie" in response.headers:
             self.cookies.extract_cookies(response)
         return response

@@ -38,6 +38,8 @@ from inside a handler only asks, and does not wait for itself."""
 class _Run:
     """One job while its handler runs."""
 
+    __slots__ = ("row", "owner", "job", "next_at", "lost", "stopped", "abandoned", "extending")
+
     def __init__(self, row: Row, owner: str, job: rt.Job, next_at: float) -> None:
         self.row = row
         self.owner = owner
@@ -64,9 +66,12 @@ class Worker:
     its handler runs; a lost lease (another worker may have the job)
     cancels the handler and sends neither ack nor fail. One claim at a
     time, for every free slot, once half the slots are free (or none
-    runs), held at the server up to ``wait`` seconds (30): an idle worker
-    sends no polls. Jobs done within 5 ms are acked together. A job whose
-    handler raises is retried after ``backoff(attempts)`` seconds
+    runs); once a claim finds nothing, the next is held at the server up
+    to ``wait`` seconds (30): an idle worker sends no polls. Jobs done
+    within 5 ms are acked together — in the request of the next claim
+    when that claim is sent, not held, as the last running handler
+    returns. A job whose handler raises is retried after
+    ``backoff(attempts)`` seconds
     (exponential from 1 s, capped at 1 h, full jitter), and after
     ``max_attempts`` (5) is left a dead letter (``run_at`` and ``owner``
     null, ``error`` the handler's error's message). ``where`` (a
@@ -112,6 +117,9 @@ class Worker:
         self._running: Dict[int, _Run] = {}
         self._in_flight = 0
         self._handling = 0  # jobs claimed whose handlers have not returned
+        self._flushing = 0  # batches of acks taken and not yet handed to a send
+        self._claim_idle = False  # the claim loop waits to be woken
+        self._carry = False  # the batch of acks waits for the next claim, to go with it
         self._half = (self.options.concurrency + 1) // 2  # free slots a claim waits for
         self._until_empty = False
         self._finished = 0
@@ -227,13 +235,20 @@ class Worker:
                     ready = False  # claim again once a handler has ended
                 if not ready:
                     self._wake.clear()
+                self._claim_idle = not ready
+                carried = self._take_acks() if ready and self._carry else None
+                self._carry = False
                 sent_at = self._finished
             if not ready:
                 self._wake.wait()
                 continue
             owner = self._plan.owner()
+            claim = self._plan.claim(owner, free)
             try:
-                rows = rows_of(self._claims.take(self._plan.claim(owner, free), 0 if until_empty else self.options.wait))
+                if carried:
+                    rows = self._claim_with_acks(claim, carried)
+                else:
+                    rows = rows_of(self._claims.take(claim, 0 if until_empty else self.options.wait))
             except rt.GivenUp:
                 self._send(self._plan.release_claim(owner), "release", None)
                 return
@@ -260,6 +275,7 @@ class Worker:
         """Runs one job's handler, then acks, fails or releases it."""
         token: "Optional[contextvars.Token[Optional[object]]]" = _HANDLING.set(self)
         handled = False
+        acks: Optional[Batch] = None
         try:
             run = _Run(row, owner, rt.Job(self._handler, row), rt.now() + self.options.lease / 2)
             with self._lock:
@@ -277,7 +293,7 @@ class Worker:
             if run.stopped:
                 self._send(self._plan.release(row, owner), "release", row.get("id"))
             elif error is None:
-                self._ack(run)
+                acks = self._ack(run)
             else:
                 dead = self._plan.dead(row)
                 self._report("dead_letter" if dead else "handler", row.get("id"), error)
@@ -299,17 +315,34 @@ class Worker:
                     or self._until_empty
                     or self._stopping
                 )
+                if acks:
+                    self._flushing += 1  # a stop's drain waits for it: see _until_idle
+            if wake:
+                self._wake.set()
+        if acks:
+            # Handed over after the claim loop is woken: the next claim,
+            # which the next jobs wait for, leaves first.
+            self._sends.spawn(self._send_acks, acks)
+            with self._lock:
+                self._flushing -= 1
+                wake = self._stopping
             if wake:
                 self._wake.set()
 
-    def _ack(self, run: _Run) -> None:
+    def _ack(self, run: _Run) -> Optional[Batch]:
         """Adds a job to the batch of acks, sent 5 ms after its first job,
         once it holds 100, or at once when no handler is running: no job
-        can join it before the next claim answers."""
+        can join it before the next claim answers. Returns the batch to
+        send now (full, or no handler running), else ``None``."""
         with self._lock:
             self._acks.setdefault(run.owner, []).append(run)
             self._ack_count += 1
             batch = self._take_acks() if self._ack_count >= ACK_BATCH or self._handling == 0 else None
+            if batch and self._carries():
+                # The claim loop claims as soon as this job's slot is free,
+                # not held: the acks go in that request (docs/workers.md).
+                self._acks, self._ack_count, self._carry = batch, sum(len(r) for r in batch.values()), True
+                batch = None
             first = batch is None and self._ack_count == 1
             if first:
                 self._ack_due = rt.now() + self._ack_wait
@@ -318,10 +351,23 @@ class Worker:
             wake = first and self._ack_timer_idle
             if wake:
                 self._ack_timer_idle = False
-        if batch:
-            self._sends.spawn(self._send_acks, batch)
-        elif wake:
+        if wake:
             self._ack_wake.set()
+        return batch
+
+    def _carries(self) -> bool:
+        """Under the lock, as a job that ran ends: whether the claim loop,
+        waiting, claims once this job's slot is free (half the slots free,
+        or none in flight), with a claim not held — so the acks that
+        closed their window may go in the same request."""
+        free = self.options.concurrency - self._in_flight + 1
+        return (
+            self._claim_idle
+            and not self._stopping
+            and not self._until_empty
+            and (self._in_flight == 1 or free >= self._half)
+            and self._claims.busy()
+        )
 
     def _take_acks(self) -> Batch:
         """The batch to send now, and an empty one begun (under the lock)."""
@@ -350,12 +396,47 @@ class Worker:
             else:
                 self._ack_wake.wait(None if due is None else due - rt.now())
 
+    def _claim_with_acks(self, claim: Statement, batch: Batch) -> List[Row]:
+        """Sends a claim (not held) and a batch of acks in one request: the
+        acks' statements, then the claim's. Should it fail, the acks are
+        sent alone as :meth:`_send_acks` sends them; the claim's failure is
+        raised, unless an ack was refused (the claim did not run: it is
+        sent again at once)."""
+        work = self._ack_work(batch)
+        try:
+            answers = list(self._claims.take_with([stmt for _, stmt in work], claim))
+        except FenecError as e:
+            if e.at is not None and e.at < len(work) and not is_fault(e):
+                self._acks_refused(work, e)
+                return []
+            self._sends.spawn(self._send_acks, batch)
+            raise
+        except BaseException:  # given up, or the run itself cancelled
+            self._sends.spawn(self._send_acks, batch)
+            raise
+        self._acked(work, answers[:-1])
+        return rows_of(answers[-1])
+
+    def _ack_work(self, batch: Batch) -> List[Tuple[List[_Run], Statement]]:
+        return [(runs, self._plan.ack([r.row.get("id") for r in runs], owner)) for owner, runs in batch.items()]
+
+    def _acks_refused(self, work: List[Tuple[List[_Run], Statement]], e: FenecError) -> None:
+        for runs, _ in work:
+            for r in runs:
+                self._report("ack", r.row.get("id"), e)
+
+    def _acked(self, work: List[Tuple[List[_Run], Statement]], answers: List[Any]) -> None:
+        """A job whose id its ack's answer does not list lost its lease."""
+        for (runs, _), answer in zip(work, answers):
+            acked = ids_of(answer)
+            for r in runs:
+                if r.row.get("id") not in acked:
+                    self._report("lost_lease", r.row.get("id"), LostLease(r.row.get("id"), r.owner, "ack"))
+
     def _send_acks(self, batch: Batch) -> None:
         """Acks a batch, one statement per claim owner (several in one
         request); a job whose id the answer does not list lost its lease."""
-        work: List[Tuple[List[_Run], Statement]] = [
-            (runs, self._plan.ack([r.row.get("id") for r in runs], owner)) for owner, runs in batch.items()
-        ]
+        work = self._ack_work(batch)
         faults = 0
         while True:
             try:
@@ -366,19 +447,13 @@ class Worker:
                 break
             except FenecError as e:
                 if not is_fault(e):  # refused: sending it again gets the same
-                    for runs, _ in work:
-                        for r in runs:
-                            self._report("ack", r.row.get("id"), e)
+                    self._acks_refused(work, e)
                     return
                 faults += 1
                 self._report("ack", None, e)
                 if not self._pause(faults):
                     return
-        for (runs, _), answer in zip(work, answers):
-            acked = ids_of(answer)
-            for r in runs:
-                if r.row.get("id") not in acked:
-                    self._report("lost_lease", r.row.get("id"), LostLease(r.row.get("id"), r.owner, "ack"))
+        self._acked(work, answers)
 
     def _keep(self) -> None:
         """Extends running jobs' leases every lease/2: the ones due at one
@@ -430,11 +505,11 @@ class Worker:
 
     def _until_idle(self, seconds: float) -> bool:
         """Whether no handler is running (nor its fail or release being
-        sent) within ``seconds``."""
+        sent, nor its batch of acks being handed over) within ``seconds``."""
         deadline = rt.now() + seconds
         while True:
             with self._lock:
-                if self._in_flight == 0:
+                if self._in_flight == 0 and self._flushing == 0:
                     return True
                 self._wake.clear()
             left = deadline - rt.now()
