@@ -32,7 +32,7 @@ interface IncomingAnswer {
 
 interface HttpModule {
   Agent: new (opts: { keepAlive: boolean }) => object;
-  request(opts: Target & { method: string; headers: Record<string, string | number>; agent: object }, answered: (res: IncomingAnswer) => void): OutgoingRequest;
+  request(opts: Omit<Target, 'host'> & { method: string; headers: (string | number)[]; agent: object }, answered: (res: IncomingAnswer) => void): OutgoingRequest;
 }
 
 /** Where a request goes, as node:http takes it (the URL parsed once per URL: see #targets). */
@@ -41,6 +41,8 @@ interface Target {
   hostname: string;
   port: string;
   path: string;
+  /** The Host header: the URL's host (its port unless the scheme's default, an IPv6 address in brackets). */
+  host: string;
 }
 
 interface Runtime {
@@ -87,21 +89,27 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
     if (target === undefined) {
       const u = new URL(url);
       // A client sends to a few URLs (its nodes' routes): kept, so each request skips parsing one.
-      target = { protocol: u.protocol, hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port, path: u.pathname + u.search };
+      target = { protocol: u.protocol, hostname: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: u.port, path: u.pathname + u.search, host: u.host };
       if (targets.size < 64) targets.set(url, target);
     }
     const secure = target.protocol === 'https:';
-    const head: Record<string, string | number> = {};
-    for (const [k, v] of headers) head[k] = v;
+    const body = typeof init.body === 'string' ? init.body : undefined;
+    if (init.body != null && body === undefined) return Promise.reject(new TypeError('node transport: only a string body is sent'));
+    // The headers as node:http's flat list of names and values: it writes
+    // them as they are (still checked), where an object costs a setHeader
+    // each. The request's own come first and win over the client's; Host
+    // and Content-Length are this transport's.
+    const head: (string | number)[] = [];
     const own = init.headers;
     if (own !== undefined) {
       // The transport gives a plain object; anything else (a Headers, a list of pairs) is read as fetch reads it.
-      if (Array.isArray(own) || typeof (own as { entries?: unknown }).entries === 'function') for (const [k, v] of new Headers(own)) head[k] = v;
-      else for (const k in own) head[k.toLowerCase()] = (own as Record<string, string>)[k]!;
+      if (Array.isArray(own) || typeof (own as { entries?: unknown }).entries === 'function') for (const [k, v] of new Headers(own)) put(head, k, v, 0);
+      else for (const k in own) put(head, k.toLowerCase(), (own as Record<string, string>)[k]!, 0);
     }
-    const body = typeof init.body === 'string' ? init.body : undefined;
-    if (init.body != null && body === undefined) return Promise.reject(new TypeError('node transport: only a string body is sent'));
-    if (body !== undefined) head['content-length'] = bytes.byteLength(body);
+    const mine = head.length;
+    for (const [k, v] of headers) put(head, k, v, mine);
+    if (!has(head, 'host', head.length)) head.push('host', target.host);
+    if (body !== undefined) head.push('content-length', bytes.byteLength(body));
     const signal = init.signal ?? undefined;
     return new Promise<Response>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
@@ -125,7 +133,8 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
         let sent: OutgoingRequest;
         try {
           const via = secure ? tls() : { https: http, agent };
-          sent = via.https.request({ ...target, method: init.method ?? 'GET', headers: head, agent: via.agent }, (res) => {
+          const t = target!;
+          sent = via.https.request({ protocol: t.protocol, hostname: t.hostname, port: t.port, path: t.path, method: init.method ?? 'GET', headers: head, agent: via.agent }, (res) => {
             answered = true;
             const chunks: Uint8Array[] = [];
             res.on('data', (chunk) => chunks.push(chunk));
@@ -158,6 +167,22 @@ export function nodeFetch(headers: ReadonlyArray<readonly [string, string]>): ty
     });
   };
   return send as typeof fetch;
+}
+
+/**
+ * Adds a header to a flat list of names and values (names in lower case)
+ * unless it names the transport's own (`content-length`) or one already
+ * among the first `upTo` entries: a request's own header wins over the
+ * client's.
+ */
+function put(head: (string | number)[], name: string, value: string, upTo: number): void {
+  if (name === 'content-length' || has(head, name, upTo)) return;
+  head.push(name, value);
+}
+
+function has(head: (string | number)[], name: string, upTo: number): boolean {
+  for (let i = 0; i < upTo; i += 2) if (head[i] === name) return true;
+  return false;
 }
 
 /** The little of a Response the transport reads: status, headers, text. */

@@ -289,8 +289,10 @@ export class Worker<T extends object = Row> {
       try {
         const claimed = sendThrough(this.#claim, this.#claimOf(free, owner), { wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
         // Acks left for this moment (see #ack) go out right behind the claim,
-        // so that the claim, which the worker waits for, is sent first.
-        if (this.#running.size === 0 && this.#acks.length > 0) this.#flushAcks();
+        // so that the claim, which the worker waits for, is sent first: on
+        // Node its bytes are written on the next tick, and the ack is made
+        // after that, while the server works on the claim.
+        if (this.#running.size === 0 && this.#acks.length > 0) afterWrites(() => this.#flushAcks());
         const answer = await claimed;
         if (answer.rows === undefined) throw FenecError.unexpected(200, `{"affected":${answer.affected}}`);
         rows = answer.rows;
@@ -608,6 +610,16 @@ export class Worker<T extends object = Row> {
     });
   }
 }
+
+/**
+ * Runs `fn` once what was sent now is written: on Node, a request's bytes
+ * are written on the next tick (node:http), so a tick queued after it runs
+ * after them; elsewhere (fetch) it runs once the running code is done.
+ */
+const afterWrites: (fn: () => void) => void = (() => {
+  const tick = (globalThis as { process?: { nextTick?: (fn: () => void) => void } }).process?.nextTick;
+  return typeof tick === 'function' ? (fn: () => void) => tick(fn) : queueMicrotask;
+})();
 
 /** The stand-in owner of a claim rendered once (see Worker.#claimOf). */
 const OWNER = '\u0000fenec claim owner';

@@ -51,3 +51,29 @@ test('connect() with no URL reads FENEC_URL and FENEC_TOKEN', async (t) => {
   delete process.env['FENEC_URL'];
   assert.throws(() => connect(), /FENEC_URL is not set/);
 });
+
+test('each header goes once: the request\'s own win over the client\'s, Host and Content-Length are the transport\'s', async (t) => {
+  const seen: string[][] = [];
+  const srv = http.createServer((req, res) => {
+    seen.push(req.rawHeaders);
+    req.resume();
+    req.on('end', () => res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"affected":0}'));
+  });
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  t.after(() => srv.close());
+  const port = (srv.address() as AddressInfo).port;
+  const url = `http://127.0.0.1:${port}`;
+  // A client's Content-Type and Content-Length give way to the request's own; its X-Trace is sent.
+  const body = 'del jobs where note = "çé ✓"';
+  await connect(url, { token: 'sekret', headers: { 'X-Trace': 'abc', 'Content-Type': 'text/plain', 'Content-Length': '1' } }).query(body, [], { wait: 100 });
+  const raw = seen[0]!;
+  const names = raw.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+  assert.deepEqual(names.filter((n, i) => names.indexOf(n) !== i), [], `a header sent twice: ${JSON.stringify(raw)}`);
+  const get = (name: string) => raw[names.indexOf(name) * 2 + 1];
+  assert.equal(get('host'), `127.0.0.1:${port}`);
+  assert.equal(get('content-type'), 'application/json');
+  assert.equal(Number(get('content-length')), Buffer.byteLength(JSON.stringify({ query: body, params: [] })));
+  assert.equal(get('x-trace'), 'abc');
+  assert.equal(get('authorization'), 'Bearer sekret');
+  assert.equal(get('fenec-wait'), '100');
+});

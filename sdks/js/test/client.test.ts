@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { connect, expr, FenecError, inc, raw } from '../src/client.js';
 import { fakeFetch, json, never } from './fake.js';
+import { stringify } from '../src/json.js';
 
 describe('the builder', () => {
   const db = connect('http://x.invalid');
@@ -269,5 +270,17 @@ describe('what only JS can pass the builder (not in the golden file)', () => {
 
   test('NaN deep inside a JSON value, which JSON.stringify would send as null', () => {
     assert.throws(() => jobs.renderInsert({ payload: { scores: [1, Number.NaN] } }), /insert payload.scores\[1\]: NaN is not a finite number/);
+  });
+});
+
+describe('the JSON a body is written as', () => {
+  test('a bigint anywhere (even from a toJSON) is written as its digits; anything else as JSON.stringify writes it', () => {
+    const big = 2n ** 63n - 1n;
+    assert.equal(stringify({ a: [1, big, { b: -big }], c: 'x' }), `{"a":[1,${big},{"b":${-big}}],"c":"x"}`);
+    assert.equal(stringify({ at: { toJSON: () => big } }), `{"at":${big}}`);
+    const plain = { d: new Date(0), u: undefined, f: () => 1, l: [undefined, null, 1.5, 'é"'], n: { m: true } };
+    assert.equal(stringify(plain), JSON.stringify(plain));
+    assert.equal(stringify(undefined), 'null');
+    assert.equal(stringify(big), String(big));
   });
 });
