@@ -5,6 +5,7 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.CoroutineName
 import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.CoroutineStart
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.ExperimentalCoroutinesApi
 import kotlinx.coroutines.Job
@@ -272,6 +273,15 @@ public class Worker(
     /** Finished handlers' jobs, waiting to be acked in a batch. */
     private val acks = Channel<Running>(Channel.UNLIMITED)
 
+    /** How many jobs [acks] holds now (sent, not yet received by the ack loop). */
+    private val queuedAcks = AtomicInteger()
+
+    /** How many more jobs the ack batch being made takes: a job queued that fills it signals [full]. */
+    @Volatile private var ackRoom = ACK_BATCH
+
+    /** Signalled when the queued acks may fill the batch being made: the ack loop sends it then. */
+    private val full = Channel<Unit>(Channel.CONFLATED)
+
     /** Set once handlers that ignored their cancellation were given up: nothing more is sent for them. */
     @Volatile private var gaveUp = false
 
@@ -342,7 +352,10 @@ public class Worker(
         val scope = CoroutineScope(caller + name + SupervisorJob() + options.dispatcher)
         val handlers = SupervisorJob(scope.coroutineContext.job)
         val background = SupervisorJob(scope.coroutineContext.job)
-        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease ticker
+        // The claim loop, the acks and the lease ticker, on Dispatchers.IO:
+        // their requests block a thread there (java.net.http's send), so
+        // running them there spares each request a hop to it and back.
+        val chores = CoroutineScope(scope.coroutineContext + background + Dispatchers.IO)
         val acker = chores.launch { ackLoop() }
         chores.launch { extendLoop() }
         val claimer = chores.launch { claimLoop(scope, handlers, untilEmpty) }
@@ -361,6 +374,7 @@ public class Worker(
                 }
                 // The acks of every handler that returned: flushed before the stop returns.
                 acks.close()
+                full.trySend(Unit) // an ack loop waiting out its window looks again, and sees the end
                 acker.join()
                 background.cancelAndJoin() // the lease ticker
                 scope.cancel()
@@ -461,7 +475,7 @@ public class Worker(
                 // Given up (a stop): the server may have taken jobs for it in
                 // that moment, so whatever this owner holds goes back.
                 withContext(NonCancellable) {
-                    settle(WorkerStep.RELEASE, null, null, "release of the given-up claim ${claim.owner}") {
+                    settle(WorkerStep.RELEASE, null, null, { "release of the given-up claim ${claim.owner}" }) {
                         send(releaseGivenUpStatement(claim.owner))
                     }
                 }
@@ -549,7 +563,9 @@ public class Worker(
             // is in flight every finished job is in the queue and the window
             // closes on all of them. The slot is free then: the next claim
             // does not wait for the ack.
+            queuedAcks.incrementAndGet()
             val queued = acks.trySend(run).isSuccess
+            if (!queued) queuedAcks.decrementAndGet() else if (queuedAcks.get() >= ackRoom) full.trySend(Unit)
             handlerReturned()
             if (!queued) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
             return
@@ -567,11 +583,11 @@ public class Worker(
                 val text = errorText(failure)
                 if (attempts >= options.maxAttempts) {
                     report(WorkerException(WorkerStep.DEAD_LETTER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): a dead letter: $text", failure, run.row))
-                    settle(WorkerStep.FAIL, run.id, run.row, "dead letter of job ${run.id}") { send(deadLetterStatement(run.id, run.claim.owner, text)) }
+                    settle(WorkerStep.FAIL, run.id, run.row, { "dead letter of job ${run.id}" }) { send(deadLetterStatement(run.id, run.claim.owner, text)) }
                 } else {
                     report(WorkerException(WorkerStep.HANDLER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): $text", failure, run.row))
                     val delay = options.backoff(attempts).inWholeMilliseconds.coerceAtLeast(0)
-                    settle(WorkerStep.FAIL, run.id, run.row, "fail of job ${run.id}") { send(failStatement(run.id, run.claim.owner, text, delay)) }
+                    settle(WorkerStep.FAIL, run.id, run.row, { "fail of job ${run.id}" }) { send(failStatement(run.id, run.claim.owner, text, delay)) }
                 }
             }
         } finally {
@@ -627,19 +643,24 @@ public class Worker(
      * the first (at most ACK_BATCH), one statement per claim owner, each
      * sent on its own so that a fault's retries hold up no later batch. The
      * window closes early once no job is in flight: nothing can join the
-     * batch before the next claim answers (docs/workers.md). Returns once
+     * batch before the next claim answers (docs/workers.md). While the
+     * window is open the loop is woken only when that may have changed —
+     * nothing in flight, the batch possibly full, the window over — not by
+     * every job queued: each wake-up is a coroutine dispatched. Returns once
      * the channel is closed and every batch is settled.
      */
     @OptIn(ExperimentalCoroutinesApi::class)
     private suspend fun ackLoop() = coroutineScope {
         while (true) {
             val first = acks.receiveCatching().getOrNull() ?: break
+            queuedAcks.decrementAndGet()
             val batch = ArrayList<Running>()
             batch += first
             val until = TimeSource.Monotonic.markNow() + ackWindow
             while (batch.size < ACK_BATCH) {
                 val now = acks.tryReceive()
                 if (now.isSuccess) {
+                    queuedAcks.decrementAndGet()
                     batch += now.getOrThrow()
                     continue
                 }
@@ -648,19 +669,24 @@ public class Worker(
                 if (now.isClosed || inFlight.get() == 0) break
                 val left = -until.elapsedNow()
                 if (left <= Duration.ZERO) break
-                val next = select<Any?> {
-                    acks.onReceiveCatching { it.getOrNull() ?: CLOSED }
-                    idle.onReceive { it }
-                    onTimeout(left) { null }
-                } ?: break
-                if (next === CLOSED) break
-                if (next is Running) batch += next
+                ackRoom = ACK_BATCH - batch.size
+                // The room is published before the queue is looked at again:
+                // a job queued meanwhile that fills it has signalled `full`.
+                if (queuedAcks.get() >= ackRoom) continue
+                select<Unit> {
+                    idle.onReceive {}
+                    full.onReceive {}
+                    onTimeout(left) {}
+                }
             }
+            ackRoom = ACK_BATCH
             val owner = first.claim.owner
             if (batch.all { it.claim.owner == owner }) {
-                launch { ack(owner, batch) }
+                // Started at once on this coroutine's thread: it is dispatched
+                // anyway as its request goes out.
+                launch(start = CoroutineStart.UNDISPATCHED) { ack(owner, batch) }
             } else {
-                for ((o, runs) in batch.groupBy { it.claim.owner }) launch { ack(o, runs) }
+                for ((o, runs) in batch.groupBy { it.claim.owner }) launch(start = CoroutineStart.UNDISPATCHED) { ack(o, runs) }
             }
         }
     }
@@ -669,7 +695,7 @@ public class Worker(
     private suspend fun ack(owner: String, runs: List<Running>) {
         val ids = runs.map { it.id }
         var deleted: Set<Any?> = emptySet()
-        val sent = settle(WorkerStep.ACK, ids.singleOrNull(), runs.singleOrNull()?.row, "ack of jobs ${ids.joinToString(", ")}") {
+        val sent = settle(WorkerStep.ACK, ids.singleOrNull(), runs.singleOrNull()?.row, { "ack of jobs ${ids.joinToString(", ")}" }) {
             deleted = jobs.client.query(ackStatement(ids, owner)).rows.orEmpty().map { it["id"] }.toSet()
             deleted.size.toLong()
         }
@@ -688,7 +714,7 @@ public class Worker(
      * and not sent again. A 412 means the job is no longer this claim's: a
      * lost lease. Returns whether it was sent.
      */
-    private suspend fun settle(step: WorkerStep, id: Any?, row: Row?, what: String, send: suspend () -> Long): Boolean {
+    private suspend fun settle(step: WorkerStep, id: Any?, row: Row?, what: () -> String, send: suspend () -> Long): Boolean {
         var faults = 0L
         while (true) {
             try {
@@ -696,15 +722,15 @@ public class Worker(
                 return true
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) {
-                    report(WorkerException(WorkerStep.LOST_LEASE, id, "$what: refused (412), the job is no longer this worker's", e, row))
+                    report(WorkerException(WorkerStep.LOST_LEASE, id, "${what()}: refused (412), the job is no longer this worker's", e, row))
                     return false
                 }
                 val graceOver = stoppedAt?.let { it.elapsedNow() >= options.grace } == true
                 if (!isFault(e) || graceOver) {
-                    report(WorkerException(step, id, "$what failed: ${e.message}", e, row))
+                    report(WorkerException(step, id, "${what()} failed: ${e.message}", e, row))
                     return false
                 }
-                report(WorkerException(step, id, "$what failed, retrying: ${e.message}", e, row))
+                report(WorkerException(step, id, "${what()} failed, retrying: ${e.message}", e, row))
                 delay(defaultBackoff(++faults))
             }
         }
@@ -740,12 +766,9 @@ public class Worker(
 
     private suspend fun release(row: Row, id: Any, owner: String) {
         if (gaveUp) return
-        settle(WorkerStep.RELEASE, id, row, "release of job $id") { send(releaseStatement(id, owner)) }
+        settle(WorkerStep.RELEASE, id, row, { "release of job $id" }) { send(releaseStatement(id, owner)) }
     }
 }
-
-/** What the ack loop's wait returns when the queue of acks is closed. */
-private val CLOSED = Any()
 
 /** A release's patch: back to ready now, the run that did not happen not counted. */
 private val RELEASE: Map<String, Any?> = mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1))
