@@ -258,9 +258,12 @@ public class Worker(
     /** Jobs whose handler runs now (started, not yet returned). */
     private val inFlight = AtomicInteger()
 
+    /** Jobs whose handler was dispatched and has not started yet: a claim waits for them (see [claimDue]). */
+    private val unstarted = AtomicInteger()
+
     /**
-     * Signalled when a handler returns and a claim is due (half the slots
-     * free, or none in flight): the claim loop waits on it.
+     * Signalled when a handler starts or returns and a claim is due
+     * ([claimDue]): the claim loop waits on it.
      */
     private val freed = Channel<Unit>(Channel.CONFLATED)
 
@@ -457,12 +460,9 @@ public class Worker(
         val handlerContext = handlers + HandlerOf(this) + inHandler.asContextElement(this)
         while (!stopping) {
             // At most one claim in flight, sent once half the slots (rounded
-            // up) are free, or nothing runs (docs/workers.md, "Claim").
-            while (true) {
-                val busy = inFlight.get()
-                if (busy == 0 || options.concurrency - busy >= half) break
-                freed.receive()
-            }
+            // up) are free and every handler dispatched started, or nothing
+            // runs (docs/workers.md, "Claim").
+            while (!claimDue()) freed.receive()
             // Handlers that are returning now (dispatched on other threads)
             // may join this claim's free slots: one turn of the dispatcher
             // before it is sent makes claims of the whole concurrency likelier.
@@ -493,8 +493,10 @@ public class Worker(
             // Every run is known to its claim before any handler starts, so a
             // handler that returns at once never leaves the claim looking empty.
             val runs = claimed.map { row -> row to row["id"]?.let { id -> Running(row, id, claim).also { claim.running[id] = it } } }
+            unstarted.addAndGet(runs.size)
             for ((row, run) in runs) {
                 if (stopping || run == null) {
+                    handlerStarted()
                     // Claimed but not started: another worker takes it now, not after the lease.
                     if (run != null) {
                         claim.running.remove(run.id)
@@ -507,6 +509,7 @@ public class Worker(
                 // that blocks its thread blocks no claim or stop.
                 scope.launch(handlerContext) {
                     run.job = coroutineContext.job
+                    handlerStarted()
                     if (stopping) {
                         // Claimed, and not started before the stop: back at once.
                         run.claim.running.remove(run.id)
@@ -540,8 +543,24 @@ public class Worker(
     private fun handlerReturned() {
         val busy = inFlight.decrementAndGet()
         if (busy == 0) idle.trySend(Unit)
-        if (busy == 0 || options.concurrency - busy >= half) freed.trySend(Unit)
+        if (claimDue(busy)) freed.trySend(Unit)
     }
+
+    /** A handler dispatched has started: the last one to start may make a claim due. */
+    private fun handlerStarted() {
+        if (unstarted.decrementAndGet() == 0 && claimDue()) freed.trySend(Unit)
+    }
+
+    /**
+     * Whether the next claim may be sent (docs/workers.md, "Claim"): nothing
+     * in flight, or half the slots (rounded up) free and every handler
+     * dispatched started. Handlers that have not started yet are waiting for
+     * a thread of the dispatcher (they may be about to return at once): a
+     * claim sent before them would ask for fewer slots than will be free
+     * when it is answered, and one claim of all the slots is one request.
+     */
+    private fun claimDue(busy: Int = inFlight.get()): Boolean =
+        busy == 0 || (options.concurrency - busy >= half && unstarted.get() == 0)
 
     private suspend fun runJob(run: Running) {
         val attempts = run.row.long("attempts") ?: 1
@@ -563,9 +582,11 @@ public class Worker(
             // is in flight every finished job is in the queue and the window
             // closes on all of them. The slot is free then: the next claim
             // does not wait for the ack.
-            queuedAcks.incrementAndGet()
             val queued = acks.trySend(run).isSuccess
-            if (!queued) queuedAcks.decrementAndGet() else if (queuedAcks.get() >= ackRoom) full.trySend(Unit)
+            // Counted once in the queue, so the ack loop never counts a job it
+            // cannot take yet; the room is read after, so a batch this job
+            // fills is signalled even when the loop published its room meanwhile.
+            if (queued && queuedAcks.incrementAndGet() >= ackRoom) full.trySend(Unit)
             handlerReturned()
             if (!queued) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
             return
@@ -670,8 +691,9 @@ public class Worker(
                 val left = -until.elapsedNow()
                 if (left <= Duration.ZERO) break
                 ackRoom = ACK_BATCH - batch.size
-                // The room is published before the queue is looked at again:
-                // a job queued meanwhile that fills it has signalled `full`.
+                // The room is published before the count is read: a job
+                // counted after this read sees the room, and signals `full`
+                // if it fills it. (The count may lag the queue, never lead it.)
                 if (queuedAcks.get() >= ackRoom) continue
                 select<Unit> {
                     idle.onReceive {}
