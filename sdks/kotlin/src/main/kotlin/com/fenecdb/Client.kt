@@ -136,13 +136,13 @@ public object Fenec {
     @JvmStatic
     public fun builder(urls: List<String>): ClientBuilder = ClientBuilder(urls)
 
-    /** The HttpClient [connect] makes: HTTP/1.1, the shared executor, the connect timeout, [sslContext] when given. */
+    /** The HttpClient [connect] makes: HTTP/1.1, no executor of its own ([directExecutor]), the connect timeout, [sslContext] when given. */
     internal fun defaultHttpClient(timeout: Duration, sslContext: SSLContext?): HttpClient {
         // HTTP/1.1: a held claim given up closes its connection, which is
         // how the server learns the claim is gone (docs/queues.md).
         val builder = HttpClient.newBuilder()
             .version(HttpClient.Version.HTTP_1_1)
-            .executor(httpExecutor)
+            .executor(directExecutor)
             .connectTimeout(connectTimeout(timeout).toJavaDuration())
         if (sslContext != null) builder.sslContext(sslContext)
         return builder.build()
@@ -295,18 +295,16 @@ public const val VERSION: String = "0.1.0"
 internal val USER_AGENT: String = "fenecdb-kotlin/$VERSION java/${System.getProperty("java.version")}"
 
 /**
- * The executor of every HttpClient [Fenec.connect] makes: a few daemon
- * threads, kept while busy. Without one, java.net.http completes each
- * answer through the common ForkJoinPool, which on a machine of two cores
- * or fewer starts a new thread per task — one or more per request.
+ * The executor of every HttpClient [Fenec.connect] makes: none of its own.
+ * java.net.http hands each answer its selector thread reads to the
+ * executor, and a pool there adds a thread wake-up (and a context switch)
+ * to every request: on two cores that was the worker's largest cost. The
+ * work handed over is short and never blocks (the answer's bytes into a
+ * String, a future completed, a live query's chunk put in its channel), so
+ * it runs on the selector thread; the caller's `send` then wakes with its
+ * answer.
  */
-internal val httpExecutor: java.util.concurrent.ExecutorService by lazy {
-    val n = maxOf(2, Runtime.getRuntime().availableProcessors())
-    val count = AtomicLong()
-    java.util.concurrent.ThreadPoolExecutor(n, n, 30, java.util.concurrent.TimeUnit.SECONDS, java.util.concurrent.LinkedBlockingQueue()) { r ->
-        Thread(r, "fenecdb-http-${count.incrementAndGet()}").apply { isDaemon = true }
-    }.apply { allowCoreThreadTimeOut(true) }
-}
+internal val directExecutor: java.util.concurrent.Executor = java.util.concurrent.Executor { it.run() }
 
 /** The most Fenec-Leader answers one call follows. */
 private const val MAX_FOLLOWS = 3

@@ -63,13 +63,15 @@ public class LiveEvent(
  * a row it matches, for as long as the flow is collected. Only `where` and
  * `select` may be set: the server refuses the rest (400).
  *
- * A dropped connection, or a `closing` event (the server shutting down, or
- * the client fallen behind), is followed by a reconnect with
- * `Last-Event-ID`, so no change is missed: the server sends nothing again,
- * or a `reset` with the rows as they are now. A refusal (400, 401, 403,
- * 404) throws its [FenecException]; so do [retries] failed reconnects in a
- * row ([ErrorCode.NETWORK]), [retryDelay] apart. [after] resumes after a
- * position.
+ * A dropped connection, a `closing` event (the server shutting down, or
+ * the client fallen behind), or an answer that may succeed later
+ * ([FenecException.retryable]: a server shutting down answers 503
+ * `unavailable`) is followed by a reconnect with `Last-Event-ID`, so no
+ * change is missed: the server sends nothing again, or a `reset` with the
+ * rows as they are now. A refusal (400, 401, 403, 404) throws its
+ * [FenecException]; so do [retries] failed reconnects in a row, [retryDelay]
+ * apart: [ErrorCode.NETWORK], or the last answer's error when the last
+ * reconnect was answered. [after] resumes after a position.
  */
 public fun Query.watch(after: Long? = null, retries: Int = 10, retryDelay: Duration = 500.milliseconds): Flow<LiveEvent> =
     client.watch(renderRows(), after, retries, retryDelay)
@@ -130,7 +132,10 @@ private fun live(db: Client, method: String, path: String, body: String?, after:
                 body.cancel()
             }
         } catch (e: FenecException) {
-            throw e
+            // A refusal is final; a server that cannot answer now (one
+            // shutting down answers 503 `unavailable`) is tried again like a
+            // dropped connection, within the same retries.
+            if (opened || !e.retryable || ++failures > retries) throw e
         } catch (e: CancellationException) {
             throw e
         } catch (e: IOException) {

@@ -5,6 +5,7 @@ import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.CoroutineDispatcher
 import kotlinx.coroutines.CoroutineName
 import kotlinx.coroutines.CoroutineScope
+import kotlinx.coroutines.CoroutineStart
 import kotlinx.coroutines.Dispatchers
 import kotlinx.coroutines.ExperimentalCoroutinesApi
 import kotlinx.coroutines.Job
@@ -257,9 +258,12 @@ public class Worker(
     /** Jobs whose handler runs now (started, not yet returned). */
     private val inFlight = AtomicInteger()
 
+    /** Jobs whose handler was dispatched and has not started yet: a claim waits for them (see [claimDue]). */
+    private val unstarted = AtomicInteger()
+
     /**
-     * Signalled when a handler returns and a claim is due (half the slots
-     * free, or none in flight): the claim loop waits on it.
+     * Signalled when a handler starts or returns and a claim is due
+     * ([claimDue]): the claim loop waits on it.
      */
     private val freed = Channel<Unit>(Channel.CONFLATED)
 
@@ -271,6 +275,15 @@ public class Worker(
 
     /** Finished handlers' jobs, waiting to be acked in a batch. */
     private val acks = Channel<Running>(Channel.UNLIMITED)
+
+    /** How many jobs [acks] holds now (sent, not yet received by the ack loop). */
+    private val queuedAcks = AtomicInteger()
+
+    /** How many more jobs the ack batch being made takes: a job queued that fills it signals [full]. */
+    @Volatile private var ackRoom = ACK_BATCH
+
+    /** Signalled when the queued acks may fill the batch being made: the ack loop sends it then. */
+    private val full = Channel<Unit>(Channel.CONFLATED)
 
     /** Set once handlers that ignored their cancellation were given up: nothing more is sent for them. */
     @Volatile private var gaveUp = false
@@ -342,7 +355,10 @@ public class Worker(
         val scope = CoroutineScope(caller + name + SupervisorJob() + options.dispatcher)
         val handlers = SupervisorJob(scope.coroutineContext.job)
         val background = SupervisorJob(scope.coroutineContext.job)
-        val chores = CoroutineScope(scope.coroutineContext + background) // the claim loop, the acks, the lease ticker
+        // The claim loop, the acks and the lease ticker, on Dispatchers.IO:
+        // their requests block a thread there (java.net.http's send), so
+        // running them there spares each request a hop to it and back.
+        val chores = CoroutineScope(scope.coroutineContext + background + Dispatchers.IO)
         val acker = chores.launch { ackLoop() }
         chores.launch { extendLoop() }
         val claimer = chores.launch { claimLoop(scope, handlers, untilEmpty) }
@@ -361,6 +377,7 @@ public class Worker(
                 }
                 // The acks of every handler that returned: flushed before the stop returns.
                 acks.close()
+                full.trySend(Unit) // an ack loop waiting out its window looks again, and sees the end
                 acker.join()
                 background.cancelAndJoin() // the lease ticker
                 scope.cancel()
@@ -443,12 +460,9 @@ public class Worker(
         val handlerContext = handlers + HandlerOf(this) + inHandler.asContextElement(this)
         while (!stopping) {
             // At most one claim in flight, sent once half the slots (rounded
-            // up) are free, or nothing runs (docs/workers.md, "Claim").
-            while (true) {
-                val busy = inFlight.get()
-                if (busy == 0 || options.concurrency - busy >= half) break
-                freed.receive()
-            }
+            // up) are free and every handler dispatched started, or nothing
+            // runs (docs/workers.md, "Claim").
+            while (!claimDue()) freed.receive()
             // Handlers that are returning now (dispatched on other threads)
             // may join this claim's free slots: one turn of the dispatcher
             // before it is sent makes claims of the whole concurrency likelier.
@@ -461,7 +475,7 @@ public class Worker(
                 // Given up (a stop): the server may have taken jobs for it in
                 // that moment, so whatever this owner holds goes back.
                 withContext(NonCancellable) {
-                    settle(WorkerStep.RELEASE, null, null, "release of the given-up claim ${claim.owner}") {
+                    settle(WorkerStep.RELEASE, null, null, { "release of the given-up claim ${claim.owner}" }) {
                         send(releaseGivenUpStatement(claim.owner))
                     }
                 }
@@ -479,8 +493,10 @@ public class Worker(
             // Every run is known to its claim before any handler starts, so a
             // handler that returns at once never leaves the claim looking empty.
             val runs = claimed.map { row -> row to row["id"]?.let { id -> Running(row, id, claim).also { claim.running[id] = it } } }
+            unstarted.addAndGet(runs.size)
             for ((row, run) in runs) {
                 if (stopping || run == null) {
+                    handlerStarted()
                     // Claimed but not started: another worker takes it now, not after the lease.
                     if (run != null) {
                         claim.running.remove(run.id)
@@ -493,6 +509,7 @@ public class Worker(
                 // that blocks its thread blocks no claim or stop.
                 scope.launch(handlerContext) {
                     run.job = coroutineContext.job
+                    handlerStarted()
                     if (stopping) {
                         // Claimed, and not started before the stop: back at once.
                         run.claim.running.remove(run.id)
@@ -526,8 +543,24 @@ public class Worker(
     private fun handlerReturned() {
         val busy = inFlight.decrementAndGet()
         if (busy == 0) idle.trySend(Unit)
-        if (busy == 0 || options.concurrency - busy >= half) freed.trySend(Unit)
+        if (claimDue(busy)) freed.trySend(Unit)
     }
+
+    /** A handler dispatched has started: the last one to start may make a claim due. */
+    private fun handlerStarted() {
+        if (unstarted.decrementAndGet() == 0 && claimDue()) freed.trySend(Unit)
+    }
+
+    /**
+     * Whether the next claim may be sent (docs/workers.md, "Claim"): nothing
+     * in flight, or half the slots (rounded up) free and every handler
+     * dispatched started. Handlers that have not started yet are waiting for
+     * a thread of the dispatcher (they may be about to return at once): a
+     * claim sent before them would ask for fewer slots than will be free
+     * when it is answered, and one claim of all the slots is one request.
+     */
+    private fun claimDue(busy: Int = inFlight.get()): Boolean =
+        busy == 0 || (options.concurrency - busy >= half && unstarted.get() == 0)
 
     private suspend fun runJob(run: Running) {
         val attempts = run.row.long("attempts") ?: 1
@@ -550,6 +583,10 @@ public class Worker(
             // closes on all of them. The slot is free then: the next claim
             // does not wait for the ack.
             val queued = acks.trySend(run).isSuccess
+            // Counted once in the queue, so the ack loop never counts a job it
+            // cannot take yet; the room is read after, so a batch this job
+            // fills is signalled even when the loop published its room meanwhile.
+            if (queued && queuedAcks.incrementAndGet() >= ackRoom) full.trySend(Unit)
             handlerReturned()
             if (!queued) withContext(NonCancellable) { ack(run.claim.owner, listOf(run)) }
             return
@@ -567,11 +604,11 @@ public class Worker(
                 val text = errorText(failure)
                 if (attempts >= options.maxAttempts) {
                     report(WorkerException(WorkerStep.DEAD_LETTER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): a dead letter: $text", failure, run.row))
-                    settle(WorkerStep.FAIL, run.id, run.row, "dead letter of job ${run.id}") { send(deadLetterStatement(run.id, run.claim.owner, text)) }
+                    settle(WorkerStep.FAIL, run.id, run.row, { "dead letter of job ${run.id}" }) { send(deadLetterStatement(run.id, run.claim.owner, text)) }
                 } else {
                     report(WorkerException(WorkerStep.HANDLER, run.id, "job ${run.id} failed (attempt $attempts of ${options.maxAttempts}): $text", failure, run.row))
                     val delay = options.backoff(attempts).inWholeMilliseconds.coerceAtLeast(0)
-                    settle(WorkerStep.FAIL, run.id, run.row, "fail of job ${run.id}") { send(failStatement(run.id, run.claim.owner, text, delay)) }
+                    settle(WorkerStep.FAIL, run.id, run.row, { "fail of job ${run.id}" }) { send(failStatement(run.id, run.claim.owner, text, delay)) }
                 }
             }
         } finally {
@@ -627,19 +664,24 @@ public class Worker(
      * the first (at most ACK_BATCH), one statement per claim owner, each
      * sent on its own so that a fault's retries hold up no later batch. The
      * window closes early once no job is in flight: nothing can join the
-     * batch before the next claim answers (docs/workers.md). Returns once
+     * batch before the next claim answers (docs/workers.md). While the
+     * window is open the loop is woken only when that may have changed —
+     * nothing in flight, the batch possibly full, the window over — not by
+     * every job queued: each wake-up is a coroutine dispatched. Returns once
      * the channel is closed and every batch is settled.
      */
     @OptIn(ExperimentalCoroutinesApi::class)
     private suspend fun ackLoop() = coroutineScope {
         while (true) {
             val first = acks.receiveCatching().getOrNull() ?: break
+            queuedAcks.decrementAndGet()
             val batch = ArrayList<Running>()
             batch += first
             val until = TimeSource.Monotonic.markNow() + ackWindow
             while (batch.size < ACK_BATCH) {
                 val now = acks.tryReceive()
                 if (now.isSuccess) {
+                    queuedAcks.decrementAndGet()
                     batch += now.getOrThrow()
                     continue
                 }
@@ -648,19 +690,25 @@ public class Worker(
                 if (now.isClosed || inFlight.get() == 0) break
                 val left = -until.elapsedNow()
                 if (left <= Duration.ZERO) break
-                val next = select<Any?> {
-                    acks.onReceiveCatching { it.getOrNull() ?: CLOSED }
-                    idle.onReceive { it }
-                    onTimeout(left) { null }
-                } ?: break
-                if (next === CLOSED) break
-                if (next is Running) batch += next
+                ackRoom = ACK_BATCH - batch.size
+                // The room is published before the count is read: a job
+                // counted after this read sees the room, and signals `full`
+                // if it fills it. (The count may lag the queue, never lead it.)
+                if (queuedAcks.get() >= ackRoom) continue
+                select<Unit> {
+                    idle.onReceive {}
+                    full.onReceive {}
+                    onTimeout(left) {}
+                }
             }
+            ackRoom = ACK_BATCH
             val owner = first.claim.owner
             if (batch.all { it.claim.owner == owner }) {
-                launch { ack(owner, batch) }
+                // Started at once on this coroutine's thread: it is dispatched
+                // anyway as its request goes out.
+                launch(start = CoroutineStart.UNDISPATCHED) { ack(owner, batch) }
             } else {
-                for ((o, runs) in batch.groupBy { it.claim.owner }) launch { ack(o, runs) }
+                for ((o, runs) in batch.groupBy { it.claim.owner }) launch(start = CoroutineStart.UNDISPATCHED) { ack(o, runs) }
             }
         }
     }
@@ -669,7 +717,7 @@ public class Worker(
     private suspend fun ack(owner: String, runs: List<Running>) {
         val ids = runs.map { it.id }
         var deleted: Set<Any?> = emptySet()
-        val sent = settle(WorkerStep.ACK, ids.singleOrNull(), runs.singleOrNull()?.row, "ack of jobs ${ids.joinToString(", ")}") {
+        val sent = settle(WorkerStep.ACK, ids.singleOrNull(), runs.singleOrNull()?.row, { "ack of jobs ${ids.joinToString(", ")}" }) {
             deleted = jobs.client.query(ackStatement(ids, owner)).rows.orEmpty().map { it["id"] }.toSet()
             deleted.size.toLong()
         }
@@ -688,7 +736,7 @@ public class Worker(
      * and not sent again. A 412 means the job is no longer this claim's: a
      * lost lease. Returns whether it was sent.
      */
-    private suspend fun settle(step: WorkerStep, id: Any?, row: Row?, what: String, send: suspend () -> Long): Boolean {
+    private suspend fun settle(step: WorkerStep, id: Any?, row: Row?, what: () -> String, send: suspend () -> Long): Boolean {
         var faults = 0L
         while (true) {
             try {
@@ -696,15 +744,15 @@ public class Worker(
                 return true
             } catch (e: FenecException) {
                 if (e.code == ErrorCode.UNMET) {
-                    report(WorkerException(WorkerStep.LOST_LEASE, id, "$what: refused (412), the job is no longer this worker's", e, row))
+                    report(WorkerException(WorkerStep.LOST_LEASE, id, "${what()}: refused (412), the job is no longer this worker's", e, row))
                     return false
                 }
                 val graceOver = stoppedAt?.let { it.elapsedNow() >= options.grace } == true
                 if (!isFault(e) || graceOver) {
-                    report(WorkerException(step, id, "$what failed: ${e.message}", e, row))
+                    report(WorkerException(step, id, "${what()} failed: ${e.message}", e, row))
                     return false
                 }
-                report(WorkerException(step, id, "$what failed, retrying: ${e.message}", e, row))
+                report(WorkerException(step, id, "${what()} failed, retrying: ${e.message}", e, row))
                 delay(defaultBackoff(++faults))
             }
         }
@@ -740,12 +788,9 @@ public class Worker(
 
     private suspend fun release(row: Row, id: Any, owner: String) {
         if (gaveUp) return
-        settle(WorkerStep.RELEASE, id, row, "release of job $id") { send(releaseStatement(id, owner)) }
+        settle(WorkerStep.RELEASE, id, row, { "release of job $id" }) { send(releaseStatement(id, owner)) }
     }
 }
-
-/** What the ack loop's wait returns when the queue of acks is closed. */
-private val CLOSED = Any()
 
 /** A release's patch: back to ready now, the run that did not happen not counted. */
 private val RELEASE: Map<String, Any?> = mapOf("owner" to null, "run_at" to expr("now()"), "attempts" to inc(-1))

@@ -11,7 +11,14 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
+import java.io.InputStream
+import java.net.InetAddress
+import java.net.ServerSocket
+import java.net.Socket
 import java.nio.file.Files
+import java.util.concurrent.ConcurrentLinkedQueue
+import java.util.concurrent.atomic.AtomicInteger
+import kotlin.concurrent.thread
 import kotlin.time.Duration.Companion.milliseconds
 import kotlin.time.Duration.Companion.seconds
 
@@ -22,6 +29,73 @@ import kotlin.time.Duration.Companion.seconds
  * Last-Event-ID and goes on.
  */
 class LiveTest {
+    /**
+     * A loopback proxy that answers the request of each of its first
+     * [refusals] connections 503 `unavailable`, as a server shutting down
+     * does, and pipes every later connection through to [target]
+     * (host:port) byte for byte, so a live query's stream flows.
+     */
+    private class RefusingProxy(private val target: String, refusals: Int) : AutoCloseable {
+        private val server = ServerSocket(0, 50, InetAddress.getLoopbackAddress())
+        private val left = AtomicInteger(refusals)
+        private val sockets = ConcurrentLinkedQueue<Socket>()
+
+        /** How many requests were answered 503. */
+        val refused = AtomicInteger()
+        val url = "http://127.0.0.1:${server.localPort}"
+
+        init {
+            thread(isDaemon = true) {
+                while (true) {
+                    val s = runCatching { server.accept() }.getOrNull() ?: break
+                    sockets += s
+                    thread(isDaemon = true) { runCatching { serve(s) } }
+                }
+            }
+        }
+
+        private fun serve(s: Socket) {
+            if (left.getAndDecrement() > 0) {
+                // The whole request is read before the answer, so the client
+                // meets the 503 and not a reset connection.
+                val input = s.getInputStream()
+                val length = readHead(input).lines().firstNotNullOfOrNull { line ->
+                    line.takeIf { it.startsWith("content-length:", ignoreCase = true) }?.substringAfter(':')?.trim()?.toInt()
+                } ?: 0
+                input.readNBytes(length)
+                val body = """{"error":"the server is shutting down","code":"unavailable"}"""
+                refused.incrementAndGet() // before the answer: the client may be back at once
+                s.getOutputStream().write(
+                    ("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n" +
+                        "Content-Length: ${body.length}\r\nConnection: close\r\n\r\n$body").toByteArray(),
+                )
+                s.shutdownOutput()
+                s.close()
+                return
+            }
+            val up = Socket(target.substringBefore(':'), target.substringAfter(':').toInt())
+            sockets += up
+            thread(isDaemon = true) { runCatching { s.getInputStream().transferTo(up.getOutputStream()) }; runCatching { up.shutdownOutput() } }
+            runCatching { up.getInputStream().transferTo(s.getOutputStream()) }
+            runCatching { s.shutdownOutput() }
+        }
+
+        private fun readHead(input: InputStream): String {
+            val head = StringBuilder()
+            while (!head.endsWith("\r\n\r\n")) {
+                val b = input.read()
+                if (b < 0) break
+                head.append(b.toChar())
+            }
+            return head.toString()
+        }
+
+        override fun close() {
+            server.close()
+            sockets.forEach { runCatching { it.close() } }
+        }
+    }
+
     /** The next event, or a failure after 15 s (the machine may be loaded: generous). */
     private suspend fun ReceiveChannel<LiveEvent>.next(): LiveEvent = withTimeout(15.seconds) { receive() }
 
@@ -125,6 +199,39 @@ class LiveTest {
             }
         } finally {
             server.close()
+        }
+    }
+
+    @Test
+    fun `a live query that meets a server unable to answer yet (503 unavailable) tries again and goes on`() = FenecServer().use { server ->
+        runBlocking {
+            val db = server.connect()
+            db.query("create collection msgs (body text)")
+            db.query("""insert msgs {body: "a"}""")
+            RefusingProxy(server.url.removePrefix("http://"), 2).use { proxy ->
+                val live = Fenec.connect(proxy.url).from("msgs").watch(retryDelay = 10.milliseconds).buffer().produceIn(this)
+                val first = live.next()
+                assertEquals("rows", first.name)
+                assertEquals(listOf("a"), first.rows.map { (it["body"] as JsonPrimitive).content })
+                assertEquals(2, proxy.refused.get(), "both 503s were met before the rows")
+                db.query("""insert msgs {body: "b"}""")
+                val ins = live.next()
+                assertEquals(listOf("insert", "b"), listOf(ins.name, (ins.row!!["body"] as JsonPrimitive).content))
+                live.cancel()
+            }
+        }
+    }
+
+    @Test
+    fun `a server that answers 503 on every reconnect ends the flow with that error once the retries are spent`() = FenecServer().use { server ->
+        runBlocking {
+            server.connect().query("create collection msgs (body text)")
+            RefusingProxy(server.url.removePrefix("http://"), 100).use { proxy ->
+                val flow = Fenec.connect(proxy.url).from("msgs").watch(retries = 2, retryDelay = 10.milliseconds)
+                val e = assertThrows<FenecException> { runBlocking { withTimeout(15.seconds) { flow.collect {} } } }
+                assertEquals(ErrorCode.UNAVAILABLE, e.code, e.toString())
+                assertEquals(3, proxy.refused.get(), "the first request and two reconnects")
+            }
         }
     }
 }

@@ -125,6 +125,31 @@ class WorkerRulesTest {
     }
 
     @Test
+    fun `a full batch of 100 is acked at once, while the window is still open`() = runBlocking<Unit> {
+        FenecServer(manualClock = false).use { s ->
+            val db = s.connect()
+            db.query(JOBS_SCHEMA)
+            enqueueJobs(db, 150)
+            val gate = CompletableDeferred<Unit>()
+            // One claim of all 150; job 0 runs until the gate opens, the others return at once.
+            val worker = Worker(db.from("jobs"), WorkerOptions(concurrency = 150)) { job ->
+                if (job.json("payload").toString().contains("\"n\":0}")) gate.await()
+            }
+            worker.ackWindow = 120.seconds // waited out, the first 100 would be acked two minutes late
+            val running = launch(Dispatchers.Default) { worker.run() }
+            try {
+                eventually(20.seconds, "100 jobs acked while job 0 still runs") { db.from("jobs").count() <= 50L }
+                assertTrue(!gate.isCompleted)
+                gate.complete(Unit)
+                eventually(20.seconds, "every job acked once job 0 returned") { db.from("jobs").count() == 0L }
+            } finally {
+                worker.stop()
+                running.join()
+            }
+        }
+    }
+
+    @Test
     fun `a lost lease inside a batch is reported, and the others are acked`() = runBlocking<Unit> {
         FenecServer(manualClock = false).use { s ->
             val db = s.connect()

@@ -306,7 +306,11 @@ class WorkerTest {
             }
             assertEquals(300, runs.size, "jobs lost")
             val twice = runs.filterValues { it.get() > 1 }.keys
-            assertTrue(twice.size <= 8, "run more than once beyond the jobs in flight at the stop: $twice")
+            // In flight at the stop: the handlers running (at most 8) and the
+            // jobs whose handlers returned but whose batched ack was not yet
+            // answered (their slots are free, so at most 8 more): an ack
+            // retried after the 2 s lease lapsed finds the job claimed again.
+            assertTrue(twice.size <= 2 * 8, "run more than once beyond the jobs in flight at the stop: $twice")
             assertTrue(faults.get() > 0, "the outage was not reported")
             println("restart: ${faults.get()} faults reported, ${twice.size} jobs run twice (in flight at the stop)")
         } finally {
