@@ -164,6 +164,10 @@ func (c *Client) follow(ctx context.Context, method, path string, body []byte, o
 			continue
 		}
 		failures++
+		if failures > cfg.retries && fe != nil {
+			yield(LiveEvent{}, fe) // the last try was answered: its own error
+			return
+		}
 		if failures > cfg.retries {
 			yield(LiveEvent{}, &Error{Code: CodeNetwork, At: -1, Cause: err,
 				Message: fmt.Sprintf("the live query at %s could not reconnect: %v", hostOf(base), err)})

@@ -291,7 +291,8 @@ func TestWatchRetriesUnavailable(t *testing.T) {
 	// Past the retries the live query ends, saying why.
 	refused.Store(-100)
 	live = pull(t, connect(t, front.URL).From("msgs").Watch(ctx, fenecdb.WatchRetries(2, time.Millisecond)))
-	if err := live.failure(); !strings.Contains(err.Error(), "shutting down") {
+	var fe *fenecdb.Error
+	if err := live.failure(); !errors.As(err, &fe) || fe.Code != fenecdb.CodeUnavailable || !strings.Contains(err.Error(), "shutting down") {
 		t.Fatalf("after the retries: %v", err)
 	}
 }
