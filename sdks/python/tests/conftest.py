@@ -131,7 +131,39 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-class Proxy:
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """The base of the tests' loopback servers' handlers: logs nothing."""
+
+    def relay(self, r: httpx.Response) -> None:
+        """Answers this request with ``r``, an answer the real server gave:
+        its status, its headers but the hop-by-hop ones, its (decoded) body."""
+        self.send_response(r.status_code)
+        for k, v in r.headers.items():
+            if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(r.content)))
+        self.end_headers()
+        self.wfile.write(r.content)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class LoopbackServer:
+    """An HTTP server on a free loopback port, serving ``handler`` from a
+    thread of its own until ``close``."""
+
+    def __init__(self, handler: "type[http.server.BaseHTTPRequestHandler]") -> None:
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Proxy(LoopbackServer):
     """A local HTTP server that answers every request as a broken proxy
     would — a 502 with an HTML page — and keeps what it was sent."""
 
@@ -139,7 +171,7 @@ class Proxy:
         seen: List[Tuple[str, Dict[str, str], bytes]] = []
         self.seen = seen
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 seen.append((self.path, dict(self.headers.items()), body))
@@ -152,17 +184,7 @@ class Proxy:
 
             do_GET = do_POST
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

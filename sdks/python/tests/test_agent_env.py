@@ -6,10 +6,8 @@ server on loopback); VERSION kept equal to pyproject.toml's; and
 from __future__ import annotations
 
 import asyncio
-import http.server
 import platform
 import re
-import threading
 from typing import Iterator, List, Optional
 
 import pytest
@@ -17,14 +15,14 @@ import pytest
 import fenecdb
 from fenecdb import _calls
 
-from .conftest import ROOT, StartServer
+from .conftest import ROOT, LoopbackServer, QuietHandler, StartServer
 
 
 @pytest.fixture
 def recorder() -> Iterator[tuple[str, List[Optional[str]]]]:
     seen: List[Optional[str]] = []
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             seen.append(self.headers.get("User-Agent"))
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
@@ -35,14 +33,9 @@ def recorder() -> Iterator[tuple[str, List[Optional[str]]]]:
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", seen
-    srv.shutdown()
-    srv.server_close()
+    srv = LoopbackServer(Handler)
+    yield srv.url, seen
+    srv.close()
 
 
 def test_every_request_names_the_sdk_and_python(recorder: tuple[str, List[Optional[str]]]) -> None:

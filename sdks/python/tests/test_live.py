@@ -5,7 +5,6 @@ later (a 503 ``unavailable``) tried again within the retries."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import socket
@@ -20,7 +19,7 @@ import pytest
 import fenecdb
 from fenecdb.live import LiveEvent, watch, watch_sync
 
-from .conftest import Server
+from .conftest import LoopbackServer, QuietHandler, Server
 
 pytestmark = pytest.mark.anyio
 
@@ -174,7 +173,7 @@ async def test_live_query_refused(fenec_bin: Path, tmp_path: Path, anyio_backend
         proc.wait(20)
 
 
-class RefusingProxy:
+class RefusingProxy(LoopbackServer):
     """A loopback proxy that answers the first ``refuse`` requests 503
     ``unavailable``, as a server shutting down does, and streams every
     later one through to ``target`` (its answer's end: the connection's)."""
@@ -184,7 +183,7 @@ class RefusingProxy:
         self.lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with proxy.lock:
@@ -212,16 +211,7 @@ class RefusingProxy:
                 except (OSError, httpx.HTTPError):
                     return  # the client or the server went away
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ names, and the error classes' hierarchy with the older names."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import threading
 from typing import Any, Dict, Iterator, List
 
@@ -16,10 +15,10 @@ import pytest
 
 import fenecdb
 
-from .conftest import Server
+from .conftest import LoopbackServer, QuietHandler, Server
 
 
-class DroppingProxy:
+class DroppingProxy(LoopbackServer):
     """Forwards every request to ``target``; the first ``drop`` answers of
     /query and /batch are thrown away and the connection closed, as a
     network that broke after the server applied the request."""
@@ -30,7 +29,7 @@ class DroppingProxy:
         self.lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
@@ -47,26 +46,11 @@ class DroppingProxy:
                 if dropping:
                     self.close_connection = True  # no answer: the client sees the connection end
                     return
-                self.send_response(r.status_code)
-                for k, v in r.headers.items():
-                    if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
+                self.relay(r)
 
             do_GET = do_POST  # a builder's call loads the schema: GET /collections
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 import fenecdb
 from fenecdb import expr
 
-from .conftest import JOBS, Server, StartServer
+from .conftest import LoopbackServer, QuietHandler, JOBS, Server, StartServer
 
 Body = Callable[[fenecdb.Row], None]
 """A job's work, the same for both kinds: run in a thread of the worker's
@@ -437,19 +437,17 @@ def test_deprecated_names_still_work(live: Server, db: fenecdb.Client) -> None:
     assert isinstance(cause, ValueError) and doing == "dead_letter (job 1): nope"
 
 
-class ForwardProxy:
+class ForwardProxy(LoopbackServer):
     """An HTTP forward proxy on loopback (``connect(proxy=…)``): each request
     comes in absolute form, is recorded (its statement and ``X-Team``
     header) and sent on."""
 
     def __init__(self) -> None:
-        import http.server
-
         self.seen: List[Dict[str, str]] = []
         self.lock = threading.Lock()
         proxy = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def forward(self) -> None:
@@ -459,26 +457,11 @@ class ForwardProxy:
                     proxy.seen.append({"query": str(doc.get("query", "")), "team": self.headers.get("X-Team", "")})
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "content-length", "connection", "proxy-connection")}
                 r = httpx.request(self.command, self.path, content=body, headers=headers, timeout=60, trust_env=False)
-                self.send_response(r.status_code)
-                for k, v in r.headers.items():
-                    if k.lower() not in ("content-length", "connection", "transfer-encoding", "content-encoding"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
+                self.relay(r)
 
             do_GET = do_POST = forward
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(Handler)
 
 
 def _run_through(kind: str, live: Server, forward: "ForwardProxy", **connect: Any) -> List[Dict[str, Any]]:
