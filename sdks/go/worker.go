@@ -92,8 +92,9 @@ type Worker struct {
 	db     *Client
 	jobs   Query // acks, fails, extends and releases
 	claims Query // the claim's where, order and (per claim) limit, held for Wait
-	// claimsNow is claims unheld, for RunUntilEmpty: an empty answer
-	// must come at once, not after the wait.
+	// claimsNow is claims unheld: while claims take jobs, and for
+	// RunUntilEmpty, where an empty answer must come at once, not after
+	// the wait.
 	claimsNow Query
 	handler   Handler
 	o         WorkerOptions
@@ -335,11 +336,13 @@ type claimAnswer struct {
 // Faults on the way (the server down, a timeout, a 5xx) are retried with
 // backoff and told to OnError.
 //
-// At most one claim is in flight, held at the server for Wait; it is sent
-// when at least half the slots are free, or when no job runs, and asks
-// for every free slot. Acks are batched: the jobs whose handlers returned
-// within 5 ms (or 100 of them) are acked together, one statement per
-// claim, sent at once when no handler is left running (docs/workers.md).
+// At most one claim is in flight; it is sent when at least half the slots
+// are free, or when no job runs, and asks for every free slot. It is
+// answered at once while the last claim took jobs, and held at the server
+// for Wait once one found none. Acks are batched: the jobs whose handlers
+// returned within 5 ms (or 100 of them) are acked together, one statement
+// per claim, sent at once when no handler is left running — in the
+// request of the claim sent then, if it is not held (docs/workers.md).
 func (w *Worker) Run(ctx context.Context) error {
 	return w.loop(ctx, false)
 }
@@ -372,10 +375,6 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		leases.close()
 		spare.close()
 	}()
-	claims := w.claims
-	if untilEmpty {
-		claims = w.claimsNow
-	}
 	acks := w.newAcker(hctx, spare)
 	live := &running{jobs: map[*runState]struct{}{}}
 	ended := make(chan struct{}, w.o.Concurrency) // a handler returned: its slot is free
@@ -387,6 +386,11 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 	// none of which has ended since it was sent: the next claim waits for
 	// one of them to end.
 	idleSeen, empty := false, false
+	// hold: the last claim found no job, so the next is held at the
+	// server; while claims take jobs they are answered at once, and the
+	// acks the last running handler's return closed go with them
+	// (docs/workers.md, "Claim"). RunUntilEmpty never holds one.
+	hold := false
 	// drain counts every handler that has returned by now, not just the
 	// first: a claim asks for all the free slots.
 	drain := func() {
@@ -413,8 +417,27 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			// (ended holds a slot for each), and a stop cancels it (ctx).
 			owner := fmt.Sprintf("%s:%d", w.o.OwnerPrefix, w.claimN.Add(1))
 			a := claimAnswer{owner: owner, idle: inFlight == 0, ends: ends}
-			a.res, a.err = claims.Limit(free).Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
+			claim := w.claimsNow
+			if hold && !untilEmpty {
+				claim = w.claims
+			}
+			claim = claim.Limit(free)
+			carried := acks.carry()
+			if hold && len(carried) > 0 {
+				// A held claim carries no acks: they would wait for it.
+				spare.Go(acks.sender(carried))
+				carried = nil
+			}
+			again := false
+			if len(carried) > 0 {
+				a.res, again, a.err = acks.withClaim(ctx, claim, w.claimPatch(owner), carried)
+			} else {
+				a.res, a.err = claim.Update(ctx, w.claimPatch(owner), Returning("*"), noRetries)
+			}
 			drain()
+			if again {
+				continue // an ack was refused, and the claim with it: it goes again alone
+			}
 			if a.err != nil {
 				if ctx.Err() != nil {
 					// Given up at the stop: the server may have taken jobs
@@ -433,6 +456,7 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 				continue
 			}
 			faults = 0
+			hold = len(a.res.Rows) == 0
 			if len(a.res.Rows) == 0 && untilEmpty {
 				switch {
 				case a.idle:
@@ -471,6 +495,12 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			if len(sts) == 0 {
 				continue
 			}
+			// Nothing blocks the loop from here to its next claim (or to
+			// its wait for a slot): from now, before any of these jobs can
+			// end, a batch closed may wait for that claim.
+			if send := acks.park(!untilEmpty && !hold); send != nil {
+				spare.Go(send) // none is carried while a claim is in flight
+			}
 			// Every job joins its claim's lease set before any can leave it.
 			lease := w.newLeaseSet(hctx, a.owner, &leases)
 			for _, st := range sts {
@@ -498,6 +528,11 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 			}
 			continue
 		}
+		// Waiting for a slot to free: a claim not held goes as soon as
+		// one does, and may carry the acks its handler's return closed.
+		if send := acks.park(!untilEmpty && !hold && retry == nil); send != nil {
+			spare.Go(send) // carried for a claim that did not go
+		}
 		select {
 		case <-ctx.Done():
 		case <-ended:
@@ -507,6 +542,9 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 		case <-retry:
 			retry = nil
 		}
+	}
+	if send := acks.park(false); send != nil {
+		spare.Go(send) // carried for a claim that did not go: not held up by the handlers waited for
 	}
 	abandoned := live.wait(hctx)
 	acks.close() // the batch flushed, and every ack answered
@@ -884,8 +922,21 @@ type acker struct {
 	running int // handlers started and not yet returned
 	pending []Job
 	timer   *time.Timer // armed while pending is not empty
-	sending sync.WaitGroup
-	spare   *spares
+	// carrying: the claim loop is between claims (sending none, waiting
+	// on nothing but the handlers and a stop) and its next claim is not
+	// held; then a batch the last running handler's return closes is
+	// carried: the loop sends it in the request of that claim, or alone
+	// if it sends none (docs/workers.md, "Claim").
+	carrying bool
+	carried  []ownerAcks
+	sending  sync.WaitGroup // each owner's acks taken, until it is answered or given up
+	spare    *spares
+}
+
+// ownerAcks is the acks of one claim owner's jobs: one del.
+type ownerAcks struct {
+	owner string
+	jobs  []Job
 }
 
 func (w *Worker) newAcker(hctx context.Context, spare *spares) *acker {
@@ -913,8 +964,10 @@ func (a *acker) returned(job *Job) (send func()) {
 	}
 	switch {
 	case len(a.pending) == 0:
+	case a.running == 0 && a.carrying:
+		a.carried = append(a.carried, a.takeLocked()...)
 	case len(a.pending) >= ackBatch || a.running == 0:
-		return a.takeLocked()
+		return a.sender(a.takeLocked())
 	case a.timer == nil:
 		a.timer = time.AfterFunc(a.w.ackWindow, a.flush)
 	}
@@ -924,40 +977,73 @@ func (a *acker) returned(job *Job) (send func()) {
 // flush sends the pending batch.
 func (a *acker) flush() {
 	a.mu.Lock()
-	send := a.takeLocked()
+	send := a.sender(a.takeLocked())
 	a.mu.Unlock()
 	if send != nil {
 		send()
 	}
 }
 
-// takeLocked takes the pending batch and returns what sends it (nil when
-// there is none): one del per claim owner, the first from the caller's
-// goroutine, each other from one of its own, so that an ack retried
-// through a fault holds up no other.
-func (a *acker) takeLocked() func() {
+// park tells whether the claim loop, between claims, sends its next one
+// not held as soon as it may: only then does a batch wait for it. A
+// batch already carried keeps waiting if no handler runs: the loop has
+// not yet counted the last one's end (its slot is freed after its
+// return), and claims once it has. Otherwise park returns what sends
+// that batch alone (nil when there is none): the next claim may wait for
+// slots, or not go.
+func (a *acker) park(carry bool) func() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.carrying = carry
+	if carry && a.running == 0 {
+		return nil
+	}
+	return a.sender(a.takeCarried())
+}
+
+// carry returns the batch carried for the claim about to be sent; from
+// now until the loop parks again, a batch closed is sent at once.
+func (a *acker) carry() []ownerAcks {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.carrying = false
+	return a.takeCarried()
+}
+
+func (a *acker) takeCarried() []ownerAcks {
+	c := a.carried
+	a.carried = nil
+	return c
+}
+
+// takeLocked takes the pending batch: one del per claim owner, each
+// counted in sending.
+func (a *acker) takeLocked() []ownerAcks {
 	if a.timer != nil {
 		a.timer.Stop()
 		a.timer = nil
 	}
-	if len(a.pending) == 0 {
-		return nil
-	}
-	type batch struct {
-		owner string
-		jobs  []Job
-	}
-	var batches []batch
+	var batches []ownerAcks
 	for _, j := range a.pending {
-		i := slices.IndexFunc(batches, func(b batch) bool { return b.owner == j.Owner })
+		i := slices.IndexFunc(batches, func(b ownerAcks) bool { return b.owner == j.Owner })
 		if i < 0 {
 			i = len(batches)
-			batches = append(batches, batch{owner: j.Owner})
+			batches = append(batches, ownerAcks{owner: j.Owner})
 		}
 		batches[i].jobs = append(batches[i].jobs, j)
 	}
 	a.pending = nil
 	a.sending.Add(len(batches))
+	return batches
+}
+
+// sender returns what sends batches alone (nil when there are none): the
+// first from the caller's goroutine, each other from one of its own, so
+// that an ack retried through a fault holds up no other.
+func (a *acker) sender(batches []ownerAcks) func() {
+	if len(batches) == 0 {
+		return nil
+	}
 	return func() {
 		for _, b := range batches[1:] {
 			a.spare.Go(func() {
@@ -970,34 +1056,108 @@ func (a *acker) takeLocked() func() {
 	}
 }
 
-// close sends what is pending and waits for every ack to be answered (or
-// given up at the end of the grace period).
+// withClaim sends the carried acks and the claim (not held) in one
+// request: a /batch of the acks' statements, then the claim's, sent
+// whatever ctx (a stop waits for the acks' answer, and the claim is
+// answered at once; a claimed job is released after a stop). Each ack's
+// answer is handled as a lone ack's, and the claim's is returned. A
+// /batch is all or nothing (docs/http.md): if an ack was refused, it is
+// reported as a lone ack's refusal, the other acks (undone with it) are
+// sent alone, and again is true: the claim did not run either, and is
+// sent again alone. Any other failure sends the acks alone, through the
+// usual retries, and returns the claim's error (retried as a claim's).
+func (a *acker) withClaim(ctx context.Context, claim Query, patch Doc, carried []ownerAcks) (res Result, again bool, err error) {
+	stmts := make([]Statement, 0, len(carried)+1)
+	ids := make([][]int64, len(carried))
+	for i, b := range carried {
+		ids[i] = idsIn(b.jobs)
+		st, err := a.w.ackOf(b.owner, ids[i]).RenderDelete(Returning("id"))
+		if err != nil {
+			a.spare.Go(a.sender(carried))
+			return Result{}, false, err
+		}
+		stmts = append(stmts, st)
+	}
+	st, err := claim.RenderUpdate(patch, Returning("*"))
+	if err != nil {
+		a.spare.Go(a.sender(carried))
+		return Result{}, false, err
+	}
+	results, err := claim.db.Batch(context.WithoutCancel(ctx), append(stmts, st), noRetries)
+	if err != nil {
+		var fe *Error
+		if errors.As(err, &fe) && !isFault(err) && fe.At >= 0 && fe.At < len(carried) {
+			step := StepAck // as finish tells a refusal
+			if errors.Is(err, ErrUnmet) {
+				step = StepLostLease
+			}
+			for _, id := range ids[fe.At] {
+				a.w.report(step, id, err)
+			}
+			a.sending.Done()
+			if send := a.sender(slices.Delete(carried, fe.At, fe.At+1)); send != nil {
+				a.spare.Go(send)
+			}
+			return Result{}, true, nil
+		}
+		a.spare.Go(a.sender(carried))
+		return Result{}, false, err
+	}
+	for i := range carried {
+		a.acked(ids[i], results[i])
+		a.sending.Done()
+	}
+	return results[len(carried)], false, nil
+}
+
+// close sends what is pending or carried and waits for every ack to be
+// answered (or given up at the end of the grace period).
 func (a *acker) close() {
-	a.flush()
+	a.mu.Lock()
+	a.carrying = false
+	send := a.sender(append(a.takeLocked(), a.takeCarried()...))
+	a.mu.Unlock()
+	if send != nil {
+		send()
+	}
 	a.sending.Wait()
 }
 
 // send acks jobs, all of one claim: del … where id in $1 and owner = $2
-// returning id. A job missing from the answer lost its lease.
+// returning id.
 func (a *acker) send(owner string, jobs []Job) {
+	ids := idsIn(jobs)
+	var res Result
+	sent := a.w.finish(a.hctx, StepAck, ids, func(ctx context.Context) (err error) {
+		res, err = a.w.ackOf(owner, ids).Delete(ctx, Returning("id"), noRetries)
+		return err
+	})
+	if sent {
+		a.acked(ids, res)
+	}
+}
+
+// acked reports a job missing from its ack's answer: it lost its lease.
+func (a *acker) acked(ids []int64, res Result) {
+	got := idsOf(res)
+	for _, id := range ids {
+		if !got[id] {
+			a.w.report(StepLostLease, id, errLeaseLapsed)
+		}
+	}
+}
+
+// ackOf picks the jobs ids while the claim owner holds them.
+func (w *Worker) ackOf(owner string, ids []int64) Query {
+	return w.jobs.WhereOp("id", "in", ids).Where("owner", owner)
+}
+
+func idsIn(jobs []Job) []int64 {
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	var res Result
-	sent := a.w.finish(a.hctx, StepAck, ids, func(ctx context.Context) (err error) {
-		res, err = a.w.jobs.WhereOp("id", "in", ids).Where("owner", owner).Delete(ctx, Returning("id"), noRetries)
-		return err
-	})
-	if !sent {
-		return
-	}
-	acked := idsOf(res)
-	for _, id := range ids {
-		if !acked[id] {
-			a.w.report(StepLostLease, id, errLeaseLapsed)
-		}
-	}
+	return ids
 }
 
 // noRetries sends a worker's statement once, whatever the client's

@@ -424,8 +424,20 @@ type recorder struct {
 	mu      sync.Mutex
 	queries []string
 	params  []string // each statement's parameters, as JSON
-	hold    atomic.Bool
-	held    chan struct{} // a claim's answer is being kept
+	batched []bool   // each statement's: sent in a /batch
+	// requests is each request's statements' indexes in queries, and
+	// waits each one's Fenec-Wait header.
+	requests [][]int
+	waits    []string
+	hold     atomic.Bool
+	held     chan struct{} // a claim's answer is being kept
+	// refuseAck, while set, answers the next /batch that begins with an
+	// ack as the server answers a refusal of its first statement (403,
+	// "at": 0), and is cleared: the server never sees that /batch, as a
+	// refused /batch leaves no trace (docs/http.md).
+	refuseAck atomic.Bool
+	// failAck is refuseAck with a fault's answer (503, no "at").
+	failAck atomic.Bool
 	// claiming counts the claims in flight, mostClaiming the most at once.
 	claiming, mostClaiming atomic.Int32
 }
@@ -441,18 +453,49 @@ func proxy(t *testing.T, target string) (*recorder, string) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		var q struct {
+		type statement struct {
 			Query  string
 			Params json.RawMessage
 		}
-		json.Unmarshal(body, &q)
-		if q.Query != "" {
-			rec.mu.Lock()
-			rec.queries = append(rec.queries, q.Query)
-			rec.params = append(rec.params, string(q.Params))
-			rec.mu.Unlock()
+		var q struct {
+			statement
+			Statements []statement
 		}
-		if strings.HasSuffix(q.Query, "returning *") {
+		json.Unmarshal(body, &q)
+		sts := q.Statements
+		if q.Query != "" {
+			sts = []statement{q.statement}
+		}
+		last := ""
+		if len(sts) > 0 {
+			rec.mu.Lock()
+			var req []int
+			for _, st := range sts {
+				req = append(req, len(rec.queries))
+				rec.queries = append(rec.queries, st.Query)
+				rec.params = append(rec.params, string(st.Params))
+				rec.batched = append(rec.batched, q.Statements != nil)
+			}
+			rec.requests = append(rec.requests, req)
+			rec.waits = append(rec.waits, r.Header.Get("Fenec-Wait"))
+			rec.mu.Unlock()
+			last = sts[len(sts)-1].Query
+		}
+		if len(q.Statements) > 1 && strings.HasPrefix(q.Statements[0].Query, "del jobs") {
+			switch {
+			case rec.refuseAck.CompareAndSwap(true, false):
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				w.Write([]byte(`{"error":"the token's policy refuses del on jobs","code":"forbidden","at":0}`))
+				return
+			case rec.failAck.CompareAndSwap(true, false):
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				w.Write([]byte(`{"error":"the request was given up","code":"unavailable"}`))
+				return
+			}
+		}
+		if strings.HasSuffix(last, "returning *") {
 			n := rec.claiming.Add(1)
 			defer rec.claiming.Add(-1)
 			for m := rec.mostClaiming.Load(); n > m && !rec.mostClaiming.CompareAndSwap(m, n); m = rec.mostClaiming.Load() {
@@ -460,7 +503,7 @@ func proxy(t *testing.T, target string) (*recorder, string) {
 		}
 		answer := httptest.NewRecorder()
 		rp.ServeHTTP(answer, r)
-		if rec.hold.Load() && strings.HasSuffix(q.Query, "returning *") && answer.Body.Len() > 2 {
+		if rec.hold.Load() && strings.HasSuffix(last, "returning *") && answer.Body.Len() > 2 {
 			rec.held <- struct{}{}
 			<-r.Context().Done()
 			return
