@@ -245,6 +245,9 @@ public class Worker(
     // must be answered at once even when the caller's client has a wait.
     private val jobs: Query = jobs.client.unheld().from(jobs.collection)
     private val claimsClient: Client = jobs.client.withWait(options.wait)
+
+    /** Claims not held (`Fenec-Wait: 0`): sent while the last claim took jobs, and with the acks they carry. */
+    private val claimsNow: Client = this.jobs.client.withWait(Duration.ZERO)
     private val claims: Query = this.jobs.where(raw("run_at <= now()")).let { q ->
         options.where?.let { q.where(it) } ?: q
     }.order("run_at")
@@ -284,6 +287,27 @@ public class Worker(
 
     /** Signalled when the queued acks may fill the batch being made: the ack loop sends it then. */
     private val full = Channel<Unit>(Channel.CONFLATED)
+
+    /** Signalled when the ack loop has put a job it received in [pending]: a claim about to carry the batch waits for it. */
+    private val moved = Channel<Unit>(Channel.CONFLATED)
+
+    /** Guards [pending] and [claimWaiting], between the ack loop and the claim loop. */
+    private val ackLock = Any()
+
+    /** The batch of acks being made: the ack loop's, or taken by a claim that carries it (under [ackLock]). */
+    private var pending = ArrayList<Running>()
+
+    /** Whether the claim loop is waiting for its next claim to be due (under [ackLock]). */
+    private var claimWaiting = false
+
+    /** Whether the last claim took jobs: the next is sent not held (docs/workers.md, "Claim"). */
+    @Volatile private var lastTook = true
+
+    /** Set by [runUntilEmpty]: its claims are never held, and carry no acks. */
+    @Volatile private var untilEmpty = false
+
+    /** The ack loop's scope: acks a carrying claim could not send go out alone in it, and a stop waits for them. */
+    private val ackScope = CompletableDeferred<CoroutineScope>()
 
     /** Set once handlers that ignored their cancellation were given up: nothing more is sent for them. */
     @Volatile private var gaveUp = false
@@ -347,6 +371,7 @@ public class Worker(
 
     private suspend fun work(untilEmpty: Boolean) {
         check(started.compareAndSet(false, true)) { "a worker runs once" }
+        this.untilEmpty = untilEmpty
         // The caller's context (MDC, tracing, its name) without its Job: a
         // cancelled caller asks for a graceful stop, it does not cut the
         // handlers off.
@@ -462,15 +487,25 @@ public class Worker(
             // At most one claim in flight, sent once half the slots (rounded
             // up) are free and every handler dispatched started, or nothing
             // runs (docs/workers.md, "Claim").
+            synchronized(ackLock) { claimWaiting = true }
             while (!claimDue()) freed.receive()
             // Handlers that are returning now (dispatched on other threads)
             // may join this claim's free slots: one turn of the dispatcher
             // before it is sent makes claims of the whole concurrency likelier.
             if (inFlight.get() > 0) yield()
+            val carried = takeCarried()
             val n = options.concurrency - inFlight.get()
             val claim = Claim("${options.prefix}:${counter.incrementAndGet()}")
             val claimed = try {
-                (if (untilEmpty) jobs.client else claimsClient).query(claimStatement(n.toLong(), claim.owner)).rows ?: emptyList()
+                val statement = claimStatement(n.toLong(), claim.owner)
+                if (carried.isNotEmpty()) {
+                    // Not cut off by a stop once sent: the acks' answers are
+                    // read, and the rows claimed released (below).
+                    withContext(NonCancellable) { claimWithAcks(statement, carried) } ?: continue
+                } else {
+                    val client = if (untilEmpty) jobs.client else if (lastTook) claimsNow else claimsClient
+                    (client.query(statement).rows ?: emptyList()).also { lastTook = it.isNotEmpty() }
+                }
             } catch (e: CancellationException) {
                 // Given up (a stop): the server may have taken jobs for it in
                 // that moment, so whatever this owner holds goes back.
@@ -483,12 +518,16 @@ public class Worker(
             } catch (e: Exception) {
                 // Whatever the claim met (a fault, a refusal, an answer it
                 // could not read), the worker reports it and tries again.
+                synchronized(ackLock) { claimWaiting = false } // no acks wait for a claim in backoff
                 report(WorkerException(WorkerStep.CLAIM, null, "claim failed, retrying: ${e.message}", e))
                 delay(defaultBackoff(++faults))
                 continue
             }
             faults = 0
             inFlight.addAndGet(claimed.size)
+            // Back to waiting for the next claim: once these jobs' handlers
+            // have returned, their acks may wait for it (see [carries]).
+            synchronized(ackLock) { claimWaiting = true }
             if (claimed.isNotEmpty()) claimsRunning.add(claim)
             // Every run is known to its claim before any handler starts, so a
             // handler that returns at once never leaves the claim looking empty.
@@ -549,6 +588,87 @@ public class Worker(
     /** A handler dispatched has started: the last one to start may make a claim due. */
     private fun handlerStarted() {
         if (unstarted.decrementAndGet() == 0 && claimDue()) freed.trySend(Unit)
+    }
+
+    /**
+     * Whether the ack batch that the last running handler's return closed
+     * waits for the claim loop, to go in the request of the claim it sends
+     * then (docs/workers.md, "Claim"): the loop waits for a claim to be due,
+     * and that claim is not held (the last claim took jobs). Under [ackLock],
+     * with nothing in flight: only the claim loop's next claim changes that.
+     */
+    private fun carries(): Boolean = claimWaiting && lastTook && !untilEmpty && !stopping
+
+    /**
+     * The acks the claim about to be sent carries: with nothing in flight and
+     * a claim not held, every finished job's (at most ACK_BATCH), taken from
+     * the ack loop's batch and queue; else none.
+     */
+    private suspend fun takeCarried(): List<Running> {
+        while (true) {
+            synchronized(ackLock) {
+                if (!lastTook || untilEmpty || inFlight.get() != 0) {
+                    claimWaiting = false
+                    return emptyList()
+                }
+                drainAcks()
+                if (pending.size >= ACK_BATCH || queuedAcks.get() <= 0) {
+                    claimWaiting = false
+                    return pending.also { pending = ArrayList() }
+                }
+            }
+            // A job handed to the ack loop (a channel gives a waiting receiver
+            // its element at once) and not yet put in the batch: the loop puts
+            // it there as soon as its coroutine runs, and signals [moved].
+            moved.receive()
+        }
+    }
+
+    /** Moves queued acks into [pending], up to ACK_BATCH (under [ackLock]); returns whether the queue is closed. */
+    private fun drainAcks(): Boolean {
+        while (pending.size < ACK_BATCH) {
+            val next = acks.tryReceive()
+            if (next.isClosed) return true
+            pending += next.getOrNull() ?: return false
+            queuedAcks.decrementAndGet()
+        }
+        return false
+    }
+
+    /**
+     * Sends [claim] (not held) after the acks of [runs], one statement per
+     * claim owner, in one `/batch`; returns the rows claimed, or null when an
+     * ack was refused: that refusal is reported as a lone ack's, and the
+     * claim, which did not run, is to be sent again. Any other failure
+     * sends the acks alone (their usual retries) and is thrown: the claim's.
+     */
+    private suspend fun claimWithAcks(claim: Statement, runs: List<Running>): List<Row>? {
+        val work = runs.groupBy { it.claim.owner }.toList()
+        val statements = work.map { (owner, rs) -> ackStatement(rs.map { it.id }, owner) } + claim
+        val results = try {
+            claimsNow.batch(statements)
+        } catch (e: Exception) {
+            val at = (e as? FenecException)?.at
+            if (e is FenecException && at != null && at < work.size && !isFault(e)) {
+                // Refused: the batch ran none of its statements. The refused
+                // ack is reported as a lone one would be; the others go alone.
+                work.forEachIndexed { i, (owner, rs) ->
+                    if (i == at) refused(WorkerStep.ACK, rs.singleOrNull()?.id, rs.singleOrNull()?.row, { "ack of jobs ${rs.joinToString(", ") { it.id.toString() }}" }, e)
+                    else ackAlone(owner, rs)
+                }
+                return null
+            }
+            for ((owner, rs) in work) ackAlone(owner, rs)
+            throw e
+        }
+        work.forEachIndexed { i, (_, rs) -> acked(rs, results[i].rows.orEmpty().map { it["id"] }.toSet()) }
+        lastTook = results.last().rows.orEmpty().isNotEmpty()
+        return results.last().rows ?: emptyList()
+    }
+
+    /** Acks [runs] in a request of their own, in the ack loop's scope (a stop waits for it). */
+    private suspend fun ackAlone(owner: String, runs: List<Running>) {
+        ackScope.await().launch { ack(owner, runs) }
     }
 
     /**
@@ -672,25 +792,28 @@ public class Worker(
      */
     @OptIn(ExperimentalCoroutinesApi::class)
     private suspend fun ackLoop() = coroutineScope {
+        ackScope.complete(this)
         while (true) {
             val first = acks.receiveCatching().getOrNull() ?: break
-            queuedAcks.decrementAndGet()
-            val batch = ArrayList<Running>()
-            batch += first
+            synchronized(ackLock) {
+                queuedAcks.decrementAndGet()
+                pending += first
+            }
+            moved.trySend(Unit)
             val until = TimeSource.Monotonic.markNow() + ackWindow
-            while (batch.size < ACK_BATCH) {
-                val now = acks.tryReceive()
-                if (now.isSuccess) {
-                    queuedAcks.decrementAndGet()
-                    batch += now.getOrThrow()
-                    continue
+            var closed = false
+            while (true) {
+                val size = synchronized(ackLock) {
+                    closed = drainAcks()
+                    pending.size
                 }
                 // A job is queued for its ack before its slot is freed: with
-                // none in flight, every finished one is in the batch already.
-                if (now.isClosed || inFlight.get() == 0) break
+                // none in flight, every finished one is in the batch already
+                // (or a carrying claim took the batch: it is empty).
+                if (size >= ACK_BATCH || size == 0 || closed || inFlight.get() == 0) break
                 val left = -until.elapsedNow()
                 if (left <= Duration.ZERO) break
-                ackRoom = ACK_BATCH - batch.size
+                ackRoom = ACK_BATCH - size
                 // The room is published before the count is read: a job
                 // counted after this read sees the room, and signals `full`
                 // if it fills it. (The count may lag the queue, never lead it.)
@@ -702,14 +825,30 @@ public class Worker(
                 }
             }
             ackRoom = ACK_BATCH
-            val owner = first.claim.owner
-            if (batch.all { it.claim.owner == owner }) {
-                // Started at once on this coroutine's thread: it is dispatched
-                // anyway as its request goes out.
-                launch(start = CoroutineStart.UNDISPATCHED) { ack(owner, batch) }
-            } else {
-                for ((o, runs) in batch.groupBy { it.claim.owner }) launch(start = CoroutineStart.UNDISPATCHED) { ack(o, runs) }
+            val batch = synchronized(ackLock) {
+                // Closed by the last running handler's return, as the claim
+                // loop sends a claim not held: the batch goes in its request.
+                // (Only a batch that holds every finished job: one of ACK_BATCH
+                // with more queued is sent, so a carried one never outgrows it.)
+                val carried = !closed && inFlight.get() == 0 && queuedAcks.get() <= 0 && carries()
+                if (carried) null else pending.also { pending = ArrayList() }
             }
+            if (batch != null) sendAcks(batch)
+        }
+        // A batch left for a claim that a stop kept from being sent.
+        sendAcks(synchronized(ackLock) { pending.also { pending = ArrayList() } })
+    }
+
+    /** Acks [batch], one request per claim owner, each on its own coroutine of this scope. */
+    private fun CoroutineScope.sendAcks(batch: List<Running>) {
+        if (batch.isEmpty()) return
+        val owner = batch[0].claim.owner
+        if (batch.all { it.claim.owner == owner }) {
+            // Started at once on this coroutine's thread: it is dispatched
+            // anyway as its request goes out.
+            launch(start = CoroutineStart.UNDISPATCHED) { ack(owner, batch) }
+        } else {
+            for ((o, runs) in batch.groupBy { it.claim.owner }) launch(start = CoroutineStart.UNDISPATCHED) { ack(o, runs) }
         }
     }
 
@@ -721,7 +860,11 @@ public class Worker(
             deleted = jobs.client.query(ackStatement(ids, owner)).rows.orEmpty().map { it["id"] }.toSet()
             deleted.size.toLong()
         }
-        if (!sent) return
+        if (sent) acked(runs, deleted)
+    }
+
+    /** An ack of [runs] was answered the ids it [deleted]: a job whose id is missing had lost its lease. */
+    private fun acked(runs: List<Running>, deleted: Set<Any?>) {
         for (r in runs) {
             if (r.id !in deleted && r.lost.compareAndSet(false, true)) {
                 report(WorkerException(WorkerStep.LOST_LEASE, r.id, "job ${r.id}: the lease was lost before its ack; another worker may run it again", null, r.row))
@@ -743,18 +886,23 @@ public class Worker(
                 send()
                 return true
             } catch (e: FenecException) {
-                if (e.code == ErrorCode.UNMET) {
-                    report(WorkerException(WorkerStep.LOST_LEASE, id, "${what()}: refused (412), the job is no longer this worker's", e, row))
-                    return false
-                }
                 val graceOver = stoppedAt?.let { it.elapsedNow() >= options.grace } == true
-                if (!isFault(e) || graceOver) {
-                    report(WorkerException(step, id, "${what()} failed: ${e.message}", e, row))
+                if (e.code == ErrorCode.UNMET || !isFault(e) || graceOver) {
+                    refused(step, id, row, what, e)
                     return false
                 }
                 report(WorkerException(step, id, "${what()} failed, retrying: ${e.message}", e, row))
                 delay(defaultBackoff(++faults))
             }
+        }
+    }
+
+    /** Reports a send that is not tried again: a 412 as a lost lease, else as a failure of [step]. */
+    private fun refused(step: WorkerStep, id: Any?, row: Row?, what: () -> String, e: FenecException) {
+        if (e.code == ErrorCode.UNMET) {
+            report(WorkerException(WorkerStep.LOST_LEASE, id, "${what()}: refused (412), the job is no longer this worker's", e, row))
+        } else {
+            report(WorkerException(step, id, "${what()} failed: ${e.message}", e, row))
         }
     }
 
