@@ -92,6 +92,8 @@ export interface Result<T = Row> {
 export interface Runner {
   /** Sends one statement and answers its result. */
   run(statement: Statement, opts: RequestOptions): Promise<Result>;
+  /** Sends statements in one `/batch`, all or nothing, and answers each one's result (a {@link Client} has it). */
+  batch?(statements: readonly Statement[], opts: RequestOptions): Promise<Result[]>;
   /** Follows a `get` as a live query (docs/changes.md). */
   watch?(statement: Statement, opts: WatchOptions): AsyncGenerator<LiveEvent, void, undefined>;
 }
@@ -102,6 +104,13 @@ export interface Runner {
  * part of the API (client.ts does not export it).
  */
 export let sendThrough: (q: Query<object>, statement: Statement, opts: RequestOptions) => Promise<Result>;
+
+/**
+ * What sends rendered statements in one `/batch` through a builder's
+ * client, or `undefined` when its runner sends no batches: for the worker,
+ * whose acks may go in the request of its next claim. Not part of the API.
+ */
+export let batchOf: (q: Query<object>) => ((statements: readonly Statement[], opts: RequestOptions) => Promise<Result[]>) | undefined;
 
 /**
  * An immutable query on one collection: each call answers a new builder, so
@@ -119,6 +128,10 @@ export class Query<T extends object = Row> {
 
   static {
     sendThrough = (q, statement, opts) => q.#runner.run(statement, opts);
+    batchOf = (q) => {
+      const runner = q.#runner;
+      return runner.batch === undefined ? undefined : (statements, opts) => runner.batch!(statements, opts);
+    };
   }
 
   /** Made by `db.from(name)`. */

@@ -1,13 +1,15 @@
 /**
- * The queue worker of docs/workers.md: claim (held with `wait`, sized to
- * the free slots), run each job with its lease extended (in batches, one
- * statement per claim owner), ack in batches or fail with backoff,
+ * The queue worker of docs/workers.md: claim (sized to the free slots;
+ * not held while claims take jobs, held with `wait` once one found none),
+ * run each job with its lease extended (in batches, one statement per
+ * claim owner), ack in batches (in the request of a claim not held when
+ * the last running handler's return closed the batch) or fail with backoff,
  * dead-letter after `maxAttempts`, stop gracefully. Every statement it
  * sends is a `worker …` case of conformance/builder-golden.json.
  */
 
 import { FenecError } from './errors.js';
-import { type Query, type Row, sendThrough } from './query.js';
+import { batchOf, type Query, type Result, type Row, sendThrough } from './query.js';
 import type { Statement } from './render.js';
 import { expr, inc, raw, type Raw } from './values.js';
 
@@ -47,7 +49,10 @@ export interface WorkerOptions {
   concurrency?: number | undefined;
   /** How long a claim, and each extension, holds a job (default 30000, at least 100). */
   lease?: number | undefined;
-  /** How long the server holds a claim while no job is ready (default 30000, at most 30000). */
+  /**
+   * How long the server holds a claim while no job is ready (default 30000,
+   * at most 30000); a claim is held only once the last one found no job.
+   */
   wait?: number | undefined;
   /** A job whose handler fails on this run becomes a dead letter (default 5). */
   maxAttempts?: number | undefined;
@@ -94,6 +99,12 @@ const ACK_BATCH = 100;
  * early when no handler is running).
  */
 export const ACK_WINDOW_OPTION: unique symbol = Symbol('fenec worker ack window');
+
+/** The acks of one claim owner's jobs: one statement, `del … where id in $1 and owner = $2 returning id`. */
+interface AckGroup {
+  readonly rs: Running[];
+  readonly statement: Statement;
+}
 
 interface Running {
   readonly id: unknown;
@@ -150,7 +161,15 @@ export class Worker<T extends object = Row> {
   readonly #ackWindow: number;
   readonly #onError: ((err: WorkerError, step: WorkerStep) => void) | undefined;
   readonly #prefix: string;
+  /** Sends a `/batch` through the client (see #claimWithAcks); `undefined` when its runner sends none. */
+  readonly #batch: ((statements: readonly Statement[], opts: { wait: number }) => Promise<Result[]>) | undefined;
   #claims = 0;
+  /**
+   * The last claim took jobs (or none was answered yet): the next one is
+   * not held (`wait` 0), and may carry acks; only once a claim finds no
+   * job is the next one held (docs/workers.md, "Claim").
+   */
+  #busy = true;
   readonly #running = new Set<Running>();
   /** Handlers running and statements in flight that a stop waits for (see #track). */
   #tasks = 0;
@@ -164,7 +183,7 @@ export class Worker<T extends object = Row> {
   #claimCtl: AbortController | undefined;
   #graceEnd = Infinity;
   #slotFreed: (() => void) | undefined;
-  /** The loop was woken and sends its next claim before it waits again: an ack due now goes right behind it. */
+  /** The loop was woken and sends its next claim before it waits again: an ack due now goes with it (see #run). */
   #claimNext = false;
   #untilEmpty = false;
   #acks: Running[] = [];
@@ -178,6 +197,7 @@ export class Worker<T extends object = Row> {
   /** Use {@link worker}. */
   constructor(jobs: Query<T>, handler: Handler<T>, opts: WorkerOptions = {}) {
     this.#jobs = jobs as unknown as Query<Row>;
+    this.#batch = batchOf(this.#jobs);
     this.#handler = handler;
     this.#concurrency = whole('concurrency', opts.concurrency ?? 10, 1);
     this.#half = Math.ceil(this.#concurrency / 2);
@@ -283,19 +303,31 @@ export class Worker<T extends object = Row> {
       this.#claimNext = false;
       const owner = `${this.#prefix}:${++this.#claims}`;
       const untilEmpty = this.#untilEmpty;
+      const held = !untilEmpty && !this.#busy && this.#wait > 0;
       const ctl = new AbortController();
       this.#claimCtl = ctl;
       let rows: Row[];
       try {
-        const claimed = sendThrough(this.#claim, this.#claimOf(free, owner), { wait: untilEmpty ? 0 : this.#wait, signal: ctl.signal });
-        // Acks left for this moment (see #ack) go out right behind the claim,
-        // so that the claim, which the worker waits for, is sent first: on
-        // Node its bytes are written on the next tick, and the ack is made
-        // after that, while the server works on the claim.
-        if (this.#running.size === 0 && this.#acks.length > 0) afterWrites(() => this.#flushAcks());
-        const answer = await claimed;
+        const statement = this.#claimOf(free, owner);
+        let answer: Result | undefined;
+        if (!held && this.#running.size === 0 && this.#acks.length > 0 && this.#batch !== undefined) {
+          // The last running handler returned and closed the batch of acks
+          // (see #ack): the acks go in this claim's request.
+          answer = await this.#claimWithAcks(statement, this.#takeAcks());
+          if (answer === undefined) continue;
+        } else {
+          const claimed = sendThrough(this.#claim, statement, { wait: held ? this.#wait : 0, signal: ctl.signal });
+          // Acks left for this moment (see #ack) go out right behind a held
+          // claim, which cannot carry them, so that the claim, which the
+          // worker waits for, is sent first: on Node its bytes are written on
+          // the next tick, and the ack is made after that, while the server
+          // works on the claim.
+          if (this.#running.size === 0 && this.#acks.length > 0) afterWrites(() => this.#flushAcks());
+          answer = await claimed;
+        }
         if (answer.rows === undefined) throw FenecError.unexpected(200, `{"affected":${answer.affected}}`);
         rows = answer.rows;
+        this.#busy = rows.length > 0;
         faults = 0;
       } catch (err) {
         // The server may have taken jobs for a claim whose answer was lost or given up: give them back.
@@ -451,13 +483,18 @@ export class Worker<T extends object = Row> {
     this.#acks.push(r);
     const idle = this.#running.size === 0;
     // No handler runs: the batch is complete. When the loop is about to
-    // claim, it sends the batch right behind the claim (see #run);
-    // otherwise it goes now. The window's timer stays as the backstop.
+    // claim, it sends the batch in the claim's request, or right behind a
+    // held claim (see #run); otherwise it goes now. The window's timer stays as the backstop.
     if (this.#acks.length >= ACK_BATCH || (idle && !this.#claimNext) || this.#closing.signal.aborted) this.#flushAcks();
     else this.#ackTimer ??= setTimeout(() => this.#flushAcks(), idle ? 0 : this.#ackWindow);
   }
 
   #flushAcks(): void {
+    for (const group of this.#takeAcks()) this.#track(this.#sendAck(group));
+  }
+
+  /** Takes the batch of acks due, one statement per claim owner, and begins an empty one. */
+  #takeAcks(): AckGroup[] {
     clearTimeout(this.#ackTimer);
     this.#ackTimer = undefined;
     const batch = this.#acks;
@@ -470,21 +507,64 @@ export class Worker<T extends object = Row> {
     }
     this.#ackStatement ??= this.#jobs.where('id', 'in', [0]).where('owner', '').renderDelete({ returning: ['id'] });
     const { query, collection } = this.#ackStatement;
+    const groups: AckGroup[] = [];
     for (const [owner, rs] of byOwner) {
-      const ack: Statement = { query, params: [rs.map((r) => r.id), owner] };
-      if (collection !== undefined) ack.collection = collection;
-      this.#track((async () => {
-        let deleted: Row[] | undefined;
-        const one = rs.length === 1 ? rs[0] : undefined;
-        await this.#settle('ack', one, async () => {
-          deleted = (await sendThrough(this.#jobs, ack, {})).rows;
-          if (deleted === undefined) throw FenecError.unexpected(200, 'an ack answered no rows');
-        });
-        if (deleted === undefined) return;
-        const kept = new Set(deleted.map((d) => String(d['id'])));
-        for (const r of rs) if (!kept.has(String(r.id))) this.#lose(r, 'ack');
-      })());
+      const statement: Statement = { query, params: [rs.map((r) => r.id), owner] };
+      if (collection !== undefined) statement.collection = collection;
+      groups.push({ rs, statement });
     }
+    return groups;
+  }
+
+  /** Sends one ack alone, retried as #settle does. */
+  async #sendAck(group: AckGroup): Promise<void> {
+    let deleted: Row[] | undefined;
+    await this.#settle('ack', group.rs.length === 1 ? group.rs[0] : undefined, async () => {
+      deleted = (await sendThrough(this.#jobs, group.statement, {})).rows;
+      if (deleted === undefined) throw FenecError.unexpected(200, 'an ack answered no rows');
+    });
+    if (deleted !== undefined) this.#acked(group, deleted);
+  }
+
+  /** An ack was answered: a job whose id its answer does not list lost its lease. */
+  #acked(group: AckGroup, deleted: Row[]): void {
+    const kept = new Set(deleted.map((d) => String(d['id'])));
+    for (const r of group.rs) if (!kept.has(String(r.id))) this.#lose(r, 'ack');
+  }
+
+  /**
+   * Sends a claim, not held, in one `/batch` behind the acks' statements
+   * (docs/workers.md, "Claim"); returns the claim's answer. The batch is
+   * all or nothing: when an ack is refused, that refusal is reported as a
+   * lone ack's would be, the other acks (not refused, but not applied
+   * either) are sent alone, and `undefined` is returned (the claim did not
+   * run: it is sent again, alone). On any other failure the acks are sent
+   * alone, with the usual retries, and the claim's error is thrown. The
+   * request is not given up by a stop: it is not held, and the acks it
+   * carries are answered before the stop ends.
+   */
+  async #claimWithAcks(claim: Statement, groups: AckGroup[]): Promise<Result | undefined> {
+    let answers: Result[];
+    try {
+      answers = await this.#batch!([...groups.map((g) => g.statement), claim], { wait: 0 });
+    } catch (err) {
+      const refused = err instanceof FenecError && err.at !== undefined && err.at < groups.length && !fault(err) ? groups[err.at] : undefined;
+      for (const group of groups) if (group !== refused) this.#track(this.#sendAck(group));
+      if (refused === undefined) throw err;
+      const one = refused.rs.length === 1 ? refused.rs[0] : undefined;
+      if (one !== undefined && (err as FenecError).code === 'unmet') this.#lose(one, 'ack', err as FenecError);
+      else this.#report('ack', one?.id, err);
+      return undefined;
+    }
+    // Answered: the acks were applied, whatever is wrong with the answer.
+    groups.forEach((group, i) => {
+      const deleted = answers[i]?.rows;
+      if (deleted === undefined) this.#report('ack', group.rs.length === 1 ? group.rs[0]!.id : undefined, FenecError.unexpected(200, 'an ack answered no rows'));
+      else this.#acked(group, deleted);
+    });
+    const answer = answers[groups.length];
+    if (answer === undefined || answers.length !== groups.length + 1) throw FenecError.unexpected(200, `${answers.length} answers to a batch of ${groups.length + 1} statements`);
+    return answer;
   }
 
   /**

@@ -6,7 +6,8 @@
  */
 
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -66,14 +67,45 @@ function seeded(seed: number): () => number {
   };
 }
 
-/** A fetch that records each statement it sends. */
-function recording(): { fetch: typeof fetch; sent: { query: string; params: unknown[] }[] } {
-  const sent: { query: string; params: unknown[] }[] = [];
-  const f: typeof fetch = (input, init) => {
-    if (typeof init?.body === 'string' && String(input).endsWith('/query')) sent.push(JSON.parse(init.body));
-    return fetch(input, init);
+interface Sent {
+  query: string;
+  params: unknown[];
+}
+
+/** A request a recording fetch sent: its statements, its `Fenec-Wait`, and for a claim the jobs its answer took. */
+interface Sending {
+  path: string;
+  statements: Sent[];
+  wait: string | undefined;
+  claimed?: number;
+}
+
+const CLAIM = 'set jobs {owner: $1';
+const ACK = 'del jobs where id in $1 and owner = $2 returning id';
+
+/** A fetch that records each statement it sends (in `/query` and `/batch` requests) and each request. */
+function recording(): { fetch: typeof fetch; sent: Sent[]; requests: Sending[] } {
+  const sent: Sent[] = [];
+  const requests: Sending[] = [];
+  const f: typeof fetch = async (input, init) => {
+    const path = new URL(String(input)).pathname;
+    let req: Sending | undefined;
+    if (typeof init?.body === 'string' && (path === '/query' || path === '/batch')) {
+      const body = JSON.parse(init.body) as Sent & { statements: Sent[] };
+      const statements = path === '/query' ? [body] : body.statements;
+      sent.push(...statements);
+      req = { path, statements, wait: new Headers(init.headers).get('fenec-wait') ?? undefined };
+      requests.push(req);
+    }
+    const res = await fetch(input, init);
+    if (req !== undefined && res.ok && req.statements.at(-1)!.query.startsWith(CLAIM)) {
+      const body = await res.clone().json().catch(() => undefined) as unknown;
+      const last = req.path === '/batch' ? (body as { results: unknown[] } | undefined)?.results.at(-1) : body;
+      if (Array.isArray(last)) req.claimed = last.length;
+    }
+    return res;
   };
-  return { fetch: f, sent };
+  return { fetch: f, sent, requests };
 }
 
 const quiet = (errors: [WorkerStep, unknown][]) => (err: WorkerError, step: WorkerStep) => {
@@ -255,24 +287,38 @@ test('the server stopped for 2 s and started again on its file: the worker carri
   assert.ok(twice <= 8, `${twice} jobs run twice (at least once allows the ones in flight at the stop)`);
 });
 
-test("a proxy answering 5xx pages to every third statement: the worker retries and runs every job once", { timeout: 30_000 }, async (t) => {
+test("a proxy answering 5xx pages to every third statement of each kind: the worker retries and runs every job once", { timeout: 30_000 }, async (t) => {
   const { server, db } = await queue(t);
   await enqueue(db, 40);
-  let n = 0;
-  // A proxy in front of the server: /query answers a 503 page every third time, before it reaches the server.
+  // A proxy in front of the server: of each kind of request (a claim, a
+  // release, a batch of acks and a claim, …), every third answers a 503
+  // page before it reaches the server — of the acks sent alone, which are
+  // few (most go with a claim), every other one.
+  const counts = new Map<string, number>();
   const upstream = new URL(server.url);
   const proxy = http.createServer((req, res) => {
-    if (req.url === '/query' && ++n % 3 === 0) {
-      req.resume();
-      req.on('end', () => res.writeHead(503, { 'Content-Type': 'text/html' }).end('<html><body>503 Service Temporarily Unavailable</body></html>'));
-      return;
-    }
-    const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
-      res.writeHead(answer.statusCode ?? 502, answer.headers);
-      answer.pipe(res);
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      let kind = '';
+      if (req.url === '/query' || req.url === '/batch') {
+        const sent = JSON.parse(body.toString()) as { query?: string; statements?: { query: string }[] };
+        kind = `${req.url} ${(sent.query ?? sent.statements?.[0]?.query ?? '').slice(0, 8)}`;
+      }
+      const n = (counts.get(kind) ?? 0) + 1;
+      counts.set(kind, n);
+      if (kind !== '' && n % (kind === '/query del jobs' ? 2 : 3) === 0) {
+        res.writeHead(503, { 'Content-Type': 'text/html' }).end('<html><body>503 Service Temporarily Unavailable</body></html>');
+        return;
+      }
+      const forward = http.request({ host: upstream.hostname, port: upstream.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      forward.on('error', () => res.destroy());
+      forward.end(body);
     });
-    forward.on('error', () => res.destroy());
-    req.pipe(forward);
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   t.after(() => {
@@ -433,6 +479,121 @@ test('a lost lease inside an ack batch is reported, and the others of the batch 
   assert.deepEqual(reported.map((e) => [e.step, e.jobId]), [['lost_lease', b]]);
   const [left] = await db.from<Job>('jobs').rows();
   assert.deepEqual([left?.id, left?.owner], [b, 'the test']);
+});
+
+test('acks go in the request of the next claim: with instant handlers at concurrency 10, about one request per ten jobs', { timeout: 60_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  const jobs = 500;
+  await enqueue(db, jobs);
+  const { fetch, requests } = recording();
+  let done = 0;
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), () => void done++, { concurrency: 10, wait: 500 });
+  await until('every job acked', 45_000, async () => done === jobs && (await db.from('jobs').count()) === 0);
+  await w.close();
+  const batches = requests.filter((r) => r.path === '/batch');
+  const lone = requests.filter((r) => r.path === '/query' && r.statements[0]!.query.startsWith('del jobs'));
+  // A carried batch: the acks' statements (golden text), then the claim, not held.
+  for (const b of batches) {
+    assert.ok(b.statements.length > 1 && b.statements.at(-1)!.query.startsWith(CLAIM), JSON.stringify(b.statements));
+    assert.ok(b.statements.slice(0, -1).every((s) => s.query === ACK), JSON.stringify(b.statements));
+    assert.equal(b.wait, '0');
+  }
+  const acked = [...batches.flatMap((b) => b.statements.slice(0, -1)), ...lone.flatMap((r) => r.statements)]
+    .reduce((n, s) => n + (s.params[0] as unknown[]).length, 0);
+  assert.equal(acked, jobs, 'ids acked');
+  // Up to the claim and the ack apart, every round was two requests (0.2 a job).
+  const perJob = requests.length / jobs;
+  assert.ok(perJob <= 0.15, `${requests.length} requests for ${jobs} jobs (${batches.length} batches, ${lone.length} acks alone)`);
+  assert.ok(lone.length * 20 <= jobs, `${lone.length} acks alone`);
+  t.diagnostic(`${jobs} jobs: ${requests.length} requests (${perJob.toFixed(3)} a job), ${batches.length} claims with acks, ${lone.length} acks alone`);
+});
+
+test('a lost lease inside the acks a claim carries is reported, and no ack is sent for the job again', { timeout: 20_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  await enqueue(db, 2);
+  const { fetch, requests } = recording();
+  const reported: WorkerError[] = [];
+  const ran: number[] = [];
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), async (job) => {
+    // The first job's owner is moved while it runs: its ack finds nothing.
+    if (ran.length === 0) await db.query('set jobs {owner: $1} where id = $2', ['the test', job.id]);
+    ran.push(job.id);
+  }, { concurrency: 1, wait: 500, onError: (err) => void reported.push(err) });
+  await until('the second job acked', 10_000, async () => ran.length === 2 && (await db.from('jobs').count()) === 1);
+  await until('a claim held', 10_000, () => requests.some((r) => r.wait === '500'));
+  await w.close();
+  const [first, second] = ran as [number, number];
+  assert.deepEqual(reported.map((e) => [e.step, e.jobId]), [['lost_lease', first]]);
+  const carried = requests.filter((r) => r.path === '/batch').map((r) => r.statements.slice(0, -1).map((s) => s.params[0]));
+  assert.deepEqual(carried, [[[first]], [[second]]]);
+  assert.deepEqual(requests.filter((r) => r.path === '/query' && r.statements[0]!.query.startsWith('del jobs')), [], 'an ack sent alone');
+  const [left] = await db.from<Job>('jobs').rows();
+  assert.deepEqual([left?.id, left?.owner], [first, 'the test']);
+});
+
+test('an ack refused inside the request of a claim is reported, and the claim is sent again alone', { timeout: 20_000 }, async (t) => {
+  // A policy that lets the worker's token claim and read jobs but delete
+  // none (docs/access.md): every ack is refused, 403 at statement 0.
+  const dir = mkdtempSync(join(tmpdir(), 'fenec-js-worker-'));
+  t.after(() => rmSync(dir, { recursive: true, force: true }));
+  const policy = join(dir, 'policy.txt');
+  writeFileSync(policy, 'jobs read for worker\njobs update(owner, run_at, attempts) for worker\n');
+  const secret = 'a-secret-of-at-least-thirty-two-bytes';
+  const server = await launch({ clock: 'system', args: ['--token', 'admin', '--jwt-secret', secret, '--policy', policy] });
+  t.after(() => server.stop());
+  const db = connect(server.url, { token: 'admin' });
+  await db.query(QUEUE);
+  await enqueue(db, 1);
+  const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  const body = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ sub: 'w', role: 'worker', exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  const token = `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
+  const { fetch, requests } = recording();
+  const reported: WorkerError[] = [];
+  const ran: number[] = [];
+  const w = worker(connect(server.url, { fetch, token }).from<Job>('jobs'), (job) => void ran.push(job.id), { concurrency: 1, wait: 500, onError: (err) => void reported.push(err) });
+  await until('a claim held', 10_000, () => requests.some((r) => r.wait === '500'));
+  await w.close();
+  assert.deepEqual(reported.map((e) => [e.step, e.jobId]), [['ack', ran[0]]]);
+  const cause = reported[0]!.cause;
+  assert.ok(cause instanceof FenecError && cause.status === 403 && cause.code === 'forbidden' && cause.at === 0, String(cause));
+  // The first claim; the ack and the next claim in one /batch, refused; that claim again alone, not held; then held.
+  const held = requests.findIndex((r) => r.wait === '500');
+  assert.deepEqual(requests.slice(0, held + 1).map((r) => [r.path, r.statements.map((s) => s.query.slice(0, 8)), r.wait]), [
+    ['/query', ['set jobs'], '0'],
+    ['/batch', ['del jobs', 'set jobs'], '0'],
+    ['/query', ['set jobs'], '0'],
+    ['/query', ['set jobs'], '500'],
+  ]);
+  assert.deepEqual(requests.filter((r) => r.statements.some((s) => s.query.startsWith('del jobs'))).length, 1, 'a refused ack is not sent again');
+  assert.deepEqual(ran.length, 1);
+});
+
+test('a claim is held only once the last claim found no job; while claims take jobs they go with Fenec-Wait 0', { timeout: 30_000 }, async (t) => {
+  const { server, db } = await queue(t);
+  await enqueue(db, 60);
+  const { fetch, requests } = recording();
+  let done = 0;
+  const w = worker(connect(server.url, { fetch }).from<Job>('jobs'), async () => {
+    await sleep(1);
+    done++;
+  }, { concurrency: 5, wait: 2000 });
+  const claims = () => requests.filter((r) => r.statements.at(-1)!.query.startsWith(CLAIM));
+  await until('every job acked', 20_000, async () => done === 60 && (await db.from('jobs').count()) === 0);
+  await until('a claim held', 10_000, () => claims().some((c) => c.wait === '2000'));
+  // A job for the idle worker: the held claim takes it at once.
+  const started = Date.now();
+  await enqueue(db, 1, 60);
+  await until('the late job acked', 10_000, async () => done === 61 && (await db.from('jobs').count()) === 0);
+  assert.ok(Date.now() - started < 1500, `the late job took ${Date.now() - started} ms`);
+  await w.close();
+  const seen = claims();
+  assert.equal(seen[0]!.wait, '0', 'the first claim is not held');
+  for (let i = 1; i < seen.length; i++) {
+    const last = seen[i - 1]!;
+    if (last.claimed === undefined) continue; // given up or failed: no answer to go by
+    assert.equal(seen[i]!.wait, last.claimed > 0 ? '0' : '2000', `claim ${i + 1} after a claim of ${last.claimed}: ${JSON.stringify(seen.map((c) => [c.wait, c.claimed]))}`);
+  }
+  assert.ok(seen.filter((c) => c.wait === '0').length >= 12, 'at most 5 jobs a claim');
 });
 
 test('by default a failed attempt is a warning and a dead letter an error on the console; the stored error is the message alone', { timeout: 20_000 }, async (t) => {
