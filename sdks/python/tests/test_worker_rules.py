@@ -7,10 +7,14 @@ from inside a handler, ``run_until_empty``, and the deprecated names."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 import json
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import httpx
@@ -109,7 +113,8 @@ class Running:
     it; :meth:`join` waits for its run to return."""
 
     def __init__(self, kind: str, url: str, body: Body, seen: Optional[Statements] = None,
-                 until_empty: bool = False, tune: Optional[Callable[[Any], None]] = None, **options: Any) -> None:
+                 until_empty: bool = False, tune: Optional[Callable[[Any], None]] = None,
+                 token: Optional[str] = None, **options: Any) -> None:
         self.returned = threading.Event()
         self.error: List[BaseException] = []
         self.worker: Any = None
@@ -118,7 +123,7 @@ class Running:
 
         def sync_main() -> None:
             transport = Counting(seen) if seen else None
-            with fenecdb.connect(url, transport=transport) as client:
+            with fenecdb.connect(url, token=token, transport=transport) as client:
                 self.worker = fenecdb.Worker(client.from_("jobs"), lambda row, cancel: body(row), **options)
                 if tune:
                     tune(self.worker)
@@ -128,7 +133,7 @@ class Running:
         async def async_main() -> None:
             self.loop = asyncio.get_running_loop()
             transport = AsyncCounting(seen) if seen else None
-            async with fenecdb.connect_async(url, transport=transport) as client:
+            async with fenecdb.connect_async(url, token=token, transport=transport) as client:
 
                 async def handler(row: fenecdb.Row) -> None:
                     await asyncio.to_thread(body, row)
@@ -239,6 +244,56 @@ def test_acks_go_with_the_next_claim(kind: str, live: Server, db: fenecdb.Client
     assert all(len(r) > 1 for r in seen.sent("del jobs")), "an ack sent alone"
 
 
+def hs256(claims: Dict[str, Any], secret: str) -> str:
+    """A JWT signed with HS256 (docs/access.md)."""
+    def part(v: Any) -> str:
+        return base64.urlsafe_b64encode(json.dumps(v).encode()).rstrip(b"=").decode()
+
+    body = f"{part({'alg': 'HS256', 'typ': 'JWT'})}.{part(claims)}"
+    sig = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()
+    return f"{body}.{base64.urlsafe_b64encode(sig).rstrip(b'=').decode()}"
+
+
+def test_an_ack_refused_inside_the_claims_request(kind: str, start_server: StartServer, tmp_path: Path) -> None:
+    """A token whose policy lets it claim and read jobs but delete none
+    (docs/access.md): the ack that goes with the next claim is refused,
+    403 at statement 0, and none of the /batch ran. The ack is reported
+    as a refused ack is and not sent again; the claim is sent again alone,
+    not held, and held only once it found nothing (docs/workers.md,
+    "Claim")."""
+    policy = tmp_path / "policy.txt"
+    policy.write_text("jobs read for worker\njobs update(owner, run_at, attempts) for worker\n")
+    secret = "a-secret-of-at-least-thirty-two-bytes"
+    live = start_server("--clock", "system", "--token", "admin", "--jwt-secret", secret, "--policy", str(policy))
+    with fenecdb.connect(live.url, token="admin") as admin:
+        admin.query(JOBS)
+        enqueue(admin, 1)
+    token = hs256({"sub": "w", "role": "worker", "exp": int(time.time()) + 3600}, secret)
+    seen = Statements()
+    reports: List[fenecdb.WorkerError] = []
+    ran: List[int] = []
+    w = Running(kind, live.url, lambda row: ran.append(row["id"]), seen, token=token,
+                concurrency=1, wait=0.5, on_error=reports.append)
+    try:
+        until("a claim held", lambda: "500" in seen.claim_waits())
+    finally:
+        w.stop()
+    assert ran == [1]
+    assert [(e.step, e.job_id) for e in reports] == [("ack", 1)], seen.requests
+    cause = reports[0].cause
+    assert isinstance(cause, fenecdb.FenecError) and cause.status == 403 and cause.at == 0, (cause, [[str(st.get("query", ""))[:8] for st in r] for r in seen.requests], seen.waits)
+    with seen.lock:
+        sent = [([str(st.get("query", ""))[:8] for st in r], wait) for r, wait in zip(seen.requests, seen.waits) if r != [{}]]
+    held = [wait for _, wait in sent].index("500")
+    assert sent[: held + 1] == [
+        (["set jobs"], "0"),
+        (["del jobs", "set jobs"], "0"),
+        (["set jobs"], "0"),
+        (["set jobs"], "500"),
+    ], sent
+    assert len(seen.sent("del jobs")) == 1, "a refused ack was sent again"
+
+
 def long_ack_window(worker: Any) -> None:
     """A window of 30 s in place of 5 ms: an ack sent within the test's
     time is one the window's early close sent."""
@@ -253,7 +308,8 @@ def test_a_lone_jobs_ack_is_sent_at_once(kind: str, live: Server, db: fenecdb.Cl
     try:
         enqueue(db, 1)
         until("the lone job acked", lambda: db.from_("jobs").count() == 0, timeout=5)
-        assert [s["params"][0] for r in seen.sent("del jobs") for s in r] == [[1]]
+        acks = [s for r in seen.sent("del jobs") for s in r if str(s["query"]).startswith("del jobs")]
+        assert [s["params"][0] for s in acks] == [[1]]
     finally:
         w.stop()
 

@@ -118,7 +118,7 @@ class Worker:
         self._in_flight = 0
         self._handling = 0  # jobs claimed whose handlers have not returned
         self._flushing = 0  # batches of acks taken and not yet handed to a send
-        self._claim_idle = False  # the claim loop waits to be woken
+        self._claiming = False  # a claim is in flight: sent, its rows not yet counted
         self._carry = False  # the batch of acks waits for the next claim, to go with it
         self._half = (self.options.concurrency + 1) // 2  # free slots a claim waits for
         self._until_empty = False
@@ -235,7 +235,7 @@ class Worker:
                     ready = False  # claim again once a handler has ended
                 if not ready:
                     self._wake.clear()
-                self._claim_idle = not ready
+                self._claiming = ready
                 carried = self._take_acks() if ready and self._carry else None
                 self._carry = False
                 sent_at = self._finished
@@ -265,6 +265,7 @@ class Worker:
                 if not stopping:  # all counted before any starts: none acks alone
                     self._in_flight += len(rows)
                     self._handling += len(rows)
+                self._claiming = False
             for row in rows:
                 if stopping:  # claimed after the stop: given back at once
                     self._sends.spawn(self._send, self._plan.release(row, owner), "release", row.get("id"))
@@ -357,12 +358,15 @@ class Worker:
 
     def _carries(self) -> bool:
         """Under the lock, as a job that ran ends: whether the claim loop,
-        waiting, claims once this job's slot is free (half the slots free,
+        with no claim in flight (waiting, or about to look at the slots
+        again), claims once this job's slot is free (half the slots free,
         or none in flight), with a claim not held — so the acks that
-        closed their window may go in the same request."""
+        closed their window may go in the same request. (Waiting alone is
+        not enough: a handler quicker than the loop's own turn from one
+        claim's answer to its wait would ack alone.)"""
         free = self.options.concurrency - self._in_flight + 1
         return (
-            self._claim_idle
+            not self._claiming
             and not self._stopping
             and not self._until_empty
             and (self._in_flight == 1 or free >= self._half)
@@ -400,14 +404,19 @@ class Worker:
         """Sends a claim (not held) and a batch of acks in one request: the
         acks' statements, then the claim's. Should it fail, the acks are
         sent alone as :meth:`_send_acks` sends them; the claim's failure is
-        raised, unless an ack was refused (the claim did not run: it is
-        sent again at once)."""
+        raised, unless an ack was refused: a ``/batch`` runs all or
+        nothing, so the refused ack is reported, the others are sent alone
+        and the claim, which did not run, is sent again at once."""
         work = self._ack_work(batch)
         try:
             answers = list(self._claims.take_with([stmt for _, stmt in work], claim))
         except FenecError as e:
             if e.at is not None and e.at < len(work) and not is_fault(e):
-                self._acks_refused(work, e)
+                self._acks_refused([work[e.at]], e)
+                refused = work[e.at][0][0].owner
+                rest = {owner: runs for owner, runs in batch.items() if owner != refused}
+                if rest:
+                    self._sends.spawn(self._send_acks, rest)
                 return []
             self._sends.spawn(self._send_acks, batch)
             raise
