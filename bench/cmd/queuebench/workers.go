@@ -299,6 +299,10 @@ func (cfg *workerConfig) workersMarkdown(runs []workerRun) string {
 	fmt.Fprintf(&b, "Each run: a fresh `fenec serve --file` (the default: every write synced before it is answered), %s jobs put first, then one program — a worker of its SDK from this checkout (bench/workers/), or the plain loop — timed from when it says it is ready until `get jobs count` is 0 (or %s). Systems alternate within each round; %s per concurrency; the median of the rounds is shown, the rounds beside it. Handlers do nothing.  \n",
 		count(cfg.jobs), cfg.limit, plural(cfg.rounds, "round"))
 	b.WriteString("Client CPU: the program's own process (user + system, /proc), over the run; server CPU: the server's; fsyncs: `fenec_store_fsyncs_total`; requests: POST /query and /batch answered.")
+	if slices.Contains(cfg.systems, "js") {
+		// V8 compiles its hot code while it runs, as a JVM does: cold, about a third of a 10 000-job run's client CPU.
+		b.WriteString("  \nThe JS program warms V8 before it says it is ready (bench/workers/js): a worker of the same concurrency first runs rounds of 10 000 jobs of a collection of its own until a round's CPU per job is not 5 % under the best round's before it (at most a minute); `FENEC_BENCH_WARM=0` measures it cold.")
+	}
 	if slices.Contains(cfg.systems, "kotlin") {
 		// A JVM compiles its hot code while it runs; a worker that has run a while is warm.
 		b.WriteString("  \nThe Kotlin program warms its JVM before it says it is ready (bench/workers/kotlin): a worker of the same concurrency first runs rounds of 10 000 jobs of a collection of its own until a round spends under 2 % of its time in the JIT compiler (at most a minute), so the run measures a warm worker, not class loading and compiling; `FENEC_BENCH_WARM=0` measures it cold.")

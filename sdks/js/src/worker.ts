@@ -109,7 +109,8 @@ interface AckGroup {
 interface Running {
   readonly id: unknown;
   readonly owner: string;
-  readonly ctl: AbortController;
+  /** Its cancellation; `undefined` when the handler cannot read its signal (see takesSignal). */
+  readonly ctl: AbortController | undefined;
   /** The lease was lost: nothing more is sent for the job. */
   lost: boolean;
   /** Cancelled by close() after the grace: released, nothing else sent. */
@@ -150,6 +151,8 @@ export class Worker<T extends object = Row> {
   readonly #jobs: Query<Row>;
   readonly #claim: Query<Row>;
   readonly #handler: Handler<T>;
+  /** The handler can read its second argument: each job gets an AbortSignal of its own (see takesSignal). */
+  readonly #signalled: boolean;
   readonly #concurrency: number;
   /** A claim is sent when at least this many slots are free (half, rounded up), or none runs. */
   readonly #half: number;
@@ -199,6 +202,7 @@ export class Worker<T extends object = Row> {
     this.#jobs = jobs as unknown as Query<Row>;
     this.#batch = batchOf(this.#jobs);
     this.#handler = handler;
+    this.#signalled = takesSignal(handler);
     this.#concurrency = whole('concurrency', opts.concurrency ?? 10, 1);
     this.#half = Math.ceil(this.#concurrency / 2);
     this.#lease = whole('lease', opts.lease ?? 30_000, MIN_LEASE);
@@ -274,7 +278,7 @@ export class Worker<T extends object = Row> {
         for (const r of this.#running) {
           if (r.lost || r.stopped) continue;
           r.stopped = true;
-          r.ctl.abort(new Error('the worker stopped and its grace period is over'));
+          r.ctl?.abort(new Error('the worker stopped and its grace period is over'));
           releases.push(this.#release(r.id, r.owner));
         }
         void Promise.all(releases).then(() => resolve());
@@ -391,14 +395,16 @@ export class Worker<T extends object = Row> {
     // An id read as its digits (connect's int64: 'string') is sent back as an int.
     const given = row['id'];
     const id = typeof given === 'string' ? BigInt(given) : given;
-    const r: Running = { id, owner, ctl: new AbortController(), lost: false, stopped: false, extending: false };
+    const ctl = this.#signalled ? new AbortController() : undefined;
+    const r: Running = { id, owner, ctl, lost: false, stopped: false, extending: false };
+    const signal = ctl === undefined ? UNREAD : ctl.signal;
     this.#running.add(r);
     this.#ticker ??= setInterval(() => this.#tick(), this.#lease / 2);
     this.#tasks++;
     let out: unknown;
     this.#syncDepth++;
     try {
-      out = handlerScope === undefined ? this.#handler(row as unknown as T, r.ctl.signal) : handlerScope.run(this, this.#handler, row as unknown as T, r.ctl.signal);
+      out = handlerScope === undefined ? this.#handler(row as unknown as T, signal) : handlerScope.run(this, this.#handler, row as unknown as T, signal);
     } catch (error) {
       out = Promise.reject(error);
     } finally {
@@ -591,7 +597,7 @@ export class Worker<T extends object = Row> {
     if (r.lost) return;
     r.lost = true;
     const err = cause ?? new FenecError(`the ${step} did not find job ${String(r.id)} held by ${r.owner}`, 200, 'unmet');
-    r.ctl.abort(new FenecError(`lease lost: ${err.message}`, err.status, 'unmet', undefined, { cause: err }));
+    r.ctl?.abort(new FenecError(`lease lost: ${err.message}`, err.status, 'unmet', undefined, { cause: err }));
     this.#report('lost_lease', r.id, err);
   }
 
@@ -700,6 +706,30 @@ const afterWrites: (fn: () => void) => void = (() => {
   const tick = (globalThis as { process?: { nextTick?: (fn: () => void) => void } }).process?.nextTick;
   return typeof tick === 'function' ? (fn: () => void) => tick(fn) : queueMicrotask;
 })();
+
+/**
+ * Whether a handler can read the signal it is given: not an arrow function
+ * whose parameters are none or one plain name (`async () => …`,
+ * `async (job) => …`, `job => …`), which has no `arguments` of its own.
+ * Such a handler gets one shared signal that never aborts instead of one
+ * of its own, which it could not tell apart: on Node an AbortSignal costs
+ * several microseconds to make (more than the rest of a job's start with
+ * an empty handler, bench/results/workers.md), and a job's is made for
+ * nothing when the handler cannot see it. Anything else (a `function`, a
+ * method, a bound function, rest or default parameters) gets its own.
+ */
+export function takesSignal(handler: Handler<never>): boolean {
+  let text: string;
+  try {
+    text = Function.prototype.toString.call(handler);
+  } catch {
+    return true;
+  }
+  return !/^(?:async\s*)?(?:\(\s*(?:[A-Za-z_$][\w$]*\s*)?\)|[A-Za-z_$][\w$]*)\s*=>/.test(text);
+}
+
+/** What a handler that cannot read its signal is given (see takesSignal). */
+const UNREAD: AbortSignal = new AbortController().signal;
 
 /** The stand-in owner of a claim rendered once (see Worker.#claimOf). */
 const OWNER = '\u0000fenec claim owner';

@@ -15,7 +15,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Client, connect, expr, FenecError, type Handler, raw, worker as startWorker, type Worker, WorkerError, type WorkerOptions, type Query, type WorkerStep } from '../src/client.js';
-import { ACK_WINDOW_OPTION } from '../src/worker.js';
+import { ACK_WINDOW_OPTION, takesSignal } from '../src/worker.js';
 import { start, type Job } from '../examples/worker.js';
 import { launch, type Server } from './server.js';
 
@@ -180,6 +180,19 @@ test('a slow job (lease 1 s, 2.5 s of work) is extended and run once, never by t
   assert.deepEqual(runs.map((r) => r.split(':')[0]), ['a']);
   const extends_ = sent.filter((s) => s.query === 'set jobs {run_at: now() + $1} where id in $2 and owner = $3 returning id');
   assert.ok(extends_.length >= 3, `${extends_.length} extensions in 2.5 s at a lease of 1 s`);
+});
+
+test('a handler gets an AbortSignal of its own unless it cannot read its second argument', () => {
+  // No AbortSignal is made for these: arrow functions of at most one plain parameter have no `arguments`.
+  for (const h of [async () => {}, async (job: unknown) => job, (job: unknown) => job, async(job: unknown) => job, (async: unknown) => async]) {
+    assert.equal(takesSignal(h as Handler<never>), false, String(h));
+  }
+  // These could read it: a second parameter, rest or default parameters, destructuring, `arguments`, a bound or built-in function.
+  const method = { handle(job: unknown) { return job; } };
+  for (const h of [async (_job: unknown, signal: AbortSignal) => signal, (...args: unknown[]) => args[1], (job: unknown = 1) => job, ({ id }: { id: number }) => id,
+    function (this: unknown) { return arguments[1]; }, async function (job: unknown) { return job; }, method.handle, (() => 1).bind(null), Math.max]) {
+    assert.equal(takesSignal(h as Handler<never>), true, String(h));
+  }
 });
 
 test('a lost lease cancels the handler, and no ack or fail is sent for the job', { timeout: 20_000 }, async (t) => {
