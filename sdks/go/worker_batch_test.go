@@ -21,6 +21,31 @@ import (
 	"github.com/fenecdb/fenec/sdks/go"
 )
 
+// reports collects what a worker's OnError is told, each a *WorkerError.
+type reports struct {
+	t    *testing.T
+	mu   sync.Mutex
+	errs []*fenecdb.WorkerError
+}
+
+func (r *reports) add(err error) {
+	var we *fenecdb.WorkerError
+	if !errors.As(err, &we) {
+		r.t.Errorf("reported %v, not a *WorkerError", err)
+		return
+	}
+	r.mu.Lock()
+	r.errs = append(r.errs, we)
+	r.mu.Unlock()
+}
+
+// all returns what was reported so far.
+func (r *reports) all() []*fenecdb.WorkerError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.errs)
+}
+
 // statements returns how many of the recorded statements start with
 // prefix, and the limits of those with one.
 func (rec *recorder) statements(prefix string) (n int, limits []int) {
@@ -96,27 +121,15 @@ func TestWorkerAckBatchReportsALostLease(t *testing.T) {
 		<-all // every handler returns at once: one batch
 		return nil
 	}
-	var mu sync.Mutex
-	var reports []*fenecdb.WorkerError
-	w := newWorker(t, connect(t, url), h, fenecdb.WorkerOptions{Concurrency: n, OnError: func(err error) {
-		var we *fenecdb.WorkerError
-		if !errors.As(err, &we) {
-			t.Errorf("reported %v, not a *WorkerError", err)
-			return
-		}
-		mu.Lock()
-		reports = append(reports, we)
-		mu.Unlock()
-	}})
+	told := &reports{t: t}
+	w := newWorker(t, connect(t, url), h, fenecdb.WorkerOptions{Concurrency: n, OnError: told.add})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := w.RunUntilEmpty(ctx); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(reports) != 1 || reports[0].Step != fenecdb.StepLostLease || reports[0].JobID != 3 {
-		t.Fatalf("reported %v, want the lost lease of job 3 alone", reports)
+	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepLostLease || got[0].JobID != 3 {
+		t.Fatalf("reported %v, want the lost lease of job 3 alone", got)
 	}
 	if left := count(t, db, ""); left != 1 || count(t, db, "id = 3 and owner = 'thief' and error is null") != 1 {
 		t.Fatalf("%d jobs left, want job 3 alone, untouched", left)
@@ -448,23 +461,13 @@ func TestWorkerAcksGoWithTheNextClaim(t *testing.T) {
 func TestWorkerCarriedAckReportsALostLease(t *testing.T) {
 	db, srv := queue(t, 2)
 	rec, url := proxy(t, srv.URL)
-	var mu sync.Mutex
-	var reports []*fenecdb.WorkerError
+	told := &reports{t: t}
 	w := newWorker(t, connect(t, url), func(_ context.Context, job fenecdb.Job) error {
 		if job.ID == 1 {
 			mustQuery(t, db, "set jobs {owner: 'thief'} where id = 1")
 		}
 		return nil
-	}, fenecdb.WorkerOptions{Concurrency: 1, OnError: func(err error) {
-		var we *fenecdb.WorkerError
-		if !errors.As(err, &we) {
-			t.Errorf("reported %v, not a *WorkerError", err)
-			return
-		}
-		mu.Lock()
-		reports = append(reports, we)
-		mu.Unlock()
-	}})
+	}, fenecdb.WorkerOptions{Concurrency: 1, OnError: told.add})
 	stop := start(t, w)
 	// claimWaits is the Fenec-Wait of each claim sent, alone or with acks.
 	claimWaits := func() (waits []string) {
@@ -484,11 +487,9 @@ func TestWorkerCarriedAckReportsALostLease(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	if len(reports) != 1 || reports[0].Step != fenecdb.StepLostLease || reports[0].JobID != 1 {
-		t.Errorf("reported %v, want the lost lease of job 1 alone", reports)
+	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepLostLease || got[0].JobID != 1 {
+		t.Errorf("reported %v, want the lost lease of job 1 alone", got)
 	}
-	mu.Unlock()
 	if count(t, db, "id = 1 and owner = 'thief' and error is null") != 1 {
 		t.Errorf("job 1 was touched")
 	}
@@ -514,19 +515,9 @@ func TestWorkerCarriedAckRefused(t *testing.T) {
 	db, srv := queue(t, 2)
 	rec, url := proxy(t, srv.URL)
 	rec.refuseAck.Store(true)
-	var mu sync.Mutex
-	var reports []*fenecdb.WorkerError
+	told := &reports{t: t}
 	w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
-		fenecdb.WorkerOptions{Concurrency: 1, OwnerPrefix: "t", OnError: func(err error) {
-			var we *fenecdb.WorkerError
-			if !errors.As(err, &we) {
-				t.Errorf("reported %v, not a *WorkerError", err)
-				return
-			}
-			mu.Lock()
-			reports = append(reports, we)
-			mu.Unlock()
-		}})
+		fenecdb.WorkerOptions{Concurrency: 1, OwnerPrefix: "t", OnError: told.add})
 	stop := start(t, w)
 	// claims is, for each claim sent, how many statements its request
 	// held, and its Fenec-Wait.
@@ -548,12 +539,10 @@ func TestWorkerCarriedAckRefused(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	var fe *fenecdb.Error
-	if len(reports) != 1 || reports[0].Step != fenecdb.StepAck || reports[0].JobID != 1 || !errors.As(reports[0], &fe) || fe.Code != "forbidden" {
-		t.Errorf("reported %v, want job 1's ack refused (forbidden) alone", reports)
+	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepAck || got[0].JobID != 1 || !errors.As(got[0], &fe) || fe.Code != "forbidden" {
+		t.Errorf("reported %v, want job 1's ack refused (forbidden) alone", got)
 	}
-	mu.Unlock()
 	if count(t, db, "id = 1 and owner = 't:1'") != 1 {
 		t.Errorf("job 1 is not left to its claim's lease")
 	}
@@ -581,30 +570,18 @@ func TestWorkerCarriedAckFault(t *testing.T) {
 	db, srv := queue(t, 2)
 	rec, url := proxy(t, srv.URL)
 	rec.failAck.Store(true)
-	var mu sync.Mutex
-	var reports []*fenecdb.WorkerError
+	told := &reports{t: t}
 	w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
-		fenecdb.WorkerOptions{Concurrency: 1, Backoff: fast, OnError: func(err error) {
-			var we *fenecdb.WorkerError
-			if !errors.As(err, &we) {
-				t.Errorf("reported %v, not a *WorkerError", err)
-				return
-			}
-			mu.Lock()
-			reports = append(reports, we)
-			mu.Unlock()
-		}})
+		fenecdb.WorkerOptions{Concurrency: 1, Backoff: fast, OnError: told.add})
 	stop := start(t, w)
 	eventually(t, "both jobs acked", func() bool { return count(t, db, "") == 0 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
 	var fe *fenecdb.Error
-	if len(reports) != 1 || reports[0].Step != fenecdb.StepClaim || !errors.As(reports[0], &fe) || fe.Code != "unavailable" {
-		t.Errorf("reported %v, want the claim's fault alone", reports)
+	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepClaim || !errors.As(got[0], &fe) || fe.Code != "unavailable" {
+		t.Errorf("reported %v, want the claim's fault alone", got)
 	}
-	mu.Unlock()
 	type ack struct {
 		ids     []int64
 		batched bool // with a claim

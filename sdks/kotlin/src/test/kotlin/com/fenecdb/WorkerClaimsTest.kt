@@ -2,6 +2,7 @@ package com.fenecdb
 
 import com.sun.net.httpserver.HttpServer
 import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.coroutineScope
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
 import kotlinx.serialization.json.Json
@@ -109,12 +110,8 @@ class WorkerClaimsTest {
             RecordingProxy(s.url).use { proxy ->
                 val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
                 val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 10, wait = 2.seconds, onError = { reports += it })) { }
-                val running = launch(Dispatchers.Default) { worker.run() }
-                try {
+                whileRunning(worker) {
                     eventually(60.seconds, "every job acked") { db.from("jobs").count() == 0L }
-                } finally {
-                    worker.stop()
-                    running.join()
                 }
                 val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
                 val carried = sent.filter { it.claim && it.acks.isNotEmpty() }
@@ -149,13 +146,9 @@ class WorkerClaimsTest {
                     if (done.isEmpty()) assertEquals(1L, db.from("jobs").where("id", id).update(mapOf("owner" to "thief"), require = 1))
                     done += id
                 }
-                val running = launch(Dispatchers.Default) { worker.run() }
-                try {
+                whileRunning(worker) {
                     eventually(30.seconds, "the second job acked") { db.from("jobs").count() == 1L && done.size == 2 }
                     eventually(30.seconds, "a claim held at the end") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
-                } finally {
-                    worker.stop()
-                    running.join()
                 }
                 val left = db.from("jobs").rows()
                 assertEquals(listOf(done[0]), left.map { it.long("id") })
@@ -184,14 +177,10 @@ class WorkerClaimsTest {
                 val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
                     done += job.long("id")!!
                 }
-                val running = launch(Dispatchers.Default) { worker.run() }
-                try {
+                whileRunning(worker) {
                     eventually(30.seconds, "both jobs acked, and a claim held") {
                         db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "2000" }
                     }
-                } finally {
-                    worker.stop()
-                    running.join()
                 }
                 assertEquals(2, done.size, "a job ran twice: $done")
                 assertEquals(listOf(WorkerStep.CLAIM to null), reports.map { it.step to it.jobId }, reports.toString())
@@ -224,12 +213,8 @@ class WorkerClaimsTest {
                 val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
                     done += job.long("id")!!
                 }
-                val running = launch(Dispatchers.Default) { worker.run() }
-                try {
+                whileRunning(worker) {
                     eventually(30.seconds, "a claim held") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
-                } finally {
-                    worker.stop()
-                    running.join()
                 }
                 assertEquals(1, done.size)
                 assertEquals(listOf(WorkerStep.ACK to done[0]), reports.map { it.step to it.jobId }, reports.toString())
@@ -254,14 +239,10 @@ class WorkerClaimsTest {
             enqueueJobs(db, 3)
             RecordingProxy(s.url).use { proxy ->
                 val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 3.seconds, onError = {})) { }
-                val running = launch(Dispatchers.Default) { worker.run() }
-                try {
+                whileRunning(worker) {
                     eventually(30.seconds, "every job acked, and a claim held") {
                         db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "3000" }
                     }
-                } finally {
-                    worker.stop()
-                    running.join()
                 }
                 // Three claims take a job each, the fourth finds none (all answered
                 // at once), and only then is one held.
@@ -269,5 +250,16 @@ class WorkerClaimsTest {
                 assertEquals(listOf("0", "0", "0", "0", "3000"), waits.take(5), waits.toString())
             }
         }
+    }
+}
+
+/** Runs [worker] in the background while [block] runs, then stops it and waits for its run to end. */
+internal suspend fun whileRunning(worker: Worker, block: suspend () -> Unit) = coroutineScope {
+    val running = launch(Dispatchers.Default) { worker.run() }
+    try {
+        block()
+    } finally {
+        worker.stop()
+        running.join()
     }
 }
