@@ -422,12 +422,10 @@ func (w *Worker) loop(ctx context.Context, untilEmpty bool) error {
 				claim = w.claims
 			}
 			claim = claim.Limit(free)
+			// Empty when the claim is held: the loop parked with carry
+			// false then (a held claim carries no acks: they would wait
+			// for it), so every batch closed went alone.
 			carried := acks.carry()
-			if hold && len(carried) > 0 {
-				// A held claim carries no acks: they would wait for it.
-				spare.Go(acks.sender(carried))
-				carried = nil
-			}
 			again := false
 			if len(carried) > 0 {
 				a.res, again, a.err = acks.withClaim(ctx, claim, w.claimPatch(owner), carried)

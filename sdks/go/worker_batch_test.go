@@ -378,6 +378,20 @@ func TestWorkerLeavesNoGoroutines(t *testing.T) {
 	eventually(t, "the worker's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 }
 
+// claims returns, for each claim sent (alone or after acks), how many
+// statements its request held, and its Fenec-Wait.
+func (rec *recorder) claims() (sizes []int, waits []string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for i, req := range rec.requests {
+		if strings.HasPrefix(rec.queries[req[len(req)-1]], "set jobs {owner: $1") {
+			sizes = append(sizes, len(req))
+			waits = append(waits, rec.waits[i])
+		}
+	}
+	return sizes, waits
+}
+
 // claimRounds returns, of the requests rec saw: the /batch requests that
 // carry acks before a claim (each one's acked ids, in order), the acks
 // sent alone, and how many requests there were.
@@ -469,19 +483,8 @@ func TestWorkerCarriedAckReportsALostLease(t *testing.T) {
 		return nil
 	}, fenecdb.WorkerOptions{Concurrency: 1, OnError: told.add})
 	stop := start(t, w)
-	// claimWaits is the Fenec-Wait of each claim sent, alone or with acks.
-	claimWaits := func() (waits []string) {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		for i, req := range rec.requests {
-			if strings.HasPrefix(rec.queries[req[len(req)-1]], "set jobs {owner: $1") {
-				waits = append(waits, rec.waits[i])
-			}
-		}
-		return waits
-	}
 	eventually(t, "job 2 acked and a claim held", func() bool {
-		waits := claimWaits()
+		_, waits := rec.claims()
 		return count(t, db, "") == 1 && len(waits) > 0 && waits[len(waits)-1] == "30000"
 	})
 	if err := stop(); err != nil {
@@ -499,8 +502,8 @@ func TestWorkerCarriedAckReportsALostLease(t *testing.T) {
 	}
 	// The claims: the first (none before it found nothing), the two that
 	// carried the acks, then, once one found nothing, a held one.
-	if waits, want := claimWaits(), []string{"", "", "", "30000"}; !reflect.DeepEqual(waits, want) {
-		t.Errorf("the claims' Fenec-Wait %q, want %q", waits, want)
+	if _, waits := rec.claims(); !reflect.DeepEqual(waits, []string{"", "", "", "30000"}) {
+		t.Errorf("the claims' Fenec-Wait %q, want %q", waits, []string{"", "", "", "30000"})
 	}
 }
 
@@ -519,21 +522,8 @@ func TestWorkerCarriedAckRefused(t *testing.T) {
 	w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
 		fenecdb.WorkerOptions{Concurrency: 1, OwnerPrefix: "t", OnError: told.add})
 	stop := start(t, w)
-	// claims is, for each claim sent, how many statements its request
-	// held, and its Fenec-Wait.
-	claims := func() (sizes []int, waits []string) {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		for i, req := range rec.requests {
-			if strings.HasPrefix(rec.queries[req[len(req)-1]], "set jobs {owner: $1") {
-				sizes = append(sizes, len(req))
-				waits = append(waits, rec.waits[i])
-			}
-		}
-		return sizes, waits
-	}
 	eventually(t, "job 2 acked and a claim held", func() bool {
-		_, waits := claims()
+		_, waits := rec.claims()
 		return count(t, db, "id = 2") == 0 && len(waits) > 0 && waits[len(waits)-1] == "30000"
 	})
 	if err := stop(); err != nil {
@@ -553,7 +543,7 @@ func TestWorkerCarriedAckRefused(t *testing.T) {
 	// The first claim; the one refused with job 1's ack; the same sent
 	// again alone, which takes job 2; the one with job 2's ack, which
 	// finds nothing; a held one.
-	sizes, waits := claims()
+	sizes, waits := rec.claims()
 	if want := []int{1, 2, 1, 2, 1}; !reflect.DeepEqual(sizes, want) {
 		t.Errorf("the claims' requests held %v statements, want %v", sizes, want)
 	}
