@@ -67,6 +67,9 @@ type Config struct {
 	Heartbeat, Election, LeaderLease time.Duration
 	// SnapshotThreshold: log entries between snapshots; zero picks 8192.
 	SnapshotThreshold uint64
+	// SnapshotCheck: how often raft looks whether SnapshotThreshold
+	// entries have passed (staggered up to twice that); zero picks 5 s.
+	SnapshotCheck time.Duration
 	// ServerTLS and DialTLS, both set, carry raft over mutual TLS: the
 	// configuration the raft port accepts with (it must require a client
 	// certificate) and the one this node dials the others with. Both nil,
@@ -200,7 +203,7 @@ func Start(db *engine.DB, cfg Config) (*Node, error) {
 	}
 	// How often raft looks whether SnapshotThreshold entries have passed:
 	// the look is cheap, the snapshot is taken only then.
-	rc.SnapshotInterval = 5 * time.Second
+	rc.SnapshotInterval = orDefault(cfg.SnapshotCheck, 5*time.Second)
 	rc.TrailingLogs = min(1024, rc.SnapshotThreshold)
 	// The store's file is this node's state already: restoring the latest
 	// snapshot over it at every start would only move it back.

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -13,6 +15,14 @@ import (
 	"github.com/fenecdb/fenec/server/internal/testwait"
 	"github.com/fenecdb/fenec/server/store"
 )
+
+// The tests run nodes in this process and wait on their elections and
+// commits far more than they compute: more of them than cores at once.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	testwait.Parallel(4)
+	os.Exit(m.Run())
+}
 
 // The end-to-end tests run real `fenec serve` nodes (cmd/fenec); these
 // run three nodes in one process, each with its own engine, SQLite file,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fenecdb/fenec/server/engine"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 	"github.com/fenecdb/fenec/server/store"
 )
 
@@ -40,6 +42,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	flag.Parse()
+	// The parallel tests wait on connections, timeouts and held claims far
+	// more than they compute.
+	testwait.Parallel(4)
 	os.Exit(m.Run())
 }
 

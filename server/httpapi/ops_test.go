@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fenecdb/fenec/server/httpapi/apitest"
 	"github.com/fenecdb/fenec/server/internal/syncbuf"
 )
 
@@ -110,7 +112,10 @@ func TestToken(t *testing.T) {
 	}
 	c := *ts.c
 	c.Token = ""
-	for _, tt := range tests {
+	for i, tt := range tests {
+		// Each from an address of its own: from one, the refusals would
+		// wait 0.1 + 0.2 + … + 3.2 s (the throttle, tested in auth).
+		c.HTTP = apitest.From(fmt.Sprintf("127.0.0.%d", 10+i))
 		h := map[string]string{}
 		if tt.auth != "" {
 			h["Authorization"] = tt.auth

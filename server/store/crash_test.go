@@ -199,37 +199,42 @@ func TestCrashInterval(t *testing.T) {
 	// lossMargin covers one fold chunk and a busy machine's scheduling;
 	// the kills come before 1 s, so an interval of 100× would lose all.
 	const lossMargin = 400 * time.Millisecond
+	// The two kills run side by side (a child each): each child's own
+	// slowest write sets its bound.
 	for _, after := range []time.Duration{600 * time.Millisecond, 900 * time.Millisecond} {
-		path := filepath.Join(t.TempDir(), "f.db")
-		// A unit acknowledged waits at most for the write in progress and
-		// its own group's: allow two of the slowest writes seen, and run
-		// the child long enough for some acks to be older than that.
-		boundOf := func(slowest time.Duration) time.Duration { return interval + lossMargin + 2*slowest }
-		acks, slowest, kill := runAndKillAfter(t, path, "10", func(slowest time.Duration) time.Duration {
-			return max(after, boundOf(slowest)+200*time.Millisecond)
+		t.Run(after.String(), func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "f.db")
+			// A unit acknowledged waits at most for the write in progress and
+			// its own group's: allow two of the slowest writes seen, and run
+			// the child long enough for some acks to be older than that.
+			boundOf := func(slowest time.Duration) time.Duration { return interval + lossMargin + 2*slowest }
+			acks, slowest, kill := runAndKillAfter(t, path, "10", func(slowest time.Duration) time.Duration {
+				return max(after, boundOf(slowest)+200*time.Millisecond)
+			})
+			bound := boundOf(slowest)
+			var mustSurvive uint64
+			for _, a := range acks {
+				if kill.Sub(a.at) > bound {
+					mustSurvive = max(mustSurvive, a.seq)
+				}
+			}
+			if mustSurvive == 0 {
+				t.Fatalf("the child acknowledged nothing more than %v before the kill (%d acks in all): nothing to check", bound, len(acks))
+			}
+			k := checkCrashed(t, path, "10", 0)
+			if k < mustSurvive {
+				t.Fatalf("unit %d was acknowledged more than %v before the kill, but only units up to %d survived", mustSurvive, bound, k)
+			}
+			// The measured loss: the age at the kill of the oldest lost ack.
+			var lost time.Duration
+			for _, a := range acks {
+				if a.seq > k {
+					lost = max(lost, kill.Sub(a.at))
+				}
+			}
+			t.Logf("sync 10 ms, killed %v after the first ack: %d acks, units up to %d survived; the oldest lost ack was %v old (slowest write %v)", kill.Sub(acks[0].at).Round(time.Millisecond), len(acks), k, lost.Round(time.Millisecond), slowest)
 		})
-		bound := boundOf(slowest)
-		var mustSurvive uint64
-		for _, a := range acks {
-			if kill.Sub(a.at) > bound {
-				mustSurvive = max(mustSurvive, a.seq)
-			}
-		}
-		if mustSurvive == 0 {
-			t.Fatalf("the child acknowledged nothing more than %v before the kill (%d acks in all): nothing to check", bound, len(acks))
-		}
-		k := checkCrashed(t, path, "10", 0)
-		if k < mustSurvive {
-			t.Fatalf("unit %d was acknowledged more than %v before the kill, but only units up to %d survived", mustSurvive, bound, k)
-		}
-		// The measured loss: the age at the kill of the oldest lost ack.
-		var lost time.Duration
-		for _, a := range acks {
-			if a.seq > k {
-				lost = max(lost, kill.Sub(a.at))
-			}
-		}
-		t.Logf("sync 10 ms, killed %v after the first ack: %d acks, units up to %d survived; the oldest lost ack was %v old (slowest write %v)", kill.Sub(acks[0].at).Round(time.Millisecond), len(acks), k, lost.Round(time.Millisecond), slowest)
 	}
 }
 

@@ -23,6 +23,7 @@ type clusterFlags struct {
 	id, raft, advertise, dir, bootstrap, url string
 	cert, key, ca                            string
 	snapshotEvery                            uint64
+	snapshotCheck                            time.Duration
 	peers                                    []cluster.Peer
 }
 
@@ -33,6 +34,7 @@ func (c *clusterFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&c.dir, "raft-dir", "", "the `directory` of a cluster node's raft log and snapshots (default <file>.raft)")
 	fs.StringVar(&c.bootstrap, "bootstrap", "", "the first voters, `id=host:port,...` (this node among them); used only on the first start, when --raft-dir is empty")
 	fs.Uint64Var(&c.snapshotEvery, "raft-snapshot-every", 8192, "snapshot a cluster node's file, and truncate its log, after this many `entries`")
+	fs.DurationVar(&c.snapshotCheck, "raft-snapshot-check", 5*time.Second, "how often raft looks whether --raft-snapshot-every entries have passed, as a `duration` (each look waits between it and twice it)")
 	fs.StringVar(&c.url, "advertise-http", "", "the `URL` clients reach this node's API at, named to them by followers (default http://<the --http address>, https:// under --tls-cert)")
 	fs.StringVar(&c.cert, "node-cert", "", "carry raft over mutual TLS: this node's PEM certificate `file`, signed by --node-ca; re-read when it changes")
 	fs.StringVar(&c.key, "node-key", "", "the PEM private key `file` of --node-cert; re-read when it changes")
@@ -54,6 +56,9 @@ func (c *clusterFlags) check(file, sync string) error {
 	}
 	if c.snapshotEvery == 0 {
 		return errors.New("--raft-snapshot-every 0: want 1 or more entries")
+	}
+	if c.snapshotCheck < 10*time.Millisecond {
+		return fmt.Errorf("--raft-snapshot-check %v: want 10ms or more", c.snapshotCheck)
 	}
 	if file == ":memory:" {
 		return errors.New("a cluster node needs a --file: the log's snapshots are copies of it")
@@ -96,7 +101,8 @@ func startNode(o options, db *engine.DB, httpURL string, metrics *httpapi.Metric
 		url = httpURL
 	}
 	cfg := cluster.Config{ID: c.id, RaftAddr: c.raft, Advertise: c.advertise, HTTPURL: strings.TrimSuffix(url, "/"),
-		Dir: c.dir, Bootstrap: c.peers, Log: log, SnapshotThreshold: c.snapshotEvery}
+		Dir: c.dir, Bootstrap: c.peers, Log: log, SnapshotThreshold: c.snapshotEvery,
+		SnapshotCheck: c.snapshotCheck}
 	if c.cert != "" {
 		// Both ends are Fenec nodes: TLS 1.3, nothing older.
 		files, err := tlsfiles.Load(c.cert, c.key, c.ca, tlsfiles.Options{MinVersion: tls.VersionTLS13})

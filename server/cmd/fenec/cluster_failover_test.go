@@ -36,9 +36,9 @@ func TestClusterFailover(t *testing.T) {
 	load := startLoad(c, clients)
 	var toLeader []time.Duration
 	for k := 0; k < kills; k++ {
-		// The clients' load runs 1.5 s between kills (the behaviour under
+		// The clients' load runs 1 s between kills (the behaviour under
 		// test: what the history records; no state to wait for).
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(time.Second)
 		lead := c.leader(15 * time.Second)
 		killed := time.Now()
 		lead.p.Kill()
@@ -48,7 +48,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Logf("kill %d: %s SIGKILLed, %s took writes after %v", k+1, lead.id, next.id, toLeader[k].Round(time.Millisecond))
 		c.start(lead)
 	}
-	time.Sleep(1500 * time.Millisecond) // and after the last
+	time.Sleep(time.Second) // and after the last
 	ops := load.stop()
 	c.converge(30 * time.Second)
 	ops = checkFinal(t, c, ops)

@@ -27,7 +27,8 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 		writes, _ = strconv.Atoi(v)
 	}
 	// Every write is under a key of its own: more than the default cap.
-	c := newCluster(t, 3, "--raft-snapshot-every", "100", "--idempotency-max-keys", "1000000")
+	// raft looks every 0.5 to 1 s whether a snapshot is due.
+	c := newCluster(t, 3, "--raft-snapshot-every", "100", "--raft-snapshot-check", "500ms", "--idempotency-max-keys", "1000000")
 	c.write("create", "create collection notes (n int)")
 	lead := c.leader(10 * time.Second)
 	replica := &clusterNode{id: "r1", http: apitest.FreeAddr(t), raft: apitest.FreeAddr(t), file: filepath.Join(t.TempDir(), "r1.db")}
@@ -66,7 +67,6 @@ func TestClusterReplicaFromSnapshot(t *testing.T) {
 	}
 	wg.Wait()
 	seq = c.write("last", "put notes {n: $1}", writes)
-	// raft looks every 5 to 10 s whether a snapshot is due.
 	snapshots := func(nd *clusterNode) []string {
 		m, _ := filepath.Glob(filepath.Join(nd.file+".raft", "snapshots", "*", "state.bin"))
 		return m

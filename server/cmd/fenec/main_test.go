@@ -6,11 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/fenecdb/fenec/server/httpapi/apitest"
+	"github.com/fenecdb/fenec/server/internal/testwait"
 )
 
 // bin is the fenec binary these tests start, built once in TestMain.
@@ -23,11 +23,7 @@ const parallel = 4
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		flag.Set("test.parallel", strconv.Itoa(parallel))
-	}
+	testwait.Parallel(parallel)
 	dir, err := os.MkdirTemp("", "fenec-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -65,6 +65,7 @@ func TestRefusesToStart(t *testing.T) {
 		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--sync", "off"}, "not off"},
 		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--bootstrap", "n2=127.0.0.1:1"}, "does not name this node"},
 		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--bootstrap", "n1"}, "want id=host:port"},
+		{[]string{"--node-id", "n1", "--raft", "127.0.0.1:0", "--file", "x.db", "--raft-snapshot-check", "0s"}, "--raft-snapshot-check 0s: want 10ms or more"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -268,6 +268,17 @@ func Build(dir string) (string, error) {
 	return bin, cmd.Run()
 }
 
+// From returns an HTTP client whose connections come from the loopback
+// address host (127.0.0.2, 127.0.0.3, …: on Linux every 127.0.0.0/8
+// address is the loopback's). The server tells clients apart by address
+// (a refused token slows down its address's next refusals, connections are
+// counted per address), so a test that must not meet its own earlier
+// refusals sends each from an address of its own.
+func From(host string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(host)}, Timeout: 10 * time.Second}
+	return &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
 // Log returns what the process wrote to stderr so far.
 func (p *Process) Log() string { return p.stderr.String() }
 

@@ -5,6 +5,8 @@
 package testwait
 
 import (
+	"flag"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -31,4 +33,17 @@ func Within(d time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// Parallel sets -test.parallel to n unless the command line gave it: for
+// a test binary whose parallel tests spend their time waiting (on servers,
+// timeouts, processes, elections), not on the test's own cores, so that
+// more of them than cores run at once. Call it from TestMain after
+// flag.Parse.
+func Parallel(n int) {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		flag.Set("test.parallel", strconv.Itoa(n))
+	}
 }
