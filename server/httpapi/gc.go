@@ -1,8 +1,10 @@
 package httpapi
 
 import (
+	"context"
 	"os"
 	"runtime/debug"
+	"time"
 )
 
 // TuneGC sets the collector for a database server (fenec serve, and the
@@ -13,8 +15,10 @@ import (
 // otherwise the heap may grow to five times what is live before a
 // collection. The soft limit brings collections back sooner as the heap
 // nears it: limit when it is positive (fenec serve --memory), else
-// GOMEMLIMIT when set, else half the machine's memory.
-func TuneGC(limit int64) {
+// GOMEMLIMIT when set, else half the machine's memory until FollowLive
+// takes over. It returns whether the limit is that default, which
+// FollowLive should then keep.
+func TuneGC(limit int64) (byDefault bool) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
@@ -24,6 +28,53 @@ func TuneGC(limit int64) {
 	case os.Getenv("GOMEMLIMIT") == "":
 		if total := memTotal(); total > 0 {
 			debug.SetMemoryLimit(total / 2)
+			return true
+		}
+	}
+	return false
+}
+
+// LiveFloor is the least default soft limit: below it the heap may grow to
+// five times what is live (GOGC=400), which is the queue's CPU (a server
+// with a small backlog collects rarely).
+const LiveFloor = 512 << 20
+
+// liveLimit is the default soft limit for a live heap of live bytes on a
+// machine of total bytes: half again what is live, at least LiveFloor, at
+// most half the machine. At GOGC=400 alone a large backlog's heap grows to
+// five times what is live between collections — ten million jobs filled
+// over HTTP, 1.4 GB live, held 6.2 GB of RSS (bench/results/memory-10m.md)
+// — and what a server holds once, the system rarely gets back while it
+// runs. Past LiveFloor the collector runs when the heap has grown by half
+// of what is live: its work marks the documents' headers, 24 bytes each
+// (docs/architecture.md, Memory), so it stays cheap beside a backlog
+// that size.
+func liveLimit(live, total int64) int64 {
+	l := max(LiveFloor, live+live/2)
+	if total > 0 {
+		l = min(l, total/2)
+	}
+	return l
+}
+
+// FollowLive keeps the default soft limit at liveLimit of the live heap
+// (what the last collection found reachable), read every interval, until
+// ctx is done. fenec serve runs it once its file is loaded, when TuneGC
+// says the limit is the default: an operator's --memory or GOMEMLIMIT is
+// left as given.
+func FollowLive(ctx context.Context, every time.Duration) {
+	followLive(ctx, every, liveHeap, memTotal(), func(l int64) { debug.SetMemoryLimit(l) })
+}
+
+func followLive(ctx context.Context, every time.Duration, live func() int64, total int64, set func(int64)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		set(liveLimit(live(), total))
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

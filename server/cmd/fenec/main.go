@@ -102,6 +102,10 @@ const (
 	// the server logs and counts once a minute at most
 	// (httpapi.MemoryReportEvery).
 	memoryEvery = 10 * time.Second
+	// followLiveEvery is how often the default soft limit is moved to the
+	// live heap (httpapi.FollowLive): a backlog filled fast grows by some
+	// tens of MB a second, far less than the limit's headroom.
+	followLiveEvery = time.Second
 )
 
 type options struct {
@@ -144,7 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
-	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live. Below what the file's indexes alone need, the server does not start (it says how much they need); past it while serving, it serves on and logs it once a minute: every row is held in memory, and none is evicted to the file yet (default: GOMEMLIMIT, else half the machine's memory)")
+	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live. Below what the file's indexes alone need, the server does not start (it says how much they need); past it while serving, it serves on and logs it once a minute: every row is held in memory, and none is evicted to the file yet (default: GOMEMLIMIT, else half again what is live, at least 512MiB and at most half the machine's memory)")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
@@ -182,7 +186,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: fenec serve [flags]\n\nServes a Fenec database over HTTP (see openapi.yaml).\n\nFlags:\n")
 		fs.PrintDefaults()
-		fmt.Fprint(fs.Output(), "\nEnvironment:\n  FENEC_TOKEN  the --token, when the flag is not given\n  GOGC         the Go collector's target (default here 400: documents live long)\n  GOMEMLIMIT   a soft memory limit (default here half the machine's memory)\n  GODEBUG      schedtrace=2147483647 is added unless it names schedtrace (docs/architecture.md)\n")
+		fmt.Fprint(fs.Output(), "\nEnvironment:\n  FENEC_TOKEN  the --token, when the flag is not given\n  GOGC         the Go collector's target (default here 400: documents live long)\n  GOMEMLIMIT   a soft memory limit (default here half again what is live, 512MiB to half the machine's memory)\n  GODEBUG      schedtrace=2147483647 is added unless it names schedtrace (docs/architecture.md)\n")
 	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -269,7 +273,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
-	httpapi.TuneGC(int64(o.memory))
+	limitByDefault := httpapi.TuneGC(int64(o.memory))
 
 	var manual *clock.Manual
 	var clk clock.Clock = clock.System{}
@@ -346,8 +350,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	go func() { api.SweepLapsed(sweepCtx, sweepLapsedEvery); close(lapsedSwept) }()
 	memoryWatched := make(chan struct{})
 	go func() {
-		if o.memory > 0 {
+		switch {
+		case o.memory > 0:
 			api.WatchMemory(sweepCtx, int64(o.memory), memoryEvery)
+		case limitByDefault:
+			httpapi.FollowLive(sweepCtx, followLiveEvery)
 		}
 		close(memoryWatched)
 	}()
