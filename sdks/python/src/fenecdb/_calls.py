@@ -620,15 +620,25 @@ def learnt(settings: Settings, collections: Sequence[Optional[str]], answers: Se
             settings.not_fields.setdefault(c, set()).update(missing(settings.types, c, a))
 
 
-def answer(settings: Settings, collection: Optional[str], body: Any, call: Call, reply: api.Reply[Any]) -> Answer:
-    """One statement's answer, decoded: its rows or its count."""
+def answer(
+    settings: Settings,
+    collection: Optional[str],
+    body: Any,
+    call: Call,
+    reply: api.Reply[Any],
+    marks: Optional[Tuple[int, bool]] = None,
+) -> Answer:
+    """One statement's answer, decoded: its rows or its count, with the
+    reply's ``Fenec-Seq`` and ``Idempotent-Replayed`` (``marks``: read
+    once for a batch's answers — each header look-up scans them all)."""
+    seq, replayed = marks if marks is not None else (seq_of(reply), replayed_of(reply))
     if isinstance(body, list) and all(isinstance(r, dict) for r in body):
         rows = Rows(decode_rows(settings.types, collection, body))
-        rows.seq, rows.replayed = seq_of(reply), replayed_of(reply)
+        rows.seq, rows.replayed = seq, replayed
         return rows
     if isinstance(body, dict) and isinstance(body.get("affected"), int):
         n = Affected(body["affected"])
-        n.seq, n.replayed = seq_of(reply), replayed_of(reply)
+        n.seq, n.replayed = seq, replayed
         return n
     raise unexpected(call, reply)
 
@@ -639,8 +649,9 @@ def batch_results(
     results = body.get("results") if isinstance(body, dict) else None
     if not isinstance(results, list) or len(results) != len(collections):
         raise unexpected(call, reply)
-    out = Results(answer(settings, c, r, call, reply) for c, r in zip(collections, results))
-    out.seq, out.replayed = seq_of(reply), replayed_of(reply)
+    marks = (seq_of(reply), replayed_of(reply))
+    out = Results(answer(settings, c, r, call, reply, marks) for c, r in zip(collections, results))
+    out.seq, out.replayed = marks
     return out
 def rows_of(a: Answer) -> Rows:
     if not isinstance(a, Rows):

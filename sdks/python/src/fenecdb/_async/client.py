@@ -74,30 +74,45 @@ class _Http(httpx.AsyncClient):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._urls: Dict[str, httpx.URL] = {}
-        self._merged: Dict[Tuple[Tuple[str, str], ...], httpx.Headers] = {}
+        self._merged: Dict[Tuple[bytes, Tuple[Tuple[str, str], ...]], httpx.Headers] = {}
 
     def build_request(self, method: str, url: Any, **kwargs: Any) -> httpx.Request:
         """httpx's, but for the SDK's own requests — a route's path, a
         body, headers — the route's URL is merged with the base once and
-        kept, and so are the headers merged with the client's (httpx
-        parses them all again on every request; a Request copies them)."""
+        kept, and so are the headers merged with the client's, Host among
+        them (httpx parses them all again on every request; a Request
+        copies them)."""
         content, headers = kwargs.pop("content", None), kwargs.pop("headers", None)
         timeout = kwargs.pop("timeout", httpx.USE_CLIENT_DEFAULT)
-        if kwargs or not isinstance(url, str) or self.cookies or self.params:
+        if kwargs or not isinstance(url, str) or self.cookies or self.params or not isinstance(content, (bytes, type(None))):
             return super().build_request(method, url, content=content, headers=headers, timeout=timeout, **kwargs)
         full = self._urls.get(url)
         if full is None:
             full = self._urls[url] = super().build_request(method, url).url
-        key = tuple(headers.items()) if headers else ()
+        key = (full.netloc, tuple(headers.items()) if headers else ())  # Host is among them
         merged = self._merged.get(key)
         if merged is None:
             if len(self._merged) >= 64:  # an Idempotency-Key each: not kept long
                 self._merged.clear()
-            merged = self._merged[key] = httpx.Headers(self.headers)
+            # Host first, as httpx's Request puts it (a Host among the
+            # headers given takes its value, in its place).
+            merged = self._merged[key] = httpx.Headers({"Host": full.netloc.decode("ascii")})
+            merged.update(self.headers)
             if headers:
                 merged.update(headers)
         limit = self.timeout if timeout is httpx.USE_CLIENT_DEFAULT else httpx.Timeout(timeout)
-        return httpx.Request(method, full, content=content, headers=merged, extensions={"timeout": limit.as_dict()})
+        # The body as a stream, with its Content-Length put here: a Request
+        # given content= looks each of its headers up again (a scan of them
+        # all, every time) to add what the merged ones hold already.
+        body = content or b""
+        request = httpx.Request(method, full, headers=merged, stream=httpx.ByteStream(body), extensions={"timeout": limit.as_dict()})
+        if body:
+            request.headers["Content-Length"] = str(len(body))
+        elif method in ("POST", "PUT", "PATCH"):  # where httpx puts it: after Host
+            raw = request.headers.raw
+            request.headers = httpx.Headers(raw[:1] + [(b"Content-Length", b"0")] + raw[1:])
+        request.read()  # as content= has it: request.content is there
+        return request
 
     async def send(
         self,
