@@ -58,8 +58,23 @@ func (p *plan) collect() ([]*Doc, error) {
 	byID := func(id int64) bool { return visit(p.c.get(id)) }
 	switch p.acc {
 	case accScan:
-		p.c.docs.Scan(func(_ int64, d *Doc) bool { return visit(d) })
+		p.c.scan(visit)
 	case accIDs, accHash:
+		if p.c.ev != nil && len(p.ids) > 1 {
+			// Under eviction the evicted among the ids are read back in
+			// one query, not one each.
+			ids, more := p.ids, true
+			for len(ids) > 0 && more {
+				n := min(len(ids), pageMax)
+				for _, d := range p.c.getMany(ids[:n]) {
+					if more = visit(d); !more {
+						break
+					}
+				}
+				ids = ids[n:]
+			}
+			break
+		}
 		for _, id := range p.ids {
 			if !byID(id) {
 				break
