@@ -82,10 +82,11 @@ func metricValue(t *testing.T, c *apitest.Client, series string) float64 {
 
 // TestMemoryLimits: a --memory below what the file's indexes alone need is
 // refused at start, with status 1 and a message that gives the figure
-// needed; at the figure it names the server starts, and although its live
-// heap (every row is in memory) is past the limit, it serves claims and
-// acks, logs it, counts it in fenec_memory_over_limit_total and reports
-// its rows and their bytes.
+// needed; at the figure it names the server starts, with rows evicted to
+// the file (the indexes alone take most of the limit), and although its
+// live heap is past the limit, it serves claims and acks, reads evicted
+// rows back, logs it, counts it in fenec_memory_over_limit_total and
+// reports its rows, the evicted, their bytes and the reads from disk.
 func TestMemoryLimits(t *testing.T) {
 	t.Parallel()
 	file := memoryFile(t)
@@ -134,8 +135,21 @@ func TestMemoryLimits(t *testing.T) {
 	if got := metricValue(t, c, "fenec_memory_over_limit_total"); got != 1 {
 		t.Errorf("fenec_memory_over_limit_total %v, want 1 (once a minute at most)", got)
 	}
-	if got := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`); got != memoryJobs {
-		t.Errorf("fenec_resident_rows %v, want %d", got, memoryJobs)
+	resident := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`)
+	evicted := metricValue(t, c, `fenec_evicted_rows{collection="jobs"}`)
+	if resident+evicted != memoryJobs || evicted == 0 {
+		t.Errorf("fenec_resident_rows %v, fenec_evicted_rows %v: want %d in all, some evicted", resident, evicted, memoryJobs)
+	}
+	if got := metricValue(t, c, "fenec_evictions_total"); got < evicted {
+		t.Errorf("fenec_evictions_total %v, less than the %v rows evicted", got, evicted)
+	}
+	// A filter no index answers reads every row: the evicted from the file.
+	r := c.MustQuery(`get jobs where attempts = 0 count`)
+	if !strings.Contains(string(r.Body), fmt.Sprintf(`"count":%d`, memoryJobs)) {
+		t.Errorf("count over evicted rows: %s", r.Body)
+	}
+	if got := metricValue(t, c, "fenec_disk_reads_total"); got < evicted {
+		t.Errorf("fenec_disk_reads_total %v after a scan, want at least the %v evicted", got, evicted)
 	}
 	if got := metricValue(t, c, `fenec_resident_bytes{collection="jobs"}`); got < need*(1<<20) {
 		t.Errorf("fenec_resident_bytes %v, less than the indexes alone (%.1f MiB)", got, need)
@@ -150,8 +164,10 @@ func TestMemoryLimits(t *testing.T) {
 		}
 		c.MustQuery(`del jobs where id = $1 and owner = "w1" require 1`, ids[0].ID)
 	}
-	if got := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`); got != memoryJobs-20 {
-		t.Errorf("fenec_resident_rows %v after 20 acks, want %d", got, memoryJobs-20)
+	resident = metricValue(t, c, `fenec_resident_rows{collection="jobs"}`)
+	evicted = metricValue(t, c, `fenec_evicted_rows{collection="jobs"}`)
+	if resident+evicted != memoryJobs-20 {
+		t.Errorf("fenec_resident_rows %v and fenec_evicted_rows %v after 20 acks, want %d in all", resident, evicted, memoryJobs-20)
 	}
 	// With FENEC_TEST_BIN built -race, the watch and the scrapes beside
 	// the requests are checked too.
