@@ -49,6 +49,8 @@ var (
 	// next a claim takes) stay resident: never evicted, and read back by
 	// each sweep when they were, so a claim's jobs are in memory.
 	hotHead = 16384
+	// evictSweep bounds the rows one sweep (a second's) examines.
+	evictSweep = 64 * 4096
 )
 
 // rowSource is what eviction needs of the store (store.Store): its
@@ -307,7 +309,10 @@ func (db *DB) Evict() int {
 	// last eviction: past two turns of its clock it has nothing to give
 	// (every row dirty, at a queue's head, or read lately) in this sweep.
 	fruitless := map[*Collection]int{}
-	for {
+	// A sweep examines at most evictSweep rows: when the limit cannot be
+	// kept (every row dirty, at a head, or the indexes alone past it) it
+	// costs a bounded share of a core, not a walk of every row a second.
+	for examinedAll := 0; examinedAll < evictSweep; {
 		db.lock()
 		target := int64(evictTarget * float64(db.ev.limit))
 		est := db.estimateLocked()
@@ -331,6 +336,7 @@ func (db *DB) Evict() int {
 		}
 		n, examined := c.sweepLocked(est - target)
 		db.mu.Unlock()
+		examinedAll += max(examined, 1)
 		total += n
 		db.ev.evicted.Add(uint64(n))
 		if n > 0 {
@@ -339,6 +345,7 @@ func (db *DB) Evict() int {
 			fruitless[c] += examined
 		}
 	}
+	return total
 }
 
 // sweepLocked moves c's clock hand over up to evictSlice rows, evicting
@@ -449,28 +456,28 @@ func (c *Collection) inHead(d *Doc, head queueItem) bool {
 	return !lessQueue(head, queueItem{at.Int(), d.ID})
 }
 
-// headIDs returns the ids of the first n jobs of c's run_at order.
-func (c *Collection) headIDs(n int) []int64 {
+// eachHead calls fn with the ids of the first n jobs of c's run_at order,
+// until it returns false.
+func (c *Collection) eachHead(n int, fn func(id int64) bool) {
 	q := c.queue
-	var ids []int64
+	k := 0
 	switch {
 	case q == nil:
 	case q.sorted != nil && q.sorted.nums != nil:
 		q.sorted.nums.Scan(func(it numItem) bool {
-			ids = append(ids, it.id)
-			return len(ids) < n
+			k++
+			return fn(it.id) && k < n
 		})
 	case q.sorted == nil:
 		q.timed.Scan(func(it queueItem) bool {
-			ids = append(ids, it.id)
-			return len(ids) < n
+			k++
+			return fn(it.id) && k < n
 		})
 	}
-	return ids
 }
 
 // restoreHeads reads back the evicted rows among each queue's head
-// (hotHead jobs), up to evictSlice of them, and makes them resident again
+// (hotHead jobs), all of them, and makes them resident again
 // as the tables hold them (not dirty): so a claim finds its jobs in
 // memory. The ids are found under the read lock and read with no lock
 // held; the rows are set under the write lock only if no fold ended
@@ -483,7 +490,7 @@ func (db *DB) restoreHeads() {
 		ids []int64
 	}
 	var wants []want
-	budget := evictSlice
+	budget := hotHead
 	db.mu.RLock()
 	names := make([]string, 0, len(db.colls))
 	for name := range db.colls {
@@ -496,14 +503,12 @@ func (db *DB) restoreHeads() {
 			continue
 		}
 		var miss []int64
-		for _, id := range c.headIDs(hotHead) {
+		c.eachHead(hotHead, func(id int64) bool {
 			if d, _ := c.docs.peek(id); d == evictedDoc {
 				miss = append(miss, id)
-				if len(miss) == budget {
-					break
-				}
 			}
-		}
+			return len(miss) < budget
+		})
 		if len(miss) > 0 {
 			budget -= len(miss)
 			wants = append(wants, want{c, miss})
@@ -546,16 +551,22 @@ func (db *DB) loadedForEviction(seq uint64) {
 	}
 }
 
-// evictLoop sweeps every evictEvery until Close.
+// evictLoop sweeps every evictEvery until Close, and reads the queues'
+// heads back ten times as often: claims that outrun a second's head would
+// read their jobs from the file one at a time.
 func (db *DB) evictLoop() {
-	t := time.NewTicker(evictEvery)
+	t := time.NewTicker(evictEvery / 10)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-db.closed:
 			return
 		case <-t.C:
-			db.Evict()
+			if tick%10 == 0 {
+				db.Evict()
+			} else {
+				db.restoreHeads()
+			}
 		}
 	}
 }

@@ -17,9 +17,9 @@ import (
 // so that a few hundred rows see every path: slices, wraps, heads read
 // back.
 func smallEviction(t *testing.T) {
-	slice, head := evictSlice, hotHead
-	evictSlice, hotHead = 7, 3
-	t.Cleanup(func() { evictSlice, hotHead = slice, head })
+	slice, head, sweep := evictSlice, hotHead, evictSweep
+	evictSlice, hotHead, evictSweep = 7, 3, 1000
+	t.Cleanup(func() { evictSlice, hotHead, evictSweep = slice, head, sweep })
 }
 
 // evictPair is the same database twice: every row in memory (all), and
