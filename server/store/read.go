@@ -37,21 +37,14 @@ var ErrNoTables = errors.New("store: a :memory: store keeps no documents to read
 // document's current version only when every change to it is folded
 // (FoldedSeq at or past its last change's seq); the caller keeps any
 // document written since in memory. It runs on the store's one
-// connection under the writer's lock (wmu), so it waits for a group
-// write, one fold chunk or one backup step, never for a sync; it may be
+// connection under the writer's lock (wmu), taken a query of readBatch
+// ids at a time, so it waits for a group write, one fold chunk or one
+// backup step, never for a sync, and a write waits for one query; it may be
 // called from any goroutine once Load has returned, and from Load's fn
 // while Load replays the log (the tables' queries are closed by then).
 func (s *Store) ReadDocs(coll string, ids []int64, fn func(id int64, body []byte)) error {
 	if s.mem {
 		return ErrNoTables
-	}
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
-		return ErrClosed
 	}
 	ctx := context.Background()
 	args := make([]any, 0, 1+min(len(ids), readBatch))
@@ -69,10 +62,20 @@ func (s *Store) ReadDocs(coll string, ids []int64, fn func(id int64, body []byte
 		q.WriteString(`) ORDER BY id`)
 		var id int64
 		var body []byte
-		err := queryRead(ctx, s, q.String(), args, func() error {
-			fn(id, body)
-			return nil
-		}, &id, &body)
+		// The writer's lock is taken a query at a time, so a group write
+		// waits for at most one query of readBatch rows, not a whole read.
+		s.wmu.Lock()
+		s.mu.Lock()
+		closed := s.closed
+		s.mu.Unlock()
+		err := ErrClosed
+		if !closed {
+			err = queryRead(ctx, s, q.String(), args, func() error {
+				fn(id, body)
+				return nil
+			}, &id, &body)
+		}
+		s.wmu.Unlock()
 		if err != nil {
 			return err
 		}
