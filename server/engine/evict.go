@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -150,24 +151,29 @@ func (e *collEvict) removed(old *Doc, wasEvicted bool) {
 // readBack reads the evicted rows of ids from the store, decoded, in the
 // order of ids (nil where the table has none: that would be a broken
 // invariant, logged and counted).
-func (c *Collection) readBack(ids []int64) []*Doc {
+// A lock is held, which keeps the evictor's source (the store) from
+// changing (reopenLocked); readBackFrom is for a caller that holds none.
+func (c *Collection) readBack(ids []int64) []*Doc { return c.readBackFrom(c.ev.ev.src, ids) }
+
+func (c *Collection) readBackFrom(src rowSource, ids []int64) []*Doc {
 	e := c.ev.ev
 	out := make([]*Doc, len(ids))
-	at := make(map[int64]int, len(ids))
-	for i, id := range ids {
-		at[id] = i
-	}
 	sorted := append([]int64(nil), ids...)
 	sortIDs(sorted)
+	sorted = slices.Compact(sorted)
+	got := make(map[int64]*Doc, len(sorted))
 	e.queries.Add(1)
-	err := e.src.ReadDocs(c.Name, sorted, func(id int64, body []byte) {
+	err := src.ReadDocs(c.Name, sorted, func(id int64, body []byte) {
 		d, err := c.decodeDoc(body)
 		if err != nil {
 			e.log.Error("an evicted row read back does not decode", "collection", c.Name, "id", id, "err", err)
 			return
 		}
-		out[at[id]] = d
+		got[id] = d
 	})
+	for i, id := range ids {
+		out[i] = got[id]
+	}
 	e.reads.Add(uint64(len(ids)))
 	if errors.Is(err, store.ErrClosed) {
 		return out // a sweep or a read that outlived Close
@@ -492,6 +498,7 @@ func (db *DB) restoreHeads() {
 	var wants []want
 	budget := hotHead
 	db.mu.RLock()
+	src := db.ev.src
 	names := make([]string, 0, len(db.colls))
 	for name := range db.colls {
 		names = append(names, name)
@@ -516,10 +523,10 @@ func (db *DB) restoreHeads() {
 	}
 	db.mu.RUnlock()
 	for _, w := range wants {
-		folded := db.ev.src.FoldedSeq()
-		back := w.c.readBack(w.ids)
+		folded := src.FoldedSeq()
+		back := w.c.readBackFrom(src, w.ids)
 		db.lock()
-		if db.colls[w.c.Name] == w.c && db.ev.src.FoldedSeq() == folded {
+		if db.colls[w.c.Name] == w.c && db.ev.src == src && src.FoldedSeq() == folded {
 			e := w.c.ev
 			for k, d := range back {
 				if cur, _ := w.c.docs.peek(w.ids[k]); d == nil || cur != evictedDoc {
