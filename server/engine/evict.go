@@ -91,6 +91,11 @@ type collEvict struct {
 	// clean: the row being set is as the tables hold it (Load's, from
 	// the docs table), so it is not dirty.
 	clean bool
+	// evictions counts the sweeps that evicted rows of c: a row evicted
+	// when restoreHeads found it and still evicted when it sets the row
+	// read back, with no eviction between, is the same eviction of the
+	// same version.
+	evictions uint64
 }
 
 func (db *DB) newCollEvict() *collEvict {
@@ -408,6 +413,9 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 			if hasHead && c.inHead(d, head) {
 				continue
 			}
+			if evicted == 0 {
+				e.evictions++
+			}
 			p.docs[i] = evictedDoc
 			b := rowBytes(d)
 			e.resident--
@@ -486,14 +494,16 @@ func (c *Collection) eachHead(n int, fn func(id int64) bool) {
 // (hotHead jobs), all of them, and makes them resident again
 // as the tables hold them (not dirty): so a claim finds its jobs in
 // memory. The ids are found under the read lock and read with no lock
-// held; the rows are set under the write lock only if no fold ended
-// meanwhile. A row still evicted then holds the version it was evicted
-// with, which only a fold (advancing FoldedSeq) could have changed in the
-// table since the read.
+// held; the rows are set under the write lock only if no sweep evicted
+// rows of the collection meanwhile. A row evicted then and still evicted
+// is the same eviction: a write since would have made it resident, and
+// only an eviction makes it evicted again; so the table holds the version
+// it was evicted with, the one read.
 func (db *DB) restoreHeads() {
 	type want struct {
-		c   *Collection
-		ids []int64
+		c         *Collection
+		ids       []int64
+		evictions uint64
 	}
 	var wants []want
 	budget := hotHead
@@ -518,15 +528,14 @@ func (db *DB) restoreHeads() {
 		})
 		if len(miss) > 0 {
 			budget -= len(miss)
-			wants = append(wants, want{c, miss})
+			wants = append(wants, want{c, miss, c.ev.evictions})
 		}
 	}
 	db.mu.RUnlock()
 	for _, w := range wants {
-		folded := src.FoldedSeq()
 		back := w.c.readBackFrom(src, w.ids)
 		db.lock()
-		if db.colls[w.c.Name] == w.c && db.ev.src == src && src.FoldedSeq() == folded {
+		if db.colls[w.c.Name] == w.c && db.ev.src == src && w.c.ev.evictions == w.evictions {
 			e := w.c.ev
 			for k, d := range back {
 				if cur, _ := w.c.docs.peek(w.ids[k]); d == nil || cur != evictedDoc {
