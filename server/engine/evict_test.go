@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fenecdb/fenec/server/clock"
@@ -76,6 +77,32 @@ func (p *evictPair) same(step int, stmts ...string) {
 	got := outcome(p.lim.Batch(context.Background(), ss))
 	if got != want {
 		p.t.Fatalf("step %d: %q\n evicting %s\n all      %s", step, stmts, got, want)
+	}
+	checkCounts(p.t, p.lim)
+}
+
+// checkCounts fails unless every collection's rows resident and evicted
+// are its rows.
+func checkCounts(t *testing.T, db *DB) {
+	t.Helper()
+	db.mu.RLock()
+	defer db.mu.RUnlock()
+	for name, c := range db.colls {
+		if c.ev == nil {
+			continue
+		}
+		res, ev := 0, 0
+		c.docs.Scan(func(_ int64, d *Doc) bool {
+			if d == evictedDoc {
+				ev++
+			} else {
+				res++
+			}
+			return true
+		})
+		if c.ev.resident != res || c.ev.evicted != ev || res+ev != c.Len() {
+			t.Fatalf("%s: counted %d resident, %d evicted; holds %d and %d of %d", name, c.ev.resident, c.ev.evicted, res, ev, c.Len())
+		}
 	}
 }
 
@@ -270,6 +297,7 @@ func TestEvictionRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	checkCounts(t, db)
 	f := db.Footprints()[0]
 	if f.Evicted == 0 || f.Rows == 0 || f.Rows+f.Evicted != 2000 {
 		t.Fatalf("after a restart: %+v, want some rows resident and the rest evicted", f)
@@ -392,5 +420,114 @@ func TestEvictionClaimsFromMemory(t *testing.T) {
 	}
 	if got := db.EvictStats().Reads; got != reads {
 		t.Fatalf("claims of the head read back by the sweep read %d rows from the file", got-reads)
+	}
+	checkCounts(t, db)
+}
+
+// TestEvictionConcurrent: workers claim and ack every job while readers
+// scan and a sweeper folds and evicts as fast as it can, under a limit of
+// one byte: every job is acked exactly once, no read back fails, and rows
+// were evicted and read back meanwhile (run with -race too).
+func TestEvictionConcurrent(t *testing.T) {
+	smallEviction(t)
+	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text, tag text @hash)`)
+	const jobs = 1200
+	for i := 0; i < jobs; i += 100 {
+		var docs []string
+		for k := i; k < i+100; k++ {
+			docs = append(docs, fmt.Sprintf(`{payload: {"n": %d}, run_at: now() - %d, tag: "t%d"}`, k, jobs-k, k%5))
+		}
+		mustExec(t, db, `put jobs [`+strings.Join(docs, ",")+`]`)
+	}
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg, workers sync.WaitGroup
+	errs := make(chan error, 16)
+	acked := make([]int, 4)
+	for w := range acked {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			me := fmt.Sprintf("w%d", w)
+			for {
+				r, err := db.Exec(ctx, `set jobs {owner: $1, run_at: now() + 30000} where run_at <= now() order run_at limit 5 returning id`, vals(me))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(r.Rows) == 0 {
+					return
+				}
+				ids := make([]any, len(r.Rows))
+				for i, row := range r.Rows {
+					ids[i] = row[0].Int()
+				}
+				d, err := db.Exec(ctx, `del jobs where id in $1 and owner = $2`, vals(ids, me))
+				if err != nil || d.Affected != int64(len(ids)) {
+					errs <- fmt.Errorf("ack of %v: %v, %v", ids, d, err)
+					return
+				}
+				acked[w] += len(ids)
+			}
+		}()
+	}
+	for _, q := range []string{`get jobs where payload.n >= 0 count`, `get jobs where tag = "t2" order id limit 20`, `get jobs where owner is null order run_at desc limit 7`} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := db.Exec(ctx, q, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := db.st.Fold(); err != nil {
+				errs <- err
+				return
+			}
+			db.Evict()
+		}
+	}()
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	total := 0
+	for _, n := range acked {
+		total += n
+	}
+	if total != jobs {
+		t.Errorf("%d jobs acked, want %d", total, jobs)
+	}
+	checkCounts(t, db)
+	if got := answer(mustExec(t, db, `get jobs count`)); got != `[{"count":0}]` {
+		t.Errorf("left: %s", got)
+	}
+	if st := db.EvictStats(); st.Evicted == 0 || st.Reads == 0 || st.ReadErrors != 0 {
+		t.Errorf("eviction's counters %+v", st)
 	}
 }
