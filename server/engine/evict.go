@@ -47,8 +47,9 @@ var (
 	// slice (docs/architecture.md, "Reads that yield to writers").
 	evictSlice = 4096
 	// hotHead is how many jobs at the head of a queue's run_at order (the
-	// next a claim takes) stay resident: never evicted, and read back by
-	// each sweep when they were, so a claim's jobs are in memory.
+	// next a claim takes) stay resident: never evicted, and read back ten
+	// times a second when they were (evictLoop), so a claim's jobs are in
+	// memory.
 	hotHead = 16384
 	// evictSweep bounds the rows one sweep (a second's) examines.
 	evictSweep = 64 * 4096
