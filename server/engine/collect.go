@@ -56,21 +56,42 @@ func (p *plan) collect() ([]*Doc, error) {
 		return true
 	}
 	byID := func(id int64) bool { return visit(p.c.get(id)) }
-	switch p.acc {
-	case accScan:
-		p.c.docs.Scan(func(_ int64, d *Doc) bool { return visit(d) })
-	case accIDs, accHash:
+	switch {
+	case p.acc == accScan && p.count && p.where == nil && p.scope == nil && p.c.ttls == nil && p.c.ev != nil:
+		// Every row counts, and under eviction visiting them would read
+		// the evicted ones back from the file only to count them: the
+		// count is the id map's, as many rows as a scan would have read.
+		p.counted = p.c.Len()
+		p.rowsRead = p.counted
+	case p.acc == accScan:
+		p.c.scan(visit)
+	case p.acc == accIDs || p.acc == accHash:
+		if p.c.ev != nil && len(p.ids) > 1 {
+			// Under eviction the evicted among the ids are read back in
+			// one query, not one each.
+			ids, more := p.ids, true
+			for len(ids) > 0 && more {
+				n := min(len(ids), pageMax)
+				for _, d := range p.c.getMany(ids[:n]) {
+					if more = visit(d); !more {
+						break
+					}
+				}
+				ids = ids[n:]
+			}
+			break
+		}
 		for _, id := range p.ids {
 			if !byID(id) {
 				break
 			}
 		}
-	case accRange, accWalk:
+	case p.acc == accRange || p.acc == accWalk:
 		p.c.byField[p.field].(*sortedIndex).walk(p.lo, p.hi, p.desc, byID)
-	case accNearest:
+	case p.acc == accNearest:
 		// near (unlike order distance) answers only rows with a point.
 		p.c.byField[p.field].(*geoIndex).nearest(p.point, p.near, byID)
-	case accBox:
+	case p.acc == accBox:
 		var ids []int64
 		p.c.byField[p.field].(*geoIndex).box(p.boxMin, p.boxMax, func(id int64) bool {
 			ids = append(ids, id)

@@ -95,6 +95,9 @@ type Collection struct {
 	// touched is []string{Name}, the list a transaction that changes
 	// only this collection tells its subscribers (tx.touch); read only.
 	touched []string
+	// ev is the collection's eviction state under a memory limit, nil
+	// without one (evict.go).
+	ev *collEvict
 }
 
 func newCollection(name string, fields []Field) *Collection {
@@ -151,8 +154,13 @@ func (c *Collection) Fields() []Field { return c.s.fields }
 // Len returns the number of documents.
 func (c *Collection) Len() int { return c.docs.Len() }
 
+// get returns the document of id (nil if none), read back from the file
+// when it was evicted (evict.go).
 func (c *Collection) get(id int64) *Doc {
 	d, _ := c.docs.Get(id)
+	if d == evictedDoc {
+		return c.readOne(id)
+	}
 	return d
 }
 
@@ -169,6 +177,15 @@ func (c *Collection) field(name string) int {
 func (c *Collection) set(d *Doc) *Doc {
 	c.gen++
 	old, _ := c.docs.Set(d.ID, d)
+	if c.ev != nil {
+		// An evicted row is read back: its index entries go by its
+		// values, and an undo puts it back.
+		wasEvicted := old == evictedDoc
+		if wasEvicted {
+			old = c.readOne(d.ID)
+		}
+		c.ev.wrote(old, d, wasEvicted)
+	}
 	for _, x := range c.indexes {
 		if old != nil {
 			if u, ok := x.(unmoved); ok && u.same(old, d) {
@@ -192,6 +209,18 @@ func (c *Collection) delete(id int64) *Doc {
 	old, ok := c.docs.Delete(id)
 	if !ok {
 		return nil
+	}
+	if c.ev != nil {
+		wasEvicted := old == evictedDoc
+		if wasEvicted {
+			if old = c.readOne(id); old == nil {
+				// Not in the file (logged): its index entries stay.
+				c.ev.evicted--
+				c.gen++
+				return nil
+			}
+		}
+		c.ev.removed(old, wasEvicted)
 	}
 	c.gen++
 	for _, x := range c.indexes {

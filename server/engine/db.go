@@ -34,6 +34,12 @@ type Options struct {
 	// Inbound is handed to the store (store.Options.Inbound): the requests
 	// on their way to a commit, counted by the server that reads them.
 	Inbound *store.Inbound
+	// MemoryLimit, when positive, is the bytes the indexes and the
+	// resident rows may take before cold rows are evicted to the file
+	// (evict.go; docs/architecture.md, "Memory"). 0: every row stays in
+	// memory. Ignored for ":memory:" (nothing to read back); a cluster
+	// node is given none (cmd/fenec).
+	MemoryLimit int64
 }
 
 // A failed store is probed again after storeRetryMin, then at doubling
@@ -80,6 +86,8 @@ type DB struct {
 	// and bodies are cut from (commit): used only under the write lock.
 	wtx  tx
 	slab writeSlab
+	// ev is eviction's state; nil without a memory limit (evict.go).
+	ev *evictor
 }
 
 type pendingUnit struct {
@@ -106,12 +114,19 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	db.useStore(st)
+	if opts.MemoryLimit > 0 && db.keep {
+		db.ev = &evictor{limit: opts.MemoryLimit, src: st, log: opts.Log, loading: true}
+	}
 	seq, err := db.load(st)
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open %s: %w", opts.File, err)
 	}
 	db.seq = seq
+	if db.ev != nil {
+		db.loadedForEviction(seq)
+		go db.evictLoop()
+	}
 	return db, nil
 }
 
@@ -131,6 +146,7 @@ func (db *DB) replay(ch store.Change) error {
 			return err
 		}
 		c := newCollection(ch.Coll, fields)
+		db.attach(c)
 		if ch.ID > c.nextID {
 			c.nextID = ch.ID
 		}

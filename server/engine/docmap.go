@@ -1,6 +1,9 @@
 package engine
 
-import "slices"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // docMap is a collection's documents by id, in id order: a sorted list of
 // pages of up to pageMax documents each. It costs about 8 bytes a
@@ -11,6 +14,9 @@ import "slices"
 type docMap struct {
 	pages []*docPage // in id order; none empty
 	n     int
+	// track: Get marks the page it reads (docPage.ref) for eviction's
+	// clock (evict.go); set only under a memory limit.
+	track bool
 }
 
 // pageMax is the most documents a page holds: a page's insert moves up to
@@ -24,6 +30,10 @@ type docPage struct {
 	base int64
 	keys []int64
 	docs []*Doc
+	// ref is set by a point read (docMap.Get, when tracked) and cleared
+	// by eviction's clock hand: a page read since the hand last passed
+	// gets a second chance (evict.go).
+	ref atomic.Bool
 }
 
 func (p *docPage) key(i int) int64 {
@@ -147,6 +157,21 @@ func (m *docMap) Len() int { return m.n }
 
 // Get returns the document of id.
 func (m *docMap) Get(id int64) (*Doc, bool) {
+	if len(m.pages) == 0 {
+		return nil, false
+	}
+	p := m.pages[m.page(id)]
+	if i, ok := p.find(id); ok {
+		if m.track && !p.ref.Load() {
+			p.ref.Store(true)
+		}
+		return p.docs[i], true
+	}
+	return nil, false
+}
+
+// peek is Get without marking the page read.
+func (m *docMap) peek(id int64) (*Doc, bool) {
 	if len(m.pages) == 0 {
 		return nil, false
 	}

@@ -53,7 +53,9 @@ func (t *tx) execCreate(s *fenecql.CreateCollection) (*Result, error) {
 		}
 		fields[i] = Field{Name: f.Name, Type: f.Type, Index: f.Index, TTL: f.TTL}
 	}
-	t.create(newCollection(s.Name, fields))
+	c := newCollection(s.Name, fields)
+	t.db.attach(c)
+	t.create(c)
 	return affected(0), nil
 }
 

@@ -9,10 +9,14 @@ import (
 // Footprint is a collection's memory, estimated (DB.Footprints).
 type Footprint struct {
 	Name string
-	// Rows is the documents held in memory: every document stored, since
-	// no row is evicted to the file yet.
+	// Rows is the documents held in memory: every document stored
+	// without a memory limit; under one, those not evicted to the file.
 	Rows int
-	// IndexBytes is the id map's and the field indexes' entries alone: what
+	// Evicted is the documents whose rows are only in the file (their
+	// index entries stay in memory): 0 without a memory limit.
+	Evicted int
+	// IndexBytes is the id map's and the field indexes' entries alone, of
+	// every document, resident or evicted: what
 	// a server must keep in memory to find any row.
 	IndexBytes int64
 	// Bytes is the rows and their indexes.
@@ -78,13 +82,20 @@ func (db *DB) Footprints() []Footprint {
 	for name, c := range db.colls {
 		f := Footprint{Name: name, Rows: c.Len()}
 		f.IndexBytes = int64(f.Rows) * c.indexEntryBytes()
+		f.Bytes = f.IndexBytes
+		if c.ev != nil {
+			// Counted as rows are set and evicted (evict.go).
+			f.Rows, f.Evicted = c.ev.resident, c.ev.evicted
+			f.Bytes += c.ev.resBytes
+			out = append(out, f)
+			continue
+		}
 		var sampled, held int64
 		c.docs.Scan(func(_ int64, d *Doc) bool {
 			sampled++
 			held += int64(docHeader + len(d.row()))
 			return sampled < footprintSample
 		})
-		f.Bytes = f.IndexBytes
 		if sampled > 0 {
 			f.Bytes += int64(f.Rows) * (held / sampled)
 		}

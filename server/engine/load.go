@@ -54,6 +54,9 @@ type loader struct {
 	workers sync.WaitGroup
 	applied chan struct{} // closed when the applier returns
 	failed  atomic.Pointer[error]
+	// est is the estimated bytes loaded so far, under a memory limit
+	// (Collection.evictLoaded); the applier's.
+	est int64
 }
 
 // load rebuilds memory from st (store.Load) through a loader.
@@ -219,6 +222,14 @@ func (l *loader) apply() {
 			err := b.err
 			for i, d := range b.docs {
 				switch ch := b.changes[i]; {
+				case d != nil && ch.InTables && b.colls[i].ev != nil:
+					// A row as the tables hold it: not dirty, and
+					// evicted at once once the limit's share is loaded.
+					c := b.colls[i]
+					c.ev.clean = true
+					c.set(d)
+					c.ev.clean = false
+					c.evictLoaded(d, &l.est)
 				case d != nil:
 					b.colls[i].set(d)
 				case ch.Op == store.OpDelete:

@@ -339,7 +339,7 @@ func (c *Collection) nextFlip(tt timeTerm, params []fenecql.Value, now int64) (i
 	} else {
 		// No index to step along: every document is read for the least
 		// value past the edge.
-		c.docs.Scan(func(_ int64, d *Doc) bool {
+		c.scan(func(d *Doc) bool {
 			dv := d.val(f)
 			if !dv.IsNumber() && dv.Kind() != fenecql.KindTime {
 				return true

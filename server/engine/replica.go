@@ -254,11 +254,17 @@ func (db *DB) reopenLocked() error {
 	db.useStore(st)
 	db.st.Detach() // a cluster node's store, as SetReplicator made it
 	db.colls, db.created, db.made, db.meta, db.metaB, db.metaKinds, db.pending = map[string]*Collection{}, map[string]uint64{}, 0, map[string]Meta{}, 0, map[string]metaUse{}, nil
+	if db.ev != nil {
+		// Not given a limit by cmd/fenec, but kept right for an engine
+		// that is: rows evicted from now on are read from the new file.
+		db.ev.src, db.ev.loading = st, true
+	}
 	seq, err := db.load(st)
 	if err != nil {
 		db.setBroken(err)
 		return err
 	}
+	db.loadedForEviction(seq)
 	db.seq, db.repl.stored = seq, seq
 	db.moved(seq)
 	return nil

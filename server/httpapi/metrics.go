@@ -190,27 +190,37 @@ func (c documentsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// residentCollector reports, per collection, its rows held in memory and
-// their estimated bytes with their indexes' (engine.Footprint). Every row
-// is resident today: fenec_resident_rows is fenec_documents until rows are
-// evicted to the file.
+// residentCollector reports, per collection, its rows held in memory, its
+// rows evicted to the file (under --memory: engine/evict.go) and their
+// estimated bytes with their indexes' (engine.Footprint); and the rows
+// read back from the file.
 type residentCollector struct{ db *engine.DB }
 
 var (
-	residentRowsDesc  = prometheus.NewDesc("fenec_resident_rows", "Documents held in memory per collection (every one stored: none is evicted to the file yet).", []string{"collection"}, nil)
-	residentBytesDesc = prometheus.NewDesc("fenec_resident_bytes", "Estimated bytes of memory per collection: its rows (their encoded size, from a sample) and its indexes' entries.", []string{"collection"}, nil)
+	residentRowsDesc  = prometheus.NewDesc("fenec_resident_rows", "Documents whose rows are held in memory per collection: every one stored without --memory; under it, those not evicted to the file.", []string{"collection"}, nil)
+	evictedRowsDesc   = prometheus.NewDesc("fenec_evicted_rows", "Documents whose rows are only in the file per collection (evicted under --memory; their index entries stay in memory).", []string{"collection"}, nil)
+	residentBytesDesc = prometheus.NewDesc("fenec_resident_bytes", "Estimated bytes of memory per collection: its resident rows (their encoded size) and the index entries of all its documents.", []string{"collection"}, nil)
+	diskReadsDesc     = prometheus.NewDesc("fenec_disk_reads_total", "Evicted rows read back from the file (rate() gives reads from disk per second); 0 without --memory.", nil, nil)
+	evictedDesc       = prometheus.NewDesc("fenec_evictions_total", "Rows evicted from memory to the file since the server started (under --memory).", nil, nil)
 )
 
 func (c residentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- residentRowsDesc
+	ch <- evictedRowsDesc
 	ch <- residentBytesDesc
+	ch <- diskReadsDesc
+	ch <- evictedDesc
 }
 
 func (c residentCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, f := range c.db.Footprints() {
 		ch <- prometheus.MustNewConstMetric(residentRowsDesc, prometheus.GaugeValue, float64(f.Rows), f.Name)
+		ch <- prometheus.MustNewConstMetric(evictedRowsDesc, prometheus.GaugeValue, float64(f.Evicted), f.Name)
 		ch <- prometheus.MustNewConstMetric(residentBytesDesc, prometheus.GaugeValue, float64(f.Bytes), f.Name)
 	}
+	st := c.db.EvictStats()
+	ch <- prometheus.MustNewConstMetric(diskReadsDesc, prometheus.CounterValue, float64(st.Reads))
+	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(st.Evicted))
 }
 
 func buildInfo() (version, revision, goversion string) {

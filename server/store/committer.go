@@ -298,6 +298,9 @@ func (s *Store) foldLog() (more bool, err error) {
 	s.stats.Folds++
 	s.stats.LogBytes -= f.bytes
 	s.mu.Unlock()
+	// Chunks fold oldest first, so every seq up to this chunk's last is
+	// in the tables now (FoldedSeq).
+	s.foldedTo.Store(f.seq)
 	s.fmu.Lock()
 	f.forget()
 	s.folds = s.folds[1:]

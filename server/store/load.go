@@ -16,6 +16,7 @@ func (s *Store) openLog() error {
 	if err := s.conn.QueryRowContext(context.Background(), `SELECT value FROM state WHERE key = 'folded_seq'`).Scan(&s.folded); err != nil {
 		return fmt.Errorf("store: open %s: %w", s.path, err)
 	}
+	s.foldedTo.Store(s.folded)
 	sc, err := scanLog(s.path, s.log.Warn)
 	if err != nil {
 		return fmt.Errorf("store: %s: %w", s.path, err)
@@ -107,7 +108,7 @@ func (s *Store) load(ctx context.Context, fn func(Change) error) (uint64, error)
 			if err := r.Scan(&id, &raw); err != nil {
 				return err
 			}
-			d := Change{Op: OpPut, Coll: c.Coll, ID: id}
+			d := Change{Op: OpPut, Coll: c.Coll, ID: id, InTables: true}
 			if raw != nil {
 				d.Body, slab = cutBody(slab, raw)
 			}

@@ -117,6 +117,10 @@ type Change struct {
 	Key     string
 	Body    []byte
 	Expires int64
+	// InTables is set by Load on a put read from the docs table (not from
+	// the log): the file's tables hold this very version of the document,
+	// so ReadDocs gives it back until a later change to it is folded.
+	InTables bool
 }
 
 // Options configure Open.
@@ -217,6 +221,10 @@ type Store struct {
 	conn     *sql.Conn // the one connection, used under wmu once Load is done
 	wal      *os.File  // SQLite's WAL, opened by the store too: dropFolded syncs it
 	folded   uint64    // folded_seq at open
+	// foldedTo is the last seq every change up to which is in the tables
+	// (FoldedSeq): folded_seq at open, then each whole chunk's last seq
+	// once its fold committed (foldLog).
+	foldedTo atomic.Uint64
 	replay   []logRecord
 
 	// wmu is the writer's: one group write, fold, probe or backup at a

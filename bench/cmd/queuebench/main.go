@@ -154,6 +154,8 @@ func main() {
 	flag.BoolVar(&mo.breakdown, "memory-breakdown", true, "-mode memory: measure the Go heap per structure in process (seven engines of -jobs each) before the server and Redis")
 	flag.DurationVar(&mo.limit, "memory-limit", 30*time.Minute, "-mode memory: the longest the run may take; a fill still going past it fails the run")
 	flag.StringVar(&mo.file, "memory-out", mo.file, "-mode memory: the results `file`'s name in -out")
+	flag.StringVar(&mo.evict, "evict-memory", "", "-mode memory: a --memory `size` (1GiB): instead of the memory per job, the same file served with every row in memory and under that --memory (rows evicted to the file), into memory-limit.md")
+	flag.DurationVar(&mo.drive, "evict-drive", 20*time.Second, "-mode memory with -evict-memory: how long 16 workers claim and ack on each server")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)
@@ -204,6 +206,12 @@ func main() {
 		}
 		return
 	case "memory":
+		if mo.evict != "" {
+			if err := runMemoryLimit(cfg.bin, cfg.dir, cfg.note, cfg.jobs, *out, mo); err != nil {
+				fail(err)
+			}
+			return
+		}
 		if err := runMemory(cfg.bin, cfg.dir, cfg.note, cfg.jobs, cfg.install, *out, mo); err != nil {
 			fail(err)
 		}

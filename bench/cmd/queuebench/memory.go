@@ -365,6 +365,10 @@ type memOptions struct {
 	limit time.Duration
 	// file is the results file's name in out.
 	file string
+	// evict, when set, is a --memory size: the run is runMemoryLimit's
+	// instead (memlimit.go), its workers driven for drive.
+	evict string
+	drive time.Duration
 }
 
 // runMemory is -mode memory: the three parts, printed as markdown and,

@@ -148,7 +148,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.idemTTL, "idempotency-ttl", httpapi.DefaultIdempotencyTTL, "how long an Idempotency-Key and its answer are kept")
 	fs.IntVar(&o.idemKeys, "idempotency-max-keys", httpapi.DefaultIdempotencyMaxKeys, "the most Idempotency-Keys held; past it a write under a new key is refused (503 key_limit), unrun")
 	fs.Int64Var(&o.idemBytes, "idempotency-max-bytes", httpapi.DefaultIdempotencyMaxBytes, "the most `bytes` of Idempotency-Key answers held; past it a write under a new key is refused (503 key_limit), unrun")
-	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live. Below what the file's indexes alone need, the server does not start (it says how much they need); past it while serving, it serves on and logs it once a minute: every row is held in memory, and none is evicted to the file yet (default: GOMEMLIMIT, else half again what is live, at least 512MiB and at most half the machine's memory)")
+	fs.Var(&o.memory, "memory", "a soft limit on the server's memory, as `size` (512MiB, 2GiB, 300MB or bytes): the collector works harder as the heap nears it, rather than letting it grow to five times what is live. Below what the file's indexes alone need, the server does not start (it says how much they need); above it, rows not written since the last fold and not at a queue's head are evicted to the file and read back when reached (a lone server with a file; docs/operations.md, Memory); past it while serving, it serves on and logs it once a minute (default: GOMEMLIMIT, else half again what is live, at least 512MiB and at most half the machine's memory, and nothing is evicted)")
 	fs.Int64Var(&o.maxBody, "max-body", httpapi.DefaultMaxBody, "the largest request body, in `bytes` (larger is 413)")
 	fs.DurationVar(&o.statementTimeout, "statement-timeout", httpapi.DefaultStatementTimeout, "stop a request's statements after this long (a held claim's waiting excluded): they write nothing and are answered 503 statement_timeout")
 	fs.DurationVar(&o.readTimeout, "read-timeout", httpapi.DefaultReadTimeout, "stop a request that only reads after this long: it is answered 503 statement_timeout")
@@ -297,7 +297,14 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		inbound = store.NewInbound(0)
 	}
 	loaded := httpapi.Loading()
-	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, Log: log, Inbound: inbound})
+	// Under --memory a lone server evicts cold rows to the file
+	// (docs/operations.md, "Memory"); a cluster node does not: its
+	// file is written from the replicated log, behind memory.
+	var limit int64
+	if o.cluster.id == "" {
+		limit = int64(o.memory)
+	}
+	db, err := engine.Open(engine.Options{File: o.file, Sync: syncMode, Clock: clk, Log: log, Inbound: inbound, MemoryLimit: limit})
 	loaded()
 	if err != nil {
 		return err

@@ -63,29 +63,44 @@ func memoryFile(t *testing.T) string {
 // name and labels as written ("fenec_resident_rows{collection=\"jobs\"}").
 func metricValue(t *testing.T, c *apitest.Client, series string) float64 {
 	t.Helper()
+	return metricValues(t, c, series)[0]
+}
+
+// metricValues returns the values of several lines of one scrape: rows
+// move between resident and evicted from one scrape to the next.
+func metricValues(t *testing.T, c *apitest.Client, series ...string) []float64 {
+	t.Helper()
 	r, err := c.Do("GET", "/_metrics", nil, nil)
 	if err != nil || r.Status != 200 {
 		t.Fatalf("/_metrics: %v %v", err, r)
 	}
-	for _, line := range strings.Split(string(r.Body), "\n") {
-		if v, ok := strings.CutPrefix(line, series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
+	out := make([]float64, len(series))
+	for i, name := range series {
+		found := false
+		for _, line := range strings.Split(string(r.Body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				out[i], found = f, true
+				break
 			}
-			return f
+		}
+		if !found {
+			t.Fatalf("no %s in /_metrics", name)
 		}
 	}
-	t.Fatalf("no %s in /_metrics", series)
-	return 0
+	return out
 }
 
 // TestMemoryLimits: a --memory below what the file's indexes alone need is
 // refused at start, with status 1 and a message that gives the figure
-// needed; at the figure it names the server starts, and although its live
-// heap (every row is in memory) is past the limit, it serves claims and
-// acks, logs it, counts it in fenec_memory_over_limit_total and reports
-// its rows and their bytes.
+// needed; at the figure it names the server starts, with rows evicted to
+// the file (the indexes alone take most of the limit), and although its
+// live heap is past the limit, it serves claims and acks, reads evicted
+// rows back, logs it, counts it in fenec_memory_over_limit_total and
+// reports its rows, the evicted, their bytes and the reads from disk.
 func TestMemoryLimits(t *testing.T) {
 	t.Parallel()
 	file := memoryFile(t)
@@ -134,8 +149,22 @@ func TestMemoryLimits(t *testing.T) {
 	if got := metricValue(t, c, "fenec_memory_over_limit_total"); got != 1 {
 		t.Errorf("fenec_memory_over_limit_total %v, want 1 (once a minute at most)", got)
 	}
-	if got := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`); got != memoryJobs {
-		t.Errorf("fenec_resident_rows %v, want %d", got, memoryJobs)
+	rows := metricValues(t, c, `fenec_resident_rows{collection="jobs"}`, `fenec_evicted_rows{collection="jobs"}`)
+	resident, evicted := rows[0], rows[1]
+	if resident+evicted != memoryJobs || evicted == 0 {
+		t.Errorf("fenec_resident_rows %v, fenec_evicted_rows %v: want %d in all, some evicted", resident, evicted, memoryJobs)
+	}
+	if got := metricValue(t, c, "fenec_evictions_total"); got < evicted {
+		t.Errorf("fenec_evictions_total %v, less than the %v rows evicted", got, evicted)
+	}
+	// A filter no index answers reads every row: the evicted from the file.
+	r := c.MustQuery(`get jobs where attempts = 0 count`)
+	if !strings.Contains(string(r.Body), fmt.Sprintf(`"count":%d`, memoryJobs)) {
+		t.Errorf("count over evicted rows: %s", r.Body)
+	}
+	// (Not as many as evicted then: a head read back meanwhile is resident.)
+	if got := metricValue(t, c, "fenec_disk_reads_total"); got == 0 {
+		t.Errorf("fenec_disk_reads_total %v after a scan of %v evicted rows", got, evicted)
 	}
 	if got := metricValue(t, c, `fenec_resident_bytes{collection="jobs"}`); got < need*(1<<20) {
 		t.Errorf("fenec_resident_bytes %v, less than the indexes alone (%.1f MiB)", got, need)
@@ -150,8 +179,10 @@ func TestMemoryLimits(t *testing.T) {
 		}
 		c.MustQuery(`del jobs where id = $1 and owner = "w1" require 1`, ids[0].ID)
 	}
-	if got := metricValue(t, c, `fenec_resident_rows{collection="jobs"}`); got != memoryJobs-20 {
-		t.Errorf("fenec_resident_rows %v after 20 acks, want %d", got, memoryJobs-20)
+	rows = metricValues(t, c, `fenec_resident_rows{collection="jobs"}`, `fenec_evicted_rows{collection="jobs"}`)
+	resident, evicted = rows[0], rows[1]
+	if resident+evicted != memoryJobs-20 {
+		t.Errorf("fenec_resident_rows %v and fenec_evicted_rows %v after 20 acks, want %d in all", resident, evicted, memoryJobs-20)
 	}
 	// With FENEC_TEST_BIN built -race, the watch and the scrapes beside
 	// the requests are checked too.

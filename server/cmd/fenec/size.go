@@ -51,17 +51,18 @@ func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1
 // indexes alone need. The figure is engine.Footprint's IndexBytes: each
 // collection's documents times the estimated bytes of one entry in its id
 // map and in each of its field indexes (engine/footprint.go, measured in
-// bench/results/memory.md). It leaves out the rows themselves, which a
-// server could leave in the file, so it is a floor: a --memory above it
-// may still be past what the server holds today (every row is in memory),
-// and the server then serves on and reports it (httpapi.WatchMemory).
+// bench/results/memory.md). It leaves out the rows themselves, which the
+// server evicts to the file under the limit (engine/evict.go), so it is a
+// floor: a --memory above it may still be past what the server holds (the
+// rows it may not evict, the collector's headroom), and the server then
+// serves on and reports it (httpapi.WatchMemory).
 func checkMemory(limit int64, fps []engine.Footprint) error {
 	var need int64
 	var parts []string
 	for _, f := range fps {
 		if f.IndexBytes > 0 {
 			need += f.IndexBytes
-			parts = append(parts, fmt.Sprintf("%s: %d documents, %s", f.Name, f.Rows, mib(f.IndexBytes)))
+			parts = append(parts, fmt.Sprintf("%s: %d documents, %s", f.Name, f.Rows+f.Evicted, mib(f.IndexBytes)))
 		}
 	}
 	if limit >= need {
