@@ -84,11 +84,18 @@ type collEvict struct {
 	// cover it to the seq its write takes (an upper bound): it may be
 	// evicted once the store's FoldedSeq reaches that. A row not in it is
 	// as the tables hold it.
-	dirty    map[int64]uint64
-	resident int
-	evicted  int
-	resBytes int64 // the resident rows' bytes: header and block
-	hand     int64 // the id the clock hand is at
+	dirty map[int64]uint64
+	// written holds dirty's rows with their writes' seqs, in the order
+	// written (the seqs never decrease), from writtenAt on: forget drops,
+	// from its front, the rows a fold has covered. Without it only a sweep
+	// that reaches a row would drop it from dirty, and a server under its
+	// limit (no sweep) would keep an entry for every row ever written.
+	written   []dirtyRow
+	writtenAt int
+	resident  int
+	evicted   int
+	resBytes  int64 // the resident rows' bytes: header and block
+	hand      int64 // the id the clock hand is at
 	// clean: the row being set is as the tables hold it (Load's, from
 	// the docs table), so it is not dirty.
 	clean bool
@@ -97,6 +104,55 @@ type collEvict struct {
 	// read back, with no eviction between, is the same eviction of the
 	// same version.
 	evictions uint64
+}
+
+// dirtyRow is a row written, and the seq its write takes at most.
+type dirtyRow struct {
+	id  int64
+	seq uint64
+}
+
+// forgetSlice bounds the rows forget drops in one hold of the write lock.
+const forgetSlice = 16384
+
+// forget drops from dirty, up to forgetSlice of them, the rows whose last
+// write folded covers: they are as the tables hold them. It reports
+// whether any such row is left for another call. The write lock is held.
+func (e *collEvict) forget(folded uint64) (more bool) {
+	i, n := e.writtenAt, 0
+	for ; i < len(e.written) && e.written[i].seq <= folded; i, n = i+1, n+1 {
+		if n == forgetSlice {
+			more = true
+			break
+		}
+		w := e.written[i]
+		if s, ok := e.dirty[w.id]; ok && s == w.seq {
+			delete(e.dirty, w.id) // not written again since
+		}
+	}
+	e.writtenAt = i
+	switch {
+	case i == len(e.written):
+		e.written, e.writtenAt = e.written[:0], 0
+	case i > 4096 && i > len(e.written)/2:
+		k := copy(e.written, e.written[i:])
+		e.written, e.writtenAt = e.written[:k], 0
+	}
+	return more
+}
+
+// forgetFolded drops, in every collection, the dirty rows the store's
+// folds have covered, a slice at a time under the write lock.
+func (db *DB) forgetFolded() {
+	folded := db.ev.src.FoldedSeq()
+	for more := true; more; {
+		more = false
+		db.lock()
+		for _, c := range db.colls {
+			more = c.ev.forget(folded) || more
+		}
+		db.mu.Unlock()
+	}
 }
 
 func (db *DB) newCollEvict() *collEvict {
@@ -138,8 +194,12 @@ func (e *collEvict) wrote(old, d *Doc, wasEvicted bool) {
 	e.resBytes += rowBytes(d)
 	if e.clean {
 		delete(e.dirty, d.ID)
-	} else {
-		e.dirty[d.ID] = e.writeSeq()
+		return
+	}
+	s := e.writeSeq()
+	e.dirty[d.ID] = s
+	if s != math.MaxUint64 { // Load's: noted in written once its seq is known
+		e.written = append(e.written, dirtyRow{d.ID, s})
 	}
 }
 
@@ -309,6 +369,7 @@ func (db *DB) Evict() int {
 		return 0
 	}
 	db.restoreHeads()
+	db.forgetFolded()
 	db.lock()
 	est := db.estimateLocked()
 	if float64(est) <= evictStart*float64(db.ev.limit) {
@@ -563,6 +624,7 @@ func (db *DB) loadedForEviction(seq uint64) {
 		for id, s := range c.ev.dirty {
 			if s == math.MaxUint64 {
 				c.ev.dirty[id] = seq
+				c.ev.written = append(c.ev.written, dirtyRow{id, seq})
 			}
 		}
 	}

@@ -444,6 +444,15 @@ func TestEvictionConcurrent(t *testing.T) {
 		}
 		mustExec(t, db, `put jobs [`+strings.Join(docs, ",")+`]`)
 	}
+	// A first sweep before the workers start: rows are evicted whatever
+	// the scheduling (under -race the workers could otherwise take every
+	// job before the sweeper's first turn), and claims read them back.
+	if err := db.st.Fold(); err != nil {
+		t.Fatal(err)
+	}
+	if db.Evict() == 0 {
+		t.Fatal("the first sweep evicted nothing")
+	}
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg, workers sync.WaitGroup
@@ -529,5 +538,47 @@ func TestEvictionConcurrent(t *testing.T) {
 	}
 	if st := db.EvictStats(); st.Evicted == 0 || st.Reads == 0 || st.ReadErrors != 0 {
 		t.Errorf("eviction's counters %+v", st)
+	}
+}
+
+// TestEvictionForgetsFoldedWrites: a server under its limit (no sweep
+// evicts) keeps no note of rows written before the last fold — the notes
+// of rows written since, and only those.
+func TestEvictionForgetsFoldedWrites(t *testing.T) {
+	smallEviction(t)
+	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1 << 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, `create collection c (a int)`)
+	for i := 0; i < 3*forgetSlice/1000+1; i++ {
+		mustExec(t, db, `put c [`+strings.Repeat(`{a: 1},`, 999)+`{a: 1}]`)
+	}
+	mustExec(t, db, `set c {a: 2} where id <= 10`)
+	c := db.colls["c"]
+	wrote := len(c.ev.dirty)
+	if wrote < 3*forgetSlice {
+		t.Fatalf("%d rows noted as written, want every row put", wrote)
+	}
+	db.Evict()
+	if len(c.ev.dirty) != wrote {
+		t.Fatalf("before a fold: %d rows noted, want %d", len(c.ev.dirty), wrote)
+	}
+	if err := db.st.Fold(); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, db, `set c {a: 3} where id <= 5`) // after the fold: noted
+	db.Evict()
+	if f := db.Footprints()[0]; f.Evicted != 0 {
+		t.Fatalf("%+v: a limit of a TiB evicted rows", f)
+	}
+	if left := len(c.ev.written) - c.ev.writtenAt; len(c.ev.dirty) != 5 || left != 5 {
+		t.Fatalf("after a fold: %d rows noted (%d in order), want the 5 written since", len(c.ev.dirty), left)
+	}
+	for id := int64(1); id <= 5; id++ {
+		if _, ok := c.ev.dirty[id]; !ok {
+			t.Errorf("row %d, written after the fold, is not noted", id)
+		}
 	}
 }
