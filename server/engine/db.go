@@ -411,7 +411,14 @@ func (db *DB) commitUnwaited(ctx context.Context, body func(t *tx) ([]*Result, e
 	// slices of their own).
 	t := &db.wtx
 	*t = tx{db: db, write: true, ctx: ctx}
+	failures := db.readBackFailures()
 	rs, err = body(t)
+	if err == nil {
+		// A row of the file not read back (runAll says at which
+		// statement; this catches the other bodies): the write saw a
+		// collection without it, and is undone rather than committed so.
+		err = db.readBackFailed(failures)
+	}
 	if err != nil {
 		t.rollback()
 		*t = tx{}

@@ -73,6 +73,10 @@ type evictor struct {
 	// Counters for the metrics; atomics, since reads (under the read
 	// lock) read rows back.
 	reads, queries, evicted, readErrs atomic.Uint64
+	// failedUnder counts the reads back made under a lock (a statement's)
+	// that failed: a statement that saw it move is answered an error
+	// (DB.readBackFailed), not a row fewer.
+	failedUnder atomic.Uint64
 }
 
 // collEvict is a collection's eviction state. Its fields are written under
@@ -215,13 +219,46 @@ func (e *collEvict) removed(old *Doc, wasEvicted bool) {
 }
 
 // readBack reads the evicted rows of ids from the store, decoded, in the
-// order of ids (nil where the table has none: that would be a broken
-// invariant, logged and counted).
+// order of ids (nil where the table has none, or the read failed: logged
+// and counted, and the statement reading is then answered an error by
+// readBackFailed — a read back that failed must not pass for a row that
+// is not there, nor a write go on without the row it replaces).
 // A lock is held, which keeps the evictor's source (the store) from
 // changing (reopenLocked); readBackFrom is for a caller that holds none.
-func (c *Collection) readBack(ids []int64) []*Doc { return c.readBackFrom(c.ev.ev.src, ids) }
+func (c *Collection) readBack(ids []int64) []*Doc {
+	out, ok := c.readBackFrom(c.ev.ev.src, ids)
+	if !ok {
+		c.ev.ev.failedUnder.Add(1)
+	}
+	return out
+}
 
-func (c *Collection) readBackFrom(src rowSource, ids []int64) []*Doc {
+// readBackFailures is the count readBackFailed compares: take it before a
+// statement runs.
+func (db *DB) readBackFailures() uint64 {
+	if db.ev == nil {
+		return 0
+	}
+	return db.ev.failedUnder.Load()
+}
+
+// readBackFailed returns the error of a statement during which a read back
+// failed (since readBackFailures gave before), else nil. Reads that run
+// side by side share the count, so a read beside the failed one is
+// answered the error too: the file could not give back a row, and an
+// answer that may miss rows is no answer.
+func (db *DB) readBackFailed(before uint64) error {
+	if db.ev == nil || db.ev.failedUnder.Load() == before {
+		return nil
+	}
+	return unavailableError(errReadBack, "a row evicted to the file could not be read back")
+}
+
+// errReadBack is the cause of readBackFailed's error (the log has the
+// store's own).
+var errReadBack = errors.New("the file did not give the row back (see the server's log)")
+
+func (c *Collection) readBackFrom(src rowSource, ids []int64) (docs []*Doc, ok bool) {
 	e := c.ev.ev
 	out := make([]*Doc, len(ids))
 	sorted := append([]int64(nil), ids...)
@@ -242,20 +279,22 @@ func (c *Collection) readBackFrom(src rowSource, ids []int64) []*Doc {
 	}
 	e.reads.Add(uint64(len(ids)))
 	if errors.Is(err, store.ErrClosed) {
-		return out // a sweep or a read that outlived Close
+		return out, false // a sweep or a read that outlived Close
 	}
 	if err != nil {
 		e.readErrs.Add(1)
 		e.log.Error("evicted rows could not be read back", "collection", c.Name, "rows", len(ids), "err", err)
-		return out
+		return out, false
 	}
+	ok = true
 	for i, d := range out {
 		if d == nil {
+			ok = false
 			e.readErrs.Add(1)
 			e.log.Error("an evicted row is not in the file", "collection", c.Name, "id", ids[i])
 		}
 	}
-	return out
+	return out, ok
 }
 
 // readOne reads back the evicted row of id.
@@ -595,7 +634,7 @@ func (db *DB) restoreHeads() {
 	}
 	db.mu.RUnlock()
 	for _, w := range wants {
-		back := w.c.readBackFrom(src, w.ids)
+		back, _ := w.c.readBackFrom(src, w.ids) // a row not read stays evicted
 		db.lock()
 		if db.colls[w.c.Name] == w.c && db.ev.src == src && w.c.ev.evictions == w.evictions {
 			e := w.c.ev

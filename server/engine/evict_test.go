@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -581,4 +583,54 @@ func TestEvictionForgetsFoldedWrites(t *testing.T) {
 			t.Errorf("row %d, written after the fold, is not noted", id)
 		}
 	}
+}
+
+// failingSource is a store that cannot give rows back.
+type failingSource struct{ rowSource }
+
+func (failingSource) ReadDocs(string, []int64, func(int64, []byte)) error {
+	return errors.New("disk read error")
+}
+
+// TestEvictionReadBackFailure: a statement that needs a row the file does
+// not give back is answered unavailable, naming it — not an answer a row
+// short — and a write that needed one is undone: once the file reads
+// again, every row is as it was.
+func TestEvictionReadBackFailure(t *testing.T) {
+	smallEviction(t)
+	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	mustExec(t, db, `create collection c (a int @hash, b text)`)
+	for i := 0; i < 20; i++ {
+		mustExec(t, db, `put c {a: $1, b: "x"}`, i)
+	}
+	if err := db.st.Fold(); err != nil {
+		t.Fatal(err)
+	}
+	if db.Evict() != 20 {
+		t.Fatalf("%+v: want every row evicted", db.Footprints()[0])
+	}
+	src := db.ev.src
+	db.lock()
+	db.ev.src = failingSource{src}
+	db.mu.Unlock()
+	for _, q := range []string{`get c where a = 3`, `get c order b`, `set c {b: "y"} where a < 10`, `del c where a = 4`} {
+		_, err := db.Exec(context.Background(), q, nil)
+		if !errors.Is(err, ErrUnavailable) || !strings.Contains(fmt.Sprint(err), "could not be read back") {
+			t.Errorf("%s with the file failing: %v; want unavailable", q, err)
+		}
+	}
+	db.lock()
+	db.ev.src = src
+	db.mu.Unlock()
+	if got := answer(mustExec(t, db, `get c where b = "x" count`)); got != `[{"count":20}]` {
+		t.Errorf("after the failed writes: %s; want every row as it was", got)
+	}
+	if got := answer(mustExec(t, db, `get c where a = 4 select a`)); got != `[{"a":4}]` {
+		t.Errorf("the row a failed delete needed: %s", got)
+	}
+	checkCounts(t, db)
 }

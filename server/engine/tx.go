@@ -69,10 +69,16 @@ func (t *tx) runAll(ps []Parsed) ([]*Result, error) {
 	if len(ps) > 1 {
 		t.counts = make([]Result, len(ps))
 	}
+	failures := t.db.readBackFailures()
 	for i, p := range ps {
 		t.at = i
 		t.scope = p.Scope
 		r, err := t.exec(p.Stmt, p.Params)
+		if err == nil {
+			// A row evicted to the file that could not be read back: the
+			// statement's answer would lack it (evict.go).
+			err = t.db.readBackFailed(failures)
+		}
 		if err != nil {
 			return nil, &BatchError{At: i, Err: err}
 		}

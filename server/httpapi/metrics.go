@@ -202,6 +202,7 @@ var (
 	residentBytesDesc = prometheus.NewDesc("fenec_resident_bytes", "Estimated bytes of memory per collection: its resident rows (their encoded size) and the index entries of all its documents.", []string{"collection"}, nil)
 	diskReadsDesc     = prometheus.NewDesc("fenec_disk_reads_total", "Evicted rows read back from the file (rate() gives reads from disk per second); 0 without --memory.", nil, nil)
 	evictedDesc       = prometheus.NewDesc("fenec_evictions_total", "Rows evicted from memory to the file since the server started (under --memory).", nil, nil)
+	readErrorsDesc    = prometheus.NewDesc("fenec_disk_read_errors_total", "Reads back of evicted rows that failed (an I/O error, or a row not in the file): each logged, its statement answered unavailable.", nil, nil)
 )
 
 func (c residentCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -210,6 +211,7 @@ func (c residentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- residentBytesDesc
 	ch <- diskReadsDesc
 	ch <- evictedDesc
+	ch <- readErrorsDesc
 }
 
 func (c residentCollector) Collect(ch chan<- prometheus.Metric) {
@@ -221,6 +223,7 @@ func (c residentCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.db.EvictStats()
 	ch <- prometheus.MustNewConstMetric(diskReadsDesc, prometheus.CounterValue, float64(st.Reads))
 	ch <- prometheus.MustNewConstMetric(evictedDesc, prometheus.CounterValue, float64(st.Evicted))
+	ch <- prometheus.MustNewConstMetric(readErrorsDesc, prometheus.CounterValue, float64(st.ReadErrors))
 }
 
 func buildInfo() (version, revision, goversion string) {

@@ -71,7 +71,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, t.TempDir()+"/m.db", nil)
 	before := scrape(t, ts)
-	for _, name := range []string{"fenec_build_info", "go_goroutines", "process_cpu_seconds_total", "fenec_idempotency_keys", "fenec_memory_over_limit_total", "fenec_disk_reads_total", "fenec_evictions_total"} {
+	for _, name := range []string{"fenec_build_info", "go_goroutines", "process_cpu_seconds_total", "fenec_idempotency_keys", "fenec_memory_over_limit_total", "fenec_disk_reads_total", "fenec_evictions_total", "fenec_disk_read_errors_total"} {
 		if before[name] == nil {
 			t.Errorf("no %s", name)
 		}
@@ -99,6 +99,7 @@ func TestMetrics(t *testing.T) {
 		{"fenec_evicted_rows", map[string]string{"collection": "jobs"}, 0}, // no --memory: nothing evicted
 		{"fenec_disk_reads_total", nil, 0},
 		{"fenec_evictions_total", nil, 0},
+		{"fenec_disk_read_errors_total", nil, 0},
 		{"fenec_memory_over_limit_total", nil, 0}, // no --memory watched here
 		{"fenec_idempotency_keys", nil, 1},
 		{"fenec_store_commit_seconds", nil, -1}, // -1: rose
