@@ -25,6 +25,21 @@ func smallEviction(t *testing.T) {
 	t.Cleanup(func() { evictSlice, hotHead, evictSweep = slice, head, sweep })
 }
 
+// openEvicting opens a database on a file of its own under limit (1: every
+// row that may go does, at each sweep), with smallEviction's sizes, closed
+// when the test ends.
+func openEvicting(t *testing.T, limit int64, log *slog.Logger) (*DB, *clock.Manual) {
+	t.Helper()
+	smallEviction(t)
+	clk := clock.NewManual()
+	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clk, MemoryLimit: limit, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, clk
+}
+
 // evictPair is the same database twice: every row in memory (all), and
 // under a memory limit of one byte (tiny), so that every row that may go
 // to the file does, after every fold.
@@ -229,13 +244,7 @@ func TestEvictionAnswersAsMemory(t *testing.T) {
 // memory whatever the limit, and goes once a fold covers it; no limit, or
 // a ":memory:" file, evicts nothing.
 func TestEvictionKeepsDirtyRows(t *testing.T) {
-	smallEviction(t)
-	clk := clock.NewManual()
-	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clk, MemoryLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, clk := openEvicting(t, 1, nil)
 	mustExec(t, db, `create collection c (a int, b text)`)
 	for i := 0; i < 50; i++ {
 		mustExec(t, db, `put c {a: $1, b: "x"}`, i)
@@ -372,13 +381,7 @@ func TestEvictionFailureUndo(t *testing.T) {
 // reach evicted jobs; a claim finding no job ready reads nothing from the
 // file, whatever its index holds.
 func TestEvictionClaimsFromMemory(t *testing.T) {
-	smallEviction(t)
-	clk := clock.NewManual()
-	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clk, MemoryLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, clk := openEvicting(t, 1, nil)
 	mustExec(t, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text)`)
 	for i := 0; i < 50; i++ {
 		mustExec(t, db, `put jobs {payload: {"i": $1}, run_at: now() + $2}`, i, int64(i)*1000)
@@ -431,12 +434,7 @@ func TestEvictionClaimsFromMemory(t *testing.T) {
 // one byte: every job is acked exactly once, no read back fails, and rows
 // were evicted and read back meanwhile (run with -race too).
 func TestEvictionConcurrent(t *testing.T) {
-	smallEviction(t)
-	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openEvicting(t, 1, nil)
 	mustExec(t, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text, tag text @hash)`)
 	const jobs = 1200
 	for i := 0; i < jobs; i += 100 {
@@ -547,12 +545,7 @@ func TestEvictionConcurrent(t *testing.T) {
 // evicts) keeps no note of rows written before the last fold — the notes
 // of rows written since, and only those.
 func TestEvictionForgetsFoldedWrites(t *testing.T) {
-	smallEviction(t)
-	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1 << 40})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openEvicting(t, 1<<40, nil)
 	mustExec(t, db, `create collection c (a int)`)
 	for i := 0; i < 3*forgetSlice/1000+1; i++ {
 		mustExec(t, db, `put c [`+strings.Repeat(`{a: 1},`, 999)+`{a: 1}]`)
@@ -597,12 +590,7 @@ func (failingSource) ReadDocs(string, []int64, func(int64, []byte)) error {
 // short — and a write that needed one is undone: once the file reads
 // again, every row is as it was.
 func TestEvictionReadBackFailure(t *testing.T) {
-	smallEviction(t)
-	db, err := Open(Options{File: filepath.Join(t.TempDir(), "f.db"), Clock: clock.NewManual(), MemoryLimit: 1, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, _ := openEvicting(t, 1, slog.New(slog.DiscardHandler))
 	mustExec(t, db, `create collection c (a int @hash, b text)`)
 	for i := 0; i < 20; i++ {
 		mustExec(t, db, `put c {a: $1, b: "x"}`, i)
