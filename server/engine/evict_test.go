@@ -485,7 +485,8 @@ func TestEvictionConcurrent(t *testing.T) {
 			}
 		}()
 	}
-	for _, q := range []string{`get jobs where payload.n >= 0 count`, `get jobs where tag = "t2" order id limit 20`, `get jobs where owner is null order run_at desc limit 7`} {
+	// untilStop runs step again and again until stop, or until it fails.
+	untilStop := func(step func() error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -495,29 +496,21 @@ func TestEvictionConcurrent(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := db.Exec(ctx, q, nil); err != nil {
+				if err := step(); err != nil {
 					errs <- err
 					return
 				}
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if err := db.st.Fold(); err != nil {
-				errs <- err
-				return
-			}
-			db.Evict()
-		}
-	}()
+	for _, q := range []string{`get jobs where payload.n >= 0 count`, `get jobs where tag = "t2" order id limit 20`, `get jobs where owner is null order run_at desc limit 7`} {
+		untilStop(func() error { _, err := db.Exec(ctx, q, nil); return err })
+	}
+	untilStop(func() error {
+		err := db.st.Fold()
+		db.Evict()
+		return err
+	})
 	workers.Wait()
 	close(stop)
 	wg.Wait()
