@@ -45,6 +45,9 @@ mutations=(
   "store: the fold's range delete steps over a gap of one id (deletes a document that stays)@@store/fold.go@@		for j < len(keys) \&\& keys[j].id == keys[j-1].id+1 {@@		for j < len(keys) \&\& keys[j].id <= keys[j-1].id+2 {@@./store"
   "cluster: an entry made by memory of another term is applied, not skipped@@cluster/node.go@@tagged \&\& term != l.Term {@@tagged \&\& false \&\& term != l.Term {@@./cluster"
   "httpapi: a request after an idle spell does not wake the sleeping sweeper (its watch never starts)@@httpapi/internal/h1/conn.go@@	c.s.wakeSweep()@@	_ = c.s.wakeSweep@@./httpapi/internal/h1"
+  "engine: evict a row whose latest write is not folded yet@@engine/evict.go@@				if s > folded {@@				if false \&\& s > folded {@@./engine"
+  "engine: a read back that failed passes for a row not there@@engine/evict.go@@	if db.ev == nil || db.ev.failedUnder.Load() == before {@@	if true || db.ev == nil {@@./engine ./httpapi"
+  "engine: a fold forgets a row written again after it@@engine/evict.go@@		if s, ok := e.dirty[w.id]; ok \&\& s == w.seq {@@		if _, ok := e.dirty[w.id]; ok {@@./engine"
 )
 
 only=("$@")

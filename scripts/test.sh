@@ -30,7 +30,7 @@ GO=${GO:-go}
 NPM=${NPM:-npm}
 MVN=${MVN:-mvn}
 STRICT=${FENEC_STRICT:-0}
-LOGS=$(mktemp -d "${TMPDIR:-/tmp}/fenec-test.XXXXXX")
+LOGS=$(mktemp -d) # in $TMPDIR, else /tmp
 
 have() { command -v "$1" >/dev/null 2>&1; }
 

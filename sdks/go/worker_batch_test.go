@@ -392,6 +392,20 @@ func (rec *recorder) claims() (sizes []int, waits []string) {
 	return sizes, waits
 }
 
+// runUntilHeld runs w until done holds and the latest claim through the
+// proxy is a held one (the worker found nothing more), then stops it.
+func (rec *recorder) runUntilHeld(t *testing.T, w *fenecdb.Worker, what string, done func() bool) {
+	t.Helper()
+	stop := start(t, w)
+	eventually(t, what+" and a claim held", func() bool {
+		_, waits := rec.claims()
+		return done() && len(waits) > 0 && waits[len(waits)-1] == "30000"
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // claimRounds returns, of the requests rec saw: the /batch requests that
 // carry acks before a claim (each one's acked ids, in order), the acks
 // sent alone, and how many requests there were.
@@ -482,14 +496,7 @@ func TestWorkerCarriedAckReportsALostLease(t *testing.T) {
 		}
 		return nil
 	}, fenecdb.WorkerOptions{Concurrency: 1, OnError: told.add})
-	stop := start(t, w)
-	eventually(t, "job 2 acked and a claim held", func() bool {
-		_, waits := rec.claims()
-		return count(t, db, "") == 1 && len(waits) > 0 && waits[len(waits)-1] == "30000"
-	})
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	rec.runUntilHeld(t, w, "job 2 acked", func() bool { return count(t, db, "") == 1 })
 	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepLostLease || got[0].JobID != 1 {
 		t.Errorf("reported %v, want the lost lease of job 1 alone", got)
 	}
@@ -521,14 +528,7 @@ func TestWorkerCarriedAckRefused(t *testing.T) {
 	told := &reports{t: t}
 	w := newWorker(t, connect(t, url), func(context.Context, fenecdb.Job) error { return nil },
 		fenecdb.WorkerOptions{Concurrency: 1, OwnerPrefix: "t", OnError: told.add})
-	stop := start(t, w)
-	eventually(t, "job 2 acked and a claim held", func() bool {
-		_, waits := rec.claims()
-		return count(t, db, "id = 2") == 0 && len(waits) > 0 && waits[len(waits)-1] == "30000"
-	})
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
+	rec.runUntilHeld(t, w, "job 2 acked", func() bool { return count(t, db, "id = 2") == 0 })
 	var fe *fenecdb.Error
 	if got := told.all(); len(got) != 1 || got[0].Step != fenecdb.StepAck || got[0].JobID != 1 || !errors.As(got[0], &fe) || fe.Code != "forbidden" {
 		t.Errorf("reported %v, want job 1's ack refused (forbidden) alone", got)

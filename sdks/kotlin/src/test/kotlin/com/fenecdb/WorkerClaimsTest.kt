@@ -100,155 +100,140 @@ class WorkerClaimsTest {
     /** The ids an ack statement names (its `$1`). */
     private fun ids(s: Sent): List<Long> = s.params[0].jsonArray.map { it.jsonPrimitive.long }
 
-    @Test
-    fun `acks go in the request of the next claim - about one request per round of 10 jobs`() = runBlocking<Unit> {
+    /** A server on the system clock with [jobs] jobs ready in `jobs`, and a proxy before it recording each request. */
+    private suspend fun withQueue(jobs: Int, body: suspend (db: Client, proxy: RecordingProxy) -> Unit) {
         FenecServer(manualClock = false).use { s ->
             val db = s.connect()
             db.query(JOBS_SCHEMA)
-            val total = 400
-            enqueueJobs(db, total)
-            RecordingProxy(s.url).use { proxy ->
-                val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
-                val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 10, wait = 2.seconds, onError = { reports += it })) { }
-                whileRunning(worker) {
-                    eventually(60.seconds, "every job acked") { db.from("jobs").count() == 0L }
-                }
-                val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
-                val carried = sent.filter { it.claim && it.acks.isNotEmpty() }
-                val alone = sent.filter { !it.claim }
-                val perJob = sent.size.toDouble() / total
-                println("acks with the claim: $total jobs at concurrency 10, ${sent.size} requests (${"%.3f".format(perJob)} a job): ${carried.size} claims carrying acks, ${alone.size} acks alone")
-                assertEquals(emptyList<WorkerException>(), reports.toList())
-                assertTrue(carried.all { it.path == "/batch" && it.wait == "0" }, "a carrying claim held, or not a /batch")
-                // Each job acked once, by one statement of one request.
-                val acked = sent.flatMap { r -> r.acks.flatMap { ids(it) } }
-                assertEquals(total, acked.size, "acks sent twice or missing")
-                assertEquals(total, acked.toSet().size)
-                // About 40 rounds of 10: most claims carry the acks of the round before (35-40 seen; 0 without).
-                assertTrue(carried.size * 4 >= total / 10, "${carried.size} claims carried acks for $total jobs")
-                assertTrue(perJob <= 0.2, "${sent.size} requests for $total jobs")
+            enqueueJobs(db, jobs)
+            RecordingProxy(s.url).use { proxy -> body(db, proxy) }
+        }
+    }
+
+    @Test
+    fun `acks go in the request of the next claim - about one request per round of 10 jobs`() = runBlocking<Unit> {
+        val total = 400
+        withQueue(total) { db, proxy ->
+            val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
+            val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 10, wait = 2.seconds, onError = { reports += it })) { }
+            whileRunning(worker) {
+                eventually(60.seconds, "every job acked") { db.from("jobs").count() == 0L }
             }
+            val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
+            val carried = sent.filter { it.claim && it.acks.isNotEmpty() }
+            val alone = sent.filter { !it.claim }
+            val perJob = sent.size.toDouble() / total
+            println("acks with the claim: $total jobs at concurrency 10, ${sent.size} requests (${"%.3f".format(perJob)} a job): ${carried.size} claims carrying acks, ${alone.size} acks alone")
+            assertEquals(emptyList<WorkerException>(), reports.toList())
+            assertTrue(carried.all { it.path == "/batch" && it.wait == "0" }, "a carrying claim held, or not a /batch")
+            // Each job acked once, by one statement of one request.
+            val acked = sent.flatMap { r -> r.acks.flatMap { ids(it) } }
+            assertEquals(total, acked.size, "acks sent twice or missing")
+            assertEquals(total, acked.toSet().size)
+            // About 40 rounds of 10: most claims carry the acks of the round before (35-40 seen; 0 without).
+            assertTrue(carried.size * 4 >= total / 10, "${carried.size} claims carried acks for $total jobs")
+            assertTrue(perJob <= 0.2, "${sent.size} requests for $total jobs")
         }
     }
 
     @Test
     fun `a lost lease inside a carried batch is reported, and the job is not acked`() = runBlocking<Unit> {
-        FenecServer(manualClock = false).use { s ->
-            val db = s.connect()
-            db.query(JOBS_SCHEMA)
-            enqueueJobs(db, 2)
-            RecordingProxy(s.url).use { proxy ->
-                val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
-                val done = Collections.synchronizedList(mutableListOf<Long>())
-                val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
-                    val id = job.long("id")!!
-                    // The first job's owner is moved while its handler runs: its ack deletes nothing.
-                    if (done.isEmpty()) assertEquals(1L, db.from("jobs").where("id", id).update(mapOf("owner" to "thief"), require = 1))
-                    done += id
-                }
-                whileRunning(worker) {
-                    eventually(30.seconds, "the second job acked") { db.from("jobs").count() == 1L && done.size == 2 }
-                    eventually(30.seconds, "a claim held at the end") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
-                }
-                val left = db.from("jobs").rows()
-                assertEquals(listOf(done[0]), left.map { it.long("id") })
-                assertEquals("thief", left[0].string("owner"))
-                assertEquals(listOf(WorkerStep.LOST_LEASE to done[0]), reports.map { it.step to it.jobId }, reports.toString())
-                val sent = proxy.snapshot()
-                val carried = sent.filter { it.claim && it.acks.isNotEmpty() }
-                assertEquals(listOf(listOf(listOf(done[0])), listOf(listOf(done[1]))), carried.map { r -> r.acks.map { ids(it) } }, sent.toString())
-                assertTrue(carried.all { it.path == "/batch" && it.statements.size == 2 })
-                assertEquals(emptyList<Request>(), sent.filter { !it.claim && it.acks.isNotEmpty() }, "an ack sent alone")
+        withQueue(2) { db, proxy ->
+            val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
+            val done = Collections.synchronizedList(mutableListOf<Long>())
+            val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
+                val id = job.long("id")!!
+                // The first job's owner is moved while its handler runs: its ack deletes nothing.
+                if (done.isEmpty()) assertEquals(1L, db.from("jobs").where("id", id).update(mapOf("owner" to "thief"), require = 1))
+                done += id
             }
+            whileRunning(worker) {
+                eventually(30.seconds, "the second job acked") { db.from("jobs").count() == 1L && done.size == 2 }
+                eventually(30.seconds, "a claim held at the end") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
+            }
+            val left = db.from("jobs").rows()
+            assertEquals(listOf(done[0]), left.map { it.long("id") })
+            assertEquals("thief", left[0].string("owner"))
+            assertEquals(listOf(WorkerStep.LOST_LEASE to done[0]), reports.map { it.step to it.jobId }, reports.toString())
+            val sent = proxy.snapshot()
+            val carried = sent.filter { it.claim && it.acks.isNotEmpty() }
+            assertEquals(listOf(listOf(listOf(done[0])), listOf(listOf(done[1]))), carried.map { r -> r.acks.map { ids(it) } }, sent.toString())
+            assertTrue(carried.all { it.path == "/batch" && it.statements.size == 2 })
+            assertEquals(emptyList<Request>(), sent.filter { !it.claim && it.acks.isNotEmpty() }, "an ack sent alone")
         }
     }
 
     @Test
     fun `a carried batch that meets a fault - the acks go alone, the claim is retried`() = runBlocking<Unit> {
-        FenecServer(manualClock = false).use { s ->
-            val db = s.connect()
-            db.query(JOBS_SCHEMA)
-            enqueueJobs(db, 2)
-            RecordingProxy(s.url).use { proxy ->
-                // The first claim carrying acks is answered 503, as a server shutting down does: nothing of it ran.
-                proxy.carriedAnswers += 503 to """{"error":"the server is shutting down","code":"unavailable"}"""
-                val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
-                val done = Collections.synchronizedList(mutableListOf<Long>())
-                val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
-                    done += job.long("id")!!
-                }
-                whileRunning(worker) {
-                    eventually(30.seconds, "both jobs acked, and a claim held") {
-                        db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "2000" }
-                    }
-                }
-                assertEquals(2, done.size, "a job ran twice: $done")
-                assertEquals(listOf(WorkerStep.CLAIM to null), reports.map { it.step to it.jobId }, reports.toString())
-                val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
-                val refused = sent.indexOfFirst { it.answered == 503 }
-                assertTrue(refused >= 0, sent.toString())
-                assertEquals(listOf(listOf(done[0])), sent[refused].acks.map { ids(it) })
-                val after = sent.drop(refused + 1)
-                // The acks alone (a request of their own), the claim again alone and not held.
-                assertEquals(listOf(listOf(listOf(done[0]))), after.filter { !it.claim }.map { r -> r.acks.map { ids(it) } }, sent.toString())
-                val nextClaim = after.first { it.claim }
-                assertTrue(nextClaim.acks.isEmpty() && nextClaim.wait == "0", sent.toString())
-                // Job 2's ack went with the claim after it, answered by the server.
-                assertEquals(listOf(listOf(listOf(done[1]))), after.filter { it.claim && it.acks.isNotEmpty() }.map { r -> r.acks.map { ids(it) } }, sent.toString())
+        withQueue(2) { db, proxy ->
+            // The first claim carrying acks is answered 503, as a server shutting down does: nothing of it ran.
+            proxy.carriedAnswers += 503 to """{"error":"the server is shutting down","code":"unavailable"}"""
+            val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
+            val done = Collections.synchronizedList(mutableListOf<Long>())
+            val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
+                done += job.long("id")!!
             }
+            whileRunning(worker) {
+                eventually(30.seconds, "both jobs acked, and a claim held") {
+                    db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "2000" }
+                }
+            }
+            assertEquals(2, done.size, "a job ran twice: $done")
+            assertEquals(listOf(WorkerStep.CLAIM to null), reports.map { it.step to it.jobId }, reports.toString())
+            val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
+            val refused = sent.indexOfFirst { it.answered == 503 }
+            assertTrue(refused >= 0, sent.toString())
+            assertEquals(listOf(listOf(done[0])), sent[refused].acks.map { ids(it) })
+            val after = sent.drop(refused + 1)
+            // The acks alone (a request of their own), the claim again alone and not held.
+            assertEquals(listOf(listOf(listOf(done[0]))), after.filter { !it.claim }.map { r -> r.acks.map { ids(it) } }, sent.toString())
+            val nextClaim = after.first { it.claim }
+            assertTrue(nextClaim.acks.isEmpty() && nextClaim.wait == "0", sent.toString())
+            // Job 2's ack went with the claim after it, answered by the server.
+            assertEquals(listOf(listOf(listOf(done[1]))), after.filter { it.claim && it.acks.isNotEmpty() }.map { r -> r.acks.map { ids(it) } }, sent.toString())
         }
     }
 
     @Test
     fun `a refused ack in a carried batch is reported as a lone one's, and the claim sent again alone`() = runBlocking<Unit> {
-        FenecServer(manualClock = false).use { s ->
-            val db = s.connect()
-            db.query(JOBS_SCHEMA)
-            enqueueJobs(db, 1)
-            RecordingProxy(s.url).use { proxy ->
-                // The batch's first statement (the ack) refused: a batch runs all or nothing, so the claim did not run either.
-                proxy.carriedAnswers += 400 to """{"error":"refused for the test","code":"bad_request","at":0}"""
-                val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
-                val done = Collections.synchronizedList(mutableListOf<Long>())
-                val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
-                    done += job.long("id")!!
-                }
-                whileRunning(worker) {
-                    eventually(30.seconds, "a claim held") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
-                }
-                assertEquals(1, done.size)
-                assertEquals(listOf(WorkerStep.ACK to done[0]), reports.map { it.step to it.jobId }, reports.toString())
-                assertTrue(reports[0].message!!.contains("refused for the test"), reports[0].message)
-                // Not deleted: its ack was refused, and a refusal is not sent again.
-                assertEquals(listOf(done[0]), db.from("jobs").rows().map { it.long("id") })
-                val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
-                val refused = sent.indexOfFirst { it.answered == 400 }
-                assertTrue(refused >= 0, sent.toString())
-                assertEquals(emptyList<Request>(), sent.filter { !it.claim }, "an ack sent alone")
-                // The claim sent again at once, alone, not held: it finds nothing, and the next is held.
-                assertEquals(listOf("0" to 0, "2000" to 0), sent.drop(refused + 1).take(2).map { it.wait to it.acks.size }, sent.toString())
+        withQueue(1) { db, proxy ->
+            // The batch's first statement (the ack) refused: a batch runs all or nothing, so the claim did not run either.
+            proxy.carriedAnswers += 400 to """{"error":"refused for the test","code":"bad_request","at":0}"""
+            val reports = Collections.synchronizedList(mutableListOf<WorkerException>())
+            val done = Collections.synchronizedList(mutableListOf<Long>())
+            val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 2.seconds, onError = { reports += it })) { job ->
+                done += job.long("id")!!
             }
+            whileRunning(worker) {
+                eventually(30.seconds, "a claim held") { proxy.snapshot().any { it.claim && it.wait == "2000" } }
+            }
+            assertEquals(1, done.size)
+            assertEquals(listOf(WorkerStep.ACK to done[0]), reports.map { it.step to it.jobId }, reports.toString())
+            assertTrue(reports[0].message!!.contains("refused for the test"), reports[0].message)
+            // Not deleted: its ack was refused, and a refusal is not sent again.
+            assertEquals(listOf(done[0]), db.from("jobs").rows().map { it.long("id") })
+            val sent = proxy.snapshot().filter { it.claim || it.acks.isNotEmpty() }
+            val refused = sent.indexOfFirst { it.answered == 400 }
+            assertTrue(refused >= 0, sent.toString())
+            assertEquals(emptyList<Request>(), sent.filter { !it.claim }, "an ack sent alone")
+            // The claim sent again at once, alone, not held: it finds nothing, and the next is held.
+            assertEquals(listOf("0" to 0, "2000" to 0), sent.drop(refused + 1).take(2).map { it.wait to it.acks.size }, sent.toString())
         }
     }
 
     @Test
     fun `claims go not held while the last took jobs, and held once one found none`() = runBlocking<Unit> {
-        FenecServer(manualClock = false).use { s ->
-            val db = s.connect()
-            db.query(JOBS_SCHEMA)
-            enqueueJobs(db, 3)
-            RecordingProxy(s.url).use { proxy ->
-                val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 3.seconds, onError = {})) { }
-                whileRunning(worker) {
-                    eventually(30.seconds, "every job acked, and a claim held") {
-                        db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "3000" }
-                    }
+        withQueue(3) { db, proxy ->
+            val worker = Worker(Fenec.connect(proxy.url).from("jobs"), WorkerOptions(concurrency = 1, wait = 3.seconds, onError = {})) { }
+            whileRunning(worker) {
+                eventually(30.seconds, "every job acked, and a claim held") {
+                    db.from("jobs").count() == 0L && proxy.snapshot().any { it.claim && it.wait == "3000" }
                 }
-                // Three claims take a job each, the fourth finds none (all answered
-                // at once), and only then is one held.
-                val waits = proxy.snapshot().filter { it.claim }.map { it.wait }
-                assertEquals(listOf("0", "0", "0", "0", "3000"), waits.take(5), waits.toString())
             }
+            // Three claims take a job each, the fourth finds none (all answered
+            // at once), and only then is one held.
+            val waits = proxy.snapshot().filter { it.claim }.map { it.wait }
+            assertEquals(listOf("0", "0", "0", "0", "3000"), waits.take(5), waits.toString())
         }
     }
 }
