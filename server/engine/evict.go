@@ -538,37 +538,37 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 // queueHead returns the (run_at, id) of the hotHead-th job of c's run_at
 // order: the jobs up to it are the head, kept resident. ok is false for a
 // collection that is no queue.
-func (c *Collection) queueHead() (queueItem, bool) {
+func (c *Collection) queueHead() (numItem, bool) {
 	q := c.queue
 	if q == nil {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	if x := q.sorted; x != nil && x.nums != nil {
 		n := x.nums.Len()
 		if n == 0 {
-			return queueItem{}, false
+			return numItem{}, false
 		}
 		it, _ := x.nums.GetAt(min(hotHead, n) - 1)
-		return queueItem{it.n, it.id}, true
+		return it, true
 	}
 	if q.sorted != nil {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	n := q.timed.Len()
 	if n == 0 {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	it, _ := q.timed.GetAt(min(hotHead, n) - 1)
 	return it, true
 }
 
 // inHead reports whether d is a job at or before head in run_at order.
-func (c *Collection) inHead(d *Doc, head queueItem) bool {
+func (c *Collection) inHead(d *Doc, head numItem) bool {
 	at := d.val(c.queue.runAt)
 	if at.IsNull() {
 		return false
 	}
-	return !lessQueue(head, queueItem{at.Int(), d.ID})
+	return !lessNum(head, numItem{at.Int(), d.ID})
 }
 
 // eachHead calls fn with the ids of the first n jobs of c's run_at order,
@@ -584,7 +584,7 @@ func (c *Collection) eachHead(n int, fn func(id int64) bool) {
 			return fn(it.id) && k < n
 		})
 	case q.sorted == nil:
-		q.timed.Scan(func(it queueItem) bool {
+		q.timed.Scan(func(it numItem) bool {
 			k++
 			return fn(it.id) && k < n
 		})
