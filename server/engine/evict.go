@@ -310,8 +310,8 @@ func (c *Collection) scan(fn func(d *Doc) bool) {
 	var ids []int64
 	for _, p := range c.docs.pages {
 		ids = ids[:0]
-		for i, d := range p.docs {
-			if d == evictedDoc {
+		for i := range p.len() {
+			if p.doc(i) == evictedDoc {
 				ids = append(ids, p.key(i))
 			}
 		}
@@ -320,8 +320,8 @@ func (c *Collection) scan(fn func(d *Doc) bool) {
 			back = c.readBack(ids)
 		}
 		k := 0
-		for i := 0; i < len(p.docs); i++ {
-			d := p.docs[i]
+		for i := 0; i < p.len(); i++ {
+			d := p.doc(i)
 			if d == evictedDoc {
 				// A read that yielded to a writer (yield.go) may find a
 				// row the sweep evicted meanwhile (a sweep does not
@@ -482,12 +482,16 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 			e.hand = math.MinInt64
 		}
 		p := pages[pi]
-		if p.ref.Load() {
+		if p.ref.Load() || p.docs == nil {
+			// Read lately: a second chance. Without slots: every row
+			// evicted already.
 			p.ref.Store(false)
-			examined += len(p.docs)
+			examined += p.len()
 			pi++
 			if pi < len(pages) {
 				e.hand = pages[pi].base
+			} else {
+				e.hand = math.MinInt64 // the next slice starts over
 			}
 			continue
 		}
@@ -525,6 +529,9 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 			freed += b
 			evicted++
 		}
+		// The hand has passed every row of the page: if none is resident
+		// now, the page drops its slots (docPage.dropSlots).
+		p.dropSlots()
 		pi++
 		if pi < len(pages) {
 			e.hand = pages[pi].base
@@ -660,6 +667,9 @@ func (db *DB) loadedForEviction(seq uint64) {
 	}
 	db.ev.loading = false
 	for _, c := range db.colls {
+		for _, p := range c.docs.pages {
+			p.dropSlots() // those evictLoaded did not reach
+		}
 		for id, s := range c.ev.dirty {
 			if s == math.MaxUint64 {
 				c.ev.dirty[id] = seq
@@ -709,4 +719,9 @@ func (c *Collection) evictLoaded(d *Doc, est *int64) {
 	e.resBytes -= rowBytes(d)
 	delete(e.dirty, d.ID)
 	e.ev.evicted.Add(1)
+	// Rows load in id order: a full page whose last row this is drops
+	// its slots if every row of it is evicted, so the load's peak holds
+	// no slot of the rows it evicted (the pages it did not fill drop
+	// theirs in loadedForEviction).
+	c.docs.dropSlotsAt(d.ID)
 }
