@@ -393,7 +393,7 @@ func (db *DB) EvictStats() EvictStats {
 func (db *DB) estimateLocked() int64 {
 	var n int64
 	for _, c := range db.colls {
-		n += int64(c.Len())*c.indexEntryBytes() + c.ev.resBytes
+		n += c.indexBytes() + c.ev.resBytes
 	}
 	return n
 }
@@ -714,6 +714,7 @@ func (c *Collection) evictLoaded(d *Doc, est *int64) {
 		return
 	}
 	c.docs.Set(d.ID, evictedDoc)
+	*est -= idMapEntry - idMapEvicted // its id map entry goes with its slot
 	e.resident--
 	e.evicted++
 	e.resBytes -= rowBytes(d)

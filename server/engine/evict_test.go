@@ -302,8 +302,9 @@ func TestEvictionRestart(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// The limit: the indexes of 2000 jobs and about 300 rows.
-	db, err = Open(Options{File: file, Clock: clk, MemoryLimit: 2000 * 200})
+	// The limit: the indexes of 2000 jobs (about 43 bytes each, evicted)
+	// and a few hundred rows.
+	db, err = Open(Options{File: file, Clock: clk, MemoryLimit: 2000 * 90})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +314,7 @@ func TestEvictionRestart(t *testing.T) {
 	if f.Evicted == 0 || f.Rows == 0 || f.Rows+f.Evicted != 2000 {
 		t.Fatalf("after a restart: %+v, want some rows resident and the rest evicted", f)
 	}
-	if f.Bytes > 2000*200 {
+	if f.Bytes > 2000*90 {
 		t.Errorf("after a restart: %d bytes estimated, past the limit's share", f.Bytes)
 	}
 	got := []string{answer(mustExec(t, db, `get jobs where n = 3 order run_at desc limit 20`)), answer(mustExec(t, db, `get jobs count`)),
