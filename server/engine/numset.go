@@ -442,6 +442,9 @@ func (s *numSet) compact() {
 		*s = numSet{}
 		return
 	}
+	if s.packed() {
+		return // filled in key order: a copy would cost as much again, for nothing
+	}
 	var c numSet
 	c.leaves = make([]*numLeaf, 0, (s.n+numLeafMax-1)/numLeafMax)
 	c.firsts = make([]numItem, 0, cap(c.leaves))
@@ -464,22 +467,36 @@ func (s *numSet) compact() {
 		buf = buf[:0]
 	}
 	var id0, id1 int64
-	s.Scan(func(it numItem) bool {
-		if len(buf) > 0 {
-			lo, hi := min(id0, it.id), max(id1, it.id)
-			ln := bits.Len64(uint64(it.n) - uint64(buf[0].n))
-			if len(buf) == numLeafMax || ln+bits.Len64(uint64(hi)-uint64(lo)) > 64 {
-				flush()
+	for i, l := range s.leaves {
+		for j := range l.items {
+			it := l.get(j)
+			if len(buf) > 0 {
+				lo, hi := min(id0, it.id), max(id1, it.id)
+				ln := bits.Len64(uint64(it.n) - uint64(buf[0].n))
+				if len(buf) == numLeafMax || ln+bits.Len64(uint64(hi)-uint64(lo)) > 64 {
+					flush()
+				}
 			}
+			if len(buf) == 0 {
+				id0, id1 = it.id, it.id
+			}
+			id0, id1 = min(id0, it.id), max(id1, it.id)
+			buf = append(buf, it)
 		}
-		if len(buf) == 0 {
-			id0, id1 = it.id, it.id
-		}
-		id0, id1 = min(id0, it.id), max(id1, it.id)
-		buf = append(buf, it)
-		return true
-	})
+		s.leaves[i] = nil // copied: the collector may take it while the rest are
+	}
 	flush()
 	c.n = s.n
 	*s = c
+}
+
+// packed reports whether every leaf but the last is full, in room of its
+// own length: as a load or puts in key order leave them.
+func (s *numSet) packed() bool {
+	for _, l := range s.leaves[:len(s.leaves)-1] {
+		if len(l.items) != numLeafMax || cap(l.items) != numLeafMax {
+			return false
+		}
+	}
+	return true
 }
