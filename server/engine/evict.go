@@ -484,9 +484,16 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 		p := pages[pi]
 		if p.ref.Load() || p.docs == nil {
 			// Read lately: a second chance. Without slots: every row
-			// evicted already.
+			// evicted already, and passed over in one step, counted as
+			// one row examined — under a limit most pages are so, and a
+			// sweep that counted their rows would spend its slices
+			// walking them rather than reaching the rows it may evict.
+			if p.docs == nil {
+				examined++
+			} else {
+				examined += p.len()
+			}
 			p.ref.Store(false)
-			examined += p.len()
 			pi++
 			if pi < len(pages) {
 				e.hand = pages[pi].base
