@@ -314,8 +314,10 @@ func TestEvictionRestart(t *testing.T) {
 	if f.Evicted == 0 || f.Rows == 0 || f.Rows+f.Evicted != 2000 {
 		t.Fatalf("after a restart: %+v, want some rows resident and the rest evicted", f)
 	}
-	if f.Bytes > 2000*90 {
-		t.Errorf("after a restart: %d bytes estimated, past the limit's share", f.Bytes)
+	// The rows kept early are given back as the later rows' index
+	// entries come (giveBack): the load ends under evictTarget.
+	if f.Bytes > int64(evictTarget*2000*90)+200 {
+		t.Errorf("after a restart: %d bytes estimated, past the limit's share (%d)", f.Bytes, int64(evictTarget*2000*90))
 	}
 	got := []string{answer(mustExec(t, db, `get jobs where n = 3 order run_at desc limit 20`)), answer(mustExec(t, db, `get jobs count`)),
 		answer(mustExec(t, db, `get jobs where run_at <= now() + 100 order run_at`))}
