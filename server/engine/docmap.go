@@ -5,6 +5,17 @@ import (
 	"sync/atomic"
 )
 
+// dropSlotsAt drops the slots of the page holding id when id is the last
+// of a full page and every row of it is evicted (docPage.dropSlots).
+func (m *docMap) dropSlotsAt(id int64) {
+	if len(m.pages) == 0 {
+		return
+	}
+	if p := m.pages[m.page(id)]; p.len() == pageMax && p.key(pageMax-1) == id {
+		p.dropSlots()
+	}
+}
+
 // docMap is a collection's documents by id, in id order: a sorted list of
 // pages of up to pageMax documents each. It costs about 8 bytes a
 // document where ids run without gaps, as those a collection hands out
@@ -26,6 +37,14 @@ const pageMax = 256
 // docPage holds documents of ascending ids, base the first. A dense page
 // (keys nil) holds the ids base, base+1, … with no gap: a document's place
 // is its id less base. Another keeps each document's id in keys.
+//
+// A page whose every row is evicted (evict.go) keeps no slots: docs is nil
+// and cold is how many rows it has, each evictedDoc. Under --memory most
+// pages end so, and an evicted row then costs its page's share of the
+// header (a dense page: about a quarter of a byte) where its slot cost 8
+// bytes (docs/operations.md, "Memory"). A write into such a page gives it
+// its slots back first (thaw); eviction's clock and the load's eviction
+// drop them again (dropSlots).
 type docPage struct {
 	base int64
 	keys []int64
@@ -33,7 +52,56 @@ type docPage struct {
 	// ref is set by a point read (docMap.Get, when tracked) and cleared
 	// by eviction's clock hand: a page read since the hand last passed
 	// gets a second chance (evict.go).
-	ref atomic.Bool
+	ref  atomic.Bool
+	cold int32 // the rows of a page without slots (docs nil); else 0
+}
+
+// len returns the number of documents of p.
+func (p *docPage) len() int {
+	if p.docs == nil {
+		return int(p.cold)
+	}
+	return len(p.docs)
+}
+
+// doc returns p's i-th document: evictedDoc in a page without slots.
+func (p *docPage) doc(i int) *Doc {
+	if p.docs == nil {
+		return evictedDoc
+	}
+	return p.docs[i]
+}
+
+// dropSlots drops p's slots when every row of it is evicted, and reports
+// whether p is now without them.
+func (p *docPage) dropSlots() bool {
+	if p.docs == nil {
+		return true
+	}
+	for _, d := range p.docs {
+		if d != evictedDoc {
+			return false
+		}
+	}
+	p.cold = int32(len(p.docs))
+	p.docs = nil
+	if p.keys != nil && cap(p.keys) > len(p.keys) {
+		p.keys = slices.Clip(slices.Clone(p.keys))
+	}
+	return true
+}
+
+// thaw gives a page without slots its slots back, each evictedDoc, before
+// a write changes it.
+func (p *docPage) thaw() {
+	if p.docs != nil {
+		return
+	}
+	p.docs = make([]*Doc, p.cold)
+	for i := range p.docs {
+		p.docs[i] = evictedDoc
+	}
+	p.cold = 0
 }
 
 func (p *docPage) key(i int) int64 {
@@ -51,10 +119,10 @@ func (p *docPage) find(id int64) (int, bool) {
 		}
 		// Unsigned: ids span the whole int64 range (a file written
 		// before ids were held to 1..MaxID), and id - base may not fit.
-		if i := uint64(id) - uint64(p.base); i < uint64(len(p.docs)) {
+		if i := uint64(id) - uint64(p.base); i < uint64(p.len()) {
 			return int(i), true
 		}
-		return len(p.docs), false
+		return p.len(), false
 	}
 	return slices.BinarySearch(p.keys, id)
 }
@@ -165,7 +233,7 @@ func (m *docMap) Get(id int64) (*Doc, bool) {
 		if m.track && !p.ref.Load() {
 			p.ref.Store(true)
 		}
-		return p.docs[i], true
+		return p.doc(i), true
 	}
 	return nil, false
 }
@@ -177,7 +245,7 @@ func (m *docMap) peek(id int64) (*Doc, bool) {
 	}
 	p := m.pages[m.page(id)]
 	if i, ok := p.find(id); ok {
-		return p.docs[i], true
+		return p.doc(i), true
 	}
 	return nil, false
 }
@@ -193,18 +261,20 @@ func (m *docMap) Set(id int64, d *Doc) (*Doc, bool) {
 	p := m.pages[pi]
 	i, ok := p.find(id)
 	if ok {
+		p.thaw()
 		old := p.docs[i]
 		p.docs[i] = d
 		return old, true
 	}
 	m.n++
+	if p.len() == pageMax && i == pageMax && pi == len(m.pages)-1 {
+		// Past the last id: a new page, so that ids given in order
+		// leave every page full.
+		m.pages = append(m.pages, &docPage{base: id, docs: append(make([]*Doc, 0, pageMax), d)})
+		return nil, false
+	}
+	p.thaw()
 	if len(p.docs) == pageMax {
-		if i == pageMax && pi == len(m.pages)-1 {
-			// Past the last id: a new page, so that ids given in order
-			// leave every page full.
-			m.pages = append(m.pages, &docPage{base: id, docs: append(make([]*Doc, 0, pageMax), d)})
-			return nil, false
-		}
 		q := p.split()
 		m.pages = slices.Insert(m.pages, pi+1, q)
 		if id >= q.base {
@@ -241,6 +311,7 @@ func (m *docMap) Delete(id int64) (*Doc, bool) {
 	if !ok {
 		return nil, false
 	}
+	p.thaw()
 	old := p.docs[i]
 	m.n--
 	if len(p.docs) == 1 {
@@ -252,9 +323,9 @@ func (m *docMap) Delete(id int64) (*Doc, bool) {
 		// A page mostly emptied joins a neighbour that has room, so that
 		// scattered deletes leave no trail of near-empty pages.
 		switch {
-		case pi+1 < len(m.pages) && len(p.docs)+len(m.pages[pi+1].docs) <= pageMax/2:
+		case pi+1 < len(m.pages) && len(p.docs)+m.pages[pi+1].len() <= pageMax/2:
 			m.merge(pi)
-		case pi > 0 && len(p.docs)+len(m.pages[pi-1].docs) <= pageMax/2:
+		case pi > 0 && len(p.docs)+m.pages[pi-1].len() <= pageMax/2:
 			m.merge(pi - 1)
 		}
 	}
@@ -264,6 +335,8 @@ func (m *docMap) Delete(id int64) (*Doc, bool) {
 // merge moves page pi+1's documents to the end of page pi.
 func (m *docMap) merge(pi int) {
 	p, q := m.pages[pi], m.pages[pi+1]
+	p.thaw()
+	q.thaw()
 	n := len(p.docs) + len(q.docs)
 	dense := p.keys == nil && q.keys == nil && q.base-1 == p.key(len(p.docs)-1)
 	docs := append(append(make([]*Doc, 0, max(2*n, 4)), p.docs...), q.docs...)
@@ -279,8 +352,8 @@ func (m *docMap) merge(pi int) {
 // Scan calls fn with each document in id order until it returns false.
 func (m *docMap) Scan(fn func(id int64, d *Doc) bool) {
 	for _, p := range m.pages {
-		for i, d := range p.docs {
-			if !fn(p.key(i), d) {
+		for i := range p.len() {
+			if !fn(p.key(i), p.doc(i)) {
 				return
 			}
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -156,4 +157,125 @@ func TestDocMapExtremeIDs(t *testing.T) {
 			t.Fatalf("Get(%d): %v", id, ok)
 		}
 	}
+}
+
+// TestDocMapSlotlessPages: a page whose rows are all evicted drops its
+// slots (dense: a count; sparse: its keys kept) and answers evictedDoc for
+// them; a page with one row resident keeps them; a write, a delete or a
+// new id into a slotless page gives it its slots back, the others still
+// evictedDoc.
+func TestDocMapSlotlessPages(t *testing.T) {
+	for _, sparse := range []bool{false, true} {
+		var m docMap
+		id := func(i int) int64 {
+			if sparse {
+				return int64(3*i + 1)
+			}
+			return int64(i + 1)
+		}
+		const n = 4 * pageMax
+		for i := range n {
+			m.Set(id(i), &Doc{ID: id(i)})
+		}
+		for i := range n {
+			if i != pageMax+5 { // page 1 keeps one row resident
+				m.Set(id(i), evictedDoc)
+			}
+		}
+		for _, p := range m.pages {
+			p.dropSlots()
+		}
+		for k, p := range m.pages {
+			if want := k != 1; (p.docs == nil) != want || p.len() != pageMax || (p.keys != nil) != sparse {
+				t.Fatalf("sparse %v: page %d: slots %v, %d rows, keys %v", sparse, k, p.docs != nil, p.len(), p.keys != nil)
+			}
+		}
+		check := func(step string, want func(i int) *Doc) {
+			t.Helper()
+			if m.Len() != n {
+				t.Fatalf("%s: Len %d", step, m.Len())
+			}
+			for i := range n {
+				if d, ok := m.Get(id(i)); !ok || d != want(i) {
+					t.Fatalf("sparse %v, %s: Get(%d) = %v %v", sparse, step, id(i), d, ok)
+				}
+			}
+			if sparse {
+				if _, ok := m.Get(id(7) + 1); ok {
+					t.Fatalf("%s: an id between two found", step)
+				}
+			}
+			i := 0
+			m.Scan(func(k int64, d *Doc) bool {
+				if k != id(i) || d != want(i) {
+					t.Fatalf("sparse %v, %s: Scan's %d-th: %d %v", sparse, step, i, k, d)
+				}
+				i++
+				return true
+			})
+			if i != n {
+				t.Fatalf("%s: Scan saw %d", step, i)
+			}
+		}
+		resident := map[int64]*Doc{}
+		want := func(i int) *Doc {
+			if d, ok := resident[id(i)]; ok {
+				return d
+			}
+			return evictedDoc
+		}
+		first, _ := m.Get(id(pageMax + 5))
+		resident[id(pageMax+5)] = first
+		check("dropped", want)
+		d := &Doc{ID: id(2*pageMax + 9)}
+		if old, ok := m.Set(d.ID, d); !ok || old != evictedDoc {
+			t.Fatalf("a write into a page without slots replaced %v %v", old, ok)
+		}
+		resident[d.ID] = d
+		if m.pages[2].docs == nil {
+			t.Fatal("a page written keeps no slots")
+		}
+		check("written", want)
+		if old, ok := m.Delete(id(3*pageMax + 20)); !ok || old != evictedDoc {
+			t.Fatalf("a delete from a page without slots: %v %v", old, ok)
+		}
+		m.Set(id(3*pageMax+20), evictedDoc) // back, for check's n
+		check("deleted", want)
+		if !sparse {
+			continue
+		}
+		// A new id between two of a page without slots (sparse): the
+		// page gets its slots back and takes it.
+		for _, p := range m.pages {
+			p.dropSlots()
+		}
+		nd := &Doc{ID: id(10) + 1}
+		m.Set(nd.ID, nd)
+		if got, _ := m.Get(nd.ID); got != nd || m.Len() != n+1 {
+			t.Fatalf("a new id into a sparse page without slots: %v, Len %d", got, m.Len())
+		}
+		if got, _ := m.Get(id(10)); got != evictedDoc {
+			t.Fatalf("its neighbour: %v", got)
+		}
+	}
+}
+
+// BenchmarkDocMapEvictedBytes measures the id map's heap per row of ten
+// million ids given in order, every row evicted: pages with their slots
+// (each evictedDoc), then without (docPage.dropSlots).
+//
+//	cd server && go test ./engine -run '^$' -bench BenchmarkDocMapEvictedBytes -benchtime 1x
+func BenchmarkDocMapEvictedBytes(b *testing.B) {
+	const n = 10_000_000
+	before := heapLive()
+	var m docMap
+	for i := range n {
+		m.Set(int64(i+1), evictedDoc)
+	}
+	b.ReportMetric(float64(heapLive()-before)/n, "slots-bytes/row")
+	for _, p := range m.pages {
+		p.dropSlots()
+	}
+	b.ReportMetric(float64(heapLive()-before)/n, "slotless-bytes/row")
+	runtime.KeepAlive(&m)
 }

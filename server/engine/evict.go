@@ -100,6 +100,10 @@ type collEvict struct {
 	evicted   int
 	resBytes  int64 // the resident rows' bytes: header and block
 	hand      int64 // the id the clock hand is at
+	// keptTo is the highest id Load kept resident (evictLoaded), and
+	// kept whether it kept any: where it gives rows back from.
+	keptTo int64
+	kept   bool
 	// clean: the row being set is as the tables hold it (Load's, from
 	// the docs table), so it is not dirty.
 	clean bool
@@ -310,8 +314,8 @@ func (c *Collection) scan(fn func(d *Doc) bool) {
 	var ids []int64
 	for _, p := range c.docs.pages {
 		ids = ids[:0]
-		for i, d := range p.docs {
-			if d == evictedDoc {
+		for i := range p.len() {
+			if p.doc(i) == evictedDoc {
 				ids = append(ids, p.key(i))
 			}
 		}
@@ -320,8 +324,8 @@ func (c *Collection) scan(fn func(d *Doc) bool) {
 			back = c.readBack(ids)
 		}
 		k := 0
-		for i := 0; i < len(p.docs); i++ {
-			d := p.docs[i]
+		for i := 0; i < p.len(); i++ {
+			d := p.doc(i)
 			if d == evictedDoc {
 				// A read that yielded to a writer (yield.go) may find a
 				// row the sweep evicted meanwhile (a sweep does not
@@ -393,7 +397,7 @@ func (db *DB) EvictStats() EvictStats {
 func (db *DB) estimateLocked() int64 {
 	var n int64
 	for _, c := range db.colls {
-		n += int64(c.Len())*c.indexEntryBytes() + c.ev.resBytes
+		n += c.indexBytes() + c.ev.resBytes
 	}
 	return n
 }
@@ -482,12 +486,23 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 			e.hand = math.MinInt64
 		}
 		p := pages[pi]
-		if p.ref.Load() {
+		if p.ref.Load() || p.docs == nil {
+			// Read lately: a second chance. Without slots: every row
+			// evicted already, and passed over in one step, counted as
+			// one row examined — under a limit most pages are so, and a
+			// sweep that counted their rows would spend its slices
+			// walking them rather than reaching the rows it may evict.
+			if p.docs == nil {
+				examined++
+			} else {
+				examined += p.len()
+			}
 			p.ref.Store(false)
-			examined += len(p.docs)
 			pi++
 			if pi < len(pages) {
 				e.hand = pages[pi].base
+			} else {
+				e.hand = math.MinInt64 // the next slice starts over
 			}
 			continue
 		}
@@ -525,6 +540,9 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 			freed += b
 			evicted++
 		}
+		// The hand has passed every row of the page: if none is resident
+		// now, the page drops its slots (docPage.dropSlots).
+		p.dropSlots()
 		pi++
 		if pi < len(pages) {
 			e.hand = pages[pi].base
@@ -538,37 +556,37 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 // queueHead returns the (run_at, id) of the hotHead-th job of c's run_at
 // order: the jobs up to it are the head, kept resident. ok is false for a
 // collection that is no queue.
-func (c *Collection) queueHead() (queueItem, bool) {
+func (c *Collection) queueHead() (numItem, bool) {
 	q := c.queue
 	if q == nil {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	if x := q.sorted; x != nil && x.nums != nil {
 		n := x.nums.Len()
 		if n == 0 {
-			return queueItem{}, false
+			return numItem{}, false
 		}
 		it, _ := x.nums.GetAt(min(hotHead, n) - 1)
-		return queueItem{it.n, it.id}, true
+		return it, true
 	}
 	if q.sorted != nil {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	n := q.timed.Len()
 	if n == 0 {
-		return queueItem{}, false
+		return numItem{}, false
 	}
 	it, _ := q.timed.GetAt(min(hotHead, n) - 1)
 	return it, true
 }
 
 // inHead reports whether d is a job at or before head in run_at order.
-func (c *Collection) inHead(d *Doc, head queueItem) bool {
+func (c *Collection) inHead(d *Doc, head numItem) bool {
 	at := d.val(c.queue.runAt)
 	if at.IsNull() {
 		return false
 	}
-	return !lessQueue(head, queueItem{at.Int(), d.ID})
+	return !lessNum(head, numItem{at.Int(), d.ID})
 }
 
 // eachHead calls fn with the ids of the first n jobs of c's run_at order,
@@ -584,7 +602,7 @@ func (c *Collection) eachHead(n int, fn func(id int64) bool) {
 			return fn(it.id) && k < n
 		})
 	case q.sorted == nil:
-		q.timed.Scan(func(it queueItem) bool {
+		q.timed.Scan(func(it numItem) bool {
 			k++
 			return fn(it.id) && k < n
 		})
@@ -660,6 +678,9 @@ func (db *DB) loadedForEviction(seq uint64) {
 	}
 	db.ev.loading = false
 	for _, c := range db.colls {
+		for _, p := range c.docs.pages {
+			p.dropSlots() // those evictLoaded did not reach
+		}
 		for id, s := range c.ev.dirty {
 			if s == math.MaxUint64 {
 				c.ev.dirty[id] = seq
@@ -696,17 +717,70 @@ func (db *DB) evictLoop() {
 func (c *Collection) evictLoaded(d *Doc, est *int64) {
 	e := c.ev
 	*est += c.indexEntryBytes()
-	if *est+rowBytes(d) <= int64(evictTarget*float64(e.ev.limit)) {
+	target := int64(evictTarget * float64(e.ev.limit))
+	if *est+rowBytes(d) <= target {
 		*est += rowBytes(d)
+		if !e.kept || d.ID > e.keptTo {
+			e.keptTo, e.kept = d.ID, true
+		}
 		return
 	}
 	if cur, _ := c.docs.peek(d.ID); cur != d {
 		return
 	}
+	defer c.giveBack(est, target)
 	c.docs.Set(d.ID, evictedDoc)
+	*est -= idMapEntry - idMapEvicted // its id map entry goes with its slot
 	e.resident--
 	e.evicted++
 	e.resBytes -= rowBytes(d)
 	delete(e.dirty, d.ID)
 	e.ev.evicted.Add(1)
+	// Rows load in id order: a full page whose last row this is drops
+	// its slots if every row of it is evicted, so the load's peak holds
+	// no slot of the rows it evicted (the pages it did not fill drop
+	// theirs in loadedForEviction).
+	c.docs.dropSlotsAt(d.ID)
+}
+
+// giveBack evicts rows Load kept, the last kept first, until the estimate
+// est is under target. The rows were kept while the estimate counted only
+// what was loaded then; each row loaded since adds its index entries
+// (evicted, ~11 bytes a job of the queue page), and at 50 million jobs
+// those came to ~500 MB the kept rows had not left room for: the load's
+// peak went past the limit (bench/results/memory-limit.md). The first
+// rows, a queue's head in id order, are given back last. A dirty row
+// (the log's, not the tables') stays.
+func (c *Collection) giveBack(est *int64, target int64) {
+	e := c.ev
+	if !e.kept || *est <= target || len(c.docs.pages) == 0 {
+		return
+	}
+	for pi := c.docs.page(e.keptTo); pi >= 0 && *est > target; pi-- {
+		p := c.docs.pages[pi]
+		if p.docs == nil {
+			continue
+		}
+		for i := len(p.docs) - 1; i >= 0 && *est > target; i-- {
+			id, d := p.key(i), p.docs[i]
+			if id > e.keptTo || d == evictedDoc {
+				continue
+			}
+			e.keptTo = id
+			if _, dirty := e.dirty[id]; dirty {
+				continue
+			}
+			p.docs[i] = evictedDoc
+			b := rowBytes(d)
+			*est -= b + idMapEntry - idMapEvicted
+			e.resident--
+			e.evicted++
+			e.resBytes -= b
+			e.ev.evicted.Add(1)
+		}
+		p.dropSlots() // when passed whole
+	}
+	if *est > target {
+		e.kept = false // nothing left to give back
+	}
 }

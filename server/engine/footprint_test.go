@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -58,5 +59,35 @@ func TestFootprints(t *testing.T) {
 	}
 	if got := fs["keyed"]; got.Rows != 50 || got.IndexBytes != keyed.IndexBytes/2 {
 		t.Errorf("half the documents deleted: %+v, was %+v", got, keyed)
+	}
+}
+
+// TestFootprintEvicted: under a limit, an evicted row's index bytes are
+// its id map entry in a page without slots (idMapEvicted) and its field
+// indexes; a resident row's, its slot (idMapEntry) and the same indexes.
+// The queue page's jobs, all evicted: 11 bytes a job.
+func TestFootprintEvicted(t *testing.T) {
+	db, _ := openEvicting(t, 1, nil)
+	mustExec(t, db, `create collection jobs (payload json, run_at timestamp @sorted, owner text, attempts int, error text)`)
+	const n = 3 * pageMax
+	fill(t, db, "jobs", n, func(i int) string { return fmt.Sprintf(`{payload: {"i": %d}, run_at: %d, attempts: 0}`, i, 1000+i) })
+	if got, want := db.Footprints()[0].IndexBytes, int64(n*(idMapEntry+numIndexEntry)); got != want {
+		t.Fatalf("resident: IndexBytes %d, want %d", got, want)
+	}
+	if err := db.st.Fold(); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		db.Evict()
+	}
+	f := db.Footprints()[0]
+	if f.Rows != hotHead || f.Evicted != n-hotHead {
+		t.Fatalf("%+v: want every row but the head evicted", f)
+	}
+	if want := int64(hotHead*(idMapEntry+numIndexEntry) + (n-hotHead)*(idMapEvicted+numIndexEntry)); f.IndexBytes != want {
+		t.Fatalf("evicted: IndexBytes %d, want %d", f.IndexBytes, want)
+	}
+	if idMapEvicted+numIndexEntry != 11 {
+		t.Fatalf("an evicted job of the queue page: %d bytes", idMapEvicted+numIndexEntry)
 	}
 }

@@ -55,14 +55,15 @@ func lessSorted(a, b sortedItem) bool {
 // and they compare as integers. A queue's run_at is one: each claimed job
 // leaves it and comes back, each acked job leaves it. Its nulls are kept
 // apart, in nulls (ids), so that an item is the number and the id, 16
-// bytes, and no flag that would round it up to 24.
+// bytes, and no flag that would round it up to 24; numSet packs them
+// further, to about 8 (numset.go).
 type sortedIndex struct {
 	field int
 	tr    *btree.BTreeG[sortedItem] // nil when nums is used
-	nums  *btree.BTreeG[numItem]
-	nulls *btree.BTreeG[int64] // the ids whose value is null, beside nums
-	kind  fenecql.Kind         // the kind of nums' values: KindInt or KindTime
-	// Where the last add and the last remove went down the tree: a
+	nums  *numSet                   // nil when tr is used
+	nulls *btree.BTreeG[int64]      // the ids whose value is null, beside nums
+	kind  fenecql.Kind              // the kind of nums' values: KindInt or KindTime
+	// Where the last add and the last remove went down tr: a
 	// queue's writes cluster (claims take from the front of run_at, put
 	// jobs back near the end, acks remove those), and a search that
 	// starts from the hint compares less. Only the writer, under the
@@ -88,10 +89,10 @@ func newSortedIndex(field int, t fenecql.Type) *sortedIndex {
 	x := &sortedIndex{field: field}
 	switch t {
 	case fenecql.TypeInt:
-		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindInt
+		x.nums, x.kind = &numSet{}, fenecql.KindInt
 		x.nulls = btree.NewBTreeGOptions(lessID, opts)
 	case fenecql.TypeTimestamp:
-		x.nums, x.kind = btree.NewBTreeGOptions(lessNum, opts), fenecql.KindTime
+		x.nums, x.kind = &numSet{}, fenecql.KindTime
 		x.nulls = btree.NewBTreeGOptions(lessID, opts)
 	default:
 		x.tr = btree.NewBTreeGOptions(lessSorted, opts)
@@ -248,7 +249,7 @@ func (x *sortedIndex) add(d *Doc) {
 	case v.IsNull():
 		x.nulls.Set(d.ID)
 	default:
-		x.nums.SetHint(num(v, d.ID), &x.addHint)
+		x.nums.Set(num(v, d.ID))
 	}
 }
 
@@ -260,7 +261,7 @@ func (x *sortedIndex) remove(d *Doc) {
 	case v.IsNull():
 		x.nulls.Delete(d.ID)
 	default:
-		x.nums.DeleteHint(num(v, d.ID), &x.removeHint)
+		x.nums.Delete(num(v, d.ID))
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"sort"
 
 	"github.com/fenecdb/fenec/server/fenecql"
-	"github.com/tidwall/btree"
 )
 
 // A queue is a collection with a run_at timestamp field (docs/queues.md):
@@ -19,29 +18,18 @@ import (
 // Counting them with FenecQL reads every job of the state, and an operator
 // watching a queue of a million jobs asks every second. So each queue keeps
 // a queueIndex beside its other indexes, changed with every document, that
-// answers the five counts and the oldest ready job in O(log² n) whatever
-// the time: the counts that do not move with the clock are kept as
-// numbers, and those that do are ranks of now among the run_at values.
-
-// queueItem is a job's place in a queueIndex's trees: run_at, then id.
-type queueItem struct{ at, id int64 }
-
-func lessQueue(a, b queueItem) bool {
-	if a.at != b.at {
-		return a.at < b.at
-	}
-	return a.id < b.id
-}
+// answers the five counts and the oldest ready job without reading a job:
+// the counts that do not move with the clock are kept as numbers, and
+// those that do are ranks of now among the run_at values (numSet.CountTo,
+// a walk of its leaves' lengths: a leaf per 512 jobs).
 
 // queueIndex is a queue's counts. It is an index (added to and removed
 // from with every document) that answers no query.
 type queueIndex struct {
-	runAt, owner, errField int                      // field positions; -1 when the collection has none
-	timed                  *btree.BTreeG[queueItem] // every job with a run_at
-	owned                  *btree.BTreeG[queueItem] // those with an owner too
+	runAt, owner, errField int     // field positions; -1 when the collection has none
+	timed                  *numSet // every job with a run_at: numItem{run_at, id}
+	owned                  *numSet // those with an owner too
 	dead, kept             int
-	// Hints for the trees' writes, as sortedIndex's.
-	timedAdd, timedRemove, ownedAdd, ownedRemove btree.PathHint
 	// sorted is run_at's @sorted index when it has one (useSorted). It
 	// holds every job in run_at order, nulls first, so timed is not kept
 	// beside it: a claim's and an ack's jobs go through one tree fewer.
@@ -65,12 +53,7 @@ func newQueueIndex(s *schema) *queueIndex {
 		}
 		return -1
 	}
-	opts := btree.Options{NoLocks: true}
-	return &queueIndex{
-		runAt: at, owner: pos("owner"), errField: pos("error"),
-		timed: btree.NewBTreeGOptions(lessQueue, opts),
-		owned: btree.NewBTreeGOptions(lessQueue, opts),
-	}
+	return &queueIndex{runAt: at, owner: pos("owner"), errField: pos("error"), timed: &numSet{}, owned: &numSet{}}
 }
 
 func (q *queueIndex) has(d *Doc, f int) bool { return f >= 0 && !d.isNull(f) }
@@ -86,12 +69,12 @@ func (q *queueIndex) add(d *Doc) {
 	at := d.val(q.runAt)
 	switch {
 	case !at.IsNull():
-		it := queueItem{at.Int(), d.ID}
+		it := numItem{at.Int(), d.ID}
 		if q.sorted == nil {
-			q.timed.SetHint(it, &q.timedAdd)
+			q.timed.Set(it)
 		}
 		if q.has(d, q.owner) {
-			q.owned.SetHint(it, &q.ownedAdd)
+			q.owned.Set(it)
 		}
 	case q.has(d, q.errField):
 		q.dead++
@@ -104,27 +87,18 @@ func (q *queueIndex) remove(d *Doc) {
 	at := d.val(q.runAt)
 	switch {
 	case !at.IsNull():
-		it := queueItem{at.Int(), d.ID}
+		it := numItem{at.Int(), d.ID}
 		if q.sorted == nil {
-			q.timed.DeleteHint(it, &q.timedRemove)
+			q.timed.Delete(it)
 		}
 		if q.has(d, q.owner) { // only a job with an owner is in owned
-			q.owned.DeleteHint(it, &q.ownedRemove)
+			q.owned.Delete(it)
 		}
 	case q.has(d, q.errField):
 		q.dead--
 	default:
 		q.kept--
 	}
-}
-
-// due returns how many items of tr have run_at <= now: a binary search
-// over the tree's positions, each GetAt a walk down its counted nodes.
-func due(tr *btree.BTreeG[queueItem], now int64) int {
-	return sort.Search(tr.Len(), func(i int) bool {
-		it, _ := tr.GetAt(i)
-		return it.at > now
-	})
 }
 
 // QueueStats is a queue's jobs by state at one moment.
@@ -138,27 +112,24 @@ type QueueStats struct {
 // due by now, and the earliest run_at (valid when some are due).
 func (q *queueIndex) timedStats(now int64) (timed, ready int, oldest int64) {
 	if q.sorted == nil {
-		timed, ready = q.timed.Len(), due(q.timed, now)
+		timed, ready = q.timed.Len(), q.timed.CountTo(now)
 		if first, ok := q.timed.Min(); ok {
-			oldest = first.at
+			oldest = first.n
 		}
 		return timed, ready, oldest
 	}
-	// The index's nulls come first, and are the dead and kept jobs.
-	x, nulls := q.sorted, q.dead+q.kept
-	upTo := sort.Search(x.len(), func(i int) bool {
-		it, _ := x.at(i)
-		return !it.v.IsNull() && it.v.Int() > now
-	})
-	if first, ok := x.at(nulls); ok {
-		oldest = first.v.Int()
+	// The index's nulls (the dead and kept jobs) are apart from its
+	// numbers, which are every timed job.
+	nums := q.sorted.nums
+	if first, ok := nums.Min(); ok {
+		oldest = first.n
 	}
-	return x.len() - nulls, upTo - nulls, oldest
+	return nums.Len(), nums.CountTo(now), oldest
 }
 
 func (q *queueIndex) stats(name string, now int64) QueueStats {
 	timed, ready, oldest := q.timedStats(now)
-	leased := q.owned.Len() - due(q.owned, now)
+	leased := q.owned.Len() - q.owned.CountTo(now)
 	s := QueueStats{Name: name, Ready: ready, Leased: leased, Delayed: timed - ready - leased, Dead: q.dead, Kept: q.kept}
 	if ready > 0 {
 		s.OldestReadyMS = oldest

@@ -156,6 +156,7 @@ func main() {
 	flag.StringVar(&mo.file, "memory-out", mo.file, "-mode memory: the results `file`'s name in -out")
 	flag.StringVar(&mo.evict, "evict-memory", "", "-mode memory: a --memory `size` (1GiB): instead of the memory per job, the same file served with every row in memory and under that --memory (rows evicted to the file), into memory-limit.md")
 	flag.DurationVar(&mo.drive, "evict-drive", 20*time.Second, "-mode memory with -evict-memory: how long 16 workers claim and ack on each server")
+	flag.StringVar(&mo.evictFile, "evict-file", "", "-mode memory with -evict-memory: the `file` of jobs, kept after the run; used as it is when it exists (written by a run of the same -jobs), else written there")
 	flag.Parse()
 	fail := func(err error) {
 		fmt.Fprintln(os.Stderr, "queuebench:", err)

@@ -369,6 +369,9 @@ type memOptions struct {
 	// instead (memlimit.go), its workers driven for drive.
 	evict string
 	drive time.Duration
+	// evictFile, when set, is where the -evict-memory run's file is
+	// written and kept, or taken from when it is there already.
+	evictFile string
 }
 
 // runMemory is -mode memory: the three parts, printed as markdown and,

@@ -58,9 +58,9 @@ func startServerTLS(bin string, client *tls.Config, args ...string) (*server, er
 			scheme = "https://"
 		}
 		return &server{cmd: cmd, url: scheme + a, http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}, nil
-	case <-time.After(2 * time.Minute): // a server loading a large file takes a while
+	case <-time.After(10 * time.Minute): // a server loading a large file takes a while (50 million jobs: minutes)
 		cmd.Process.Kill()
-		return nil, fmt.Errorf("%s did not print its address in 2 minutes", bin)
+		return nil, fmt.Errorf("%s did not print its address in 10 minutes", bin)
 	}
 }
 
