@@ -129,12 +129,27 @@ func TestHoldBeforeWrite(t *testing.T) {
 		records = append(records, len(e.Changes))
 		mu.Unlock()
 	}
-	taken := func() []int {
-		mu.Lock()
-		defer mu.Unlock()
-		out := slices.Clone(records)
-		records = records[:0]
-		return out
+	// taken returns the records told since it was last called, once
+	// they hold n changes (or after 5 s): a commit is told after its
+	// waiters are let go (Subscribe), so a Commit returned is not yet a
+	// record told.
+	taken := func(n int) []int {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			sum := 0
+			for _, r := range records {
+				sum += r
+			}
+			if sum >= n || time.Now().After(deadline) {
+				out := slices.Clone(records)
+				records = records[:0]
+				mu.Unlock()
+				return out
+			}
+			mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
 	}
 	gate := &syncGate{}
 	_, _, _, s := load(t, filepath.Join(t.TempDir(), "g.db"), Options{Sync: SyncMode{Kind: SyncAlways}, Inbound: in, Fault: gate.fault}, defaultTuning)
@@ -148,7 +163,7 @@ func TestHoldBeforeWrite(t *testing.T) {
 	if err := s.Commit(seq+1, unit())(); err != nil {
 		t.Fatal(err)
 	}
-	taken()
+	taken(1)
 
 	// One on its way: the first unit's leader holds; the second comes.
 	in.Add()
@@ -170,7 +185,7 @@ func TestHoldBeforeWrite(t *testing.T) {
 	if n := s.Stats().Fsyncs - syncs; n != 1 {
 		t.Fatalf("%d syncs for the two units, want 1", n)
 	}
-	if got := taken(); !slices.Equal(got, []int{2}) {
+	if got := taken(2); !slices.Equal(got, []int{2}) {
 		t.Fatalf("the held sync wrote records of %v changes, want one of 2", got)
 	}
 
@@ -197,7 +212,7 @@ func TestHoldBeforeWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := taken(); !slices.Equal(got, []int{1, 2}) {
+	if got := taken(3); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("with 16 connections writing, the units during a sync of one went in records of %v changes, want [1 2]", got)
 	}
 }
