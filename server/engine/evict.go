@@ -750,7 +750,9 @@ func (c *Collection) evictLoaded(d *Doc, est *int64) {
 // those came to ~500 MB the kept rows had not left room for: the load's
 // peak went past the limit (bench/results/memory-limit.md). The first
 // rows, a queue's head in id order, are given back last. A dirty row
-// (the log's, not the tables') stays.
+// (the log's, not the tables') would stay: none is there yet, since
+// store.Load hands the log's changes after every table row, but a
+// change of that order must not evict a row the tables do not hold.
 func (c *Collection) giveBack(est *int64, target int64) {
 	e := c.ev
 	if !e.kept || *est <= target || len(c.docs.pages) == 0 {
