@@ -48,7 +48,7 @@ mutations=(
   "engine: evict a row whose latest write is not folded yet@@engine/evict.go@@				if s > folded {@@				if false \&\& s > folded {@@./engine"
   "engine: a read back that failed passes for a row not there@@engine/evict.go@@	if db.ev == nil || db.ev.failedUnder.Load() == before {@@	if true || db.ev == nil {@@./engine ./httpapi"
   "engine: a fold forgets a row written again after it@@engine/evict.go@@		if s, ok := e.dirty[w.id]; ok \&\& s == w.seq {@@		if _, ok := e.dirty[w.id]; ok {@@./engine"
-  "engine: a numSet leaf re-packed with one bit too few for its ids@@engine/numset.go@@	return n0, id0, li + (64-ln-li)/2, true@@	return n0, id0, max(li, 1) - 1 + (64-ln-li)/2, true@@./engine"
+  "engine: a numSet leaf re-packed with one bit too few for its ids@@engine/numset.go@@	return li + (64-ln-li)/2, true@@	return max(li, 1) - 1 + (64-ln-li)/2, true@@./engine"
   "engine: an id map page drops its slots with a resident row in it@@engine/docmap.go@@		if d != evictedDoc {@@		if d != evictedDoc \&\& false {@@./engine"
 )
 

@@ -86,9 +86,7 @@ func (l *numLeaf) upper(k numItem) int {
 }
 
 // layout returns the bases and split that pack every item of l and k, and
-// false when their range does not fit 64 bits. The spare bits are shared
-// between the number and the id, so that items a little past the range
-// (the next job's later run_at, its higher id) still pack.
+// false when their range does not fit 64 bits (idBits).
 func (l *numLeaf) layout(k numItem, with bool) (n0, id0 int64, b uint, ok bool) {
 	n0, n1 := int64(math.MaxInt64), int64(math.MinInt64)
 	id0, id1 := int64(math.MaxInt64), int64(math.MinInt64)
@@ -102,11 +100,20 @@ func (l *numLeaf) layout(k numItem, with bool) (n0, id0 int64, b uint, ok bool) 
 	if with {
 		n0, n1, id0, id1 = min(n0, k.n), max(n1, k.n), min(id0, k.id), max(id1, k.id)
 	}
+	b, ok = idBits(n0, n1, id0, id1)
+	return n0, id0, b, ok
+}
+
+// idBits returns the split that packs numbers n0..n1 and ids id0..id1 in
+// 64 bits, and false when their ranges do not fit. The spare bits are
+// shared between the number and the id, so that items a little past the
+// range (the next job's later run_at, its higher id) still pack.
+func idBits(n0, n1, id0, id1 int64) (uint, bool) {
 	ln, li := uint(bits.Len64(uint64(n1)-uint64(n0))), uint(bits.Len64(uint64(id1)-uint64(id0)))
 	if ln+li > 64 {
-		return 0, 0, 0, false
+		return 0, false
 	}
-	return n0, id0, li + (64-ln-li)/2, true
+	return li + (64-ln-li)/2, true
 }
 
 // repack packs l's items anew with these bases and split, which fit them.
@@ -302,11 +309,11 @@ func (s *numSet) merge(li int) {
 			id1 = max(id1, x.get(i).id)
 		}
 	}
-	ln, lid := uint(bits.Len64(uint64(n1)-uint64(m.n0))), uint(bits.Len64(uint64(id1)-uint64(m.id0)))
-	if ln+lid > 64 {
+	b, ok := idBits(m.n0, n1, m.id0, id1)
+	if !ok {
 		return
 	}
-	m.b = lid + (64-ln-lid)/2
+	m.b = b
 	for _, x := range []*numLeaf{l, r} {
 		for i := range x.items {
 			v, _ := m.pack(x.get(i))
@@ -457,8 +464,7 @@ func (s *numSet) compact() {
 		for _, it := range buf {
 			l.id0, id1 = min(l.id0, it.id), max(id1, it.id)
 		}
-		ln, li := uint(bits.Len64(uint64(n1)-uint64(l.n0))), uint(bits.Len64(uint64(id1)-uint64(l.id0)))
-		l.b = li + (64-ln-li)/2
+		l.b, _ = idBits(l.n0, n1, l.id0, id1)
 		for i, it := range buf {
 			l.items[i], _ = l.pack(it)
 		}
