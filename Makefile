@@ -216,6 +216,24 @@ worker-bench-programs: sdks/js/node_modules/.package-lock.json
 	cd bench/workers/kotlin && $(MVN) -B -q package -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) && \
 		$(MVN) -B -q dependency:build-classpath -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) -Dmdep.outputFile=target/cp.txt
 
+# Where the Python worker's own CPU goes: the plain loop and both Python
+# workers at concurrency 10 and 50 (one round, as worker-bench runs them),
+# then bench/workers/python/layers.py — each Python worker run again alone
+# and under py-spy, its CPU split by layer (HTTP library, JSON, client,
+# worker, loop and threads) — into bench/results/workers-python.md.
+# Not a test: it prints figures.
+.PHONY: worker-profile
+worker-profile: $(SERVER_DEP)
+	test -x bench/workers/python/.venv/bin/python || python3 -m venv bench/workers/python/.venv
+	bench/workers/python/.venv/bin/pip install -q ./sdks/python py-spy && bench/workers/python/.venv/bin/pip install -q --force-reinstall --no-deps ./sdks/python
+	rm -rf bench/.worker-profile
+	cd bench && $(GO) run ./cmd/queuebench -mode workers -fenec $(SERVER_BIN) -out .worker-profile \
+		-command "make worker-profile" -worker-jobs 20000 -rounds 1 -worker-concurrency 10,50 -systems plain,python,python-async
+	{ cat bench/.worker-profile/workers.md; echo; \
+	  bench/workers/python/.venv/bin/python bench/workers/python/layers.py $(SERVER_BIN); } > bench/results/workers-python.md.new
+	rm -rf bench/.worker-profile
+	mv bench/results/workers-python.md.new bench/results/workers-python.md && cat bench/results/workers-python.md
+
 # The recipes of docs/redis.md under load (a counter beside Redis's INCR, a
 # lock raced for, a rate limit, a million @ttl documents lapsing at once),
 # each checked for its property, into bench/results/redis.md. Not a test:
