@@ -1,8 +1,8 @@
 """make worker-profile: where the Python worker's own CPU goes, by layer.
 
 For each worker (threads, asyncio) and concurrency, on a fresh durable
-`fenec serve` with JOBS jobs put first (the collection make worker-bench
-uses), it runs worker.py twice: once alone, timed as worker-bench times it
+`fenec serve` with --jobs jobs (20 000) put first, in the collection
+make worker-bench uses, it runs worker.py twice: once alone, timed as worker-bench times it
 (jobs/s, and the process's CPU per job from /proc), and once under py-spy
 sampling only the thread that holds the interpreter's lock (--gil), whose
 samples are split by the layer they were taken in:
@@ -94,25 +94,30 @@ def run(fenec: str, mode: str, concurrency: int, jobs: int, spy: List[str]) -> T
                     stdout=subprocess.PIPE,
                     text=True,
                 )
-                assert worker.stdout is not None and worker.stdin is not None
-                for line in worker.stdout:  # py-spy says a line of its own first
-                    if line.strip() == "ready":
-                        break
-                else:
-                    raise SystemExit(f"worker.py did not say ready (exit {worker.wait(30)})")
-                pid = worker.pid if not spy else 0
-                cpu0 = cpu_seconds(pid) if pid else 0.0
-                start = time.perf_counter()
-                deadline = start + 120
-                while db.query("get jobs count")[0]["count"] > 0:
-                    if time.perf_counter() > deadline:
-                        raise SystemExit(f"{mode} c{concurrency}: jobs left after 120 s")
-                    time.sleep(0.005)
-                took = time.perf_counter() - start
-                cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
-                worker.stdin.close()
-                worker.stdout.read()  # py-spy's last words
-                worker.wait(60)
+                try:
+                    assert worker.stdout is not None and worker.stdin is not None
+                    for line in worker.stdout:  # py-spy says a line of its own first
+                        if line.strip() == "ready":
+                            break
+                    else:
+                        raise SystemExit(f"worker.py did not say ready (exit {worker.wait(30)})")
+                    pid = worker.pid if not spy else 0
+                    cpu0 = cpu_seconds(pid) if pid else 0.0
+                    start = time.perf_counter()
+                    deadline = start + 120
+                    while db.query("get jobs count")[0]["count"] > 0:
+                        if time.perf_counter() > deadline:
+                            raise SystemExit(f"{mode} c{concurrency}: jobs left after 120 s")
+                        time.sleep(0.005)
+                    took = time.perf_counter() - start
+                    cpu = cpu_seconds(pid) - cpu0 if pid else 0.0
+                    worker.stdin.close()
+                    worker.stdout.read()  # py-spy's last words
+                    worker.wait(60)
+                finally:
+                    if worker.poll() is None:  # a run given up: the worker goes too
+                        worker.kill()
+                        worker.wait()
         finally:
             server.terminate()
             server.wait(30)
