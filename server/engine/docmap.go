@@ -5,17 +5,6 @@ import (
 	"sync/atomic"
 )
 
-// dropSlotsAt drops the slots of the page holding id when id is the last
-// of a full page and every row of it is evicted (docPage.dropSlots).
-func (m *docMap) dropSlotsAt(id int64) {
-	if len(m.pages) == 0 {
-		return
-	}
-	if p := m.pages[m.page(id)]; p.len() == pageMax && p.key(pageMax-1) == id {
-		p.dropSlots()
-	}
-}
-
 // docMap is a collection's documents by id, in id order: a sorted list of
 // pages of up to pageMax documents each. It costs about 8 bytes a
 // document where ids run without gaps, as those a collection hands out
@@ -89,6 +78,17 @@ func (p *docPage) dropSlots() bool {
 		p.keys = slices.Clip(slices.Clone(p.keys))
 	}
 	return true
+}
+
+// dropSlotsAt drops the slots of the page holding id when id is the last
+// of a full page and every row of it is evicted (docPage.dropSlots).
+func (m *docMap) dropSlotsAt(id int64) {
+	if len(m.pages) == 0 {
+		return
+	}
+	if p := m.pages[m.page(id)]; p.len() == pageMax && p.key(pageMax-1) == id {
+		p.dropSlots()
+	}
 }
 
 // thaw gives a page without slots its slots back, each evictedDoc, before

@@ -533,11 +533,7 @@ func (c *Collection) sweepLocked(need int64) (evicted, examined int) {
 				e.evictions++
 			}
 			p.docs[i] = evictedDoc
-			b := rowBytes(d)
-			e.resident--
-			e.evicted++
-			e.resBytes -= b
-			freed += b
+			freed += e.countEvicted(d)
 			evicted++
 		}
 		// The hand has passed every row of the page: if none is resident
@@ -731,9 +727,7 @@ func (c *Collection) evictLoaded(d *Doc, est *int64) {
 	defer c.giveBack(est, target)
 	c.docs.Set(d.ID, evictedDoc)
 	*est -= idMapEntry - idMapEvicted // its id map entry goes with its slot
-	e.resident--
-	e.evicted++
-	e.resBytes -= rowBytes(d)
+	e.countEvicted(d)
 	delete(e.dirty, d.ID)
 	e.ev.evicted.Add(1)
 	// Rows load in id order: a full page whose last row this is drops
@@ -741,6 +735,17 @@ func (c *Collection) evictLoaded(d *Doc, est *int64) {
 	// no slot of the rows it evicted (the pages it did not fill drop
 	// theirs in loadedForEviction).
 	c.docs.dropSlotsAt(d.ID)
+}
+
+// countEvicted counts the resident row d evicted in e (its slot already
+// evictedDoc: the sweep and the load each set it their way), and returns
+// its bytes, which the resident rows no longer hold.
+func (e *collEvict) countEvicted(d *Doc) int64 {
+	b := rowBytes(d)
+	e.resident--
+	e.evicted++
+	e.resBytes -= b
+	return b
 }
 
 // giveBack evicts rows Load kept, the last kept first, until the estimate
@@ -773,11 +778,7 @@ func (c *Collection) giveBack(est *int64, target int64) {
 				continue
 			}
 			p.docs[i] = evictedDoc
-			b := rowBytes(d)
-			*est -= b + idMapEntry - idMapEvicted
-			e.resident--
-			e.evicted++
-			e.resBytes -= b
+			*est -= e.countEvicted(d) + idMapEntry - idMapEvicted
 			e.ev.evicted.Add(1)
 		}
 		p.dropSlots() // when passed whole
