@@ -201,20 +201,23 @@ queue-bench: $(SERVER_DEP)
 WORKER_BENCH_FLAGS ?=
 KOTLIN_VERSION = $(shell sed -n 's#^  <version>\(.*\)</version>#\1#p' sdks/kotlin/pom.xml | head -1)
 KOTLIN_COMPILER = $(shell sed -n 's#.*<kotlin.version>\(.*\)</kotlin.version>.*#\1#p' sdks/kotlin/pom.xml)
-.PHONY: worker-bench worker-bench-programs
+.PHONY: worker-bench worker-bench-programs worker-bench-python
 worker-bench: $(SERVER_DEP) worker-bench-programs
 	cd bench && $(GO) run ./cmd/queuebench -mode workers -fenec $(SERVER_BIN) -out results \
 		-command "make worker-bench$(if $(WORKER_BENCH_FLAGS), WORKER_BENCH_FLAGS='$(WORKER_BENCH_FLAGS)')" \
 		-note "$(BENCH_NOTE)" $(WORKER_BENCH_FLAGS)
-worker-bench-programs: sdks/js/node_modules/.package-lock.json
+worker-bench-programs: sdks/js/node_modules/.package-lock.json worker-bench-python
 	cd bench/workers/go && $(GO) build -o worker .
 	cd sdks/js && $(NPM) run --silent build
 	cd bench/workers/js && $(NPM) install --no-audit --no-fund --silent
-	test -x bench/workers/python/.venv/bin/python || python3 -m venv bench/workers/python/.venv
-	bench/workers/python/.venv/bin/pip install -q ./sdks/python && bench/workers/python/.venv/bin/pip install -q --force-reinstall --no-deps ./sdks/python
 	cd sdks/kotlin && $(MVN) -B -q install -DskipTests
 	cd bench/workers/kotlin && $(MVN) -B -q package -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) && \
 		$(MVN) -B -q dependency:build-classpath -Dfenecdb.version=$(KOTLIN_VERSION) -Dkotlin.version=$(KOTLIN_COMPILER) -Dmdep.outputFile=target/cp.txt
+
+# The Python worker programs' venv, with the SDK of this checkout.
+worker-bench-python:
+	test -x bench/workers/python/.venv/bin/python || python3 -m venv bench/workers/python/.venv
+	bench/workers/python/.venv/bin/pip install -q ./sdks/python && bench/workers/python/.venv/bin/pip install -q --force-reinstall --no-deps ./sdks/python
 
 # Where the Python worker's own CPU goes: the plain loop and both Python
 # workers at concurrency 10 and 50 (one round, as worker-bench runs them),
@@ -223,9 +226,8 @@ worker-bench-programs: sdks/js/node_modules/.package-lock.json
 # worker, loop and threads) — into bench/results/workers-python.md.
 # Not a test: it prints figures.
 .PHONY: worker-profile
-worker-profile: $(SERVER_DEP)
-	test -x bench/workers/python/.venv/bin/python || python3 -m venv bench/workers/python/.venv
-	bench/workers/python/.venv/bin/pip install -q ./sdks/python py-spy && bench/workers/python/.venv/bin/pip install -q --force-reinstall --no-deps ./sdks/python
+worker-profile: $(SERVER_DEP) worker-bench-python
+	bench/workers/python/.venv/bin/pip install -q py-spy
 	rm -rf bench/.worker-profile
 	cd bench && $(GO) run ./cmd/queuebench -mode workers -fenec $(SERVER_BIN) -out .worker-profile \
 		-command "make worker-profile" -worker-jobs 20000 -rounds 1 -worker-concurrency 10,50 -systems plain,python,python-async
